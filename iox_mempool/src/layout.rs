@@ -1,0 +1,254 @@
+//! Pool layouts: the ordered size classes of a pool and where each chunk lives.
+//!
+//! A layout is a list of size classes `(chunk_size, count)`, sorted by chunk size,
+//! strictly increasing. Chunk sizes are rounded up to the layout's alignment (64 bytes
+//! by default, any power of two up to the page size), so every chunk starts aligned.
+//! Classes are laid out back to back from offset 0 of the payload segment, and the
+//! payload length is rounded up to the page size, so the payload segment can be pinned
+//! exactly. The layout has a stable hash (xxh3 over a fixed little-endian encoding) that
+//! processes compare to confirm they agree.
+//!
+//! Limits: 1..=[`MAX_CLASSES`] classes, 1..=[`MAX_CHUNKS_PER_CLASS`] chunks per class,
+//! at most [`MAX_POOL_BYTES`] in all. Anything else is a [`LayoutError`].
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Chunk alignment used unless the layout asks for another.
+pub const DEFAULT_ALIGNMENT: usize = 64;
+/// Most size classes one pool may have.
+pub const MAX_CLASSES: usize = 32;
+/// Most chunks one size class may have.
+pub const MAX_CHUNKS_PER_CLASS: u32 = 1 << 24;
+/// Largest payload segment a layout may describe (1 TiB).
+pub const MAX_POOL_BYTES: u64 = 1 << 40;
+
+/// The system page size.
+pub fn page_size() -> usize {
+    rustix::param::page_size()
+}
+
+/// One size class as requested or stored: chunks of `chunk_size` bytes, `count` of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SizeClass {
+    /// Bytes per chunk (after rounding, a multiple of the alignment).
+    pub chunk_size: usize,
+    /// Number of chunks.
+    pub count: u32,
+}
+
+/// Why a layout is invalid.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum LayoutError {
+    /// No size classes were given.
+    #[error("a pool layout needs at least one size class")]
+    Empty,
+    /// More classes than [`MAX_CLASSES`].
+    #[error("{0} size classes given; at most {MAX_CLASSES} are allowed")]
+    TooManyClasses(usize),
+    /// A class has chunk size 0.
+    #[error("size class {index} has chunk size 0")]
+    ZeroChunkSize {
+        /// Position of the class as given.
+        index: usize,
+    },
+    /// A class has no chunks.
+    #[error("size class {index} (chunk size {chunk_size}) has no chunks")]
+    ZeroCount {
+        /// Position of the class as given.
+        index: usize,
+        /// Its chunk size.
+        chunk_size: usize,
+    },
+    /// A class has more than [`MAX_CHUNKS_PER_CLASS`] chunks.
+    #[error("size class {index} has {count} chunks; at most {MAX_CHUNKS_PER_CLASS} are allowed")]
+    TooManyChunks {
+        /// Position of the class as given.
+        index: usize,
+        /// The count given.
+        count: u64,
+    },
+    /// The alignment is not a power of two between 8 and the page size.
+    #[error("alignment {0} is invalid: use a power of two from 8 to the page size")]
+    BadAlignment(usize),
+    /// Two classes round to the same chunk size.
+    #[error("two size classes have chunk size {0} after rounding to the alignment; merge them")]
+    DuplicateChunkSize(usize),
+    /// The pool would be larger than [`MAX_POOL_BYTES`].
+    #[error("the pool would need more than {MAX_POOL_BYTES} bytes")]
+    TooLarge,
+}
+
+/// A validated pool layout.
+///
+/// ```
+/// use iox_mempool::PoolLayout;
+/// let layout = PoolLayout::new(&[(1 << 20, 4), (100, 16)]).unwrap();
+/// assert_eq!(layout.classes()[0].chunk_size, 128); // sorted, rounded up to 64
+/// assert_eq!(layout.class_for(129, 0), Some(1));
+/// assert!(PoolLayout::new(&[(64, 0)]).is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "LayoutSpec", into = "LayoutSpec")]
+pub struct PoolLayout {
+    alignment: usize,
+    classes: Vec<SizeClass>,
+    offsets: Vec<usize>,
+    payload_len: usize,
+}
+
+/// The serialized form of a layout, validated into a [`PoolLayout`] on the way in.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct LayoutSpec {
+    alignment: usize,
+    classes: Vec<SizeClass>,
+}
+
+impl TryFrom<LayoutSpec> for PoolLayout {
+    type Error = LayoutError;
+    fn try_from(spec: LayoutSpec) -> Result<Self, LayoutError> {
+        let classes: Vec<(usize, u64)> = spec
+            .classes
+            .iter()
+            .map(|c| (c.chunk_size, u64::from(c.count)))
+            .collect();
+        Self::build(spec.alignment, &classes)
+    }
+}
+
+impl From<PoolLayout> for LayoutSpec {
+    fn from(layout: PoolLayout) -> Self {
+        LayoutSpec {
+            alignment: layout.alignment,
+            classes: layout.classes,
+        }
+    }
+}
+
+impl PoolLayout {
+    /// A layout of `(chunk_size, count)` classes at the default 64-byte alignment.
+    pub fn new(classes: &[(usize, usize)]) -> Result<Self, LayoutError> {
+        Self::with_alignment(DEFAULT_ALIGNMENT, classes)
+    }
+
+    /// A layout of `(chunk_size, count)` classes whose chunks start at multiples of
+    /// `alignment` (a power of two from 8 to the page size).
+    pub fn with_alignment(alignment: usize, classes: &[(usize, usize)]) -> Result<Self, LayoutError> {
+        let classes: Vec<(usize, u64)> = classes.iter().map(|&(s, c)| (s, c as u64)).collect();
+        Self::build(alignment, &classes)
+    }
+
+    fn build(alignment: usize, given: &[(usize, u64)]) -> Result<Self, LayoutError> {
+        if !alignment.is_power_of_two() || !(8..=page_size()).contains(&alignment) {
+            return Err(LayoutError::BadAlignment(alignment));
+        }
+        if given.is_empty() {
+            return Err(LayoutError::Empty);
+        }
+        if given.len() > MAX_CLASSES {
+            return Err(LayoutError::TooManyClasses(given.len()));
+        }
+        let mut classes = Vec::with_capacity(given.len());
+        for (index, &(size, count)) in given.iter().enumerate() {
+            if size == 0 {
+                return Err(LayoutError::ZeroChunkSize { index });
+            }
+            if count == 0 {
+                return Err(LayoutError::ZeroCount {
+                    index,
+                    chunk_size: size,
+                });
+            }
+            if count > u64::from(MAX_CHUNKS_PER_CLASS) {
+                return Err(LayoutError::TooManyChunks { index, count });
+            }
+            let chunk_size = size
+                .checked_next_multiple_of(alignment)
+                .filter(|&s| s as u64 <= MAX_POOL_BYTES)
+                .ok_or(LayoutError::TooLarge)?;
+            classes.push(SizeClass {
+                chunk_size,
+                count: count as u32,
+            });
+        }
+        classes.sort_by_key(|c| c.chunk_size);
+        if let Some(pair) = classes.windows(2).find(|w| w[0].chunk_size == w[1].chunk_size) {
+            return Err(LayoutError::DuplicateChunkSize(pair[0].chunk_size));
+        }
+        let mut offsets = Vec::with_capacity(classes.len());
+        let mut total: u64 = 0;
+        for class in &classes {
+            offsets.push(total as usize);
+            total += class.chunk_size as u64 * u64::from(class.count);
+            if total > MAX_POOL_BYTES {
+                return Err(LayoutError::TooLarge);
+            }
+        }
+        let payload_len = (total as usize).next_multiple_of(page_size());
+        Ok(Self {
+            alignment,
+            classes,
+            offsets,
+            payload_len,
+        })
+    }
+
+    /// Chunk alignment in bytes.
+    pub fn alignment(&self) -> usize {
+        self.alignment
+    }
+
+    /// The classes, smallest chunk size first.
+    pub fn classes(&self) -> &[SizeClass] {
+        &self.classes
+    }
+
+    /// Byte offset of the first chunk of `class` in the payload segment.
+    pub fn class_offset(&self, class: usize) -> usize {
+        self.offsets[class]
+    }
+
+    /// Byte offset of chunk `index` of `class` in the payload segment.
+    pub fn chunk_offset(&self, class: usize, index: u32) -> usize {
+        self.offsets[class] + index as usize * self.classes[class].chunk_size
+    }
+
+    /// Length of the payload segment: all chunks, rounded up to the page size.
+    pub fn payload_len(&self) -> usize {
+        self.payload_len
+    }
+
+    /// Total number of chunks over all classes.
+    pub fn total_chunks(&self) -> u64 {
+        self.classes.iter().map(|c| u64::from(c.count)).sum()
+    }
+
+    /// Largest chunk size.
+    pub fn max_chunk_size(&self) -> usize {
+        self.classes.last().map_or(0, |c| c.chunk_size)
+    }
+
+    /// The smallest class whose chunks hold `size` bytes, or `None` if none does.
+    /// Checks `hint` (e.g. the class used last time) first, then binary-searches.
+    pub fn class_for(&self, size: usize, hint: usize) -> Option<usize> {
+        let fits = |i: usize| self.classes[i].chunk_size >= size;
+        if hint < self.classes.len() && fits(hint) && (hint == 0 || !fits(hint - 1)) {
+            return Some(hint);
+        }
+        let i = self.classes.partition_point(|c| c.chunk_size < size);
+        (i < self.classes.len()).then_some(i)
+    }
+
+    /// Stable hash of the layout: equal layouts hash equal in every process and build.
+    pub fn hash(&self) -> u64 {
+        let mut bytes = Vec::with_capacity(32 + 16 * self.classes.len());
+        bytes.extend_from_slice(b"iox-layout-v1");
+        bytes.extend_from_slice(&(self.alignment as u64).to_le_bytes());
+        bytes.extend_from_slice(&(self.classes.len() as u64).to_le_bytes());
+        for c in &self.classes {
+            bytes.extend_from_slice(&(c.chunk_size as u64).to_le_bytes());
+            bytes.extend_from_slice(&u64::from(c.count).to_le_bytes());
+        }
+        xxhash_rust::xxh3::xxh3_64(&bytes)
+    }
+}

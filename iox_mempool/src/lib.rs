@@ -1,0 +1,41 @@
+//! # iox_mempool
+//!
+//! The memory layer of iox: named shared-memory segments ([`segment`]), pool layouts
+//! ([`layout`]), the lock-free chunk pool living in them ([`pool`]), memory types
+//! ([`memory`]) and the process-local pin registry ([`pin`]).
+//!
+//! It knows nothing of services or ports; `iox_service` builds those on top.
+//!
+//! ```
+//! use iox_mempool::{Pool, PoolLayout, MemoryType};
+//! use std::sync::Arc;
+//! let dir = tempfile::tempdir().unwrap();
+//! let layout = PoolLayout::new(&[(256, 4)]).unwrap();
+//! let pool = Arc::new(Pool::create(dir.path(), "example", &layout, MemoryType::Locked, 0o600).unwrap());
+//! let pin = pool.pin().unwrap();           // mlock, once per process per pool
+//! assert!(pin.is_pinned());
+//! let mut hint = 0;
+//! let chunk = pool.loan(200, &mut hint).unwrap();
+//! let (ptr, len) = pool.chunk(chunk).unwrap();
+//! assert_eq!(len, 256);
+//! // SAFETY: the chunk is loaned to us and 256 bytes long.
+//! unsafe { ptr.write_bytes(7, len) };
+//! pool.release(chunk).unwrap();
+//! ```
+
+mod free_list;
+pub mod layout;
+pub mod memory;
+pub mod pin;
+pub mod pool;
+pub mod root;
+pub mod segment;
+
+pub use layout::{LayoutError, PoolLayout, SizeClass};
+pub use memory::{MemoryType, MemoryTypeError};
+pub use pin::{
+    MlockPinner, PinError, PinGuard, Pinner, Region, RegisterPinnerError, acquire, register_pinner,
+};
+pub use pool::{
+    ChunkError, ChunkHandle, ClassInfo, CreatePoolError, LoanError, OpenPoolError, Pool, PoolInfo, PoolPin,
+};

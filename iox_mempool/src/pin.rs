@@ -1,0 +1,287 @@
+//! Pinning: the `Pinner` trait and the process-local, reference-counted pin registry.
+//!
+//! Pinning makes a mapped region fit for direct device access: page-locked (`mlock`),
+//! registered with the CUDA driver, registered with an RDMA NIC. It is slow, so iox
+//! does it once per process per mapped pool, when a port that opted in is built.
+//!
+//! Invariants:
+//! - The registry is keyed by the mapped region (address, length). Any number of
+//!   [`acquire`] calls for one region cause exactly one [`Pinner::pin`]; the last
+//!   [`PinGuard`] dropped causes exactly one [`Pinner::unpin`], with the same pinner
+//!   that pinned it (even if another pinner was registered meanwhile).
+//! - The registry holds its lock while it calls a pinner, so concurrent acquirers of a
+//!   region wait for the one registration instead of racing it.
+//! - A guard never outlives its mapping when it is taken through
+//!   [`crate::Pool::pin`], which keeps the pool mapped until the guard is gone; this is
+//!   what keeps the registry from ever holding a registration for unmapped memory.
+//! - `Cpu` pools need no pinning: acquiring them succeeds and pins nothing. `Locked`
+//!   has a built-in pinner (`mlock`/`munlock`). `CudaPinned` and `User(code)` need a
+//!   pinner registered with [`register_pinner`]; without one, [`acquire`] fails with
+//!   [`PinError::NoPinner`].
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+
+use thiserror::Error;
+
+use crate::MemoryType;
+
+/// A mapped range of this process's address space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Region {
+    addr: usize,
+    len: usize,
+    read_only: bool,
+}
+
+impl Region {
+    /// A region of `len` bytes at `addr`; `read_only` says how it is mapped.
+    pub fn new(addr: *const u8, len: usize, read_only: bool) -> Self {
+        Self {
+            addr: addr as usize,
+            len,
+            read_only,
+        }
+    }
+
+    /// Start address.
+    pub fn addr(&self) -> *mut u8 {
+        self.addr as *mut u8
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty region.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether the mapping is read-only (a pinner may register it read-only).
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+}
+
+/// Why pinning or unpinning failed.
+#[derive(Debug, Error)]
+pub enum PinError {
+    /// No pinner is registered for this memory type.
+    #[error("no pinner is registered for memory type {memory_type}: {hint}")]
+    NoPinner {
+        /// The type that needed one.
+        memory_type: MemoryType,
+        /// What to do about it.
+        hint: &'static str,
+    },
+    /// The region is pinned already as another memory type.
+    #[error("the region is already pinned as {existing}, cannot pin it as {requested}")]
+    Conflict {
+        /// The type it is pinned as.
+        existing: MemoryType,
+        /// The type asked for.
+        requested: MemoryType,
+    },
+    /// A system call failed (e.g. `mlock` over `RLIMIT_MEMLOCK`).
+    #[error("{op} failed: {source}")]
+    Os {
+        /// The call.
+        op: &'static str,
+        /// Its error.
+        source: io::Error,
+    },
+    /// A pinner (e.g. a GPU driver) refused, with its own message.
+    #[error("{0}")]
+    Pinner(String),
+}
+
+/// Pins and unpins regions for one memory type.
+pub trait Pinner: Send + Sync {
+    /// Pins `region`. Called once per region per process by the registry.
+    fn pin(&self, region: &Region) -> Result<(), PinError>;
+    /// Unpins `region`, which this pinner pinned. Called while it is still mapped.
+    fn unpin(&self, region: &Region) -> Result<(), PinError>;
+}
+
+/// The built-in pinner of [`MemoryType::Locked`]: `mlock` and `munlock`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct MlockPinner;
+
+impl Pinner for MlockPinner {
+    fn pin(&self, region: &Region) -> Result<(), PinError> {
+        // SAFETY: mlock only changes residency of pages in the range; an unmapped range
+        // is reported as ENOMEM, never undefined behaviour.
+        unsafe { rustix::mm::mlock(region.addr().cast(), region.len()) }.map_err(|e| PinError::Os {
+            op: "mlock",
+            source: e.into(),
+        })
+    }
+
+    fn unpin(&self, region: &Region) -> Result<(), PinError> {
+        // SAFETY: as for mlock; munlock only changes residency.
+        unsafe { rustix::mm::munlock(region.addr().cast(), region.len()) }.map_err(|e| PinError::Os {
+            op: "munlock",
+            source: e.into(),
+        })
+    }
+}
+
+/// Why [`register_pinner`] refused.
+#[derive(Debug, Error)]
+pub enum RegisterPinnerError {
+    /// `Cpu` memory is never pinned.
+    #[error("Cpu memory is never pinned; register pinners for Locked, CudaPinned or User codes")]
+    CpuNotPinnable,
+    /// The memory type is invalid (a `User` code below 0x0100).
+    #[error(transparent)]
+    InvalidType(#[from] crate::MemoryTypeError),
+}
+
+struct Entry {
+    count: usize,
+    memory_type: MemoryType,
+    pinner: Arc<dyn Pinner>,
+}
+
+#[derive(Default)]
+struct Registry {
+    pinners: HashMap<MemoryType, Arc<dyn Pinner>>,
+    pins: HashMap<(usize, usize), Entry>,
+}
+
+static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Default::default);
+static UNPIN_FAILURES: AtomicUsize = AtomicUsize::new(0);
+
+fn registry() -> MutexGuard<'static, Registry> {
+    // A pinner that panicked leaves the maps consistent (we mutate them only after it
+    // returns), so a poisoned lock is safe to keep using.
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Registers `pinner` for `memory_type` in this process, replacing (and returning) any
+/// earlier one. Regions pinned already stay with the pinner that pinned them.
+///
+/// ```
+/// use iox_mempool::{register_pinner, MemoryType, MlockPinner};
+/// use std::sync::Arc;
+/// register_pinner(MemoryType::User(0x0100), Arc::new(MlockPinner)).unwrap();
+/// assert!(register_pinner(MemoryType::Cpu, Arc::new(MlockPinner)).is_err());
+/// ```
+pub fn register_pinner(
+    memory_type: MemoryType,
+    pinner: Arc<dyn Pinner>,
+) -> Result<Option<Arc<dyn Pinner>>, RegisterPinnerError> {
+    let memory_type = memory_type.validate()?;
+    if memory_type == MemoryType::Cpu {
+        return Err(RegisterPinnerError::CpuNotPinnable);
+    }
+    Ok(registry().pinners.insert(memory_type, pinner))
+}
+
+/// Whether a pinner is available for `memory_type` (registered, or built in).
+pub fn has_pinner(memory_type: MemoryType) -> bool {
+    matches!(memory_type, MemoryType::Cpu | MemoryType::Locked)
+        || registry().pinners.contains_key(&memory_type)
+}
+
+/// Pins `region` as `memory_type` unless this process has it pinned already, and
+/// returns a guard that keeps it pinned. The caller keeps the region mapped while the
+/// guard lives; [`crate::Pool::pin`] does that for pools.
+pub fn acquire(region: Region, memory_type: MemoryType) -> Result<PinGuard, PinError> {
+    if memory_type == MemoryType::Cpu {
+        return Ok(PinGuard { key: None });
+    }
+    let key = (region.addr, region.len);
+    let mut reg = registry();
+    if let Some(entry) = reg.pins.get_mut(&key) {
+        if entry.memory_type != memory_type {
+            return Err(PinError::Conflict {
+                existing: entry.memory_type,
+                requested: memory_type,
+            });
+        }
+        entry.count += 1;
+        return Ok(PinGuard {
+            key: Some((key, region)),
+        });
+    }
+    let pinner: Arc<dyn Pinner> = match (reg.pinners.get(&memory_type), memory_type) {
+        (Some(p), _) => p.clone(),
+        (None, MemoryType::Locked) => Arc::new(MlockPinner),
+        (None, MemoryType::CudaPinned) => {
+            return Err(PinError::NoPinner {
+                memory_type,
+                hint: "CudaPinned pools are pinned by iox_cuda; build iox_service with the `cuda` feature on a machine with a CUDA driver, or register a pinner",
+            });
+        }
+        (None, _) => {
+            return Err(PinError::NoPinner {
+                memory_type,
+                hint: "register one with register_pinner before building a pinned port",
+            });
+        }
+    };
+    pinner.pin(&region)?;
+    reg.pins.insert(
+        key,
+        Entry {
+            count: 1,
+            memory_type,
+            pinner,
+        },
+    );
+    Ok(PinGuard {
+        key: Some((key, region)),
+    })
+}
+
+/// How many guards this process holds for the region at `addr` of `len` bytes
+/// (0 if it is not pinned).
+pub fn pin_count(addr: *const u8, len: usize) -> usize {
+    registry().pins.get(&(addr as usize, len)).map_or(0, |e| e.count)
+}
+
+/// How many unpins failed in this process so far (a guard cannot report errors from
+/// `drop`, so they are counted here).
+pub fn unpin_failures() -> usize {
+    UNPIN_FAILURES.load(Ordering::Relaxed)
+}
+
+/// Keeps a region pinned; the last guard of a region unpins it when dropped.
+#[derive(Debug)]
+#[must_use = "dropping the guard unpins the region again"]
+pub struct PinGuard {
+    key: Option<((usize, usize), Region)>,
+}
+
+impl PinGuard {
+    /// Whether this guard actually holds a pin (false for `Cpu`).
+    pub fn is_pinned(&self) -> bool {
+        self.key.is_some()
+    }
+}
+
+impl Drop for PinGuard {
+    fn drop(&mut self) {
+        let Some((key, region)) = self.key.take() else {
+            return;
+        };
+        let mut reg = registry();
+        let last = match reg.pins.get_mut(&key) {
+            Some(entry) => {
+                entry.count -= 1;
+                entry.count == 0
+            }
+            None => false,
+        };
+        if let Some(entry) = last.then(|| reg.pins.remove(&key)).flatten()
+            && entry.pinner.unpin(&region).is_err()
+        {
+            UNPIN_FAILURES.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,689 @@
+//! The chunk pool of one service: payload in one segment, bookkeeping in another.
+//!
+//! Files, for a pool whose stem is `S`:
+//! - `S.pool`: the payload, chunks only, class after class as the [`PoolLayout`] says,
+//!   page-aligned and page-sized, so pinning it pins exactly the payload. It may be
+//!   mapped read-only (a process that only reads samples).
+//! - `S.chunks`: the bookkeeping every participant maps read-write: a 64-byte header
+//!   (magic, version, layout hash, payload length, memory type; all atomics), one
+//!   free-list head per class on its own cache line, then per class one 8-byte
+//!   [`ChunkMeta`] per chunk (free-list link and reference count).
+//!
+//! Creation: `S.chunks` is created exclusively, then `S.pool`; the free lists are
+//! built; the header is filled in and its magic stored last with Release ordering. An
+//! opener that reads the magic with Acquire therefore sees a fully built pool; a zero
+//! magic means "still being created" ([`OpenPoolError::NotReady`]).
+//!
+//! Opening trusts nothing in the files: sizes come from the caller's expected layout
+//! and are checked against `fstat` before mapping; the header must match that layout's
+//! hash, the payload length and the memory type; every index read later is
+//! bounds-checked.
+//!
+//! Hot path: [`Pool::loan`] is a class lookup (hint first, then binary search) plus a
+//! CAS on that class's free-list head and a store to the chunk's reference count.
+//! [`Pool::release`] is one `fetch_sub` plus, for the last reference, a CAS push. No
+//! lock, no syscall, no zero-fill.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+
+use thiserror::Error;
+
+use crate::free_list::{ChunkMeta, FreeList, FreeListHead};
+use crate::pin::{self, PinError, PinGuard, Region};
+use crate::segment::{self, Access, CreateSegmentError, OpenSegmentError, Segment};
+use crate::{MemoryType, PoolLayout};
+
+/// Magic of a chunk bookkeeping segment.
+pub const CHUNKS_MAGIC: u64 = u64::from_le_bytes(*b"IOXCHNK\x01");
+/// Version of the bookkeeping format.
+pub const CHUNKS_VERSION: u32 = 1;
+const HEADER_LEN: usize = 64;
+
+#[repr(C)]
+struct Header {
+    magic: AtomicU64,
+    layout_hash: AtomicU64,
+    payload_len: AtomicU64,
+    version: AtomicU32,
+    class_count: AtomicU32,
+    memory_type: AtomicU32,
+}
+const _: () = assert!(size_of::<Header>() <= HEADER_LEN);
+const _: () = assert!(size_of::<FreeListHead>() == 64);
+const _: () = assert!(size_of::<ChunkMeta>() == 8);
+
+/// A chunk: its size class and its index in that class. Converts to an address in
+/// each process with [`Pool::chunk_ptr`]; stored in shared queues as [`Self::to_raw`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ChunkHandle {
+    class: u8,
+    index: u32,
+}
+
+impl ChunkHandle {
+    /// The size class.
+    pub fn class(self) -> usize {
+        usize::from(self.class)
+    }
+
+    /// The index within the class.
+    pub fn index(self) -> u32 {
+        self.index
+    }
+
+    /// A 64-bit encoding for shared queues: `class << 32 | index`.
+    pub fn to_raw(self) -> u64 {
+        (u64::from(self.class) << 32) | u64::from(self.index)
+    }
+}
+
+/// Sizes and occupancy of one class, as reported by [`Pool::info`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClassInfo {
+    /// Bytes per chunk.
+    pub chunk_size: usize,
+    /// Number of chunks.
+    pub count: u32,
+    /// Chunks not in use right now (a snapshot).
+    pub free: u32,
+    /// Offset of the class's first chunk from the pool's base.
+    pub offset: usize,
+}
+
+/// Where a pool's payload lives in this process and how it is divided, for users who
+/// register it themselves (RDMA, Vulkan, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolInfo {
+    /// Address of the payload mapping in this process.
+    pub base: usize,
+    /// Length of the payload mapping in bytes (page-aligned).
+    pub len: usize,
+    /// The pool's memory type.
+    pub memory_type: MemoryType,
+    /// The size classes, smallest first.
+    pub classes: Vec<ClassInfo>,
+}
+
+impl PoolInfo {
+    /// Chunks not in use, over all classes.
+    pub fn free_chunks(&self) -> u64 {
+        self.classes.iter().map(|c| u64::from(c.free)).sum()
+    }
+
+    /// Chunks over all classes.
+    pub fn total_chunks(&self) -> u64 {
+        self.classes.iter().map(|c| u64::from(c.count)).sum()
+    }
+}
+
+/// Why [`Pool::create`] failed.
+#[derive(Debug, Error)]
+pub enum CreatePoolError {
+    /// A segment could not be created.
+    #[error(transparent)]
+    Segment(#[from] CreateSegmentError),
+    /// The memory type is invalid.
+    #[error(transparent)]
+    MemoryType(#[from] crate::MemoryTypeError),
+}
+
+/// Why [`Pool::open`] failed. Each names the file and what is wrong with it.
+#[derive(Debug, Error)]
+pub enum OpenPoolError {
+    /// A segment could not be opened, or is too short.
+    #[error(transparent)]
+    Segment(#[from] OpenSegmentError),
+    /// The bookkeeping has no magic yet: its creator is still building it (or died).
+    #[error("{path} is not initialised yet (its creator is still building it, or died while doing so)")]
+    NotReady {
+        /// The file.
+        path: String,
+    },
+    /// The file is another kind of iox file.
+    #[error("{path} has magic {found:#018x}, which belongs to another kind of iox file, not a chunk pool")]
+    WrongMagic {
+        /// The file.
+        path: String,
+        /// The magic found.
+        found: u64,
+    },
+    /// The file is not an iox file at all.
+    #[error("{path} is not an iox file (magic {found:#018x})")]
+    Foreign {
+        /// The file.
+        path: String,
+        /// The first eight bytes found.
+        found: u64,
+    },
+    /// Written by an incompatible version of iox.
+    #[error("{path} has bookkeeping version {found}; this iox reads version {CHUNKS_VERSION}")]
+    UnsupportedVersion {
+        /// The file.
+        path: String,
+        /// The version found.
+        found: u32,
+    },
+    /// The pool was laid out differently from what the caller expects.
+    #[error(
+        "{path} has layout hash {found:#018x}, expected {expected:#018x}: the pool's size classes differ"
+    )]
+    LayoutMismatch {
+        /// The file.
+        path: String,
+        /// Hash of the caller's layout.
+        expected: u64,
+        /// Hash in the file.
+        found: u64,
+    },
+    /// The header's payload length or class count disagrees with the layout.
+    #[error("{path} claims {what} {found}, but the layout gives {expected}")]
+    HeaderMismatch {
+        /// The file.
+        path: String,
+        /// Which field.
+        what: &'static str,
+        /// What the layout says.
+        expected: u64,
+        /// What the file says.
+        found: u64,
+    },
+    /// The pool was created with another memory type.
+    #[error("{path} holds a {found} pool, expected {expected}")]
+    MemoryTypeMismatch {
+        /// The file.
+        path: String,
+        /// The type expected.
+        expected: MemoryType,
+        /// The code found.
+        found: String,
+    },
+}
+
+/// Why [`Pool::loan`] failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum LoanError {
+    /// No class holds this many bytes.
+    #[error("{size} bytes requested; the largest chunk of this pool holds {max}")]
+    TooLarge {
+        /// Bytes requested.
+        size: usize,
+        /// Largest chunk size.
+        max: usize,
+    },
+    /// Every chunk of the fitting class is in use.
+    #[error(
+        "all {count} chunks of {chunk_size} bytes are in use (pool exhausted): release samples or enlarge the pool"
+    )]
+    Exhausted {
+        /// The class's chunk size.
+        chunk_size: usize,
+        /// The class's chunk count.
+        count: u32,
+    },
+    /// The payload is mapped read-only in this process.
+    #[error("the pool's payload is mapped read-only in this process; it cannot loan chunks")]
+    ReadOnly,
+    /// The shared bookkeeping is corrupt.
+    #[error("the pool's free list is corrupt (an index out of range)")]
+    Corrupted,
+}
+
+/// Why a reference-count operation on a chunk failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum ChunkError {
+    /// The handle does not name a chunk of this pool.
+    #[error("chunk handle class {class} index {index} is outside the pool")]
+    InvalidHandle {
+        /// The class.
+        class: usize,
+        /// The index.
+        index: u32,
+    },
+    /// The chunk is free: a double release, or a handle from a stale queue entry.
+    #[error("chunk class {class} index {index} is not in use (double release)")]
+    NotInUse {
+        /// The class.
+        class: usize,
+        /// The index.
+        index: u32,
+    },
+}
+
+/// A mapped pool. Cheap to share behind an [`Arc`]; all methods take `&self` and are
+/// safe to call from any number of threads and processes at once.
+///
+/// ```
+/// use iox_mempool::{Pool, PoolLayout, MemoryType, segment::Access};
+/// let dir = tempfile::tempdir().unwrap();
+/// let layout = PoolLayout::new(&[(64, 8), (4096, 2)]).unwrap();
+/// let pool = Pool::create(dir.path(), "demo", &layout, MemoryType::Cpu, 0o600).unwrap();
+/// let mut hint = 0;
+/// let chunk = pool.loan(100, &mut hint).unwrap();
+/// assert_eq!(chunk.class(), 1);
+/// let other = Pool::open(dir.path(), "demo", &layout, Some(MemoryType::Cpu), Access::ReadWrite).unwrap();
+/// assert_eq!(other.info().classes[1].free, 1);
+/// assert!(pool.release(chunk).unwrap());
+/// assert_eq!(other.info().free_chunks(), 10);
+/// ```
+#[derive(Debug)]
+pub struct Pool {
+    layout: PoolLayout,
+    memory_type: MemoryType,
+    chunks: Segment,
+    payload: Segment,
+    /// Byte offset of each class's chunk table in the bookkeeping segment.
+    tables: Vec<usize>,
+}
+
+// SAFETY: the raw mappings inside the segments are only ever accessed through atomics
+// (bookkeeping) or handed out as raw pointers whose use is the caller's responsibility;
+// nothing in `Pool` is tied to the thread that made it.
+unsafe impl Send for Pool {}
+// SAFETY: as above; every `&self` method is a sequence of atomic operations.
+unsafe impl Sync for Pool {}
+
+fn chunks_name(stem: &str) -> String {
+    format!("{stem}.chunks")
+}
+
+fn payload_name(stem: &str) -> String {
+    format!("{stem}.pool")
+}
+
+/// Size of the bookkeeping segment for `layout`, and each class's table offset.
+fn chunks_layout(layout: &PoolLayout) -> (usize, Vec<usize>) {
+    let mut offset = HEADER_LEN + size_of::<FreeListHead>() * layout.classes().len();
+    let mut tables = Vec::with_capacity(layout.classes().len());
+    for class in layout.classes() {
+        tables.push(offset);
+        offset += size_of::<ChunkMeta>() * class.count as usize;
+    }
+    (offset, tables)
+}
+
+impl Pool {
+    /// Creates the pool `dir/stem.{chunks,pool}` exclusively with `mode` permissions.
+    pub fn create(
+        dir: &Path,
+        stem: &str,
+        layout: &PoolLayout,
+        memory_type: MemoryType,
+        mode: u32,
+    ) -> Result<Self, CreatePoolError> {
+        let memory_type = memory_type.validate()?;
+        let (chunks_len, tables) = chunks_layout(layout);
+        let chunks = Segment::create(dir, &chunks_name(stem), chunks_len, mode)?;
+        let payload = match Segment::create(dir, &payload_name(stem), layout.payload_len(), mode) {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = segment::remove(dir, &chunks_name(stem));
+                return Err(e.into());
+            }
+        };
+        let pool = Self {
+            layout: layout.clone(),
+            memory_type,
+            chunks,
+            payload,
+            tables,
+        };
+        for class in 0..layout.classes().len() {
+            pool.free_list(class).init();
+        }
+        let h = pool.header();
+        h.layout_hash.store(layout.hash(), Ordering::Relaxed);
+        h.payload_len
+            .store(layout.payload_len() as u64, Ordering::Relaxed);
+        h.version.store(CHUNKS_VERSION, Ordering::Relaxed);
+        h.class_count
+            .store(layout.classes().len() as u32, Ordering::Relaxed);
+        h.memory_type
+            .store(u32::from(memory_type.code()), Ordering::Relaxed);
+        h.magic.store(CHUNKS_MAGIC, Ordering::Release);
+        Ok(pool)
+    }
+
+    /// Opens the pool `dir/stem` that must have `layout` (and `memory_type`, if given).
+    /// The payload is mapped with `payload_access`; bookkeeping is always read-write.
+    pub fn open(
+        dir: &Path,
+        stem: &str,
+        layout: &PoolLayout,
+        memory_type: Option<MemoryType>,
+        payload_access: Access,
+    ) -> Result<Self, OpenPoolError> {
+        let (chunks_len, tables) = chunks_layout(layout);
+        let chunks = Segment::open(dir, &chunks_name(stem), Access::ReadWrite, HEADER_LEN as u64)?;
+        let path = chunks.path().display().to_string();
+        // SAFETY: the segment is at least HEADER_LEN bytes (checked by open) and
+        // page-aligned; Header is all atomics, valid for any bit pattern.
+        let h = unsafe { &*chunks.as_ptr().cast::<Header>() };
+        let magic = h.magic.load(Ordering::Acquire);
+        if magic == 0 {
+            return Err(OpenPoolError::NotReady { path });
+        }
+        if magic != CHUNKS_MAGIC {
+            return Err(if magic.to_le_bytes().starts_with(b"IOX") {
+                OpenPoolError::WrongMagic { path, found: magic }
+            } else {
+                OpenPoolError::Foreign { path, found: magic }
+            });
+        }
+        let version = h.version.load(Ordering::Relaxed);
+        if version != CHUNKS_VERSION {
+            return Err(OpenPoolError::UnsupportedVersion { path, found: version });
+        }
+        let found = h.layout_hash.load(Ordering::Relaxed);
+        if found != layout.hash() {
+            return Err(OpenPoolError::LayoutMismatch {
+                path,
+                expected: layout.hash(),
+                found,
+            });
+        }
+        let checks = [
+            (
+                "class count",
+                layout.classes().len() as u64,
+                u64::from(h.class_count.load(Ordering::Relaxed)),
+            ),
+            (
+                "payload length",
+                layout.payload_len() as u64,
+                h.payload_len.load(Ordering::Relaxed),
+            ),
+        ];
+        for (what, expected, found) in checks {
+            if expected != found {
+                return Err(OpenPoolError::HeaderMismatch {
+                    path,
+                    what,
+                    expected,
+                    found,
+                });
+            }
+        }
+        let code = h.memory_type.load(Ordering::Relaxed);
+        let stored = u16::try_from(code)
+            .ok()
+            .and_then(|c| MemoryType::from_code(c).ok());
+        let memory_type = match (stored, memory_type) {
+            (Some(s), None) => s,
+            (Some(s), Some(e)) if s == e => s,
+            (_, expected) => {
+                return Err(OpenPoolError::MemoryTypeMismatch {
+                    path,
+                    expected: expected.unwrap_or_default(),
+                    found: stored.map_or_else(|| format!("unknown code {code:#x}"), |s| s.to_string()),
+                });
+            }
+        };
+        // The header agrees with the layout; now the whole table must be there.
+        let chunks = if chunks.len() < chunks_len {
+            return Err(OpenSegmentError::TooShort {
+                path: chunks.path().to_owned(),
+                len: chunks.len() as u64,
+                need: chunks_len as u64,
+            }
+            .into());
+        } else {
+            chunks
+        };
+        let payload = Segment::open(
+            dir,
+            &payload_name(stem),
+            payload_access,
+            layout.payload_len() as u64,
+        )?;
+        Ok(Self {
+            layout: layout.clone(),
+            memory_type,
+            chunks,
+            payload,
+            tables,
+        })
+    }
+
+    /// Unlinks both files of the pool `dir/stem`. Returns whether anything existed.
+    pub fn remove(dir: &Path, stem: &str) -> std::io::Result<bool> {
+        let a = segment::remove(dir, &payload_name(stem))?;
+        let b = segment::remove(dir, &chunks_name(stem))?;
+        Ok(a || b)
+    }
+
+    /// The names of the files a pool with this stem consists of.
+    pub fn file_names(stem: &str) -> [String; 2] {
+        [chunks_name(stem), payload_name(stem)]
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: the bookkeeping segment is at least HEADER_LEN bytes and page-aligned;
+        // Header is all atomics, so any bytes are a valid value and sharing is fine.
+        unsafe { &*self.chunks.as_ptr().cast::<Header>() }
+    }
+
+    fn free_list(&self, class: usize) -> FreeList<'_> {
+        let count = self.layout.classes()[class].count as usize;
+        let base = self.chunks.as_ptr();
+        // SAFETY: create/open checked that the segment holds HEADER_LEN, one
+        // FreeListHead per class and every class's table (chunks_layout); offsets are
+        // 64- and 8-aligned on a page-aligned mapping; the types are atomics only.
+        unsafe {
+            let head = &(*base.add(HEADER_LEN).cast::<FreeListHead>().add(class)).word;
+            let chunks = std::slice::from_raw_parts(base.add(self.tables[class]).cast::<ChunkMeta>(), count);
+            FreeList { head, chunks }
+        }
+    }
+
+    fn meta(&self, handle: ChunkHandle) -> Result<&ChunkMeta, ChunkError> {
+        let class = handle.class();
+        let invalid = ChunkError::InvalidHandle {
+            class,
+            index: handle.index,
+        };
+        let count = self.layout.classes().get(class).ok_or(invalid)?.count;
+        if handle.index >= count {
+            return Err(invalid);
+        }
+        // SAFETY: class and index are in range, so the entry lies inside the table
+        // checked at create/open; ChunkMeta is atomics only.
+        Ok(unsafe {
+            &*self
+                .chunks
+                .as_ptr()
+                .add(self.tables[class])
+                .cast::<ChunkMeta>()
+                .add(handle.index as usize)
+        })
+    }
+
+    /// The pool's layout.
+    pub fn layout(&self) -> &PoolLayout {
+        &self.layout
+    }
+
+    /// The pool's memory type.
+    pub fn memory_type(&self) -> MemoryType {
+        self.memory_type
+    }
+
+    /// Takes a chunk of at least `size` bytes from the smallest fitting class, with a
+    /// reference count of 1. `hint` is a class index to try first (e.g. the one used
+    /// last time); it is updated to the class used.
+    #[inline]
+    pub fn loan(&self, size: usize, hint: &mut usize) -> Result<ChunkHandle, LoanError> {
+        if self.payload.access() == Access::ReadOnly {
+            return Err(LoanError::ReadOnly);
+        }
+        let class = self.layout.class_for(size, *hint).ok_or(LoanError::TooLarge {
+            size,
+            max: self.layout.max_chunk_size(),
+        })?;
+        *hint = class;
+        let list = self.free_list(class);
+        match list.pop() {
+            Ok(Some(index)) => {
+                list.chunks[index as usize].refs.store(1, Ordering::Relaxed);
+                Ok(ChunkHandle {
+                    class: class as u8,
+                    index,
+                })
+            }
+            Ok(None) => {
+                let c = self.layout.classes()[class];
+                Err(LoanError::Exhausted {
+                    chunk_size: c.chunk_size,
+                    count: c.count,
+                })
+            }
+            Err(_) => Err(LoanError::Corrupted),
+        }
+    }
+
+    /// Adds a reference to a chunk in use (e.g. before enqueueing it for a reader).
+    #[inline]
+    pub fn retain(&self, handle: ChunkHandle) -> Result<(), ChunkError> {
+        let meta = self.meta(handle)?;
+        let mut cur = meta.refs.load(Ordering::Relaxed);
+        loop {
+            if cur == 0 {
+                return Err(ChunkError::NotInUse {
+                    class: handle.class(),
+                    index: handle.index,
+                });
+            }
+            match meta
+                .refs
+                .compare_exchange_weak(cur, cur + 1, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return Ok(()),
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Drops a reference; the last one returns the chunk to its free list. Returns
+    /// whether the chunk was freed.
+    #[inline]
+    pub fn release(&self, handle: ChunkHandle) -> Result<bool, ChunkError> {
+        let meta = self.meta(handle)?;
+        let mut cur = meta.refs.load(Ordering::Relaxed);
+        loop {
+            if cur == 0 {
+                return Err(ChunkError::NotInUse {
+                    class: handle.class(),
+                    index: handle.index,
+                });
+            }
+            match meta
+                .refs
+                .compare_exchange_weak(cur, cur - 1, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(now) => cur = now,
+            }
+        }
+        if cur != 1 {
+            return Ok(false);
+        }
+        // Everyone else's accesses to the chunk happen-before it is reused.
+        fence(Ordering::Acquire);
+        self.free_list(handle.class()).push(handle.index);
+        Ok(true)
+    }
+
+    /// The reference count of a chunk (0 = free). A snapshot, for diagnostics.
+    pub fn ref_count(&self, handle: ChunkHandle) -> Result<u32, ChunkError> {
+        Ok(self.meta(handle)?.refs.load(Ordering::Relaxed))
+    }
+
+    /// The handle a raw queue entry stands for, if it names a chunk of this pool.
+    #[inline]
+    pub fn handle_from_raw(&self, raw: u64) -> Option<ChunkHandle> {
+        let class = u8::try_from(raw >> 32).ok()?;
+        let index = raw as u32;
+        let c = self.layout.classes().get(usize::from(class))?;
+        (index < c.count).then_some(ChunkHandle { class, index })
+    }
+
+    /// The address of a chunk in this process, and its size. `handle` must come from
+    /// this pool (a foreign handle is clamped by the bounds check in `handle_from_raw`
+    /// / `loan`; a handle of another pool with a larger layout would be out of range,
+    /// so this checks and returns `None` then).
+    #[inline]
+    pub fn chunk(&self, handle: ChunkHandle) -> Option<(*mut u8, usize)> {
+        let c = self.layout.classes().get(handle.class())?;
+        if handle.index >= c.count {
+            return None;
+        }
+        let offset = self.layout.chunk_offset(handle.class(), handle.index);
+        // SAFETY: offset + chunk_size <= payload_len == mapped length (checked at
+        // create/open), so the pointer stays inside the mapping.
+        Some((unsafe { self.payload.as_ptr().add(offset) }, c.chunk_size))
+    }
+
+    /// The payload mapping as a region, e.g. to pin it.
+    pub fn payload_region(&self) -> Region {
+        Region::new(
+            self.payload.as_ptr(),
+            self.payload.len(),
+            self.payload.access() == Access::ReadOnly,
+        )
+    }
+
+    /// Sizes, offsets, occupancy and address of the pool in this process.
+    pub fn info(&self) -> PoolInfo {
+        let classes = self
+            .layout
+            .classes()
+            .iter()
+            .enumerate()
+            .map(|(i, c)| ClassInfo {
+                chunk_size: c.chunk_size,
+                count: c.count,
+                free: self
+                    .free_list(i)
+                    .chunks
+                    .iter()
+                    .filter(|m| m.refs.load(Ordering::Relaxed) == 0)
+                    .count() as u32,
+                offset: self.layout.class_offset(i),
+            })
+            .collect();
+        PoolInfo {
+            base: self.payload.as_ptr() as usize,
+            len: self.payload.len(),
+            memory_type: self.memory_type,
+            classes,
+        }
+    }
+
+    /// Pins the payload through the process's pin registry (see [`crate::pin`]). The
+    /// returned guard keeps the pool mapped, so the region is unpinned before it is
+    /// unmapped.
+    pub fn pin(self: &Arc<Self>) -> Result<PoolPin, PinError> {
+        let guard = pin::acquire(self.payload_region(), self.memory_type)?;
+        Ok(PoolPin {
+            guard,
+            _pool: Arc::clone(self),
+        })
+    }
+}
+
+/// A pinned pool: unpins (if it was the last pin of the region) and then lets the pool
+/// unmap, in that order, when dropped.
+#[derive(Debug)]
+pub struct PoolPin {
+    // Field order matters: the guard drops (unpins) before the pool can unmap.
+    guard: PinGuard,
+    _pool: Arc<Pool>,
+}
+
+impl PoolPin {
+    /// Whether anything was pinned (false for `Cpu` pools).
+    pub fn is_pinned(&self) -> bool {
+        self.guard.is_pinned()
+    }
+}

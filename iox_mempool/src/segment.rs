@@ -1,0 +1,340 @@
+//! Named shared-memory segments: one regular file directly under a root directory,
+//! mapped shared into the process with memmap2.
+//!
+//! Invariants:
+//! - A segment name is a single path component of `[A-Za-z0-9._-]`, 1..=200 bytes, not
+//!   starting with `.`: it can never escape the root or name a hidden temp file.
+//! - Creation is exclusive (`O_CREAT | O_EXCL`), never follows symlinks, and sets the
+//!   requested permissions explicitly with `fchmod`, so the umask cannot widen or narrow
+//!   them. A segment that failed half-way through creation is unlinked again.
+//! - Opening never follows symlinks, refuses anything that is not a regular file, and
+//!   checks the file's size with `fstat` before mapping: a file shorter than the caller
+//!   needs is an error here, never a SIGBUS later. (A file truncated by a hostile or
+//!   buggy process *after* it was mapped can still fault; sealed memfd backing is the
+//!   cure for that and lives elsewhere.)
+//! - The mapping is a [`memmap2::MmapRaw`]: iox never forms `&`/`&mut` references to
+//!   bytes other processes may change; all shared state is accessed through atomics or
+//!   raw pointers at documented spots.
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use memmap2::MmapRaw;
+use rustix::fs::{FileType, Mode, OFlags};
+use thiserror::Error;
+
+/// Longest segment name accepted, in bytes.
+pub const MAX_SEGMENT_NAME_LEN: usize = 200;
+
+/// Permissions a segment is created with unless the caller asks otherwise.
+pub const DEFAULT_MODE: u32 = 0o600;
+
+/// Why a segment name was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SegmentNameError {
+    /// The name is empty.
+    #[error("segment name is empty")]
+    Empty,
+    /// The name is longer than [`MAX_SEGMENT_NAME_LEN`].
+    #[error("segment name is {len} bytes long; at most {MAX_SEGMENT_NAME_LEN} are allowed")]
+    TooLong {
+        /// The length given.
+        len: usize,
+    },
+    /// The name holds a byte outside `[A-Za-z0-9._-]` (e.g. `/` or NUL).
+    #[error("segment name {name:?} contains {byte:#04x}; only A-Z a-z 0-9 . _ - are allowed")]
+    BadByte {
+        /// The name given.
+        name: String,
+        /// The first offending byte.
+        byte: u8,
+    },
+    /// The name starts with a dot (hidden and temporary files are reserved).
+    #[error("segment name {0:?} starts with '.', which is reserved for temporary files")]
+    LeadingDot(String),
+}
+
+/// Checks that `name` is a valid segment name (see the module docs).
+pub fn validate_name(name: &str) -> Result<(), SegmentNameError> {
+    if name.is_empty() {
+        return Err(SegmentNameError::Empty);
+    }
+    if name.len() > MAX_SEGMENT_NAME_LEN {
+        return Err(SegmentNameError::TooLong { len: name.len() });
+    }
+    if let Some(&byte) = name
+        .as_bytes()
+        .iter()
+        .find(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')))
+    {
+        return Err(SegmentNameError::BadByte {
+            name: name.to_owned(),
+            byte,
+        });
+    }
+    if name.starts_with('.') {
+        return Err(SegmentNameError::LeadingDot(name.to_owned()));
+    }
+    Ok(())
+}
+
+/// How a segment is mapped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Shared, readable and writable.
+    ReadWrite,
+    /// Shared, read-only: writes through the mapping fault.
+    ReadOnly,
+}
+
+/// Why [`Segment::create`] failed.
+#[derive(Debug, Error)]
+pub enum CreateSegmentError {
+    /// The name is not a valid segment name.
+    #[error(transparent)]
+    InvalidName(#[from] SegmentNameError),
+    /// The permissions are not a subset of 0o777 including owner read and write.
+    #[error("permissions {mode:#o} are invalid: use bits of 0o777 and include 0o600 (owner read/write)")]
+    InvalidMode {
+        /// The mode given.
+        mode: u32,
+    },
+    /// A segment cannot be empty.
+    #[error("segment size must be at least one byte")]
+    ZeroSize,
+    /// A file of that name already exists (someone else created it first).
+    #[error("{} already exists", path.display())]
+    AlreadyExists {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The operating system refused an operation.
+    #[error("cannot {op} {}: {source}", path.display())]
+    Io {
+        /// What was attempted.
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The error reported.
+        source: io::Error,
+    },
+}
+
+/// Why [`Segment::open`] failed.
+#[derive(Debug, Error)]
+pub enum OpenSegmentError {
+    /// The name is not a valid segment name.
+    #[error(transparent)]
+    InvalidName(#[from] SegmentNameError),
+    /// No such file.
+    #[error("{} does not exist", path.display())]
+    NotFound {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The path names a symlink, directory, device or anything but a regular file.
+    #[error("{} is not a regular file (symlinks are never followed)", path.display())]
+    NotRegularFile {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file exists but this process may not open it.
+    #[error("permission denied opening {} (it belongs to another user or lacks group access)", path.display())]
+    PermissionDenied {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file is shorter than the caller needs.
+    #[error("{} is {len} bytes long but at least {need} are needed (truncated or foreign file)", path.display())]
+    TooShort {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        len: u64,
+        /// The size needed.
+        need: u64,
+    },
+    /// The operating system refused an operation.
+    #[error("cannot {op} {}: {source}", path.display())]
+    Io {
+        /// What was attempted.
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The error reported.
+        source: io::Error,
+    },
+}
+
+/// A mapped shared-memory segment. Dropping it unmaps it; the file stays until
+/// [`remove`] is called.
+#[derive(Debug)]
+pub struct Segment {
+    path: PathBuf,
+    file: File,
+    map: MmapRaw,
+    access: Access,
+}
+
+impl Segment {
+    /// Creates `dir/name` exclusively with `len` bytes (zero-filled by the kernel) and
+    /// `mode` permissions, and maps it read-write.
+    ///
+    /// ```
+    /// use iox_mempool::segment::{self, Segment};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let seg = Segment::create(dir.path(), "demo.seg", 4096, segment::DEFAULT_MODE).unwrap();
+    /// assert_eq!(seg.len(), 4096);
+    /// assert!(Segment::create(dir.path(), "demo.seg", 4096, 0o600).is_err());
+    /// ```
+    pub fn create(dir: &Path, name: &str, len: usize, mode: u32) -> Result<Self, CreateSegmentError> {
+        validate_name(name)?;
+        if mode & !0o777 != 0 || mode & 0o600 != 0o600 {
+            return Err(CreateSegmentError::InvalidMode { mode });
+        }
+        if len == 0 {
+            return Err(CreateSegmentError::ZeroSize);
+        }
+        let path = dir.join(name);
+        let io_err = |op, source: rustix::io::Errno| CreateSegmentError::Io {
+            op,
+            path: path.clone(),
+            source: source.into(),
+        };
+        let fd = rustix::fs::open(
+            &path,
+            OFlags::CREATE | OFlags::EXCL | OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(mode),
+        )
+        .map_err(|e| match e {
+            rustix::io::Errno::EXIST => CreateSegmentError::AlreadyExists { path: path.clone() },
+            e => io_err("create", e),
+        })?;
+        let file = File::from(fd);
+        let finish = || -> Result<MmapRaw, CreateSegmentError> {
+            rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(|e| io_err("chmod", e))?;
+            rustix::fs::ftruncate(&file, len as u64).map_err(|e| io_err("size", e))?;
+            MmapRaw::map_raw(&file).map_err(|source| CreateSegmentError::Io {
+                op: "map",
+                path: path.clone(),
+                source,
+            })
+        };
+        match finish() {
+            Ok(map) => Ok(Self {
+                path,
+                file,
+                map,
+                access: Access::ReadWrite,
+            }),
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                Err(e)
+            }
+        }
+    }
+
+    /// Opens and maps an existing `dir/name`, refusing it unless it is a regular file
+    /// at least `min_len` bytes long (`min_len` is raised to 1).
+    pub fn open(dir: &Path, name: &str, access: Access, min_len: u64) -> Result<Self, OpenSegmentError> {
+        validate_name(name)?;
+        let path = dir.join(name);
+        let rw = match access {
+            Access::ReadWrite => OFlags::RDWR,
+            Access::ReadOnly => OFlags::RDONLY,
+        };
+        let fd =
+            rustix::fs::open(&path, rw | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()).map_err(|e| {
+                match e {
+                    rustix::io::Errno::NOENT => OpenSegmentError::NotFound { path: path.clone() },
+                    rustix::io::Errno::LOOP => OpenSegmentError::NotRegularFile { path: path.clone() },
+                    rustix::io::Errno::ACCESS | rustix::io::Errno::PERM => {
+                        OpenSegmentError::PermissionDenied { path: path.clone() }
+                    }
+                    e => OpenSegmentError::Io {
+                        op: "open",
+                        path: path.clone(),
+                        source: e.into(),
+                    },
+                }
+            })?;
+        let stat = rustix::fs::fstat(&fd).map_err(|e| OpenSegmentError::Io {
+            op: "stat",
+            path: path.clone(),
+            source: e.into(),
+        })?;
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            return Err(OpenSegmentError::NotRegularFile { path });
+        }
+        let len = stat.st_size as u64;
+        let need = min_len.max(1);
+        if len < need {
+            return Err(OpenSegmentError::TooShort { path, len, need });
+        }
+        if usize::try_from(len).is_err() {
+            return Err(OpenSegmentError::Io {
+                op: "map",
+                path,
+                source: io::Error::other("file larger than the address space"),
+            });
+        }
+        let file = File::from(fd);
+        let map = match access {
+            Access::ReadWrite => MmapRaw::map_raw(&file),
+            Access::ReadOnly => memmap2::MmapOptions::new().map_raw_read_only(&file),
+        }
+        .map_err(|source| OpenSegmentError::Io {
+            op: "map",
+            path: path.clone(),
+            source,
+        })?;
+        Ok(Self {
+            path,
+            file,
+            map,
+            access,
+        })
+    }
+
+    /// Start of the mapping in this process. Page-aligned.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.map.as_mut_ptr()
+    }
+
+    /// Length of the mapping in bytes.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Always false: empty segments cannot exist.
+    pub fn is_empty(&self) -> bool {
+        self.map.len() == 0
+    }
+
+    /// The file behind the mapping.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The open file (for `fstat`, `flock`, passing on).
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// How the segment is mapped.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+}
+
+/// Unlinks `dir/name`. Returns `Ok(false)` if it did not exist. Existing mappings stay
+/// valid until they are dropped.
+pub fn remove(dir: &Path, name: &str) -> io::Result<bool> {
+    validate_name(name).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    match std::fs::remove_file(dir.join(name)) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,64 @@
+//! Helpers for tests that re-execute the test binary as child processes.
+//!
+//! A test that wants children calls [`spawn_self`] with its own name and a role; the
+//! child runs the same test function, which sees [`role`] set and does the child's
+//! part instead of the parent's.
+#![allow(dead_code)]
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ROLE_ENV: &str = "IOX_TEST_ROLE";
+
+/// The role this process was started with, if it is a child.
+pub fn role() -> Option<String> {
+    std::env::var(ROLE_ENV).ok()
+}
+
+/// Starts this test binary again, running only `test`, with `role` and `envs` set.
+pub fn spawn_self(test: &str, role: &str, envs: &[(&str, String)]) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().expect("current exe"));
+    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(ROLE_ENV, role)
+        .stdin(Stdio::null());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("spawn child test process")
+}
+
+/// Waits for `child` to exit within `limit`, killing it otherwise; panics unless it
+/// succeeded.
+pub fn wait_ok(mut child: Child, limit: Duration) {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            assert!(status.success(), "child failed: {status}");
+            return;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("child did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A small deterministic PRNG (xorshift64*), enough to vary sizes and hold counts.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}

@@ -1,0 +1,157 @@
+//! The pin registry: many acquirers, one pin; the last guard, one unpin; `Locked`
+//! pools really are page-locked (VmLck) while pinned and only then.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::Duration;
+
+use common::{role, spawn_self, wait_ok};
+use iox_mempool::pin::{self, pin_count};
+use iox_mempool::{MemoryType, PinError, Pinner, Pool, PoolLayout, Region, register_pinner};
+
+#[derive(Default)]
+struct CountingPinner {
+    pins: AtomicUsize,
+    unpins: AtomicUsize,
+    log: Mutex<Vec<(&'static str, usize, usize)>>,
+}
+
+impl Pinner for CountingPinner {
+    fn pin(&self, r: &Region) -> Result<(), PinError> {
+        self.pins.fetch_add(1, Ordering::SeqCst);
+        self.log.lock().unwrap().push(("pin", r.addr() as usize, r.len()));
+        // Slow, like a driver: widens the window for a racing second registration.
+        std::thread::sleep(Duration::from_millis(20));
+        Ok(())
+    }
+    fn unpin(&self, r: &Region) -> Result<(), PinError> {
+        self.unpins.fetch_add(1, Ordering::SeqCst);
+        self.log
+            .lock()
+            .unwrap()
+            .push(("unpin", r.addr() as usize, r.len()));
+        Ok(())
+    }
+}
+
+#[test]
+fn eight_threads_one_pin_one_unpin() {
+    let code = MemoryType::User(0x0101);
+    let pinner = Arc::new(CountingPinner::default());
+    register_pinner(code, pinner.clone()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let layout = PoolLayout::new(&[(4096, 16)]).unwrap();
+    let pool = Arc::new(Pool::create(dir.path(), "pins", &layout, code, 0o600).unwrap());
+    let barrier = Arc::new(Barrier::new(9));
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let (pool, barrier) = (pool.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                let guard = pool.pin().unwrap();
+                barrier.wait(); // all 8 hold a guard now
+                barrier.wait(); // main has checked
+                drop(guard);
+            })
+        })
+        .collect();
+    barrier.wait();
+    barrier.wait();
+    let region = pool.payload_region();
+    assert_eq!(pinner.pins.load(Ordering::SeqCst), 1);
+    assert_eq!(pin_count(region.addr(), region.len()), 8);
+    assert_eq!(pinner.unpins.load(Ordering::SeqCst), 0);
+    barrier.wait();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(pinner.pins.load(Ordering::SeqCst), 1);
+    assert_eq!(pinner.unpins.load(Ordering::SeqCst), 1);
+    assert_eq!(pin_count(region.addr(), region.len()), 0);
+    let log = pinner.log.lock().unwrap();
+    assert_eq!(log[0], ("pin", region.addr() as usize, region.len()));
+    assert_eq!(log[1], ("unpin", region.addr() as usize, region.len()));
+}
+
+#[test]
+fn unregistered_types_fail_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = PoolLayout::new(&[(64, 1)]).unwrap();
+    let cuda = Arc::new(Pool::create(dir.path(), "cuda", &layout, MemoryType::CudaPinned, 0o600).unwrap());
+    let e = cuda.pin().unwrap_err();
+    assert!(matches!(
+        e,
+        PinError::NoPinner {
+            memory_type: MemoryType::CudaPinned,
+            ..
+        }
+    ));
+    assert!(e.to_string().contains("cuda"), "{e}");
+    let user = Arc::new(Pool::create(dir.path(), "user", &layout, MemoryType::User(0x0777), 0o600).unwrap());
+    let e = user.pin().unwrap_err();
+    assert!(e.to_string().contains("0x0777"), "{e}");
+    let cpu = Arc::new(Pool::create(dir.path(), "cpu", &layout, MemoryType::Cpu, 0o600).unwrap());
+    assert!(!cpu.pin().unwrap().is_pinned());
+}
+
+#[test]
+fn conflicting_memory_types_on_one_region_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = PoolLayout::new(&[(4096, 1)]).unwrap();
+    let pool = Pool::create(dir.path(), "c", &layout, MemoryType::Locked, 0o600).unwrap();
+    let _g = pin::acquire(pool.payload_region(), MemoryType::Locked).unwrap();
+    let e = pin::acquire(pool.payload_region(), MemoryType::User(0x0100)).unwrap_err();
+    assert!(matches!(e, PinError::Conflict { .. }), "{e}");
+}
+
+fn vm_lck_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmLck:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Runs in a child process so no other test's pins change VmLck meanwhile.
+#[test]
+fn locked_pool_raises_vm_lck_while_pinned() {
+    if role().is_none() {
+        let child = spawn_self("locked_pool_raises_vm_lck_while_pinned", "vmlck", &[]);
+        return wait_ok(child, Duration::from_secs(60));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let layout = PoolLayout::new(&[(1 << 20, 8)]).unwrap(); // 8 MiB
+    let len_kib = layout.payload_len() as u64 / 1024;
+    let before = vm_lck_kib();
+    let unpinned = Arc::new(Pool::create(dir.path(), "cpu", &layout, MemoryType::Cpu, 0o600).unwrap());
+    let g = unpinned.pin().unwrap();
+    assert_eq!(vm_lck_kib(), before, "a Cpu pool must not be locked");
+    drop(g);
+    let locked = Arc::new(Pool::create(dir.path(), "locked", &layout, MemoryType::Locked, 0o600).unwrap());
+    assert_eq!(
+        vm_lck_kib(),
+        before,
+        "creating a Locked pool does not lock it; pinning does"
+    );
+    let guard = match locked.pin() {
+        Ok(g) => g,
+        Err(e) => {
+            // Only a memlock limit without CAP_IPC_LOCK may stop this test.
+            println!("SKIP: mlock refused ({e}); raise `ulimit -l` or run as root");
+            return;
+        }
+    };
+    let second = locked.pin().unwrap();
+    let during = vm_lck_kib();
+    assert!(
+        during >= before + len_kib,
+        "VmLck {during} KiB, expected >= {before} + {len_kib}"
+    );
+    drop(guard);
+    assert!(
+        vm_lck_kib() >= before + len_kib,
+        "still pinned by the second guard"
+    );
+    drop(second);
+    assert_eq!(vm_lck_kib(), before);
+}

@@ -1,0 +1,322 @@
+//! The pool under contention: threads and processes loaning and releasing at random,
+//! with an owner stamp in every chunk to catch a chunk handed out twice at once; and
+//! bad bookkeeping files, each refused with its own error.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Rng, role, spawn_self, wait_ok};
+use iox_mempool::segment::Access;
+use iox_mempool::{ChunkHandle, LoanError, MemoryType, OpenPoolError, Pool, PoolLayout};
+
+fn layout() -> PoolLayout {
+    PoolLayout::new(&[(64, 64), (256, 32), (4096, 16), (65536, 4)]).unwrap()
+}
+
+/// Loans and releases `ops` times at random, holding up to 6 chunks at once. Writes
+/// `owner:op` into the first and last 8 bytes of each chunk on loan and checks they are
+/// unchanged on release; panics if another owner wrote them meanwhile.
+fn churn(pool: &Pool, owner: u64, ops: u64) {
+    let mut rng = Rng::new(owner.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xDEAD_BEEF);
+    let mut held: Vec<(ChunkHandle, u64)> = Vec::with_capacity(8);
+    let mut hint = 0;
+    let max = pool.layout().max_chunk_size() as u64;
+    for op in 0..ops {
+        if held.len() < 6 && (held.is_empty() || rng.below(2) == 0) {
+            let size = 1 + rng.below(max) as usize;
+            match pool.loan(size, &mut hint) {
+                Ok(h) => {
+                    let (ptr, len) = pool.chunk(h).unwrap();
+                    assert!(len >= size);
+                    let stamp = (owner << 40) | op;
+                    // SAFETY: the chunk is ours until released; it is len >= 16 bytes.
+                    unsafe {
+                        ptr.cast::<u64>().write_volatile(stamp);
+                        ptr.add(len - 8).cast::<u64>().write_volatile(stamp);
+                    }
+                    held.push((h, stamp));
+                }
+                Err(LoanError::Exhausted { .. }) => {}
+                Err(e) => panic!("loan failed: {e}"),
+            }
+        } else {
+            let (h, stamp) = held.swap_remove(rng.below(held.len() as u64) as usize);
+            let (ptr, len) = pool.chunk(h).unwrap();
+            // SAFETY: as above; still ours.
+            let (a, b) = unsafe {
+                (
+                    ptr.cast::<u64>().read_volatile(),
+                    ptr.add(len - 8).cast::<u64>().read_volatile(),
+                )
+            };
+            assert_eq!(
+                (a, b),
+                (stamp, stamp),
+                "chunk {h:?} was handed to someone else while held"
+            );
+            assert_eq!(pool.ref_count(h).unwrap(), 1);
+            assert!(pool.release(h).unwrap());
+        }
+    }
+    for (h, _) in held {
+        pool.release(h).unwrap();
+    }
+}
+
+fn assert_full(pool: &Pool) {
+    let info = pool.info();
+    for (c, l) in info.classes.iter().zip(pool.layout().classes()) {
+        assert_eq!(c.free, l.count, "class of {} bytes not full again", c.chunk_size);
+    }
+}
+
+#[test]
+fn threads_churn_a_million_ops_and_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Arc::new(Pool::create(dir.path(), "threads", &layout(), MemoryType::Cpu, 0o600).unwrap());
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let pool = pool.clone();
+            std::thread::spawn(move || churn(&pool, t + 1, 250_000))
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_full(&pool);
+}
+
+#[test]
+fn processes_churn_one_pool_and_lose_nothing() {
+    if role().as_deref() == Some("churn") {
+        let dir = std::env::var("POOL_DIR").unwrap();
+        let owner: u64 = std::env::var("OWNER").unwrap().parse().unwrap();
+        let pool = Pool::open(
+            Path::new(&dir),
+            "procs",
+            &layout(),
+            Some(MemoryType::Cpu),
+            Access::ReadWrite,
+        )
+        .unwrap();
+        churn(&pool, owner, 1_000_000);
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Pool::create(dir.path(), "procs", &layout(), MemoryType::Cpu, 0o600).unwrap();
+    let children: Vec<_> = (1..=4)
+        .map(|owner| {
+            spawn_self(
+                "processes_churn_one_pool_and_lose_nothing",
+                "churn",
+                &[
+                    ("POOL_DIR", dir.path().display().to_string()),
+                    ("OWNER", owner.to_string()),
+                ],
+            )
+        })
+        .collect();
+    for c in children {
+        wait_ok(c, Duration::from_secs(300));
+    }
+    assert_full(&pool);
+}
+
+#[test]
+fn read_only_payload_refuses_loans_but_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Pool::create(dir.path(), "ro", &layout(), MemoryType::Cpu, 0o600).unwrap();
+    let mut hint = 0;
+    let h = pool.loan(10, &mut hint).unwrap();
+    // SAFETY: loaned chunk of 64 bytes.
+    unsafe { pool.chunk(h).unwrap().0.write(42) };
+    let ro = Pool::open(dir.path(), "ro", &layout(), None, Access::ReadOnly).unwrap();
+    assert_eq!(ro.loan(10, &mut hint), Err(LoanError::ReadOnly));
+    // SAFETY: reading the chunk the writer filled; nobody writes it concurrently.
+    assert_eq!(unsafe { ro.chunk(h).unwrap().0.read() }, 42);
+    assert!(ro.payload_region().read_only());
+    ro.release(h).unwrap();
+    assert_full(&pool);
+}
+
+#[test]
+fn loan_errors_are_specific() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = PoolLayout::new(&[(64, 1)]).unwrap();
+    let pool = Pool::create(dir.path(), "small", &l, MemoryType::Cpu, 0o600).unwrap();
+    let mut hint = 0;
+    assert_eq!(
+        pool.loan(65, &mut hint),
+        Err(LoanError::TooLarge { size: 65, max: 64 })
+    );
+    let h = pool.loan(1, &mut hint).unwrap();
+    assert!(matches!(
+        pool.loan(1, &mut hint),
+        Err(LoanError::Exhausted {
+            chunk_size: 64,
+            count: 1
+        })
+    ));
+    pool.release(h).unwrap();
+    assert!(pool.release(h).is_err(), "double release must be refused");
+    assert!(pool.handle_from_raw(1 << 32).is_none());
+    assert!(pool.handle_from_raw(1).is_none());
+    assert_eq!(pool.handle_from_raw(0), Some(h));
+}
+
+// ---- bad bookkeeping files -------------------------------------------------------
+
+fn create_then(dir: &Path, stem: &str, f: impl FnOnce(&Path)) {
+    drop(Pool::create(dir, stem, &layout(), MemoryType::Cpu, 0o600).unwrap());
+    f(&dir.join(format!("{stem}.chunks")));
+}
+
+fn open(dir: &Path, stem: &str) -> OpenPoolError {
+    Pool::open(dir, stem, &layout(), Some(MemoryType::Cpu), Access::ReadWrite).unwrap_err()
+}
+
+fn write_at(path: &Path, offset: u64, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .write_all_at(bytes, offset)
+        .unwrap();
+}
+
+#[test]
+fn short_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    create_then(dir.path(), "p", |f| {
+        std::fs::File::options()
+            .write(true)
+            .open(f)
+            .unwrap()
+            .set_len(100)
+            .unwrap()
+    });
+    let e = open(dir.path(), "p");
+    assert!(
+        matches!(
+            e,
+            OpenPoolError::Segment(iox_mempool::segment::OpenSegmentError::TooShort { .. })
+        ),
+        "{e}"
+    );
+    // Shorter than the header itself.
+    create_then(dir.path(), "q", |f| {
+        std::fs::File::options()
+            .write(true)
+            .open(f)
+            .unwrap()
+            .set_len(8)
+            .unwrap()
+    });
+    assert!(matches!(open(dir.path(), "q"), OpenPoolError::Segment(_)));
+}
+
+#[test]
+fn short_payload_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    create_then(dir.path(), "p", |_| {});
+    std::fs::File::options()
+        .write(true)
+        .open(dir.path().join("p.pool"))
+        .unwrap()
+        .set_len(4096)
+        .unwrap();
+    let e = open(dir.path(), "p");
+    assert!(
+        matches!(
+            e,
+            OpenPoolError::Segment(iox_mempool::segment::OpenSegmentError::TooShort { .. })
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn wrong_magic_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    create_then(dir.path(), "p", |f| write_at(f, 0, b"IOXDYN\x00\x01"));
+    assert!(matches!(open(dir.path(), "p"), OpenPoolError::WrongMagic { .. }));
+}
+
+#[test]
+fn foreign_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    create_then(dir.path(), "p", |f| write_at(f, 0, b"\x7fELF\x02\x01\x01\x00"));
+    let e = open(dir.path(), "p");
+    assert!(matches!(e, OpenPoolError::Foreign { .. }), "{e}");
+    assert!(e.to_string().contains("p.chunks"), "error names the file: {e}");
+}
+
+#[test]
+fn uninitialised_file_is_not_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    create_then(dir.path(), "p", |f| write_at(f, 0, &[0; 8]));
+    assert!(matches!(open(dir.path(), "p"), OpenPoolError::NotReady { .. }));
+}
+
+#[test]
+fn layout_mismatch_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    create_then(dir.path(), "p", |_| {});
+    let other = PoolLayout::new(&[(64, 65), (256, 32), (4096, 16), (65536, 4)]).unwrap();
+    let e = Pool::open(dir.path(), "p", &other, None, Access::ReadWrite).unwrap_err();
+    assert!(matches!(e, OpenPoolError::LayoutMismatch { .. }), "{e}");
+}
+
+#[test]
+fn unsupported_version_and_memory_type_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    create_then(dir.path(), "p", |f| write_at(f, 24, &99u32.to_le_bytes()));
+    assert!(matches!(
+        open(dir.path(), "p"),
+        OpenPoolError::UnsupportedVersion { found: 99, .. }
+    ));
+    create_then(dir.path(), "q", |_| {});
+    let e = Pool::open(
+        dir.path(),
+        "q",
+        &layout(),
+        Some(MemoryType::Locked),
+        Access::ReadWrite,
+    )
+    .unwrap_err();
+    assert!(matches!(e, OpenPoolError::MemoryTypeMismatch { .. }), "{e}");
+}
+
+#[test]
+fn symlink_and_missing_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    create_then(dir.path(), "real", |_| {});
+    std::os::unix::fs::symlink(dir.path().join("real.chunks"), dir.path().join("link.chunks")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("real.pool"), dir.path().join("link.pool")).unwrap();
+    let e = open(dir.path(), "link");
+    assert!(
+        matches!(
+            e,
+            OpenPoolError::Segment(iox_mempool::segment::OpenSegmentError::NotRegularFile { .. })
+        ),
+        "{e}"
+    );
+    assert!(matches!(
+        open(dir.path(), "absent"),
+        OpenPoolError::Segment(iox_mempool::segment::OpenSegmentError::NotFound { .. })
+    ));
+}
+
+#[test]
+fn create_is_exclusive_and_remove_cleans_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let _p = Pool::create(dir.path(), "x", &layout(), MemoryType::Cpu, 0o600).unwrap();
+    assert!(Pool::create(dir.path(), "x", &layout(), MemoryType::Cpu, 0o600).is_err());
+    assert!(Pool::remove(dir.path(), "x").unwrap());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    assert!(!Pool::remove(dir.path(), "x").unwrap());
+}
