@@ -21,11 +21,14 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// The "no chunk" link.
 pub(crate) const NIL: u32 = u32::MAX;
 
-/// Per-chunk bookkeeping: its free-list link and its reference count (0 = free).
+/// Per-chunk bookkeeping: its free-list link, its reference count (0 = free) and one
+/// word for the user of the pool (e.g. the payload length), next to the count a
+/// reader touches anyway.
 #[repr(C)]
 pub(crate) struct ChunkMeta {
     pub(crate) next: AtomicU32,
     pub(crate) refs: AtomicU32,
+    pub(crate) user: AtomicU64,
 }
 
 /// A free-list head alone on its cache line, so classes do not falsely share.
@@ -57,6 +60,7 @@ impl FreeList<'_> {
             let next = if i as u32 + 1 == n { NIL } else { i as u32 + 1 };
             c.next.store(next, Ordering::Relaxed);
             c.refs.store(0, Ordering::Relaxed);
+            c.user.store(0, Ordering::Relaxed);
         }
         self.head.store(pack(0, 0), Ordering::Relaxed);
     }

@@ -6,8 +6,8 @@
 //!   mapped read-only (a process that only reads samples).
 //! - `S.chunks`: the bookkeeping every participant maps read-write: a 64-byte header
 //!   (magic, version, layout hash, payload length, memory type; all atomics), one
-//!   free-list head per class on its own cache line, then per class one 8-byte
-//!   [`ChunkMeta`] per chunk (free-list link and reference count).
+//!   free-list head per class on its own cache line, then per class one 16-byte
+//!   `ChunkMeta` per chunk (free-list link, reference count, one user word).
 //!
 //! Creation: `S.chunks` is created exclusively, then `S.pool`; the free lists are
 //! built; the header is filled in and its magic stored last with Release ordering. An
@@ -52,7 +52,7 @@ struct Header {
 }
 const _: () = assert!(size_of::<Header>() <= HEADER_LEN);
 const _: () = assert!(size_of::<FreeListHead>() == 64);
-const _: () = assert!(size_of::<ChunkMeta>() == 8);
+const _: () = assert!(size_of::<ChunkMeta>() == 16);
 
 /// A chunk: its size class and its index in that class. Converts to an address in
 /// each process with [`Pool::chunk_ptr`]; stored in shared queues as [`Self::to_raw`].
@@ -592,6 +592,30 @@ impl Pool {
         fence(Ordering::Acquire);
         self.free_list(handle.class()).push(handle.index);
         Ok(true)
+    }
+
+    /// Adds `n` references at once to a chunk in use (one atomic add; the caller must
+    /// hold a reference, so the count cannot reach 0 meanwhile).
+    #[inline]
+    pub fn retain_n(&self, handle: ChunkHandle, n: u32) -> Result<(), ChunkError> {
+        if n > 0 {
+            self.meta(handle)?.refs.fetch_add(n, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Stores the chunk's user word (e.g. the length of the payload written). Readers
+    /// see it if it is published before the handle is (e.g. through a Release store).
+    #[inline]
+    pub fn set_user_word(&self, handle: ChunkHandle, value: u64) -> Result<(), ChunkError> {
+        self.meta(handle)?.user.store(value, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The chunk's user word.
+    #[inline]
+    pub fn user_word(&self, handle: ChunkHandle) -> Result<u64, ChunkError> {
+        Ok(self.meta(handle)?.user.load(Ordering::Relaxed))
     }
 
     /// The reference count of a chunk (0 = free). A snapshot, for diagnostics.

@@ -1,0 +1,52 @@
+//! # iox_service
+//!
+//! Services by name over shared memory, brokerless and zero-copy. Every service owns
+//! one pool (see `iox_mempool`), described by a static config file under the root
+//! (`/dev/shm` or `$IOX_ROOT`). Ports are built with builders that return `Result`;
+//! samples are loaned, written in place, sent as a handle and read in place.
+//!
+//! ```
+//! use iox_service::{Service, MemoryType};
+//! use std::time::Duration;
+//! # let dir = tempfile::tempdir().unwrap();
+//! let service = Service::named("lidar/points").unwrap()
+//! #   .root(dir.path())
+//!     .publish_subscribe::<[u8]>()
+//!     .size_classes(&[(4096, 8), (1 << 20, 4)])
+//!     .memory_type(MemoryType::Locked)
+//!     .open_or_create()
+//!     .unwrap();
+//! let publisher = service.publisher_builder().pin_memory(true).create().unwrap();
+//! let subscriber = service.subscriber_builder().create().unwrap();
+//! let sample = publisher.loan_slice_uninit(300_000).unwrap();
+//! sample.write_from_fn(|i| i as u8).send().unwrap();
+//! let got = subscriber.receive_timeout(Duration::from_secs(1)).unwrap().unwrap();
+//! assert_eq!(got.len(), 300_000);
+//! assert_eq!(got[1000], (1000 % 256) as u8);
+//! ```
+
+mod dynamic;
+pub mod name;
+pub mod node;
+mod port;
+mod publisher;
+mod queue;
+mod sample;
+mod service;
+pub mod static_config;
+mod subscriber;
+mod zero_copy;
+
+pub use iox_mempool::{
+    ClassInfo, MemoryType, PinError, Pinner, PoolInfo, Region, register_pinner,
+};
+pub use name::{NameError, ServiceName};
+pub use port::PortCreateError;
+pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError};
+pub use sample::{PayloadPtr, Sample, SampleMut, SampleMutUninit};
+pub use service::{
+    CreateError, OpenError, OpenOrCreateError, PubSubBuilder, PubSubService, RemoveError, Service,
+};
+pub use static_config::{ConfigError, MessagingPattern, Overflow, StaticConfig};
+pub use subscriber::{ReceiveError, Subscriber, SubscriberBuilder};
+pub use zero_copy::{Payload, PayloadType, ZeroCopySafe};

@@ -1,0 +1,108 @@
+//! The bounded queue of chunk handles between one publisher and one subscriber.
+//!
+//! Single producer (the publisher owning the pair), single consumer (the subscriber),
+//! plus one twist: when the queue is full under [`crate::Overflow::DropOldest`], the
+//! producer removes the oldest entry itself. So the read index is advanced with a CAS
+//! by whoever pops (consumer, producer on overflow, or a port draining the queue at
+//! teardown); only the producer writes the write index and the slots.
+//!
+//! Why it is safe: the producer writes slot `w % cap` only after seeing `read > w -
+//! cap`, i.e. after the entry that lived there was popped. A popper that loaded that
+//! slot earlier for index `r = w - cap` then fails its CAS (`read` moved past `r`,
+//! and it never moves back), so a torn or newer value is never returned. Indices are
+//! 64-bit and never wrap in practice.
+//!
+//! Memory: write index and read index each sit alone on a cache line (the consumer
+//! does not bounce the producer's line and vice versa); slots follow. Entries are raw
+//! chunk handles (`ChunkHandle::to_raw`), validated by whoever pops them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// An index alone on its cache line.
+#[repr(C, align(64))]
+pub(crate) struct PaddedIndex {
+    pub(crate) value: AtomicU64,
+}
+
+/// A view of one queue in the dynamic segment.
+pub(crate) struct Queue<'a> {
+    pub(crate) write: &'a AtomicU64,
+    pub(crate) read: &'a AtomicU64,
+    pub(crate) slots: &'a [AtomicU64],
+}
+
+/// Result of a push.
+pub(crate) enum Pushed {
+    /// Stored; nothing dropped.
+    Stored,
+    /// Stored after dropping the oldest entry, returned here for release.
+    DroppedOldest(u64),
+    /// Not stored: the queue is full and the policy is to reject.
+    Full,
+}
+
+impl Queue<'_> {
+    fn cap(&self) -> u64 {
+        self.slots.len() as u64
+    }
+
+    /// Producer only: appends `value`, dropping the oldest entry if full and
+    /// `drop_oldest`, else refusing.
+    #[inline]
+    pub(crate) fn push(&self, value: u64, drop_oldest: bool) -> Pushed {
+        let w = self.write.load(Ordering::Relaxed);
+        let mut dropped = None;
+        loop {
+            let r = self.read.load(Ordering::Acquire);
+            if w.wrapping_sub(r) < self.cap() {
+                break;
+            }
+            if !drop_oldest {
+                return Pushed::Full;
+            }
+            let old = self.slots[(r % self.cap()) as usize].load(Ordering::Relaxed);
+            if self
+                .read
+                .compare_exchange(r, r + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                dropped = Some(old);
+                break;
+            }
+        }
+        self.slots[(w % self.cap()) as usize].store(value, Ordering::Relaxed);
+        self.write.store(w + 1, Ordering::Release);
+        match dropped {
+            Some(old) => Pushed::DroppedOldest(old),
+            None => Pushed::Stored,
+        }
+    }
+
+    /// Takes the oldest entry, if any. Safe to call from any process.
+    #[inline]
+    pub(crate) fn pop(&self) -> Option<u64> {
+        loop {
+            let r = self.read.load(Ordering::Acquire);
+            let w = self.write.load(Ordering::Acquire);
+            if r == w || w.wrapping_sub(r) > self.cap() {
+                // Empty; or indices no queue could have (corrupt): treat as empty.
+                return None;
+            }
+            let value = self.slots[(r % self.cap()) as usize].load(Ordering::Relaxed);
+            if self
+                .read
+                .compare_exchange(r, r + 1, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Some(value);
+            }
+        }
+    }
+
+    /// Number of entries queued (a snapshot).
+    pub(crate) fn len(&self) -> u64 {
+        let r = self.read.load(Ordering::Acquire);
+        let w = self.write.load(Ordering::Acquire);
+        w.wrapping_sub(r).min(self.cap())
+    }
+}

@@ -1,0 +1,920 @@
+//! Services by name: the builder, and open / create / open-or-create without a broker.
+//!
+//! Protocol (see DESIGN.md, "Creating and opening a service"):
+//! 1. Read `iox_<H>.service`. If it exists, check it (name, version, payload type,
+//!    memory type if the caller set one, limits the caller asked for), open the dynamic
+//!    segment (size checked before mapping, magic, version, and the hash of the static
+//!    config it belongs to), register as a user with a CAS that fails once the service
+//!    is being destroyed, then open the pool.
+//! 2. If not, create `iox_<H>.dynamic` with `O_EXCL`. The winner removes stale pool
+//!    files (it holds the only dynamic segment, so none can be live), creates the pool,
+//!    fills in the dynamic header, stores its magic last (Release), and publishes the
+//!    static config with an atomic rename. Losers wait for the static config.
+//! 3. Anything transient (a service being removed, another process creating it) is
+//!    retried with a short back-off until the builder's timeout (default 10 s).
+//!
+//! A service is removed when its last user (a service handle, held by every port) goes
+//! away: the user count goes by CAS from 1 to `DESTROYING`, then the pool, the dynamic
+//! segment and last the static config are unlinked. An opener that loses that race
+//! retries from step 1 and creates the service afresh.
+//!
+//! Decisions where DESIGN.md is silent: a service handle in one process is one user;
+//! subscribers see samples sent after they connect (no history); the pool of a typed
+//! service has one class holding `T`, sized so a well-behaved user never exhausts it:
+//! `publishers x (loans + subscribers x buffer) + subscribers x held`. The payload is
+//! mapped read-write in every process (one mapping per service handle, so pinning it is
+//! one registration however many ports share it).
+
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use iox_mempool::segment::{self, Access, CreateSegmentError, OpenSegmentError, Segment};
+use iox_mempool::{LayoutError, MemoryType, OpenPoolError, Pool, PoolInfo, PoolLayout};
+use thiserror::Error;
+
+use crate::dynamic::{self, DESTROYING, Dynamic, DynamicLayout};
+use crate::node::Node;
+use crate::static_config::{self, ConfigError, MessagingPattern, Overflow, StaticConfig};
+use crate::{NameError, Payload, PayloadType, ServiceName};
+
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn file_names(stem: &str) -> (String, String) {
+    (format!("{stem}.service"), format!("{stem}.dynamic"))
+}
+
+/// The entry point: a service name, and where its files live.
+///
+/// ```
+/// use iox_service::Service;
+/// let dir = tempfile::tempdir().unwrap();
+/// let service = Service::named("camera/front").unwrap()
+///     .root(dir.path())
+///     .publish_subscribe::<u64>()
+///     .open_or_create()
+///     .unwrap();
+/// let publisher = service.publisher_builder().create().unwrap();
+/// let subscriber = service.subscriber_builder().create().unwrap();
+/// publisher.loan_uninit().unwrap().write_payload(42).send().unwrap();
+/// assert_eq!(*subscriber.receive().unwrap().unwrap(), 42);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Service {
+    name: ServiceName,
+    root: PathBuf,
+}
+
+/// Why [`Service::remove`] failed.
+#[derive(Debug, Error)]
+pub enum RemoveError {
+    /// The name is invalid.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// A file could not be removed.
+    #[error("cannot remove the files of service {name:?}: {source}")]
+    Io {
+        /// The service.
+        name: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl Service {
+    /// A service called `name` under the default root (`$IOX_ROOT` or `/dev/shm`).
+    pub fn named(name: &str) -> Result<Self, NameError> {
+        Ok(Self {
+            name: ServiceName::new(name)?,
+            root: iox_mempool::root::root_dir(),
+        })
+    }
+
+    /// Uses `dir` as the root instead of `$IOX_ROOT` / `/dev/shm`.
+    pub fn root(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.root = dir.into();
+        self
+    }
+
+    /// A publish-subscribe service carrying `P`: a `T: ZeroCopySafe` or a slice `[T]`.
+    pub fn publish_subscribe<P: ?Sized + Payload>(self) -> PubSubBuilder<P> {
+        PubSubBuilder {
+            name: self.name,
+            root: self.root,
+            memory_type: None,
+            max_publishers: None,
+            max_subscribers: None,
+            subscriber_buffer: None,
+            max_loans: None,
+            max_held: None,
+            overflow: None,
+            permissions: None,
+            size_classes: None,
+            max_slice_len: None,
+            timeout: DEFAULT_TIMEOUT,
+            _payload: PhantomData,
+        }
+    }
+
+    /// Removes the files of service `name` under the default root, whoever uses it.
+    /// Returns whether anything existed. Mapped users keep working on their mappings;
+    /// new openers create the service afresh.
+    pub fn remove(name: &str) -> Result<bool, RemoveError> {
+        Self::remove_in(&iox_mempool::root::root_dir(), name)
+    }
+
+    /// [`Service::remove`] under `root`.
+    pub fn remove_in(root: &Path, name: &str) -> Result<bool, RemoveError> {
+        let name = ServiceName::new(name)?;
+        remove_files(root, &name.stem()).map_err(|source| RemoveError::Io {
+            name: name.to_string(),
+            source,
+        })
+    }
+
+    /// Whether a service called `name` exists under the default root.
+    pub fn exists(name: &str) -> Result<bool, NameError> {
+        Self::exists_in(&iox_mempool::root::root_dir(), name)
+    }
+
+    /// [`Service::exists`] under `root`.
+    pub fn exists_in(root: &Path, name: &str) -> Result<bool, NameError> {
+        let stem = ServiceName::new(name)?.stem();
+        Ok(root.join(file_names(&stem).0).exists())
+    }
+
+    /// The static configs of every service under the default root. Files that cannot
+    /// be read are returned as errors in the list, not skipped silently.
+    pub fn list() -> std::io::Result<Vec<Result<StaticConfig, ConfigError>>> {
+        Self::list_in(&iox_mempool::root::root_dir())
+    }
+
+    /// [`Service::list`] under `root`.
+    pub fn list_in(root: &Path) -> std::io::Result<Vec<Result<StaticConfig, ConfigError>>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(root)? {
+            let name = entry?.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with("iox_") && name.ends_with(".service") {
+                out.push(StaticConfig::read(&root.join(&*name)).map(|(c, _)| c));
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn remove_files(root: &Path, stem: &str) -> std::io::Result<bool> {
+    let (config, dynamic) = file_names(stem);
+    let pool = Pool::remove(root, stem)?;
+    let dynamic = segment::remove(root, &dynamic)?;
+    let config = segment::remove(root, &config)?;
+    Ok(pool || dynamic || config)
+}
+
+/// Builds, opens or creates a publish-subscribe service. Settings other than the
+/// payload type are applied when creating; when opening, those the caller set are
+/// checked against the existing service.
+#[derive(Debug)]
+pub struct PubSubBuilder<P: ?Sized> {
+    name: ServiceName,
+    root: PathBuf,
+    memory_type: Option<MemoryType>,
+    max_publishers: Option<u32>,
+    max_subscribers: Option<u32>,
+    subscriber_buffer: Option<u32>,
+    max_loans: Option<u32>,
+    max_held: Option<u32>,
+    overflow: Option<Overflow>,
+    permissions: Option<u32>,
+    size_classes: Option<Vec<(usize, usize)>>,
+    max_slice_len: Option<usize>,
+    timeout: Duration,
+    _payload: PhantomData<fn() -> Box<P>>,
+}
+
+/// Why [`PubSubBuilder::create`] failed.
+#[derive(Debug, Error)]
+pub enum CreateError {
+    /// The service exists already.
+    #[error("service {0:?} already exists")]
+    AlreadyExists(String),
+    /// A setting is out of bounds.
+    #[error("invalid setting for service {name:?}: {what}")]
+    InvalidSetting {
+        /// The service.
+        name: String,
+        /// What is wrong.
+        what: String,
+    },
+    /// The pool layout is invalid.
+    #[error("invalid pool layout for service {name:?}: {source}")]
+    Layout {
+        /// The service.
+        name: String,
+        /// Why.
+        source: LayoutError,
+    },
+    /// A slice service needs to know how large its samples get.
+    #[error("slice service {0:?} needs .size_classes(...) or .max_slice_len(...) to be created")]
+    MissingSliceSize(String),
+    /// A file could not be created.
+    #[error("cannot create service {name:?}: {source}")]
+    Segment {
+        /// The service.
+        name: String,
+        /// Why.
+        source: CreateSegmentError,
+    },
+    /// The static config could not be written, or the process node not set up.
+    #[error("cannot create service {name:?}: {what}: {source}")]
+    Io {
+        /// The service.
+        name: String,
+        /// The step.
+        what: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The service was being removed and did not finish within the timeout.
+    #[error("service {name:?} was still being removed after {waited:?}")]
+    TimedOut {
+        /// The service.
+        name: String,
+        /// How long we waited.
+        waited: Duration,
+    },
+}
+
+/// Why [`PubSubBuilder::open`] failed.
+#[derive(Debug, Error)]
+pub enum OpenError {
+    /// No such service.
+    #[error("service {0:?} does not exist")]
+    DoesNotExist(String),
+    /// The static config is unreadable or invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Another name hashes to the same file.
+    #[error("the files of service {requested:?} belong to service {found:?} (hash collision); rename one of them")]
+    NameCollision {
+        /// The name asked for.
+        requested: String,
+        /// The name in the file.
+        found: String,
+    },
+    /// The service carries another payload type.
+    #[error("service {name:?} carries {found}, not {requested}")]
+    IncompatiblePayload {
+        /// The service.
+        name: String,
+        /// What the caller asked for.
+        requested: PayloadType,
+        /// What the service carries.
+        found: PayloadType,
+    },
+    /// The service has another memory type than the caller set.
+    #[error("service {name:?} has memory type {found}, not {requested}")]
+    IncompatibleMemoryType {
+        /// The service.
+        name: String,
+        /// What the caller asked for.
+        requested: MemoryType,
+        /// What the service has.
+        found: MemoryType,
+    },
+    /// The service cannot satisfy a limit the caller set.
+    #[error("service {name:?} has {what} {found}, but {requested} was requested")]
+    IncompatibleLimit {
+        /// The service.
+        name: String,
+        /// Which limit.
+        what: &'static str,
+        /// What the caller asked for.
+        requested: String,
+        /// What the service has.
+        found: String,
+    },
+    /// The dynamic segment is unreadable or does not belong to the static config.
+    #[error("service {name:?}: {what}")]
+    Corrupt {
+        /// The service.
+        name: String,
+        /// What is wrong, naming the file.
+        what: String,
+    },
+    /// A segment could not be opened.
+    #[error("service {name:?}: {source}")]
+    Segment {
+        /// The service.
+        name: String,
+        /// Why.
+        source: OpenSegmentError,
+    },
+    /// The pool could not be opened.
+    #[error("service {name:?}: {source}")]
+    Pool {
+        /// The service.
+        name: String,
+        /// Why.
+        source: OpenPoolError,
+    },
+    /// The process node could not be set up under the root.
+    #[error("cannot set up this process's node file under {}: {source}", root.display())]
+    Node {
+        /// The root.
+        root: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The service stayed half-created or half-removed beyond the timeout.
+    #[error("service {name:?} did not become ready within {waited:?} (its creator may have died; last state: {last})")]
+    TimedOut {
+        /// The service.
+        name: String,
+        /// How long we waited.
+        waited: Duration,
+        /// What was last seen.
+        last: String,
+    },
+}
+
+/// Why [`PubSubBuilder::open_or_create`] failed.
+#[derive(Debug, Error)]
+pub enum OpenOrCreateError {
+    /// Opening the existing service failed.
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// Creating the service failed.
+    #[error(transparent)]
+    Create(#[from] CreateError),
+}
+
+/// Outcome of one attempt: done, failed for good, or worth another try.
+enum Attempt<T, E> {
+    Done(T),
+    Failed(E),
+    Retry(String),
+}
+
+impl<P: ?Sized + Payload> PubSubBuilder<P> {
+    /// Memory type of the pool (default `Cpu`). On open: must match if set.
+    pub fn memory_type(mut self, t: MemoryType) -> Self {
+        self.memory_type = Some(t);
+        self
+    }
+    /// Most publishers at once (default 2). On open: the service must allow this many.
+    pub fn max_publishers(mut self, n: u32) -> Self {
+        self.max_publishers = Some(n);
+        self
+    }
+    /// Most subscribers at once (default 8). On open: the service must allow this many.
+    pub fn max_subscribers(mut self, n: u32) -> Self {
+        self.max_subscribers = Some(n);
+        self
+    }
+    /// Samples queued per publisher for each subscriber (default 4). On open: the
+    /// service's buffer must be at least this.
+    pub fn subscriber_buffer(mut self, n: u32) -> Self {
+        self.subscriber_buffer = Some(n);
+        self
+    }
+    /// Samples a publisher may loan at once (default 2). On open: checked as a minimum.
+    pub fn max_loans(mut self, n: u32) -> Self {
+        self.max_loans = Some(n);
+        self
+    }
+    /// Samples a subscriber may hold at once (default 2). On open: checked as a minimum.
+    pub fn max_held(mut self, n: u32) -> Self {
+        self.max_held = Some(n);
+        self
+    }
+    /// Full-buffer policy (default drop the oldest). On open: must match if set.
+    pub fn overflow(mut self, o: Overflow) -> Self {
+        self.overflow = Some(o);
+        self
+    }
+    /// Unix permissions of the files (default 0o600; e.g. 0o660 for group access).
+    pub fn permissions(mut self, mode: u32) -> Self {
+        self.permissions = Some(mode);
+        self
+    }
+    /// How long open and open-or-create wait for a service another process is
+    /// creating or removing (default 10 s).
+    pub fn timeout(mut self, d: Duration) -> Self {
+        self.timeout = d;
+        self
+    }
+
+    fn fail<T>(&self, what: impl Into<String>) -> Result<T, CreateError> {
+        Err(CreateError::InvalidSetting {
+            name: self.name.to_string(),
+            what: what.into(),
+        })
+    }
+
+    fn layout(&self, counts: usize) -> Result<PoolLayout, CreateError> {
+        let payload = P::payload_type();
+        let alignment = payload.alignment().max(iox_mempool::layout::DEFAULT_ALIGNMENT);
+        let classes = if !P::IS_SLICE {
+            vec![(payload.element_size().max(1), counts)]
+        } else if let Some(classes) = &self.size_classes {
+            classes.clone()
+        } else if let Some(len) = self.max_slice_len {
+            let Some(bytes) = len.checked_mul(payload.element_size()) else {
+                return self.fail(format!("max_slice_len {len} overflows"));
+            };
+            vec![(bytes.max(1), counts)]
+        } else {
+            return Err(CreateError::MissingSliceSize(self.name.to_string()));
+        };
+        PoolLayout::with_alignment(alignment, &classes).map_err(|source| CreateError::Layout {
+            name: self.name.to_string(),
+            source,
+        })
+    }
+
+    fn config(&self) -> Result<StaticConfig, CreateError> {
+        let memory_type = match self.memory_type.unwrap_or_default().validate() {
+            Ok(t) => t,
+            Err(e) => return self.fail(e.to_string()),
+        };
+        let mut config = StaticConfig {
+            version: static_config::CONFIG_VERSION,
+            name: self.name.to_string(),
+            pattern: MessagingPattern::PublishSubscribe,
+            payload: P::payload_type(),
+            memory_type,
+            layout: PoolLayout::new(&[(64, 1)]).expect("constant layout"),
+            max_publishers: self.max_publishers.unwrap_or(2),
+            max_subscribers: self.max_subscribers.unwrap_or(8),
+            subscriber_buffer: self.subscriber_buffer.unwrap_or(4),
+            max_loans: self.max_loans.unwrap_or(2),
+            max_held: self.max_held.unwrap_or(2),
+            overflow: self.overflow.unwrap_or_default(),
+            permissions: self.permissions.unwrap_or(segment::DEFAULT_MODE),
+            created_unix_ns: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+        };
+        if let Err(what) = config.check() {
+            // Limits first, so a zero count is reported as such, not as a layout error.
+            if !what.contains("payload") {
+                return self.fail(what);
+            }
+        }
+        let (p, s) = (u64::from(config.max_publishers), u64::from(config.max_subscribers));
+        let counts = p * (u64::from(config.max_loans) + s * u64::from(config.subscriber_buffer))
+            + s * u64::from(config.max_held);
+        config.layout = self.layout(counts as usize)?;
+        config.check().or_else(|what| self.fail(what))?;
+        Ok(config)
+    }
+
+    /// Creates the service; fails if it exists.
+    pub fn create(self) -> Result<PubSubService<P>, CreateError> {
+        let config = self.config()?;
+        let start = Instant::now();
+        loop {
+            match self.try_create(&config)? {
+                Attempt::Done(s) => return Ok(s),
+                Attempt::Failed(e) => return Err(e),
+                Attempt::Retry(_) if start.elapsed() < self.timeout => backoff(start),
+                Attempt::Retry(_) => {
+                    return Err(CreateError::TimedOut {
+                        name: self.name.to_string(),
+                        waited: start.elapsed(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Opens the service; fails if it does not exist.
+    pub fn open(self) -> Result<PubSubService<P>, OpenError> {
+        let start = Instant::now();
+        loop {
+            let last = match self.try_open() {
+                Attempt::Done(s) => return Ok(s),
+                Attempt::Failed(OpenError::Config(ConfigError::NotFound { .. })) => {
+                    return Err(OpenError::DoesNotExist(self.name.to_string()));
+                }
+                Attempt::Failed(e) => return Err(e),
+                Attempt::Retry(last) => last,
+            };
+            if start.elapsed() >= self.timeout {
+                return Err(self.timed_out(start, last));
+            }
+            backoff(start);
+        }
+    }
+
+    /// Opens the service, or creates it if it does not exist. Any number of processes
+    /// may race this: exactly one creates, the others open.
+    pub fn open_or_create(self) -> Result<PubSubService<P>, OpenOrCreateError> {
+        let start = Instant::now();
+        let mut config = None;
+        loop {
+            let last = match self.try_open() {
+                Attempt::Done(s) => return Ok(s),
+                Attempt::Failed(OpenError::Config(ConfigError::NotFound { .. })) => {
+                    let config = match &config {
+                        Some(c) => c,
+                        None => config.insert(self.config()?),
+                    };
+                    match self.try_create(config)? {
+                        Attempt::Done(s) => return Ok(s),
+                        // Someone else is creating it: wait for the static config.
+                        Attempt::Failed(CreateError::AlreadyExists(_)) => "being created by another process".into(),
+                        Attempt::Failed(e) => return Err(e.into()),
+                        Attempt::Retry(last) => last,
+                    }
+                }
+                Attempt::Failed(e) => return Err(e.into()),
+                Attempt::Retry(last) => last,
+            };
+            if start.elapsed() >= self.timeout {
+                return Err(self.timed_out(start, last).into());
+            }
+            backoff(start);
+        }
+    }
+
+    fn timed_out(&self, start: Instant, last: String) -> OpenError {
+        OpenError::TimedOut {
+            name: self.name.to_string(),
+            waited: start.elapsed(),
+            last,
+        }
+    }
+
+    fn check_compatible(&self, c: &StaticConfig) -> Result<(), OpenError> {
+        let name = || self.name.to_string();
+        if c.name != self.name.as_str() {
+            return Err(OpenError::NameCollision {
+                requested: name(),
+                found: c.name.clone(),
+            });
+        }
+        if c.payload != P::payload_type() {
+            return Err(OpenError::IncompatiblePayload {
+                name: name(),
+                requested: P::payload_type(),
+                found: c.payload.clone(),
+            });
+        }
+        if let Some(t) = self.memory_type
+            && t != c.memory_type
+        {
+            return Err(OpenError::IncompatibleMemoryType {
+                name: name(),
+                requested: t,
+                found: c.memory_type,
+            });
+        }
+        let limits = [
+            ("max_publishers", self.max_publishers, c.max_publishers),
+            ("max_subscribers", self.max_subscribers, c.max_subscribers),
+            ("subscriber_buffer", self.subscriber_buffer, c.subscriber_buffer),
+            ("max_loans", self.max_loans, c.max_loans),
+            ("max_held", self.max_held, c.max_held),
+        ];
+        for (what, requested, found) in limits {
+            if let Some(r) = requested
+                && r > found
+            {
+                return Err(OpenError::IncompatibleLimit {
+                    name: name(),
+                    what,
+                    requested: r.to_string(),
+                    found: found.to_string(),
+                });
+            }
+        }
+        if let Some(o) = self.overflow
+            && o != c.overflow
+        {
+            return Err(OpenError::IncompatibleLimit {
+                name: name(),
+                what: "overflow policy",
+                requested: format!("{o:?}"),
+                found: format!("{:?}", c.overflow),
+            });
+        }
+        let element = c.payload.element_size().max(1);
+        let wanted = self
+            .max_slice_len
+            .map(|l| l.saturating_mul(element))
+            .or(self.size_classes.as_ref().and_then(|cl| cl.iter().map(|c| c.0).max()));
+        if let Some(bytes) = wanted
+            && bytes > c.layout.max_chunk_size()
+        {
+            return Err(OpenError::IncompatibleLimit {
+                name: name(),
+                what: "largest sample (bytes)",
+                requested: bytes.to_string(),
+                found: c.layout.max_chunk_size().to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    fn try_open(&self) -> Attempt<PubSubService<P>, OpenError> {
+        let stem = self.name.stem();
+        let (config_name, dynamic_name) = file_names(&stem);
+        let (config, hash) = match StaticConfig::read(&self.root.join(&config_name)) {
+            Ok(c) => c,
+            Err(e) => return Attempt::Failed(e.into()),
+        };
+        if let Err(e) = self.check_compatible(&config) {
+            return Attempt::Failed(e);
+        }
+        let name = || self.name.to_string();
+        let layout = DynamicLayout::new(&config);
+        let dynamic = match Segment::open(&self.root, &dynamic_name, Access::ReadWrite, dynamic::HEADER_LEN as u64) {
+            Ok(d) => d,
+            Err(OpenSegmentError::NotFound { .. }) => return Attempt::Retry("static config without dynamic segment".into()),
+            Err(source) => return Attempt::Failed(OpenError::Segment { name: name(), source }),
+        };
+        // SAFETY: the segment is at least HEADER_LEN bytes and page-aligned; only the
+        // header is touched until the full length is checked below.
+        let header = unsafe { Dynamic::new(dynamic.as_ptr(), &layout) }.header();
+        let corrupt = |what: String| {
+            Attempt::Failed(OpenError::Corrupt {
+                name: name(),
+                what: format!("{}: {what}", dynamic.path().display()),
+            })
+        };
+        match header.magic.load(Ordering::Acquire) {
+            0 => return Attempt::Retry("dynamic segment not initialised".into()),
+            dynamic::DYNAMIC_MAGIC => {}
+            m => return corrupt(format!("wrong magic {m:#018x}")),
+        }
+        let version = header.version.load(Ordering::Relaxed);
+        if version != dynamic::DYNAMIC_VERSION {
+            return corrupt(format!("format version {version}, this iox reads {}", dynamic::DYNAMIC_VERSION));
+        }
+        if header.config_hash.load(Ordering::Relaxed) != hash {
+            // A dynamic segment of another incarnation of the service (it is being
+            // removed or re-created right now), or tampering; retry until the timeout.
+            return Attempt::Retry("dynamic segment belongs to another static config".into());
+        }
+        if dynamic.len() < layout.len {
+            return corrupt(format!("{} bytes long, the static config needs {}", dynamic.len(), layout.len));
+        }
+        let node = match Node::for_root(&self.root) {
+            Ok(n) => n,
+            Err(source) => {
+                return Attempt::Failed(OpenError::Node {
+                    root: self.root.clone(),
+                    source,
+                });
+            }
+        };
+        let mut users = header.users.load(Ordering::Relaxed);
+        loop {
+            if users == DESTROYING {
+                return Attempt::Retry("being removed".into());
+            }
+            match header
+                .users
+                .compare_exchange_weak(users, users + 1, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(now) => users = now,
+            }
+        }
+        let pool = match Pool::open(&self.root, &stem, &config.layout, Some(config.memory_type), Access::ReadWrite) {
+            Ok(p) => p,
+            Err(source) => {
+                release_user(&self.root, &stem, &dynamic, &layout);
+                return Attempt::Failed(OpenError::Pool { name: name(), source });
+            }
+        };
+        Attempt::Done(PubSubService::new(ServiceShared {
+            name: self.name.clone(),
+            root: self.root.clone(),
+            stem,
+            config,
+            pool: Arc::new(pool),
+            dynamic,
+            layout,
+            _node: node,
+        }))
+    }
+
+    fn try_create(&self, config: &StaticConfig) -> Result<Attempt<PubSubService<P>, CreateError>, CreateError> {
+        let stem = self.name.stem();
+        let (config_name, dynamic_name) = file_names(&stem);
+        let name = || self.name.to_string();
+        let node = Node::for_root(&self.root).map_err(|source| CreateError::Io {
+            name: name(),
+            what: "set up the process node file",
+            source,
+        })?;
+        let layout = DynamicLayout::new(config);
+        let dynamic = match Segment::create(&self.root, &dynamic_name, layout.len, config.permissions) {
+            Ok(d) => d,
+            Err(CreateSegmentError::AlreadyExists { .. }) => {
+                return Ok(Attempt::Failed(CreateError::AlreadyExists(name())));
+            }
+            Err(source) => return Err(CreateError::Segment { name: name(), source }),
+        };
+        let undo = |e: CreateError| {
+            let _ = Pool::remove(&self.root, &stem);
+            let _ = segment::remove(&self.root, &dynamic_name);
+            e
+        };
+        if self.root.join(&config_name).exists() {
+            // The previous incarnation's remover has unlinked the dynamic segment but
+            // not yet its static config: let it finish, then try again.
+            let _ = segment::remove(&self.root, &dynamic_name);
+            return Ok(Attempt::Retry("previous incarnation still being removed".into()));
+        }
+        // We hold the only dynamic segment, so pool files here are a dead creator's.
+        let _ = Pool::remove(&self.root, &stem);
+        let pool = Pool::create(&self.root, &stem, &config.layout, config.memory_type, config.permissions).map_err(
+            |e| {
+                undo(match e {
+                    iox_mempool::CreatePoolError::Segment(source) => CreateError::Segment { name: name(), source },
+                    iox_mempool::CreatePoolError::MemoryType(e) => CreateError::InvalidSetting {
+                        name: name(),
+                        what: e.to_string(),
+                    },
+                })
+            },
+        )?;
+        let hash = static_config::text_hash(&config.to_ron());
+        // SAFETY: the segment was created with exactly layout.len bytes, page-aligned.
+        let header = unsafe { Dynamic::new(dynamic.as_ptr(), &layout) }.header();
+        header.config_hash.store(hash, Ordering::Relaxed);
+        header.users.store(1, Ordering::Relaxed);
+        header.creator_node.store(node.id(), Ordering::Relaxed);
+        header.version.store(dynamic::DYNAMIC_VERSION, Ordering::Relaxed);
+        header.max_publishers.store(config.max_publishers, Ordering::Relaxed);
+        header.max_subscribers.store(config.max_subscribers, Ordering::Relaxed);
+        header.subscriber_buffer.store(config.subscriber_buffer, Ordering::Relaxed);
+        header.max_loans.store(config.max_loans, Ordering::Relaxed);
+        header.max_held.store(config.max_held, Ordering::Relaxed);
+        header.magic.store(dynamic::DYNAMIC_MAGIC, Ordering::Release);
+        let written = config.write_atomic(&self.root, &config_name).map_err(|source| {
+            undo(CreateError::Io {
+                name: name(),
+                what: "write the static config",
+                source,
+            })
+        })?;
+        debug_assert_eq!(written, hash);
+        Ok(Attempt::Done(PubSubService::new(ServiceShared {
+            name: self.name.clone(),
+            root: self.root.clone(),
+            stem,
+            config: config.clone(),
+            pool: Arc::new(pool),
+            dynamic,
+            layout,
+            _node: node,
+        })))
+    }
+}
+
+impl<T: crate::ZeroCopySafe> PubSubBuilder<[T]> {
+    /// The pool's size classes as `(bytes per chunk, chunk count)`; a sample uses the
+    /// smallest class that holds it. On open: the largest must fit in the service's.
+    pub fn size_classes(mut self, classes: &[(usize, usize)]) -> Self {
+        self.size_classes = Some(classes.to_vec());
+        self
+    }
+
+    /// One size class holding `len` elements, with as many chunks as the limits need.
+    /// On open: the service's largest chunk must hold this many.
+    pub fn max_slice_len(mut self, len: usize) -> Self {
+        self.max_slice_len = Some(len);
+        self
+    }
+}
+
+fn backoff(start: Instant) {
+    // 0.1 ms growing to 10 ms: creation takes microseconds to milliseconds.
+    let waited = start.elapsed().as_micros() as u64;
+    std::thread::sleep(Duration::from_micros((100 + waited / 10).min(10_000)));
+}
+
+/// Drops one user of the service; the last one removes its files.
+fn release_user(root: &Path, stem: &str, dynamic: &Segment, layout: &DynamicLayout) {
+    // SAFETY: callers checked the segment holds at least the header.
+    let header = unsafe { Dynamic::new(dynamic.as_ptr(), layout) }.header();
+    let mut users = header.users.load(Ordering::Relaxed);
+    loop {
+        if users == DESTROYING || users == 0 {
+            return; // someone else removes it (or the count is corrupt): leave it
+        }
+        let next = if users == 1 { DESTROYING } else { users - 1 };
+        match header
+            .users
+            .compare_exchange_weak(users, next, Ordering::AcqRel, Ordering::Relaxed)
+        {
+            Ok(_) => break,
+            Err(now) => users = now,
+        }
+    }
+    if users == 1 {
+        let _ = remove_files(root, stem);
+    }
+}
+
+/// What one process shares between a service handle and its ports.
+#[derive(Debug)]
+pub(crate) struct ServiceShared {
+    pub(crate) name: ServiceName,
+    pub(crate) root: PathBuf,
+    pub(crate) stem: String,
+    pub(crate) config: StaticConfig,
+    pub(crate) pool: Arc<Pool>,
+    pub(crate) dynamic: Segment,
+    pub(crate) layout: DynamicLayout,
+    pub(crate) _node: Arc<Node>,
+}
+
+impl ServiceShared {
+    pub(crate) fn dynamic(&self) -> Dynamic<'_> {
+        // SAFETY: open/create checked the mapping is at least layout.len bytes; it
+        // lives as long as self.
+        unsafe { Dynamic::new(self.dynamic.as_ptr(), &self.layout) }
+    }
+
+    pub(crate) fn node_id(&self) -> u64 {
+        self._node.id()
+    }
+}
+
+impl Drop for ServiceShared {
+    fn drop(&mut self) {
+        release_user(&self.root, &self.stem, &self.dynamic, &self.layout);
+    }
+}
+
+/// An open publish-subscribe service carrying `P`. Clone it freely; ports keep it
+/// alive. When the last handle of the last process goes, the service is removed.
+#[derive(Debug)]
+pub struct PubSubService<P: ?Sized> {
+    pub(crate) shared: Arc<ServiceShared>,
+    _payload: PhantomData<fn() -> Box<P>>,
+}
+
+impl<P: ?Sized> Clone for PubSubService<P> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            _payload: PhantomData,
+        }
+    }
+}
+
+impl<P: ?Sized + Payload> PubSubService<P> {
+    fn new(shared: ServiceShared) -> Self {
+        Self {
+            shared: Arc::new(shared),
+            _payload: PhantomData,
+        }
+    }
+
+    /// The service name.
+    pub fn name(&self) -> &str {
+        self.shared.name.as_str()
+    }
+
+    /// The static config, as stored.
+    pub fn static_config(&self) -> &StaticConfig {
+        &self.shared.config
+    }
+
+    /// The pool: address in this process, length, memory type, classes.
+    pub fn pool_info(&self) -> PoolInfo {
+        self.shared.pool.info()
+    }
+
+    /// A builder for a publisher.
+    pub fn publisher_builder(&self) -> crate::PublisherBuilder<P> {
+        crate::PublisherBuilder::new(self.shared.clone())
+    }
+
+    /// A builder for a subscriber.
+    pub fn subscriber_builder(&self) -> crate::SubscriberBuilder<P> {
+        crate::SubscriberBuilder::new(self.shared.clone())
+    }
+
+    /// Publishers and subscribers connected right now (a snapshot).
+    pub fn port_counts(&self) -> (usize, usize) {
+        let d = self.shared.dynamic();
+        let active = |h: &crate::dynamic::PortHeader| {
+            dynamic::split_state(h.state.load(Ordering::Relaxed)).1 == dynamic::ACTIVE
+        };
+        let l = d.layout();
+        (
+            (0..l.max_publishers).filter(|&p| active(d.publisher(p).0)).count(),
+            (0..l.max_subscribers).filter(|&s| active(d.subscriber(s).0)).count(),
+        )
+    }
+}

@@ -1,0 +1,291 @@
+//! The static config of a service: `iox_<H>.service`, RON, written once by the
+//! creator, atomically (a hidden temp file, then `rename`), never modified.
+//!
+//! Reading treats the file as untrusted: no symlinks, a regular file of at most
+//! [`MAX_CONFIG_LEN`] bytes, UTF-8, valid RON of the expected shape, a known version,
+//! and limits inside iox's bounds. Each failure is a [`ConfigError`] naming the file
+//! and what is wrong. The xxh3 hash of the exact text is the config's identity: the
+//! dynamic segment records it, so an opener can tell that the two belong together.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use iox_mempool::{MemoryType, PoolLayout};
+use rustix::fs::{FileType, Mode, OFlags};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::PayloadType;
+
+/// Version of the static config format this iox writes and reads.
+pub const CONFIG_VERSION: u32 = 1;
+/// Largest static config file accepted.
+pub const MAX_CONFIG_LEN: u64 = 64 * 1024;
+/// Most publishers a service may allow.
+pub const MAX_PUBLISHERS: u32 = 64;
+/// Most subscribers a service may allow.
+pub const MAX_SUBSCRIBERS: u32 = 256;
+/// Largest subscriber buffer (per publisher-subscriber pair).
+pub const MAX_BUFFER: u32 = 1 << 16;
+/// Most samples one publisher may loan, or one subscriber hold, at once.
+pub const MAX_OUTSTANDING: u32 = 256;
+/// Most queue slots a service may have in all (publishers x subscribers x buffer).
+pub const MAX_QUEUE_SLOTS: u64 = 1 << 22;
+
+/// The messaging pattern of a service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MessagingPattern {
+    /// Publishers send samples to every subscriber.
+    PublishSubscribe,
+}
+
+/// What a publisher does when a subscriber's buffer is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Overflow {
+    /// Drop that subscriber's oldest sample (its chunk returns to the pool).
+    #[default]
+    DropOldest,
+    /// Do not deliver to that subscriber; `send` reports it.
+    Reject,
+}
+
+/// Everything fixed about a service, as stored in its static config file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaticConfig {
+    /// Format version ([`CONFIG_VERSION`]).
+    pub version: u32,
+    /// The service name.
+    pub name: String,
+    /// The messaging pattern.
+    pub pattern: MessagingPattern,
+    /// The payload carried.
+    pub payload: PayloadType,
+    /// The pool's memory type.
+    pub memory_type: MemoryType,
+    /// The pool's size classes.
+    pub layout: PoolLayout,
+    /// Most publishers at once.
+    pub max_publishers: u32,
+    /// Most subscribers at once.
+    pub max_subscribers: u32,
+    /// Samples queued per publisher-subscriber pair before overflow.
+    pub subscriber_buffer: u32,
+    /// Samples one publisher may loan at once.
+    pub max_loans: u32,
+    /// Samples one subscriber may hold at once.
+    pub max_held: u32,
+    /// Full-buffer policy.
+    pub overflow: Overflow,
+    /// Unix permissions of the service's files.
+    pub permissions: u32,
+    /// Creation time, nanoseconds since the Unix epoch.
+    pub created_unix_ns: u64,
+}
+
+/// Why a static config could not be read.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file does not exist.
+    #[error("{} does not exist", path.display())]
+    NotFound {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Not a regular file (symlinks are never followed).
+    #[error("{} is not a regular file (symlinks are never followed)", path.display())]
+    NotRegularFile {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Larger than [`MAX_CONFIG_LEN`].
+    #[error("{} is {len} bytes, larger than any static config ({MAX_CONFIG_LEN} at most)", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        len: u64,
+    },
+    /// Not RON of the expected shape (includes invalid UTF-8 and invalid layouts).
+    #[error("{} is malformed: {message}", path.display())]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said, with the position.
+        message: String,
+    },
+    /// Written by an incompatible iox.
+    #[error("{} has format version {found}; this iox reads version {CONFIG_VERSION}", path.display())]
+    UnsupportedVersion {
+        /// The file.
+        path: PathBuf,
+        /// The version found.
+        found: u32,
+    },
+    /// Parsed, but a value is out of bounds.
+    #[error("{} is invalid: {what}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        what: String,
+    },
+    /// Permission denied.
+    #[error("permission denied reading {} (it belongs to another user or lacks group access)", path.display())]
+    PermissionDenied {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Another I/O failure.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl StaticConfig {
+    /// Checks every bound a reader relies on. Returns what is wrong.
+    pub fn check(&self) -> Result<(), String> {
+        let bound = |what: &str, v: u32, max: u32| {
+            if v == 0 || v > max {
+                Err(format!("{what} is {v}; it must be 1..={max}"))
+            } else {
+                Ok(())
+            }
+        };
+        crate::ServiceName::new(&self.name).map_err(|e| e.to_string())?;
+        bound("max_publishers", self.max_publishers, MAX_PUBLISHERS)?;
+        bound("max_subscribers", self.max_subscribers, MAX_SUBSCRIBERS)?;
+        bound("subscriber_buffer", self.subscriber_buffer, MAX_BUFFER)?;
+        bound("max_loans", self.max_loans, MAX_OUTSTANDING)?;
+        bound("max_held", self.max_held, MAX_OUTSTANDING)?;
+        let slots = u64::from(self.max_publishers) * u64::from(self.max_subscribers) * u64::from(self.subscriber_buffer);
+        if slots > MAX_QUEUE_SLOTS {
+            return Err(format!(
+                "max_publishers x max_subscribers x subscriber_buffer is {slots}; at most {MAX_QUEUE_SLOTS}"
+            ));
+        }
+        if self.permissions & !0o777 != 0 || self.permissions & 0o600 != 0o600 {
+            return Err(format!("permissions {:#o} must be bits of 0o777 including 0o600", self.permissions));
+        }
+        let (size, align) = (self.payload.element_size(), self.payload.alignment());
+        if !align.is_power_of_two() || align > self.layout.alignment() {
+            return Err(format!(
+                "payload alignment {align} is not a power of two up to the pool's alignment {}",
+                self.layout.alignment()
+            ));
+        }
+        if size > self.layout.max_chunk_size() {
+            return Err(format!(
+                "payload of {size} bytes does not fit the largest chunk ({})",
+                self.layout.max_chunk_size()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The config as RON text, as written to the file.
+    pub fn to_ron(&self) -> String {
+        ron::ser::to_string_pretty(self, ron::ser::PrettyConfig::default()).expect("a StaticConfig always serialises")
+    }
+
+    /// Parses and checks RON text read from `path` (only used in messages).
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        #[derive(Deserialize)]
+        struct VersionOnly {
+            version: u32,
+        }
+        let malformed = |e: ron::error::SpannedError| ConfigError::Malformed {
+            path: path.to_owned(),
+            message: e.to_string(),
+        };
+        // Look at the version first, so a newer format is reported as such rather
+        // than as malformed.
+        if let Ok(v) = ron::from_str::<VersionOnly>(text)
+            && v.version != CONFIG_VERSION
+        {
+            return Err(ConfigError::UnsupportedVersion {
+                path: path.to_owned(),
+                found: v.version,
+            });
+        }
+        let config: StaticConfig = ron::from_str(text).map_err(malformed)?;
+        config.check().map_err(|what| ConfigError::Invalid {
+            path: path.to_owned(),
+            what,
+        })?;
+        Ok(config)
+    }
+
+    /// Reads, parses and checks the config at `path`. Returns it with the hash of its
+    /// text.
+    pub fn read(path: &Path) -> Result<(Self, u64), ConfigError> {
+        let text = read_bounded(path)?;
+        let config = Self::parse(&text, path)?;
+        Ok((config, text_hash(&text)))
+    }
+
+    /// Writes the config to `dir/file_name` atomically with `permissions`: a hidden
+    /// temp file first, renamed into place. Returns the hash of the text written.
+    pub fn write_atomic(&self, dir: &Path, file_name: &str) -> std::io::Result<u64> {
+        use std::io::Write;
+        let text = self.to_ron();
+        let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
+        let fd = rustix::fs::open(
+            &tmp,
+            OFlags::CREATE | OFlags::TRUNC | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(self.permissions),
+        )?;
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(self.permissions))?;
+        let mut file = std::fs::File::from(fd);
+        let written = file.write_all(text.as_bytes()).and_then(|()| std::fs::rename(&tmp, dir.join(file_name)));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written.map(|()| text_hash(&text))
+    }
+}
+
+/// Hash identifying one static config text.
+pub fn text_hash(text: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(text.as_bytes())
+}
+
+fn read_bounded(path: &Path) -> Result<String, ConfigError> {
+    let p = || path.to_owned();
+    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()).map_err(
+        |e| match e {
+            rustix::io::Errno::NOENT => ConfigError::NotFound { path: p() },
+            rustix::io::Errno::LOOP => ConfigError::NotRegularFile { path: p() },
+            rustix::io::Errno::ACCESS | rustix::io::Errno::PERM => ConfigError::PermissionDenied { path: p() },
+            e => ConfigError::Io {
+                path: p(),
+                source: e.into(),
+            },
+        },
+    )?;
+    let stat = rustix::fs::fstat(&fd).map_err(|e| ConfigError::Io {
+        path: p(),
+        source: e.into(),
+    })?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        return Err(ConfigError::NotRegularFile { path: p() });
+    }
+    if stat.st_size as u64 > MAX_CONFIG_LEN {
+        return Err(ConfigError::TooLarge {
+            path: p(),
+            len: stat.st_size as u64,
+        });
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd)
+        .take(MAX_CONFIG_LEN + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| ConfigError::Io { path: p(), source })?;
+    String::from_utf8(bytes).map_err(|e| ConfigError::Malformed {
+        path: p(),
+        message: format!("not UTF-8 text ({e})"),
+    })
+}

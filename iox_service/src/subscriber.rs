@@ -1,0 +1,269 @@
+//! Subscribers: take chunk handles from their queues, read the payload in place.
+//!
+//! `receive` polls the queue from each publisher slot, round-robin from where it last
+//! found a sample, so samples of one publisher arrive in the order they were sent and
+//! no publisher starves another. A received sample is recorded in this subscriber's
+//! held table (its own cache lines in the dynamic segment, for crash recovery) until
+//! it is dropped, which releases its chunk.
+//!
+//! `receive_timeout` blocks without busy-waiting: it announces itself in the `waiting`
+//! counter of its slot (a SeqCst RMW), checks the queues once more, and sleeps on the
+//! slot's `wake` futex word (shared, not process-private). A publisher that pushed a
+//! sample fences (SeqCst) and then reads `waiting`; so either the publisher sees the
+//! waiter and wakes it, or the waiter's second check sees the sample.
+//!
+//! Creating a subscriber drains whatever a previous owner of the slot left in its
+//! queues; dropping one marks the slot closing, drains its queues and frees it.
+
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use iox_mempool::{ChunkHandle, PoolInfo, PoolPin};
+use thiserror::Error;
+
+use crate::dynamic::PortHeader;
+use crate::port::{self, PortCreateError, Shared};
+use crate::sample::Sample;
+use crate::{Payload, ZeroCopySafe};
+
+/// Builds a [`Subscriber`].
+#[derive(Debug)]
+pub struct SubscriberBuilder<P: ?Sized> {
+    service: Shared,
+    pin: bool,
+    _payload: PhantomData<fn() -> Box<P>>,
+}
+
+/// Why a receive failed.
+#[derive(Debug, Error)]
+pub enum ReceiveError {
+    /// This subscriber holds its maximum of samples.
+    #[error("this subscriber already holds its maximum of {max} samples; drop one first")]
+    TooManyHeld {
+        /// The service's `max_held`.
+        max: usize,
+    },
+    /// A queue held something that is not a valid sample of this service.
+    #[error("corrupt queue entry {raw:#x} from publisher slot {publisher}: {what}")]
+    Corrupt {
+        /// The entry.
+        raw: u64,
+        /// The publisher slot it came from.
+        publisher: usize,
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// Waiting on the futex failed.
+    #[error("waiting for a sample failed: {0}")]
+    Wait(std::io::Error),
+}
+
+impl<P: ?Sized + Payload> SubscriberBuilder<P> {
+    pub(crate) fn new(service: Shared) -> Self {
+        Self {
+            service,
+            pin: false,
+            _payload: PhantomData,
+        }
+    }
+
+    /// Pins the service's pool (once per process) when the subscriber is created, so
+    /// the first sample costs no more than later ones.
+    pub fn pin_memory(mut self, pin: bool) -> Self {
+        self.pin = pin;
+        self
+    }
+
+    /// Claims a subscriber slot (and pins, if asked).
+    pub fn create(self) -> Result<Subscriber<P>, PortCreateError> {
+        let d = self.service.dynamic();
+        let l = d.layout();
+        let (slot, generation) =
+            port::claim(&self.service, (0..l.max_subscribers).map(|s| d.subscriber(s).0), "subscriber", l.max_subscribers)?;
+        let pin = match port::pin(&self.service, self.pin) {
+            Ok(p) => p,
+            Err(e) => {
+                port::free(d.subscriber(slot).0, generation);
+                return Err(e);
+            }
+        };
+        let subscriber = Subscriber {
+            service: self.service,
+            slot,
+            generation,
+            cursor: Cell::new(0),
+            held: Cell::new(0),
+            pin,
+            _payload: PhantomData,
+        };
+        subscriber.drain();
+        port::activate(subscriber.header().0, generation);
+        Ok(subscriber)
+    }
+}
+
+/// Receives samples of `P` from every publisher of the service.
+#[derive(Debug)]
+pub struct Subscriber<P: ?Sized> {
+    // Field order: the pin guard drops before the service (and its mapping).
+    pin: Option<PoolPin>,
+    service: Shared,
+    slot: usize,
+    generation: u64,
+    cursor: Cell<usize>,
+    held: Cell<usize>,
+    _payload: PhantomData<fn() -> Box<P>>,
+}
+
+impl<P: ?Sized> Subscriber<P> {
+    fn header(&self) -> (&PortHeader, &[std::sync::atomic::AtomicU64]) {
+        self.service.dynamic().subscriber(self.slot)
+    }
+
+    /// Releases everything queued for this slot.
+    fn drain(&self) {
+        let d = self.service.dynamic();
+        for p in 0..d.layout().max_publishers {
+            let q = d.queue(p, self.slot);
+            while let Some(raw) = q.pop() {
+                if let Some(h) = self.service.pool.handle_from_raw(raw) {
+                    let _ = self.service.pool.release(h);
+                }
+            }
+        }
+    }
+
+    /// Releases a received sample's chunk.
+    pub(crate) fn drop_sample(&self, handle: ChunkHandle) {
+        let raw = handle.to_raw() + 1;
+        if let Some(entry) = self.header().1.iter().find(|e| e.load(Ordering::Relaxed) == raw) {
+            entry.store(0, Ordering::Relaxed);
+        }
+        self.held.set(self.held.get() - 1);
+        let _ = self.service.pool.release(handle);
+    }
+
+    pub(crate) fn pool(&self) -> &iox_mempool::Pool {
+        &self.service.pool
+    }
+}
+
+impl<P: ?Sized + Payload> Subscriber<P> {
+    /// The pool: address in this process, length, memory type, classes.
+    pub fn pool_info(&self) -> PoolInfo {
+        self.service.pool.info()
+    }
+
+    /// Whether this subscriber pinned the pool.
+    pub fn is_pinned(&self) -> bool {
+        self.pin.as_ref().is_some_and(PoolPin::is_pinned)
+    }
+
+    /// Samples waiting in this subscriber's queues (a snapshot).
+    pub fn pending(&self) -> usize {
+        let d = self.service.dynamic();
+        (0..d.layout().max_publishers).map(|p| d.queue(p, self.slot).len() as usize).sum()
+    }
+
+    /// Takes the next sample, if one is waiting. Never blocks.
+    pub fn receive(&self) -> Result<Option<Sample<'_, P>>, ReceiveError> {
+        let max = self.service.config.max_held as usize;
+        if self.held.get() >= max {
+            return Err(ReceiveError::TooManyHeld { max });
+        }
+        let d = self.service.dynamic();
+        let publishers = d.layout().max_publishers;
+        let start = self.cursor.get();
+        for k in 0..publishers {
+            let p = (start + k) % publishers;
+            let Some(raw) = d.queue(p, self.slot).pop() else {
+                continue;
+            };
+            self.cursor.set(p);
+            let corrupt = |what| ReceiveError::Corrupt {
+                raw,
+                publisher: p,
+                what,
+            };
+            let pool = &self.service.pool;
+            let handle = pool.handle_from_raw(raw).ok_or(corrupt("no such chunk"))?;
+            let len = pool.user_word(handle).map_err(|_| corrupt("no such chunk"))?;
+            let (ptr, chunk_size) = pool.chunk(handle).ok_or(corrupt("no such chunk"))?;
+            let elem = size_of::<P::Element>() as u64;
+            let fits = if P::IS_SLICE {
+                len.checked_mul(elem).is_some_and(|b| b <= chunk_size as u64)
+            } else {
+                len == 1
+            };
+            if !fits {
+                let _ = pool.release(handle);
+                return Err(corrupt("payload length does not fit the chunk"));
+            }
+            if let Some(entry) = self.header().1.iter().find(|e| e.load(Ordering::Relaxed) == 0) {
+                entry.store(raw + 1, Ordering::Relaxed);
+            }
+            self.held.set(self.held.get() + 1);
+            return Ok(Some(Sample::new(self, handle, ptr, len as usize)));
+        }
+        Ok(None)
+    }
+
+    /// Takes the next sample, waiting up to `timeout` for one to arrive. Sleeps on a
+    /// futex meanwhile (no busy-waiting). Returns `None` on timeout.
+    pub fn receive_timeout(&self, timeout: Duration) -> Result<Option<Sample<'_, P>>, ReceiveError> {
+        let deadline = Instant::now() + timeout;
+        let header = self.header().0;
+        loop {
+            // Probe without claiming: a sample returned here is not in flight twice.
+            if self.pending() > 0 || self.held.get() >= self.service.config.max_held as usize {
+                if let Some(s) = self.receive()? {
+                    return Ok(Some(s));
+                }
+            }
+            let seen = header.wake.load(Ordering::Acquire);
+            header.waiting.fetch_add(1, Ordering::SeqCst);
+            let ready = self.pending() > 0;
+            let now = Instant::now();
+            let result = if ready || now >= deadline {
+                Ok(())
+            } else {
+                let left = deadline - now;
+                let ts = rustix::fs::Timespec {
+                    tv_sec: left.as_secs() as _,
+                    tv_nsec: left.subsec_nanos() as _,
+                };
+                rustix::thread::futex::wait(&header.wake, rustix::thread::futex::Flags::empty(), seen, Some(&ts))
+            };
+            header.waiting.fetch_sub(1, Ordering::Relaxed);
+            match result {
+                Ok(()) | Err(rustix::io::Errno::AGAIN | rustix::io::Errno::TIMEDOUT | rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(ReceiveError::Wait(e.into())),
+            }
+            if let Some(s) = self.receive()? {
+                return Ok(Some(s));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+        }
+    }
+}
+
+impl<T: ZeroCopySafe> Subscriber<[T]> {
+    /// Most elements one sample can hold.
+    pub fn max_slice_len(&self) -> usize {
+        self.service.pool.layout().max_chunk_size() / size_of::<T>().max(1)
+    }
+}
+
+impl<P: ?Sized> Drop for Subscriber<P> {
+    fn drop(&mut self) {
+        // Samples borrow the subscriber, so none is held here.
+        let header = self.header().0;
+        port::close(header, self.generation);
+        self.drain();
+        port::free(header, self.generation);
+    }
+}
