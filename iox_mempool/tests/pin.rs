@@ -1,15 +1,13 @@
 //! The pin registry: many acquirers, one pin; the last guard, one unpin; `Locked`
 //! pools really are page-locked (VmLck) while pinned and only then.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
-use common::{role, spawn_self, wait_ok};
 use iox_mempool::pin::{self, pin_count};
 use iox_mempool::{MemoryType, PinError, Pinner, Pool, PoolLayout, Region, register_pinner};
+use iox_testkit::{role, spawn_self, wait_ok};
 
 #[derive(Default)]
 struct CountingPinner {

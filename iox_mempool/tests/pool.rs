@@ -2,15 +2,13 @@
 //! with an owner stamp in every chunk to catch a chunk handed out twice at once; and
 //! bad bookkeeping files, each refused with its own error.
 
-mod common;
-
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Rng, role, spawn_self, wait_ok};
 use iox_mempool::segment::Access;
 use iox_mempool::{ChunkHandle, LoanError, MemoryType, OpenPoolError, Pool, PoolLayout};
+use iox_testkit::{Rng, role, spawn_self, wait_ok};
 
 fn layout() -> PoolLayout {
     PoolLayout::new(&[(64, 64), (256, 32), (4096, 16), (65536, 4)]).unwrap()

@@ -37,9 +37,7 @@ pub mod static_config;
 mod subscriber;
 mod zero_copy;
 
-pub use iox_mempool::{
-    ClassInfo, MemoryType, PinError, Pinner, PoolInfo, Region, register_pinner,
-};
+pub use iox_mempool::{ClassInfo, MemoryType, PinError, Pinner, PoolInfo, Region, register_pinner};
 pub use name::{NameError, ServiceName};
 pub use port::PortCreateError;
 pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError};

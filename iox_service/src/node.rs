@@ -36,7 +36,12 @@ pub fn node_file_name(id: u64) -> String {
 
 fn random_u32() -> u32 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
     h.finish() as u32
 }
 
@@ -69,7 +74,11 @@ impl Node {
             rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive)?;
             let mut file = File::from(fd);
             writeln!(file, "{pid}")?;
-            return Ok(Node { id, path, _file: file });
+            return Ok(Node {
+                id,
+                path,
+                _file: file,
+            });
         }
     }
 
@@ -96,7 +105,11 @@ pub fn pid_of(id: u64) -> u32 {
 /// A missing file means the node is gone.
 pub fn is_alive(root: &Path, id: u64) -> bool {
     let path = root.join(node_file_name(id));
-    let Ok(fd) = rustix::fs::open(&path, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()) else {
+    let Ok(fd) = rustix::fs::open(
+        &path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
         return false;
     };
     match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {

@@ -92,9 +92,10 @@ pub(crate) fn activate(header: &PortHeader, generation: u64) {
 
 /// Marks a slot as closing: publishers stop delivering to it.
 pub(crate) fn close(header: &PortHeader, generation: u64) {
-    header
-        .state
-        .store(dynamic::state_word(generation, dynamic::CLOSING), Ordering::SeqCst);
+    header.state.store(
+        dynamic::state_word(generation, dynamic::CLOSING),
+        Ordering::SeqCst,
+    );
 }
 
 /// Frees a slot whose tables and queues are empty.

@@ -90,7 +90,12 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
     pub fn create(self) -> Result<Publisher<P>, PortCreateError> {
         let d = self.service.dynamic();
         let max = d.layout().max_publishers;
-        let (slot, generation) = port::claim(&self.service, (0..max).map(|p| d.publisher(p).0), "publisher", max)?;
+        let (slot, generation) = port::claim(
+            &self.service,
+            (0..max).map(|p| d.publisher(p).0),
+            "publisher",
+            max,
+        )?;
         let pin = match port::pin(&self.service, self.pin) {
             Ok(p) => p,
             Err(e) => {
@@ -153,7 +158,11 @@ impl<P: ?Sized + Payload> Publisher<P> {
             entry.store(handle.to_raw() + 1, Ordering::Relaxed);
         }
         self.loans.set(self.loans.get() + 1);
-        let (ptr, _) = self.service.pool.chunk(handle).expect("a handle just loaned is in range");
+        let (ptr, _) = self
+            .service
+            .pool
+            .chunk(handle)
+            .expect("a handle just loaned is in range");
         Ok((handle, ptr))
     }
 
@@ -227,7 +236,11 @@ impl<P: ?Sized + Payload> Publisher<P> {
                     }
                 } else if header.waiting.load(Ordering::Relaxed) > 0 {
                     header.wake.fetch_add(1, Ordering::Release);
-                    let _ = rustix::thread::futex::wake(&header.wake, rustix::thread::futex::Flags::empty(), u32::MAX);
+                    let _ = rustix::thread::futex::wake(
+                        &header.wake,
+                        rustix::thread::futex::Flags::empty(),
+                        u32::MAX,
+                    );
                 }
             }
         }

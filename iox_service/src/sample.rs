@@ -107,7 +107,12 @@ impl<'a, T: ZeroCopySafe> SampleMutUninit<'a, [T]> {
     /// If `src.len()` differs from the loaned length (like `copy_from_slice`).
     pub fn write_from_slice(mut self, src: &[T]) -> SampleMut<'a, [T]> {
         let dst = self.payload_mut();
-        assert_eq!(dst.len(), src.len(), "write_from_slice: the loan holds {} elements", dst.len());
+        assert_eq!(
+            dst.len(),
+            src.len(),
+            "write_from_slice: the loan holds {} elements",
+            dst.len()
+        );
         for (d, s) in dst.iter_mut().zip(src) {
             d.write(*s);
         }

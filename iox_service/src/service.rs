@@ -257,7 +257,9 @@ pub enum OpenError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// Another name hashes to the same file.
-    #[error("the files of service {requested:?} belong to service {found:?} (hash collision); rename one of them")]
+    #[error(
+        "the files of service {requested:?} belong to service {found:?} (hash collision); rename one of them"
+    )]
     NameCollision {
         /// The name asked for.
         requested: String,
@@ -329,7 +331,9 @@ pub enum OpenError {
         source: std::io::Error,
     },
     /// The service stayed half-created or half-removed beyond the timeout.
-    #[error("service {name:?} did not become ready within {waited:?} (its creator may have died; last state: {last})")]
+    #[error(
+        "service {name:?} did not become ready within {waited:?} (its creator may have died; last state: {last})"
+    )]
     TimedOut {
         /// The service.
         name: String,
@@ -464,7 +468,10 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
                 return self.fail(what);
             }
         }
-        let (p, s) = (u64::from(config.max_publishers), u64::from(config.max_subscribers));
+        let (p, s) = (
+            u64::from(config.max_publishers),
+            u64::from(config.max_subscribers),
+        );
         let counts = p * (u64::from(config.max_loans) + s * u64::from(config.subscriber_buffer))
             + s * u64::from(config.max_held);
         config.layout = self.layout(counts as usize)?;
@@ -526,7 +533,9 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
                     match self.try_create(config)? {
                         Attempt::Done(s) => return Ok(s),
                         // Someone else is creating it: wait for the static config.
-                        Attempt::Failed(CreateError::AlreadyExists(_)) => "being created by another process".into(),
+                        Attempt::Failed(CreateError::AlreadyExists(_)) => {
+                            "being created by another process".into()
+                        }
                         Attempt::Failed(e) => return Err(e.into()),
                         Attempt::Retry(last) => last,
                     }
@@ -603,10 +612,10 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             });
         }
         let element = c.payload.element_size().max(1);
-        let wanted = self
-            .max_slice_len
-            .map(|l| l.saturating_mul(element))
-            .or(self.size_classes.as_ref().and_then(|cl| cl.iter().map(|c| c.0).max()));
+        let wanted = self.max_slice_len.map(|l| l.saturating_mul(element)).or(self
+            .size_classes
+            .as_ref()
+            .and_then(|cl| cl.iter().map(|c| c.0).max()));
         if let Some(bytes) = wanted
             && bytes > c.layout.max_chunk_size()
         {
@@ -632,9 +641,16 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
         }
         let name = || self.name.to_string();
         let layout = DynamicLayout::new(&config);
-        let dynamic = match Segment::open(&self.root, &dynamic_name, Access::ReadWrite, dynamic::HEADER_LEN as u64) {
+        let dynamic = match Segment::open(
+            &self.root,
+            &dynamic_name,
+            Access::ReadWrite,
+            dynamic::HEADER_LEN as u64,
+        ) {
             Ok(d) => d,
-            Err(OpenSegmentError::NotFound { .. }) => return Attempt::Retry("static config without dynamic segment".into()),
+            Err(OpenSegmentError::NotFound { .. }) => {
+                return Attempt::Retry("static config without dynamic segment".into());
+            }
             Err(source) => return Attempt::Failed(OpenError::Segment { name: name(), source }),
         };
         // SAFETY: the segment is at least HEADER_LEN bytes and page-aligned; only the
@@ -653,7 +669,10 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
         }
         let version = header.version.load(Ordering::Relaxed);
         if version != dynamic::DYNAMIC_VERSION {
-            return corrupt(format!("format version {version}, this iox reads {}", dynamic::DYNAMIC_VERSION));
+            return corrupt(format!(
+                "format version {version}, this iox reads {}",
+                dynamic::DYNAMIC_VERSION
+            ));
         }
         if header.config_hash.load(Ordering::Relaxed) != hash {
             // A dynamic segment of another incarnation of the service (it is being
@@ -661,7 +680,11 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             return Attempt::Retry("dynamic segment belongs to another static config".into());
         }
         if dynamic.len() < layout.len {
-            return corrupt(format!("{} bytes long, the static config needs {}", dynamic.len(), layout.len));
+            return corrupt(format!(
+                "{} bytes long, the static config needs {}",
+                dynamic.len(),
+                layout.len
+            ));
         }
         let node = match Node::for_root(&self.root) {
             Ok(n) => n,
@@ -685,7 +708,13 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
                 Err(now) => users = now,
             }
         }
-        let pool = match Pool::open(&self.root, &stem, &config.layout, Some(config.memory_type), Access::ReadWrite) {
+        let pool = match Pool::open(
+            &self.root,
+            &stem,
+            &config.layout,
+            Some(config.memory_type),
+            Access::ReadWrite,
+        ) {
             Ok(p) => p,
             Err(source) => {
                 release_user(&self.root, &stem, &dynamic, &layout);
@@ -701,10 +730,14 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             dynamic,
             layout,
             _node: node,
+            created: false,
         }))
     }
 
-    fn try_create(&self, config: &StaticConfig) -> Result<Attempt<PubSubService<P>, CreateError>, CreateError> {
+    fn try_create(
+        &self,
+        config: &StaticConfig,
+    ) -> Result<Attempt<PubSubService<P>, CreateError>, CreateError> {
         let stem = self.name.stem();
         let (config_name, dynamic_name) = file_names(&stem);
         let name = || self.name.to_string();
@@ -734,17 +767,24 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
         }
         // We hold the only dynamic segment, so pool files here are a dead creator's.
         let _ = Pool::remove(&self.root, &stem);
-        let pool = Pool::create(&self.root, &stem, &config.layout, config.memory_type, config.permissions).map_err(
-            |e| {
-                undo(match e {
-                    iox_mempool::CreatePoolError::Segment(source) => CreateError::Segment { name: name(), source },
-                    iox_mempool::CreatePoolError::MemoryType(e) => CreateError::InvalidSetting {
-                        name: name(),
-                        what: e.to_string(),
-                    },
-                })
-            },
-        )?;
+        let pool = Pool::create(
+            &self.root,
+            &stem,
+            &config.layout,
+            config.memory_type,
+            config.permissions,
+        )
+        .map_err(|e| {
+            undo(match e {
+                iox_mempool::CreatePoolError::Segment(source) => {
+                    CreateError::Segment { name: name(), source }
+                }
+                iox_mempool::CreatePoolError::MemoryType(e) => CreateError::InvalidSetting {
+                    name: name(),
+                    what: e.to_string(),
+                },
+            })
+        })?;
         let hash = static_config::text_hash(&config.to_ron());
         // SAFETY: the segment was created with exactly layout.len bytes, page-aligned.
         let header = unsafe { Dynamic::new(dynamic.as_ptr(), &layout) }.header();
@@ -752,9 +792,15 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
         header.users.store(1, Ordering::Relaxed);
         header.creator_node.store(node.id(), Ordering::Relaxed);
         header.version.store(dynamic::DYNAMIC_VERSION, Ordering::Relaxed);
-        header.max_publishers.store(config.max_publishers, Ordering::Relaxed);
-        header.max_subscribers.store(config.max_subscribers, Ordering::Relaxed);
-        header.subscriber_buffer.store(config.subscriber_buffer, Ordering::Relaxed);
+        header
+            .max_publishers
+            .store(config.max_publishers, Ordering::Relaxed);
+        header
+            .max_subscribers
+            .store(config.max_subscribers, Ordering::Relaxed);
+        header
+            .subscriber_buffer
+            .store(config.subscriber_buffer, Ordering::Relaxed);
         header.max_loans.store(config.max_loans, Ordering::Relaxed);
         header.max_held.store(config.max_held, Ordering::Relaxed);
         header.magic.store(dynamic::DYNAMIC_MAGIC, Ordering::Release);
@@ -775,6 +821,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             dynamic,
             layout,
             _node: node,
+            created: true,
         })))
     }
 }
@@ -835,6 +882,7 @@ pub(crate) struct ServiceShared {
     pub(crate) dynamic: Segment,
     pub(crate) layout: DynamicLayout,
     pub(crate) _node: Arc<Node>,
+    pub(crate) created: bool,
 }
 
 impl ServiceShared {
@@ -885,6 +933,11 @@ impl<P: ?Sized + Payload> PubSubService<P> {
         self.shared.name.as_str()
     }
 
+    /// Whether this handle created the service (rather than opening it).
+    pub fn is_creator(&self) -> bool {
+        self.shared.created
+    }
+
     /// The static config, as stored.
     pub fn static_config(&self) -> &StaticConfig {
         &self.shared.config
@@ -905,6 +958,14 @@ impl<P: ?Sized + Payload> PubSubService<P> {
         crate::SubscriberBuilder::new(self.shared.clone())
     }
 
+    /// Subscribers blocked in `receive_timeout` right now (a snapshot).
+    pub fn waiting_subscribers(&self) -> usize {
+        let d = self.shared.dynamic();
+        (0..d.layout().max_subscribers)
+            .map(|s| d.subscriber(s).0.waiting.load(Ordering::Relaxed) as usize)
+            .sum()
+    }
+
     /// Publishers and subscribers connected right now (a snapshot).
     pub fn port_counts(&self) -> (usize, usize) {
         let d = self.shared.dynamic();
@@ -913,8 +974,12 @@ impl<P: ?Sized + Payload> PubSubService<P> {
         };
         let l = d.layout();
         (
-            (0..l.max_publishers).filter(|&p| active(d.publisher(p).0)).count(),
-            (0..l.max_subscribers).filter(|&s| active(d.subscriber(s).0)).count(),
+            (0..l.max_publishers)
+                .filter(|&p| active(d.publisher(p).0))
+                .count(),
+            (0..l.max_subscribers)
+                .filter(|&s| active(d.subscriber(s).0))
+                .count(),
         )
     }
 }

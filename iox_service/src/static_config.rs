@@ -161,14 +161,19 @@ impl StaticConfig {
         bound("subscriber_buffer", self.subscriber_buffer, MAX_BUFFER)?;
         bound("max_loans", self.max_loans, MAX_OUTSTANDING)?;
         bound("max_held", self.max_held, MAX_OUTSTANDING)?;
-        let slots = u64::from(self.max_publishers) * u64::from(self.max_subscribers) * u64::from(self.subscriber_buffer);
+        let slots = u64::from(self.max_publishers)
+            * u64::from(self.max_subscribers)
+            * u64::from(self.subscriber_buffer);
         if slots > MAX_QUEUE_SLOTS {
             return Err(format!(
                 "max_publishers x max_subscribers x subscriber_buffer is {slots}; at most {MAX_QUEUE_SLOTS}"
             ));
         }
         if self.permissions & !0o777 != 0 || self.permissions & 0o600 != 0o600 {
-            return Err(format!("permissions {:#o} must be bits of 0o777 including 0o600", self.permissions));
+            return Err(format!(
+                "permissions {:#o} must be bits of 0o777 including 0o600",
+                self.permissions
+            ));
         }
         let (size, align) = (self.payload.element_size(), self.payload.alignment());
         if !align.is_power_of_two() || align > self.layout.alignment() {
@@ -188,7 +193,8 @@ impl StaticConfig {
 
     /// The config as RON text, as written to the file.
     pub fn to_ron(&self) -> String {
-        ron::ser::to_string_pretty(self, ron::ser::PrettyConfig::default()).expect("a StaticConfig always serialises")
+        ron::ser::to_string_pretty(self, ron::ser::PrettyConfig::default())
+            .expect("a StaticConfig always serialises")
     }
 
     /// Parses and checks RON text read from `path` (only used in messages).
@@ -240,7 +246,9 @@ impl StaticConfig {
         )?;
         rustix::fs::fchmod(&fd, Mode::from_raw_mode(self.permissions))?;
         let mut file = std::fs::File::from(fd);
-        let written = file.write_all(text.as_bytes()).and_then(|()| std::fs::rename(&tmp, dir.join(file_name)));
+        let written = file
+            .write_all(text.as_bytes())
+            .and_then(|()| std::fs::rename(&tmp, dir.join(file_name)));
         if written.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
@@ -255,17 +263,20 @@ pub fn text_hash(text: &str) -> u64 {
 
 fn read_bounded(path: &Path) -> Result<String, ConfigError> {
     let p = || path.to_owned();
-    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()).map_err(
-        |e| match e {
-            rustix::io::Errno::NOENT => ConfigError::NotFound { path: p() },
-            rustix::io::Errno::LOOP => ConfigError::NotRegularFile { path: p() },
-            rustix::io::Errno::ACCESS | rustix::io::Errno::PERM => ConfigError::PermissionDenied { path: p() },
-            e => ConfigError::Io {
-                path: p(),
-                source: e.into(),
-            },
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        rustix::io::Errno::NOENT => ConfigError::NotFound { path: p() },
+        rustix::io::Errno::LOOP => ConfigError::NotRegularFile { path: p() },
+        rustix::io::Errno::ACCESS | rustix::io::Errno::PERM => ConfigError::PermissionDenied { path: p() },
+        e => ConfigError::Io {
+            path: p(),
+            source: e.into(),
         },
-    )?;
+    })?;
     let stat = rustix::fs::fstat(&fd).map_err(|e| ConfigError::Io {
         path: p(),
         source: e.into(),

@@ -80,8 +80,12 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
     pub fn create(self) -> Result<Subscriber<P>, PortCreateError> {
         let d = self.service.dynamic();
         let l = d.layout();
-        let (slot, generation) =
-            port::claim(&self.service, (0..l.max_subscribers).map(|s| d.subscriber(s).0), "subscriber", l.max_subscribers)?;
+        let (slot, generation) = port::claim(
+            &self.service,
+            (0..l.max_subscribers).map(|s| d.subscriber(s).0),
+            "subscriber",
+            l.max_subscribers,
+        )?;
         let pin = match port::pin(&self.service, self.pin) {
             Ok(p) => p,
             Err(e) => {
@@ -164,7 +168,9 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     /// Samples waiting in this subscriber's queues (a snapshot).
     pub fn pending(&self) -> usize {
         let d = self.service.dynamic();
-        (0..d.layout().max_publishers).map(|p| d.queue(p, self.slot).len() as usize).sum()
+        (0..d.layout().max_publishers)
+            .map(|p| d.queue(p, self.slot).len() as usize)
+            .sum()
     }
 
     /// Takes the next sample, if one is waiting. Never blocks.
@@ -234,11 +240,17 @@ impl<P: ?Sized + Payload> Subscriber<P> {
                     tv_sec: left.as_secs() as _,
                     tv_nsec: left.subsec_nanos() as _,
                 };
-                rustix::thread::futex::wait(&header.wake, rustix::thread::futex::Flags::empty(), seen, Some(&ts))
+                rustix::thread::futex::wait(
+                    &header.wake,
+                    rustix::thread::futex::Flags::empty(),
+                    seen,
+                    Some(&ts),
+                )
             };
             header.waiting.fetch_sub(1, Ordering::Relaxed);
             match result {
-                Ok(()) | Err(rustix::io::Errno::AGAIN | rustix::io::Errno::TIMEDOUT | rustix::io::Errno::INTR) => {}
+                Ok(())
+                | Err(rustix::io::Errno::AGAIN | rustix::io::Errno::TIMEDOUT | rustix::io::Errno::INTR) => {}
                 Err(e) => return Err(ReceiveError::Wait(e.into())),
             }
             if let Some(s) = self.receive()? {

@@ -38,7 +38,9 @@ macro_rules! zero_copy_safe {
         )*
     };
 }
-zero_copy_safe!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64, bool);
+zero_copy_safe!(
+    u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64, bool
+);
 
 // SAFETY: an array of zero-copy-safe elements is laid out contiguously.
 unsafe impl<T: ZeroCopySafe, const N: usize> ZeroCopySafe for [T; N] {}
@@ -47,7 +49,10 @@ unsafe impl<A: ZeroCopySafe, B: ZeroCopySafe> ZeroCopySafe for (A, B) {}
 // SAFETY: as above.
 unsafe impl<A: ZeroCopySafe, B: ZeroCopySafe, C: ZeroCopySafe> ZeroCopySafe for (A, B, C) {}
 // SAFETY: as above.
-unsafe impl<A: ZeroCopySafe, B: ZeroCopySafe, C: ZeroCopySafe, D: ZeroCopySafe> ZeroCopySafe for (A, B, C, D) {}
+unsafe impl<A: ZeroCopySafe, B: ZeroCopySafe, C: ZeroCopySafe, D: ZeroCopySafe> ZeroCopySafe
+    for (A, B, C, D)
+{
+}
 
 /// What a service carries, as recorded in its static config.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,7 +88,9 @@ impl PayloadType {
     /// Alignment the payload needs.
     pub fn alignment(&self) -> usize {
         match self {
-            PayloadType::Typed { alignment, .. } | PayloadType::Slice { alignment, .. } => *alignment as usize,
+            PayloadType::Typed { alignment, .. } | PayloadType::Slice { alignment, .. } => {
+                *alignment as usize
+            }
         }
     }
 }

@@ -1,9 +1,10 @@
-//! Helpers for tests that re-execute the test binary as child processes.
+//! Helpers for iox's tests: re-executing the test binary as child processes, and
+//! bounded polling.
 //!
 //! A test that wants children calls [`spawn_self`] with its own name and a role; the
 //! child runs the same test function, which sees [`role`] set and does the child's
-//! part instead of the parent's.
-#![allow(dead_code)]
+//! part instead of the parent's. Children get the parent's `IOX_ROOT` unless told
+//! otherwise, so a test passes its own temp directory down with `envs`.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -45,19 +46,46 @@ pub fn wait_ok(mut child: Child, limit: Duration) {
     }
 }
 
+/// Polls `cond` every millisecond until it holds or `limit` passes; returns whether
+/// it held. For waiting on another process's visible effect, never a bare sleep.
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        if cond() {
+            return true;
+        }
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// An env var's value in a child, parsed; panics with the name if missing.
+pub fn env<T: std::str::FromStr>(name: &str) -> T {
+    std::env::var(name)
+        .unwrap_or_else(|_| panic!("child needs {name}"))
+        .parse()
+        .unwrap_or_else(|_| panic!("{name} does not parse"))
+}
+
 /// A small deterministic PRNG (xorshift64*), enough to vary sizes and hold counts.
 pub struct Rng(u64);
 
 impl Rng {
+    /// Seeded generator (a zero seed is replaced).
     pub fn new(seed: u64) -> Self {
         Self(seed.max(1))
     }
+    /// The next value.
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
+    /// A value in `0..n`.
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }

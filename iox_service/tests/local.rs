@@ -1,0 +1,354 @@
+//! In-process behaviour of ports on one service: limits, overflow, reject, pinning
+//! counts, errors. (Cross-process behaviour is in `processes.rs`.)
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use iox_service::{
+    CreateError, LoanError, MemoryType, OpenError, OpenOrCreateError, Overflow, PinError, Pinner,
+    PortCreateError, Region, SendError, Service, register_pinner,
+};
+
+fn service(dir: &tempfile::TempDir, name: &str) -> Service {
+    Service::named(name).unwrap().root(dir.path())
+}
+
+#[test]
+fn files_are_laid_out_as_designed_and_removed_with_the_last_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(&dir, "camera/front")
+        .publish_subscribe::<u64>()
+        .open_or_create()
+        .unwrap();
+    assert!(svc.is_creator());
+    let stem = iox_service::ServiceName::new("camera/front").unwrap().stem();
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 5, "{names:?}");
+    for ext in ["chunks", "dynamic", "pool", "service"] {
+        assert!(names.contains(&format!("{stem}.{ext}")), "{names:?}");
+    }
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("iox_node_") && n.ends_with(".lock"))
+    );
+    let text = std::fs::read_to_string(dir.path().join(format!("{stem}.service"))).unwrap();
+    assert!(text.contains("name: \"camera/front\""), "{text}");
+    assert!(text.contains("memory_type: Cpu"), "{text}");
+    let publisher = svc.publisher_builder().create().unwrap();
+    drop(svc);
+    assert!(
+        Service::exists_in(dir.path(), "camera/front").unwrap(),
+        "the port keeps it alive"
+    );
+    drop(publisher);
+    assert!(!Service::exists_in(dir.path(), "camera/front").unwrap());
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no file left, node file included"
+    );
+}
+
+#[test]
+fn typed_and_slice_round_trip_in_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(&dir, "t")
+        .publish_subscribe::<[u64; 4]>()
+        .open_or_create()
+        .unwrap();
+    let p = svc.publisher_builder().create().unwrap();
+    let s = svc.subscriber_builder().create().unwrap();
+    assert_eq!(
+        p.loan_uninit()
+            .unwrap()
+            .write_payload([1, 2, 3, 4])
+            .send()
+            .unwrap(),
+        1
+    );
+    assert_eq!(*s.receive().unwrap().unwrap(), [1, 2, 3, 4]);
+    assert!(s.receive().unwrap().is_none());
+
+    let bytes = service(&dir, "b")
+        .publish_subscribe::<[u8]>()
+        .size_classes(&[(4096, 64), (1 << 20, 16), (16 << 20, 4)])
+        .open_or_create()
+        .unwrap();
+    let p = bytes.publisher_builder().create().unwrap();
+    let s = bytes.subscriber_builder().create().unwrap();
+    for len in [0, 1, 4096, 4097, 300_000, 16 << 20] {
+        p.loan_slice_uninit(len)
+            .unwrap()
+            .write_from_fn(|i| (i * 7) as u8)
+            .send()
+            .unwrap();
+        let got = s.receive().unwrap().unwrap();
+        assert_eq!(got.len(), len);
+        assert!(got.iter().enumerate().all(|(i, &b)| b == (i * 7) as u8));
+    }
+    assert_eq!(
+        p.loan_slice_uninit((16 << 20) + 1).unwrap_err(),
+        LoanError::SliceTooLong {
+            len: (16 << 20) + 1,
+            max: 16 << 20
+        }
+    );
+    let info = p.pool_info();
+    assert_eq!(info.free_chunks(), info.total_chunks());
+}
+
+#[test]
+fn overflow_drops_oldest_and_reject_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(&dir, "o")
+        .publish_subscribe::<u32>()
+        .subscriber_buffer(3)
+        .open_or_create()
+        .unwrap();
+    let p = svc.publisher_builder().create().unwrap();
+    let s = svc.subscriber_builder().create().unwrap();
+    for i in 0..10 {
+        assert_eq!(p.loan_uninit().unwrap().write_payload(i).send().unwrap(), 1);
+    }
+    let got: Vec<u32> = std::iter::from_fn(|| s.receive().unwrap().map(|x| *x)).collect();
+    assert_eq!(got, vec![7, 8, 9]);
+    let info = svc.pool_info();
+    assert_eq!(info.free_chunks(), info.total_chunks());
+
+    let svc = service(&dir, "r")
+        .publish_subscribe::<u32>()
+        .subscriber_buffer(2)
+        .overflow(Overflow::Reject)
+        .open_or_create()
+        .unwrap();
+    let p = svc.publisher_builder().create().unwrap();
+    let s = svc.subscriber_builder().create().unwrap();
+    let s2 = svc.subscriber_builder().create().unwrap();
+    p.loan_uninit().unwrap().write_payload(1).send().unwrap();
+    p.loan_uninit().unwrap().write_payload(2).send().unwrap();
+    assert_eq!(*s2.receive().unwrap().unwrap(), 1);
+    let e = p.loan_uninit().unwrap().write_payload(3).send().unwrap_err();
+    assert_eq!(
+        e,
+        SendError::QueueFull {
+            delivered: 1,
+            rejected: 1
+        }
+    );
+    let got: Vec<u32> = std::iter::from_fn(|| s.receive().unwrap().map(|x| *x)).collect();
+    assert_eq!(got, vec![1, 2]);
+    drop((s, s2));
+    let info = svc.pool_info();
+    assert_eq!(info.free_chunks(), info.total_chunks());
+}
+
+#[test]
+fn limits_are_enforced() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(&dir, "l")
+        .publish_subscribe::<u8>()
+        .max_publishers(1)
+        .max_subscribers(1)
+        .max_loans(2)
+        .max_held(1)
+        .open_or_create()
+        .unwrap();
+    let p = svc.publisher_builder().create().unwrap();
+    assert!(matches!(
+        svc.publisher_builder().create(),
+        Err(PortCreateError::TooManyPorts {
+            kind: "publisher",
+            max: 1,
+            ..
+        })
+    ));
+    let s = svc.subscriber_builder().create().unwrap();
+    assert!(matches!(
+        svc.subscriber_builder().create(),
+        Err(PortCreateError::TooManyPorts { .. })
+    ));
+    let a = p.loan_uninit().unwrap();
+    let b = p.loan_uninit().unwrap();
+    assert_eq!(p.loan_uninit().unwrap_err(), LoanError::TooManyLoans { max: 2 });
+    a.write_payload(1).send().unwrap();
+    b.write_payload(2).send().unwrap();
+    let first = s.receive().unwrap().unwrap();
+    assert!(matches!(
+        s.receive(),
+        Err(iox_service::ReceiveError::TooManyHeld { max: 1 })
+    ));
+    drop(first);
+    assert_eq!(*s.receive().unwrap().unwrap(), 2);
+    drop(p);
+    // A slot freed by a dropped port can be claimed again.
+    let _p2 = svc.publisher_builder().create().unwrap();
+}
+
+#[test]
+fn bad_settings_and_mismatches_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(Service::named("").is_err());
+    assert!(Service::named("a\nb").is_err());
+    assert!(Service::named(&"x".repeat(256)).is_err());
+    let e = service(&dir, "z")
+        .publish_subscribe::<u8>()
+        .max_subscribers(0)
+        .create()
+        .unwrap_err();
+    assert!(matches!(e, CreateError::InvalidSetting { .. }), "{e}");
+    let e = service(&dir, "z")
+        .publish_subscribe::<u8>()
+        .max_publishers(100_000)
+        .create()
+        .unwrap_err();
+    assert!(e.to_string().contains("max_publishers"), "{e}");
+    let e = service(&dir, "z")
+        .publish_subscribe::<[u8]>()
+        .create()
+        .unwrap_err();
+    assert!(matches!(e, CreateError::MissingSliceSize(_)), "{e}");
+    let e = service(&dir, "z")
+        .publish_subscribe::<[u8]>()
+        .size_classes(&[(64, 0)])
+        .create()
+        .unwrap_err();
+    assert!(matches!(e, CreateError::Layout { .. }), "{e}");
+    let e = service(&dir, "z")
+        .publish_subscribe::<u8>()
+        .memory_type(MemoryType::User(3))
+        .create()
+        .unwrap_err();
+    assert!(e.to_string().contains("0x0003"), "{e}");
+    assert!(matches!(
+        service(&dir, "z").publish_subscribe::<u8>().open(),
+        Err(OpenError::DoesNotExist(_))
+    ));
+
+    let _svc = service(&dir, "m")
+        .publish_subscribe::<u64>()
+        .max_publishers(2)
+        .create()
+        .unwrap();
+    let e = service(&dir, "m")
+        .publish_subscribe::<u64>()
+        .create()
+        .unwrap_err();
+    assert!(matches!(e, CreateError::AlreadyExists(_)));
+    let e = service(&dir, "m").publish_subscribe::<u32>().open().unwrap_err();
+    assert!(matches!(e, OpenError::IncompatiblePayload { .. }), "{e}");
+    assert!(
+        e.to_string().contains("u32") && e.to_string().contains("u64"),
+        "names both sides: {e}"
+    );
+    let e = service(&dir, "m")
+        .publish_subscribe::<u64>()
+        .memory_type(MemoryType::Locked)
+        .open()
+        .unwrap_err();
+    assert!(matches!(e, OpenError::IncompatibleMemoryType { .. }), "{e}");
+    let e = service(&dir, "m")
+        .publish_subscribe::<u64>()
+        .max_publishers(3)
+        .open_or_create()
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            OpenOrCreateError::Open(OpenError::IncompatibleLimit {
+                what: "max_publishers",
+                ..
+            })
+        ),
+        "{e}"
+    );
+    assert!(
+        service(&dir, "m")
+            .publish_subscribe::<u64>()
+            .max_publishers(1)
+            .open()
+            .is_ok()
+    );
+}
+
+#[derive(Default)]
+struct Counting {
+    pins: AtomicUsize,
+    unpins: AtomicUsize,
+}
+
+impl Pinner for Counting {
+    fn pin(&self, _: &Region) -> Result<(), PinError> {
+        self.pins.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+    fn unpin(&self, _: &Region) -> Result<(), PinError> {
+        self.unpins.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[test]
+fn four_pinned_ports_pin_once_and_unpin_once() {
+    let code = MemoryType::User(0x0200);
+    let pinner = Arc::new(Counting::default());
+    register_pinner(code, pinner.clone()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(&dir, "pins")
+        .publish_subscribe::<u64>()
+        .memory_type(code)
+        .open_or_create()
+        .unwrap();
+    let unpinned = svc.subscriber_builder().create().unwrap();
+    assert_eq!(
+        pinner.pins.load(Ordering::SeqCst),
+        0,
+        "ports that do not opt in never pin"
+    );
+    let ports = (
+        svc.publisher_builder().pin_memory(true).create().unwrap(),
+        svc.publisher_builder().pin_memory(true).create().unwrap(),
+        svc.subscriber_builder().pin_memory(true).create().unwrap(),
+        svc.subscriber_builder().pin_memory(true).create().unwrap(),
+    );
+    assert!(ports.0.is_pinned() && ports.3.is_pinned() && !unpinned.is_pinned());
+    assert_eq!(pinner.pins.load(Ordering::SeqCst), 1);
+    drop(ports);
+    assert_eq!(pinner.unpins.load(Ordering::SeqCst), 1);
+    assert_eq!(pinner.pins.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn cuda_pinned_without_the_feature_fails_clearly_but_unpinned_ports_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(&dir, "gpu")
+        .publish_subscribe::<u64>()
+        .memory_type(MemoryType::CudaPinned)
+        .create()
+        .unwrap();
+    let e = svc.subscriber_builder().pin_memory(true).create().unwrap_err();
+    assert!(matches!(e, PortCreateError::CudaUnavailable { .. }), "{e}");
+    assert!(e.to_string().contains("cuda"), "{e}");
+    let p = svc.publisher_builder().create().unwrap();
+    let s = svc.subscriber_builder().create().unwrap();
+    p.loan_uninit().unwrap().write_payload(5).send().unwrap();
+    assert_eq!(*s.receive().unwrap().unwrap(), 5);
+}
+
+#[test]
+fn receive_timeout_returns_none_after_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(&dir, "idle")
+        .publish_subscribe::<u64>()
+        .open_or_create()
+        .unwrap();
+    let s = svc.subscriber_builder().create().unwrap();
+    let start = Instant::now();
+    assert!(s.receive_timeout(Duration::from_millis(100)).unwrap().is_none());
+    assert!(start.elapsed() >= Duration::from_millis(100));
+}

@@ -1,0 +1,403 @@
+//! Behaviour across real processes: this test binary re-executes itself as children
+//! (see `iox_testkit`), each test with its own `IOX_ROOT`.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use iox_service::{MemoryType, OpenError, Overflow, PubSubService, SendError, Service};
+use iox_testkit::{env, role, spawn_self, wait_ok, wait_until};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn root_env(dir: &tempfile::TempDir) -> (&'static str, String) {
+    ("IOX_ROOT", dir.path().display().to_string())
+}
+
+/// Sends until it is delivered to every subscriber (Reject policy, one subscriber).
+fn send_reliably<T: iox_service::ZeroCopySafe>(p: &iox_service::Publisher<T>, v: T) {
+    let start = Instant::now();
+    loop {
+        match p.loan_uninit().unwrap().write_payload(v).send() {
+            Ok(1) => return,
+            Ok(n) => panic!("delivered to {n} subscribers"),
+            Err(SendError::QueueFull { .. }) => std::thread::yield_now(),
+        }
+        assert!(start.elapsed() < LIMIT, "subscriber stopped reading");
+    }
+}
+
+fn connected<P: ?Sized + iox_service::Payload>(svc: &PubSubService<P>, pubs: usize, subs: usize) -> bool {
+    let (p, s) = svc.port_counts();
+    p >= pubs && s >= subs
+}
+
+#[test]
+fn typed_round_trip_ten_thousand_samples() {
+    const N: u64 = 10_000;
+    let open = || {
+        Service::named("typed")
+            .unwrap()
+            .publish_subscribe::<[u64; 8]>()
+            .overflow(Overflow::Reject)
+            .open_or_create()
+            .unwrap()
+    };
+    if role().as_deref() == Some("publisher") {
+        let svc = open();
+        let p = svc.publisher_builder().create().unwrap();
+        assert!(wait_until(LIMIT, || connected(&svc, 1, 1)));
+        for i in 0..N {
+            send_reliably(&p, [i, i * 3, i ^ 0xFFFF, 0, 0, 0, i + 7, !i]);
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let svc = Service::named("typed")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<[u64; 8]>()
+        .overflow(Overflow::Reject)
+        .open_or_create()
+        .unwrap();
+    let s = svc.subscriber_builder().create().unwrap();
+    let child = spawn_self(
+        "typed_round_trip_ten_thousand_samples",
+        "publisher",
+        &[root_env(&dir)],
+    );
+    for i in 0..N {
+        let got = s
+            .receive_timeout(LIMIT)
+            .unwrap()
+            .expect("sample within the limit");
+        assert_eq!(*got, [i, i * 3, i ^ 0xFFFF, 0, 0, 0, i + 7, !i]);
+    }
+    wait_ok(child, LIMIT);
+    assert!(s.receive().unwrap().is_none());
+    let info = svc.pool_info();
+    assert_eq!(info.free_chunks(), info.total_chunks());
+}
+
+fn slice_len(i: usize) -> usize {
+    // Mostly small (1 B .. 64 KiB), every 500th one large (1 MiB .. 16 MiB, 16 MiB last).
+    if i % 500 == 499 {
+        if i == 9_999 {
+            16 << 20
+        } else {
+            (1 << 20) + (i * 7919) % (15 << 20)
+        }
+    } else {
+        1 + (i * 2_654_435_761) % (64 << 10)
+    }
+}
+
+fn byte(i: usize, j: usize) -> u8 {
+    (j.wrapping_mul(31) ^ i) as u8
+}
+
+#[test]
+fn slice_round_trip_ten_thousand_samples_1b_to_16mib() {
+    const N: usize = 10_000;
+    let open = |b: Service| {
+        b.publish_subscribe::<[u8]>()
+            .size_classes(&[(64 << 10, 16), (16 << 20, 4)])
+            .overflow(Overflow::Reject)
+            .open_or_create()
+            .unwrap()
+    };
+    if role().as_deref() == Some("publisher") {
+        let svc = open(Service::named("slices").unwrap());
+        let p = svc.publisher_builder().create().unwrap();
+        assert!(wait_until(LIMIT, || connected(&svc, 1, 1)));
+        for i in 0..N {
+            let start = Instant::now();
+            loop {
+                let sample = p
+                    .loan_slice_uninit(slice_len(i))
+                    .unwrap()
+                    .write_from_fn(|j| byte(i, j));
+                match sample.send() {
+                    Ok(1) => break,
+                    Ok(n) => panic!("delivered to {n}"),
+                    Err(SendError::QueueFull { .. }) => std::thread::yield_now(),
+                }
+                assert!(start.elapsed() < LIMIT);
+            }
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let svc = open(Service::named("slices").unwrap().root(dir.path()));
+    let s = svc.subscriber_builder().create().unwrap();
+    let child = spawn_self(
+        "slice_round_trip_ten_thousand_samples_1b_to_16mib",
+        "publisher",
+        &[root_env(&dir)],
+    );
+    for i in 0..N {
+        let got = s
+            .receive_timeout(LIMIT)
+            .unwrap()
+            .expect("sample within the limit");
+        assert_eq!(got.len(), slice_len(i), "sample {i}");
+        assert!(
+            got.iter().enumerate().all(|(j, &b)| b == byte(i, j)),
+            "content of sample {i}"
+        );
+    }
+    wait_ok(child, LIMIT);
+    let info = svc.pool_info();
+    assert_eq!(info.free_chunks(), info.total_chunks());
+}
+
+#[test]
+fn eight_processes_race_open_or_create() {
+    use std::io::{BufRead, BufReader, Read};
+    if role().as_deref() == Some("racer") {
+        let svc = Service::named("race")
+            .unwrap()
+            .publish_subscribe::<u64>()
+            .max_subscribers(8)
+            .open_or_create()
+            .unwrap();
+        let _s = svc.subscriber_builder().create().unwrap();
+        println!("creator={}", svc.is_creator());
+        // Keep the service open until the parent has heard from all eight (it closes
+        // our stdin then).
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut children: Vec<_> = (0..8)
+        .map(|_| {
+            let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+            cmd.args([
+                "eight_processes_race_open_or_create",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("IOX_TEST_ROLE", "racer")
+            .env("IOX_ROOT", dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    let mut creators = 0;
+    for c in &mut children {
+        let mut lines = BufReader::new(c.stdout.as_mut().unwrap()).lines();
+        // The harness prints "test NAME ... " without a newline before the test runs.
+        let line = lines
+            .find(|l| l.as_ref().map_or(true, |l| l.contains("creator=")))
+            .unwrap()
+            .unwrap();
+        creators += usize::from(line.ends_with("creator=true"));
+    }
+    assert_eq!(creators, 1, "exactly one process creates");
+    for mut c in children {
+        drop(c.stdin.take());
+        assert!(c.wait().unwrap().success(), "a racer failed");
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "the last one removed everything"
+    );
+}
+
+#[test]
+fn two_publishers_three_subscribers_every_sample_in_order() {
+    const N: u64 = 1000;
+    let open = |b: Service| {
+        b.publish_subscribe::<(u64, u64)>()
+            .max_publishers(2)
+            .max_subscribers(3)
+            .subscriber_buffer(N as u32)
+            .open_or_create()
+            .unwrap()
+    };
+    match role().as_deref() {
+        Some("publisher") => {
+            let id: u64 = env("PUB_ID");
+            let svc = open(Service::named("fan").unwrap());
+            let p = svc.publisher_builder().create().unwrap();
+            assert!(wait_until(LIMIT, || connected(&svc, 2, 3)));
+            for seq in 0..N {
+                assert_eq!(
+                    p.loan_uninit().unwrap().write_payload((id, seq)).send().unwrap(),
+                    3
+                );
+            }
+            return;
+        }
+        Some("subscriber") => {
+            let svc = open(Service::named("fan").unwrap());
+            let s = svc.subscriber_builder().create().unwrap();
+            let mut next = [0u64; 2];
+            while next != [N, N] {
+                let got = s
+                    .receive_timeout(LIMIT)
+                    .unwrap()
+                    .expect("sample within the limit");
+                let (id, seq) = *got;
+                assert_eq!(seq, next[id as usize], "publisher {id} out of order or lost");
+                next[id as usize] += 1;
+            }
+            assert!(s.receive().unwrap().is_none());
+            return;
+        }
+        _ => {}
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let svc = open(Service::named("fan").unwrap().root(dir.path()));
+    let name = "two_publishers_three_subscribers_every_sample_in_order";
+    let subs: Vec<_> = (0..3)
+        .map(|_| spawn_self(name, "subscriber", &[root_env(&dir)]))
+        .collect();
+    assert!(wait_until(LIMIT, || connected(&svc, 0, 3)));
+    let pubs: Vec<_> = (0..2)
+        .map(|i| spawn_self(name, "publisher", &[root_env(&dir), ("PUB_ID", i.to_string())]))
+        .collect();
+    for c in pubs.into_iter().chain(subs) {
+        wait_ok(c, LIMIT);
+    }
+    let info = svc.pool_info();
+    assert_eq!(info.free_chunks(), info.total_chunks());
+}
+
+#[test]
+fn overflow_drops_oldest_across_processes_and_pool_is_full_after() {
+    let open = |b: Service| {
+        b.publish_subscribe::<u32>()
+            .subscriber_buffer(3)
+            .open_or_create()
+            .unwrap()
+    };
+    if role().as_deref() == Some("publisher") {
+        let svc = open(Service::named("overflow").unwrap());
+        let p = svc.publisher_builder().create().unwrap();
+        for i in 0..10 {
+            assert_eq!(p.loan_uninit().unwrap().write_payload(i).send().unwrap(), 1);
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let svc = open(Service::named("overflow").unwrap().root(dir.path()));
+    let s = svc.subscriber_builder().create().unwrap();
+    wait_ok(
+        spawn_self(
+            "overflow_drops_oldest_across_processes_and_pool_is_full_after",
+            "publisher",
+            &[root_env(&dir)],
+        ),
+        LIMIT,
+    );
+    let got: Vec<u32> = std::iter::from_fn(|| s.receive().unwrap().map(|x| *x)).collect();
+    assert_eq!(got, vec![7, 8, 9]);
+    let info = svc.pool_info();
+    assert_eq!(info.free_chunks(), info.total_chunks());
+}
+
+#[test]
+fn blocking_receive_is_woken_by_another_process() {
+    let open = |b: Service| b.publish_subscribe::<u64>().open_or_create().unwrap();
+    if role().as_deref() == Some("publisher") {
+        let svc = open(Service::named("wake").unwrap());
+        let p = svc.publisher_builder().create().unwrap();
+        // Send only once the subscriber is asleep in receive_timeout.
+        assert!(wait_until(LIMIT, || svc.waiting_subscribers() > 0));
+        p.loan_uninit().unwrap().write_payload(99).send().unwrap();
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let svc = open(Service::named("wake").unwrap().root(dir.path()));
+    let s = svc.subscriber_builder().create().unwrap();
+    let child = spawn_self(
+        "blocking_receive_is_woken_by_another_process",
+        "publisher",
+        &[root_env(&dir)],
+    );
+    let start = Instant::now();
+    let got = s
+        .receive_timeout(Duration::from_secs(60))
+        .unwrap()
+        .expect("woken with a sample");
+    assert_eq!(*got, 99);
+    assert!(start.elapsed() < Duration::from_secs(60));
+    wait_ok(child, LIMIT);
+}
+
+#[test]
+fn wrong_payload_type_from_another_process_is_refused() {
+    if role().as_deref() == Some("opener") {
+        let e = Service::named("typed-x")
+            .unwrap()
+            .publish_subscribe::<f32>()
+            .open()
+            .unwrap_err();
+        assert!(matches!(e, OpenError::IncompatiblePayload { .. }), "{e}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let _svc = Service::named("typed-x")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<u64>()
+        .create()
+        .unwrap();
+    wait_ok(
+        spawn_self(
+            "wrong_payload_type_from_another_process_is_refused",
+            "opener",
+            &[root_env(&dir)],
+        ),
+        LIMIT,
+    );
+}
+
+fn vm_lck_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmLck:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn locked_service_pinned_port_raises_vm_lck_by_the_pool_size() {
+    if role().is_none() {
+        // Alone in a child, so no other test's pins move VmLck meanwhile.
+        let dir = tempfile::tempdir().unwrap();
+        let child = spawn_self(
+            "locked_service_pinned_port_raises_vm_lck_by_the_pool_size",
+            "child",
+            &[root_env(&dir)],
+        );
+        return wait_ok(child, LIMIT);
+    }
+    let svc = Service::named("locked")
+        .unwrap()
+        .publish_subscribe::<[u8]>()
+        .size_classes(&[(1 << 20, 8)])
+        .memory_type(MemoryType::Locked)
+        .open_or_create()
+        .unwrap();
+    let len_kib = svc.pool_info().len as u64 / 1024;
+    let before = vm_lck_kib();
+    let unpinned = svc.subscriber_builder().create().unwrap();
+    assert_eq!(vm_lck_kib(), before, "an unpinned port locks nothing");
+    let pinned = match svc.publisher_builder().pin_memory(true).create() {
+        Ok(p) => p,
+        Err(e) => {
+            println!("SKIP: mlock refused ({e}); needs CAP_IPC_LOCK or a larger `ulimit -l`");
+            return;
+        }
+    };
+    assert!(
+        vm_lck_kib() >= before + len_kib,
+        "VmLck {} < {before} + {len_kib}",
+        vm_lck_kib()
+    );
+    drop(pinned);
+    assert_eq!(vm_lck_kib(), before);
+    drop(unpinned);
+}
