@@ -179,10 +179,11 @@ impl PoolLayout {
         let mut total: u64 = 0;
         for class in &classes {
             offsets.push(total as usize);
-            total += class.chunk_size as u64 * u64::from(class.count);
-            if total > MAX_POOL_BYTES {
-                return Err(LayoutError::TooLarge);
-            }
+            total = (class.chunk_size as u64)
+                .checked_mul(u64::from(class.count))
+                .and_then(|bytes| bytes.checked_add(total))
+                .filter(|&t| t <= MAX_POOL_BYTES)
+                .ok_or(LayoutError::TooLarge)?;
         }
         let payload_len = (total as usize).next_multiple_of(page_size());
         Ok(Self {

@@ -49,6 +49,7 @@ struct Header {
     version: AtomicU32,
     class_count: AtomicU32,
     memory_type: AtomicU32,
+    tag: AtomicU64,
 }
 const _: () = assert!(size_of::<Header>() <= HEADER_LEN);
 const _: () = assert!(size_of::<FreeListHead>() == 64);
@@ -155,6 +156,17 @@ pub enum OpenPoolError {
         /// The file.
         path: String,
         /// The first eight bytes found.
+        found: u64,
+    },
+    /// The pool belongs to another incarnation than the caller expects (it was removed
+    /// and created again meanwhile).
+    #[error("{path} has tag {found:#018x}, expected {expected:#018x}: it belongs to another incarnation")]
+    TagMismatch {
+        /// The file.
+        path: String,
+        /// The tag expected.
+        expected: u64,
+        /// The tag found.
         found: u64,
     },
     /// Written by an incompatible version of iox.
@@ -312,6 +324,19 @@ impl Pool {
         memory_type: MemoryType,
         mode: u32,
     ) -> Result<Self, CreatePoolError> {
+        Self::create_tagged(dir, stem, layout, memory_type, mode, 0)
+    }
+
+    /// [`Pool::create`], recording `tag` (e.g. an id of the service incarnation that
+    /// owns the pool), which [`Pool::open_tagged`] then requires.
+    pub fn create_tagged(
+        dir: &Path,
+        stem: &str,
+        layout: &PoolLayout,
+        memory_type: MemoryType,
+        mode: u32,
+        tag: u64,
+    ) -> Result<Self, CreatePoolError> {
         let memory_type = memory_type.validate()?;
         let (chunks_len, tables) = chunks_layout(layout);
         let chunks = Segment::create(dir, &chunks_name(stem), chunks_len, mode)?;
@@ -341,6 +366,7 @@ impl Pool {
             .store(layout.classes().len() as u32, Ordering::Relaxed);
         h.memory_type
             .store(u32::from(memory_type.code()), Ordering::Relaxed);
+        h.tag.store(tag, Ordering::Relaxed);
         h.magic.store(CHUNKS_MAGIC, Ordering::Release);
         Ok(pool)
     }
@@ -353,6 +379,18 @@ impl Pool {
         layout: &PoolLayout,
         memory_type: Option<MemoryType>,
         payload_access: Access,
+    ) -> Result<Self, OpenPoolError> {
+        Self::open_tagged(dir, stem, layout, memory_type, payload_access, 0)
+    }
+
+    /// [`Pool::open`] of a pool that must carry `tag` (see [`Pool::create_tagged`]).
+    pub fn open_tagged(
+        dir: &Path,
+        stem: &str,
+        layout: &PoolLayout,
+        memory_type: Option<MemoryType>,
+        payload_access: Access,
+        tag: u64,
     ) -> Result<Self, OpenPoolError> {
         let (chunks_len, tables) = chunks_layout(layout);
         let chunks = Segment::open(dir, &chunks_name(stem), Access::ReadWrite, HEADER_LEN as u64)?;
@@ -369,6 +407,14 @@ impl Pool {
                 OpenPoolError::WrongMagic { path, found: magic }
             } else {
                 OpenPoolError::Foreign { path, found: magic }
+            });
+        }
+        let found_tag = h.tag.load(Ordering::Relaxed);
+        if found_tag != tag {
+            return Err(OpenPoolError::TagMismatch {
+                path,
+                expected: tag,
+                found: found_tag,
             });
         }
         let version = h.version.load(Ordering::Relaxed);
@@ -437,6 +483,14 @@ impl Pool {
             payload_access,
             layout.payload_len() as u64,
         )?;
+        if payload.len() < layout.payload_len() {
+            return Err(OpenSegmentError::TooShort {
+                path: payload.path().to_owned(),
+                len: payload.len() as u64,
+                need: layout.payload_len() as u64,
+            }
+            .into());
+        }
         Ok(Self {
             layout: layout.clone(),
             memory_type,
@@ -549,6 +603,13 @@ impl Pool {
         let mut cur = meta.refs.load(Ordering::Relaxed);
         loop {
             if cur == 0 {
+                return Err(ChunkError::NotInUse {
+                    class: handle.class(),
+                    index: handle.index,
+                });
+            }
+            if cur == u32::MAX {
+                // Only corrupt bookkeeping gets here; refuse rather than wrap to 0.
                 return Err(ChunkError::NotInUse {
                     class: handle.class(),
                     index: handle.index,

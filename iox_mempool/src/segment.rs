@@ -215,11 +215,14 @@ impl Segment {
         let finish = || -> Result<MmapRaw, CreateSegmentError> {
             rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(|e| io_err("chmod", e))?;
             rustix::fs::ftruncate(&file, len as u64).map_err(|e| io_err("size", e))?;
-            MmapRaw::map_raw(&file).map_err(|source| CreateSegmentError::Io {
-                op: "map",
-                path: path.clone(),
-                source,
-            })
+            memmap2::MmapOptions::new()
+                .len(len)
+                .map_raw(&file)
+                .map_err(|source| CreateSegmentError::Io {
+                    op: "map",
+                    path: path.clone(),
+                    source,
+                })
         };
         match finish() {
             Ok(map) => Ok(Self {
@@ -280,9 +283,13 @@ impl Segment {
             });
         }
         let file = File::from(fd);
+        // Map exactly the length checked above: memmap2 would otherwise stat again,
+        // and a file truncated in between would be mapped shorter than we checked.
+        let mut options = memmap2::MmapOptions::new();
+        options.len(len as usize);
         let map = match access {
-            Access::ReadWrite => MmapRaw::map_raw(&file),
-            Access::ReadOnly => memmap2::MmapOptions::new().map_raw_read_only(&file),
+            Access::ReadWrite => options.map_raw(&file),
+            Access::ReadOnly => options.map_raw_read_only(&file),
         }
         .map_err(|source| OpenSegmentError::Io {
             op: "map",

@@ -115,6 +115,11 @@ fn invalid_layouts_are_refused() {
     ));
     assert_eq!(PoolLayout::new(&[(1 << 30, 1 << 11)]), Err(LayoutError::TooLarge));
     assert_eq!(PoolLayout::new(&[(usize::MAX, 1)]), Err(LayoutError::TooLarge));
+    // Each factor within its own bound, the product 2^64: must not wrap to a tiny pool.
+    assert_eq!(
+        PoolLayout::new(&[(64, 1), (1 << 40, 1 << 24)]),
+        Err(LayoutError::TooLarge)
+    );
     assert_eq!(
         PoolLayout::new(&[(10, 1), (20, 1)]),
         Err(LayoutError::DuplicateChunkSize(64))

@@ -90,6 +90,24 @@ fn table_bytes(entries: usize) -> usize {
 }
 
 impl DynamicLayout {
+    /// A layout covering only the header (for tools that touch nothing else).
+    pub(crate) fn header_only() -> Self {
+        Self {
+            max_publishers: 0,
+            max_subscribers: 0,
+            buffer: 0,
+            max_loans: 0,
+            max_held: 0,
+            publishers: HEADER_LEN,
+            publisher_stride: 0,
+            subscribers: HEADER_LEN,
+            subscriber_stride: 0,
+            queues: HEADER_LEN,
+            queue_stride: 0,
+            len: HEADER_LEN,
+        }
+    }
+
     pub(crate) fn new(c: &StaticConfig) -> Self {
         let (max_publishers, max_subscribers) = (c.max_publishers as usize, c.max_subscribers as usize);
         let (buffer, max_loans, max_held) = (

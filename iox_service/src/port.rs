@@ -8,7 +8,7 @@
 //! recovery frees it.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{Ordering, fence};
 
 use iox_mempool::{MemoryType, PinError, PoolPin};
 use thiserror::Error;
@@ -96,6 +96,9 @@ pub(crate) fn close(header: &PortHeader, generation: u64) {
         dynamic::state_word(generation, dynamic::CLOSING),
         Ordering::SeqCst,
     );
+    // Pairs with the publisher's fence after its push: either it sees us closing and
+    // drains its queue, or our drain after this sees its entry.
+    fence(Ordering::SeqCst);
 }
 
 /// Frees a slot whose tables and queues are empty.

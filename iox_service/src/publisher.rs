@@ -239,7 +239,7 @@ impl<P: ?Sized + Payload> Publisher<P> {
                     let _ = rustix::thread::futex::wake(
                         &header.wake,
                         rustix::thread::futex::Flags::empty(),
-                        u32::MAX,
+                        i32::MAX as u32,
                     );
                 }
             }

@@ -63,7 +63,7 @@ impl Queue<'_> {
             let old = self.slots[(r % self.cap()) as usize].load(Ordering::Relaxed);
             if self
                 .read
-                .compare_exchange(r, r + 1, Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange(r, r.wrapping_add(1), Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
                 dropped = Some(old);
@@ -71,7 +71,7 @@ impl Queue<'_> {
             }
         }
         self.slots[(w % self.cap()) as usize].store(value, Ordering::Relaxed);
-        self.write.store(w + 1, Ordering::Release);
+        self.write.store(w.wrapping_add(1), Ordering::Release);
         match dropped {
             Some(old) => Pushed::DroppedOldest(old),
             None => Pushed::Stored,
@@ -84,14 +84,21 @@ impl Queue<'_> {
         loop {
             let r = self.read.load(Ordering::Acquire);
             let w = self.write.load(Ordering::Acquire);
-            if r == w || w.wrapping_sub(r) > self.cap() {
-                // Empty; or indices no queue could have (corrupt): treat as empty.
+            if r == w {
+                return None;
+            }
+            if w.wrapping_sub(r) > self.cap() {
+                // The producer dropped the oldest between our two loads (read moved on):
+                // look again. Otherwise the indices are corrupt: report empty.
+                if self.read.load(Ordering::Acquire) != r {
+                    continue;
+                }
                 return None;
             }
             let value = self.slots[(r % self.cap()) as usize].load(Ordering::Relaxed);
             if self
                 .read
-                .compare_exchange(r, r + 1, Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange(r, r.wrapping_add(1), Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
                 return Some(value);
@@ -99,10 +106,13 @@ impl Queue<'_> {
         }
     }
 
-    /// Number of entries queued (a snapshot).
+    /// Number of entries queued (a snapshot; 0 for corrupt indices, as `pop` sees them).
     pub(crate) fn len(&self) -> u64 {
         let r = self.read.load(Ordering::Acquire);
         let w = self.write.load(Ordering::Acquire);
-        w.wrapping_sub(r).min(self.cap())
+        match w.wrapping_sub(r) {
+            n if n > self.cap() => 0,
+            n => n,
+        }
     }
 }

@@ -176,7 +176,7 @@ impl<'a, P: ?Sized + Payload> Sample<'a, P> {
 
     /// The chunk's offset from the pool's base (the same in every process).
     pub fn offset(&self) -> usize {
-        self.ptr as usize - self.subscriber.pool().info().base
+        self.ptr as usize - self.subscriber.pool().payload_region().addr() as usize
     }
 }
 

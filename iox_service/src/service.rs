@@ -128,7 +128,23 @@ impl Service {
     /// [`Service::remove`] under `root`.
     pub fn remove_in(root: &Path, name: &str) -> Result<bool, RemoveError> {
         let name = ServiceName::new(name)?;
-        remove_files(root, &name.stem()).map_err(|source| RemoveError::Io {
+        let stem = name.stem();
+        // Mark the segment destroyed first, so its users' last drop does not remove
+        // the files of whatever service is created under this name afterwards.
+        if let Ok(d) = Segment::open(
+            root,
+            &file_names(&stem).1,
+            Access::ReadWrite,
+            dynamic::HEADER_LEN as u64,
+        ) {
+            let layout = DynamicLayout::header_only();
+            // SAFETY: at least HEADER_LEN bytes, page-aligned; only the header is used.
+            let header = unsafe { Dynamic::new(d.as_ptr(), &layout) }.header();
+            if header.magic.load(Ordering::Acquire) == dynamic::DYNAMIC_MAGIC {
+                header.users.store(DESTROYING, Ordering::Release);
+            }
+        }
+        remove_files(root, &stem).map_err(|source| RemoveError::Io {
             name: name.to_string(),
             source,
         })
@@ -708,17 +724,26 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
                 Err(now) => users = now,
             }
         }
-        let pool = match Pool::open(
+        let pool = match Pool::open_tagged(
             &self.root,
             &stem,
             &config.layout,
             Some(config.memory_type),
             Access::ReadWrite,
+            hash,
         ) {
             Ok(p) => p,
             Err(source) => {
                 release_user(&self.root, &stem, &dynamic, &layout);
-                return Attempt::Failed(OpenError::Pool { name: name(), source });
+                return match source {
+                    // Our dynamic segment was removed and the service created anew
+                    // between our reads: start over.
+                    OpenPoolError::TagMismatch { .. }
+                    | OpenPoolError::Segment(OpenSegmentError::NotFound { .. }) => {
+                        Attempt::Retry("service re-created while opening".into())
+                    }
+                    source => Attempt::Failed(OpenError::Pool { name: name(), source }),
+                };
             }
         };
         Attempt::Done(PubSubService::new(ServiceShared {
@@ -767,12 +792,14 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
         }
         // We hold the only dynamic segment, so pool files here are a dead creator's.
         let _ = Pool::remove(&self.root, &stem);
-        let pool = Pool::create(
+        let hash = static_config::text_hash(&config.to_ron());
+        let pool = Pool::create_tagged(
             &self.root,
             &stem,
             &config.layout,
             config.memory_type,
             config.permissions,
+            hash,
         )
         .map_err(|e| {
             undo(match e {
@@ -785,7 +812,6 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
                 },
             })
         })?;
-        let hash = static_config::text_hash(&config.to_ron());
         // SAFETY: the segment was created with exactly layout.len bytes, page-aligned.
         let header = unsafe { Dynamic::new(dynamic.as_ptr(), &layout) }.header();
         header.config_hash.store(hash, Ordering::Relaxed);
@@ -866,9 +892,18 @@ fn release_user(root: &Path, stem: &str, dynamic: &Segment, layout: &DynamicLayo
             Err(now) => users = now,
         }
     }
-    if users == 1 {
+    // Remove the files only if they are still ours: after an explicit remove the name
+    // may already belong to a new incarnation.
+    if users == 1 && same_file(dynamic, &root.join(file_names(stem).1)) {
         let _ = remove_files(root, stem);
     }
+}
+
+/// Whether `path` is the file `segment` has open (same device and inode).
+fn same_file(segment: &Segment, path: &Path) -> bool {
+    let ours = rustix::fs::fstat(segment.file());
+    let there = rustix::fs::lstat(path);
+    matches!((ours, there), (Ok(a), Ok(b)) if a.st_dev == b.st_dev && a.st_ino == b.st_ino)
 }
 
 /// What one process shares between a service handle and its ports.

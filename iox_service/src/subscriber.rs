@@ -17,7 +17,7 @@
 
 use std::cell::Cell;
 use std::marker::PhantomData;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
 
 use iox_mempool::{ChunkHandle, PoolInfo, PoolPin};
@@ -187,7 +187,8 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             let Some(raw) = d.queue(p, self.slot).pop() else {
                 continue;
             };
-            self.cursor.set(p);
+            // Start after this publisher next time, so none starves the others.
+            self.cursor.set((p + 1) % publishers);
             let corrupt = |what| ReceiveError::Corrupt {
                 raw,
                 publisher: p,
@@ -201,7 +202,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             let fits = if P::IS_SLICE {
                 len.checked_mul(elem).is_some_and(|b| b <= chunk_size as u64)
             } else {
-                len == 1
+                len == 1 && size_of::<P::Element>() <= chunk_size
             };
             if !fits {
                 let _ = pool.release(handle);
@@ -219,32 +220,33 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     /// Takes the next sample, waiting up to `timeout` for one to arrive. Sleeps on a
     /// futex meanwhile (no busy-waiting). Returns `None` on timeout.
     pub fn receive_timeout(&self, timeout: Duration) -> Result<Option<Sample<'_, P>>, ReceiveError> {
-        let deadline = Instant::now() + timeout;
+        // A timeout too large to represent (e.g. Duration::MAX) waits without limit.
+        let deadline = Instant::now().checked_add(timeout);
         let header = self.header().0;
         loop {
-            // Probe without claiming: a sample returned here is not in flight twice.
-            if self.pending() > 0 || self.held.get() >= self.service.config.max_held as usize {
-                if let Some(s) = self.receive()? {
-                    return Ok(Some(s));
-                }
+            // Only try when something is queued, or to report TooManyHeld.
+            let worth_trying = self.pending() > 0 || self.held.get() >= self.service.config.max_held as usize;
+            if worth_trying && let Some(s) = self.receive()? {
+                return Ok(Some(s));
             }
             let seen = header.wake.load(Ordering::Acquire);
             header.waiting.fetch_add(1, Ordering::SeqCst);
+            // Pairs with the publisher's fence after its push (store-buffering pattern).
+            fence(Ordering::SeqCst);
             let ready = self.pending() > 0;
-            let now = Instant::now();
-            let result = if ready || now >= deadline {
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let result = if ready || left == Some(Duration::ZERO) {
                 Ok(())
             } else {
-                let left = deadline - now;
-                let ts = rustix::fs::Timespec {
+                let ts = left.map(|left| rustix::fs::Timespec {
                     tv_sec: left.as_secs() as _,
                     tv_nsec: left.subsec_nanos() as _,
-                };
+                });
                 rustix::thread::futex::wait(
                     &header.wake,
                     rustix::thread::futex::Flags::empty(),
                     seen,
-                    Some(&ts),
+                    ts.as_ref(),
                 )
             };
             header.waiting.fetch_sub(1, Ordering::Relaxed);
@@ -256,7 +258,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             if let Some(s) = self.receive()? {
                 return Ok(Some(s));
             }
-            if Instant::now() >= deadline {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Ok(None);
             }
         }

@@ -352,3 +352,76 @@ fn receive_timeout_returns_none_after_the_timeout() {
     assert!(s.receive_timeout(Duration::from_millis(100)).unwrap().is_none());
     assert!(start.elapsed() >= Duration::from_millis(100));
 }
+
+#[test]
+fn explicit_remove_does_not_let_old_users_delete_the_next_incarnation() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = service(&dir, "again")
+        .publish_subscribe::<u64>()
+        .open_or_create()
+        .unwrap();
+    assert!(Service::remove_in(dir.path(), "again").unwrap());
+    let new = service(&dir, "again")
+        .publish_subscribe::<u64>()
+        .open_or_create()
+        .unwrap();
+    assert!(new.is_creator(), "the name is free after remove");
+    drop(old);
+    assert!(
+        Service::exists_in(dir.path(), "again").unwrap(),
+        "the old user removed the new service"
+    );
+    let p = new.publisher_builder().create().unwrap();
+    let s = service(&dir, "again")
+        .publish_subscribe::<u64>()
+        .open()
+        .unwrap()
+        .subscriber_builder()
+        .create()
+        .unwrap();
+    p.loan_uninit().unwrap().write_payload(3).send().unwrap();
+    assert_eq!(*s.receive().unwrap().unwrap(), 3);
+}
+
+#[test]
+fn receive_timeout_accepts_duration_max() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(&dir, "forever")
+        .publish_subscribe::<u64>()
+        .open_or_create()
+        .unwrap();
+    let s = svc.subscriber_builder().create().unwrap();
+    let sender = {
+        let svc = svc.clone();
+        std::thread::spawn(move || {
+            let p = svc.publisher_builder().create().unwrap();
+            assert!(iox_testkit::wait_until(Duration::from_secs(60), || svc
+                .waiting_subscribers()
+                > 0));
+            p.loan_uninit().unwrap().write_payload(8).send().unwrap();
+        })
+    };
+    assert_eq!(*s.receive_timeout(Duration::MAX).unwrap().unwrap(), 8);
+    sender.join().unwrap();
+}
+
+#[test]
+fn publishers_take_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(&dir, "turns")
+        .publish_subscribe::<u64>()
+        .subscriber_buffer(8)
+        .open_or_create()
+        .unwrap();
+    let s = svc.subscriber_builder().create().unwrap();
+    let (a, b) = (
+        svc.publisher_builder().create().unwrap(),
+        svc.publisher_builder().create().unwrap(),
+    );
+    for i in 0..3 {
+        a.loan_uninit().unwrap().write_payload(i).send().unwrap();
+        b.loan_uninit().unwrap().write_payload(100 + i).send().unwrap();
+    }
+    let got: Vec<u64> = std::iter::from_fn(|| s.receive().unwrap().map(|x| *x)).collect();
+    assert_eq!(got, vec![0, 100, 1, 101, 2, 102]);
+}

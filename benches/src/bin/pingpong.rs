@@ -1,0 +1,293 @@
+//! Side-by-side IPC benchmark: iox vs iceoryx2 vs a Unix socket, in one run.
+//!
+//! Latency: a ping-pong between two processes (this program started again as the
+//! follower), busy-polling, for payloads 8 B .. 16 MiB; one-way latency = round trip
+//! / 2, median / p99 / p99.9 from an HdrHistogram after a warm-up. Throughput: one
+//! publisher process streaming to one subscriber for a fixed time. Pinning: the cost
+//! of a pinned `create()` per MiB, and the first sample after it vs the median.
+//!
+//! `cargo run --release -p iox_benches --bin pingpong -- [--quick] [--csv PATH]`
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::{Parser, ValueEnum};
+use iox_benches::endpoint::{self, Endpoint, STOP};
+use iox_benches::iceoryx2_transport::Iceoryx2Endpoint;
+use iox_benches::iox_transport::IoxEndpoint;
+use iox_benches::report::{self, Row, size_name};
+use iox_benches::socket_transport::SocketEndpoint;
+use iox_service::{MemoryType, Service};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Transport {
+    Iox,
+    IoxLocked,
+    Iceoryx2,
+    Socket,
+}
+
+impl Transport {
+    fn name(self) -> &'static str {
+        match self {
+            Transport::Iox => "iox",
+            Transport::IoxLocked => "iox (Locked, pinned)",
+            Transport::Iceoryx2 => "iceoryx2",
+            Transport::Socket => "unix-socket",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    Echo,
+    Sink,
+}
+
+#[derive(Parser, Debug)]
+#[command(about = "iox vs iceoryx2 vs a Unix socket: latency, throughput, pinning")]
+struct Args {
+    /// A smoke run that finishes in well under a minute.
+    #[arg(long)]
+    quick: bool,
+    /// Where to write the latency results as CSV.
+    #[arg(long, default_value = "target/pingpong.csv")]
+    csv: PathBuf,
+    /// Internal: run as the follower of a case.
+    #[arg(long, hide = true)]
+    follow: Option<Transport>,
+    #[arg(long, hide = true, default_value = "echo")]
+    mode: Mode,
+    #[arg(long, hide = true, default_value_t = 8)]
+    len: usize,
+    #[arg(long, hide = true, default_value = "")]
+    id: String,
+}
+
+const SIZES: [usize; 6] = [8, 64, 4 << 10, 64 << 10, 1 << 20, 16 << 20];
+
+fn socket_path(id: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("iox-bench-{id}.sock"))
+}
+
+fn connect(t: Transport, id: &str, leader: bool, len: usize) -> Box<dyn Endpoint> {
+    match t {
+        Transport::Iox => Box::new(IoxEndpoint::connect(id, leader, len, MemoryType::Cpu, false)),
+        Transport::IoxLocked => Box::new(IoxEndpoint::connect(id, leader, len, MemoryType::Locked, true)),
+        Transport::Iceoryx2 => Box::new(Iceoryx2Endpoint::connect(id, leader, len)),
+        Transport::Socket => Box::new(SocketEndpoint::connect(&socket_path(id), len)),
+    }
+}
+
+fn follower(args: &Args, t: Transport) {
+    let mut e = connect(t, &args.id, false, args.len);
+    match args.mode {
+        Mode::Echo => endpoint::follow(&mut e, args.len),
+        Mode::Sink => {
+            let mut count = 0u64;
+            loop {
+                let got = e.recv();
+                if got == STOP {
+                    e.send(args.len, STOP.0, STOP.1);
+                    break;
+                }
+                count += 1;
+            }
+            println!("received {count}");
+        }
+    }
+}
+
+fn spawn_follower(t: Transport, mode: Mode, id: &str, len: usize) -> Child {
+    let mode = if mode == Mode::Echo { "echo" } else { "sink" };
+    let t = t.to_possible_value().expect("no skipped variants");
+    Command::new(std::env::current_exe().expect("own exe"))
+        .args([
+            "--follow",
+            t.get_name(),
+            "--mode",
+            mode,
+            "--len",
+            &len.to_string(),
+            "--id",
+            id,
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn follower")
+}
+
+/// Runs one case: a follower process plus this process as the leader.
+fn with_follower<R>(
+    t: Transport,
+    mode: Mode,
+    len: usize,
+    lead: impl FnOnce(&mut Box<dyn Endpoint>) -> R,
+) -> (R, String) {
+    let id = format!("{}-{:?}-{len}-{mode:?}", std::process::id(), t).to_lowercase();
+    let listener = (t == Transport::Socket).then(|| SocketEndpoint::listen(&socket_path(&id)));
+    let mut child = spawn_follower(t, mode, &id, len);
+    let mut e: Box<dyn Endpoint> = match &listener {
+        Some(l) => Box::new(SocketEndpoint::accept(l, len)),
+        None => connect(t, &id, true, len),
+    };
+    let r = lead(&mut e);
+    let mut out = String::new();
+    for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
+        out.push_str(&line.expect("follower output"));
+        out.push('\n');
+    }
+    assert!(child.wait().expect("wait").success(), "follower failed");
+    drop(e);
+    let _ = std::fs::remove_file(socket_path(&id));
+    (r, out)
+}
+
+fn latency(args: &Args) -> Vec<Row> {
+    let (warmup, iters, budget) = if args.quick {
+        (200, 2_000, Duration::from_millis(400))
+    } else {
+        (2_000, 50_000, Duration::from_secs(4))
+    };
+    let mut rows = Vec::new();
+    for len in SIZES {
+        for t in [Transport::Iox, Transport::Iceoryx2, Transport::Socket] {
+            let (pp, _) = with_follower(t, Mode::Echo, len, |e| {
+                endpoint::lead(e, len, warmup, iters, budget)
+            });
+            let row = Row {
+                transport: t.name(),
+                len,
+                one_way: pp.one_way,
+                first: pp.first,
+            };
+            let (m, p99, _) = row.percentiles();
+            eprintln!(
+                "{:>8} {:<12} median {m:>9} ns  p99 {p99:>9} ns",
+                size_name(len),
+                t.name()
+            );
+            rows.push(row);
+        }
+    }
+    rows
+}
+
+fn throughput(args: &Args) -> String {
+    let run_for = if args.quick {
+        Duration::from_millis(300)
+    } else {
+        Duration::from_secs(2)
+    };
+    let mut out =
+        String::from("| payload | transport | samples/s sent | samples/s received |\n|---|---|---|---|\n");
+    for len in [8, 64 << 10] {
+        for t in [Transport::Iox, Transport::Iceoryx2, Transport::Socket] {
+            let (sent, text) = with_follower(t, Mode::Sink, len, |e| {
+                let start = Instant::now();
+                let mut sent = 0u64;
+                while start.elapsed() < run_for {
+                    for _ in 0..64 {
+                        e.send(len, 1, 1);
+                    }
+                    sent += 64;
+                }
+                endpoint::stop(e, len);
+                sent as f64 / start.elapsed().as_secs_f64()
+            });
+            let received: f64 = text
+                .lines()
+                .find_map(|l| l.strip_prefix("received "))
+                .and_then(|n| n.parse().ok())
+                .expect("follower reports its count");
+            let received = received / run_for.as_secs_f64();
+            eprintln!(
+                "{:>8} {:<12} {sent:>12.0} sent/s {received:>12.0} received/s",
+                size_name(len),
+                t.name()
+            );
+            out.push_str(&format!(
+                "| {} | {} | {sent:.0} | {received:.0} |\n",
+                size_name(len),
+                t.name()
+            ));
+        }
+    }
+    out
+}
+
+fn pinning(args: &Args) -> String {
+    let mut out = String::from(
+        "| pool | create() unpinned | create() pinned (Locked) | pinned cost per MiB |\n|---|---|---|---|\n",
+    );
+    let sizes: &[usize] = if args.quick { &[16, 64] } else { &[16, 64, 256] };
+    for &mib in sizes {
+        let name = format!("bench/pin/{}/{mib}", std::process::id());
+        let svc = Service::named(&name)
+            .expect("valid name")
+            .publish_subscribe::<[u8]>()
+            .size_classes(&[(1 << 20, mib)])
+            .memory_type(MemoryType::Locked)
+            .open_or_create()
+            .expect("service");
+        let t0 = Instant::now();
+        let unpinned = svc.publisher_builder().create().expect("publisher");
+        let unpinned_t = t0.elapsed();
+        drop(unpinned);
+        let t0 = Instant::now();
+        let pinned = match svc.publisher_builder().pin_memory(true).create() {
+            Ok(p) => p,
+            Err(e) => return format!("pinning not measured: {e}\n"),
+        };
+        let pinned_t = t0.elapsed();
+        drop(pinned);
+        out.push_str(&format!(
+            "| {mib} MiB | {:.3} ms | {:.3} ms | {:.3} ms |\n",
+            unpinned_t.as_secs_f64() * 1e3,
+            pinned_t.as_secs_f64() * 1e3,
+            pinned_t.as_secs_f64() * 1e3 / mib as f64
+        ));
+    }
+    let (warmup, iters, budget) = (200, 5_000, Duration::from_secs(1));
+    out.push_str("\n| service, 1 MiB payload | first sample ns | steady median ns | first / median |\n|---|---|---|---|\n");
+    for t in [Transport::Iox, Transport::IoxLocked] {
+        let (pp, _) = with_follower(t, Mode::Echo, 1 << 20, |e| {
+            endpoint::lead(e, 1 << 20, warmup, iters, budget)
+        });
+        let median = pp.one_way.value_at_quantile(0.5);
+        out.push_str(&format!(
+            "| {} | {} | {median} | {:.2} |\n",
+            t.name(),
+            pp.first,
+            pp.first as f64 / median as f64
+        ));
+    }
+    out
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Some(t) = args.follow {
+        return follower(&args, t);
+    }
+    let start = Instant::now();
+    let rows = latency(&args);
+    if let Some(dir) = args.csv.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    std::fs::write(&args.csv, report::csv(&rows)).expect("write CSV");
+    println!("## One-way latency (ping-pong / 2, busy-polling, two processes)\n");
+    println!("{}", report::table(&rows));
+    println!("## Throughput (one publisher process -> one subscriber process)\n");
+    println!("{}", throughput(&args));
+    println!("## Pinning (iox)\n");
+    println!("{}", pinning(&args));
+    println!(
+        "machine: {} cores; latency CSV: {}; took {:.0} s",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        args.csv.display(),
+        start.elapsed().as_secs_f64()
+    );
+}

@@ -1,0 +1,80 @@
+//! The ping-pong over iox: two slice services (`ping` leader -> follower, `pong`
+//! back), one size class holding the payload, pinned ports when the memory type asks.
+
+use std::time::{Duration, Instant};
+
+use iox_service::{MemoryType, PubSubService, Publisher, Service, Subscriber};
+
+use crate::endpoint::Endpoint;
+
+/// One side of an iox ping-pong.
+pub struct IoxEndpoint {
+    // Ports before services: they drop first.
+    tx: Publisher<[u8]>,
+    rx: Subscriber<[u8]>,
+    _services: (PubSubService<[u8]>, PubSubService<[u8]>),
+}
+
+fn open(name: &str, len: usize, memory_type: MemoryType) -> PubSubService<[u8]> {
+    Service::named(name)
+        .expect("valid name")
+        .publish_subscribe::<[u8]>()
+        .size_classes(&[(len.max(1), 8)])
+        .max_publishers(1)
+        .max_subscribers(1)
+        .subscriber_buffer(2)
+        .memory_type(memory_type)
+        .open_or_create()
+        .expect("open iox service")
+}
+
+impl IoxEndpoint {
+    /// Connects side `leader` of the ping-pong `id` with `len`-byte payloads, waiting
+    /// (bounded) until the other side's ports exist.
+    pub fn connect(id: &str, leader: bool, len: usize, memory_type: MemoryType, pin: bool) -> Self {
+        let ping = open(&format!("bench/{id}/ping"), len, memory_type);
+        let pong = open(&format!("bench/{id}/pong"), len, memory_type);
+        let (out, inp) = if leader { (&ping, &pong) } else { (&pong, &ping) };
+        let tx = out
+            .publisher_builder()
+            .pin_memory(pin)
+            .create()
+            .expect("publisher");
+        let rx = inp
+            .subscriber_builder()
+            .pin_memory(pin)
+            .create()
+            .expect("subscriber");
+        let start = Instant::now();
+        while out.port_counts().1 == 0 || inp.port_counts().0 == 0 {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "the other side never connected"
+            );
+            std::thread::yield_now();
+        }
+        Self {
+            tx,
+            rx,
+            _services: (ping, pong),
+        }
+    }
+}
+
+impl Endpoint for IoxEndpoint {
+    fn send(&mut self, len: usize, first: u8, last: u8) {
+        let mut sample = self.tx.loan_slice_uninit(len).expect("loan");
+        let p = sample.payload_mut();
+        p[0].write(first);
+        p[len - 1].write(last);
+        // SAFETY: the chunk lies in a shared file mapping, whose bytes are initialised
+        // (stale or zero) as far as the machine goes; only the first and last carry data
+        // here, and only those are read.
+        unsafe { sample.assume_init() }.send().expect("send");
+    }
+
+    fn try_recv(&mut self) -> Option<(u8, u8)> {
+        let s = self.rx.receive().expect("receive")?;
+        Some((s[0], s[s.len() - 1]))
+    }
+}

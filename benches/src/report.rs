@@ -1,0 +1,95 @@
+//! Results: one row per (transport, payload size), printed as a table with the
+//! iox/iceoryx2 ratios, and written as CSV.
+
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+
+/// One measured case.
+pub struct Row {
+    /// "iox", "iceoryx2" or "unix-socket".
+    pub transport: &'static str,
+    /// Payload bytes.
+    pub len: usize,
+    /// One-way latency histogram, ns.
+    pub one_way: Histogram<u64>,
+    /// First round trip / 2, ns.
+    pub first: u64,
+}
+
+impl Row {
+    /// (median, p99, p99.9) in ns.
+    pub fn percentiles(&self) -> (u64, u64, u64) {
+        let h = &self.one_way;
+        (
+            h.value_at_quantile(0.5),
+            h.value_at_quantile(0.99),
+            h.value_at_quantile(0.999),
+        )
+    }
+}
+
+/// Human-readable size.
+pub fn size_name(len: usize) -> String {
+    match len {
+        l if l >= 1 << 20 => format!("{} MiB", l >> 20),
+        l if l >= 1 << 10 => format!("{} KiB", l >> 10),
+        l => format!("{l} B"),
+    }
+}
+
+/// The latency table plus the ratios of iox to iceoryx2.
+pub fn table(rows: &[Row]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| payload | transport | median ns | p99 ns | p99.9 ns | samples |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|");
+    for r in rows {
+        let (m, p99, p999) = r.percentiles();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {m} | {p99} | {p999} | {} |",
+            size_name(r.len),
+            r.transport,
+            r.one_way.len()
+        );
+    }
+    let _ = writeln!(out, "\n| payload | iox/iceoryx2 median | iox/iceoryx2 p99 |");
+    let _ = writeln!(out, "|---|---|---|");
+    let find = |t: &str, len: usize| rows.iter().find(|r| r.transport == t && r.len == len);
+    let mut lens: Vec<usize> = rows.iter().map(|r| r.len).collect();
+    lens.dedup();
+    for len in lens {
+        if let (Some(a), Some(b)) = (find("iox", len), find("iceoryx2", len)) {
+            let (am, ap, _) = a.percentiles();
+            let (bm, bp, _) = b.percentiles();
+            let _ = writeln!(
+                out,
+                "| {} | {:.2} | {:.2} |",
+                size_name(len),
+                am as f64 / bm as f64,
+                ap as f64 / bp as f64
+            );
+        }
+    }
+    out
+}
+
+/// The rows as CSV.
+pub fn csv(rows: &[Row]) -> String {
+    let mut out = String::from("transport,payload_bytes,median_ns,p99_ns,p999_ns,samples,first_ns\n");
+    for r in rows {
+        let (m, p99, p999) = r.percentiles();
+        let _ = writeln!(
+            out,
+            "{},{},{m},{p99},{p999},{},{}",
+            r.transport,
+            r.len,
+            r.one_way.len(),
+            r.first
+        );
+    }
+    out
+}
