@@ -18,6 +18,11 @@ pub trait Endpoint {
     fn send(&mut self, len: usize, first: u8, last: u8);
     /// A payload's first and last byte, if one has arrived.
     fn try_recv(&mut self) -> Option<(u8, u8)>;
+    /// Whether a payload can be lost (dropped when a buffer overflows, or dropped with
+    /// its sender when the sending process exits).
+    fn lossy(&self) -> bool {
+        true
+    }
     /// Busy-polls until a payload arrives; returns its first and last byte.
     fn recv(&mut self) -> (u8, u8) {
         loop {
@@ -54,6 +59,25 @@ impl Endpoint for Box<dyn Endpoint> {
     fn recv(&mut self) -> (u8, u8) {
         (**self).recv()
     }
+    fn lossy(&self) -> bool {
+        (**self).lossy()
+    }
+}
+
+/// Follower, after the first `STOP`: echoes further `STOP`s until none has come for
+/// 200 ms, so the leader's copy of our answer is not lost with our process (some
+/// transports drop what an exited sender sent).
+pub fn linger(e: &mut impl Endpoint, len: usize) {
+    if !e.lossy() {
+        return;
+    }
+    let mut last = Instant::now();
+    while last.elapsed() < Duration::from_millis(200) {
+        if e.try_recv() == Some(STOP) {
+            e.send(len, STOP.0, STOP.1);
+            last = Instant::now();
+        }
+    }
 }
 
 /// Follower: echoes every payload until `STOP` (which it echoes too).
@@ -62,7 +86,7 @@ pub fn follow(e: &mut impl Endpoint, len: usize) {
         let (first, last) = e.recv();
         e.send(len, first, last);
         if (first, last) == STOP {
-            return;
+            return linger(e, len);
         }
     }
 }

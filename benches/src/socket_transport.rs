@@ -46,6 +46,10 @@ impl Endpoint for SocketEndpoint {
         self.stream.write_all(&self.buf[..len]).expect("socket write");
     }
 
+    fn lossy(&self) -> bool {
+        false
+    }
+
     /// A stream loses nothing, so this simply blocks until the next payload.
     fn try_recv(&mut self) -> Option<(u8, u8)> {
         Some(self.recv())

@@ -12,6 +12,7 @@
 //!   needs is an error here, never a SIGBUS later. (A file truncated by a hostile or
 //!   buggy process *after* it was mapped can still fault; sealed memfd backing is the
 //!   cure for that and lives elsewhere.)
+//! - Mappings up to [`POPULATE_LIMIT`] are populated at map time (`MAP_POPULATE`).
 //! - The mapping is a [`memmap2::MmapRaw`]: iox never forms `&`/`&mut` references to
 //!   bytes other processes may change; all shared state is accessed through atomics or
 //!   raw pointers at documented spots.
@@ -167,6 +168,20 @@ pub enum OpenSegmentError {
     },
 }
 
+/// Mappings up to this size are populated (page tables filled) when mapped, so the
+/// first message does not pay page faults on bookkeeping or small pools; larger ones
+/// are faulted in on use, or populated by pinning.
+pub const POPULATE_LIMIT: usize = 64 << 20;
+
+fn map_options(len: usize) -> memmap2::MmapOptions {
+    let mut options = memmap2::MmapOptions::new();
+    options.len(len);
+    if len <= POPULATE_LIMIT {
+        options.populate();
+    }
+    options
+}
+
 /// A mapped shared-memory segment. Dropping it unmaps it; the file stays until
 /// [`remove`] is called.
 #[derive(Debug)]
@@ -215,8 +230,7 @@ impl Segment {
         let finish = || -> Result<MmapRaw, CreateSegmentError> {
             rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(|e| io_err("chmod", e))?;
             rustix::fs::ftruncate(&file, len as u64).map_err(|e| io_err("size", e))?;
-            memmap2::MmapOptions::new()
-                .len(len)
+            map_options(len)
                 .map_raw(&file)
                 .map_err(|source| CreateSegmentError::Io {
                     op: "map",
@@ -285,8 +299,7 @@ impl Segment {
         let file = File::from(fd);
         // Map exactly the length checked above: memmap2 would otherwise stat again,
         // and a file truncated in between would be mapped shorter than we checked.
-        let mut options = memmap2::MmapOptions::new();
-        options.len(len as usize);
+        let mut options = map_options(len as usize);
         let map = match access {
             Access::ReadWrite => options.map_raw(&file),
             Access::ReadOnly => options.map_raw_read_only(&file),

@@ -46,12 +46,22 @@ enum Mode {
     Sink,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Part {
+    Latency,
+    Throughput,
+    Pinning,
+}
+
 #[derive(Parser, Debug)]
 #[command(about = "iox vs iceoryx2 vs a Unix socket: latency, throughput, pinning")]
 struct Args {
     /// A smoke run that finishes in well under a minute.
     #[arg(long)]
     quick: bool,
+    /// Run only these parts (default: all).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<Part>,
     /// Where to write the latency results as CSV.
     #[arg(long, default_value = "target/pingpong.csv")]
     csv: PathBuf,
@@ -91,6 +101,7 @@ fn follower(args: &Args, t: Transport) {
                 let got = e.recv();
                 if got == STOP {
                     e.send(args.len, STOP.0, STOP.1);
+                    endpoint::linger(&mut e, args.len);
                     break;
                 }
                 count += 1;
@@ -273,17 +284,24 @@ fn main() {
         return follower(&args, t);
     }
     let start = Instant::now();
-    let rows = latency(&args);
-    if let Some(dir) = args.csv.parent() {
-        let _ = std::fs::create_dir_all(dir);
+    let run = |p: Part| args.only.is_empty() || args.only.contains(&p);
+    if run(Part::Latency) {
+        let rows = latency(&args);
+        if let Some(dir) = args.csv.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        std::fs::write(&args.csv, report::csv(&rows)).expect("write CSV");
+        println!("## One-way latency (ping-pong / 2, busy-polling, two processes)\n");
+        println!("{}", report::table(&rows));
     }
-    std::fs::write(&args.csv, report::csv(&rows)).expect("write CSV");
-    println!("## One-way latency (ping-pong / 2, busy-polling, two processes)\n");
-    println!("{}", report::table(&rows));
-    println!("## Throughput (one publisher process -> one subscriber process)\n");
-    println!("{}", throughput(&args));
-    println!("## Pinning (iox)\n");
-    println!("{}", pinning(&args));
+    if run(Part::Throughput) {
+        println!("## Throughput (one publisher process -> one subscriber process)\n");
+        println!("{}", throughput(&args));
+    }
+    if run(Part::Pinning) {
+        println!("## Pinning (iox)\n");
+        println!("{}", pinning(&args));
+    }
     println!(
         "machine: {} cores; latency CSV: {}; took {:.0} s",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
