@@ -14,8 +14,17 @@ fn pingpong_quick_runs_every_transport() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    for needle in ["| 8 B | iox |", "| 8 B | iceoryx2 |", "| 64 KiB | unix-socket |", "pinned cost per MiB"] {
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for needle in [
+        "| 8 B | iox |",
+        "| 8 B | iceoryx2 |",
+        "| 64 KiB | unix-socket |",
+        "pinned cost per MiB",
+    ] {
         assert!(stdout.contains(needle), "missing {needle:?} in\n{stdout}");
     }
 }

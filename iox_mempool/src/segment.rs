@@ -299,7 +299,7 @@ impl Segment {
         let file = File::from(fd);
         // Map exactly the length checked above: memmap2 would otherwise stat again,
         // and a file truncated in between would be mapped shorter than we checked.
-        let mut options = map_options(len as usize);
+        let options = map_options(len as usize);
         let map = match access {
             Access::ReadWrite => options.map_raw(&file),
             Access::ReadOnly => options.map_raw_read_only(&file),

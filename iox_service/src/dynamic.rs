@@ -10,7 +10,8 @@
 //!   0 = empty), padded to 64 bytes;
 //! - one subscriber slot per allowed subscriber: the same port header (plus the
 //!   `waiting` counter and the `wake` futex word) and its held-samples table;
-//! - one [`crate::queue`] per (publisher, subscriber) pair, row-major by publisher.
+//! - one [`crate::queue`] per (publisher, subscriber) pair, row-major by publisher:
+//!   the read index on its own line, then the write index followed by the slots.
 //!
 //! Port state word: `generation << 8 | state`, state one of [`FREE`], [`CLAIMING`],
 //! [`ACTIVE`], [`CLOSING`]. A port is claimed with a CAS from `FREE` (bumping the
@@ -115,9 +116,12 @@ impl DynamicLayout {
             c.max_loans as usize,
             c.max_held as usize,
         );
-        let publisher_stride = 64 + table_bytes(max_loans);
+        // One more loan entry than max_loans: the publisher's spare chunk.
+        let publisher_stride = 64 + table_bytes(max_loans + 1);
         let subscriber_stride = 64 + table_bytes(max_held);
-        let queue_stride = 2 * size_of::<PaddedIndex>() + table_bytes(buffer);
+        // Read index alone on a line; write index and slots together, so a push moves
+        // one line to the consumer (for buffers up to 7).
+        let queue_stride = size_of::<PaddedIndex>() + table_bytes(1 + buffer);
         let publishers = HEADER_LEN;
         let subscribers = publishers + publisher_stride * max_publishers;
         let queues = subscribers + subscriber_stride * max_subscribers;
@@ -176,7 +180,7 @@ impl<'a> Dynamic<'a> {
     pub(crate) fn publisher(&self, p: usize) -> (&'a PortHeader, &'a [AtomicU64]) {
         assert!(p < self.layout.max_publishers);
         let off = self.layout.publishers + p * self.layout.publisher_stride;
-        (self.at(off), self.table(off + 64, self.layout.max_loans))
+        (self.at(off), self.table(off + 64, self.layout.max_loans + 1))
     }
 
     pub(crate) fn subscriber(&self, s: usize) -> (&'a PortHeader, &'a [AtomicU64]) {
@@ -188,12 +192,12 @@ impl<'a> Dynamic<'a> {
     pub(crate) fn queue(&self, p: usize, s: usize) -> Queue<'a> {
         assert!(p < self.layout.max_publishers && s < self.layout.max_subscribers);
         let off = self.layout.queues + (p * self.layout.max_subscribers + s) * self.layout.queue_stride;
-        let write: &PaddedIndex = self.at(off);
-        let read: &PaddedIndex = self.at(off + 64);
+        let read: &PaddedIndex = self.at(off);
+        let rest = self.table(off + 64, 1 + self.layout.buffer);
         Queue {
-            write: &write.value,
+            write: &rest[0],
             read: &read.value,
-            slots: self.table(off + 128, self.layout.buffer),
+            slots: &rest[1..],
         }
     }
 

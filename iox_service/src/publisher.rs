@@ -11,6 +11,10 @@
 //!   drain what we pushed (so nothing leaks), and if it is blocked in
 //!   `receive_timeout`, bump its futex word and wake it.
 //! - A sample dropped without being sent returns its chunk to the pool.
+//! - After `send`, the publisher loans the next chunk of the same class ahead (its
+//!   "spare", recorded in the loan table like any loan), so the next `loan` of that
+//!   class is local: the free-list CAS happens while the message is in flight. The
+//!   pool is sized with one spare per publisher.
 //!
 //! A `Publisher` is `Send` but not `Sync` (it keeps a class hint and a loan count in
 //! `Cell`s); samples borrow it.
@@ -89,7 +93,7 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
     /// Claims a publisher slot (and pins, if asked).
     pub fn create(self) -> Result<Publisher<P>, PortCreateError> {
         let d = self.service.dynamic();
-        let max = d.layout().max_publishers;
+        let (max, max_subscribers) = (d.layout().max_publishers, d.layout().max_subscribers);
         let (slot, generation) = port::claim(
             &self.service,
             (0..max).map(|p| d.publisher(p).0),
@@ -104,12 +108,15 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
             }
         };
         port::activate(d.publisher(slot).0, generation);
+        let read_cache = (0..max_subscribers).map(|_| Cell::new(0)).collect();
         Ok(Publisher {
             service: self.service,
             slot,
             generation,
             hint: Cell::new(0),
             loans: Cell::new(0),
+            spare: Cell::new(None),
+            read_cache,
             pin,
             _payload: PhantomData,
         })
@@ -126,6 +133,10 @@ pub struct Publisher<P: ?Sized> {
     generation: u64,
     hint: Cell<usize>,
     loans: Cell<usize>,
+    /// A chunk loaned ahead after the last send (recorded in the loan table).
+    spare: Cell<Option<ChunkHandle>>,
+    /// Per subscriber slot: our lower bound of that queue's read index.
+    read_cache: Box<[Cell<u64>]>,
     _payload: PhantomData<fn() -> Box<P>>,
 }
 
@@ -150,13 +161,16 @@ impl<P: ?Sized + Payload> Publisher<P> {
         if self.loans.get() >= max {
             return Err(LoanError::TooManyLoans { max });
         }
-        let mut hint = self.hint.get();
-        let handle = self.service.pool.loan(bytes, &mut hint)?;
-        self.hint.set(hint);
-        let table = self.header().1;
-        if let Some(entry) = table.iter().find(|e| e.load(Ordering::Relaxed) == 0) {
-            entry.store(handle.to_raw() + 1, Ordering::Relaxed);
-        }
+        let handle = match self.spare.take() {
+            // The spare loaned ahead after the last send fits: no shared line touched.
+            Some(h) if self.service.pool.layout().class_for(bytes, h.class()) == Some(h.class()) => h,
+            spare => {
+                if let Some(h) = spare {
+                    self.drop_loan_entry(h);
+                }
+                self.loan_recorded(bytes)?
+            }
+        };
         self.loans.set(self.loans.get() + 1);
         let (ptr, _) = self
             .service
@@ -166,11 +180,34 @@ impl<P: ?Sized + Payload> Publisher<P> {
         Ok((handle, ptr))
     }
 
-    fn forget_loan(&self, handle: ChunkHandle) {
+    /// Loans a chunk from the pool and records it in the loan table.
+    fn loan_recorded(&self, bytes: usize) -> Result<ChunkHandle, LoanError> {
+        let mut hint = self.hint.get();
+        let handle = self.service.pool.loan(bytes, &mut hint)?;
+        self.hint.set(hint);
+        let table = self.header().1;
+        if let Some(entry) = table.iter().find(|e| e.load(Ordering::Relaxed) == 0) {
+            entry.store(handle.to_raw() + 1, Ordering::Relaxed);
+        }
+        Ok(handle)
+    }
+
+    /// Removes a chunk from the loan table (its reference now lives elsewhere).
+    fn clear_loan_entry(&self, handle: ChunkHandle) {
         let raw = handle.to_raw() + 1;
         if let Some(entry) = self.header().1.iter().find(|e| e.load(Ordering::Relaxed) == raw) {
             entry.store(0, Ordering::Relaxed);
         }
+    }
+
+    /// Removes a chunk from the loan table and returns it to the pool.
+    fn drop_loan_entry(&self, handle: ChunkHandle) {
+        self.clear_loan_entry(handle);
+        let _ = self.service.pool.release(handle);
+    }
+
+    fn forget_loan(&self, handle: ChunkHandle) {
+        self.clear_loan_entry(handle);
         self.loans.set(self.loans.get() - 1);
     }
 
@@ -178,6 +215,16 @@ impl<P: ?Sized + Payload> Publisher<P> {
     pub(crate) fn drop_loan(&self, handle: ChunkHandle) {
         self.forget_loan(handle);
         let _ = self.service.pool.release(handle);
+    }
+
+    /// After a send, off the latency path: loans the next chunk of the class just used,
+    /// so the next `loan` takes it without touching a shared cache line. Best effort:
+    /// an exhausted pool just leaves no spare.
+    pub(crate) fn refill_spare(&self, class_of: ChunkHandle) {
+        if self.spare.get().is_none() {
+            let bytes = self.service.pool.layout().classes()[class_of.class()].chunk_size;
+            self.spare.set(self.loan_recorded(bytes).ok());
+        }
     }
 
     /// Delivers a written chunk of `len` elements to every subscriber.
@@ -205,7 +252,10 @@ impl<P: ?Sized + Payload> Publisher<P> {
             if !is_active(header.state.load(Ordering::Acquire)) {
                 continue;
             }
-            match d.queue(self.slot, s).push(raw, drop_oldest) {
+            let mut cached = self.read_cache[s].get();
+            let pushed = d.queue(self.slot, s).push(raw, drop_oldest, &mut cached);
+            self.read_cache[s].set(cached);
+            match pushed {
                 Pushed::Stored => {}
                 Pushed::DroppedOldest(old) => self.release_raw(old),
                 Pushed::Full => {
@@ -287,7 +337,12 @@ impl<P: ?Sized> Drop for Publisher<P> {
     fn drop(&mut self) {
         // Loans borrow the publisher, so none is outstanding here. Queued samples stay
         // for the subscribers to read.
-        let header = self.service.dynamic().publisher(self.slot).0;
+        let (header, table) = self.service.dynamic().publisher(self.slot);
+        if let Some(h) = self.spare.take() {
+            // The only loan left: clear the table, then return the chunk.
+            table.iter().for_each(|e| e.store(0, Ordering::Relaxed));
+            let _ = self.service.pool.release(h);
+        }
         port::close(header, self.generation);
         port::free(header, self.generation);
     }

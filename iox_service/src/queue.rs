@@ -12,8 +12,9 @@
 //! and it never moves back), so a torn or newer value is never returned. Indices are
 //! 64-bit and never wrap in practice.
 //!
-//! Memory: write index and read index each sit alone on a cache line (the consumer
-//! does not bounce the producer's line and vice versa); slots follow. Entries are raw
+//! Memory: the read index sits alone on a cache line; the write index shares the
+//! slots' first line, so a push moves one line to the consumer. The producer caches
+//! the read index and reloads it only when the queue looks full. Entries are raw
 //! chunk handles (`ChunkHandle::to_raw`), validated by whoever pops them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,15 +48,28 @@ impl Queue<'_> {
     }
 
     /// Producer only: appends `value`, dropping the oldest entry if full and
-    /// `drop_oldest`, else refusing.
+    /// `drop_oldest`, else refusing. `read_cache` is the producer's own copy of the
+    /// read index (a lower bound, since the index only grows): the shared index is
+    /// loaded only when the cache says the queue is full, so the consumer's line is
+    /// not pulled over on every push.
     #[inline]
-    pub(crate) fn push(&self, value: u64, drop_oldest: bool) -> Pushed {
+    pub(crate) fn push(&self, value: u64, drop_oldest: bool, read_cache: &mut u64) -> Pushed {
         let w = self.write.load(Ordering::Relaxed);
         let mut dropped = None;
+        let mut r = *read_cache;
         loop {
-            let r = self.read.load(Ordering::Acquire);
             if w.wrapping_sub(r) < self.cap() {
                 break;
+            }
+            let fresh = self.read.load(Ordering::Acquire);
+            if fresh != r {
+                r = fresh;
+                *read_cache = r;
+                continue;
+            }
+            if w.wrapping_sub(r) > self.cap() {
+                // No producer lets more than `cap` entries pile up: corrupt indices.
+                return Pushed::Full;
             }
             if !drop_oldest {
                 return Pushed::Full;
@@ -67,6 +81,7 @@ impl Queue<'_> {
                 .is_ok()
             {
                 dropped = Some(old);
+                *read_cache = r.wrapping_add(1);
                 break;
             }
         }

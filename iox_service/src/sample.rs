@@ -131,7 +131,9 @@ impl<P: ?Sized + Payload> SampleMut<'_, P> {
     /// Sends the sample to every connected subscriber; returns how many got it.
     pub fn send(self) -> Result<usize, SendError> {
         let inner = ManuallyDrop::new(self.inner);
-        inner.publisher.send_chunk(inner.handle, inner.len)
+        let sent = inner.publisher.send_chunk(inner.handle, inner.len);
+        inner.publisher.refill_spare(inner.handle);
+        sent
     }
 }
 

@@ -21,7 +21,7 @@
 //! Decisions where DESIGN.md is silent: a service handle in one process is one user;
 //! subscribers see samples sent after they connect (no history); the pool of a typed
 //! service has one class holding `T`, sized so a well-behaved user never exhausts it:
-//! `publishers x (loans + subscribers x buffer) + subscribers x held`. The payload is
+//! `publishers x (loans + 1 spare + subscribers x buffer) + subscribers x held`. The payload is
 //! mapped read-write in every process (one mapping per service handle, so pinning it is
 //! one registration however many ports share it).
 
@@ -488,7 +488,8 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             u64::from(config.max_publishers),
             u64::from(config.max_subscribers),
         );
-        let counts = p * (u64::from(config.max_loans) + s * u64::from(config.subscriber_buffer))
+        // + 1 per publisher: the spare chunk it loans ahead after each send.
+        let counts = p * (u64::from(config.max_loans) + 1 + s * u64::from(config.subscriber_buffer))
             + s * u64::from(config.max_held);
         config.layout = self.layout(counts as usize)?;
         config.check().or_else(|what| self.fail(what))?;

@@ -99,7 +99,11 @@ fn typed_and_slice_round_trip_in_process() {
             max: 16 << 20
         }
     );
+    // The publisher holds one spare chunk, loaned ahead after its last send.
     let info = p.pool_info();
+    assert_eq!(info.free_chunks(), info.total_chunks() - 1);
+    drop(p);
+    let info = bytes.pool_info();
     assert_eq!(info.free_chunks(), info.total_chunks());
 }
 
@@ -118,6 +122,7 @@ fn overflow_drops_oldest_and_reject_refuses() {
     }
     let got: Vec<u32> = std::iter::from_fn(|| s.receive().unwrap().map(|x| *x)).collect();
     assert_eq!(got, vec![7, 8, 9]);
+    drop(p);
     let info = svc.pool_info();
     assert_eq!(info.free_chunks(), info.total_chunks());
 
@@ -143,7 +148,7 @@ fn overflow_drops_oldest_and_reject_refuses() {
     );
     let got: Vec<u32> = std::iter::from_fn(|| s.receive().unwrap().map(|x| *x)).collect();
     assert_eq!(got, vec![1, 2]);
-    drop((s, s2));
+    drop((s, s2, p));
     let info = svc.pool_info();
     assert_eq!(info.free_chunks(), info.total_chunks());
 }
