@@ -38,3 +38,26 @@ fn frames_moves_16_mib_frames() {
     let out = run(env!("CARGO_BIN_EXE_frames"), &["--count", "8"]);
     assert!(out.contains("frames: 8 x 16 MiB"), "{out}");
 }
+
+/// Without a GPU the CUDA example must say why and fail; with one it must run.
+#[cfg(feature = "cuda")]
+#[test]
+fn gpu_pinned_runs_or_explains_why_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu_pinned"))
+        .args(["--count", "4"])
+        .env("IOX_ROOT", dir.path())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    if iox_cuda::CudaPinner::new(0).is_ok() {
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        assert!(stdout.contains("GiB/s"), "{stdout}");
+    } else {
+        assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+        assert!(stderr.contains("gpu_pinned cannot run here"), "{stderr}");
+    }
+}

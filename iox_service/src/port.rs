@@ -39,15 +39,15 @@ pub enum PortCreateError {
         /// Why.
         source: PinError,
     },
-    /// The service is `CudaPinned` but this build cannot pin CUDA memory.
+    /// The service is `CudaPinned` but this process cannot pin CUDA memory.
     #[error(
-        "cannot pin the pool of service {service:?}: it is CudaPinned, and this build of iox_service has no CUDA pinner ({reason}); build the port with .pin_memory(false) to use it from the CPU only"
+        "cannot pin the pool of service {service:?}: it is CudaPinned and no CUDA pinner is available ({reason}); build the port with .pin_memory(false) to use it from the CPU only"
     )]
     CudaUnavailable {
         /// The service.
         service: String,
-        /// Why no CUDA pinner is available.
-        reason: &'static str,
+        /// Why no CUDA pinner is available (feature off, no driver, no device).
+        reason: String,
     },
 }
 
@@ -116,21 +116,34 @@ pub(crate) fn pin(service: &ServiceShared, requested: bool) -> Result<Option<Poo
         return Ok(None);
     }
     let memory_type = service.pool.memory_type();
+    if memory_type == MemoryType::CudaPinned
+        && !iox_mempool::pin::has_pinner(memory_type)
+        && let Err(reason) = register_cuda_pinner()
+    {
+        return Err(PortCreateError::CudaUnavailable {
+            service: service.name.to_string(),
+            reason,
+        });
+    }
     match iox_mempool::Pool::pin(&service.pool) {
         Ok(p) => Ok(Some(p)),
-        Err(PinError::NoPinner {
-            memory_type: MemoryType::CudaPinned,
-            ..
-        }) => Err(PortCreateError::CudaUnavailable {
-            service: service.name.to_string(),
-            reason: "the `cuda` feature is off",
-        }),
         Err(source) => Err(PortCreateError::Pin {
             service: service.name.to_string(),
             memory_type,
             source,
         }),
     }
+}
+
+/// Registers the CUDA pinner of device 0 (the `cuda` feature), or says why it cannot.
+#[cfg(feature = "cuda")]
+fn register_cuda_pinner() -> Result<(), String> {
+    iox_cuda::register(0).map_err(|e| e.to_string())
+}
+
+#[cfg(not(feature = "cuda"))]
+fn register_cuda_pinner() -> Result<(), String> {
+    Err("iox_service was built without its `cuda` feature".into())
 }
 
 /// Keeps the service alive for as long as a port lives.

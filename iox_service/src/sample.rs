@@ -176,6 +176,13 @@ impl<'a, P: ?Sized + Payload> Sample<'a, P> {
         self.ptr
     }
 
+    /// The device address of the sample, for a kernel or copy to use it in place.
+    /// Needs the `cuda` feature and a port of this process that pinned the pool.
+    #[cfg(feature = "cuda")]
+    pub fn device_ptr(&self) -> Result<u64, iox_cuda::CudaError> {
+        iox_cuda::device_pointer(self.ptr)
+    }
+
     /// The chunk's offset from the pool's base (the same in every process).
     pub fn offset(&self) -> usize {
         self.ptr as usize - self.subscriber.pool().payload_region().addr() as usize

@@ -1,0 +1,61 @@
+//! # iox_cuda
+//!
+//! Pins iox pools for a GPU: registers the payload mapping of a `CudaPinned` service
+//! with the CUDA driver (`cuMemHostRegister`, page-locked and mapped into the device's
+//! address space), once per process and pool, through `iox_mempool`'s pin registry.
+//!
+//! The driver is loaded at run time (cudarc's dynamic loading): a build and a run on
+//! a machine without CUDA work; asking for the pinner there is a [`CudaError`], never a
+//! panic (cudarc panics on a missing library, so presence is checked first, once).
+//!
+//! ```
+//! match iox_cuda::register(0) {
+//!     Ok(()) => println!("CudaPinned pools are now pinned with the CUDA driver"),
+//!     Err(e) => println!("no CUDA pinning here: {e}"),
+//! }
+//! ```
+
+mod device;
+mod driver;
+mod pinner;
+
+pub use device::DeviceBuffer;
+pub use driver::CudaError;
+pub use pinner::CudaPinner;
+
+use std::sync::{Arc, Mutex};
+
+use iox_mempool::{MemoryType, register_pinner};
+
+static REGISTERED: Mutex<Option<i32>> = Mutex::new(None);
+
+/// Registers a [`CudaPinner`] for device `device` as this process's pinner of
+/// [`MemoryType::CudaPinned`]. Idempotent for the same device; a second device is an
+/// error (one process pins its CUDA pools for one device).
+pub fn register(device: i32) -> Result<(), CudaError> {
+    let mut registered = REGISTERED.lock().unwrap_or_else(|e| e.into_inner());
+    match *registered {
+        Some(d) if d == device => return Ok(()),
+        Some(d) => {
+            return Err(CudaError::OtherDeviceRegistered {
+                registered: d,
+                requested: device,
+            });
+        }
+        None => {}
+    }
+    let pinner = CudaPinner::new(device)?;
+    register_pinner(MemoryType::CudaPinned, Arc::new(pinner)).expect("CudaPinned is a pinnable type");
+    *registered = Some(device);
+    Ok(())
+}
+
+/// The device address of a host address inside a pool pinned by the CUDA pinner, so
+/// a kernel or a copy can use the sample in place.
+pub fn device_pointer(host: *const u8) -> Result<u64, CudaError> {
+    let device = REGISTERED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .ok_or(CudaError::NotRegistered)?;
+    driver::device_pointer(device, host)
+}
