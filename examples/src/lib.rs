@@ -33,19 +33,26 @@ pub fn readings() -> Result<PubSubService<Reading>, OpenOrCreateError> {
         .open_or_create()
 }
 
+/// Waits (bounded polling, up to 30 s) until `service` has a subscriber.
+pub fn wait_for_subscriber<P: ?Sized + iox_service::Payload>(
+    service: &PubSubService<P>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let start = std::time::Instant::now();
+    while service.port_counts().1 == 0 {
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            return Err("no subscriber connected within 30 s".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    Ok(())
+}
+
 /// Publishes `count` readings, one every `period`, once a subscriber is connected
 /// (waiting up to 30 s for one; bounded polling of the service's port count).
 pub fn run_publisher(count: u64, period: std::time::Duration) -> Result<(), Box<dyn std::error::Error>> {
-    use std::time::{Duration, Instant};
     let service = readings()?;
     let publisher = service.publisher_builder().create()?;
-    let start = Instant::now();
-    while service.port_counts().1 == 0 {
-        if start.elapsed() > Duration::from_secs(30) {
-            return Err("no subscriber connected within 30 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_subscriber(&service)?;
     for seq in 0..count {
         let reading = Reading {
             seq,

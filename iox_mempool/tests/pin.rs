@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use iox_mempool::pin::{self, pin_count};
 use iox_mempool::{MemoryType, PinError, Pinner, Pool, PoolLayout, Region, register_pinner};
-use iox_testkit::{role, spawn_self, wait_ok};
+use iox_testkit::{role, spawn_self, vm_lck_kib, wait_ok};
 
 #[derive(Default)]
 struct CountingPinner {
@@ -102,12 +102,6 @@ fn conflicting_memory_types_on_one_region_are_refused() {
     let _g = pin::acquire(pool.payload_region(), MemoryType::Locked).unwrap();
     let e = pin::acquire(pool.payload_region(), MemoryType::User(0x0100)).unwrap_err();
     assert!(matches!(e, PinError::Conflict { .. }), "{e}");
-}
-
-fn vm_lck_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmLck:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
 /// Runs in a child process so no other test's pins change VmLck meanwhile.

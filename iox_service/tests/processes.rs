@@ -5,7 +5,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use iox_service::{MemoryType, OpenError, Overflow, PubSubService, SendError, Service};
-use iox_testkit::{env, role, spawn_self, wait_ok, wait_until};
+use iox_testkit::{env, role, spawn_self, vm_lck_kib, wait_ok, wait_until};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -354,12 +354,6 @@ fn wrong_payload_type_from_another_process_is_refused() {
         ),
         LIMIT,
     );
-}
-
-fn vm_lck_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmLck:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
 #[test]

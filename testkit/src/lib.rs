@@ -61,6 +61,17 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// This process's locked memory (`VmLck` in /proc/self/status), in KiB.
+pub fn vm_lck_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmLck:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmLck in /proc/self/status")
+}
+
 /// An env var's value in a child, parsed; panics with the name if missing.
 pub fn env<T: std::str::FromStr>(name: &str) -> T {
     std::env::var(name)

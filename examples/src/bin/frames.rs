@@ -21,13 +21,7 @@ fn frames() -> Result<PubSubService<[u8]>, iox_service::OpenOrCreateError> {
 fn publish(count: u64) -> Result<(), Box<dyn std::error::Error>> {
     let service = frames()?;
     let publisher = service.publisher_builder().create()?;
-    let start = Instant::now();
-    while service.port_counts().1 == 0 {
-        if start.elapsed() > Duration::from_secs(30) {
-            return Err("no subscriber within 30 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    iox_examples::wait_for_subscriber(&service)?;
     for i in 0..count {
         loop {
             let mut frame = publisher.loan_slice_uninit(FRAME)?;

@@ -27,13 +27,7 @@ fn service() -> Result<PubSubService<[u8]>, iox_service::OpenOrCreateError> {
 fn publish(count: usize) -> Result<(), Box<dyn std::error::Error>> {
     let service = service()?;
     let publisher = service.publisher_builder().pin_memory(true).create()?;
-    let start = Instant::now();
-    while service.port_counts().1 == 0 {
-        if start.elapsed() > Duration::from_secs(30) {
-            return Err("no subscriber within 30 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    iox_examples::wait_for_subscriber(&service)?;
     for i in 0..count {
         loop {
             let frame = publisher
