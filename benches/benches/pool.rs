@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use iox_mempool::{MemoryType, Pool, PoolLayout};
+use iox_mempool::{MemoryType, Owner, Pool, PoolLayout};
 
 fn pool(dir: &std::path::Path) -> Arc<Pool> {
     let layout = PoolLayout::new(&[(64, 1024), (4096, 256), (1 << 20, 8)]).unwrap();
@@ -21,9 +21,10 @@ fn loan_release(c: &mut Criterion) {
     let mut group = c.benchmark_group("pool");
     group.bench_function("loan+release/uncontended", |b| {
         let mut hint = 0;
+        let me = Owner::new(0).unwrap();
         b.iter(|| {
-            let h = pool.loan(black_box(100), &mut hint).unwrap();
-            pool.release(black_box(h)).unwrap();
+            let h = pool.loan(black_box(100), &mut hint, me).unwrap();
+            pool.release(black_box(h), me).unwrap();
         })
     });
     group.bench_function("loan+release/two-threads", |b| {
@@ -32,18 +33,20 @@ fn loan_release(c: &mut Criterion) {
             let (pool, stop) = (pool.clone(), stop.clone());
             std::thread::spawn(move || {
                 let mut hint = 0;
+                let other = Owner::new(1).unwrap();
                 while !stop.load(Ordering::Relaxed) {
-                    let h = pool.loan(100, &mut hint).unwrap();
-                    pool.release(h).unwrap();
+                    let h = pool.loan(100, &mut hint, other).unwrap();
+                    pool.release(h, other).unwrap();
                 }
             })
         };
         b.iter_custom(|iters| {
             let mut hint = 0;
+            let me = Owner::new(0).unwrap();
             let start = Instant::now();
             for _ in 0..iters {
-                let h = pool.loan(black_box(100), &mut hint).unwrap();
-                pool.release(black_box(h)).unwrap();
+                let h = pool.loan(black_box(100), &mut hint, me).unwrap();
+                pool.release(black_box(h), me).unwrap();
             }
             start.elapsed()
         });

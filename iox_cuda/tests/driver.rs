@@ -31,8 +31,10 @@ fn without_a_driver_every_entry_point_is_a_typed_error() {
     let pool = Arc::new(Pool::create(dir.path(), "gpu", &layout, MemoryType::CudaPinned, 0o600).unwrap());
     assert!(pool.pin().is_err());
     let mut hint = 0;
-    let h = pool.loan(100, &mut hint).unwrap();
-    pool.release(h).unwrap();
+    let h = pool
+        .loan(100, &mut hint, iox_mempool::Owner::new(0).unwrap())
+        .unwrap();
+    pool.release(h, iox_mempool::Owner::new(0).unwrap()).unwrap();
 }
 
 #[test]
@@ -61,7 +63,9 @@ fn with_a_gpu_a_pool_is_registered_once_and_mapped_for_the_device() {
     assert_ne!(dptr, 0);
     // The device reads the host bytes in place through that address.
     let mut hint = 0;
-    let h = pool.loan(8 << 20, &mut hint).unwrap();
+    let h = pool
+        .loan(8 << 20, &mut hint, iox_mempool::Owner::new(0).unwrap())
+        .unwrap();
     let (ptr, len) = pool.chunk(h).unwrap();
     // SAFETY: the chunk is ours, len bytes.
     let chunk = unsafe {
@@ -90,7 +94,7 @@ fn with_a_gpu_a_pool_is_registered_once_and_mapped_for_the_device() {
         pageable_t >= pinned_t * 2,
         "pinned {pinned_t:?} not 2x faster than pageable {pageable_t:?}"
     );
-    pool.release(h).unwrap();
+    pool.release(h, iox_mempool::Owner::new(0).unwrap()).unwrap();
     drop((a, b));
     assert!(
         iox_cuda::device_pointer(base).is_err(),

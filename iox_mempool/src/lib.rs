@@ -1,7 +1,7 @@
 //! # iox_mempool
 //!
 //! The memory layer of iox: named shared-memory segments ([`segment`]), pool layouts
-//! ([`layout`]), the lock-free chunk pool living in them ([`pool`]), memory types
+//! ([`layout`]), the lock-free chunk pool living in them ([`pool`], with chunk ownership in [`owners`]), memory types
 //! ([`memory`]) and the process-local pin registry ([`pin`]).
 //!
 //! It knows nothing of services or ports; `iox_service` builds those on top.
@@ -14,18 +14,19 @@
 //! let pool = Arc::new(Pool::create(dir.path(), "example", &layout, MemoryType::Locked, 0o600).unwrap());
 //! let pin = pool.pin().unwrap();           // mlock, once per process per pool
 //! assert!(pin.is_pinned());
+//! let me = iox_mempool::Owner::new(0).unwrap();
 //! let mut hint = 0;
-//! let chunk = pool.loan(200, &mut hint).unwrap();
+//! let chunk = pool.loan(200, &mut hint, me).unwrap();
 //! let (ptr, len) = pool.chunk(chunk).unwrap();
 //! assert_eq!(len, 256);
 //! // SAFETY: the chunk is loaned to us and 256 bytes long.
 //! unsafe { ptr.write_bytes(7, len) };
-//! pool.release(chunk).unwrap();
+//! pool.release(chunk, me).unwrap();
 //! ```
 
-mod free_list;
 pub mod layout;
 pub mod memory;
+pub mod owners;
 pub mod pin;
 pub mod pool;
 pub mod root;
@@ -33,6 +34,7 @@ pub mod segment;
 
 pub use layout::{LayoutError, PoolLayout, SizeClass};
 pub use memory::{MemoryType, MemoryTypeError};
+pub use owners::Owner;
 pub use pin::{
     MlockPinner, PinError, PinGuard, Pinner, Region, RegisterPinnerError, acquire, register_pinner,
 };

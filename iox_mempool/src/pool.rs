@@ -6,11 +6,11 @@
 //!   mapped read-only (a process that only reads samples).
 //! - `S.chunks`: the bookkeeping every participant maps read-write: a 64-byte header
 //!   (magic, version, layout hash, payload length, memory type; all atomics), one
-//!   free-list head per class on its own cache line, then per class one 16-byte
-//!   `ChunkMeta` per chunk (free-list link, reference count, one user word).
+//!   loan cursor per class on its own cache line, then per class one 16-byte
+//!   `ChunkMeta` per chunk (ownership word, see [`crate::owners`], and one user word).
 //!
-//! Creation: `S.chunks` is created exclusively, then `S.pool`; the free lists are
-//! built; the header is filled in and its magic stored last with Release ordering. An
+//! Creation: `S.chunks` is created exclusively, then `S.pool`; every chunk word is 0
+//! (free) in a fresh file; the header is filled in and its magic stored last with Release ordering. An
 //! opener that reads the magic with Acquire therefore sees a fully built pool; a zero
 //! magic means "still being created" ([`OpenPoolError::NotReady`]).
 //!
@@ -20,17 +20,17 @@
 //! bounds-checked.
 //!
 //! Hot path: [`Pool::loan`] is a class lookup (hint first, then binary search) plus a
-//! CAS on that class's free-list head and a store to the chunk's reference count.
-//! [`Pool::release`] is one `fetch_sub` plus, for the last reference, a CAS push. No
-//! lock, no syscall, no zero-fill.
+//! CAS `0 -> owner bit` on the first free chunk word from the class's cursor (usually
+//! the first one looked at). [`Pool::release`] is one `fetch_and`. No lock, no
+//! syscall, no zero-fill. Finding that a class is exhausted scans the whole class.
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use thiserror::Error;
 
-use crate::free_list::{ChunkMeta, FreeList, FreeListHead};
+use crate::owners::{self, ChunkMeta, ClassCursor, Owner};
 use crate::pin::{self, PinError, PinGuard, Region};
 use crate::segment::{self, Access, CreateSegmentError, OpenSegmentError, Segment};
 use crate::{MemoryType, PoolLayout};
@@ -38,7 +38,7 @@ use crate::{MemoryType, PoolLayout};
 /// Magic of a chunk bookkeeping segment.
 pub const CHUNKS_MAGIC: u64 = u64::from_le_bytes(*b"IOXCHNK\x01");
 /// Version of the bookkeeping format.
-pub const CHUNKS_VERSION: u32 = 1;
+pub const CHUNKS_VERSION: u32 = 2;
 const HEADER_LEN: usize = 64;
 
 #[repr(C)]
@@ -52,7 +52,7 @@ struct Header {
     tag: AtomicU64,
 }
 const _: () = assert!(size_of::<Header>() <= HEADER_LEN);
-const _: () = assert!(size_of::<FreeListHead>() == 64);
+const _: () = assert!(size_of::<ClassCursor>() == 64);
 const _: () = assert!(size_of::<ChunkMeta>() == 16);
 
 /// A chunk: its size class and its index in that class. Converts to an address in
@@ -237,12 +237,9 @@ pub enum LoanError {
     /// The payload is mapped read-only in this process.
     #[error("the pool's payload is mapped read-only in this process; it cannot loan chunks")]
     ReadOnly,
-    /// The shared bookkeeping is corrupt.
-    #[error("the pool's free list is corrupt (an index out of range)")]
-    Corrupted,
 }
 
-/// Why a reference-count operation on a chunk failed.
+/// Why an ownership operation on a chunk failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum ChunkError {
     /// The handle does not name a chunk of this pool.
@@ -253,13 +250,26 @@ pub enum ChunkError {
         /// The index.
         index: u32,
     },
-    /// The chunk is free: a double release, or a handle from a stale queue entry.
-    #[error("chunk class {class} index {index} is not in use (double release)")]
-    NotInUse {
+    /// The owner does not hold the chunk: a double release, or a stale handle.
+    #[error("chunk class {class} index {index} is not held by owner {owner} (double release?)")]
+    NotOwned {
         /// The class.
         class: usize,
         /// The index.
         index: u32,
+        /// The owner number.
+        owner: u32,
+    },
+    /// The owner already holds the chunk it tried to take from a queue: the queue
+    /// entry is a duplicate (corrupt shared memory). Nothing was changed.
+    #[error("chunk class {class} index {index} is already held by owner {owner} (duplicate queue entry)")]
+    AlreadyOwned {
+        /// The class.
+        class: usize,
+        /// The index.
+        index: u32,
+        /// The owner number.
+        owner: u32,
     },
 }
 
@@ -267,16 +277,17 @@ pub enum ChunkError {
 /// safe to call from any number of threads and processes at once.
 ///
 /// ```
-/// use iox_mempool::{Pool, PoolLayout, MemoryType, segment::Access};
+/// use iox_mempool::{Owner, Pool, PoolLayout, MemoryType, segment::Access};
 /// let dir = tempfile::tempdir().unwrap();
 /// let layout = PoolLayout::new(&[(64, 8), (4096, 2)]).unwrap();
 /// let pool = Pool::create(dir.path(), "demo", &layout, MemoryType::Cpu, 0o600).unwrap();
+/// let me = Owner::new(0).unwrap();
 /// let mut hint = 0;
-/// let chunk = pool.loan(100, &mut hint).unwrap();
+/// let chunk = pool.loan(100, &mut hint, me).unwrap();
 /// assert_eq!(chunk.class(), 1);
 /// let other = Pool::open(dir.path(), "demo", &layout, Some(MemoryType::Cpu), Access::ReadWrite).unwrap();
 /// assert_eq!(other.info().classes[1].free, 1);
-/// assert!(pool.release(chunk).unwrap());
+/// assert!(pool.release(chunk, me).unwrap());
 /// assert_eq!(other.info().free_chunks(), 10);
 /// ```
 #[derive(Debug)]
@@ -306,7 +317,7 @@ fn payload_name(stem: &str) -> String {
 
 /// Size of the bookkeeping segment for `layout`, and each class's table offset.
 fn chunks_layout(layout: &PoolLayout) -> (usize, Vec<usize>) {
-    let mut offset = HEADER_LEN + size_of::<FreeListHead>() * layout.classes().len();
+    let mut offset = HEADER_LEN + size_of::<ClassCursor>() * layout.classes().len();
     let mut tables = Vec::with_capacity(layout.classes().len());
     for class in layout.classes() {
         tables.push(offset);
@@ -354,9 +365,7 @@ impl Pool {
             payload,
             tables,
         };
-        for class in 0..layout.classes().len() {
-            pool.free_list(class).init();
-        }
+        // A fresh file is all zeroes: every chunk word says "free", every cursor 0.
         let h = pool.header();
         h.layout_hash.store(layout.hash(), Ordering::Relaxed);
         h.payload_len
@@ -466,28 +475,26 @@ impl Pool {
                 });
             }
         };
-        // The header agrees with the layout; now the whole table must be there.
-        let chunks = if chunks.len() < chunks_len {
-            return Err(OpenSegmentError::TooShort {
+        // The header agrees with the layout; now the file must be exactly as long.
+        if chunks.len() != chunks_len {
+            return Err(OpenSegmentError::WrongLength {
                 path: chunks.path().to_owned(),
                 len: chunks.len() as u64,
-                need: chunks_len as u64,
+                expected: chunks_len as u64,
             }
             .into());
-        } else {
-            chunks
-        };
+        }
         let payload = Segment::open(
             dir,
             &payload_name(stem),
             payload_access,
             layout.payload_len() as u64,
         )?;
-        if payload.len() < layout.payload_len() {
-            return Err(OpenSegmentError::TooShort {
+        if payload.len() != layout.payload_len() {
+            return Err(OpenSegmentError::WrongLength {
                 path: payload.path().to_owned(),
                 len: payload.len() as u64,
-                need: layout.payload_len() as u64,
+                expected: layout.payload_len() as u64,
             }
             .into());
         }
@@ -518,16 +525,17 @@ impl Pool {
         unsafe { &*self.chunks.as_ptr().cast::<Header>() }
     }
 
-    fn free_list(&self, class: usize) -> FreeList<'_> {
+    /// The loan cursor and the chunk table of `class` (which must be in range).
+    fn class_table(&self, class: usize) -> (&ClassCursor, &[ChunkMeta]) {
         let count = self.layout.classes()[class].count as usize;
         let base = self.chunks.as_ptr();
         // SAFETY: create/open checked that the segment holds HEADER_LEN, one
-        // FreeListHead per class and every class's table (chunks_layout); offsets are
+        // ClassCursor per class and every class's table (chunks_layout); offsets are
         // 64- and 8-aligned on a page-aligned mapping; the types are atomics only.
         unsafe {
-            let head = &(*base.add(HEADER_LEN).cast::<FreeListHead>().add(class)).word;
+            let cursor = &*base.add(HEADER_LEN).cast::<ClassCursor>().add(class);
             let chunks = std::slice::from_raw_parts(base.add(self.tables[class]).cast::<ChunkMeta>(), count);
-            FreeList { head, chunks }
+            (cursor, chunks)
         }
     }
 
@@ -563,11 +571,11 @@ impl Pool {
         self.memory_type
     }
 
-    /// Takes a chunk of at least `size` bytes from the smallest fitting class, with a
-    /// reference count of 1. `hint` is a class index to try first (e.g. the one used
-    /// last time); it is updated to the class used.
+    /// Takes a free chunk of at least `size` bytes from the smallest fitting class for
+    /// `owner`. `hint` is a class index to try first (e.g. the one used last time); it
+    /// is updated to the class used.
     #[inline]
-    pub fn loan(&self, size: usize, hint: &mut usize) -> Result<ChunkHandle, LoanError> {
+    pub fn loan(&self, size: usize, hint: &mut usize, owner: Owner) -> Result<ChunkHandle, LoanError> {
         if self.payload.access() == Access::ReadOnly {
             return Err(LoanError::ReadOnly);
         }
@@ -576,93 +584,135 @@ impl Pool {
             max: self.layout.max_chunk_size(),
         })?;
         *hint = class;
-        let list = self.free_list(class);
-        match list.pop() {
-            Ok(Some(index)) => {
-                list.chunks[index as usize].refs.store(1, Ordering::Relaxed);
-                Ok(ChunkHandle {
+        let (cursor, chunks) = self.class_table(class);
+        let count = chunks.len();
+        let start = cursor.next.load(Ordering::Relaxed) as usize % count.max(1);
+        for k in 0..count {
+            let i = if start + k < count {
+                start + k
+            } else {
+                start + k - count
+            };
+            let word = &chunks[i].owners;
+            if word.load(Ordering::Relaxed) == 0
+                && word
+                    .compare_exchange(0, owner.bit(), Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                cursor.next.store((i + 1) as u32, Ordering::Relaxed);
+                return Ok(ChunkHandle {
                     class: class as u8,
-                    index,
-                })
+                    index: i as u32,
+                });
             }
-            Ok(None) => {
-                let c = self.layout.classes()[class];
-                Err(LoanError::Exhausted {
-                    chunk_size: c.chunk_size,
-                    count: c.count,
-                })
-            }
-            Err(_) => Err(LoanError::Corrupted),
+        }
+        let c = self.layout.classes()[class];
+        Err(LoanError::Exhausted {
+            chunk_size: c.chunk_size,
+            count: c.count,
+        })
+    }
+
+    fn not_owned(handle: ChunkHandle, owner: Owner) -> ChunkError {
+        ChunkError::NotOwned {
+            class: handle.class(),
+            index: handle.index,
+            owner: owner.number(),
         }
     }
 
-    /// Adds a reference to a chunk in use (e.g. before enqueueing it for a reader).
+    /// Gives up `owner`'s hold on a chunk; the chunk is free once no owner and no queue
+    /// entry holds it. Returns whether that happened now. Idempotent in effect: a
+    /// second release changes nothing and reports [`ChunkError::NotOwned`].
     #[inline]
-    pub fn retain(&self, handle: ChunkHandle) -> Result<(), ChunkError> {
-        let meta = self.meta(handle)?;
-        let mut cur = meta.refs.load(Ordering::Relaxed);
+    pub fn release(&self, handle: ChunkHandle, owner: Owner) -> Result<bool, ChunkError> {
+        let prev = self
+            .meta(handle)?
+            .owners
+            .fetch_and(!owner.bit(), Ordering::Release);
+        if prev & owner.bit() == 0 {
+            return Err(Self::not_owned(handle, owner));
+        }
+        Ok(prev == owner.bit())
+    }
+
+    /// Hands a chunk held by `owner` to `queued` queue entries, giving up the owner's
+    /// hold in the same atomic step. Returns whether the chunk became free (no entries
+    /// and no other owner).
+    #[inline]
+    pub fn hand_off(&self, handle: ChunkHandle, owner: Owner, queued: u32) -> Result<bool, ChunkError> {
+        let word = &self.meta(handle)?.owners;
+        let add = u64::from(queued).wrapping_mul(owners::QUEUED_ONE);
+        let mut cur = word.load(Ordering::Relaxed);
         loop {
-            if cur == 0 {
-                return Err(ChunkError::NotInUse {
-                    class: handle.class(),
-                    index: handle.index,
-                });
+            if cur & owner.bit() == 0 {
+                return Err(Self::not_owned(handle, owner));
             }
-            if cur == u32::MAX {
-                // Only corrupt bookkeeping gets here; refuse rather than wrap to 0.
-                return Err(ChunkError::NotInUse {
-                    class: handle.class(),
-                    index: handle.index,
-                });
-            }
-            match meta
-                .refs
-                .compare_exchange_weak(cur, cur + 1, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => return Ok(()),
+            let next = cur.wrapping_add(add) - owner.bit();
+            match word.compare_exchange_weak(cur, next, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => return Ok(next == 0),
                 Err(now) => cur = now,
             }
         }
     }
 
-    /// Drops a reference; the last one returns the chunk to its free list. Returns
-    /// whether the chunk was freed.
+    /// Moves one queue entry's hold on a chunk to `owner` (the taker of the entry),
+    /// in one atomic step.
     #[inline]
-    pub fn release(&self, handle: ChunkHandle) -> Result<bool, ChunkError> {
-        let meta = self.meta(handle)?;
-        let mut cur = meta.refs.load(Ordering::Relaxed);
-        loop {
-            if cur == 0 {
-                return Err(ChunkError::NotInUse {
-                    class: handle.class(),
-                    index: handle.index,
-                });
-            }
-            match meta
-                .refs
-                .compare_exchange_weak(cur, cur - 1, Ordering::Release, Ordering::Relaxed)
-            {
-                Ok(_) => break,
-                Err(now) => cur = now,
-            }
-        }
-        if cur != 1 {
-            return Ok(false);
-        }
-        // Everyone else's accesses to the chunk happen-before it is reused.
-        fence(Ordering::Acquire);
-        self.free_list(handle.class()).push(handle.index);
-        Ok(true)
-    }
-
-    /// Adds `n` references at once to a chunk in use (one atomic add; the caller must
-    /// hold a reference, so the count cannot reach 0 meanwhile).
-    #[inline]
-    pub fn retain_n(&self, handle: ChunkHandle, n: u32) -> Result<(), ChunkError> {
-        if n > 0 {
-            self.meta(handle)?.refs.fetch_add(n, Ordering::Relaxed);
+    pub fn take_queued(&self, handle: ChunkHandle, owner: Owner) -> Result<(), ChunkError> {
+        let word = &self.meta(handle)?.owners;
+        let delta = owner.bit().wrapping_sub(owners::QUEUED_ONE);
+        let prev = word.fetch_add(delta, Ordering::Acquire);
+        if prev & owner.bit() != 0 {
+            // The bit was set already, so the add carried into the next owner's bit:
+            // undo it and report the duplicate.
+            word.fetch_sub(delta, Ordering::Relaxed);
+            return Err(ChunkError::AlreadyOwned {
+                class: handle.class(),
+                index: handle.index,
+                owner: owner.number(),
+            });
         }
         Ok(())
+    }
+
+    /// The chunk's ownership word (see [`crate::owners`]). A snapshot.
+    pub fn owners(&self, handle: ChunkHandle) -> Result<u64, ChunkError> {
+        Ok(self.meta(handle)?.owners.load(Ordering::Relaxed))
+    }
+
+    /// Clears `owner`'s bit on every chunk: what recovering a dead owner needs, safe to
+    /// repeat. Returns how many chunks it held and how many of them became free.
+    pub fn release_all(&self, owner: Owner) -> (u64, u64) {
+        let (mut held, mut freed) = (0, 0);
+        for class in 0..self.layout.classes().len() {
+            for meta in self.class_table(class).1 {
+                if meta.owners.load(Ordering::Relaxed) & owner.bit() != 0 {
+                    let prev = meta.owners.fetch_and(!owner.bit(), Ordering::Release);
+                    if prev & owner.bit() != 0 {
+                        held += 1;
+                        freed += u64::from(prev == owner.bit());
+                    }
+                }
+            }
+        }
+        (held, freed)
+    }
+
+    /// Every chunk whose word has `owner`'s bit set right now (a snapshot).
+    pub fn held_by(&self, owner: Owner) -> Vec<ChunkHandle> {
+        let mut out = Vec::new();
+        for class in 0..self.layout.classes().len() {
+            for (i, meta) in self.class_table(class).1.iter().enumerate() {
+                if meta.owners.load(Ordering::Relaxed) & owner.bit() != 0 {
+                    out.push(ChunkHandle {
+                        class: class as u8,
+                        index: i as u32,
+                    });
+                }
+            }
+        }
+        out
     }
 
     /// Stores the chunk's user word (e.g. the length of the payload written). Readers
@@ -677,11 +727,6 @@ impl Pool {
     #[inline]
     pub fn user_word(&self, handle: ChunkHandle) -> Result<u64, ChunkError> {
         Ok(self.meta(handle)?.user.load(Ordering::Relaxed))
-    }
-
-    /// The reference count of a chunk (0 = free). A snapshot, for diagnostics.
-    pub fn ref_count(&self, handle: ChunkHandle) -> Result<u32, ChunkError> {
-        Ok(self.meta(handle)?.refs.load(Ordering::Relaxed))
     }
 
     /// The handle a raw queue entry stands for, if it names a chunk of this pool.
@@ -729,10 +774,10 @@ impl Pool {
                 chunk_size: c.chunk_size,
                 count: c.count,
                 free: self
-                    .free_list(i)
-                    .chunks
+                    .class_table(i)
+                    .1
                     .iter()
-                    .filter(|m| m.refs.load(Ordering::Relaxed) == 0)
+                    .filter(|m| m.owners.load(Ordering::Relaxed) == 0)
                     .count() as u32,
                 offset: self.layout.class_offset(i),
             })

@@ -156,6 +156,16 @@ pub enum OpenSegmentError {
         /// The size needed.
         need: u64,
     },
+    /// The file is not exactly as long as its format says.
+    #[error("{} is {len} bytes long, but its format says exactly {expected} (truncated, grown or foreign file)", path.display())]
+    WrongLength {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        len: u64,
+        /// The size expected.
+        expected: u64,
+    },
     /// The operating system refused an operation.
     #[error("cannot {op} {}: {source}", path.display())]
     Io {

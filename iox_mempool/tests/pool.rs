@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use iox_mempool::segment::Access;
-use iox_mempool::{ChunkHandle, LoanError, MemoryType, OpenPoolError, Pool, PoolLayout};
+use iox_mempool::{ChunkError, ChunkHandle, LoanError, MemoryType, OpenPoolError, Owner, Pool, PoolLayout};
 use iox_testkit::{Rng, role, spawn_self, wait_ok};
 
 fn layout() -> PoolLayout {
@@ -21,11 +21,12 @@ fn churn(pool: &Pool, owner: u64, ops: u64) {
     let mut rng = Rng::new(owner.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xDEAD_BEEF);
     let mut held: Vec<(ChunkHandle, u64)> = Vec::with_capacity(8);
     let mut hint = 0;
+    let me = Owner::new(owner as u32).unwrap();
     let max = pool.layout().max_chunk_size() as u64;
     for op in 0..ops {
         if held.len() < 6 && (held.is_empty() || rng.below(2) == 0) {
             let size = 1 + rng.below(max) as usize;
-            match pool.loan(size, &mut hint) {
+            match pool.loan(size, &mut hint, me) {
                 Ok(h) => {
                     let (ptr, len) = pool.chunk(h).unwrap();
                     assert!(len >= size);
@@ -55,12 +56,12 @@ fn churn(pool: &Pool, owner: u64, ops: u64) {
                 (stamp, stamp),
                 "chunk {h:?} was handed to someone else while held"
             );
-            assert_eq!(pool.ref_count(h).unwrap(), 1);
-            assert!(pool.release(h).unwrap());
+            assert_eq!(pool.owners(h).unwrap(), me.bit());
+            assert!(pool.release(h, me).unwrap());
         }
     }
     for (h, _) in held {
-        pool.release(h).unwrap();
+        pool.release(h, me).unwrap();
     }
 }
 
@@ -128,15 +129,16 @@ fn read_only_payload_refuses_loans_but_reads() {
     let dir = tempfile::tempdir().unwrap();
     let pool = Pool::create(dir.path(), "ro", &layout(), MemoryType::Cpu, 0o600).unwrap();
     let mut hint = 0;
-    let h = pool.loan(10, &mut hint).unwrap();
+    let me = Owner::new(0).unwrap();
+    let h = pool.loan(10, &mut hint, me).unwrap();
     // SAFETY: loaned chunk of 64 bytes.
     unsafe { pool.chunk(h).unwrap().0.write(42) };
     let ro = Pool::open(dir.path(), "ro", &layout(), None, Access::ReadOnly).unwrap();
-    assert_eq!(ro.loan(10, &mut hint), Err(LoanError::ReadOnly));
+    assert_eq!(ro.loan(10, &mut hint, me), Err(LoanError::ReadOnly));
     // SAFETY: reading the chunk the writer filled; nobody writes it concurrently.
     assert_eq!(unsafe { ro.chunk(h).unwrap().0.read() }, 42);
     assert!(ro.payload_region().read_only());
-    ro.release(h).unwrap();
+    ro.release(h, me).unwrap();
     assert_full(&pool);
 }
 
@@ -146,23 +148,129 @@ fn loan_errors_are_specific() {
     let l = PoolLayout::new(&[(64, 1)]).unwrap();
     let pool = Pool::create(dir.path(), "small", &l, MemoryType::Cpu, 0o600).unwrap();
     let mut hint = 0;
+    let me = Owner::new(3).unwrap();
     assert_eq!(
-        pool.loan(65, &mut hint),
+        pool.loan(65, &mut hint, me),
         Err(LoanError::TooLarge { size: 65, max: 64 })
     );
-    let h = pool.loan(1, &mut hint).unwrap();
+    let h = pool.loan(1, &mut hint, me).unwrap();
     assert!(matches!(
-        pool.loan(1, &mut hint),
+        pool.loan(1, &mut hint, me),
         Err(LoanError::Exhausted {
             chunk_size: 64,
             count: 1
         })
     ));
-    pool.release(h).unwrap();
-    assert!(pool.release(h).is_err(), "double release must be refused");
+    pool.release(h, me).unwrap();
+    assert_eq!(
+        pool.release(h, me),
+        Err(ChunkError::NotOwned {
+            class: 0,
+            index: 0,
+            owner: 3
+        }),
+        "double release must be refused"
+    );
+    assert!(Owner::new(iox_mempool::owners::MAX_OWNERS).is_none());
     assert!(pool.handle_from_raw(1 << 32).is_none());
     assert!(pool.handle_from_raw(1).is_none());
     assert_eq!(pool.handle_from_raw(0), Some(h));
+}
+
+/// Hand-offs to queue entries and takes by other owners, as a service does them:
+/// one writer thread loans, hands each chunk to a random number of reader queues in
+/// one step, readers take entries (sometimes before the writer counted them) and
+/// release. Nothing may be freed early (stamps) or lost (full at the end).
+#[test]
+fn hand_off_and_take_keep_chunks_alive_exactly_as_long_as_needed() {
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Arc::new(Pool::create(dir.path(), "handoff", &layout(), MemoryType::Cpu, 0o600).unwrap());
+    let readers = 3;
+    type Queue = Mutex<VecDeque<(ChunkHandle, u64)>>;
+    let queues: Arc<Vec<Queue>> = Arc::new((0..readers).map(|_| Mutex::new(VecDeque::new())).collect());
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader_threads: Vec<_> = (0..readers)
+        .map(|r| {
+            let (pool, queues, done) = (pool.clone(), queues.clone(), done.clone());
+            std::thread::spawn(move || {
+                let me = Owner::new(10 + r as u32).unwrap();
+                loop {
+                    let item = queues[r].lock().unwrap().pop_front();
+                    match item {
+                        Some((h, stamp)) => {
+                            pool.take_queued(h, me).unwrap();
+                            // SAFETY: we hold the chunk; the writer wrote the stamp
+                            // before queueing it and nobody writes it while held.
+                            let seen = unsafe { pool.chunk(h).unwrap().0.cast::<u64>().read_volatile() };
+                            assert_eq!(seen, stamp, "chunk reused while a reader held it");
+                            pool.release(h, me).unwrap();
+                        }
+                        None if done.load(std::sync::atomic::Ordering::Acquire) => return,
+                        None => std::thread::yield_now(),
+                    }
+                }
+            })
+        })
+        .collect();
+    let me = Owner::new(0).unwrap();
+    let mut rng = Rng::new(7);
+    let mut hint = 0;
+    for op in 0..200_000u64 {
+        let h = match pool.loan(64, &mut hint, me) {
+            Ok(h) => h,
+            Err(LoanError::Exhausted { .. }) => {
+                std::thread::yield_now();
+                continue;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        // SAFETY: the chunk is ours until handed off; 64 bytes.
+        unsafe { pool.chunk(h).unwrap().0.cast::<u64>().write_volatile(op) };
+        let n = rng.below(readers as u64 + 1) as usize;
+        for q in queues.iter().take(n) {
+            q.lock().unwrap().push_back((h, op));
+        }
+        pool.hand_off(h, me, n as u32).unwrap();
+    }
+    done.store(true, std::sync::atomic::Ordering::Release);
+    for t in reader_threads {
+        t.join().unwrap();
+    }
+    assert_full(&pool);
+}
+
+#[test]
+fn release_all_frees_exactly_what_an_owner_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Pool::create(dir.path(), "all", &layout(), MemoryType::Cpu, 0o600).unwrap();
+    let (a, b) = (Owner::new(1).unwrap(), Owner::new(2).unwrap());
+    let mut hint = 0;
+    let only_a: Vec<_> = (0..5).map(|_| pool.loan(64, &mut hint, a).unwrap()).collect();
+    let shared = pool.loan(64, &mut hint, a).unwrap();
+    pool.hand_off(shared, a, 1).unwrap();
+    pool.take_queued(shared, b).unwrap();
+    let again = pool.loan(64, &mut hint, a).unwrap();
+    pool.hand_off(again, a, 1).unwrap(); // queued, taken by nobody yet
+    let before = pool.info().free_chunks();
+    assert_eq!(pool.held_by(b), vec![shared]);
+    assert_eq!(pool.release_all(a), (5, 5));
+    assert_eq!(pool.release_all(a), (0, 0), "a second pass changes nothing");
+    assert_eq!(pool.info().free_chunks(), before + 5);
+    assert_eq!(pool.release_all(b), (1, 1));
+    assert_eq!(
+        pool.take_queued(again, b)
+            .and_then(|()| pool.take_queued(again, b)),
+        Err(ChunkError::AlreadyOwned {
+            class: 0,
+            index: again.index(),
+            owner: 2
+        })
+    );
+    assert!(pool.release(again, b).unwrap());
+    assert!(only_a.iter().all(|h| pool.owners(*h).unwrap() == 0));
+    assert_full(&pool);
 }
 
 // ---- bad bookkeeping files -------------------------------------------------------
@@ -201,7 +309,7 @@ fn short_file_is_refused() {
     assert!(
         matches!(
             e,
-            OpenPoolError::Segment(iox_mempool::segment::OpenSegmentError::TooShort { .. })
+            OpenPoolError::Segment(iox_mempool::segment::OpenSegmentError::WrongLength { len: 100, .. })
         ),
         "{e}"
     );
@@ -215,6 +323,28 @@ fn short_file_is_refused() {
             .unwrap()
     });
     assert!(matches!(open(dir.path(), "q"), OpenPoolError::Segment(_)));
+}
+
+#[test]
+fn grown_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (stem, file) in [("a", "a.chunks"), ("b", "b.pool")] {
+        create_then(dir.path(), stem, |_| {});
+        let f = std::fs::File::options()
+            .write(true)
+            .open(dir.path().join(file))
+            .unwrap();
+        let len = f.metadata().unwrap().len();
+        f.set_len(len + 4096).unwrap();
+        let e = open(dir.path(), stem);
+        assert!(
+            matches!(
+                e,
+                OpenPoolError::Segment(iox_mempool::segment::OpenSegmentError::WrongLength { .. })
+            ),
+            "{file}: {e}"
+        );
+    }
 }
 
 #[test]

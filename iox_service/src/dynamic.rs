@@ -2,22 +2,28 @@
 //!
 //! Layout (all offsets computed from the static config by [`DynamicLayout`], every
 //! structure `repr(C)`, atomics only, no pointers):
-//! - header (128 bytes): magic (stored last, Release), version, the hash of the static
-//!   config text this segment belongs to, the user count, the creator's node id, and
-//!   the limits it was sized for;
-//! - one publisher slot per allowed publisher: a 64-byte port header (state word,
-//!   owner node id, pid) followed by its loan table (one raw handle + 1 per entry,
-//!   0 = empty), padded to 64 bytes;
-//! - one subscriber slot per allowed subscriber: the same port header (plus the
-//!   `waiting` counter and the `wake` futex word) and its held-samples table;
+//! - header (128 bytes): magic, version, the hash of the static config text this
+//!   segment belongs to, the lifecycle word, the recovery lock, the creator's node id
+//!   and the limits it was sized for;
+//! - the users table: [`USER_SLOTS`] words, each the node id of one open service
+//!   handle (0 = empty);
+//! - one 64-byte port header per publisher slot, then one per subscriber slot;
 //! - one [`crate::queue`] per (publisher, subscriber) pair, row-major by publisher:
-//!   the read index on its own line, then the write index followed by the slots.
+//!   the read word on its own line, then the write index followed by the slots.
 //!
-//! Port state word: `generation << 8 | state`, state one of [`FREE`], [`CLAIMING`],
-//! [`ACTIVE`], [`CLOSING`]. A port is claimed with a CAS from `FREE` (bumping the
-//! generation) and released by storing `FREE` after its tables and queues are empty.
-//! The user count is a CAS-guarded counter; [`DESTROYING`] marks a segment whose last
-//! user is removing the service, after which no one may register.
+//! Lifecycle word: `node << 2 | phase`, phase one of [`CREATING`] (by `node`),
+//! [`ALIVE`] (node 0) or [`DESTROYING`] (by `node`). The dynamic segment is the
+//! anchor of a service incarnation: it appears (renamed into place, header complete)
+//! before anything else of the incarnation and is unlinked after everything else, so a
+//! process that holds its lifecycle word in `CREATING`/`DESTROYING` may act on the
+//! other files by path. Node ids fit in 62 bits (pid < 2^22 in the high half).
+//!
+//! Port slots: a slot is claimed by a CAS of its `node` word from 0 to the claimer's
+//! node id, and freed by storing 0 there last. Its `state` word is
+//! `generation << 8 | phase` (phase [`CLAIMING`], [`ACTIVE`], [`CLOSING`], [`FREE`]);
+//! publishers deliver only to `ACTIVE` subscribers. A publisher's `journal` names the
+//! queue entry it is sending (0 = none), so recovery can finish a send its process
+//! died in (see [`crate::recovery`]).
 
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
@@ -25,12 +31,19 @@ use crate::queue::{PaddedIndex, Queue};
 use crate::static_config::StaticConfig;
 
 /// Magic of a dynamic segment.
-pub const DYNAMIC_MAGIC: u64 = u64::from_le_bytes(*b"IOXDYN\x00\x01");
+pub const DYNAMIC_MAGIC: u64 = u64::from_le_bytes(*b"IOXDYN\x00\x02");
 /// Version of the dynamic segment format.
-pub const DYNAMIC_VERSION: u32 = 1;
-/// User count marking a service that is being removed.
-pub const DESTROYING: u64 = u64::MAX;
+pub const DYNAMIC_VERSION: u32 = 2;
 pub(crate) const HEADER_LEN: usize = 128;
+/// Open service handles (one per process and `open`) a service can have at once.
+pub const USER_SLOTS: usize = 128;
+
+/// Lifecycle phase: the service is being created by the node in the word.
+pub const CREATING: u64 = 1;
+/// Lifecycle phase: the service is usable.
+pub const ALIVE: u64 = 2;
+/// Lifecycle phase: the service is being removed by the node in the word.
+pub const DESTROYING: u64 = 3;
 
 /// Port slot is free.
 pub const FREE: u64 = 0;
@@ -45,7 +58,9 @@ pub const CLOSING: u64 = 3;
 pub(crate) struct Header {
     pub(crate) magic: AtomicU64,
     pub(crate) config_hash: AtomicU64,
-    pub(crate) users: AtomicU64,
+    pub(crate) lifecycle: AtomicU64,
+    /// Node id of the process recovering dead participants right now (0 = none).
+    pub(crate) recovery: AtomicU64,
     pub(crate) creator_node: AtomicU64,
     pub(crate) version: AtomicU32,
     pub(crate) max_publishers: AtomicU32,
@@ -53,14 +68,18 @@ pub(crate) struct Header {
     pub(crate) subscriber_buffer: AtomicU32,
     pub(crate) max_loans: AtomicU32,
     pub(crate) max_held: AtomicU32,
+    pub(crate) user_slots: AtomicU32,
 }
 const _: () = assert!(size_of::<Header>() <= HEADER_LEN);
 
 /// The fixed part of a port slot, on its own cache line.
 #[repr(C, align(64))]
 pub(crate) struct PortHeader {
-    pub(crate) state: AtomicU64,
+    /// Node id of the owner (0 = free); the claim word.
     pub(crate) node: AtomicU64,
+    pub(crate) state: AtomicU64,
+    /// Publishers: the queue entry being sent (0 = none).
+    pub(crate) journal: AtomicU64,
     pub(crate) pid: AtomicU32,
     /// Subscribers: how many threads are blocked in `receive_timeout`.
     pub(crate) waiting: AtomicU32,
@@ -69,18 +88,46 @@ pub(crate) struct PortHeader {
 }
 const _: () = assert!(size_of::<PortHeader>() == 64);
 
+/// Checks that the limits a header says it was sized for are the static config's.
+pub(crate) fn check_limits(h: &Header, c: &StaticConfig) -> Result<(), String> {
+    let fields = [
+        ("max_publishers", &h.max_publishers, c.max_publishers),
+        ("max_subscribers", &h.max_subscribers, c.max_subscribers),
+        ("subscriber_buffer", &h.subscriber_buffer, c.subscriber_buffer),
+        ("max_loans", &h.max_loans, c.max_loans),
+        ("max_held", &h.max_held, c.max_held),
+        ("user_slots", &h.user_slots, USER_SLOTS as u32),
+    ];
+    for (what, field, expected) in fields {
+        let found = field.load(std::sync::atomic::Ordering::Relaxed);
+        if found != expected {
+            return Err(format!(
+                "its header says {what} {found}, the static config gives {expected}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Builds a lifecycle word.
+pub(crate) fn lifecycle_word(node: u64, phase: u64) -> u64 {
+    (node << 2) | phase
+}
+
+/// Splits a lifecycle word into (node, phase).
+pub(crate) fn split_lifecycle(word: u64) -> (u64, u64) {
+    (word >> 2, word & 3)
+}
+
 /// Where everything lives in a dynamic segment sized for one static config.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct DynamicLayout {
     pub(crate) max_publishers: usize,
     pub(crate) max_subscribers: usize,
     pub(crate) buffer: usize,
-    pub(crate) max_loans: usize,
-    pub(crate) max_held: usize,
+    pub(crate) users: usize,
     pub(crate) publishers: usize,
-    pub(crate) publisher_stride: usize,
     pub(crate) subscribers: usize,
-    pub(crate) subscriber_stride: usize,
     pub(crate) queues: usize,
     pub(crate) queue_stride: usize,
     pub(crate) len: usize,
@@ -91,51 +138,42 @@ fn table_bytes(entries: usize) -> usize {
 }
 
 impl DynamicLayout {
-    /// A layout covering only the header (for tools that touch nothing else).
+    /// A layout covering the header and users table only (for tools and recovery
+    /// steps that touch nothing else).
     pub(crate) fn header_only() -> Self {
+        let users = HEADER_LEN;
+        let publishers = users + USER_SLOTS * 8;
         Self {
             max_publishers: 0,
             max_subscribers: 0,
             buffer: 0,
-            max_loans: 0,
-            max_held: 0,
-            publishers: HEADER_LEN,
-            publisher_stride: 0,
-            subscribers: HEADER_LEN,
-            subscriber_stride: 0,
-            queues: HEADER_LEN,
+            users,
+            publishers,
+            subscribers: publishers,
+            queues: publishers,
             queue_stride: 0,
-            len: HEADER_LEN,
+            len: publishers,
         }
     }
 
     pub(crate) fn new(c: &StaticConfig) -> Self {
         let (max_publishers, max_subscribers) = (c.max_publishers as usize, c.max_subscribers as usize);
-        let (buffer, max_loans, max_held) = (
-            c.subscriber_buffer as usize,
-            c.max_loans as usize,
-            c.max_held as usize,
-        );
-        // One more loan entry than max_loans: the publisher's spare chunk.
-        let publisher_stride = 64 + table_bytes(max_loans + 1);
-        let subscriber_stride = 64 + table_bytes(max_held);
-        // Read index alone on a line; write index and slots together, so a push moves
+        let buffer = c.subscriber_buffer as usize;
+        // Read word alone on a line; write index and slots together, so a push moves
         // one line to the consumer (for buffers up to 7).
         let queue_stride = size_of::<PaddedIndex>() + table_bytes(1 + buffer);
-        let publishers = HEADER_LEN;
-        let subscribers = publishers + publisher_stride * max_publishers;
-        let queues = subscribers + subscriber_stride * max_subscribers;
+        let users = HEADER_LEN;
+        let publishers = users + USER_SLOTS * 8;
+        let subscribers = publishers + 64 * max_publishers;
+        let queues = subscribers + 64 * max_subscribers;
         let len = queues + queue_stride * max_publishers * max_subscribers;
         Self {
             max_publishers,
             max_subscribers,
             buffer,
-            max_loans,
-            max_held,
+            users,
             publishers,
-            publisher_stride,
             subscribers,
-            subscriber_stride,
             queues,
             queue_stride,
             len,
@@ -169,7 +207,7 @@ impl<'a> Dynamic<'a> {
 
     fn table(&self, offset: usize, len: usize) -> &'a [AtomicU64] {
         debug_assert!(offset + len * 8 <= self.layout.len);
-        // SAFETY: as in `at`; the table lies inside its slot's stride.
+        // SAFETY: as in `at`; the table lies inside the layout.
         unsafe { std::slice::from_raw_parts(self.base.add(offset).cast::<AtomicU64>(), len) }
     }
 
@@ -177,16 +215,19 @@ impl<'a> Dynamic<'a> {
         self.at(0)
     }
 
-    pub(crate) fn publisher(&self, p: usize) -> (&'a PortHeader, &'a [AtomicU64]) {
-        assert!(p < self.layout.max_publishers);
-        let off = self.layout.publishers + p * self.layout.publisher_stride;
-        (self.at(off), self.table(off + 64, self.layout.max_loans + 1))
+    /// The users table: one node id per open service handle.
+    pub(crate) fn users(&self) -> &'a [AtomicU64] {
+        self.table(self.layout.users, USER_SLOTS)
     }
 
-    pub(crate) fn subscriber(&self, s: usize) -> (&'a PortHeader, &'a [AtomicU64]) {
+    pub(crate) fn publisher(&self, p: usize) -> &'a PortHeader {
+        assert!(p < self.layout.max_publishers);
+        self.at(self.layout.publishers + p * 64)
+    }
+
+    pub(crate) fn subscriber(&self, s: usize) -> &'a PortHeader {
         assert!(s < self.layout.max_subscribers);
-        let off = self.layout.subscribers + s * self.layout.subscriber_stride;
-        (self.at(off), self.table(off + 64, self.layout.max_held))
+        self.at(self.layout.subscribers + s * 64)
     }
 
     pub(crate) fn queue(&self, p: usize, s: usize) -> Queue<'a> {
@@ -206,12 +247,12 @@ impl<'a> Dynamic<'a> {
     }
 }
 
-/// Splits a state word into (generation, state).
+/// Splits a state word into (generation, phase).
 pub(crate) fn split_state(word: u64) -> (u64, u64) {
     (word >> 8, word & 0xff)
 }
 
 /// Builds a state word.
-pub(crate) fn state_word(generation: u64, state: u64) -> u64 {
-    (generation << 8) | state
+pub(crate) fn state_word(generation: u64, phase: u64) -> u64 {
+    (generation << 8) | phase
 }

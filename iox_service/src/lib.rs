@@ -25,26 +25,30 @@
 //! assert_eq!(got[1000], (1000 % 256) as u8);
 //! ```
 
+mod cleanup;
 mod dynamic;
+pub mod fault;
+mod lifecycle;
 pub mod name;
 pub mod node;
 mod port;
 mod publisher;
 mod queue;
+pub mod recovery;
 mod sample;
 mod service;
 pub mod static_config;
 mod subscriber;
 mod zero_copy;
 
+pub use cleanup::{CleanupError, RemoveError};
 pub use iox_mempool::{ClassInfo, MemoryType, PinError, Pinner, PoolInfo, Region, register_pinner};
 pub use name::{NameError, ServiceName};
 pub use port::PortCreateError;
 pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError};
+pub use recovery::CleanupReport;
 pub use sample::{PayloadPtr, Sample, SampleMut, SampleMutUninit};
-pub use service::{
-    CreateError, OpenError, OpenOrCreateError, PubSubBuilder, PubSubService, RemoveError, Service,
-};
+pub use service::{CreateError, OpenError, OpenOrCreateError, PubSubBuilder, PubSubService, Service};
 pub use static_config::{ConfigError, MessagingPattern, Overflow, StaticConfig};
 pub use subscriber::{ReceiveError, Subscriber, SubscriberBuilder};
 pub use zero_copy::{Payload, PayloadType, ZeroCopySafe};

@@ -1,16 +1,20 @@
 //! What publishers and subscribers share: claiming a port slot in the dynamic segment,
-//! pinning the pool, and the error of port creation.
+//! owner bits, pinning the pool, and the error of port creation.
 //!
-//! A slot is claimed with a CAS of its state word from `FREE` to `CLAIMING` with the
-//! next generation; the claimer fills in its node id and pid, prepares the slot, and
-//! stores `ACTIVE` (Release). Release goes through `CLOSING` (teardown) back to
-//! `FREE`. Claiming is lock-free; a slot whose owner died stays taken until dead-port
-//! recovery frees it.
+//! A slot is claimed with a CAS of its `node` word from 0 to the claimer's node id;
+//! the claimer bumps the generation in the state word (`CLAIMING`), fills in its pid,
+//! prepares the slot and stores `ACTIVE`. Release goes through `CLOSING` (teardown)
+//! to `FREE`, and the node word is cleared last. Claiming is lock-free; a slot whose
+//! owner died stays taken until recovery ([`crate::recovery`]) frees it, which port
+//! creation runs first.
+//!
+//! Owner bits: publisher slot `p` holds chunks under owner `p`, subscriber slot `s`
+//! under owner `max_publishers + s` (so a service has at most 48 ports).
 
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 
-use iox_mempool::{MemoryType, PinError, PoolPin};
+use iox_mempool::{MemoryType, Owner, PinError, PoolPin};
 use thiserror::Error;
 
 use crate::dynamic::{self, PortHeader};
@@ -58,23 +62,26 @@ pub(crate) fn claim<'a>(
     kind: &'static str,
     max: usize,
 ) -> Result<(usize, u64), PortCreateError> {
+    let me = service.node_id();
     for (i, header) in slots.enumerate() {
-        let word = header.state.load(Ordering::Acquire);
-        let (generation, state) = dynamic::split_state(word);
-        if state != dynamic::FREE {
+        if header.node.load(Ordering::Relaxed) != 0
+            || header
+                .node
+                .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
             continue;
         }
-        let claimed = dynamic::state_word(generation + 1, dynamic::CLAIMING);
-        if header
-            .state
-            .compare_exchange(word, claimed, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
-        {
-            header.node.store(service.node_id(), Ordering::Relaxed);
-            header.pid.store(std::process::id(), Ordering::Relaxed);
-            header.waiting.store(0, Ordering::Relaxed);
-            return Ok((i, generation + 1));
-        }
+        let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
+        let generation = (generation + 1) & (u64::MAX >> 8);
+        header.state.store(
+            dynamic::state_word(generation, dynamic::CLAIMING),
+            Ordering::Relaxed,
+        );
+        header.pid.store(std::process::id(), Ordering::Relaxed);
+        header.waiting.store(0, Ordering::Relaxed);
+        header.journal.store(0, Ordering::Relaxed);
+        return Ok((i, generation));
     }
     Err(PortCreateError::TooManyPorts {
         service: service.name.to_string(),
@@ -101,13 +108,27 @@ pub(crate) fn close(header: &PortHeader, generation: u64) {
     fence(Ordering::SeqCst);
 }
 
-/// Frees a slot whose tables and queues are empty.
+/// Frees a slot whose owner holds nothing any more. The node word goes last, so the
+/// next claimer finds the rest reset.
 pub(crate) fn free(header: &PortHeader, generation: u64) {
-    header.node.store(0, Ordering::Relaxed);
     header.pid.store(0, Ordering::Relaxed);
+    header.journal.store(0, Ordering::Relaxed);
+    header.waiting.store(0, Ordering::Relaxed);
     header
         .state
-        .store(dynamic::state_word(generation, dynamic::FREE), Ordering::Release);
+        .store(dynamic::state_word(generation, dynamic::FREE), Ordering::Relaxed);
+    header.node.store(0, Ordering::Release);
+}
+
+/// The owner bit of publisher slot `p`.
+pub(crate) fn publisher_owner(p: usize) -> Owner {
+    Owner::new(p as u32).expect("max_publishers + max_subscribers <= MAX_OWNERS (checked config)")
+}
+
+/// The owner bit of subscriber slot `s` in a service with `max_publishers`.
+pub(crate) fn subscriber_owner(max_publishers: usize, s: usize) -> Owner {
+    Owner::new((max_publishers + s) as u32)
+        .expect("max_publishers + max_subscribers <= MAX_OWNERS (checked config)")
 }
 
 /// Pins the service's pool if asked to.

@@ -2,33 +2,43 @@
 //!
 //! Hot path (`loan` + `send`), with no lock, no syscall unless a subscriber sleeps, no
 //! allocation and no zero-fill:
-//! - loan: pop a chunk from the pool's free list; record it in this publisher's loan
-//!   table (its own cache lines in the dynamic segment, for crash recovery).
-//! - send: count the active subscribers `n`; add `n - 1` references in one atomic add
-//!   (the publisher's own reference goes to one of them, so a single subscriber costs
-//!   no reference-count traffic); push the handle into each subscriber's queue from
-//!   this publisher; one SeqCst fence; then per subscriber: if it closed meanwhile,
-//!   drain what we pushed (so nothing leaks), and if it is blocked in
-//!   `receive_timeout`, bump its futex word and wake it.
+//! - loan: claim a free chunk for this publisher's owner bit (one CAS on the chunk's
+//!   word, see `iox_mempool::owners`).
+//! - send: write the entry about to be sent into the slot's journal (its own cache
+//!   line); push the entry into each active subscriber's queue from this publisher;
+//!   then, in one atomic step on the chunk's word, add one queue hold per delivery and
+//!   drop the publisher's own bit; clear the journal. One SeqCst fence; then per
+//!   subscriber: if it closed meanwhile, drain what we pushed (so nothing leaks), and
+//!   if it is blocked in `receive_timeout`, bump its futex word and wake it.
 //! - A sample dropped without being sent returns its chunk to the pool.
 //! - After `send`, the publisher loans the next chunk of the same class ahead (its
-//!   "spare", recorded in the loan table like any loan), so the next `loan` of that
-//!   class is local: the free-list CAS happens while the message is in flight. The
-//!   pool is sized with one spare per publisher.
+//!   "spare"), so the next `loan` of that class is local: the pool's CAS happens while
+//!   the message is in flight. The pool is sized with one spare per publisher.
 //!
-//! A `Publisher` is `Send` but not `Sync` (it keeps a class hint and a loan count in
-//! `Cell`s); samples borrow it.
+//! Crash safety: every chunk this publisher holds carries its owner bit, so recovery
+//! releases them all by clearing that bit; a send interrupted between the journal and
+//! the hand-off is finished by recovery, which counts the queues whose last entry is
+//! the journaled one (each entry carries this publisher's send sequence number, so an
+//! earlier send of the same chunk does not match).
+//!
+//! Decision: under `Overflow::DropOldest`, if a subscriber's queue is full *and* that
+//! subscriber is taking its oldest entry at this very moment for longer than a short
+//! spin (it was preempted mid-take, or died there), the new sample is not delivered to
+//! it rather than waiting on it; `send` still succeeds.
+//!
+//! A `Publisher` is `Send` but not `Sync` (it keeps a class hint, a loan count and a
+//! sequence number in `Cell`s); samples borrow it.
 
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::atomic::{Ordering, fence};
 
-use iox_mempool::{ChunkHandle, PoolInfo, PoolPin};
+use iox_mempool::{ChunkHandle, Owner, PoolInfo, PoolPin};
 use thiserror::Error;
 
 use crate::dynamic::{self, PortHeader};
 use crate::port::{self, PortCreateError, Shared};
-use crate::queue::Pushed;
+use crate::queue::{self, Popped, Pushed};
 use crate::sample::SampleMutUninit;
 use crate::{Overflow, Payload, ZeroCopySafe};
 
@@ -94,25 +104,26 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
     pub fn create(self) -> Result<Publisher<P>, PortCreateError> {
         let d = self.service.dynamic();
         let (max, max_subscribers) = (d.layout().max_publishers, d.layout().max_subscribers);
-        let (slot, generation) = port::claim(
-            &self.service,
-            (0..max).map(|p| d.publisher(p).0),
-            "publisher",
-            max,
-        )?;
+        // Free the slots of dead processes first (best effort: a live recoverer or an
+        // unreadable file only means no slot is freed now).
+        let _ = crate::recovery::recover(&self.service);
+        let (slot, generation) =
+            port::claim(&self.service, (0..max).map(|p| d.publisher(p)), "publisher", max)?;
         let pin = match port::pin(&self.service, self.pin) {
             Ok(p) => p,
             Err(e) => {
-                port::free(d.publisher(slot).0, generation);
+                port::free(d.publisher(slot), generation);
                 return Err(e);
             }
         };
-        port::activate(d.publisher(slot).0, generation);
+        port::activate(d.publisher(slot), generation);
         let read_cache = (0..max_subscribers).map(|_| Cell::new(0)).collect();
         Ok(Publisher {
             service: self.service,
             slot,
             generation,
+            owner: port::publisher_owner(slot),
+            seq: Cell::new(crate::node::random_u32() | 1),
             hint: Cell::new(0),
             loans: Cell::new(0),
             spare: Cell::new(None),
@@ -131,9 +142,12 @@ pub struct Publisher<P: ?Sized> {
     service: Shared,
     slot: usize,
     generation: u64,
+    owner: Owner,
+    /// Sequence number of the last send (never 0), tagged onto queue entries.
+    seq: Cell<u32>,
     hint: Cell<usize>,
     loans: Cell<usize>,
-    /// A chunk loaned ahead after the last send (recorded in the loan table).
+    /// A chunk loaned ahead after the last send.
     spare: Cell<Option<ChunkHandle>>,
     /// Per subscriber slot: our lower bound of that queue's read index.
     read_cache: Box<[Cell<u64>]>,
@@ -151,11 +165,11 @@ impl<P: ?Sized + Payload> Publisher<P> {
         self.pin.as_ref().is_some_and(PoolPin::is_pinned)
     }
 
-    fn header(&self) -> (&PortHeader, &[std::sync::atomic::AtomicU64]) {
+    fn header(&self) -> &PortHeader {
         self.service.dynamic().publisher(self.slot)
     }
 
-    /// Loans a chunk of at least `bytes` bytes and records it in the loan table.
+    /// Loans a chunk of at least `bytes` bytes.
     pub(crate) fn loan_bytes(&self, bytes: usize) -> Result<(ChunkHandle, *mut u8), LoanError> {
         let max = self.service.config.max_loans as usize;
         if self.loans.get() >= max {
@@ -166,9 +180,9 @@ impl<P: ?Sized + Payload> Publisher<P> {
             Some(h) if self.service.pool.layout().class_for(bytes, h.class()) == Some(h.class()) => h,
             spare => {
                 if let Some(h) = spare {
-                    self.drop_loan_entry(h);
+                    let _ = self.service.pool.release(h, self.owner);
                 }
-                self.loan_recorded(bytes)?
+                self.loan_chunk(bytes)?
             }
         };
         self.loans.set(self.loans.get() + 1);
@@ -180,41 +194,18 @@ impl<P: ?Sized + Payload> Publisher<P> {
         Ok((handle, ptr))
     }
 
-    /// Loans a chunk from the pool and records it in the loan table.
-    fn loan_recorded(&self, bytes: usize) -> Result<ChunkHandle, LoanError> {
+    /// Loans a chunk from the pool under this publisher's owner bit.
+    fn loan_chunk(&self, bytes: usize) -> Result<ChunkHandle, LoanError> {
         let mut hint = self.hint.get();
-        let handle = self.service.pool.loan(bytes, &mut hint)?;
+        let handle = self.service.pool.loan(bytes, &mut hint, self.owner)?;
         self.hint.set(hint);
-        let table = self.header().1;
-        if let Some(entry) = table.iter().find(|e| e.load(Ordering::Relaxed) == 0) {
-            entry.store(handle.to_raw() + 1, Ordering::Relaxed);
-        }
         Ok(handle)
-    }
-
-    /// Removes a chunk from the loan table (its reference now lives elsewhere).
-    fn clear_loan_entry(&self, handle: ChunkHandle) {
-        let raw = handle.to_raw() + 1;
-        if let Some(entry) = self.header().1.iter().find(|e| e.load(Ordering::Relaxed) == raw) {
-            entry.store(0, Ordering::Relaxed);
-        }
-    }
-
-    /// Removes a chunk from the loan table and returns it to the pool.
-    fn drop_loan_entry(&self, handle: ChunkHandle) {
-        self.clear_loan_entry(handle);
-        let _ = self.service.pool.release(handle);
-    }
-
-    fn forget_loan(&self, handle: ChunkHandle) {
-        self.clear_loan_entry(handle);
-        self.loans.set(self.loans.get() - 1);
     }
 
     /// Returns an unsent loan to the pool.
     pub(crate) fn drop_loan(&self, handle: ChunkHandle) {
-        self.forget_loan(handle);
-        let _ = self.service.pool.release(handle);
+        self.loans.set(self.loans.get() - 1);
+        let _ = self.service.pool.release(handle, self.owner);
     }
 
     /// After a send, off the latency path: loans the next chunk of the class just used,
@@ -223,8 +214,17 @@ impl<P: ?Sized + Payload> Publisher<P> {
     pub(crate) fn refill_spare(&self, class_of: ChunkHandle) {
         if self.spare.get().is_none() {
             let bytes = self.service.pool.layout().classes()[class_of.class()].chunk_size;
-            self.spare.set(self.loan_recorded(bytes).ok());
+            self.spare.set(self.loan_chunk(bytes).ok());
         }
+    }
+
+    fn next_seq(&self) -> u32 {
+        let seq = match self.seq.get().wrapping_add(1) {
+            0 => 1,
+            n => n,
+        };
+        self.seq.set(seq);
+        seq
     }
 
     /// Delivers a written chunk of `len` elements to every subscriber.
@@ -235,54 +235,47 @@ impl<P: ?Sized + Payload> Publisher<P> {
         let drop_oldest = self.service.config.overflow == Overflow::DropOldest;
         let _ = pool.set_user_word(handle, len as u64);
         let is_active = |w: u64| dynamic::split_state(w).1 == dynamic::ACTIVE;
-
-        let n = (0..subs)
-            .filter(|&s| is_active(d.subscriber(s).0.state.load(Ordering::Acquire)))
-            .count();
-        // One reference per delivery; ours is the n-th.
-        let _ = pool.retain_n(handle, n.saturating_sub(1) as u32);
-        let mut refs_left = n.max(1);
+        let journal = &self.header().journal;
+        let entry = queue::entry(self.next_seq(), handle);
+        journal.store(entry, Ordering::Relaxed);
         let (mut delivered, mut rejected) = (0, 0);
-        let raw = handle.to_raw();
         for s in 0..subs {
-            if refs_left == 0 {
-                break; // a subscriber that connected after we counted: next sample
-            }
-            let header = d.subscriber(s).0;
-            if !is_active(header.state.load(Ordering::Acquire)) {
+            if !is_active(d.subscriber(s).state.load(Ordering::Acquire)) {
                 continue;
             }
             let mut cached = self.read_cache[s].get();
-            let pushed = d.queue(self.slot, s).push(raw, drop_oldest, &mut cached);
+            let pushed = d
+                .queue(self.slot, s)
+                .push(entry, drop_oldest, &mut cached, |old| self.take_entry(old));
             self.read_cache[s].set(cached);
             match pushed {
                 Pushed::Stored => {}
-                Pushed::DroppedOldest(old) => self.release_raw(old),
+                Pushed::DroppedOldest(old) => self.release_entry(old),
                 Pushed::Full => {
                     rejected += 1;
                     continue;
                 }
+                // Documented above: the subscriber is stuck mid-take; skip it.
+                Pushed::Busy => continue,
             }
-            refs_left -= 1;
             delivered += 1;
         }
-        // Subscribers that closed or rejected: their references are ours to drop.
-        for _ in 0..refs_left {
-            let _ = pool.release(handle);
-        }
-        self.forget_loan(handle);
+        // One step: the queues' holds in, our own out (frees the chunk if no one got it).
+        let _ = pool.hand_off(handle, self.owner, delivered as u32);
+        journal.store(0, Ordering::Relaxed);
+        self.loans.set(self.loans.get() - 1);
         if delivered > 0 {
             // Pairs with the SeqCst RMW a subscriber does before it sleeps, and with the
             // SeqCst store a subscriber does when it closes.
             fence(Ordering::SeqCst);
             for s in 0..subs {
-                let header = d.subscriber(s).0;
+                let header = d.subscriber(s);
                 if !is_active(header.state.load(Ordering::Relaxed)) {
                     // It may have closed after our push and drained before it: drain
                     // what is left so no chunk is stranded.
                     let q = d.queue(self.slot, s);
-                    while let Some(old) = q.pop() {
-                        self.release_raw(old);
+                    while let Popped::Took(old) = q.pop(queue::BY_PRODUCER, |e| self.take_entry(e)) {
+                        self.release_entry(old);
                     }
                 } else if header.waiting.load(Ordering::Relaxed) > 0 {
                     header.wake.fetch_add(1, Ordering::Release);
@@ -300,9 +293,17 @@ impl<P: ?Sized + Payload> Publisher<P> {
         Ok(delivered)
     }
 
-    fn release_raw(&self, raw: u64) {
-        if let Some(h) = self.service.pool.handle_from_raw(raw) {
-            let _ = self.service.pool.release(h);
+    /// Moves a queue entry's hold on its chunk to this publisher (dropping or draining).
+    fn take_entry(&self, entry: u64) {
+        if let Some(h) = self.service.pool.handle_from_raw(queue::entry_chunk(entry)) {
+            let _ = self.service.pool.take_queued(h, self.owner);
+        }
+    }
+
+    /// Releases this publisher's hold on the chunk of an entry it took.
+    fn release_entry(&self, entry: u64) {
+        if let Some(h) = self.service.pool.handle_from_raw(queue::entry_chunk(entry)) {
+            let _ = self.service.pool.release(h, self.owner);
         }
     }
 }
@@ -335,13 +336,11 @@ impl<T: ZeroCopySafe> Publisher<[T]> {
 
 impl<P: ?Sized> Drop for Publisher<P> {
     fn drop(&mut self) {
-        // Loans borrow the publisher, so none is outstanding here. Queued samples stay
+        // Loans borrow the publisher, so only the spare is left. Queued samples stay
         // for the subscribers to read.
-        let (header, table) = self.service.dynamic().publisher(self.slot);
+        let header = self.service.dynamic().publisher(self.slot);
         if let Some(h) = self.spare.take() {
-            // The only loan left: clear the table, then return the chunk.
-            table.iter().for_each(|e| e.store(0, Ordering::Relaxed));
-            let _ = self.service.pool.release(h);
+            let _ = self.service.pool.release(h, self.owner);
         }
         port::close(header, self.generation);
         port::free(header, self.generation);

@@ -2,27 +2,65 @@
 //!
 //! Single producer (the publisher owning the pair), single consumer (the subscriber),
 //! plus one twist: when the queue is full under [`crate::Overflow::DropOldest`], the
-//! producer removes the oldest entry itself. So the read index is advanced with a CAS
-//! by whoever pops (consumer, producer on overflow, or a port draining the queue at
-//! teardown); only the producer writes the write index and the slots.
+//! producer removes the oldest entry itself, and a port tearing down drains queues it
+//! does not consume. So entries leave through a *claim* on the read word, which is
+//! `read_index << 2 | claim`:
+//! 1. the taker CASes the read word from `r << 2 | IDLE` to `r << 2 | BY_CONSUMER`
+//!    (or `BY_PRODUCER`), which gives it entry `r` exclusively;
+//! 2. it moves the entry's hold on the chunk into its own owner bit (one atomic step
+//!    in the pool, [`iox_mempool::Pool::take_queued`]);
+//! 3. it stores `(r + 1) << 2 | IDLE`.
 //!
-//! Why it is safe: the producer writes slot `w % cap` only after seeing `read > w -
-//! cap`, i.e. after the entry that lived there was popped. A popper that loaded that
-//! slot earlier for index `r = w - cap` then fails its CAS (`read` moved past `r`,
-//! and it never moves back), so a torn or newer value is never returned. Indices are
-//! 64-bit and never wrap in practice.
+//! A taker that dies between 1 and 3 leaves the claim in place, and recovery can tell
+//! exactly how far it got: the chunk word carries the taker's bit after step 2 and not
+//! before (a port never holds a chunk that is still queued for it). That is why this
+//! is a claim and not a single CAS of the index: a CAS alone would not say who took the
+//! entry when both the producer and the consumer could have.
 //!
-//! Memory: the read index sits alone on a cache line; the write index shares the
+//! Why the producer may write slot `w % cap`: only after seeing the read index above
+//! `w - cap`, i.e. after entry `w - cap` was taken (claims finish with the index
+//! moving on). Indices are 62-bit and never wrap in practice.
+//!
+//! Entries are `seq << 32 | class << 24 | index`: the publisher's send sequence number
+//! (so recovery can recognise the entry of an interrupted send) and the chunk.
+//!
+//! Memory: the read word sits alone on a cache line; the write index shares the
 //! slots' first line, so a push moves one line to the consumer. The producer caches
-//! the read index and reloads it only when the queue looks full. Entries are raw
-//! chunk handles (`ChunkHandle::to_raw`), validated by whoever pops them.
+//! the read index and reloads it only when the queue looks full.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use iox_mempool::ChunkHandle;
 
 /// An index alone on its cache line.
 #[repr(C, align(64))]
 pub(crate) struct PaddedIndex {
     pub(crate) value: AtomicU64,
+}
+
+/// No one is taking an entry.
+pub(crate) const IDLE: u64 = 0;
+/// The consumer (or someone acting for it: a drain, recovery) is taking entry `r`.
+pub(crate) const BY_CONSUMER: u64 = 1;
+/// The producer (dropping the oldest, or draining) is taking entry `r`.
+pub(crate) const BY_PRODUCER: u64 = 2;
+
+/// How often a taker looks again at a claim someone else holds before giving up for
+/// now (a live claimer finishes within a few instructions; a dead one never does).
+const CLAIM_SPINS: u32 = 64;
+
+/// The queue entry for `handle` sent with sequence number `seq`.
+pub(crate) fn entry(seq: u32, handle: ChunkHandle) -> u64 {
+    (u64::from(seq) << 32) | ((handle.class() as u64) << 24) | u64::from(handle.index())
+}
+
+/// The chunk of an entry, as `ChunkHandle::to_raw` encodes it.
+pub(crate) fn entry_chunk(entry: u64) -> u64 {
+    (((entry >> 24) & 0xff) << 32) | (entry & 0x00ff_ffff)
+}
+
+fn split(word: u64) -> (u64, u64) {
+    (word >> 2, word & 3)
 }
 
 /// A view of one queue in the dynamic segment.
@@ -36,10 +74,24 @@ pub(crate) struct Queue<'a> {
 pub(crate) enum Pushed {
     /// Stored; nothing dropped.
     Stored,
-    /// Stored after dropping the oldest entry, returned here for release.
+    /// Stored after dropping the oldest entry, whose hold now belongs to the producer.
     DroppedOldest(u64),
-    /// Not stored: the queue is full and the policy is to reject.
+    /// Not stored: the queue is full and the policy is to reject (or the indices are
+    /// corrupt).
     Full,
+    /// Not stored: the queue is full and the consumer is taking the oldest entry right
+    /// now (or died doing so).
+    Busy,
+}
+
+/// Result of a pop.
+pub(crate) enum Popped {
+    /// Nothing queued.
+    Empty,
+    /// Someone else holds a claim on the oldest entry; try again later.
+    Busy,
+    /// Took this entry; its hold now belongs to the taker.
+    Took(u64),
 }
 
 impl Queue<'_> {
@@ -47,45 +99,66 @@ impl Queue<'_> {
         self.slots.len() as u64
     }
 
+    fn slot(&self, index: u64) -> &AtomicU64 {
+        &self.slots[(index % self.cap()) as usize]
+    }
+
     /// Producer only: appends `value`, dropping the oldest entry if full and
-    /// `drop_oldest`, else refusing. `read_cache` is the producer's own copy of the
-    /// read index (a lower bound, since the index only grows): the shared index is
-    /// loaded only when the cache says the queue is full, so the consumer's line is
-    /// not pulled over on every push.
+    /// `drop_oldest` (`take` moves the dropped entry's hold to the producer), else
+    /// refusing. `read_cache` is the producer's own lower bound of the read index.
     #[inline]
-    pub(crate) fn push(&self, value: u64, drop_oldest: bool, read_cache: &mut u64) -> Pushed {
+    pub(crate) fn push(
+        &self,
+        value: u64,
+        drop_oldest: bool,
+        read_cache: &mut u64,
+        take: impl FnOnce(u64),
+    ) -> Pushed {
         let w = self.write.load(Ordering::Relaxed);
         let mut dropped = None;
         let mut r = *read_cache;
+        let mut take = Some(take);
+        let mut spins = 0;
         loop {
             if w.wrapping_sub(r) < self.cap() {
                 break;
             }
-            let fresh = self.read.load(Ordering::Acquire);
+            let word = self.read.load(Ordering::Acquire);
+            let (fresh, claim) = split(word);
             if fresh != r {
                 r = fresh;
                 *read_cache = r;
                 continue;
             }
-            if w.wrapping_sub(r) > self.cap() {
-                // No producer lets more than `cap` entries pile up: corrupt indices.
+            if w.wrapping_sub(r) > self.cap() || !drop_oldest {
+                // More than `cap` entries means corrupt indices; else the policy rejects.
                 return Pushed::Full;
             }
-            if !drop_oldest {
-                return Pushed::Full;
+            if claim != IDLE {
+                spins += 1;
+                if spins > CLAIM_SPINS {
+                    return Pushed::Busy;
+                }
+                std::hint::spin_loop();
+                continue;
             }
-            let old = self.slots[(r % self.cap()) as usize].load(Ordering::Relaxed);
             if self
                 .read
-                .compare_exchange(r, r.wrapping_add(1), Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange(word, (r << 2) | BY_PRODUCER, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
+                let old = self.slot(r).load(Ordering::Relaxed);
+                if let Some(take) = take.take() {
+                    take(old);
+                }
+                r = r.wrapping_add(1);
+                self.read.store(r << 2, Ordering::Release);
+                *read_cache = r;
                 dropped = Some(old);
-                *read_cache = r.wrapping_add(1);
                 break;
             }
         }
-        self.slots[(w % self.cap()) as usize].store(value, Ordering::Relaxed);
+        self.slot(w).store(value, Ordering::Relaxed);
         self.write.store(w.wrapping_add(1), Ordering::Release);
         match dropped {
             Some(old) => Pushed::DroppedOldest(old),
@@ -93,41 +166,83 @@ impl Queue<'_> {
         }
     }
 
-    /// Takes the oldest entry, if any. Safe to call from any process.
+    /// Takes the oldest entry, claiming it as `claim_as` ([`BY_CONSUMER`] or
+    /// [`BY_PRODUCER`]); `take` moves the entry's hold to the taker before the index
+    /// moves on. Safe to call from any process.
     #[inline]
-    pub(crate) fn pop(&self) -> Option<u64> {
+    pub(crate) fn pop(&self, claim_as: u64, take: impl FnOnce(u64)) -> Popped {
+        let mut spins = 0;
         loop {
-            let r = self.read.load(Ordering::Acquire);
+            let word = self.read.load(Ordering::Acquire);
+            let (r, claim) = split(word);
+            if claim != IDLE {
+                spins += 1;
+                if spins > CLAIM_SPINS {
+                    return Popped::Busy;
+                }
+                std::hint::spin_loop();
+                continue;
+            }
             let w = self.write.load(Ordering::Acquire);
             if r == w {
-                return None;
+                return Popped::Empty;
             }
             if w.wrapping_sub(r) > self.cap() {
                 // The producer dropped the oldest between our two loads (read moved on):
                 // look again. Otherwise the indices are corrupt: report empty.
-                if self.read.load(Ordering::Acquire) != r {
+                if self.read.load(Ordering::Acquire) != word {
                     continue;
                 }
-                return None;
+                return Popped::Empty;
             }
-            let value = self.slots[(r % self.cap()) as usize].load(Ordering::Relaxed);
             if self
                 .read
-                .compare_exchange(r, r.wrapping_add(1), Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange(word, (r << 2) | claim_as, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
-                return Some(value);
+                let value = self.slot(r).load(Ordering::Relaxed);
+                take(value);
+                self.read.store(r.wrapping_add(1) << 2, Ordering::Release);
+                return Popped::Took(value);
             }
         }
     }
 
-    /// Number of entries queued (a snapshot; 0 for corrupt indices, as `pop` sees them).
+    /// Number of entries queued and not being taken right now (a snapshot; 0 for
+    /// corrupt indices, as `pop` sees them).
     pub(crate) fn len(&self) -> u64 {
-        let r = self.read.load(Ordering::Acquire);
+        let (r, claim) = split(self.read.load(Ordering::Acquire));
         let w = self.write.load(Ordering::Acquire);
         match w.wrapping_sub(r) {
             n if n > self.cap() => 0,
+            n if claim != IDLE => n.saturating_sub(1),
             n => n,
         }
+    }
+
+    /// Recovery of a dead taker that claimed as `claimer`: if the claim is still
+    /// there, finishes it (the index moves on) when `taken(entry)` says the entry's
+    /// hold already moved to the taker, and undoes it otherwise. Returns the entry if
+    /// a claim was resolved and whether it had been taken.
+    pub(crate) fn resolve_claim(&self, claimer: u64, taken: impl FnOnce(u64) -> bool) -> Option<(u64, bool)> {
+        let word = self.read.load(Ordering::Acquire);
+        let (r, claim) = split(word);
+        if claim != claimer {
+            return None;
+        }
+        let value = self.slot(r).load(Ordering::Relaxed);
+        let was_taken = taken(value);
+        let next = if was_taken { r.wrapping_add(1) << 2 } else { r << 2 };
+        self.read
+            .compare_exchange(word, next, Ordering::AcqRel, Ordering::Relaxed)
+            .ok()
+            .map(|_| (value, was_taken))
+    }
+
+    /// The entry pushed last, if any (recovery of a dead producer: nobody else writes
+    /// the slots, so it is still there).
+    pub(crate) fn last_pushed(&self) -> Option<u64> {
+        let w = self.write.load(Ordering::Acquire);
+        (w != 0).then(|| self.slot(w.wrapping_sub(1)).load(Ordering::Relaxed))
     }
 }

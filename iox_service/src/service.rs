@@ -1,29 +1,28 @@
 //! Services by name: the builder, and open / create / open-or-create without a broker.
 //!
-//! Protocol (see DESIGN.md, "Creating and opening a service"):
+//! Protocol (see DESIGN.md, "Creating and opening a service", and [`crate::lifecycle`]
+//! for who may delete which file):
 //! 1. Read `iox_<H>.service`. If it exists, check it (name, version, payload type,
 //!    memory type if the caller set one, limits the caller asked for), open the dynamic
 //!    segment (size checked before mapping, magic, version, and the hash of the static
-//!    config it belongs to), register as a user with a CAS that fails once the service
-//!    is being destroyed, then open the pool.
-//! 2. If not, create `iox_<H>.dynamic` with `O_EXCL`. The winner removes stale pool
-//!    files (it holds the only dynamic segment, so none can be live), creates the pool,
-//!    fills in the dynamic header, stores its magic last (Release), and publishes the
-//!    static config with an atomic rename. Losers wait for the static config.
-//! 3. Anything transient (a service being removed, another process creating it) is
+//!    config it belongs to), check its lifecycle (a dead creator or remover is taken
+//!    over and its files removed), open the pool, recover dead participants
+//!    ([`crate::recovery`]); if no live user is left the service is removed and
+//!    created afresh; else register as a user.
+//! 2. If not, build the dynamic segment under a temporary name and rename it into
+//!    place with `RENAME_NOREPLACE` (the exclusive step); the winner creates the pool,
+//!    publishes the static config with an atomic rename and marks the service alive.
+//!    Losers wait for it.
+//! 3. Anything transient (a service being created or removed by a live process) is
 //!    retried with a short back-off until the builder's timeout (default 10 s).
 //!
 //! A service is removed when its last user (a service handle, held by every port) goes
-//! away: the user count goes by CAS from 1 to `DESTROYING`, then the pool, the dynamic
-//! segment and last the static config are unlinked. An opener that loses that race
-//! retries from step 1 and creates the service afresh.
-//!
-//! Decisions where DESIGN.md is silent: a service handle in one process is one user;
-//! subscribers see samples sent after they connect (no history); the pool of a typed
-//! service has one class holding `T`, sized so a well-behaved user never exhausts it:
-//! `publishers x (loans + 1 spare + subscribers x buffer) + subscribers x held`. The payload is
-//! mapped read-write in every process (one mapping per service handle, so pinning it is
-//! one registration however many ports share it).
+//! away. Decisions where DESIGN.md is silent: a service handle in one process is one
+//! user; subscribers see samples sent after they connect (no history); the pool of a
+//! typed service has one class holding `T`, sized so a well-behaved user never
+//! exhausts it: `publishers x (loans + 1 spare + subscribers x buffer) + subscribers x
+//! held`. The payload is mapped read-write in every process (one mapping per service
+//! handle, so pinning it is one registration however many ports share it).
 
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
@@ -35,16 +34,14 @@ use iox_mempool::segment::{self, Access, CreateSegmentError, OpenSegmentError, S
 use iox_mempool::{LayoutError, MemoryType, OpenPoolError, Pool, PoolInfo, PoolLayout};
 use thiserror::Error;
 
-use crate::dynamic::{self, DESTROYING, Dynamic, DynamicLayout};
-use crate::node::Node;
+use crate::dynamic::{self, Dynamic, DynamicLayout};
+use crate::lifecycle::{self, Phase, RegisterError, file_names};
+use crate::node::{self, Node};
+use crate::recovery::{self, Liveness};
 use crate::static_config::{self, ConfigError, MessagingPattern, Overflow, StaticConfig};
 use crate::{NameError, Payload, PayloadType, ServiceName};
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-
-fn file_names(stem: &str) -> (String, String) {
-    (format!("{stem}.service"), format!("{stem}.dynamic"))
-}
 
 /// The entry point: a service name, and where its files live.
 ///
@@ -63,24 +60,8 @@ fn file_names(stem: &str) -> (String, String) {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Service {
-    name: ServiceName,
-    root: PathBuf,
-}
-
-/// Why [`Service::remove`] failed.
-#[derive(Debug, Error)]
-pub enum RemoveError {
-    /// The name is invalid.
-    #[error(transparent)]
-    Name(#[from] NameError),
-    /// A file could not be removed.
-    #[error("cannot remove the files of service {name:?}: {source}")]
-    Io {
-        /// The service.
-        name: String,
-        /// The error.
-        source: std::io::Error,
-    },
+    pub(crate) name: ServiceName,
+    pub(crate) root: PathBuf,
 }
 
 impl Service {
@@ -118,38 +99,6 @@ impl Service {
         }
     }
 
-    /// Removes the files of service `name` under the default root, whoever uses it.
-    /// Returns whether anything existed. Mapped users keep working on their mappings;
-    /// new openers create the service afresh.
-    pub fn remove(name: &str) -> Result<bool, RemoveError> {
-        Self::remove_in(&iox_mempool::root::root_dir(), name)
-    }
-
-    /// [`Service::remove`] under `root`.
-    pub fn remove_in(root: &Path, name: &str) -> Result<bool, RemoveError> {
-        let name = ServiceName::new(name)?;
-        let stem = name.stem();
-        // Mark the segment destroyed first, so its users' last drop does not remove
-        // the files of whatever service is created under this name afterwards.
-        if let Ok(d) = Segment::open(
-            root,
-            &file_names(&stem).1,
-            Access::ReadWrite,
-            dynamic::HEADER_LEN as u64,
-        ) {
-            let layout = DynamicLayout::header_only();
-            // SAFETY: at least HEADER_LEN bytes, page-aligned; only the header is used.
-            let header = unsafe { Dynamic::new(d.as_ptr(), &layout) }.header();
-            if header.magic.load(Ordering::Acquire) == dynamic::DYNAMIC_MAGIC {
-                header.users.store(DESTROYING, Ordering::Release);
-            }
-        }
-        remove_files(root, &stem).map_err(|source| RemoveError::Io {
-            name: name.to_string(),
-            source,
-        })
-    }
-
     /// Whether a service called `name` exists under the default root.
     pub fn exists(name: &str) -> Result<bool, NameError> {
         Self::exists_in(&iox_mempool::root::root_dir(), name)
@@ -179,14 +128,6 @@ impl Service {
         }
         Ok(out)
     }
-}
-
-fn remove_files(root: &Path, stem: &str) -> std::io::Result<bool> {
-    let (config, dynamic) = file_names(stem);
-    let pool = Pool::remove(root, stem)?;
-    let dynamic = segment::remove(root, &dynamic)?;
-    let config = segment::remove(root, &config)?;
-    Ok(pool || dynamic || config)
 }
 
 /// Builds, opens or creates a publish-subscribe service. Settings other than the
@@ -252,6 +193,14 @@ pub enum CreateError {
         what: &'static str,
         /// Why.
         source: std::io::Error,
+    },
+    /// A file of the existing service is unreadable or invalid.
+    #[error("service {name:?}: {what}")]
+    Corrupt {
+        /// The service.
+        name: String,
+        /// What is wrong, naming the file.
+        what: String,
     },
     /// The service was being removed and did not finish within the timeout.
     #[error("service {name:?} was still being removed after {waited:?}")]
@@ -338,6 +287,14 @@ pub enum OpenError {
         /// Why.
         source: OpenPoolError,
     },
+    /// The service has its maximum of open handles.
+    #[error("service {name:?} already has {max} open handles (one per process and open); close some")]
+    TooManyUsers {
+        /// The service.
+        name: String,
+        /// The limit.
+        max: usize,
+    },
     /// The process node could not be set up under the root.
     #[error("cannot set up this process's node file under {}: {source}", root.display())]
     Node {
@@ -347,9 +304,7 @@ pub enum OpenError {
         source: std::io::Error,
     },
     /// The service stayed half-created or half-removed beyond the timeout.
-    #[error(
-        "service {name:?} did not become ready within {waited:?} (its creator may have died; last state: {last})"
-    )]
+    #[error("service {name:?} did not become ready within {waited:?} (last state: {last})")]
     TimedOut {
         /// The service.
         name: String,
@@ -649,7 +604,8 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
     fn try_open(&self) -> Attempt<PubSubService<P>, OpenError> {
         let stem = self.name.stem();
         let (config_name, dynamic_name) = file_names(&stem);
-        let (config, hash) = match StaticConfig::read(&self.root.join(&config_name)) {
+        let config_path = self.root.join(&config_name);
+        let (config, hash) = match StaticConfig::read(&config_path) {
             Ok(c) => c,
             Err(e) => return Attempt::Failed(e.into()),
         };
@@ -662,16 +618,28 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             &self.root,
             &dynamic_name,
             Access::ReadWrite,
-            dynamic::HEADER_LEN as u64,
+            DynamicLayout::header_only().len as u64,
         ) {
             Ok(d) => d,
             Err(OpenSegmentError::NotFound { .. }) => {
-                return Attempt::Retry("static config without dynamic segment".into());
+                // Removal unlinks the static config first and creation places the
+                // dynamic segment first, so a static config still there (same text)
+                // without one is debris, not a transient state.
+                if StaticConfig::read(&config_path).is_ok_and(|(_, h)| h == hash) {
+                    return Attempt::Failed(OpenError::Corrupt {
+                        name: name(),
+                        what: format!(
+                            "{} has no dynamic segment {dynamic_name} beside it (left by a crash of an older iox, or deleted by hand); remove the service",
+                            config_path.display()
+                        ),
+                    });
+                }
+                return Attempt::Retry("removed while opening".into());
             }
             Err(source) => return Attempt::Failed(OpenError::Segment { name: name(), source }),
         };
-        // SAFETY: the segment is at least HEADER_LEN bytes and page-aligned; only the
-        // header is touched until the full length is checked below.
+        // SAFETY: the segment is at least the header and users table long and
+        // page-aligned; nothing else is touched until the full length is checked.
         let header = unsafe { Dynamic::new(dynamic.as_ptr(), &layout) }.header();
         let corrupt = |what: String| {
             Attempt::Failed(OpenError::Corrupt {
@@ -680,7 +648,6 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             })
         };
         match header.magic.load(Ordering::Acquire) {
-            0 => return Attempt::Retry("dynamic segment not initialised".into()),
             dynamic::DYNAMIC_MAGIC => {}
             m => return corrupt(format!("wrong magic {m:#018x}")),
         }
@@ -694,15 +661,24 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
         if header.config_hash.load(Ordering::Relaxed) != hash {
             // A dynamic segment of another incarnation of the service (it is being
             // removed or re-created right now), or tampering; retry until the timeout.
-            return Attempt::Retry("dynamic segment belongs to another static config".into());
+            return Attempt::Retry(format!(
+                "{} belongs to another static config than {}",
+                dynamic.path().display(),
+                config_path.display()
+            ));
         }
-        if dynamic.len() < layout.len {
+        if dynamic.len() != layout.len {
             return corrupt(format!(
-                "{} bytes long, the static config needs {}",
+                "{} bytes long, the static config says exactly {}",
                 dynamic.len(),
                 layout.len
             ));
         }
+        if let Err(what) = dynamic::check_limits(header, &config) {
+            return corrupt(what);
+        }
+        // SAFETY: the full length is checked just above.
+        let d = unsafe { Dynamic::new(dynamic.as_ptr(), &layout) };
         let node = match Node::for_root(&self.root) {
             Ok(n) => n,
             Err(source) => {
@@ -712,18 +688,15 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
                 });
             }
         };
-        let mut users = header.users.load(Ordering::Relaxed);
-        loop {
-            if users == DESTROYING {
-                return Attempt::Retry("being removed".into());
+        let mut live = Liveness::new(&self.root, node.id());
+        match lifecycle::phase(&self.root, &stem, &dynamic, d, &mut live) {
+            Phase::Alive => {}
+            Phase::Busy { pid, creating } => {
+                let doing = if creating { "created" } else { "removed" };
+                return Attempt::Retry(format!("being {doing} by process {pid}"));
             }
-            match header
-                .users
-                .compare_exchange_weak(users, users + 1, Ordering::AcqRel, Ordering::Relaxed)
-            {
-                Ok(_) => break,
-                Err(now) => users = now,
-            }
+            Phase::Removed => return Attempt::Retry("its creator or remover had died; removed it".into()),
+            Phase::Corrupt(word) => return corrupt(format!("invalid lifecycle word {word:#x}")),
         }
         let pool = match Pool::open_tagged(
             &self.root,
@@ -734,17 +707,26 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             hash,
         ) {
             Ok(p) => p,
-            Err(source) => {
-                release_user(&self.root, &stem, &dynamic, &layout);
-                return match source {
-                    // Our dynamic segment was removed and the service created anew
-                    // between our reads: start over.
-                    OpenPoolError::TagMismatch { .. }
-                    | OpenPoolError::Segment(OpenSegmentError::NotFound { .. }) => {
-                        Attempt::Retry("service re-created while opening".into())
-                    }
-                    source => Attempt::Failed(OpenError::Pool { name: name(), source }),
-                };
+            // Our dynamic segment was removed and the service created anew between
+            // our reads: start over.
+            Err(
+                OpenPoolError::TagMismatch { .. } | OpenPoolError::Segment(OpenSegmentError::NotFound { .. }),
+            ) => return Attempt::Retry("service re-created while opening".into()),
+            Err(source) => return Attempt::Failed(OpenError::Pool { name: name(), source }),
+        };
+        // Best effort: a live recoverer busy with it is fine too.
+        let _ = recovery::recover_in(d, &pool, &mut live);
+        if lifecycle::remove_if_unused(&self.root, &stem, &dynamic, d, node.id()) {
+            return Attempt::Retry("no live process used it any more; removed it".into());
+        }
+        let user = match lifecycle::register_user(d, node.id()) {
+            Ok(i) => i,
+            Err(RegisterError::NotAlive) => return Attempt::Retry("being removed".into()),
+            Err(RegisterError::Full) => {
+                return Attempt::Failed(OpenError::TooManyUsers {
+                    name: name(),
+                    max: dynamic::USER_SLOTS,
+                });
             }
         };
         Attempt::Done(PubSubService::new(ServiceShared {
@@ -755,7 +737,8 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             pool: Arc::new(pool),
             dynamic,
             layout,
-            _node: node,
+            node,
+            user,
             created: false,
         }))
     }
@@ -767,33 +750,69 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
         let stem = self.name.stem();
         let (config_name, dynamic_name) = file_names(&stem);
         let name = || self.name.to_string();
-        let node = Node::for_root(&self.root).map_err(|source| CreateError::Io {
+        let io = |what, source| CreateError::Io {
             name: name(),
-            what: "set up the process node file",
+            what,
             source,
-        })?;
-        let layout = DynamicLayout::new(config);
-        let dynamic = match Segment::create(&self.root, &dynamic_name, layout.len, config.permissions) {
-            Ok(d) => d,
-            Err(CreateSegmentError::AlreadyExists { .. }) => {
-                return Ok(Attempt::Failed(CreateError::AlreadyExists(name())));
-            }
-            Err(source) => return Err(CreateError::Segment { name: name(), source }),
         };
+        let node = Node::for_root(&self.root).map_err(|e| io("set up the process node file", e))?;
+        let me = node.id();
+        let layout = DynamicLayout::new(config);
+        let tmp = node::temp_file_name(&dynamic_name, me);
+        let _ = segment::remove(&self.root, &tmp);
+        let dynamic = Segment::create(&self.root, &tmp, layout.len, config.permissions)
+            .map_err(|source| CreateError::Segment { name: name(), source })?;
+        let hash = static_config::text_hash(&config.to_ron());
+        // SAFETY: the segment was created with exactly layout.len bytes, page-aligned.
+        let d = unsafe { Dynamic::new(dynamic.as_ptr(), &layout) };
+        let header = d.header();
+        header.config_hash.store(hash, Ordering::Relaxed);
+        header
+            .lifecycle
+            .store(dynamic::lifecycle_word(me, dynamic::CREATING), Ordering::Relaxed);
+        header.creator_node.store(me, Ordering::Relaxed);
+        header.version.store(dynamic::DYNAMIC_VERSION, Ordering::Relaxed);
+        header
+            .max_publishers
+            .store(config.max_publishers, Ordering::Relaxed);
+        header
+            .max_subscribers
+            .store(config.max_subscribers, Ordering::Relaxed);
+        header
+            .subscriber_buffer
+            .store(config.subscriber_buffer, Ordering::Relaxed);
+        header.max_loans.store(config.max_loans, Ordering::Relaxed);
+        header.max_held.store(config.max_held, Ordering::Relaxed);
+        header
+            .user_slots
+            .store(dynamic::USER_SLOTS as u32, Ordering::Relaxed);
+        d.users()[0].store(me, Ordering::Relaxed);
+        header.magic.store(dynamic::DYNAMIC_MAGIC, Ordering::Release);
+        crate::fault::stall_point("create-before-rename");
+        // The exclusive step: the complete segment appears under its name, or not.
+        match rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            self.root.join(&tmp),
+            rustix::fs::CWD,
+            self.root.join(&dynamic_name),
+            rustix::fs::RenameFlags::NOREPLACE,
+        ) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::EXIST) => {
+                let _ = segment::remove(&self.root, &tmp);
+                return Ok(self.existing(&stem, me));
+            }
+            Err(e) => {
+                let _ = segment::remove(&self.root, &tmp);
+                return Err(io("place the dynamic segment", e.into()));
+            }
+        }
+        // We hold the anchor (CREATING by us): files of this name are ours to replace.
         let undo = |e: CreateError| {
-            let _ = Pool::remove(&self.root, &stem);
-            let _ = segment::remove(&self.root, &dynamic_name);
+            let _ = lifecycle::remove_files(&self.root, &stem, &dynamic);
             e
         };
-        if self.root.join(&config_name).exists() {
-            // The previous incarnation's remover has unlinked the dynamic segment but
-            // not yet its static config: let it finish, then try again.
-            let _ = segment::remove(&self.root, &dynamic_name);
-            return Ok(Attempt::Retry("previous incarnation still being removed".into()));
-        }
-        // We hold the only dynamic segment, so pool files here are a dead creator's.
         let _ = Pool::remove(&self.root, &stem);
-        let hash = static_config::text_hash(&config.to_ron());
         let pool = Pool::create_tagged(
             &self.root,
             &stem,
@@ -813,32 +832,26 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
                 },
             })
         })?;
-        // SAFETY: the segment was created with exactly layout.len bytes, page-aligned.
-        let header = unsafe { Dynamic::new(dynamic.as_ptr(), &layout) }.header();
-        header.config_hash.store(hash, Ordering::Relaxed);
-        header.users.store(1, Ordering::Relaxed);
-        header.creator_node.store(node.id(), Ordering::Relaxed);
-        header.version.store(dynamic::DYNAMIC_VERSION, Ordering::Relaxed);
-        header
-            .max_publishers
-            .store(config.max_publishers, Ordering::Relaxed);
-        header
-            .max_subscribers
-            .store(config.max_subscribers, Ordering::Relaxed);
-        header
-            .subscriber_buffer
-            .store(config.subscriber_buffer, Ordering::Relaxed);
-        header.max_loans.store(config.max_loans, Ordering::Relaxed);
-        header.max_held.store(config.max_held, Ordering::Relaxed);
-        header.magic.store(dynamic::DYNAMIC_MAGIC, Ordering::Release);
-        let written = config.write_atomic(&self.root, &config_name).map_err(|source| {
-            undo(CreateError::Io {
-                name: name(),
-                what: "write the static config",
-                source,
-            })
-        })?;
+        crate::fault::stall_point("create-before-config");
+        let written = config
+            .write_atomic(&self.root, &config_name, me)
+            .map_err(|source| undo(io("write the static config", source)))?;
         debug_assert_eq!(written, hash);
+        if header
+            .lifecycle
+            .compare_exchange(
+                dynamic::lifecycle_word(me, dynamic::CREATING),
+                dynamic::lifecycle_word(0, dynamic::ALIVE),
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            )
+            .is_err()
+        {
+            return Err(undo(io(
+                "mark it alive",
+                std::io::Error::other("its lifecycle word was changed by another process"),
+            )));
+        }
         Ok(Attempt::Done(PubSubService::new(ServiceShared {
             name: self.name.clone(),
             root: self.root.clone(),
@@ -847,9 +860,71 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             pool: Arc::new(pool),
             dynamic,
             layout,
-            _node: node,
+            node,
+            user: 0,
             created: true,
         })))
+    }
+
+    /// A dynamic segment is in place already: is it a service, one being created or
+    /// removed, or debris of a dead creator or remover (taken over and removed)?
+    fn existing(&self, stem: &str, me: u64) -> Attempt<PubSubService<P>, CreateError> {
+        let (config_name, dynamic_name) = file_names(stem);
+        let name = || self.name.to_string();
+        let header_only = DynamicLayout::header_only();
+        let dynamic = match Segment::open(
+            &self.root,
+            &dynamic_name,
+            Access::ReadWrite,
+            header_only.len as u64,
+        ) {
+            Ok(d) => d,
+            Err(OpenSegmentError::NotFound { .. }) => return Attempt::Retry("removed meanwhile".into()),
+            Err(e) => {
+                return Attempt::Failed(CreateError::Corrupt {
+                    name: name(),
+                    what: e.to_string(),
+                });
+            }
+        };
+        let corrupt = |what: String| {
+            Attempt::Failed(CreateError::Corrupt {
+                name: name(),
+                what: format!("{}: {what}", dynamic.path().display()),
+            })
+        };
+        // SAFETY: at least the header and users table, page-aligned; nothing else used.
+        let d = unsafe { Dynamic::new(dynamic.as_ptr(), &header_only) };
+        let magic = d.header().magic.load(Ordering::Acquire);
+        if magic != dynamic::DYNAMIC_MAGIC {
+            return corrupt(format!("wrong magic {magic:#018x}"));
+        }
+        let version = d.header().version.load(Ordering::Relaxed);
+        if version != dynamic::DYNAMIC_VERSION {
+            return corrupt(format!(
+                "format version {version}, this iox reads {}",
+                dynamic::DYNAMIC_VERSION
+            ));
+        }
+        let mut live = Liveness::new(&self.root, me);
+        match lifecycle::phase(&self.root, stem, &dynamic, d, &mut live) {
+            Phase::Alive if self.root.join(&config_name).exists() => {
+                Attempt::Failed(CreateError::AlreadyExists(name()))
+            }
+            Phase::Alive => {
+                // Alive without a static config: debris if none of its users lives.
+                recovery::recover_users(d, &mut live);
+                if lifecycle::remove_if_unused(&self.root, stem, &dynamic, d, me) {
+                    Attempt::Retry("removed a service left without static config and users".into())
+                } else {
+                    corrupt(format!("in use, but its static config {config_name} is missing"))
+                }
+            }
+            Phase::Busy { creating: true, .. } => Attempt::Failed(CreateError::AlreadyExists(name())),
+            Phase::Busy { pid, .. } => Attempt::Retry(format!("being removed by process {pid}")),
+            Phase::Removed => Attempt::Retry("its creator or remover had died; removed it".into()),
+            Phase::Corrupt(word) => corrupt(format!("invalid lifecycle word {word:#x}")),
+        }
     }
 }
 
@@ -875,38 +950,6 @@ fn backoff(start: Instant) {
     std::thread::sleep(Duration::from_micros((100 + waited / 10).min(10_000)));
 }
 
-/// Drops one user of the service; the last one removes its files.
-fn release_user(root: &Path, stem: &str, dynamic: &Segment, layout: &DynamicLayout) {
-    // SAFETY: callers checked the segment holds at least the header.
-    let header = unsafe { Dynamic::new(dynamic.as_ptr(), layout) }.header();
-    let mut users = header.users.load(Ordering::Relaxed);
-    loop {
-        if users == DESTROYING || users == 0 {
-            return; // someone else removes it (or the count is corrupt): leave it
-        }
-        let next = if users == 1 { DESTROYING } else { users - 1 };
-        match header
-            .users
-            .compare_exchange_weak(users, next, Ordering::AcqRel, Ordering::Relaxed)
-        {
-            Ok(_) => break,
-            Err(now) => users = now,
-        }
-    }
-    // Remove the files only if they are still ours: after an explicit remove the name
-    // may already belong to a new incarnation.
-    if users == 1 && same_file(dynamic, &root.join(file_names(stem).1)) {
-        let _ = remove_files(root, stem);
-    }
-}
-
-/// Whether `path` is the file `segment` has open (same device and inode).
-fn same_file(segment: &Segment, path: &Path) -> bool {
-    let ours = rustix::fs::fstat(segment.file());
-    let there = rustix::fs::lstat(path);
-    matches!((ours, there), (Ok(a), Ok(b)) if a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-}
-
 /// What one process shares between a service handle and its ports.
 #[derive(Debug)]
 pub(crate) struct ServiceShared {
@@ -917,7 +960,9 @@ pub(crate) struct ServiceShared {
     pub(crate) pool: Arc<Pool>,
     pub(crate) dynamic: Segment,
     pub(crate) layout: DynamicLayout,
-    pub(crate) _node: Arc<Node>,
+    pub(crate) node: Arc<Node>,
+    /// Our entry in the users table.
+    pub(crate) user: usize,
     pub(crate) created: bool,
 }
 
@@ -929,13 +974,21 @@ impl ServiceShared {
     }
 
     pub(crate) fn node_id(&self) -> u64 {
-        self._node.id()
+        self.node.id()
     }
 }
 
 impl Drop for ServiceShared {
     fn drop(&mut self) {
-        release_user(&self.root, &self.stem, &self.dynamic, &self.layout);
+        let d = self.dynamic();
+        lifecycle::unregister_user(
+            &self.root,
+            &self.stem,
+            &self.dynamic,
+            d,
+            self.user,
+            self.node.id(),
+        );
     }
 }
 
@@ -998,7 +1051,7 @@ impl<P: ?Sized + Payload> PubSubService<P> {
     pub fn waiting_subscribers(&self) -> usize {
         let d = self.shared.dynamic();
         (0..d.layout().max_subscribers)
-            .map(|s| d.subscriber(s).0.waiting.load(Ordering::Relaxed) as usize)
+            .map(|s| d.subscriber(s).waiting.load(Ordering::Relaxed) as usize)
             .sum()
     }
 
@@ -1010,11 +1063,9 @@ impl<P: ?Sized + Payload> PubSubService<P> {
         };
         let l = d.layout();
         (
-            (0..l.max_publishers)
-                .filter(|&p| active(d.publisher(p).0))
-                .count(),
+            (0..l.max_publishers).filter(|&p| active(d.publisher(p))).count(),
             (0..l.max_subscribers)
-                .filter(|&s| active(d.subscriber(s).0))
+                .filter(|&s| active(d.subscriber(s)))
                 .count(),
         )
     }

@@ -21,10 +21,10 @@ use crate::PayloadType;
 pub const CONFIG_VERSION: u32 = 1;
 /// Largest static config file accepted.
 pub const MAX_CONFIG_LEN: u64 = 64 * 1024;
-/// Most publishers a service may allow.
-pub const MAX_PUBLISHERS: u32 = 64;
-/// Most subscribers a service may allow.
-pub const MAX_SUBSCRIBERS: u32 = 256;
+/// Most publishers a service may allow (publishers + subscribers: at most 48).
+pub const MAX_PUBLISHERS: u32 = 47;
+/// Most subscribers a service may allow (publishers + subscribers: at most 48).
+pub const MAX_SUBSCRIBERS: u32 = 47;
 /// Largest subscriber buffer (per publisher-subscriber pair).
 pub const MAX_BUFFER: u32 = 1 << 16;
 /// Most samples one publisher may loan, or one subscriber hold, at once.
@@ -161,6 +161,13 @@ impl StaticConfig {
         bound("subscriber_buffer", self.subscriber_buffer, MAX_BUFFER)?;
         bound("max_loans", self.max_loans, MAX_OUTSTANDING)?;
         bound("max_held", self.max_held, MAX_OUTSTANDING)?;
+        let ports = self.max_publishers + self.max_subscribers;
+        if ports > iox_mempool::owners::MAX_OWNERS {
+            return Err(format!(
+                "max_publishers + max_subscribers is {ports}; at most {} (one chunk owner bit per port)",
+                iox_mempool::owners::MAX_OWNERS
+            ));
+        }
         let slots = u64::from(self.max_publishers)
             * u64::from(self.max_subscribers)
             * u64::from(self.subscriber_buffer);
@@ -234,11 +241,12 @@ impl StaticConfig {
     }
 
     /// Writes the config to `dir/file_name` atomically with `permissions`: a hidden
-    /// temp file first, renamed into place. Returns the hash of the text written.
-    pub fn write_atomic(&self, dir: &Path, file_name: &str) -> std::io::Result<u64> {
+    /// temp file named after the writer's `node` id first (so recovery can remove it
+    /// if the writer dies), renamed into place. Returns the hash of the text written.
+    pub fn write_atomic(&self, dir: &Path, file_name: &str, node: u64) -> std::io::Result<u64> {
         use std::io::Write;
         let text = self.to_ron();
-        let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
+        let tmp = dir.join(crate::node::temp_file_name(&format!(".{file_name}"), node));
         let fd = rustix::fs::open(
             &tmp,
             OFlags::CREATE | OFlags::TRUNC | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,

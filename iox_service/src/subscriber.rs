@@ -2,9 +2,10 @@
 //!
 //! `receive` polls the queue from each publisher slot, round-robin from where it last
 //! found a sample, so samples of one publisher arrive in the order they were sent and
-//! no publisher starves another. A received sample is recorded in this subscriber's
-//! held table (its own cache lines in the dynamic segment, for crash recovery) until
-//! it is dropped, which releases its chunk.
+//! no publisher starves another. Taking an entry moves its hold on the chunk to this
+//! subscriber's owner bit (see [`crate::queue`]); dropping the sample clears the bit,
+//! which frees the chunk if no one else holds it. Recovery of a dead subscriber clears
+//! its bit everywhere, so nothing it held or had queued is lost.
 //!
 //! `receive_timeout` blocks without busy-waiting: it announces itself in the `waiting`
 //! counter of its slot (a SeqCst RMW), checks the queues once more, and sleeps on the
@@ -20,11 +21,12 @@ use std::marker::PhantomData;
 use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
 
-use iox_mempool::{ChunkHandle, PoolInfo, PoolPin};
+use iox_mempool::{ChunkHandle, Owner, PoolInfo, PoolPin};
 use thiserror::Error;
 
 use crate::dynamic::PortHeader;
 use crate::port::{self, PortCreateError, Shared};
+use crate::queue::{self, Popped};
 use crate::sample::Sample;
 use crate::{Payload, ZeroCopySafe};
 
@@ -79,17 +81,19 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
     /// Claims a subscriber slot (and pins, if asked).
     pub fn create(self) -> Result<Subscriber<P>, PortCreateError> {
         let d = self.service.dynamic();
-        let l = d.layout();
+        let l = *d.layout();
+        // Free the slots of dead processes first (best effort, as for publishers).
+        let _ = crate::recovery::recover(&self.service);
         let (slot, generation) = port::claim(
             &self.service,
-            (0..l.max_subscribers).map(|s| d.subscriber(s).0),
+            (0..l.max_subscribers).map(|s| d.subscriber(s)),
             "subscriber",
             l.max_subscribers,
         )?;
         let pin = match port::pin(&self.service, self.pin) {
             Ok(p) => p,
             Err(e) => {
-                port::free(d.subscriber(slot).0, generation);
+                port::free(d.subscriber(slot), generation);
                 return Err(e);
             }
         };
@@ -97,13 +101,14 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
             service: self.service,
             slot,
             generation,
+            owner: port::subscriber_owner(l.max_publishers, slot),
             cursor: Cell::new(0),
             held: Cell::new(0),
             pin,
             _payload: PhantomData,
         };
         subscriber.drain();
-        port::activate(subscriber.header().0, generation);
+        port::activate(subscriber.header(), generation);
         Ok(subscriber)
     }
 }
@@ -116,24 +121,35 @@ pub struct Subscriber<P: ?Sized> {
     service: Shared,
     slot: usize,
     generation: u64,
+    owner: Owner,
     cursor: Cell<usize>,
     held: Cell<usize>,
     _payload: PhantomData<fn() -> Box<P>>,
 }
 
 impl<P: ?Sized> Subscriber<P> {
-    fn header(&self) -> (&PortHeader, &[std::sync::atomic::AtomicU64]) {
+    fn header(&self) -> &PortHeader {
         self.service.dynamic().subscriber(self.slot)
     }
 
-    /// Releases everything queued for this slot.
+    /// Moves a queue entry's hold on its chunk to this subscriber; the handle if the
+    /// entry names a chunk and the move succeeded.
+    fn take_entry(&self, entry: u64) -> Option<ChunkHandle> {
+        let pool = &self.service.pool;
+        let h = pool.handle_from_raw(queue::entry_chunk(entry))?;
+        pool.take_queued(h, self.owner).ok().map(|()| h)
+    }
+
+    /// Releases everything queued for this slot (entries someone else is taking right
+    /// now stay for them).
     fn drain(&self) {
         let d = self.service.dynamic();
         for p in 0..d.layout().max_publishers {
             let q = d.queue(p, self.slot);
-            while let Some(raw) = q.pop() {
-                if let Some(h) = self.service.pool.handle_from_raw(raw) {
-                    let _ = self.service.pool.release(h);
+            let mut taken = None;
+            while let Popped::Took(_) = q.pop(queue::BY_CONSUMER, |e| taken = self.take_entry(e)) {
+                if let Some(h) = taken.take() {
+                    let _ = self.service.pool.release(h, self.owner);
                 }
             }
         }
@@ -141,12 +157,8 @@ impl<P: ?Sized> Subscriber<P> {
 
     /// Releases a received sample's chunk.
     pub(crate) fn drop_sample(&self, handle: ChunkHandle) {
-        let raw = handle.to_raw() + 1;
-        if let Some(entry) = self.header().1.iter().find(|e| e.load(Ordering::Relaxed) == raw) {
-            entry.store(0, Ordering::Relaxed);
-        }
         self.held.set(self.held.get() - 1);
-        let _ = self.service.pool.release(handle);
+        let _ = self.service.pool.release(handle, self.owner);
     }
 
     pub(crate) fn pool(&self) -> &iox_mempool::Pool {
@@ -184,7 +196,11 @@ impl<P: ?Sized + Payload> Subscriber<P> {
         let start = self.cursor.get();
         for k in 0..publishers {
             let p = (start + k) % publishers;
-            let Some(raw) = d.queue(p, self.slot).pop() else {
+            let mut taken = None;
+            let Popped::Took(raw) = d
+                .queue(p, self.slot)
+                .pop(queue::BY_CONSUMER, |e| taken = self.take_entry(e))
+            else {
                 continue;
             };
             // Start after this publisher next time, so none starves the others.
@@ -195,7 +211,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
                 what,
             };
             let pool = &self.service.pool;
-            let handle = pool.handle_from_raw(raw).ok_or(corrupt("no such chunk"))?;
+            let handle = taken.ok_or(corrupt("no such chunk, or a duplicate entry"))?;
             let len = pool.user_word(handle).map_err(|_| corrupt("no such chunk"))?;
             let (ptr, chunk_size) = pool.chunk(handle).ok_or(corrupt("no such chunk"))?;
             let elem = size_of::<P::Element>() as u64;
@@ -205,11 +221,8 @@ impl<P: ?Sized + Payload> Subscriber<P> {
                 len == 1 && size_of::<P::Element>() <= chunk_size
             };
             if !fits {
-                let _ = pool.release(handle);
+                let _ = pool.release(handle, self.owner);
                 return Err(corrupt("payload length does not fit the chunk"));
-            }
-            if let Some(entry) = self.header().1.iter().find(|e| e.load(Ordering::Relaxed) == 0) {
-                entry.store(raw + 1, Ordering::Relaxed);
             }
             self.held.set(self.held.get() + 1);
             return Ok(Some(Sample::new(self, handle, ptr, len as usize)));
@@ -222,7 +235,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     pub fn receive_timeout(&self, timeout: Duration) -> Result<Option<Sample<'_, P>>, ReceiveError> {
         // A timeout too large to represent (e.g. Duration::MAX) waits without limit.
         let deadline = Instant::now().checked_add(timeout);
-        let header = self.header().0;
+        let header = self.header();
         loop {
             // Only try when something is queued, or to report TooManyHeld.
             let worth_trying = self.pending() > 0 || self.held.get() >= self.service.config.max_held as usize;
@@ -275,7 +288,7 @@ impl<T: ZeroCopySafe> Subscriber<[T]> {
 impl<P: ?Sized> Drop for Subscriber<P> {
     fn drop(&mut self) {
         // Samples borrow the subscriber, so none is held here.
-        let header = self.header().0;
+        let header = self.header();
         port::close(header, self.generation);
         self.drain();
         port::free(header, self.generation);

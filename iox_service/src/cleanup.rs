@@ -1,0 +1,279 @@
+//! Removing services and cleaning up after dead processes, on demand.
+//!
+//! [`Service::remove`] deletes a service whoever uses it (mapped users keep working on
+//! their mappings; new openers create it afresh). [`Service::cleanup_dead`] runs dead
+//! participant recovery ([`crate::recovery`]) on one service right now, and removes the
+//! service if no live process uses it any more; [`Service::cleanup_all_dead_in`] does
+//! that for every service under a root and also removes node lock files and temporary
+//! files of dead processes. Open and port creation run the same recovery themselves;
+//! these calls are for tools and for processes that want it done at a moment they
+//! choose.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use iox_mempool::segment::{self, Access, OpenSegmentError, Segment};
+use iox_mempool::{OpenPoolError, Pool};
+use thiserror::Error;
+
+use crate::dynamic::{self, Dynamic, DynamicLayout};
+use crate::lifecycle::{self, Phase, file_names};
+use crate::node::{self, Node};
+use crate::recovery::{self, CleanupReport, Liveness};
+use crate::{ConfigError, NameError, Service, ServiceName, StaticConfig};
+
+/// Why [`Service::remove`] failed.
+#[derive(Debug, Error)]
+pub enum RemoveError {
+    /// The name is invalid.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// A file could not be removed, or the node file not set up.
+    #[error("cannot remove the files of service {name:?}: {source}")]
+    Io {
+        /// The service.
+        name: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// Why a cleanup of one service failed. Each names the service and what is wrong.
+#[derive(Debug, Error)]
+pub enum CleanupError {
+    /// The name is invalid.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// The root could not be read, or the node file not set up.
+    #[error("cannot clean up under {root}: {source}")]
+    Io {
+        /// The root.
+        root: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The static config is unreadable or invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The dynamic segment is unreadable or invalid.
+    #[error("{what}")]
+    Corrupt {
+        /// What is wrong, naming the file.
+        what: String,
+    },
+    /// A segment could not be opened.
+    #[error(transparent)]
+    Segment(#[from] OpenSegmentError),
+    /// The pool could not be opened.
+    #[error(transparent)]
+    Pool(#[from] OpenPoolError),
+}
+
+impl Service {
+    /// Removes the files of service `name` under the default root, whoever uses it.
+    /// Returns whether anything existed. Mapped users keep working on their mappings;
+    /// new openers create the service afresh.
+    pub fn remove(name: &str) -> Result<bool, RemoveError> {
+        Self::remove_in(&iox_mempool::root::root_dir(), name)
+    }
+
+    /// [`Service::remove`] under `root`.
+    pub fn remove_in(root: &Path, name: &str) -> Result<bool, RemoveError> {
+        let name = ServiceName::new(name)?;
+        let stem = name.stem();
+        let (config, dynamic_name) = file_names(&stem);
+        let io = |source| RemoveError::Io {
+            name: name.to_string(),
+            source,
+        };
+        let node = Node::for_root(root).map_err(io)?;
+        let header_only = DynamicLayout::header_only();
+        if let Ok(seg) = Segment::open(root, &dynamic_name, Access::ReadWrite, header_only.len as u64) {
+            // SAFETY: at least the header and users table, page-aligned.
+            let d = unsafe { Dynamic::new(seg.as_ptr(), &header_only) };
+            if d.header().magic.load(Ordering::Acquire) == dynamic::DYNAMIC_MAGIC {
+                let mut live = Liveness::new(root, node.id());
+                if !lifecycle::force_destroying(d, &mut live) {
+                    return Ok(true); // a live process is removing it already
+                }
+                if lifecycle::remove_files(root, &stem, &seg).map_err(io)? {
+                    return Ok(true);
+                }
+            }
+        }
+        // No valid anchor: remove whatever files carry the name, as asked.
+        let a = segment::remove(root, &config).map_err(io)?;
+        let b = Pool::remove(root, &stem).map_err(io)?;
+        let c = segment::remove(root, &dynamic_name).map_err(io)?;
+        Ok(a || b || c)
+    }
+
+    /// Recovers the dead participants of service `name` under the default root now,
+    /// and removes it if no live process uses it any more.
+    ///
+    /// ```
+    /// use iox_service::Service;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let service = Service::named("status").unwrap().root(dir.path())
+    ///     .publish_subscribe::<u32>().open_or_create().unwrap();
+    /// let report = Service::cleanup_dead_in(dir.path(), "status").unwrap();
+    /// assert_eq!(report.ports, 0); // everyone is alive
+    /// # drop(service);
+    /// ```
+    pub fn cleanup_dead(name: &str) -> Result<CleanupReport, CleanupError> {
+        Self::cleanup_dead_in(&iox_mempool::root::root_dir(), name)
+    }
+
+    /// [`Service::cleanup_dead`] under `root`.
+    pub fn cleanup_dead_in(root: &Path, name: &str) -> Result<CleanupReport, CleanupError> {
+        let stem = ServiceName::new(name)?.stem();
+        let node = node_for(root)?;
+        let mut live = Liveness::new(root, node.id());
+        let mut report = cleanup_stem(root, &stem, &mut live)?;
+        report.files_removed += live.files_removed;
+        Ok(report)
+    }
+
+    /// Cleans up every service under `root` (as [`Service::cleanup_dead_in`]) and
+    /// removes the node lock files and temporary files of dead processes. Services that
+    /// cannot be cleaned up are returned with their error, not skipped silently.
+    pub fn cleanup_all_dead_in(
+        root: &Path,
+    ) -> Result<(CleanupReport, Vec<(String, CleanupError)>), CleanupError> {
+        let node = node_for(root)?;
+        let mut live = Liveness::new(root, node.id());
+        let (mut report, mut failed) = (CleanupReport::default(), Vec::new());
+        let io = |source| CleanupError::Io {
+            root: root.display().to_string(),
+            source,
+        };
+        let mut names: Vec<String> = std::fs::read_dir(root)
+            .map_err(io)?
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .collect();
+        names.sort();
+        for name in &names {
+            if let Some(stem) = name.strip_suffix(".dynamic").filter(|s| s.starts_with("iox_")) {
+                match cleanup_stem(root, stem, &mut live) {
+                    Ok(r) => report.add(&r),
+                    Err(e) => failed.push((stem.to_string(), e)),
+                }
+            }
+        }
+        for name in &names {
+            if let Some(id) = node::parse_node_file_name(name) {
+                live.alive(id); // removes the file if dead
+            } else if let Some(id) = node::parse_temp_file_name(name) {
+                let dead = if name.starts_with(".iox_node_") {
+                    // A node file before its rename: dead if no one holds its lock.
+                    unlocked(&root.join(name))
+                } else {
+                    !live.alive(id)
+                };
+                if dead && std::fs::remove_file(root.join(name)).is_ok() {
+                    report.files_removed += 1;
+                }
+            }
+        }
+        report.files_removed += live.files_removed;
+        Ok((report, failed))
+    }
+}
+
+fn node_for(root: &Path) -> Result<std::sync::Arc<Node>, CleanupError> {
+    Node::for_root(root).map_err(|source| CleanupError::Io {
+        root: root.display().to_string(),
+        source,
+    })
+}
+
+fn unlocked(path: &Path) -> bool {
+    use rustix::fs::{FlockOperation, Mode, OFlags};
+    rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .is_ok_and(|fd| rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_ok())
+}
+
+/// Recovers one service by its file stem.
+fn cleanup_stem(root: &Path, stem: &str, live: &mut Liveness) -> Result<CleanupReport, CleanupError> {
+    let (config_name, dynamic_name) = file_names(stem);
+    let mut report = CleanupReport::default();
+    let header_only = DynamicLayout::header_only();
+    let dynamic = match Segment::open(root, &dynamic_name, Access::ReadWrite, header_only.len as u64) {
+        Ok(d) => d,
+        Err(OpenSegmentError::NotFound { .. }) => return Ok(report),
+        Err(e) => return Err(e.into()),
+    };
+    report.services = 1;
+    let corrupt = |what: String| CleanupError::Corrupt {
+        what: format!("{}: {what}", dynamic.path().display()),
+    };
+    // SAFETY: at least the header and users table, page-aligned; only those are
+    // touched until the full length is checked.
+    let d = unsafe { Dynamic::new(dynamic.as_ptr(), &header_only) };
+    let magic = d.header().magic.load(Ordering::Acquire);
+    if magic != dynamic::DYNAMIC_MAGIC {
+        return Err(corrupt(format!("wrong magic {magic:#018x}")));
+    }
+    let version = d.header().version.load(Ordering::Relaxed);
+    if version != dynamic::DYNAMIC_VERSION {
+        return Err(corrupt(format!(
+            "format version {version}, this iox reads {}",
+            dynamic::DYNAMIC_VERSION
+        )));
+    }
+    match lifecycle::phase(root, stem, &dynamic, d, live) {
+        Phase::Alive => {}
+        Phase::Busy { .. } => return Ok(report),
+        Phase::Removed => {
+            report.services_removed = 1;
+            return Ok(report);
+        }
+        Phase::Corrupt(word) => return Err(corrupt(format!("invalid lifecycle word {word:#x}"))),
+    }
+    let (config, hash) = match StaticConfig::read(&root.join(&config_name)) {
+        Ok(c) => c,
+        Err(e) => {
+            // Without a readable static config only the users table can be looked at:
+            // debris without live users goes, anything else is reported.
+            report.users += recovery::recover_users(d, live);
+            if lifecycle::remove_if_unused(root, stem, &dynamic, d, live.me()) {
+                report.services_removed = 1;
+                return Ok(report);
+            }
+            return Err(e.into());
+        }
+    };
+    if d.header().config_hash.load(Ordering::Relaxed) != hash {
+        return Ok(report); // being re-created right now
+    }
+    let layout = DynamicLayout::new(&config);
+    if dynamic.len() != layout.len {
+        return Err(corrupt(format!(
+            "{} bytes long, the static config says exactly {}",
+            dynamic.len(),
+            layout.len
+        )));
+    }
+    dynamic::check_limits(d.header(), &config).map_err(corrupt)?;
+    // SAFETY: the full length is checked just above.
+    let d = unsafe { Dynamic::new(dynamic.as_ptr(), &layout) };
+    let pool = Pool::open_tagged(
+        root,
+        stem,
+        &config.layout,
+        Some(config.memory_type),
+        Access::ReadWrite,
+        hash,
+    )?;
+    if let Ok(r) = recovery::recover_in(d, &pool, live) {
+        report.add(&r);
+    }
+    if lifecycle::remove_if_unused(root, stem, &dynamic, d, live.me()) {
+        report.services_removed = 1;
+    }
+    Ok(report)
+}

@@ -1,0 +1,208 @@
+//! Service incarnations: who may create, join and delete the files of a service.
+//!
+//! The dynamic segment is the anchor of an incarnation. It is created under a
+//! temporary name, filled in (lifecycle `CREATING` by the creator's node, the creator
+//! registered as the first user, magic last) and renamed into place with
+//! `RENAME_NOREPLACE`, so the name `iox_<H>.dynamic` only ever shows a complete header.
+//! The pool and the static config follow; the lifecycle word then goes to `ALIVE`.
+//! Removal is the mirror image: the lifecycle word goes to `DESTROYING` by the
+//! remover's node, then the static config, the pool files and last the dynamic
+//! segment are unlinked.
+//!
+//! So while the anchor exists no other incarnation's files can exist, and a process
+//! that holds the anchor's lifecycle word (`CREATING` or `DESTROYING` by its node) may
+//! unlink the other files by path. A remover first checks that the anchor path is
+//! still the inode it holds. A creator or remover found dead (its node lock free) is
+//! replaced by CAS, and the replacement removes the incarnation; nothing a dead
+//! process started blocks the next `open_or_create`.
+//!
+//! Users: each open service handle registers its node id in the users table (a CAS of
+//! an empty entry) and then checks that the lifecycle is `ALIVE`; the last user to
+//! leave moves the lifecycle to `DESTROYING` and then checks the table is still empty
+//! (both sides SeqCst, so at least one sees the other), backing off if not.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use iox_mempool::Pool;
+use iox_mempool::segment::{self, Segment};
+
+use crate::dynamic::{self, ALIVE, CREATING, DESTROYING, Dynamic};
+use crate::recovery::Liveness;
+
+/// The two file names of a service besides its pool: (static config, dynamic).
+pub(crate) fn file_names(stem: &str) -> (String, String) {
+    (format!("{stem}.service"), format!("{stem}.dynamic"))
+}
+
+/// Why a user could not register.
+pub(crate) enum RegisterError {
+    /// Every entry of the users table is taken.
+    Full,
+    /// The service is not (or no longer) alive.
+    NotAlive,
+}
+
+/// Registers `me` as a user; returns the entry index.
+pub(crate) fn register_user(d: Dynamic<'_>, me: u64) -> Result<usize, RegisterError> {
+    for (i, entry) in d.users().iter().enumerate() {
+        if entry.load(Ordering::Relaxed) == 0
+            && entry
+                .compare_exchange(0, me, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
+        {
+            let (_, phase) = dynamic::split_lifecycle(d.header().lifecycle.load(Ordering::SeqCst));
+            if phase != ALIVE {
+                entry.store(0, Ordering::SeqCst);
+                return Err(RegisterError::NotAlive);
+            }
+            return Ok(i);
+        }
+    }
+    Err(RegisterError::Full)
+}
+
+fn has_users(d: Dynamic<'_>) -> bool {
+    d.users().iter().any(|u| u.load(Ordering::SeqCst) != 0)
+}
+
+/// Unregisters user entry `index` of `me`; the last user removes the service.
+pub(crate) fn unregister_user(
+    root: &Path,
+    stem: &str,
+    dynamic: &Segment,
+    d: Dynamic<'_>,
+    index: usize,
+    me: u64,
+) {
+    let _ = d.users()[index].compare_exchange(me, 0, Ordering::SeqCst, Ordering::Relaxed);
+    remove_if_unused(root, stem, dynamic, d, me);
+}
+
+/// Removes an `ALIVE` service that has no users. Returns whether it did.
+pub(crate) fn remove_if_unused(root: &Path, stem: &str, dynamic: &Segment, d: Dynamic<'_>, me: u64) -> bool {
+    if has_users(d) {
+        return false;
+    }
+    let lifecycle = &d.header().lifecycle;
+    let destroying = dynamic::lifecycle_word(me, DESTROYING);
+    if lifecycle
+        .compare_exchange(
+            dynamic::lifecycle_word(0, ALIVE),
+            destroying,
+            Ordering::SeqCst,
+            Ordering::Relaxed,
+        )
+        .is_err()
+    {
+        return false;
+    }
+    if has_users(d) {
+        // Someone registered between our two looks: it stays.
+        let _ = lifecycle.compare_exchange(
+            destroying,
+            dynamic::lifecycle_word(0, ALIVE),
+            Ordering::SeqCst,
+            Ordering::Relaxed,
+        );
+        return false;
+    }
+    let _ = remove_files(root, stem, dynamic);
+    true
+}
+
+/// What the lifecycle word of an incarnation says, with dead creators and removers
+/// replaced by `me`.
+pub(crate) enum Phase {
+    /// Usable.
+    Alive,
+    /// A live process (this pid) is creating or removing it.
+    Busy { pid: u32, creating: bool },
+    /// Its creator or remover was dead; we took over and removed it.
+    Removed,
+    /// The word is no lifecycle this iox writes.
+    Corrupt(u64),
+}
+
+/// Reads the lifecycle of `d` and takes over an incarnation whose creator or remover
+/// died, removing its files.
+pub(crate) fn phase(
+    root: &Path,
+    stem: &str,
+    dynamic: &Segment,
+    d: Dynamic<'_>,
+    live: &mut Liveness,
+) -> Phase {
+    let lifecycle = &d.header().lifecycle;
+    loop {
+        let word = lifecycle.load(Ordering::Acquire);
+        let (node, phase) = dynamic::split_lifecycle(word);
+        match phase {
+            ALIVE if node == 0 => return Phase::Alive,
+            CREATING | DESTROYING => {}
+            _ => return Phase::Corrupt(word),
+        }
+        if live.alive(node) {
+            return Phase::Busy {
+                pid: crate::node::pid_of(node),
+                creating: phase == CREATING,
+            };
+        }
+        if lifecycle
+            .compare_exchange(
+                word,
+                dynamic::lifecycle_word(live.me(), DESTROYING),
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            let _ = remove_files(root, stem, dynamic);
+            return Phase::Removed;
+        }
+    }
+}
+
+/// Marks the incarnation of `d` as being removed by `me`, whatever state it is in,
+/// unless a live process is removing it already. Returns whether we may remove it.
+pub(crate) fn force_destroying(d: Dynamic<'_>, live: &mut Liveness) -> bool {
+    let lifecycle = &d.header().lifecycle;
+    loop {
+        let word = lifecycle.load(Ordering::Acquire);
+        let (node, phase) = dynamic::split_lifecycle(word);
+        if phase == DESTROYING && live.alive(node) && node != live.me() {
+            return false;
+        }
+        if lifecycle
+            .compare_exchange(
+                word,
+                dynamic::lifecycle_word(live.me(), DESTROYING),
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            return true;
+        }
+    }
+}
+
+/// Unlinks the static config, the pool and last the dynamic segment of the
+/// incarnation whose dynamic segment is `dynamic`, if the anchor path still is that
+/// segment. The caller holds its lifecycle word (`CREATING`/`DESTROYING` by its node).
+pub(crate) fn remove_files(root: &Path, stem: &str, dynamic: &Segment) -> std::io::Result<bool> {
+    let (config, dynamic_name) = file_names(stem);
+    if !same_file(dynamic, &root.join(&dynamic_name)) {
+        return Ok(false);
+    }
+    segment::remove(root, &config)?;
+    Pool::remove(root, stem)?;
+    segment::remove(root, &dynamic_name)
+}
+
+/// Whether `path` is the file `segment` has open (same device and inode).
+pub(crate) fn same_file(segment: &Segment, path: &Path) -> bool {
+    let ours = rustix::fs::fstat(segment.file());
+    let there = rustix::fs::lstat(path);
+    matches!((ours, there), (Ok(a), Ok(b)) if a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+}

@@ -1,0 +1,291 @@
+//! Recovery of dead participants: their port slots, every chunk they held or had
+//! queued, their user registrations and their files.
+//!
+//! A participant is dead when its node lock is free ([`crate::node`]). Recovery of one
+//! service runs under the service's recovery lock, a word in the dynamic header that
+//! holds the recovering node's id; a holder found dead is replaced by CAS, so a
+//! recoverer killed midway is taken over by the next one. Every step is safe to
+//! repeat, so the taker-over simply starts again:
+//! - a dead **publisher** slot: it is marked closing; a claim it held on one of its
+//!   queues (dropping or draining) is finished or undone, depending on whether the
+//!   chunk already carries its owner bit (see [`crate::queue`]); a send it was in the
+//!   middle of (its journal names the entry) is finished: the queues whose last entry
+//!   is that entry got it, and one atomic hand-off adds their holds and removes the
+//!   publisher's bit, only if that bit is still set; then its bit is cleared on every
+//!   chunk (loans, the spare, entries it had taken) and the slot is freed.
+//! - a dead **subscriber** slot: it is marked closing (publishers stop delivering and
+//!   drain what they pushed after); its claim is finished or undone; its queues are
+//!   drained into its owner bit; its bit is cleared on every chunk (samples it held)
+//!   and the slot is freed.
+//! - a dead **user** (service handle) is unregistered; a service left without users is
+//!   then removed by whoever found it so ([`crate::lifecycle`]).
+//!
+//! Each dead node's lock file, and temporary files it left, are removed once it is
+//! proven dead. Nothing is recovered for a live node.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use iox_mempool::Pool;
+
+use crate::dynamic::{self, Dynamic};
+use crate::node;
+use crate::port;
+use crate::queue::{self, Popped};
+use crate::service::ServiceShared;
+
+/// What a cleanup found dead and recovered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CleanupReport {
+    /// Services looked at.
+    pub services: usize,
+    /// Port slots of dead processes freed.
+    pub ports: usize,
+    /// Chunks that became free again through it.
+    pub chunks_freed: u64,
+    /// Sends a dead publisher was in the middle of, finished by recovery.
+    pub sends_finished: usize,
+    /// Queue entries a dead port was in the middle of taking (claims finished or undone).
+    pub takes_resolved: usize,
+    /// Service handles of dead processes unregistered.
+    pub users: usize,
+    /// Services removed because no live process used them any more (or their creator
+    /// or remover died halfway).
+    pub services_removed: usize,
+    /// Node lock files and temporary files of dead processes removed.
+    pub files_removed: usize,
+}
+
+impl CleanupReport {
+    /// Adds another report's counts to this one.
+    pub fn add(&mut self, other: &CleanupReport) {
+        self.services += other.services;
+        self.ports += other.ports;
+        self.chunks_freed += other.chunks_freed;
+        self.sends_finished += other.sends_finished;
+        self.takes_resolved += other.takes_resolved;
+        self.users += other.users;
+        self.services_removed += other.services_removed;
+        self.files_removed += other.files_removed;
+    }
+}
+
+/// Node liveness for one recovery pass (each node looked up once); removes the lock
+/// file of every node it finds dead.
+pub(crate) struct Liveness<'a> {
+    root: &'a Path,
+    me: u64,
+    seen: HashMap<u64, bool>,
+    pub(crate) files_removed: usize,
+}
+
+impl<'a> Liveness<'a> {
+    pub(crate) fn new(root: &'a Path, me: u64) -> Self {
+        Self {
+            root,
+            me,
+            seen: HashMap::new(),
+            files_removed: 0,
+        }
+    }
+
+    pub(crate) fn me(&self) -> u64 {
+        self.me
+    }
+
+    /// Whether `node` is alive (this process's own node always is).
+    pub(crate) fn alive(&mut self, node: u64) -> bool {
+        if node == self.me {
+            return true;
+        }
+        if let Some(&alive) = self.seen.get(&node) {
+            return alive;
+        }
+        let alive = node::is_alive(self.root, node);
+        if !alive && node::remove_if_dead(self.root, node) {
+            self.files_removed += 1;
+        }
+        self.seen.insert(node, alive);
+        alive
+    }
+}
+
+/// The recovery lock of one service, held by this node.
+pub(crate) struct RecoveryLock<'a> {
+    word: &'a AtomicU64,
+    me: u64,
+}
+
+/// Takes the recovery lock, replacing a dead holder. `Err(holder)` if a live node
+/// (possibly another thread of this process) holds it.
+pub(crate) fn lock<'a>(word: &'a AtomicU64, live: &mut Liveness) -> Result<RecoveryLock<'a>, u64> {
+    let me = live.me();
+    loop {
+        let cur = word.load(Ordering::Acquire);
+        if cur != 0 && (cur == me || live.alive(cur)) {
+            return Err(cur);
+        }
+        if word
+            .compare_exchange(cur, me, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            return Ok(RecoveryLock { word, me });
+        }
+    }
+}
+
+impl Drop for RecoveryLock<'_> {
+    fn drop(&mut self) {
+        let _ = self
+            .word
+            .compare_exchange(self.me, 0, Ordering::AcqRel, Ordering::Relaxed);
+    }
+}
+
+/// Recovers the dead participants of an open service (see the module docs).
+/// `Err(holder)` if another live node is recovering it right now.
+pub(crate) fn recover(service: &ServiceShared) -> Result<CleanupReport, u64> {
+    let mut live = Liveness::new(&service.root, service.node_id());
+    let report = recover_in(service.dynamic(), &service.pool, &mut live);
+    report.map(|mut r| {
+        r.files_removed += live.files_removed;
+        r
+    })
+}
+
+/// Whether any port or user of `d` belongs to a node that is not alive.
+fn anyone_dead(d: Dynamic<'_>, live: &mut Liveness) -> bool {
+    let l = d.layout();
+    let ports = (0..l.max_publishers)
+        .map(|p| d.publisher(p))
+        .chain((0..l.max_subscribers).map(|s| d.subscriber(s)))
+        .map(|h| h.node.load(Ordering::Acquire));
+    let users = d.users().iter().map(|u| u.load(Ordering::Acquire));
+    let nodes: Vec<u64> = ports.chain(users).filter(|&n| n != 0).collect();
+    nodes.into_iter().any(|n| !live.alive(n))
+}
+
+/// [`recover`] on a mapped dynamic segment and its pool.
+pub(crate) fn recover_in(d: Dynamic<'_>, pool: &Pool, live: &mut Liveness) -> Result<CleanupReport, u64> {
+    let mut report = CleanupReport::default();
+    if !anyone_dead(d, live) {
+        return Ok(report);
+    }
+    let _lock = lock(&d.header().recovery, live)?;
+    let l = d.layout();
+    for p in 0..l.max_publishers {
+        let node = d.publisher(p).node.load(Ordering::Acquire);
+        if node != 0 && !live.alive(node) {
+            recover_publisher(d, pool, p, &mut report);
+            report.ports += 1;
+            if report.ports == 1 {
+                crate::fault::stall_point("recovery-after-first-port");
+            }
+        }
+    }
+    for s in 0..l.max_subscribers {
+        let node = d.subscriber(s).node.load(Ordering::Acquire);
+        if node != 0 && !live.alive(node) {
+            recover_subscriber(d, pool, s, &mut report);
+            report.ports += 1;
+            if report.ports == 1 {
+                crate::fault::stall_point("recovery-after-first-port");
+            }
+        }
+    }
+    report.users += recover_users(d, live);
+    Ok(report)
+}
+
+/// Unregisters the service handles of dead nodes; returns how many.
+pub(crate) fn recover_users(d: Dynamic<'_>, live: &mut Liveness) -> usize {
+    let mut n = 0;
+    for user in d.users() {
+        let node = user.load(Ordering::Acquire);
+        if node != 0
+            && !live.alive(node)
+            && user
+                .compare_exchange(node, 0, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
+        {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Whether the chunk of `entry` carries `owner`'s bit.
+fn held_by(pool: &Pool, entry: u64, owner: iox_mempool::Owner) -> bool {
+    pool.handle_from_raw(queue::entry_chunk(entry))
+        .and_then(|h| pool.owners(h).ok())
+        .is_some_and(|w| w & owner.bit() != 0)
+}
+
+/// Recovers dead publisher slot `p`.
+fn recover_publisher(d: Dynamic<'_>, pool: &Pool, p: usize, report: &mut CleanupReport) {
+    let header = d.publisher(p);
+    let owner = port::publisher_owner(p);
+    let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
+    port::close(header, generation);
+    let subs = d.layout().max_subscribers;
+    for s in 0..subs {
+        // A finished take leaves the entry's hold on the dead publisher's bit, which
+        // is cleared below with the rest.
+        if d.queue(p, s)
+            .resolve_claim(queue::BY_PRODUCER, |e| held_by(pool, e, owner))
+            .is_some()
+        {
+            report.takes_resolved += 1;
+        }
+    }
+    let journal = header.journal.load(Ordering::Relaxed);
+    if journal != 0
+        && let Some(chunk) = pool.handle_from_raw(queue::entry_chunk(journal))
+        && held_by(pool, journal, owner)
+    {
+        let delivered = (0..subs)
+            .filter(|&s| d.queue(p, s).last_pushed() == Some(journal))
+            .count();
+        // An Err means another recoverer finished it between our looks.
+        if let Ok(freed) = pool.hand_off(chunk, owner, delivered as u32) {
+            report.sends_finished += 1;
+            report.chunks_freed += u64::from(freed);
+        }
+    }
+    header.journal.store(0, Ordering::Relaxed);
+    report.chunks_freed += pool.release_all(owner).1;
+    port::free(header, generation);
+}
+
+/// Recovers dead subscriber slot `s`.
+fn recover_subscriber(d: Dynamic<'_>, pool: &Pool, s: usize, report: &mut CleanupReport) {
+    let header = d.subscriber(s);
+    let publishers = d.layout().max_publishers;
+    let owner = port::subscriber_owner(publishers, s);
+    let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
+    port::close(header, generation);
+    for p in 0..publishers {
+        let q = d.queue(p, s);
+        if q.resolve_claim(queue::BY_CONSUMER, |e| held_by(pool, e, owner))
+            .is_some()
+        {
+            report.takes_resolved += 1;
+        }
+        let mut taken = None;
+        let take = |e: u64, taken: &mut Option<_>| {
+            *taken = pool
+                .handle_from_raw(queue::entry_chunk(e))
+                .filter(|&h| pool.take_queued(h, owner).is_ok());
+        };
+        while let Popped::Took(_) = q.pop(queue::BY_CONSUMER, |e| take(e, &mut taken)) {
+            if let Some(h) = taken.take()
+                && pool.release(h, owner) == Ok(true)
+            {
+                report.chunks_freed += 1;
+            }
+        }
+    }
+    report.chunks_freed += pool.release_all(owner).1;
+    port::free(header, generation);
+}
