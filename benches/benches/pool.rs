@@ -1,6 +1,6 @@
 //! Pool loan + release: one thread alone, and one thread while another thread
 //! loans and releases on the same pool (both on the same size class, so they contend
-//! for the same free-list head).
+//! for the class's loan cursor and neighbouring chunk words).
 
 use std::hint::black_box;
 use std::sync::Arc;

@@ -1,8 +1,8 @@
 //! Chunk ownership: who holds each chunk, in one atomic word per chunk.
 //!
 //! A chunk's word is `queued << 48 | owners`:
-//! - `owners` (bits 0..48): one bit per [`Owner`], set while that owner holds the
-//!   chunk (a publisher's loan, a subscriber's received sample);
+//! - `owners` (bits 0..48): one bit per [`Owner`] (0..47; bit 47 is a guard), set while
+//!   that owner holds the chunk (a publisher's loan, a subscriber's received sample);
 //! - `queued` (bits 48..64): how many queue entries name the chunk, a counter modulo
 //!   2^16 that may dip "below zero" for a moment (a reader can take its entry before
 //!   the writer has counted it; an owner bit is set throughout, so the word is never 0
@@ -27,10 +27,15 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
-/// Most owners a pool tells apart (the bits below the queue count).
-pub const MAX_OWNERS: u32 = 48;
+/// Where the queue count starts in a chunk word.
+pub const QUEUE_SHIFT: u32 = 48;
+/// Most owners a pool tells apart: bits 0..47. Bit 47 is never assigned: it is a
+/// guard, so that the carry of a bad `take_queued` (a duplicate queue entry, i.e.
+/// corrupt shared memory), added and undone in two steps, can never make a held
+/// chunk's word read 0 (free) in between.
+pub const MAX_OWNERS: u32 = 47;
 /// One queue entry, as added to a chunk word.
-pub const QUEUED_ONE: u64 = 1 << MAX_OWNERS;
+pub const QUEUED_ONE: u64 = 1 << QUEUE_SHIFT;
 /// The owner bits of a chunk word.
 pub const OWNER_BITS: u64 = QUEUED_ONE - 1;
 
@@ -60,7 +65,7 @@ impl Owner {
 /// The queue-entry count of a chunk word, read as a signed value (it may be briefly
 /// negative, see the module docs).
 pub fn queued(word: u64) -> i16 {
-    (word >> MAX_OWNERS) as u16 as i16
+    (word >> QUEUE_SHIFT) as u16 as i16
 }
 
 /// Per-chunk bookkeeping: the ownership word and one word for the user of the pool

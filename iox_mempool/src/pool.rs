@@ -401,8 +401,80 @@ impl Pool {
         payload_access: Access,
         tag: u64,
     ) -> Result<Self, OpenPoolError> {
+        let (chunks, memory_type, tables) =
+            Self::open_bookkeeping(dir, stem, layout, memory_type, Access::ReadWrite, tag)?;
+        let payload = Segment::open(
+            dir,
+            &payload_name(stem),
+            payload_access,
+            layout.payload_len() as u64,
+        )?;
+        if payload.len() != layout.payload_len() {
+            return Err(OpenSegmentError::WrongLength {
+                path: payload.path().to_owned(),
+                len: payload.len() as u64,
+                expected: layout.payload_len() as u64,
+            }
+            .into());
+        }
+        Ok(Self {
+            layout: layout.clone(),
+            memory_type,
+            chunks,
+            payload,
+            tables,
+        })
+    }
+
+    /// How many chunks of each class are in use, read from the bookkeeping alone
+    /// (mapped read-only; the payload is not touched), for tools. Validates the file
+    /// as [`Pool::open_tagged`] does.
+    pub fn usage(
+        dir: &Path,
+        stem: &str,
+        layout: &PoolLayout,
+        tag: u64,
+    ) -> Result<Vec<ClassInfo>, OpenPoolError> {
+        let (chunks, _, tables) = Self::open_bookkeeping(dir, stem, layout, None, Access::ReadOnly, tag)?;
+        Ok(layout
+            .classes()
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                // SAFETY: open_bookkeeping checked the file is exactly as long as the
+                // layout's tables need; the table is 8-aligned in a page-aligned
+                // mapping; ChunkMeta is atomics only and is only loaded here (the
+                // mapping is read-only).
+                let metas = unsafe {
+                    std::slice::from_raw_parts(
+                        chunks.as_ptr().add(tables[i]).cast::<ChunkMeta>(),
+                        c.count as usize,
+                    )
+                };
+                ClassInfo {
+                    chunk_size: c.chunk_size,
+                    count: c.count,
+                    free: metas
+                        .iter()
+                        .filter(|m| m.owners.load(Ordering::Relaxed) == 0)
+                        .count() as u32,
+                    offset: layout.class_offset(i),
+                }
+            })
+            .collect())
+    }
+
+    /// Opens and validates the bookkeeping segment.
+    fn open_bookkeeping(
+        dir: &Path,
+        stem: &str,
+        layout: &PoolLayout,
+        memory_type: Option<MemoryType>,
+        access: Access,
+        tag: u64,
+    ) -> Result<(Segment, MemoryType, Vec<usize>), OpenPoolError> {
         let (chunks_len, tables) = chunks_layout(layout);
-        let chunks = Segment::open(dir, &chunks_name(stem), Access::ReadWrite, HEADER_LEN as u64)?;
+        let chunks = Segment::open(dir, &chunks_name(stem), access, HEADER_LEN as u64)?;
         let path = chunks.path().display().to_string();
         // SAFETY: the segment is at least HEADER_LEN bytes (checked by open) and
         // page-aligned; Header is all atomics, valid for any bit pattern.
@@ -484,27 +556,7 @@ impl Pool {
             }
             .into());
         }
-        let payload = Segment::open(
-            dir,
-            &payload_name(stem),
-            payload_access,
-            layout.payload_len() as u64,
-        )?;
-        if payload.len() != layout.payload_len() {
-            return Err(OpenSegmentError::WrongLength {
-                path: payload.path().to_owned(),
-                len: payload.len() as u64,
-                expected: layout.payload_len() as u64,
-            }
-            .into());
-        }
-        Ok(Self {
-            layout: layout.clone(),
-            memory_type,
-            chunks,
-            payload,
-            tables,
-        })
+        Ok((chunks, memory_type, tables))
     }
 
     /// Unlinks both files of the pool `dir/stem`. Returns whether anything existed.

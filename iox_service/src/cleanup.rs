@@ -11,13 +11,14 @@
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use iox_mempool::segment::{self, Access, OpenSegmentError, Segment};
 use iox_mempool::{OpenPoolError, Pool};
 use thiserror::Error;
 
 use crate::dynamic::{self, Dynamic, DynamicLayout};
-use crate::lifecycle::{self, Phase, file_names};
+use crate::lifecycle::{self, Destroying, Phase, file_names};
 use crate::node::{self, Node};
 use crate::recovery::{self, CleanupReport, Liveness};
 use crate::{ConfigError, NameError, Service, ServiceName, StaticConfig};
@@ -79,6 +80,7 @@ impl Service {
 
     /// [`Service::remove`] under `root`.
     pub fn remove_in(root: &Path, name: &str) -> Result<bool, RemoveError> {
+        let root = &node::absolute_root(root);
         let name = ServiceName::new(name)?;
         let stem = name.stem();
         let (config, dynamic_name) = file_names(&stem);
@@ -88,24 +90,52 @@ impl Service {
         };
         let node = Node::for_root(root).map_err(io)?;
         let header_only = DynamicLayout::header_only();
-        if let Ok(seg) = Segment::open(root, &dynamic_name, Access::ReadWrite, header_only.len as u64) {
-            // SAFETY: at least the header and users table, page-aligned.
-            let d = unsafe { Dynamic::new(seg.as_ptr(), &header_only) };
-            if d.header().magic.load(Ordering::Acquire) == dynamic::DYNAMIC_MAGIC {
-                let mut live = Liveness::new(root, node.id());
-                if !lifecycle::force_destroying(d, &mut live) {
-                    return Ok(true); // a live process is removing it already
+        let start = Instant::now();
+        loop {
+            if start.elapsed() > REMOVE_TIMEOUT {
+                return Err(io(std::io::Error::other(format!(
+                    "another process kept creating or removing it for {REMOVE_TIMEOUT:?}"
+                ))));
+            }
+            match Segment::open(root, &dynamic_name, Access::ReadWrite, header_only.len as u64) {
+                Ok(seg) => {
+                    // SAFETY: at least the header and users table, page-aligned.
+                    let d = unsafe { Dynamic::new(seg.as_ptr(), &header_only) };
+                    if d.header().magic.load(Ordering::Acquire) != dynamic::DYNAMIC_MAGIC {
+                        // Not an anchor this iox wrote (no creator can be behind it):
+                        // remove by path, as asked, if it is still the same file.
+                        if lifecycle::same_file(&seg, &root.join(&dynamic_name)) {
+                            return remove_by_path(root, &stem).map_err(io);
+                        }
+                        continue;
+                    }
+                    let mut live = Liveness::new(root, node.id());
+                    match lifecycle::force_destroying(d, &mut live) {
+                        Destroying::Busy => std::thread::sleep(Duration::from_millis(1)),
+                        Destroying::Ours => {
+                            if lifecycle::remove_files(root, &stem, &seg).map_err(io)? {
+                                return Ok(true);
+                            }
+                            // The anchor was replaced meanwhile: look again.
+                        }
+                    }
                 }
-                if lifecycle::remove_files(root, &stem, &seg).map_err(io)? {
-                    return Ok(true);
+                Err(OpenSegmentError::NotFound { .. }) => {
+                    // No anchor: take the name with one of ours, so no creator starts
+                    // while we remove what is left of it.
+                    if let Some(anchor) =
+                        lifecycle::place_removal_anchor(root, &stem, node.id()).map_err(io)?
+                    {
+                        let existed = root.join(&config).exists()
+                            || Pool::file_names(&stem).iter().any(|f| root.join(f).exists());
+                        lifecycle::remove_files(root, &stem, &anchor).map_err(io)?;
+                        return Ok(existed);
+                    }
                 }
+                // A symlink, a truncated file...: not an anchor; remove by path, as asked.
+                Err(_) => return remove_by_path(root, &stem).map_err(io),
             }
         }
-        // No valid anchor: remove whatever files carry the name, as asked.
-        let a = segment::remove(root, &config).map_err(io)?;
-        let b = Pool::remove(root, &stem).map_err(io)?;
-        let c = segment::remove(root, &dynamic_name).map_err(io)?;
-        Ok(a || b || c)
     }
 
     /// Recovers the dead participants of service `name` under the default root now,
@@ -126,11 +156,12 @@ impl Service {
 
     /// [`Service::cleanup_dead`] under `root`.
     pub fn cleanup_dead_in(root: &Path, name: &str) -> Result<CleanupReport, CleanupError> {
+        let root = &node::absolute_root(root);
         let stem = ServiceName::new(name)?.stem();
         let node = node_for(root)?;
         let mut live = Liveness::new(root, node.id());
         let mut report = cleanup_stem(root, &stem, &mut live)?;
-        report.files_removed += live.files_removed;
+        report.files_removed += live.finish();
         Ok(report)
     }
 
@@ -140,6 +171,7 @@ impl Service {
     pub fn cleanup_all_dead_in(
         root: &Path,
     ) -> Result<(CleanupReport, Vec<(String, CleanupError)>), CleanupError> {
+        let root = &node::absolute_root(root);
         let node = node_for(root)?;
         let mut live = Liveness::new(root, node.id());
         let (mut report, mut failed) = (CleanupReport::default(), Vec::new());
@@ -162,7 +194,7 @@ impl Service {
         }
         for name in &names {
             if let Some(id) = node::parse_node_file_name(name) {
-                live.alive(id); // removes the file if dead
+                live.alive(id); // its file goes in finish() if dead
             } else if let Some(id) = node::parse_temp_file_name(name) {
                 let dead = if name.starts_with(".iox_node_") {
                     // A node file before its rename: dead if no one holds its lock.
@@ -175,9 +207,22 @@ impl Service {
                 }
             }
         }
-        report.files_removed += live.files_removed;
+        report.files_removed += live.finish();
         Ok((report, failed))
     }
+}
+
+/// How long an explicit remove waits for a live creator or remover to finish.
+const REMOVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Unlinks every file of `stem` by path (for names whose anchor is not one this iox
+/// wrote: no creator or remover of ours can be working behind it).
+fn remove_by_path(root: &Path, stem: &str) -> std::io::Result<bool> {
+    let (config, dynamic_name) = file_names(stem);
+    let a = segment::remove(root, &config)?;
+    let b = Pool::remove(root, stem)?;
+    let c = segment::remove(root, &dynamic_name)?;
+    Ok(a || b || c)
 }
 
 fn node_for(root: &Path) -> Result<std::sync::Arc<Node>, CleanupError> {

@@ -31,9 +31,9 @@ use crate::queue::{PaddedIndex, Queue};
 use crate::static_config::StaticConfig;
 
 /// Magic of a dynamic segment.
-pub const DYNAMIC_MAGIC: u64 = u64::from_le_bytes(*b"IOXDYN\x00\x02");
+pub const DYNAMIC_MAGIC: u64 = u64::from_le_bytes(*b"IOXDYN\x00\x03");
 /// Version of the dynamic segment format.
-pub const DYNAMIC_VERSION: u32 = 2;
+pub const DYNAMIC_VERSION: u32 = 3;
 pub(crate) const HEADER_LEN: usize = 128;
 /// Open service handles (one per process and `open`) a service can have at once.
 pub const USER_SLOTS: usize = 128;
@@ -80,12 +80,19 @@ pub(crate) struct PortHeader {
     pub(crate) state: AtomicU64,
     /// Publishers: the queue entry being sent (0 = none).
     pub(crate) journal: AtomicU64,
+    /// Publishers: samples sent since the port was created (for tools).
+    pub(crate) sent: AtomicU64,
     pub(crate) pid: AtomicU32,
     /// Subscribers: how many threads are blocked in `receive_timeout`.
     pub(crate) waiting: AtomicU32,
     /// Subscribers: the futex word publishers bump to wake them.
     pub(crate) wake: AtomicU32,
+    /// [`PINNED`] if the port pinned the pool (for tools).
+    pub(crate) flags: AtomicU32,
 }
+
+/// Port flag: the port pinned the service's pool in its process.
+pub(crate) const PINNED: u32 = 1;
 const _: () = assert!(size_of::<PortHeader>() == 64);
 
 /// Checks that the limits a header says it was sized for are the static config's.

@@ -28,6 +28,7 @@
 mod cleanup;
 mod dynamic;
 pub mod fault;
+pub mod inspect;
 mod lifecycle;
 pub mod name;
 pub mod node;

@@ -27,7 +27,7 @@ use std::sync::atomic::Ordering;
 use iox_mempool::Pool;
 use iox_mempool::segment::{self, Segment};
 
-use crate::dynamic::{self, ALIVE, CREATING, DESTROYING, Dynamic};
+use crate::dynamic::{self, ALIVE, CREATING, DESTROYING, Dynamic, DynamicLayout};
 use crate::recovery::Liveness;
 
 /// The two file names of a service besides its pool: (static config, dynamic).
@@ -163,15 +163,25 @@ pub(crate) fn phase(
     }
 }
 
-/// Marks the incarnation of `d` as being removed by `me`, whatever state it is in,
-/// unless a live process is removing it already. Returns whether we may remove it.
-pub(crate) fn force_destroying(d: Dynamic<'_>, live: &mut Liveness) -> bool {
+/// Outcome of [`force_destroying`].
+pub(crate) enum Destroying {
+    /// The lifecycle word is ours (`DESTROYING` by us): we may remove the files.
+    Ours,
+    /// A live process is creating or removing it: wait and look again.
+    Busy,
+}
+
+/// Marks the incarnation of `d` as being removed by `me`, whatever state it is in
+/// (an explicit remove), unless a live process is creating or removing it right now.
+pub(crate) fn force_destroying(d: Dynamic<'_>, live: &mut Liveness) -> Destroying {
     let lifecycle = &d.header().lifecycle;
     loop {
         let word = lifecycle.load(Ordering::Acquire);
         let (node, phase) = dynamic::split_lifecycle(word);
-        if phase == DESTROYING && live.alive(node) && node != live.me() {
-            return false;
+        // Our own node counts as alive: another thread of this process may be the one
+        // creating or removing it.
+        if (phase == DESTROYING || phase == CREATING) && live.alive(node) {
+            return Destroying::Busy;
         }
         if lifecycle
             .compare_exchange(
@@ -182,7 +192,41 @@ pub(crate) fn force_destroying(d: Dynamic<'_>, live: &mut Liveness) -> bool {
             )
             .is_ok()
         {
-            return true;
+            return Destroying::Ours;
+        }
+    }
+}
+
+/// Takes a service name that has no anchor with an anchor of our own, already
+/// `DESTROYING` by `me`, so no creator can start while leftovers of the name are
+/// removed. `None` if an anchor appeared meanwhile.
+pub(crate) fn place_removal_anchor(root: &Path, stem: &str, me: u64) -> std::io::Result<Option<Segment>> {
+    let (_, dynamic_name) = file_names(stem);
+    let tmp = crate::node::temp_file_name(&dynamic_name, me);
+    let layout = DynamicLayout::header_only();
+    let anchor =
+        Segment::create(root, &tmp, layout.len, segment::DEFAULT_MODE).map_err(std::io::Error::other)?;
+    // SAFETY: created with exactly the header-only length, page-aligned.
+    let h = unsafe { Dynamic::new(anchor.as_ptr(), &layout) }.header();
+    h.lifecycle
+        .store(dynamic::lifecycle_word(me, DESTROYING), Ordering::Relaxed);
+    h.version.store(dynamic::DYNAMIC_VERSION, Ordering::Relaxed);
+    h.magic.store(dynamic::DYNAMIC_MAGIC, Ordering::Release);
+    match rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        root.join(&tmp),
+        rustix::fs::CWD,
+        root.join(&dynamic_name),
+        rustix::fs::RenameFlags::NOREPLACE,
+    ) {
+        Ok(()) => Ok(Some(anchor)),
+        Err(e) => {
+            let _ = segment::remove(root, &tmp);
+            if e == rustix::io::Errno::EXIST {
+                Ok(None)
+            } else {
+                Err(e.into())
+            }
         }
     }
 }

@@ -31,6 +31,9 @@ use rustix::fs::{FlockOperation, Mode, OFlags};
 pub struct Node {
     id: u64,
     path: PathBuf,
+    /// The process that made it: a forked child inherits the value but must neither
+    /// use nor delete it.
+    pid: u32,
     _file: File,
 }
 
@@ -47,10 +50,13 @@ pub fn parse_node_file_name(name: &str) -> Option<u64> {
     (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok())?
 }
 
-/// The name of a temporary file for `base` written by `node` (recovery removes those
-/// of dead nodes).
+/// A fresh name for a temporary file for `base` written by `node`: unique within the
+/// process (threads share a node), and ending in the node id so recovery can remove
+/// those of dead nodes.
 pub fn temp_file_name(base: &str, node: u64) -> String {
-    format!("{base}.{node:016x}.tmp")
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{base}.{n}.{node:016x}.tmp")
 }
 
 /// The node id in a temporary file name made by [`temp_file_name`].
@@ -75,7 +81,9 @@ impl Node {
     /// The node of this process under `root`, created on first use.
     pub fn for_root(root: &Path) -> std::io::Result<Arc<Node>> {
         let mut nodes = NODES.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(node) = nodes.get(root).and_then(Weak::upgrade) {
+        if let Some(node) = nodes.get(root).and_then(Weak::upgrade)
+            && node.pid == std::process::id()
+        {
             return Ok(node);
         }
         let node = Arc::new(Self::create(root)?);
@@ -101,7 +109,13 @@ impl Node {
             // Readable by all (whatever the umask), so processes of other users sharing
             // a group-access service can test the lock.
             rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o644))?;
-            rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive)?;
+            match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => {}
+                // A cleaner testing whether this temp file is abandoned holds it for
+                // a moment: let it be, and take another id.
+                Err(rustix::io::Errno::WOULDBLOCK) => continue,
+                Err(e) => return Err(e.into()),
+            }
             let mut file = File::from(fd);
             writeln!(file, "{pid}")?;
             // Locked before it gets its real name. NOREPLACE: ids are unique, but a
@@ -128,6 +142,7 @@ impl Node {
             return Ok(Node {
                 id,
                 path,
+                pid,
                 _file: file,
             });
         }
@@ -141,10 +156,20 @@ impl Node {
 
 impl Drop for Node {
     fn drop(&mut self) {
-        // Unlink while still holding the lock, so no one sees a free lock on a file we
-        // are about to delete; the lock goes with the file descriptor right after.
-        let _ = std::fs::remove_file(&self.path);
+        // Only the process that made it: a forked child's copy must not delete the
+        // parent's proof of life. Unlink while still holding the lock, so no one sees a
+        // free lock on a file we are about to delete; the lock goes with the file
+        // descriptor right after.
+        if std::process::id() == self.pid {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
+}
+
+/// `root` made absolute (against the current directory, now), so that liveness checks
+/// made later, after a `chdir`, still find the node files.
+pub fn absolute_root(root: &Path) -> PathBuf {
+    std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf())
 }
 
 /// The process id encoded in a node id.
@@ -152,10 +177,18 @@ pub fn pid_of(id: u64) -> u32 {
     (id >> 32) as u32
 }
 
-/// Whether the node `id` under `root` is alive: its lock file exists and is locked.
-/// A missing file means the node is gone; a file this process may not open (another
-/// user's, from before node files were world-readable) counts as alive, since it
-/// cannot be proven dead.
+/// Whether the node `id` under `root` is alive. Only a lock file that exists and
+/// whose lock this process can take proves a node dead; anything unexpected counts as
+/// alive, since recovering a live node would corrupt its state (a wrong "alive" only
+/// delays recovery):
+/// - the lock file is missing: dead, unless a process with the node's pid exists (the
+///   file may have been deleted by hand; pid reuse then only delays recovery);
+/// - it cannot be opened for another reason (another user's file, say): alive;
+/// - `flock` fails other than with "would block" (e.g. no locks on this file system):
+///   alive.
+///
+/// `root` should be absolute: a relative root resolved against another working
+/// directory would find no files and call everyone dead (iox makes roots absolute).
 pub fn is_alive(root: &Path, id: u64) -> bool {
     let path = root.join(node_file_name(id));
     let fd = match rustix::fs::open(
@@ -164,14 +197,25 @@ pub fn is_alive(root: &Path, id: u64) -> bool {
         Mode::empty(),
     ) {
         Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT) => return false,
+        Err(rustix::io::Errno::NOENT) => return pid_exists(pid_of(id)),
         Err(_) => return true,
     };
     match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
-        Err(rustix::io::Errno::WOULDBLOCK) => true,
-        // We got the lock (the owner is gone), or flock itself failed: not provably alive.
-        _ => false,
+        // We got the lock: its owner is gone.
+        Ok(()) => false,
+        Err(_) => true,
     }
+}
+
+/// Whether a process with this pid exists (signal 0 probes without sending).
+fn pid_exists(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
+        return false;
+    };
+    !matches!(
+        rustix::process::test_kill_process(pid),
+        Err(rustix::io::Errno::SRCH)
+    )
 }
 
 /// Removes the node file of `id` if its node is dead (its lock is free). Returns

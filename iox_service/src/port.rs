@@ -9,7 +9,7 @@
 //! creation runs first.
 //!
 //! Owner bits: publisher slot `p` holds chunks under owner `p`, subscriber slot `s`
-//! under owner `max_publishers + s` (so a service has at most 48 ports).
+//! under owner `max_publishers + s` (so a service has at most 47 ports).
 
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
@@ -81,6 +81,8 @@ pub(crate) fn claim<'a>(
         header.pid.store(std::process::id(), Ordering::Relaxed);
         header.waiting.store(0, Ordering::Relaxed);
         header.journal.store(0, Ordering::Relaxed);
+        header.sent.store(0, Ordering::Relaxed);
+        header.flags.store(0, Ordering::Relaxed);
         return Ok((i, generation));
     }
     Err(PortCreateError::TooManyPorts {
@@ -90,8 +92,12 @@ pub(crate) fn claim<'a>(
     })
 }
 
-/// Marks a claimed slot active; publishers see it from now on.
-pub(crate) fn activate(header: &PortHeader, generation: u64) {
+/// Marks a claimed slot active; publishers see it from now on. Records whether the
+/// port pinned the pool, for tools.
+pub(crate) fn activate(header: &PortHeader, generation: u64, pin: Option<&PoolPin>) {
+    if pin.is_some_and(PoolPin::is_pinned) {
+        header.flags.store(dynamic::PINNED, Ordering::Relaxed);
+    }
     header
         .state
         .store(dynamic::state_word(generation, dynamic::ACTIVE), Ordering::SeqCst);

@@ -116,7 +116,7 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
                 return Err(e);
             }
         };
-        port::activate(d.publisher(slot), generation);
+        port::activate(d.publisher(slot), generation, pin.as_ref());
         let read_cache = (0..max_subscribers).map(|_| Cell::new(0)).collect();
         Ok(Publisher {
             service: self.service,
@@ -235,7 +235,13 @@ impl<P: ?Sized + Payload> Publisher<P> {
         let drop_oldest = self.service.config.overflow == Overflow::DropOldest;
         let _ = pool.set_user_word(handle, len as u64);
         let is_active = |w: u64| dynamic::split_state(w).1 == dynamic::ACTIVE;
-        let journal = &self.header().journal;
+        let header = self.header();
+        let journal = &header.journal;
+        // Only this publisher writes its counter: no RMW needed.
+        header.sent.store(
+            header.sent.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Relaxed,
+        );
         let entry = queue::entry(self.next_seq(), handle);
         journal.store(entry, Ordering::Relaxed);
         let (mut delivered, mut rejected) = (0, 0);
@@ -244,13 +250,16 @@ impl<P: ?Sized + Payload> Publisher<P> {
                 continue;
             }
             let mut cached = self.read_cache[s].get();
+            let mut taken = None;
             let pushed = d
                 .queue(self.slot, s)
-                .push(entry, drop_oldest, &mut cached, |old| self.take_entry(old));
+                .push(entry, drop_oldest, &mut cached, |old| {
+                    taken = self.take_entry(old)
+                });
             self.read_cache[s].set(cached);
             match pushed {
                 Pushed::Stored => {}
-                Pushed::DroppedOldest(old) => self.release_entry(old),
+                Pushed::DroppedOldest => self.release_taken(taken),
                 Pushed::Full => {
                     rejected += 1;
                     continue;
@@ -274,8 +283,9 @@ impl<P: ?Sized + Payload> Publisher<P> {
                     // It may have closed after our push and drained before it: drain
                     // what is left so no chunk is stranded.
                     let q = d.queue(self.slot, s);
-                    while let Popped::Took(old) = q.pop(queue::BY_PRODUCER, |e| self.take_entry(e)) {
-                        self.release_entry(old);
+                    let mut taken = None;
+                    while let Popped::Took(_) = q.pop(queue::BY_PRODUCER, |e| taken = self.take_entry(e)) {
+                        self.release_taken(taken.take());
                     }
                 } else if header.waiting.load(Ordering::Relaxed) > 0 {
                     header.wake.fetch_add(1, Ordering::Release);
@@ -293,16 +303,18 @@ impl<P: ?Sized + Payload> Publisher<P> {
         Ok(delivered)
     }
 
-    /// Moves a queue entry's hold on its chunk to this publisher (dropping or draining).
-    fn take_entry(&self, entry: u64) {
-        if let Some(h) = self.service.pool.handle_from_raw(queue::entry_chunk(entry)) {
-            let _ = self.service.pool.take_queued(h, self.owner);
-        }
+    /// Moves a queue entry's hold on its chunk to this publisher (dropping or
+    /// draining); the chunk if the entry names one and the move succeeded (a corrupt or
+    /// duplicate entry is dropped without touching anyone's hold).
+    fn take_entry(&self, entry: u64) -> Option<ChunkHandle> {
+        let pool = &self.service.pool;
+        let h = pool.handle_from_raw(queue::entry_chunk(entry))?;
+        pool.take_queued(h, self.owner).ok().map(|()| h)
     }
 
-    /// Releases this publisher's hold on the chunk of an entry it took.
-    fn release_entry(&self, entry: u64) {
-        if let Some(h) = self.service.pool.handle_from_raw(queue::entry_chunk(entry)) {
+    /// Releases the hold `take_entry` moved to this publisher, if it did.
+    fn release_taken(&self, taken: Option<ChunkHandle>) {
+        if let Some(h) = taken {
             let _ = self.service.pool.release(h, self.owner);
         }
     }
@@ -336,12 +348,15 @@ impl<T: ZeroCopySafe> Publisher<[T]> {
 
 impl<P: ?Sized> Drop for Publisher<P> {
     fn drop(&mut self) {
-        // Loans borrow the publisher, so only the spare is left. Queued samples stay
-        // for the subscribers to read.
-        let header = self.service.dynamic().publisher(self.slot);
-        if let Some(h) = self.spare.take() {
-            let _ = self.service.pool.release(h, self.owner);
+        if !self.service.is_own_process() {
+            return; // a forked child dropping its copy: the port is the parent's
         }
+        // Loans borrow the publisher, so only the spare is left, and samples leaked
+        // with `mem::forget`: clearing our bit everywhere returns them all. Queued
+        // samples stay for the subscribers to read.
+        let header = self.service.dynamic().publisher(self.slot);
+        self.spare.take();
+        self.service.pool.release_all(self.owner);
         port::close(header, self.generation);
         port::free(header, self.generation);
     }

@@ -74,8 +74,8 @@ pub(crate) struct Queue<'a> {
 pub(crate) enum Pushed {
     /// Stored; nothing dropped.
     Stored,
-    /// Stored after dropping the oldest entry, whose hold now belongs to the producer.
-    DroppedOldest(u64),
+    /// Stored after dropping the oldest entry (`take` moved its hold to the producer).
+    DroppedOldest,
     /// Not stored: the queue is full and the policy is to reject (or the indices are
     /// corrupt).
     Full,
@@ -115,7 +115,7 @@ impl Queue<'_> {
         take: impl FnOnce(u64),
     ) -> Pushed {
         let w = self.write.load(Ordering::Relaxed);
-        let mut dropped = None;
+        let mut dropped = false;
         let mut r = *read_cache;
         let mut take = Some(take);
         let mut spins = 0;
@@ -154,15 +154,16 @@ impl Queue<'_> {
                 r = r.wrapping_add(1);
                 self.read.store(r << 2, Ordering::Release);
                 *read_cache = r;
-                dropped = Some(old);
+                dropped = true;
                 break;
             }
         }
         self.slot(w).store(value, Ordering::Relaxed);
         self.write.store(w.wrapping_add(1), Ordering::Release);
-        match dropped {
-            Some(old) => Pushed::DroppedOldest(old),
-            None => Pushed::Stored,
+        if dropped {
+            Pushed::DroppedOldest
+        } else {
+            Pushed::Stored
         }
     }
 

@@ -11,8 +11,9 @@
 //!   chunk already carries its owner bit (see [`crate::queue`]); a send it was in the
 //!   middle of (its journal names the entry) is finished: the queues whose last entry
 //!   is that entry got it, and one atomic hand-off adds their holds and removes the
-//!   publisher's bit, only if that bit is still set; then its bit is cleared on every
-//!   chunk (loans, the spare, entries it had taken) and the slot is freed.
+//!   publisher's bit, only if that bit is still set; its queues to subscribers that are
+//!   not active are drained (no consumer will); then its bit is cleared on every chunk
+//!   (loans, the spare, entries it had taken) and the slot is freed.
 //! - a dead **subscriber** slot: it is marked closing (publishers stop delivering and
 //!   drain what they pushed after); its claim is finished or undone; its queues are
 //!   drained into its owner bit; its bit is cleared on every chunk (samples it held)
@@ -71,8 +72,10 @@ impl CleanupReport {
     }
 }
 
-/// Node liveness for one recovery pass (each node looked up once); removes the lock
-/// file of every node it finds dead.
+/// Node liveness for one recovery pass (each node looked up once). The lock files of
+/// nodes found dead are removed when the pass ends ([`Liveness::finish`], or drop),
+/// after their ports and handles were recovered: while a dead node's file is there,
+/// its death stays provable by the lock alone.
 pub(crate) struct Liveness<'a> {
     root: &'a Path,
     me: u64,
@@ -103,11 +106,25 @@ impl<'a> Liveness<'a> {
             return alive;
         }
         let alive = node::is_alive(self.root, node);
-        if !alive && node::remove_if_dead(self.root, node) {
-            self.files_removed += 1;
-        }
         self.seen.insert(node, alive);
         alive
+    }
+
+    /// Removes the lock files of the nodes found dead so far; returns how many went.
+    pub(crate) fn finish(&mut self) -> usize {
+        for (&node, alive) in self.seen.iter_mut() {
+            if !*alive && node::remove_if_dead(self.root, node) {
+                self.files_removed += 1;
+            }
+            *alive = true; // done with it
+        }
+        self.files_removed
+    }
+}
+
+impl Drop for Liveness<'_> {
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 
@@ -148,8 +165,9 @@ impl Drop for RecoveryLock<'_> {
 pub(crate) fn recover(service: &ServiceShared) -> Result<CleanupReport, u64> {
     let mut live = Liveness::new(&service.root, service.node_id());
     let report = recover_in(service.dynamic(), &service.pool, &mut live);
+    let files = live.finish();
     report.map(|mut r| {
-        r.files_removed += live.files_removed;
+        r.files_removed += files;
         r
     })
 }
@@ -254,8 +272,31 @@ fn recover_publisher(d: Dynamic<'_>, pool: &Pool, p: usize, report: &mut Cleanup
         }
     }
     header.journal.store(0, Ordering::Relaxed);
+    // Queues to subscribers that are not active (they left, or are being set up)
+    // have no consumer to drain them: the dead publisher may have pushed after they
+    // left, or died in its own post-send drain. Drain them into its bit.
+    for s in 0..subs {
+        if dynamic::split_state(d.subscriber(s).state.load(Ordering::Acquire)).1 == dynamic::ACTIVE {
+            continue;
+        }
+        let q = d.queue(p, s);
+        let mut taken = None;
+        while let Popped::Took(_) = q.pop(queue::BY_PRODUCER, |e| taken = take_into(pool, e, owner)) {
+            if let Some(h) = taken.take()
+                && pool.release(h, owner) == Ok(true)
+            {
+                report.chunks_freed += 1;
+            }
+        }
+    }
     report.chunks_freed += pool.release_all(owner).1;
     port::free(header, generation);
+}
+
+/// Moves the hold of a queue entry to `owner`; the chunk if it did.
+fn take_into(pool: &Pool, entry: u64, owner: iox_mempool::Owner) -> Option<iox_mempool::ChunkHandle> {
+    let h = pool.handle_from_raw(queue::entry_chunk(entry))?;
+    pool.take_queued(h, owner).ok().map(|()| h)
 }
 
 /// Recovers dead subscriber slot `s`.
@@ -273,12 +314,7 @@ fn recover_subscriber(d: Dynamic<'_>, pool: &Pool, s: usize, report: &mut Cleanu
             report.takes_resolved += 1;
         }
         let mut taken = None;
-        let take = |e: u64, taken: &mut Option<_>| {
-            *taken = pool
-                .handle_from_raw(queue::entry_chunk(e))
-                .filter(|&h| pool.take_queued(h, owner).is_ok());
-        };
-        while let Popped::Took(_) = q.pop(queue::BY_CONSUMER, |e| take(e, &mut taken)) {
+        while let Popped::Took(_) = q.pop(queue::BY_CONSUMER, |e| taken = take_into(pool, e, owner)) {
             if let Some(h) = taken.take()
                 && pool.release(h, owner) == Ok(true)
             {

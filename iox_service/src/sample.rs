@@ -4,8 +4,8 @@
 //! A loan is uninitialised memory (never zero-filled): write it with `write_payload`
 //! / `write_from_fn` / `write_from_slice`, or through `payload_mut` and then the
 //! `unsafe` `assume_init`. Dropping a loan without sending returns its chunk. A
-//! received `Sample` only gives `&P`; dropping it releases its reference, and the last
-//! reference returns the chunk to the pool.
+//! received `Sample` only gives `&P`; dropping it clears this subscriber's owner bit on
+//! the chunk, and the chunk is free again once no port and no queue holds it.
 
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ops::{Deref, DerefMut};
@@ -147,7 +147,7 @@ impl<P: ?Sized + Payload + PayloadPtr> Deref for SampleMut<'_, P> {
 
 impl<P: ?Sized + Payload + PayloadPtr> DerefMut for SampleMut<'_, P> {
     fn deref_mut(&mut self) -> &mut P {
-        // SAFETY: as for deref; we hold the only reference to the chunk.
+        // SAFETY: as for deref; the chunk is loaned to this publisher alone.
         unsafe { &mut *P::payload_ptr(self.inner.ptr, self.inner.len) }
     }
 }
@@ -193,7 +193,7 @@ impl<P: ?Sized + Payload + PayloadPtr> Deref for Sample<'_, P> {
     type Target = P;
     fn deref(&self) -> &P {
         // SAFETY: the publisher finished writing before its Release push, which our
-        // Acquire pop saw; we hold a reference, so the chunk is not reused; the length
+        // Acquire pop saw; our owner bit is set on the chunk, so it is not reused; the length
         // was checked against the chunk size at receive.
         unsafe { &*P::payload_ptr(self.ptr, self.len) }
     }

@@ -69,13 +69,13 @@ impl Service {
     pub fn named(name: &str) -> Result<Self, NameError> {
         Ok(Self {
             name: ServiceName::new(name)?,
-            root: iox_mempool::root::root_dir(),
+            root: node::absolute_root(&iox_mempool::root::root_dir()),
         })
     }
 
     /// Uses `dir` as the root instead of `$IOX_ROOT` / `/dev/shm`.
     pub fn root(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.root = dir.into();
+        self.root = node::absolute_root(&dir.into());
         self
     }
 
@@ -638,9 +638,10 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             }
             Err(source) => return Attempt::Failed(OpenError::Segment { name: name(), source }),
         };
-        // SAFETY: the segment is at least the header and users table long and
-        // page-aligned; nothing else is touched until the full length is checked.
-        let header = unsafe { Dynamic::new(dynamic.as_ptr(), &layout) }.header();
+        let header_only = DynamicLayout::header_only();
+        // SAFETY: the segment is at least the header and users table long (checked by
+        // open) and page-aligned.
+        let header = unsafe { Dynamic::new(dynamic.as_ptr(), &header_only) }.header();
         let corrupt = |what: String| {
             Attempt::Failed(OpenError::Corrupt {
                 name: name(),
@@ -740,6 +741,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             node,
             user,
             created: false,
+            pid: std::process::id(),
         }))
     }
 
@@ -758,8 +760,8 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
         let node = Node::for_root(&self.root).map_err(|e| io("set up the process node file", e))?;
         let me = node.id();
         let layout = DynamicLayout::new(config);
+        remove_dead_temp_files(&self.root, &[&dynamic_name, &format!(".{config_name}")], me);
         let tmp = node::temp_file_name(&dynamic_name, me);
-        let _ = segment::remove(&self.root, &tmp);
         let dynamic = Segment::create(&self.root, &tmp, layout.len, config.permissions)
             .map_err(|source| CreateError::Segment { name: name(), source })?;
         let hash = static_config::text_hash(&config.to_ron());
@@ -863,6 +865,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             node,
             user: 0,
             created: true,
+            pid: std::process::id(),
         })))
     }
 
@@ -911,8 +914,16 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             Phase::Alive if self.root.join(&config_name).exists() => {
                 Attempt::Failed(CreateError::AlreadyExists(name()))
             }
+            Phase::Alive
+                if dynamic::split_lifecycle(d.header().lifecycle.load(Ordering::SeqCst)).1
+                    != dynamic::ALIVE =>
+            {
+                // A remover took it between our looks (it unlinks the config first).
+                Attempt::Retry("being removed".into())
+            }
             Phase::Alive => {
-                // Alive without a static config: debris if none of its users lives.
+                // Alive without a static config (deleted by hand): debris if none of
+                // its users lives.
                 recovery::recover_users(d, &mut live);
                 if lifecycle::remove_if_unused(&self.root, stem, &dynamic, d, me) {
                     Attempt::Retry("removed a service left without static config and users".into())
@@ -944,6 +955,29 @@ impl<T: crate::ZeroCopySafe> PubSubBuilder<[T]> {
     }
 }
 
+/// Removes temporary files of `bases` (see [`node::temp_file_name`]) left by dead
+/// nodes, with the dead nodes' lock files: a creator killed before its rename leaves
+/// both behind, referenced from nowhere else.
+fn remove_dead_temp_files(root: &Path, bases: &[&str], me: u64) {
+    let Ok(dir) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(node) = node::parse_temp_file_name(name) else {
+            continue;
+        };
+        if node == me || !bases.iter().any(|b| name.starts_with(&format!("{b}."))) {
+            continue;
+        }
+        if !node::is_alive(root, node) {
+            let _ = std::fs::remove_file(root.join(name));
+            node::remove_if_dead(root, node); // its lock file too
+        }
+    }
+}
+
 fn backoff(start: Instant) {
     // 0.1 ms growing to 10 ms: creation takes microseconds to milliseconds.
     let waited = start.elapsed().as_micros() as u64;
@@ -964,6 +998,8 @@ pub(crate) struct ServiceShared {
     /// Our entry in the users table.
     pub(crate) user: usize,
     pub(crate) created: bool,
+    /// The process that opened it (a forked child's drops must not act for it).
+    pub(crate) pid: u32,
 }
 
 impl ServiceShared {
@@ -976,10 +1012,18 @@ impl ServiceShared {
     pub(crate) fn node_id(&self) -> u64 {
         self.node.id()
     }
+
+    /// Whether this is the process that opened the service (not a forked child).
+    pub(crate) fn is_own_process(&self) -> bool {
+        std::process::id() == self.pid
+    }
 }
 
 impl Drop for ServiceShared {
     fn drop(&mut self) {
+        if !self.is_own_process() {
+            return; // a forked child dropping its copy: the registration is the parent's
+        }
         let d = self.dynamic();
         lifecycle::unregister_user(
             &self.root,

@@ -21,10 +21,10 @@ use crate::PayloadType;
 pub const CONFIG_VERSION: u32 = 1;
 /// Largest static config file accepted.
 pub const MAX_CONFIG_LEN: u64 = 64 * 1024;
-/// Most publishers a service may allow (publishers + subscribers: at most 48).
-pub const MAX_PUBLISHERS: u32 = 47;
-/// Most subscribers a service may allow (publishers + subscribers: at most 48).
-pub const MAX_SUBSCRIBERS: u32 = 47;
+/// Most publishers a service may allow (publishers + subscribers: at most 47).
+pub const MAX_PUBLISHERS: u32 = 46;
+/// Most subscribers a service may allow (publishers + subscribers: at most 47).
+pub const MAX_SUBSCRIBERS: u32 = 46;
 /// Largest subscriber buffer (per publisher-subscriber pair).
 pub const MAX_BUFFER: u32 = 1 << 16;
 /// Most samples one publisher may loan, or one subscriber hold, at once.

@@ -108,7 +108,7 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
             _payload: PhantomData,
         };
         subscriber.drain();
-        port::activate(subscriber.header(), generation);
+        port::activate(subscriber.header(), generation, subscriber.pin.as_ref());
         Ok(subscriber)
     }
 }
@@ -287,10 +287,15 @@ impl<T: ZeroCopySafe> Subscriber<[T]> {
 
 impl<P: ?Sized> Drop for Subscriber<P> {
     fn drop(&mut self) {
-        // Samples borrow the subscriber, so none is held here.
+        if !self.service.is_own_process() {
+            return; // a forked child dropping its copy: the port is the parent's
+        }
+        // Samples borrow the subscriber, so none is held here except ones leaked with
+        // `mem::forget`, which clearing our bit everywhere returns.
         let header = self.header();
         port::close(header, self.generation);
         self.drain();
+        self.service.pool.release_all(self.owner);
         port::free(header, self.generation);
     }
 }

@@ -445,3 +445,70 @@ fn publishers_take_turns() {
     let got: Vec<u64> = std::iter::from_fn(|| s.receive().unwrap().map(|x| *x)).collect();
     assert_eq!(got, vec![0, 100, 1, 101, 2, 102]);
 }
+
+#[test]
+fn removes_racing_open_or_create_never_leave_debris() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let root = root.clone();
+            std::thread::spawn(move || {
+                for i in 0..150 {
+                    if (i + t) % 3 == 0 {
+                        Service::remove_in(&root, "race/remove").unwrap();
+                    } else {
+                        let svc = Service::named("race/remove")
+                            .unwrap()
+                            .root(&root)
+                            .publish_subscribe::<u32>()
+                            .open_or_create()
+                            .unwrap();
+                        let p = svc.publisher_builder().create().unwrap();
+                        drop(p);
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    // Whatever interleaving happened, the name works and leaves nothing behind.
+    let svc = Service::named("race/remove")
+        .unwrap()
+        .root(&root)
+        .publish_subscribe::<u32>()
+        .timeout(Duration::from_secs(2))
+        .open_or_create()
+        .unwrap();
+    let p = svc.publisher_builder().create().unwrap();
+    let s = svc.subscriber_builder().create().unwrap();
+    p.loan_uninit().unwrap().write_payload(5).send().unwrap();
+    assert_eq!(*s.receive().unwrap().unwrap(), 5);
+    drop((p, s, svc));
+    let left: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "debris: {left:?}");
+}
+
+#[test]
+fn forgotten_samples_come_back_when_their_port_drops() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(&dir, "forgotten")
+        .publish_subscribe::<u64>()
+        .create()
+        .unwrap();
+    let total = svc.pool_info().total_chunks();
+    {
+        let p = svc.publisher_builder().create().unwrap();
+        let s = svc.subscriber_builder().create().unwrap();
+        std::mem::forget(p.loan_uninit().unwrap());
+        p.loan_uninit().unwrap().write_payload(1).send().unwrap();
+        std::mem::forget(s.receive().unwrap().unwrap());
+        assert!(svc.pool_info().free_chunks() < total);
+    }
+    assert_eq!(svc.pool_info().free_chunks(), total);
+}

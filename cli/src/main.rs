@@ -1,0 +1,235 @@
+//! `iox`: list, inspect, watch, clean and remove the iox services under a root.
+//!
+//! Reading commands (`list`, `show`, `watch`, `clean --dry-run`) use
+//! `iox_service::inspect`, which only loads from the files and never changes them.
+//! `clean` runs the same dead-process recovery as opening a service does; `remove`
+//! deletes a service (refusing while live ports exist unless `--force`).
+//!
+//! Exit codes: 0 ok, 1 service not found, 2 usage, 3 corrupt files found,
+//! 4 refused (`remove` with live ports and no `--force`).
+
+mod render;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use iox_service::Service;
+use iox_service::inspect::{self, Health, InspectError, ServiceInfo};
+
+const NOT_FOUND: u8 = 1;
+const CORRUPT: u8 = 3;
+const REFUSED: u8 = 4;
+
+/// Inspect and tidy iox shared-memory services.
+#[derive(Parser)]
+#[command(name = "iox", version, about)]
+struct Cli {
+    /// Directory holding the services (default: $IOX_ROOT, else /dev/shm).
+    #[arg(long, global = true)]
+    root: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Every service: name, pattern, payload, memory type, pool size, ports, state.
+    List {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One service: its static config, size classes, ports and users.
+    Show {
+        /// The service name.
+        name: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A live view of one service's pool occupancy and samples per second.
+    Watch {
+        /// The service name.
+        name: String,
+        /// Seconds between refreshes.
+        #[arg(long, default_value_t = 1.0)]
+        interval: f64,
+        /// Stop after this many refreshes (default: until interrupted).
+        #[arg(long)]
+        count: Option<u64>,
+    },
+    /// Recover what dead processes left: port slots, chunks, handles, files; remove
+    /// services no live process uses.
+    Clean {
+        /// Only this service (default: everything under the root).
+        name: Option<String>,
+        /// Print what would be recovered and removed, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Remove a service's files.
+    Remove {
+        /// The service name.
+        name: String,
+        /// Remove it even while live processes have ports on it.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let root = cli.root.unwrap_or_else(iox_mempool::root::root_dir);
+    match run(&root, cli.command) {
+        Ok(code) => ExitCode::from(code),
+        Err(message) => {
+            eprintln!("iox: {message}");
+            ExitCode::from(message.code)
+        }
+    }
+}
+
+/// A failure with its exit code.
+struct Failure {
+    code: u8,
+    text: String,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+fn fail(code: u8, text: impl Into<String>) -> Failure {
+    Failure {
+        code,
+        text: text.into(),
+    }
+}
+
+fn inspect_one(root: &Path, name: &str) -> Result<ServiceInfo, Failure> {
+    inspect::inspect_in(root, name).map_err(|e| match e {
+        InspectError::NotFound(_) => fail(NOT_FOUND, format!("{e} under {}", root.display())),
+        InspectError::Name(_) => fail(2, e.to_string()),
+    })
+}
+
+fn corrupt_code(services: &[ServiceInfo]) -> u8 {
+    if services.iter().any(|s| s.health == Health::Corrupt) {
+        CORRUPT
+    } else {
+        0
+    }
+}
+
+fn json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string_pretty(value).expect("inspection results always serialise")
+}
+
+fn run(root: &Path, command: Command) -> Result<u8, Failure> {
+    match command {
+        Command::List { json: as_json } => {
+            let all = inspect::inspect_all_in(root)
+                .map_err(|e| fail(NOT_FOUND, format!("cannot read {}: {e}", root.display())))?;
+            if as_json {
+                println!("{}", json(&all));
+            } else {
+                print!("{}", render::list(&all));
+            }
+            Ok(corrupt_code(&all.services))
+        }
+        Command::Show { name, json: as_json } => {
+            let info = inspect_one(root, &name)?;
+            if as_json {
+                println!("{}", json(&info));
+            } else {
+                print!("{}", render::show(&info));
+            }
+            Ok(corrupt_code(std::slice::from_ref(&info)))
+        }
+        Command::Watch {
+            name,
+            interval,
+            count,
+        } => {
+            let interval = Duration::try_from_secs_f64(interval)
+                .map_err(|_| fail(2, format!("--interval {interval} is not a duration")))?;
+            let mut last: Option<(Instant, u64)> = None;
+            let mut n = 0;
+            loop {
+                let info = inspect_one(root, &name)?;
+                let now = Instant::now();
+                let rate = last.map(|(t, sent)| {
+                    info.sent().saturating_sub(sent) as f64 / now.duration_since(t).as_secs_f64()
+                });
+                // Clear the screen and home the cursor: a view refreshing in place.
+                print!("\x1b[2J\x1b[H{}", render::watch(&info, rate, interval));
+                last = Some((now, info.sent()));
+                n += 1;
+                if count.is_some_and(|c| n >= c) {
+                    return Ok(corrupt_code(std::slice::from_ref(&info)));
+                }
+                std::thread::sleep(interval);
+            }
+        }
+        Command::Clean { name, dry_run: true } => {
+            let services = match &name {
+                Some(name) => vec![inspect_one(root, name)?],
+                None => {
+                    let all = inspect::inspect_all_in(root)
+                        .map_err(|e| fail(NOT_FOUND, format!("cannot read {}: {e}", root.display())))?;
+                    let files: Vec<&String> =
+                        all.dead_node_files.iter().chain(&all.dead_temp_files).collect();
+                    for f in files {
+                        println!("would remove {f} (left by a dead process)");
+                    }
+                    all.services
+                }
+            };
+            for s in &services {
+                print!("{}", render::dry_run(s));
+            }
+            Ok(corrupt_code(&services))
+        }
+        Command::Clean {
+            name: Some(name),
+            dry_run: false,
+        } => {
+            inspect_one(root, &name)?; // not found -> exit 1
+            let report =
+                Service::cleanup_dead_in(root, &name).map_err(|e| fail(CORRUPT, format!("{name}: {e}")))?;
+            println!("{}", render::report(&report));
+            Ok(0)
+        }
+        Command::Clean {
+            name: None,
+            dry_run: false,
+        } => {
+            let (report, failed) =
+                Service::cleanup_all_dead_in(root).map_err(|e| fail(NOT_FOUND, e.to_string()))?;
+            println!("{}", render::report(&report));
+            for (stem, e) in &failed {
+                eprintln!("iox: {stem}: {e}");
+            }
+            Ok(if failed.is_empty() { 0 } else { CORRUPT })
+        }
+        Command::Remove { name, force } => {
+            let info = inspect_one(root, &name)?;
+            let (p, s) = info.live_ports();
+            if p + s > 0 && !force {
+                return Err(fail(
+                    REFUSED,
+                    format!(
+                        "service {name:?} has {p} live publisher(s) and {s} live subscriber(s); use --force to remove it anyway"
+                    ),
+                ));
+            }
+            Service::remove_in(root, &name).map_err(|e| fail(CORRUPT, e.to_string()))?;
+            println!("removed {name}");
+            Ok(0)
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! Human-readable text for the `iox` commands (JSON goes through serde instead).
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use iox_service::CleanupReport;
+use iox_service::inspect::{Health, RootInfo, ServiceInfo};
+
+fn health(s: &ServiceInfo) -> &'static str {
+    match s.health {
+        Health::Alive => "alive",
+        Health::Stale => "stale",
+        Health::Creating => "creating",
+        Health::Removing => "removing",
+        Health::Corrupt => "corrupt",
+    }
+}
+
+fn bytes(n: usize) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+fn ports(s: &ServiceInfo, kind: &str) -> usize {
+    s.ports.iter().filter(|p| p.kind == kind).count()
+}
+
+/// `iox list`.
+pub fn list(all: &RootInfo) -> String {
+    let mut out = format!(
+        "{:<28} {:<17} {:<24} {:<12} {:>10} {:>4} {:>4}  {}\n",
+        "NAME", "PATTERN", "PAYLOAD", "MEMORY", "POOL", "PUBS", "SUBS", "STATE"
+    );
+    for s in &all.services {
+        let (pattern, payload, memory) = match &s.config {
+            Some(c) => (
+                format!("{:?}", c.pattern),
+                c.payload.to_string(),
+                c.memory_type.to_string(),
+            ),
+            None => ("?".into(), "?".into(), "?".into()),
+        };
+        let _ = writeln!(
+            out,
+            "{:<28} {:<17} {:<24} {:<12} {:>10} {:>4} {:>4}  {}",
+            s.name.as_deref().unwrap_or(&s.stem),
+            pattern,
+            payload,
+            memory,
+            bytes(s.pool_bytes),
+            ports(s, "publisher"),
+            ports(s, "subscriber"),
+            health(s)
+        );
+        for p in &s.problems {
+            let _ = writeln!(out, "    problem: {p}");
+        }
+    }
+    if all.services.is_empty() {
+        out.push_str("(no services)\n");
+    }
+    out
+}
+
+/// `iox show NAME`.
+pub fn show(s: &ServiceInfo) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "service   {}", s.name.as_deref().unwrap_or("?"));
+    let _ = writeln!(out, "files     {}.{{service,dynamic,chunks,pool}}", s.stem);
+    let _ = writeln!(out, "state     {}", health(s));
+    for r in &s.stale_reasons {
+        let _ = writeln!(out, "          stale: {r}");
+    }
+    for p in &s.problems {
+        let _ = writeln!(out, "          problem: {p}");
+    }
+    if let Some(c) = &s.config {
+        let _ = writeln!(out, "payload   {}", c.payload);
+        let _ = writeln!(out, "memory    {}", c.memory_type);
+        let _ = writeln!(
+            out,
+            "limits    {} publishers, {} subscribers, buffer {}, {} loans, {} held, overflow {:?}",
+            c.max_publishers, c.max_subscribers, c.subscriber_buffer, c.max_loans, c.max_held, c.overflow
+        );
+        let _ = writeln!(out, "mode      {:o}", c.permissions);
+        let _ = writeln!(out, "pool      {}", bytes(s.pool_bytes));
+    }
+    if !s.classes.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{:>12} {:>8} {:>8} {:>8}",
+            "CHUNK", "COUNT", "IN USE", "FREE"
+        );
+        for c in &s.classes {
+            let _ = writeln!(
+                out,
+                "{:>12} {:>8} {:>8} {:>8}",
+                bytes(c.chunk_size),
+                c.count,
+                c.in_use,
+                c.free
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n{:<11} {:>4} {:>8} {:<6} {:<9} {:<6} {:>10} {:>7}",
+        "PORT", "SLOT", "PID", "ALIVE", "PHASE", "PINNED", "SENT", "PENDING"
+    );
+    for p in &s.ports {
+        let _ = writeln!(
+            out,
+            "{:<11} {:>4} {:>8} {:<6} {:<9} {:<6} {:>10} {:>7}",
+            p.kind,
+            p.slot,
+            p.pid,
+            if p.alive { "yes" } else { "DEAD" },
+            p.phase,
+            if p.pinned { "yes" } else { "no" },
+            p.sent,
+            p.pending
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nhandles   {}",
+        s.users
+            .iter()
+            .map(|u| format!("pid {}{}", u.pid, if u.alive { "" } else { " (DEAD)" }))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    out
+}
+
+/// One frame of `iox watch NAME`.
+pub fn watch(s: &ServiceInfo, rate: Option<f64>, interval: Duration) -> String {
+    let mut out = format!(
+        "{}  ({}; every {:?}; Ctrl-C to stop)\n\n",
+        s.name.as_deref().unwrap_or(&s.stem),
+        health(s),
+        interval
+    );
+    for c in &s.classes {
+        let width = 40;
+        let filled = (c.in_use as usize * width).div_ceil(c.count.max(1) as usize);
+        let _ = writeln!(
+            out,
+            "{:>10} [{}{}] {:>6}/{:<6} in use",
+            bytes(c.chunk_size),
+            "#".repeat(filled),
+            ".".repeat(width - filled),
+            c.in_use,
+            c.count
+        );
+    }
+    let (p, sub) = (ports(s, "publisher"), ports(s, "subscriber"));
+    let _ = writeln!(out, "\npublishers {p}, subscribers {sub}");
+    match rate {
+        Some(r) => {
+            let _ = writeln!(out, "samples/s  {r:.0}");
+        }
+        None => out.push_str("samples/s  (measuring)\n"),
+    }
+    out
+}
+
+/// What `iox clean --dry-run` would do to one service.
+pub fn dry_run(s: &ServiceInfo) -> String {
+    let name = s.name.as_deref().unwrap_or(&s.stem);
+    let mut out = String::new();
+    for p in s.ports.iter().filter(|p| !p.alive) {
+        let _ = writeln!(
+            out,
+            "{name}: would recover {} slot {} of dead pid {}",
+            p.kind, p.slot, p.pid
+        );
+    }
+    for u in s.users.iter().filter(|u| !u.alive) {
+        let _ = writeln!(out, "{name}: would unregister the handle of dead pid {}", u.pid);
+    }
+    let live_users = s.users.iter().any(|u| u.alive);
+    if s.health == Health::Stale && !live_users {
+        let _ = writeln!(out, "{name}: would remove the service (no live process uses it)");
+    }
+    for p in &s.problems {
+        let _ = writeln!(out, "{name}: corrupt, left alone: {p}");
+    }
+    if out.is_empty() {
+        let _ = writeln!(out, "{name}: nothing to do");
+    }
+    out
+}
+
+/// The result of `iox clean`.
+pub fn report(r: &CleanupReport) -> String {
+    format!(
+        "looked at {} service(s): recovered {} port(s) of dead processes ({} chunk(s) freed, {} interrupted send(s) finished), {} dead handle(s); removed {} service(s) and {} file(s) of dead processes",
+        r.services, r.ports, r.chunks_freed, r.sends_finished, r.users, r.services_removed, r.files_removed
+    )
+}

@@ -1,0 +1,275 @@
+//! The `iox` binary against services made by real processes: a live one, a stale one
+//! left by a SIGKILLed process, a corrupt one; JSON parsed back; exit codes.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use iox_service::{PubSubService, Service, ServiceName};
+use iox_testkit::{env, role, spawn_self, wait_until};
+use serde_json::Value;
+
+fn iox(root: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_iox"))
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .output()
+        .expect("run iox")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exit code")
+}
+
+fn open(root: &Path, name: &str) -> PubSubService<u64> {
+    Service::named(name)
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<u64>()
+        .open_or_create()
+        .unwrap()
+}
+
+/// Child: opens the service, makes a publisher and a subscriber, sends three samples
+/// nobody receives, and waits to be killed.
+fn holder() {
+    let root = std::path::PathBuf::from(env::<String>("IOX_ROOT"));
+    let svc = open(&root, &env::<String>("SERVICE"));
+    let p = svc.publisher_builder().create().unwrap();
+    let _s = svc.subscriber_builder().create().unwrap();
+    for i in 0..3 {
+        p.loan_uninit().unwrap().write_payload(i).send().unwrap();
+    }
+    loop {
+        std::thread::park();
+    }
+}
+
+fn spawn_holder(test: &str, root: &Path, name: &str) -> std::process::Child {
+    spawn_self(
+        test,
+        "holder",
+        &[
+            ("IOX_ROOT", root.display().to_string()),
+            ("SERVICE", name.to_string()),
+        ],
+    )
+}
+
+fn ports_seen(root: &Path, name: &str, n: usize) -> bool {
+    iox_service::inspect::inspect_in(root, name)
+        .is_ok_and(|i| i.ports.len() == n && i.ports.iter().all(|p| p.phase == "active"))
+}
+
+#[test]
+fn list_and_show_describe_a_live_service_in_text_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let svc = open(root, "cli/live");
+    let p = svc.publisher_builder().create().unwrap();
+    let _s = svc.subscriber_builder().create().unwrap();
+    for i in 0..3 {
+        p.loan_uninit().unwrap().write_payload(i).send().unwrap();
+    }
+    let out = iox(root, &["list"]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let line = text(&out)
+        .lines()
+        .find(|l| l.starts_with("cli/live"))
+        .unwrap()
+        .to_string();
+    assert!(
+        line.contains("PublishSubscribe") && line.contains("u64") && line.contains("alive"),
+        "{line}"
+    );
+
+    let out = iox(root, &["list", "--json"]);
+    assert_eq!(code(&out), 0);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = &v["services"][0];
+    assert_eq!(s["name"], "cli/live");
+    assert_eq!(s["health"], "alive");
+    assert_eq!(s["ports"].as_array().unwrap().len(), 2);
+    assert_eq!(s["config"]["memory_type"], "Cpu", "{s}");
+
+    let out = iox(root, &["show", "cli/live", "--json"]);
+    assert_eq!(code(&out), 0);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Three queued samples plus the publisher's spare chunk.
+    assert_eq!(v["classes"][0]["in_use"], 4, "{v}");
+    let sub = v["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["kind"] == "subscriber")
+        .unwrap();
+    assert_eq!(sub["pending"], 3);
+    assert_eq!(sub["pid"], std::process::id());
+    let publisher = v["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["kind"] == "publisher")
+        .unwrap();
+    assert_eq!(publisher["sent"], 3);
+
+    let out = iox(root, &["show", "cli/live"]);
+    let t = text(&out);
+    assert_eq!(code(&out), 0, "{t}");
+    assert!(t.contains("state     alive") && t.contains("IN USE"), "{t}");
+    assert!(t.contains(&format!("{}", std::process::id())), "{t}");
+}
+
+#[test]
+fn a_stale_service_of_a_killed_process_is_reported_then_cleaned() {
+    if role().is_some() {
+        return holder();
+    }
+    let test = "a_stale_service_of_a_killed_process_is_reported_then_cleaned";
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut child = spawn_holder(test, root, "cli/stale");
+    assert!(wait_until(Duration::from_secs(20), || ports_seen(
+        root,
+        "cli/stale",
+        2
+    )));
+    let pid = child.id();
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    let out = iox(root, &["list"]);
+    assert_eq!(code(&out), 0);
+    assert!(text(&out).contains("stale"), "{}", text(&out));
+    let out = iox(root, &["clean", "--dry-run"]);
+    let t = text(&out);
+    assert_eq!(code(&out), 0, "{t}");
+    assert!(
+        t.contains(&format!("would recover publisher slot 0 of dead pid {pid}")),
+        "{t}"
+    );
+    assert!(t.contains("would remove the service"), "{t}");
+    assert!(t.contains("would remove iox_node_"), "{t}");
+    assert!(
+        Service::exists_in(root, "cli/stale").unwrap(),
+        "a dry run changes nothing"
+    );
+
+    let out = iox(root, &["clean"]);
+    let t = text(&out);
+    assert_eq!(code(&out), 0, "{t}");
+    assert!(
+        t.contains("recovered 2 port(s)") && t.contains("removed 1 service(s)"),
+        "{t}"
+    );
+    assert!(!Service::exists_in(root, "cli/stale").unwrap());
+    let left: Vec<_> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "files left: {left:?}");
+    assert!(text(&iox(root, &["list"])).contains("(no services)"));
+}
+
+#[test]
+fn a_corrupt_static_config_is_reported_not_crashed_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let keep = open(root, "cli/corrupt");
+    let config = root.join(format!(
+        "{}.service",
+        ServiceName::new("cli/corrupt").unwrap().stem()
+    ));
+    std::fs::write(&config, "(((( this is not RON").unwrap();
+    let out = iox(root, &["list"]);
+    let t = text(&out);
+    assert_eq!(code(&out), 3, "{t}");
+    assert!(
+        t.contains("corrupt") && t.contains("problem:") && t.contains(".service is malformed"),
+        "{t}"
+    );
+    let out = iox(root, &["list", "--json"]);
+    assert_eq!(code(&out), 3);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["services"][0]["health"], "corrupt");
+    let out = iox(root, &["show", "cli/corrupt"]);
+    assert_eq!(code(&out), 3, "{}", text(&out));
+    let out = iox(root, &["clean", "cli/corrupt"]);
+    assert_eq!(code(&out), 3, "{}", text(&out));
+    assert!(config.exists(), "nothing deleted unasked");
+    drop(keep);
+}
+
+#[test]
+fn remove_refuses_live_ports_without_force_and_exit_codes_hold() {
+    if role().is_some() {
+        return holder();
+    }
+    let test = "remove_refuses_live_ports_without_force_and_exit_codes_hold";
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut child = spawn_holder(test, root, "cli/busy");
+    assert!(wait_until(Duration::from_secs(20), || ports_seen(
+        root, "cli/busy", 2
+    )));
+    let out = iox(root, &["remove", "cli/busy"]);
+    assert_eq!(code(&out), 4, "{}", text(&out));
+    assert!(text(&out).contains("--force"));
+    assert!(Service::exists_in(root, "cli/busy").unwrap());
+    let out = iox(root, &["remove", "cli/busy", "--force"]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert!(!Service::exists_in(root, "cli/busy").unwrap());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(code(&iox(root, &["show", "cli/busy"])), 1);
+    assert_eq!(code(&iox(root, &["remove", "cli/busy"])), 1);
+    assert_eq!(code(&iox(root, &["frobnicate"])), 2);
+    assert_eq!(code(&iox(root, &["show"])), 2);
+}
+
+#[test]
+fn watch_refreshes_in_place_and_counts_samples_per_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let svc = open(root, "cli/watch");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sender = {
+        let (svc, stop) = (svc.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let p = svc.publisher_builder().create().unwrap();
+            let s = svc.subscriber_builder().create().unwrap();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                p.loan_uninit().unwrap().write_payload(1).send().unwrap();
+                while let Ok(Some(_)) = s.receive() {}
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        })
+    };
+    let out = iox(root, &["watch", "cli/watch", "--interval", "0.1", "--count", "3"]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    sender.join().unwrap();
+    let t = text(&out);
+    assert_eq!(code(&out), 0, "{t}");
+    assert_eq!(
+        t.matches("\x1b[2J").count(),
+        3,
+        "three frames, each clearing the screen"
+    );
+    let rates: Vec<f64> = t
+        .lines()
+        .filter_map(|l| l.strip_prefix("samples/s  "))
+        .filter_map(|r| r.trim().parse().ok())
+        .collect();
+    assert_eq!(rates.len(), 2, "{t}");
+    assert!(rates.iter().all(|&r| r > 0.0), "{t}");
+    assert!(t.contains("in use"), "{t}");
+}

@@ -1,0 +1,415 @@
+//! Read-only inspection of the services under a root, for tools such as the `iox`
+//! command-line program.
+//!
+//! Inspection maps the static config, the dynamic segment and the pool's bookkeeping
+//! read-only and only loads from them: it never registers as a user, claims a port,
+//! recovers anything or deletes a file, so it is safe to run against any root at any
+//! time. Everything it reads is a snapshot. Node liveness is tested as recovery tests
+//! it (the node lock), without removing anything. Damaged files are reported in
+//! [`ServiceInfo::problems`] (each naming the file), never trusted.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use iox_mempool::Pool;
+use iox_mempool::segment::{Access, OpenSegmentError, Segment};
+use serde::Serialize;
+
+use crate::dynamic::{self, Dynamic, DynamicLayout};
+use crate::lifecycle::file_names;
+use crate::{NameError, ServiceName, StaticConfig, node};
+
+/// How a service is doing, as far as its files tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Health {
+    /// Usable, and every process recorded in it is alive.
+    Alive,
+    /// Usable, but dead processes are recorded in it (ports or users), or no live
+    /// process uses it: recovery (`iox clean`) will tidy or remove it.
+    Stale,
+    /// A live process is creating it.
+    Creating,
+    /// A live process is removing it.
+    Removing,
+    /// Its files are damaged; see the problems.
+    Corrupt,
+}
+
+/// A port slot in use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PortInfo {
+    /// "publisher" or "subscriber".
+    pub kind: &'static str,
+    /// The slot index.
+    pub slot: usize,
+    /// The owner's process id.
+    pub pid: u32,
+    /// The owner's node id.
+    pub node: u64,
+    /// Whether the owner process is alive.
+    pub alive: bool,
+    /// "claiming", "active", "closing" (or "free" while being released).
+    pub phase: &'static str,
+    /// Whether the port pinned the pool in its process.
+    pub pinned: bool,
+    /// Publishers: samples sent since the port was created.
+    pub sent: u64,
+    /// Subscribers: samples waiting in its queues.
+    pub pending: u64,
+}
+
+/// An open service handle (one process's use of the service).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UserInfo {
+    /// The process id.
+    pub pid: u32,
+    /// The node id.
+    pub node: u64,
+    /// Whether the process is alive.
+    pub alive: bool,
+}
+
+/// Occupancy of one size class.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClassUsage {
+    /// Bytes per chunk.
+    pub chunk_size: usize,
+    /// Chunks in the class.
+    pub count: u32,
+    /// Chunks in use.
+    pub in_use: u32,
+    /// Chunks free.
+    pub free: u32,
+}
+
+/// What the files of one service say.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServiceInfo {
+    /// The file stem (`iox_<hash>`).
+    pub stem: String,
+    /// The service name (from the static config), if readable.
+    pub name: Option<String>,
+    /// The static config, if readable.
+    pub config: Option<StaticConfig>,
+    /// How it is doing.
+    pub health: Health,
+    /// Why it is stale, if it is.
+    pub stale_reasons: Vec<String>,
+    /// Damaged files, each naming the file and the problem.
+    pub problems: Vec<String>,
+    /// Port slots in use.
+    pub ports: Vec<PortInfo>,
+    /// Open service handles.
+    pub users: Vec<UserInfo>,
+    /// Pool occupancy per size class (empty if unreadable).
+    pub classes: Vec<ClassUsage>,
+    /// Pool payload size in bytes (0 if unknown).
+    pub pool_bytes: usize,
+}
+
+impl ServiceInfo {
+    /// Samples sent so far by the publishers connected now.
+    pub fn sent(&self) -> u64 {
+        self.ports.iter().map(|p| p.sent).sum()
+    }
+
+    /// (publishers, subscribers) whose processes are alive.
+    pub fn live_ports(&self) -> (usize, usize) {
+        let live = |kind| self.ports.iter().filter(|p| p.kind == kind && p.alive).count();
+        (live("publisher"), live("subscriber"))
+    }
+}
+
+/// Everything under a root.
+#[derive(Debug, Clone, Serialize)]
+pub struct RootInfo {
+    /// The services (any whose dynamic segment or static config exists).
+    pub services: Vec<ServiceInfo>,
+    /// Lock files of nodes that are dead (recovery removes them).
+    pub dead_node_files: Vec<String>,
+    /// Temporary files left by dead processes (recovery removes them).
+    pub dead_temp_files: Vec<String>,
+}
+
+/// Why inspecting a named service failed.
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    /// The name is invalid.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// No file of that service exists.
+    #[error("service {0:?} does not exist")]
+    NotFound(String),
+}
+
+/// Node liveness, each node looked up once, nothing removed.
+struct Alive<'a> {
+    root: &'a Path,
+    seen: HashMap<u64, bool>,
+}
+
+impl Alive<'_> {
+    fn check(&mut self, node: u64) -> bool {
+        *self
+            .seen
+            .entry(node)
+            .or_insert_with(|| node::is_alive(self.root, node))
+    }
+}
+
+/// Inspects service `name` under `root`.
+pub fn inspect_in(root: &Path, name: &str) -> Result<ServiceInfo, InspectError> {
+    let root = &node::absolute_root(root);
+    let stem = ServiceName::new(name)?.stem();
+    let (config, dynamic) = file_names(&stem);
+    if !root.join(config).exists() && !root.join(dynamic).exists() {
+        return Err(InspectError::NotFound(name.to_string()));
+    }
+    let mut alive = Alive {
+        root,
+        seen: HashMap::new(),
+    };
+    Ok(inspect_stem(root, &stem, &mut alive))
+}
+
+/// Inspects every service under `root`, and lists the files of dead processes.
+pub fn inspect_all_in(root: &Path) -> std::io::Result<RootInfo> {
+    let root = &node::absolute_root(root);
+    let mut alive = Alive {
+        root,
+        seen: HashMap::new(),
+    };
+    let mut names: Vec<String> = std::fs::read_dir(root)?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    let mut stems: Vec<&str> = names
+        .iter()
+        .filter(|n| n.starts_with("iox_") && !n.starts_with("iox_node_"))
+        .filter_map(|n| n.strip_suffix(".service").or_else(|| n.strip_suffix(".dynamic")))
+        .collect();
+    stems.dedup();
+    let services = stems
+        .iter()
+        .map(|stem| inspect_stem(root, stem, &mut alive))
+        .collect();
+    let mut dead_node_files = Vec::new();
+    let mut dead_temp_files = Vec::new();
+    for name in &names {
+        if let Some(id) = node::parse_node_file_name(name) {
+            if !alive.check(id) {
+                dead_node_files.push(name.clone());
+            }
+        } else if let Some(id) = node::parse_temp_file_name(name)
+            && !name.starts_with(".iox_node_")
+            && !alive.check(id)
+        {
+            dead_temp_files.push(name.clone());
+        }
+    }
+    Ok(RootInfo {
+        services,
+        dead_node_files,
+        dead_temp_files,
+    })
+}
+
+fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
+    let (config_name, dynamic_name) = file_names(stem);
+    let mut info = ServiceInfo {
+        stem: stem.to_string(),
+        name: None,
+        config: None,
+        health: Health::Alive,
+        stale_reasons: Vec::new(),
+        problems: Vec::new(),
+        ports: Vec::new(),
+        users: Vec::new(),
+        classes: Vec::new(),
+        pool_bytes: 0,
+    };
+    let config = match StaticConfig::read(&root.join(&config_name)) {
+        Ok((c, hash)) => {
+            info.name = Some(c.name.clone());
+            info.pool_bytes = c.layout.payload_len();
+            info.config = Some(c.clone());
+            Some((c, hash))
+        }
+        Err(crate::ConfigError::NotFound { .. }) => None,
+        Err(e) => {
+            info.problems.push(e.to_string());
+            None
+        }
+    };
+    let header_only = DynamicLayout::header_only();
+    let segment = match Segment::open(root, &dynamic_name, Access::ReadOnly, header_only.len as u64) {
+        Ok(s) => s,
+        Err(OpenSegmentError::NotFound { path }) => {
+            if config.is_some() {
+                info.problems.push(format!(
+                    "{}: missing, but its static config exists (debris: remove the service)",
+                    path.display()
+                ));
+            }
+            return finish(info);
+        }
+        Err(e) => {
+            info.problems.push(e.to_string());
+            return finish(info);
+        }
+    };
+    let path = segment.path().display().to_string();
+    // SAFETY: at least the header and users table, page-aligned; only loads follow
+    // (the mapping is read-only).
+    let d = unsafe { Dynamic::new(segment.as_ptr(), &header_only) };
+    let h = d.header();
+    let magic = h.magic.load(Ordering::Acquire);
+    let version = h.version.load(Ordering::Relaxed);
+    if magic != dynamic::DYNAMIC_MAGIC {
+        info.problems.push(format!("{path}: wrong magic {magic:#018x}"));
+        return finish(info);
+    }
+    if version != dynamic::DYNAMIC_VERSION {
+        info.problems.push(format!(
+            "{path}: format version {version}, this iox reads {}",
+            dynamic::DYNAMIC_VERSION
+        ));
+        return finish(info);
+    }
+    let (node, phase) = dynamic::split_lifecycle(h.lifecycle.load(Ordering::Acquire));
+    match phase {
+        dynamic::ALIVE => {}
+        dynamic::CREATING | dynamic::DESTROYING if alive.check(node) => {
+            info.health = if phase == dynamic::CREATING {
+                Health::Creating
+            } else {
+                Health::Removing
+            };
+        }
+        dynamic::CREATING | dynamic::DESTROYING => info.stale_reasons.push(format!(
+            "its {} (pid {}) died",
+            if phase == dynamic::CREATING {
+                "creator"
+            } else {
+                "remover"
+            },
+            node::pid_of(node)
+        )),
+        _ => info.problems.push(format!("{path}: invalid lifecycle word")),
+    }
+    for user in d.users() {
+        let node = user.load(Ordering::Relaxed);
+        if node != 0 {
+            info.users.push(UserInfo {
+                pid: node::pid_of(node),
+                node,
+                alive: alive.check(node),
+            });
+        }
+    }
+    if let Some((config, hash)) = &config {
+        let layout = DynamicLayout::new(config);
+        if h.config_hash.load(Ordering::Relaxed) != *hash {
+            info.problems
+                .push(format!("{path}: belongs to another static config"));
+        } else if segment.len() != layout.len {
+            info.problems.push(format!(
+                "{path}: {} bytes long, the static config says exactly {}",
+                segment.len(),
+                layout.len
+            ));
+        } else if let Err(what) = dynamic::check_limits(h, config) {
+            info.problems.push(format!("{path}: {what}"));
+        } else {
+            // SAFETY: the full length is checked just above; loads only.
+            let d = unsafe { Dynamic::new(segment.as_ptr(), &layout) };
+            read_ports(d, alive, &mut info);
+            match Pool::usage(root, stem, &config.layout, *hash) {
+                Ok(classes) => {
+                    info.classes = classes
+                        .iter()
+                        .map(|c| ClassUsage {
+                            chunk_size: c.chunk_size,
+                            count: c.count,
+                            in_use: c.count - c.free,
+                            free: c.free,
+                        })
+                        .collect()
+                }
+                Err(e) => info.problems.push(e.to_string()),
+            }
+        }
+    }
+    finish(info)
+}
+
+fn read_ports(d: Dynamic<'_>, alive: &mut Alive, info: &mut ServiceInfo) {
+    let l = *d.layout();
+    let ports = (0..l.max_publishers)
+        .map(|p| ("publisher", p, d.publisher(p)))
+        .chain((0..l.max_subscribers).map(|s| ("subscriber", s, d.subscriber(s))));
+    for (kind, slot, h) in ports {
+        let node = h.node.load(Ordering::Acquire);
+        if node == 0 {
+            continue;
+        }
+        let phase = match dynamic::split_state(h.state.load(Ordering::Relaxed)).1 {
+            dynamic::CLAIMING => "claiming",
+            dynamic::ACTIVE => "active",
+            dynamic::CLOSING => "closing",
+            _ => "free",
+        };
+        let pending = if kind == "subscriber" {
+            (0..l.max_publishers).map(|p| d.queue(p, slot).len()).sum()
+        } else {
+            0
+        };
+        info.ports.push(PortInfo {
+            kind,
+            slot,
+            pid: h.pid.load(Ordering::Relaxed),
+            node,
+            alive: alive.check(node),
+            phase,
+            pinned: h.flags.load(Ordering::Relaxed) & dynamic::PINNED != 0,
+            sent: if kind == "publisher" {
+                h.sent.load(Ordering::Relaxed)
+            } else {
+                0
+            },
+            pending,
+        });
+    }
+}
+
+fn finish(mut info: ServiceInfo) -> ServiceInfo {
+    let dead_ports = info.ports.iter().filter(|p| !p.alive).count();
+    let dead_users = info.users.iter().filter(|u| !u.alive).count();
+    if dead_ports > 0 {
+        info.stale_reasons
+            .push(format!("{dead_ports} port(s) of dead processes"));
+    }
+    if dead_users > 0 {
+        info.stale_reasons
+            .push(format!("{dead_users} handle(s) of dead processes"));
+    }
+    if info.problems.is_empty()
+        && info.health == Health::Alive
+        && !info.users.iter().any(|u| u.alive)
+        && info.config.is_some()
+    {
+        info.stale_reasons.push("no live process uses it".into());
+    }
+    info.health = if !info.problems.is_empty() {
+        Health::Corrupt
+    } else if info.health != Health::Alive {
+        info.health
+    } else if !info.stale_reasons.is_empty() {
+        Health::Stale
+    } else {
+        Health::Alive
+    };
+    info
+}
