@@ -87,6 +87,14 @@ pub fn show(s: &ServiceInfo) -> String {
             c.max_publishers, c.max_subscribers, c.subscriber_buffer, c.max_loans, c.max_held, c.overflow
         );
         let _ = writeln!(out, "mode      {:o}", c.permissions);
+        let _ = match c.backing {
+            iox_service::PayloadBacking::File => writeln!(out, "backing   file ({}.pool)", s.stem),
+            iox_service::PayloadBacking::Memfd(id) => writeln!(
+                out,
+                "backing   sealed memfd (inode {}:{}, reached through the processes using it)",
+                id.dev, id.ino
+            ),
+        };
         let _ = writeln!(out, "pool      {}", bytes(s.pool_bytes));
     }
     if !s.classes.is_empty() {

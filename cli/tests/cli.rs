@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use iox_service::{PubSubService, Service, ServiceName};
-use iox_testkit::{env, role, spawn_self, wait_until};
+use iox_testkit::{Reaped, env, role, spawn_self, wait_until};
 use serde_json::Value;
 
 fn iox(root: &Path, args: &[&str]) -> Output {
@@ -54,15 +54,15 @@ fn holder() {
     }
 }
 
-fn spawn_holder(test: &str, root: &Path, name: &str) -> std::process::Child {
-    spawn_self(
+fn spawn_holder(test: &str, root: &Path, name: &str) -> Reaped {
+    Reaped::new(spawn_self(
         test,
         "holder",
         &[
             ("IOX_ROOT", root.display().to_string()),
             ("SERVICE", name.to_string()),
         ],
-    )
+    ))
 }
 
 fn ports_seen(root: &Path, name: &str, n: usize) -> bool {
@@ -137,15 +137,14 @@ fn a_stale_service_of_a_killed_process_is_reported_then_cleaned() {
     let test = "a_stale_service_of_a_killed_process_is_reported_then_cleaned";
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let mut child = spawn_holder(test, root, "cli/stale");
+    let child = spawn_holder(test, root, "cli/stale");
     assert!(wait_until(Duration::from_secs(20), || ports_seen(
         root,
         "cli/stale",
         2
     )));
     let pid = child.id();
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    child.kill(); // SIGKILL
 
     let out = iox(root, &["list"]);
     assert_eq!(code(&out), 0);
@@ -217,7 +216,7 @@ fn remove_refuses_live_ports_without_force_and_exit_codes_hold() {
     let test = "remove_refuses_live_ports_without_force_and_exit_codes_hold";
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let mut child = spawn_holder(test, root, "cli/busy");
+    let child = spawn_holder(test, root, "cli/busy");
     assert!(wait_until(Duration::from_secs(20), || ports_seen(
         root, "cli/busy", 2
     )));
@@ -228,8 +227,7 @@ fn remove_refuses_live_ports_without_force_and_exit_codes_hold() {
     let out = iox(root, &["remove", "cli/busy", "--force"]);
     assert_eq!(code(&out), 0, "{}", text(&out));
     assert!(!Service::exists_in(root, "cli/busy").unwrap());
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill();
     assert_eq!(code(&iox(root, &["show", "cli/busy"])), 1);
     assert_eq!(code(&iox(root, &["remove", "cli/busy"])), 1);
     assert_eq!(code(&iox(root, &["frobnicate"])), 2);

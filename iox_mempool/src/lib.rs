@@ -25,6 +25,7 @@
 //! ```
 
 pub mod layout;
+pub mod memfd;
 pub mod memory;
 pub mod owners;
 pub mod pin;
@@ -33,11 +34,13 @@ pub mod root;
 pub mod segment;
 
 pub use layout::{LayoutError, PoolLayout, SizeClass};
+pub use memfd::{Backing, MemfdError, MemfdIdentity};
 pub use memory::{MemoryType, MemoryTypeError};
 pub use owners::Owner;
 pub use pin::{
     MlockPinner, PinError, PinGuard, Pinner, Region, RegisterPinnerError, acquire, register_pinner,
 };
 pub use pool::{
-    ChunkError, ChunkHandle, ClassInfo, CreatePoolError, LoanError, OpenPoolError, Pool, PoolInfo, PoolPin,
+    Bookkeeping, ChunkError, ChunkHandle, ClassInfo, CreatePoolError, LoanError, OpenPoolError, Pool,
+    PoolInfo, PoolPin,
 };

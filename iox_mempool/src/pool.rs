@@ -128,6 +128,14 @@ pub enum CreatePoolError {
     /// The memory type is invalid.
     #[error(transparent)]
     MemoryType(#[from] crate::MemoryTypeError),
+    /// The payload handed in is not as long as the layout needs.
+    #[error("the payload is {len} bytes long, the layout needs exactly {expected}")]
+    PayloadLength {
+        /// Its length.
+        len: usize,
+        /// The layout's payload length.
+        expected: usize,
+    },
 }
 
 /// Why [`Pool::open`] failed. Each names the file and what is wrong with it.
@@ -292,10 +300,17 @@ pub enum ChunkError {
 /// ```
 #[derive(Debug)]
 pub struct Pool {
+    book: Bookkeeping,
+    payload: Segment,
+}
+
+/// A pool's bookkeeping alone (`S.chunks`): chunk ownership and user words, without
+/// the payload mapped. What recovery and tools need; a [`Pool`] derefs to it.
+#[derive(Debug)]
+pub struct Bookkeeping {
     layout: PoolLayout,
     memory_type: MemoryType,
     chunks: Segment,
-    payload: Segment,
     /// Byte offset of each class's chunk table in the bookkeeping segment.
     tables: Vec<usize>,
 }
@@ -306,6 +321,17 @@ pub struct Pool {
 unsafe impl Send for Pool {}
 // SAFETY: as above; every `&self` method is a sequence of atomic operations.
 unsafe impl Sync for Pool {}
+// SAFETY: as for Pool: the mapping is only accessed through atomics.
+unsafe impl Send for Bookkeeping {}
+// SAFETY: as above.
+unsafe impl Sync for Bookkeeping {}
+
+impl std::ops::Deref for Pool {
+    type Target = Bookkeeping;
+    fn deref(&self) -> &Bookkeeping {
+        &self.book
+    }
+}
 
 fn chunks_name(stem: &str) -> String {
     format!("{stem}.chunks")
@@ -349,21 +375,41 @@ impl Pool {
         tag: u64,
     ) -> Result<Self, CreatePoolError> {
         let memory_type = memory_type.validate()?;
+        let payload = Segment::create(dir, &payload_name(stem), layout.payload_len(), mode)?;
+        Self::create_with_payload(dir, stem, layout, memory_type, mode, tag, payload).inspect_err(|_| {
+            let _ = segment::remove(dir, &payload_name(stem));
+        })
+    }
+
+    /// [`Pool::create_tagged`] around a payload the caller made (e.g. a sealed memfd
+    /// from [`crate::memfd::create_memfd`], exactly `layout.payload_len()` bytes): only
+    /// the bookkeeping file `dir/stem.chunks` is created.
+    pub fn create_with_payload(
+        dir: &Path,
+        stem: &str,
+        layout: &PoolLayout,
+        memory_type: MemoryType,
+        mode: u32,
+        tag: u64,
+        payload: Segment,
+    ) -> Result<Self, CreatePoolError> {
+        let memory_type = memory_type.validate()?;
+        if payload.len() != layout.payload_len() {
+            return Err(CreatePoolError::PayloadLength {
+                len: payload.len(),
+                expected: layout.payload_len(),
+            });
+        }
         let (chunks_len, tables) = chunks_layout(layout);
         let chunks = Segment::create(dir, &chunks_name(stem), chunks_len, mode)?;
-        let payload = match Segment::create(dir, &payload_name(stem), layout.payload_len(), mode) {
-            Ok(p) => p,
-            Err(e) => {
-                let _ = segment::remove(dir, &chunks_name(stem));
-                return Err(e.into());
-            }
-        };
         let pool = Self {
-            layout: layout.clone(),
-            memory_type,
-            chunks,
+            book: Bookkeeping {
+                layout: layout.clone(),
+                memory_type,
+                chunks,
+                tables,
+            },
             payload,
-            tables,
         };
         // A fresh file is all zeroes: every chunk word says "free", every cursor 0.
         let h = pool.header();
@@ -378,6 +424,28 @@ impl Pool {
         h.tag.store(tag, Ordering::Relaxed);
         h.magic.store(CHUNKS_MAGIC, Ordering::Release);
         Ok(pool)
+    }
+
+    /// [`Pool::open_tagged`] around a payload the caller obtained and checked (e.g.
+    /// with [`crate::memfd::open_memfd`]); only the bookkeeping is opened by name.
+    pub fn open_with_payload(
+        dir: &Path,
+        stem: &str,
+        layout: &PoolLayout,
+        memory_type: Option<MemoryType>,
+        tag: u64,
+        payload: Segment,
+    ) -> Result<Self, OpenPoolError> {
+        let book = Bookkeeping::open(dir, stem, layout, memory_type, Access::ReadWrite, tag)?;
+        if payload.len() != layout.payload_len() {
+            return Err(OpenSegmentError::WrongLength {
+                path: payload.path().to_owned(),
+                len: payload.len() as u64,
+                expected: layout.payload_len() as u64,
+            }
+            .into());
+        }
+        Ok(Self { book, payload })
     }
 
     /// Opens the pool `dir/stem` that must have `layout` (and `memory_type`, if given).
@@ -401,8 +469,7 @@ impl Pool {
         payload_access: Access,
         tag: u64,
     ) -> Result<Self, OpenPoolError> {
-        let (chunks, memory_type, tables) =
-            Self::open_bookkeeping(dir, stem, layout, memory_type, Access::ReadWrite, tag)?;
+        let book = Bookkeeping::open(dir, stem, layout, memory_type, Access::ReadWrite, tag)?;
         let payload = Segment::open(
             dir,
             &payload_name(stem),
@@ -417,13 +484,7 @@ impl Pool {
             }
             .into());
         }
-        Ok(Self {
-            layout: layout.clone(),
-            memory_type,
-            chunks,
-            payload,
-            tables,
-        })
+        Ok(Self { book, payload })
     }
 
     /// How many chunks of each class are in use, read from the bookkeeping alone
@@ -435,44 +496,127 @@ impl Pool {
         layout: &PoolLayout,
         tag: u64,
     ) -> Result<Vec<ClassInfo>, OpenPoolError> {
-        let (chunks, _, tables) = Self::open_bookkeeping(dir, stem, layout, None, Access::ReadOnly, tag)?;
-        Ok(layout
-            .classes()
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                // SAFETY: open_bookkeeping checked the file is exactly as long as the
-                // layout's tables need; the table is 8-aligned in a page-aligned
-                // mapping; ChunkMeta is atomics only and is only loaded here (the
-                // mapping is read-only).
-                let metas = unsafe {
-                    std::slice::from_raw_parts(
-                        chunks.as_ptr().add(tables[i]).cast::<ChunkMeta>(),
-                        c.count as usize,
-                    )
-                };
-                ClassInfo {
-                    chunk_size: c.chunk_size,
-                    count: c.count,
-                    free: metas
-                        .iter()
-                        .filter(|m| m.owners.load(Ordering::Relaxed) == 0)
-                        .count() as u32,
-                    offset: layout.class_offset(i),
-                }
-            })
-            .collect())
+        Ok(Bookkeeping::open(dir, stem, layout, None, Access::ReadOnly, tag)?.class_usage())
     }
 
-    /// Opens and validates the bookkeeping segment.
-    fn open_bookkeeping(
+    /// Unlinks both files of the pool `dir/stem`. Returns whether anything existed.
+    pub fn remove(dir: &Path, stem: &str) -> std::io::Result<bool> {
+        let a = segment::remove(dir, &payload_name(stem))?;
+        let b = segment::remove(dir, &chunks_name(stem))?;
+        Ok(a || b)
+    }
+
+    /// The names of the files a pool with this stem consists of.
+    pub fn file_names(stem: &str) -> [String; 2] {
+        [chunks_name(stem), payload_name(stem)]
+    }
+
+    /// Takes a free chunk of at least `size` bytes from the smallest fitting class for
+    /// `owner`. `hint` is a class index to try first (e.g. the one used last time); it
+    /// is updated to the class used.
+    #[inline]
+    pub fn loan(&self, size: usize, hint: &mut usize, owner: Owner) -> Result<ChunkHandle, LoanError> {
+        if self.payload.access() == Access::ReadOnly {
+            return Err(LoanError::ReadOnly);
+        }
+        let class = self.layout.class_for(size, *hint).ok_or(LoanError::TooLarge {
+            size,
+            max: self.layout.max_chunk_size(),
+        })?;
+        *hint = class;
+        let (cursor, chunks) = self.class_table(class);
+        let count = chunks.len();
+        let start = cursor.next.load(Ordering::Relaxed) as usize % count.max(1);
+        for k in 0..count {
+            let i = if start + k < count {
+                start + k
+            } else {
+                start + k - count
+            };
+            let word = &chunks[i].owners;
+            if word.load(Ordering::Relaxed) == 0
+                && word
+                    .compare_exchange(0, owner.bit(), Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                cursor.next.store((i + 1) as u32, Ordering::Relaxed);
+                return Ok(ChunkHandle {
+                    class: class as u8,
+                    index: i as u32,
+                });
+            }
+        }
+        let c = self.layout.classes()[class];
+        Err(LoanError::Exhausted {
+            chunk_size: c.chunk_size,
+            count: c.count,
+        })
+    }
+
+    /// The address of a chunk in this process, and its size. `handle` must come from
+    /// this pool (a foreign handle is clamped by the bounds check in `handle_from_raw`
+    /// / `loan`; a handle of another pool with a larger layout would be out of range,
+    /// so this checks and returns `None` then).
+    #[inline]
+    pub fn chunk(&self, handle: ChunkHandle) -> Option<(*mut u8, usize)> {
+        let c = self.layout.classes().get(handle.class())?;
+        if handle.index >= c.count {
+            return None;
+        }
+        let offset = self.layout.chunk_offset(handle.class(), handle.index);
+        // SAFETY: offset + chunk_size <= payload_len == mapped length (checked at
+        // create/open), so the pointer stays inside the mapping.
+        Some((unsafe { self.payload.as_ptr().add(offset) }, c.chunk_size))
+    }
+
+    /// The payload mapping as a region, e.g. to pin it.
+    pub fn payload_region(&self) -> Region {
+        Region::new(
+            self.payload.as_ptr(),
+            self.payload.len(),
+            self.payload.access() == Access::ReadOnly,
+        )
+    }
+
+    /// Sizes, offsets, occupancy and address of the pool in this process.
+    pub fn info(&self) -> PoolInfo {
+        PoolInfo {
+            base: self.payload.as_ptr() as usize,
+            len: self.payload.len(),
+            memory_type: self.memory_type,
+            classes: self.class_usage(),
+        }
+    }
+
+    /// The payload's open file (e.g. a memfd to share with other processes).
+    pub fn payload_file(&self) -> &std::fs::File {
+        self.payload.file()
+    }
+
+    /// Pins the payload through the process's pin registry (see [`crate::pin`]). The
+    /// returned guard keeps the pool mapped, so the region is unpinned before it is
+    /// unmapped.
+    pub fn pin(self: &Arc<Self>) -> Result<PoolPin, PinError> {
+        let guard = pin::acquire(self.payload_region(), self.memory_type)?;
+        Ok(PoolPin {
+            guard,
+            _pool: Arc::clone(self),
+        })
+    }
+}
+
+impl Bookkeeping {
+    /// Opens and validates the bookkeeping segment `dir/stem.chunks` alone (as
+    /// [`Pool::open_tagged`] does), e.g. to recover chunks of dead owners without
+    /// mapping the payload. `access` may be read-only for tools that only look.
+    pub fn open(
         dir: &Path,
         stem: &str,
         layout: &PoolLayout,
         memory_type: Option<MemoryType>,
         access: Access,
         tag: u64,
-    ) -> Result<(Segment, MemoryType, Vec<usize>), OpenPoolError> {
+    ) -> Result<Self, OpenPoolError> {
         let (chunks_len, tables) = chunks_layout(layout);
         let chunks = Segment::open(dir, &chunks_name(stem), access, HEADER_LEN as u64)?;
         let path = chunks.path().display().to_string();
@@ -556,19 +700,12 @@ impl Pool {
             }
             .into());
         }
-        Ok((chunks, memory_type, tables))
-    }
-
-    /// Unlinks both files of the pool `dir/stem`. Returns whether anything existed.
-    pub fn remove(dir: &Path, stem: &str) -> std::io::Result<bool> {
-        let a = segment::remove(dir, &payload_name(stem))?;
-        let b = segment::remove(dir, &chunks_name(stem))?;
-        Ok(a || b)
-    }
-
-    /// The names of the files a pool with this stem consists of.
-    pub fn file_names(stem: &str) -> [String; 2] {
-        [chunks_name(stem), payload_name(stem)]
+        Ok(Self {
+            layout: layout.clone(),
+            memory_type,
+            chunks,
+            tables,
+        })
     }
 
     fn header(&self) -> &Header {
@@ -621,48 +758,6 @@ impl Pool {
     /// The pool's memory type.
     pub fn memory_type(&self) -> MemoryType {
         self.memory_type
-    }
-
-    /// Takes a free chunk of at least `size` bytes from the smallest fitting class for
-    /// `owner`. `hint` is a class index to try first (e.g. the one used last time); it
-    /// is updated to the class used.
-    #[inline]
-    pub fn loan(&self, size: usize, hint: &mut usize, owner: Owner) -> Result<ChunkHandle, LoanError> {
-        if self.payload.access() == Access::ReadOnly {
-            return Err(LoanError::ReadOnly);
-        }
-        let class = self.layout.class_for(size, *hint).ok_or(LoanError::TooLarge {
-            size,
-            max: self.layout.max_chunk_size(),
-        })?;
-        *hint = class;
-        let (cursor, chunks) = self.class_table(class);
-        let count = chunks.len();
-        let start = cursor.next.load(Ordering::Relaxed) as usize % count.max(1);
-        for k in 0..count {
-            let i = if start + k < count {
-                start + k
-            } else {
-                start + k - count
-            };
-            let word = &chunks[i].owners;
-            if word.load(Ordering::Relaxed) == 0
-                && word
-                    .compare_exchange(0, owner.bit(), Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                cursor.next.store((i + 1) as u32, Ordering::Relaxed);
-                return Ok(ChunkHandle {
-                    class: class as u8,
-                    index: i as u32,
-                });
-            }
-        }
-        let c = self.layout.classes()[class];
-        Err(LoanError::Exhausted {
-            chunk_size: c.chunk_size,
-            count: c.count,
-        })
     }
 
     fn not_owned(handle: ChunkHandle, owner: Owner) -> ChunkError {
@@ -790,35 +885,9 @@ impl Pool {
         (index < c.count).then_some(ChunkHandle { class, index })
     }
 
-    /// The address of a chunk in this process, and its size. `handle` must come from
-    /// this pool (a foreign handle is clamped by the bounds check in `handle_from_raw`
-    /// / `loan`; a handle of another pool with a larger layout would be out of range,
-    /// so this checks and returns `None` then).
-    #[inline]
-    pub fn chunk(&self, handle: ChunkHandle) -> Option<(*mut u8, usize)> {
-        let c = self.layout.classes().get(handle.class())?;
-        if handle.index >= c.count {
-            return None;
-        }
-        let offset = self.layout.chunk_offset(handle.class(), handle.index);
-        // SAFETY: offset + chunk_size <= payload_len == mapped length (checked at
-        // create/open), so the pointer stays inside the mapping.
-        Some((unsafe { self.payload.as_ptr().add(offset) }, c.chunk_size))
-    }
-
-    /// The payload mapping as a region, e.g. to pin it.
-    pub fn payload_region(&self) -> Region {
-        Region::new(
-            self.payload.as_ptr(),
-            self.payload.len(),
-            self.payload.access() == Access::ReadOnly,
-        )
-    }
-
-    /// Sizes, offsets, occupancy and address of the pool in this process.
-    pub fn info(&self) -> PoolInfo {
-        let classes = self
-            .layout
+    /// Occupancy of each class (a snapshot).
+    pub fn class_usage(&self) -> Vec<ClassInfo> {
+        self.layout
             .classes()
             .iter()
             .enumerate()
@@ -833,24 +902,7 @@ impl Pool {
                     .count() as u32,
                 offset: self.layout.class_offset(i),
             })
-            .collect();
-        PoolInfo {
-            base: self.payload.as_ptr() as usize,
-            len: self.payload.len(),
-            memory_type: self.memory_type,
-            classes,
-        }
-    }
-
-    /// Pins the payload through the process's pin registry (see [`crate::pin`]). The
-    /// returned guard keeps the pool mapped, so the region is unpinned before it is
-    /// unmapped.
-    pub fn pin(self: &Arc<Self>) -> Result<PoolPin, PinError> {
-        let guard = pin::acquire(self.payload_region(), self.memory_type)?;
-        Ok(PoolPin {
-            guard,
-            _pool: Arc::clone(self),
-        })
+            .collect()
     }
 }
 

@@ -104,6 +104,14 @@ pub enum CreateSegmentError {
     /// A segment cannot be empty.
     #[error("segment size must be at least one byte")]
     ZeroSize,
+    /// The file system has no room for the segment.
+    #[error("no space for {len} bytes at {} (the file system is full or too small; a memfd backing does not use it)", path.display())]
+    NoSpace {
+        /// The file.
+        path: PathBuf,
+        /// Bytes requested.
+        len: usize,
+    },
     /// A file of that name already exists (someone else created it first).
     #[error("{} already exists", path.display())]
     AlreadyExists {
@@ -183,7 +191,17 @@ pub enum OpenSegmentError {
 /// are faulted in on use, or populated by pinning.
 pub const POPULATE_LIMIT: usize = 64 << 20;
 
-fn map_options(len: usize) -> memmap2::MmapOptions {
+/// Allocates the file's pages now, so a full file system (a small /dev/shm, say) is
+/// a clean error at creation instead of SIGBUS for whoever touches the page later.
+/// File systems without `fallocate` keep the old behaviour.
+pub(crate) fn reserve(file: &File, len: usize) -> Result<(), rustix::io::Errno> {
+    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len as u64) {
+        Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => Ok(()),
+        r => r,
+    }
+}
+
+pub(crate) fn map_options(len: usize) -> memmap2::MmapOptions {
     let mut options = memmap2::MmapOptions::new();
     options.len(len);
     if len <= POPULATE_LIMIT {
@@ -240,6 +258,13 @@ impl Segment {
         let finish = || -> Result<MmapRaw, CreateSegmentError> {
             rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(|e| io_err("chmod", e))?;
             rustix::fs::ftruncate(&file, len as u64).map_err(|e| io_err("size", e))?;
+            reserve(&file, len).map_err(|e| match e {
+                rustix::io::Errno::NOSPC => CreateSegmentError::NoSpace {
+                    path: path.clone(),
+                    len,
+                },
+                e => io_err("reserve space for", e),
+            })?;
             map_options(len)
                 .map_raw(&file)
                 .map_err(|source| CreateSegmentError::Io {
@@ -286,7 +311,21 @@ impl Segment {
                     },
                 }
             })?;
-        let stat = rustix::fs::fstat(&fd).map_err(|e| OpenSegmentError::Io {
+        Self::from_file(File::from(fd), path, access, min_len)
+    }
+
+    /// Maps an open file the caller obtained some other way (e.g. a memfd received
+    /// from another process), with the same checks as [`Segment::open`]: a regular
+    /// file at least `min_len` bytes long, mapped at exactly the length checked.
+    /// `label` names it in errors.
+    pub fn from_file(
+        file: File,
+        label: PathBuf,
+        access: Access,
+        min_len: u64,
+    ) -> Result<Self, OpenSegmentError> {
+        let path = label;
+        let stat = rustix::fs::fstat(&file).map_err(|e| OpenSegmentError::Io {
             op: "stat",
             path: path.clone(),
             source: e.into(),
@@ -306,7 +345,6 @@ impl Segment {
                 source: io::Error::other("file larger than the address space"),
             });
         }
-        let file = File::from(fd);
         // Map exactly the length checked above: memmap2 would otherwise stat again,
         // and a file truncated in between would be mapped shorter than we checked.
         let options = map_options(len as usize);

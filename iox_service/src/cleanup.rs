@@ -239,7 +239,14 @@ fn unlocked(path: &Path) -> bool {
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )
-    .is_ok_and(|fd| rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_ok())
+    .is_ok_and(|fd| {
+        let free = rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_ok();
+        if free {
+            // Explicitly: a forked child must not inherit the lock (see node::is_alive).
+            let _ = rustix::fs::flock(&fd, FlockOperation::Unlock);
+        }
+        free
+    })
 }
 
 /// Recovers one service by its file stem.
@@ -306,7 +313,9 @@ fn cleanup_stem(root: &Path, stem: &str, live: &mut Liveness) -> Result<CleanupR
     dynamic::check_limits(d.header(), &config).map_err(corrupt)?;
     // SAFETY: the full length is checked just above.
     let d = unsafe { Dynamic::new(dynamic.as_ptr(), &layout) };
-    let pool = Pool::open_tagged(
+    // Recovery only touches the bookkeeping: no need to reach (or map) the payload,
+    // which for a memfd backing may be unreachable once its processes died.
+    let pool = iox_mempool::Bookkeeping::open(
         root,
         stem,
         &config.layout,

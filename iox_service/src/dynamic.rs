@@ -6,7 +6,10 @@
 //!   segment belongs to, the lifecycle word, the recovery lock, the creator's node id
 //!   and the limits it was sized for;
 //! - the users table: [`USER_SLOTS`] words, each the node id of one open service
-//!   handle (0 = empty);
+//!   handle (0 = empty), then as many 32-bit words with the number + 1 of the file
+//!   descriptor under which that handle's process holds a memfd payload (0 = none;
+//!   written by the registrant after it claims the entry, never cleared: readers
+//!   only follow entries of live nodes and verify what they open);
 //! - one 64-byte port header per publisher slot, then one per subscriber slot;
 //! - one [`crate::queue`] per (publisher, subscriber) pair, row-major by publisher:
 //!   the read word on its own line, then the write index followed by the slots.
@@ -31,9 +34,9 @@ use crate::queue::{PaddedIndex, Queue};
 use crate::static_config::StaticConfig;
 
 /// Magic of a dynamic segment.
-pub const DYNAMIC_MAGIC: u64 = u64::from_le_bytes(*b"IOXDYN\x00\x03");
+pub const DYNAMIC_MAGIC: u64 = u64::from_le_bytes(*b"IOXDYN\x00\x04");
 /// Version of the dynamic segment format.
-pub const DYNAMIC_VERSION: u32 = 3;
+pub const DYNAMIC_VERSION: u32 = 4;
 pub(crate) const HEADER_LEN: usize = 128;
 /// Open service handles (one per process and `open`) a service can have at once.
 pub const USER_SLOTS: usize = 128;
@@ -133,6 +136,7 @@ pub(crate) struct DynamicLayout {
     pub(crate) max_subscribers: usize,
     pub(crate) buffer: usize,
     pub(crate) users: usize,
+    pub(crate) user_fds: usize,
     pub(crate) publishers: usize,
     pub(crate) subscribers: usize,
     pub(crate) queues: usize,
@@ -149,12 +153,14 @@ impl DynamicLayout {
     /// steps that touch nothing else).
     pub(crate) fn header_only() -> Self {
         let users = HEADER_LEN;
-        let publishers = users + USER_SLOTS * 8;
+        let user_fds = users + USER_SLOTS * 8;
+        let publishers = user_fds + USER_SLOTS * 4;
         Self {
             max_publishers: 0,
             max_subscribers: 0,
             buffer: 0,
             users,
+            user_fds,
             publishers,
             subscribers: publishers,
             queues: publishers,
@@ -170,7 +176,8 @@ impl DynamicLayout {
         // one line to the consumer (for buffers up to 7).
         let queue_stride = size_of::<PaddedIndex>() + table_bytes(1 + buffer);
         let users = HEADER_LEN;
-        let publishers = users + USER_SLOTS * 8;
+        let user_fds = users + USER_SLOTS * 8;
+        let publishers = user_fds + USER_SLOTS * 4;
         let subscribers = publishers + 64 * max_publishers;
         let queues = subscribers + 64 * max_subscribers;
         let len = queues + queue_stride * max_publishers * max_subscribers;
@@ -179,6 +186,7 @@ impl DynamicLayout {
             max_subscribers,
             buffer,
             users,
+            user_fds,
             publishers,
             subscribers,
             queues,
@@ -225,6 +233,19 @@ impl<'a> Dynamic<'a> {
     /// The users table: one node id per open service handle.
     pub(crate) fn users(&self) -> &'a [AtomicU64] {
         self.table(self.layout.users, USER_SLOTS)
+    }
+
+    /// Per users-table entry: memfd fd number + 1 in that user's process (0 = none).
+    pub(crate) fn user_fds(&self) -> &'a [AtomicU32] {
+        debug_assert!(self.layout.user_fds + USER_SLOTS * 4 <= self.layout.len);
+        // SAFETY: as in `at`: the table lies inside the layout (header_only and new
+        // both place it before the port slots), 4-aligned, atomics only.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.base.add(self.layout.user_fds).cast::<AtomicU32>(),
+                USER_SLOTS,
+            )
+        }
     }
 
     pub(crate) fn publisher(&self, p: usize) -> &'a PortHeader {

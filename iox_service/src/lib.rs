@@ -43,13 +43,13 @@ mod subscriber;
 mod zero_copy;
 
 pub use cleanup::{CleanupError, RemoveError};
-pub use iox_mempool::{ClassInfo, MemoryType, PinError, Pinner, PoolInfo, Region, register_pinner};
+pub use iox_mempool::{Backing, ClassInfo, MemoryType, PinError, Pinner, PoolInfo, Region, register_pinner};
 pub use name::{NameError, ServiceName};
 pub use port::PortCreateError;
 pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError};
 pub use recovery::CleanupReport;
 pub use sample::{PayloadPtr, Sample, SampleMut, SampleMutUninit};
 pub use service::{CreateError, OpenError, OpenOrCreateError, PubSubBuilder, PubSubService, Service};
-pub use static_config::{ConfigError, MessagingPattern, Overflow, StaticConfig};
+pub use static_config::{ConfigError, MessagingPattern, Overflow, PayloadBacking, StaticConfig};
 pub use subscriber::{ReceiveError, Subscriber, SubscriberBuilder};
 pub use zero_copy::{Payload, PayloadType, ZeroCopySafe};

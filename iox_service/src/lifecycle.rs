@@ -43,14 +43,16 @@ pub(crate) enum RegisterError {
     NotAlive,
 }
 
-/// Registers `me` as a user; returns the entry index.
-pub(crate) fn register_user(d: Dynamic<'_>, me: u64) -> Result<usize, RegisterError> {
+/// Registers `me` as a user, holding a memfd payload under `fd` if any; returns
+/// the entry index.
+pub(crate) fn register_user(d: Dynamic<'_>, me: u64, fd: Option<u32>) -> Result<usize, RegisterError> {
     for (i, entry) in d.users().iter().enumerate() {
         if entry.load(Ordering::Relaxed) == 0
             && entry
                 .compare_exchange(0, me, Ordering::SeqCst, Ordering::Relaxed)
                 .is_ok()
         {
+            d.user_fds()[i].store(fd.map_or(0, |fd| fd + 1), Ordering::Release);
             let (_, phase) = dynamic::split_lifecycle(d.header().lifecycle.load(Ordering::SeqCst));
             if phase != ALIVE {
                 entry.store(0, Ordering::SeqCst);

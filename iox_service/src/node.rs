@@ -16,6 +16,11 @@
 //!
 //! Invariant users must keep: never delete the node file of a live process (iox only
 //! deletes those it proved dead, see [`remove_if_dead`]).
+//!
+//! Known limit: a child forked without `exec` shares its parent's lock (flock locks
+//! belong to the open file description), so a parent killed while such a child lives
+//! looks alive until the child exits: recovery waits, it never corrupts. (The lock
+//! file is close-on-exec, so `fork` + `exec`, as `std::process::Command` does, is fine.)
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -201,8 +206,13 @@ pub fn is_alive(root: &Path, id: u64) -> bool {
         Err(_) => return true,
     };
     match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
-        // We got the lock: its owner is gone.
-        Ok(()) => false,
+        // We got the lock: its owner is gone. Drop it explicitly: a child this process
+        // forks before closing the fd would otherwise share it until it execs, and
+        // make the dead node look alive to others meanwhile.
+        Ok(()) => {
+            let _ = rustix::fs::flock(&fd, FlockOperation::Unlock);
+            false
+        }
         Err(_) => true,
     }
 }
@@ -230,9 +240,18 @@ pub fn remove_if_dead(root: &Path, id: u64) -> bool {
         return false;
     };
     // Holding the lock while unlinking: the owner is dead, and no live process can
-    // take this name (ids are unique and new node files arrive locked).
-    if rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_ok() {
-        return std::fs::remove_file(&path).is_ok();
+    // take this name (ids are unique and new node files arrive locked). Another
+    // process testing liveness holds a shared lock for a moment: try a few times.
+    for _ in 0..20 {
+        match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {
+                let removed = std::fs::remove_file(&path).is_ok();
+                let _ = rustix::fs::flock(&fd, FlockOperation::Unlock);
+                return removed;
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) => std::thread::sleep(std::time::Duration::from_micros(250)),
+            Err(_) => return false,
+        }
     }
     false
 }

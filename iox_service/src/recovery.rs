@@ -28,7 +28,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use iox_mempool::Pool;
+use iox_mempool::Bookkeeping;
 
 use crate::dynamic::{self, Dynamic};
 use crate::node;
@@ -185,7 +185,11 @@ fn anyone_dead(d: Dynamic<'_>, live: &mut Liveness) -> bool {
 }
 
 /// [`recover`] on a mapped dynamic segment and its pool.
-pub(crate) fn recover_in(d: Dynamic<'_>, pool: &Pool, live: &mut Liveness) -> Result<CleanupReport, u64> {
+pub(crate) fn recover_in(
+    d: Dynamic<'_>,
+    pool: &Bookkeeping,
+    live: &mut Liveness,
+) -> Result<CleanupReport, u64> {
     let mut report = CleanupReport::default();
     if !anyone_dead(d, live) {
         return Ok(report);
@@ -234,14 +238,14 @@ pub(crate) fn recover_users(d: Dynamic<'_>, live: &mut Liveness) -> usize {
 }
 
 /// Whether the chunk of `entry` carries `owner`'s bit.
-fn held_by(pool: &Pool, entry: u64, owner: iox_mempool::Owner) -> bool {
+fn held_by(pool: &Bookkeeping, entry: u64, owner: iox_mempool::Owner) -> bool {
     pool.handle_from_raw(queue::entry_chunk(entry))
         .and_then(|h| pool.owners(h).ok())
         .is_some_and(|w| w & owner.bit() != 0)
 }
 
 /// Recovers dead publisher slot `p`.
-fn recover_publisher(d: Dynamic<'_>, pool: &Pool, p: usize, report: &mut CleanupReport) {
+fn recover_publisher(d: Dynamic<'_>, pool: &Bookkeeping, p: usize, report: &mut CleanupReport) {
     let header = d.publisher(p);
     let owner = port::publisher_owner(p);
     let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
@@ -294,13 +298,13 @@ fn recover_publisher(d: Dynamic<'_>, pool: &Pool, p: usize, report: &mut Cleanup
 }
 
 /// Moves the hold of a queue entry to `owner`; the chunk if it did.
-fn take_into(pool: &Pool, entry: u64, owner: iox_mempool::Owner) -> Option<iox_mempool::ChunkHandle> {
+fn take_into(pool: &Bookkeeping, entry: u64, owner: iox_mempool::Owner) -> Option<iox_mempool::ChunkHandle> {
     let h = pool.handle_from_raw(queue::entry_chunk(entry))?;
     pool.take_queued(h, owner).ok().map(|()| h)
 }
 
 /// Recovers dead subscriber slot `s`.
-fn recover_subscriber(d: Dynamic<'_>, pool: &Pool, s: usize, report: &mut CleanupReport) {
+fn recover_subscriber(d: Dynamic<'_>, pool: &Bookkeeping, s: usize, report: &mut CleanupReport) {
     let header = d.subscriber(s);
     let publishers = d.layout().max_publishers;
     let owner = port::subscriber_owner(publishers, s);

@@ -25,20 +25,23 @@
 //! handle, so pinning it is one registration however many ports share it).
 
 use std::marker::PhantomData;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use iox_mempool::segment::{self, Access, CreateSegmentError, OpenSegmentError, Segment};
-use iox_mempool::{LayoutError, MemoryType, OpenPoolError, Pool, PoolInfo, PoolLayout};
+use iox_mempool::{
+    Backing, Bookkeeping, LayoutError, MemfdIdentity, MemoryType, OpenPoolError, Pool, PoolInfo, PoolLayout,
+};
 use thiserror::Error;
 
 use crate::dynamic::{self, Dynamic, DynamicLayout};
 use crate::lifecycle::{self, Phase, RegisterError, file_names};
 use crate::node::{self, Node};
 use crate::recovery::{self, Liveness};
-use crate::static_config::{self, ConfigError, MessagingPattern, Overflow, StaticConfig};
+use crate::static_config::{self, ConfigError, MessagingPattern, Overflow, PayloadBacking, StaticConfig};
 use crate::{NameError, Payload, PayloadType, ServiceName};
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -95,6 +98,7 @@ impl Service {
             size_classes: None,
             max_slice_len: None,
             timeout: DEFAULT_TIMEOUT,
+            backing: None,
             _payload: PhantomData,
         }
     }
@@ -148,6 +152,7 @@ pub struct PubSubBuilder<P: ?Sized> {
     size_classes: Option<Vec<(usize, usize)>>,
     max_slice_len: Option<usize>,
     timeout: Duration,
+    backing: Option<Backing>,
     _payload: PhantomData<fn() -> Box<P>>,
 }
 
@@ -287,6 +292,15 @@ pub enum OpenError {
         /// Why.
         source: OpenPoolError,
     },
+    /// The service's memfd payload could not be reached through any live process
+    /// that uses it (same-user only: `/proc/<pid>/fd` is not open to other users).
+    #[error("cannot reach the memfd payload of service {name:?} through any live process using it: {}", tried.join("; "))]
+    MemfdUnreachable {
+        /// The service.
+        name: String,
+        /// What happened with each participant.
+        tried: Vec<String>,
+    },
     /// The service has its maximum of open handles.
     #[error("service {name:?} already has {max} open handles (one per process and open); close some")]
     TooManyUsers {
@@ -375,6 +389,13 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
         self.permissions = Some(mode);
         self
     }
+    /// Where the pool's payload lives (default: [`Backing::Memfd`] when the
+    /// permissions are owner-only, [`Backing::File`] otherwise, since other users
+    /// cannot reach a memfd through `/proc`). On open: must match if set.
+    pub fn backing(mut self, backing: Backing) -> Self {
+        self.backing = Some(backing);
+        self
+    }
     /// How long open and open-or-create wait for a service another process is
     /// creating or removing (default 10 s).
     pub fn timeout(mut self, d: Duration) -> Self {
@@ -429,6 +450,8 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             max_held: self.max_held.unwrap_or(2),
             overflow: self.overflow.unwrap_or_default(),
             permissions: self.permissions.unwrap_or(segment::DEFAULT_MODE),
+            // The memfd's identity is filled in when it is created (try_create).
+            backing: PayloadBacking::File,
             created_unix_ns: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
@@ -447,6 +470,18 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
         let counts = p * (u64::from(config.max_loans) + 1 + s * u64::from(config.subscriber_buffer))
             + s * u64::from(config.max_held);
         config.layout = self.layout(counts as usize)?;
+        let owner_only = config.permissions & 0o077 == 0;
+        let memfd = match self.backing {
+            Some(b) => b == Backing::Memfd,
+            None => owner_only,
+        };
+        if memfd {
+            config.backing = PayloadBacking::Memfd(MemfdIdentity {
+                len: config.layout.payload_len() as u64,
+                dev: 0,
+                ino: 0,
+            });
+        }
         config.check().or_else(|what| self.fail(what))?;
         Ok(config)
     }
@@ -572,6 +607,16 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
                     found: found.to_string(),
                 });
             }
+        }
+        if let Some(b) = self.backing
+            && b != c.backing.kind()
+        {
+            return Err(OpenError::IncompatibleLimit {
+                name: name(),
+                what: "payload backing",
+                requested: format!("{b:?}"),
+                found: format!("{:?}", c.backing.kind()),
+            });
         }
         if let Some(o) = self.overflow
             && o != c.overflow
@@ -699,14 +744,45 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             Phase::Removed => return Attempt::Retry("its creator or remover had died; removed it".into()),
             Phase::Corrupt(word) => return corrupt(format!("invalid lifecycle word {word:#x}")),
         }
-        let pool = match Pool::open_tagged(
-            &self.root,
-            &stem,
-            &config.layout,
-            Some(config.memory_type),
-            Access::ReadWrite,
-            hash,
-        ) {
+        let opened = match config.backing {
+            PayloadBacking::File => Pool::open_tagged(
+                &self.root,
+                &stem,
+                &config.layout,
+                Some(config.memory_type),
+                Access::ReadWrite,
+                hash,
+            ),
+            PayloadBacking::Memfd(id) => match reach_memfd(d, id, &mut live) {
+                Ok(payload) => Pool::open_with_payload(
+                    &self.root,
+                    &stem,
+                    &config.layout,
+                    Some(config.memory_type),
+                    hash,
+                    payload,
+                ),
+                Err(tried) => {
+                    // No live participant let us in: if none is alive, the service is
+                    // dead; recovery (on the bookkeeping alone) removes it.
+                    if let Ok(book) = Bookkeeping::open(
+                        &self.root,
+                        &stem,
+                        &config.layout,
+                        Some(config.memory_type),
+                        Access::ReadWrite,
+                        hash,
+                    ) {
+                        let _ = recovery::recover_in(d, &book, &mut live);
+                    }
+                    if lifecycle::remove_if_unused(&self.root, &stem, &dynamic, d, node.id()) {
+                        return Attempt::Retry("all its processes had died; removed it".into());
+                    }
+                    return Attempt::Failed(OpenError::MemfdUnreachable { name: name(), tried });
+                }
+            },
+        };
+        let pool = match opened {
             Ok(p) => p,
             // Our dynamic segment was removed and the service created anew between
             // our reads: start over.
@@ -720,7 +796,8 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
         if lifecycle::remove_if_unused(&self.root, &stem, &dynamic, d, node.id()) {
             return Attempt::Retry("no live process used it any more; removed it".into());
         }
-        let user = match lifecycle::register_user(d, node.id()) {
+        let fd = memfd_fd(&pool, &config);
+        let user = match lifecycle::register_user(d, node.id(), fd) {
             Ok(i) => i,
             Err(RegisterError::NotAlive) => return Attempt::Retry("being removed".into()),
             Err(RegisterError::Full) => {
@@ -759,6 +836,19 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
         };
         let node = Node::for_root(&self.root).map_err(|e| io("set up the process node file", e))?;
         let me = node.id();
+        // A memfd payload is made first: its identity is part of the static config,
+        // whose hash identifies this incarnation.
+        let mut config = config.clone();
+        let memfd = match config.backing {
+            PayloadBacking::File => None,
+            PayloadBacking::Memfd(_) => {
+                let (payload, id) = iox_mempool::memfd::create_memfd(&stem, config.layout.payload_len())
+                    .map_err(|source| CreateError::Segment { name: name(), source })?;
+                config.backing = PayloadBacking::Memfd(id);
+                Some(payload)
+            }
+        };
+        let config = &config;
         let layout = DynamicLayout::new(config);
         remove_dead_temp_files(&self.root, &[&dynamic_name, &format!(".{config_name}")], me);
         let tmp = node::temp_file_name(&dynamic_name, me);
@@ -789,6 +879,9 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             .user_slots
             .store(dynamic::USER_SLOTS as u32, Ordering::Relaxed);
         d.users()[0].store(me, Ordering::Relaxed);
+        if let Some(payload) = &memfd {
+            d.user_fds()[0].store(payload.file().as_raw_fd() as u32 + 1, Ordering::Relaxed);
+        }
         header.magic.store(dynamic::DYNAMIC_MAGIC, Ordering::Release);
         crate::fault::stall_point("create-before-rename");
         // The exclusive step: the complete segment appears under its name, or not.
@@ -815,20 +908,31 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             e
         };
         let _ = Pool::remove(&self.root, &stem);
-        let pool = Pool::create_tagged(
-            &self.root,
-            &stem,
-            &config.layout,
-            config.memory_type,
-            config.permissions,
-            hash,
-        )
-        .map_err(|e| {
+        let created = match memfd {
+            Some(payload) => Pool::create_with_payload(
+                &self.root,
+                &stem,
+                &config.layout,
+                config.memory_type,
+                config.permissions,
+                hash,
+                payload,
+            ),
+            None => Pool::create_tagged(
+                &self.root,
+                &stem,
+                &config.layout,
+                config.memory_type,
+                config.permissions,
+                hash,
+            ),
+        };
+        let pool = created.map_err(|e| {
             undo(match e {
                 iox_mempool::CreatePoolError::Segment(source) => {
                     CreateError::Segment { name: name(), source }
                 }
-                iox_mempool::CreatePoolError::MemoryType(e) => CreateError::InvalidSetting {
+                e => CreateError::InvalidSetting {
                     name: name(),
                     what: e.to_string(),
                 },
@@ -953,6 +1057,42 @@ impl<T: crate::ZeroCopySafe> PubSubBuilder<[T]> {
         self.max_slice_len = Some(len);
         self
     }
+}
+
+/// Opens the memfd payload through a live participant: `/proc/<pid>/fd/<n>` of each
+/// registered user whose node is alive, until one passes the checks of
+/// [`iox_mempool::memfd::open_memfd`]. Else what went wrong with each.
+fn reach_memfd(d: Dynamic<'_>, id: MemfdIdentity, live: &mut Liveness) -> Result<Segment, Vec<String>> {
+    let mut tried = Vec::new();
+    for (user, fd) in d.users().iter().zip(d.user_fds()) {
+        let node = user.load(Ordering::Acquire);
+        let fd = fd.load(Ordering::Acquire);
+        if node == 0 || fd == 0 || !live.alive(node) {
+            continue;
+        }
+        let path = PathBuf::from(format!("/proc/{}/fd/{}", node::pid_of(node), fd - 1));
+        // /proc/<pid>/fd entries are magic links: following them is the point.
+        let file = match std::fs::File::options().read(true).write(true).open(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                tried.push(format!("{}: {e}", path.display()));
+                continue;
+            }
+        };
+        match iox_mempool::memfd::open_memfd(file, path, Access::ReadWrite, id) {
+            Ok(segment) => return Ok(segment),
+            Err(e) => tried.push(e.to_string()),
+        }
+    }
+    if tried.is_empty() {
+        tried.push("no live process has registered the memfd".into());
+    }
+    Err(tried)
+}
+
+/// The fd under which this process holds the service's memfd payload, if it has one.
+fn memfd_fd(pool: &Pool, config: &StaticConfig) -> Option<u32> {
+    matches!(config.backing, PayloadBacking::Memfd(_)).then(|| pool.payload_file().as_raw_fd() as u32)
 }
 
 /// Removes temporary files of `bases` (see [`node::temp_file_name`]) left by dead

@@ -18,7 +18,7 @@ use thiserror::Error;
 use crate::PayloadType;
 
 /// Version of the static config format this iox writes and reads.
-pub const CONFIG_VERSION: u32 = 1;
+pub const CONFIG_VERSION: u32 = 2;
 /// Largest static config file accepted.
 pub const MAX_CONFIG_LEN: u64 = 64 * 1024;
 /// Most publishers a service may allow (publishers + subscribers: at most 47).
@@ -78,8 +78,30 @@ pub struct StaticConfig {
     pub overflow: Overflow,
     /// Unix permissions of the service's files.
     pub permissions: u32,
+    /// Where the pool's payload lives.
+    pub backing: PayloadBacking,
     /// Creation time, nanoseconds since the Unix epoch.
     pub created_unix_ns: u64,
+}
+
+/// Where a service's pool payload lives, as recorded in its static config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PayloadBacking {
+    /// The named file `iox_<H>.pool` under the root.
+    File,
+    /// A sealed memfd of this size and inode, reached through a participant process
+    /// (`/proc/<pid>/fd/<n>`, with the fd numbers in the dynamic segment).
+    Memfd(iox_mempool::MemfdIdentity),
+}
+
+impl PayloadBacking {
+    /// The kind of backing.
+    pub fn kind(&self) -> iox_mempool::Backing {
+        match self {
+            Self::File => iox_mempool::Backing::File,
+            Self::Memfd(_) => iox_mempool::Backing::Memfd,
+        }
+    }
 }
 
 /// Why a static config could not be read.

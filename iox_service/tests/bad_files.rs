@@ -8,15 +8,18 @@ use std::time::Duration;
 
 use iox_mempool::OpenPoolError;
 use iox_mempool::segment::OpenSegmentError;
-use iox_service::{ConfigError, OpenError, PubSubBuilder, Service, ServiceName};
+use iox_service::{Backing, ConfigError, OpenError, PubSubBuilder, Service, ServiceName};
 
 const NAME: &str = "bad/files";
 
+/// File backing: these cases are about files under the root (the memfd payload's
+/// own checks are in `tests/memfd.rs`).
 fn builder(root: &Path) -> PubSubBuilder<u64> {
     Service::named(NAME)
         .unwrap()
         .root(root)
         .publish_subscribe::<u64>()
+        .backing(Backing::File)
         .timeout(Duration::from_millis(300))
 }
 
@@ -67,7 +70,7 @@ fn each_corruption_gets_its_own_error_and_nothing_is_deleted() {
         ),
         (
             "unknown config version",
-            |r| edit_config(r, |t| t.replacen("version: 1", "version: 99", 1)),
+            |r| edit_config(r, |t| t.replacen("version: 2", "version: 99", 1)),
             |e| {
                 matches!(
                     e,

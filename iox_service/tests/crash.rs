@@ -5,11 +5,10 @@
 
 use std::collections::{BTreeSet, VecDeque};
 use std::path::Path;
-use std::process::Child;
 use std::time::{Duration, Instant};
 
-use iox_service::{PubSubBuilder, PubSubService, Publisher, Service, Subscriber};
-use iox_testkit::{Rng, env, role, spawn_self, wait_ok, wait_until};
+use iox_service::{Backing, PubSubBuilder, PubSubService, Publisher, Service, Subscriber};
+use iox_testkit::{Reaped, Rng, env, role, wait_ok, wait_until};
 
 const NAME: &str = "crash/rounds";
 const LIMIT: Duration = Duration::from_secs(20);
@@ -124,9 +123,13 @@ fn round_trip(p: &Publisher<u64>, s: &Subscriber<u64>, value: u64) {
     }
 }
 
-fn kill(mut child: Child) {
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+/// Starts this test binary as a child with `role`; SIGKILLed when dropped.
+fn spawn_self(test: &str, role: &str, envs: &[(&str, String)]) -> Reaped {
+    Reaped::new(iox_testkit::spawn_self(test, role, envs))
+}
+
+fn kill(child: Reaped) {
+    child.kill(); // SIGKILL, then reaped
 }
 
 #[test]
@@ -134,6 +137,21 @@ fn hundred_random_sigkills_lose_no_chunk_and_leave_no_file() {
     if let Some(r) = role() {
         return run_child(&r);
     }
+    random_sigkills(
+        "hundred_random_sigkills_lose_no_chunk_and_leave_no_file",
+        Backing::Memfd,
+    );
+}
+
+#[test]
+fn hundred_random_sigkills_with_file_backing() {
+    if let Some(r) = role() {
+        return run_child(&r);
+    }
+    random_sigkills("hundred_random_sigkills_with_file_backing", Backing::File);
+}
+
+fn random_sigkills(test: &str, backing: Backing) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let seed: u64 = std::env::var("IOX_CRASH_SEED")
@@ -142,7 +160,7 @@ fn hundred_random_sigkills_lose_no_chunk_and_leave_no_file() {
         .unwrap_or_else(|| std::process::id() as u64 ^ 0x5EED);
     println!("seed {seed} (set IOX_CRASH_SEED to repeat)");
     let mut rng = Rng::new(seed);
-    let svc = builder(root).create().unwrap();
+    let svc = builder(root).backing(backing).create().unwrap();
     let p = svc.publisher_builder().create().unwrap();
     let s = svc.subscriber_builder().create().unwrap();
     let total = svc.pool_info().total_chunks();
@@ -159,11 +177,7 @@ fn hundred_random_sigkills_lose_no_chunk_and_leave_no_file() {
     for round in 0..total_rounds {
         assert!(start.elapsed() < budget, "rounds took too long");
         let role = ["publisher", "holder", "full"][rng.below(3) as usize];
-        let child = spawn_self(
-            "hundred_random_sigkills_lose_no_chunk_and_leave_no_file",
-            role,
-            &[root_env(root), ("SEED", rng.next().to_string())],
-        );
+        let child = spawn_self(test, role, &[root_env(root), ("SEED", rng.next().to_string())]);
         let want = if role == "publisher" { (2, 1) } else { (1, 2) };
         assert!(
             wait_until(LIMIT, || svc.port_counts() == want),
@@ -201,12 +215,12 @@ fn hundred_random_sigkills_lose_no_chunk_and_leave_no_file() {
         assert_eq!(
             (missing, &extra),
             (0, &Vec::new()),
-            "round {round} ({role}, seed {seed}, report {report:?}): chunks lost / files left"
+            "round {round} ({role}, {backing:?}, seed {seed}, report {report:?}): chunks lost / files left"
         );
         rounds += 1;
     }
     println!(
-        "rounds {rounds}, chunks lost {lost}, files leaked {leaked}, in {:?}; on-demand recoveries: {on_demand:?}",
+        "{backing:?}: rounds {rounds}, chunks lost {lost}, files leaked {leaked}, in {:?}; on-demand recoveries: {on_demand:?}",
         start.elapsed()
     );
 }
@@ -225,7 +239,7 @@ fn racing_recoverers_and_a_recoverer_killed_midway_leave_an_exact_pool() {
     let s = svc.subscriber_builder().create().unwrap();
     let total = svc.pool_info().total_chunks();
     // Three victims: two holding samples, one publishing with loans.
-    let victims: Vec<Child> = ["holder", "holder", "publisher"]
+    let victims: Vec<Reaped> = ["holder", "holder", "publisher"]
         .iter()
         .enumerate()
         .map(|(i, r)| spawn_self(test, r, &[root_env(root), ("SEED", i.to_string())]))
@@ -264,7 +278,7 @@ fn racing_recoverers_and_a_recoverer_killed_midway_leave_an_exact_pool() {
     let reports: Vec<_> = (1..=2)
         .map(|i| reports_dir.path().join(format!("r{i}")))
         .collect();
-    let racers: Vec<Child> = reports
+    let racers: Vec<Reaped> = reports
         .iter()
         .map(|r| {
             spawn_self(
@@ -278,7 +292,7 @@ fn racing_recoverers_and_a_recoverer_killed_midway_leave_an_exact_pool() {
             )
         })
         .collect();
-    racers.into_iter().for_each(|c| wait_ok(c, LIMIT));
+    racers.into_iter().for_each(|c| wait_ok(c.into_inner(), LIMIT));
     let recovered: usize = reports
         .iter()
         .map(|r| std::fs::read_to_string(r).unwrap().parse::<usize>().unwrap())
@@ -326,7 +340,8 @@ fn a_creator_killed_midway_does_not_block_the_next_open_or_create() {
         let reached = if point == "create-before-rename" {
             wait_until(LIMIT, || made(".dynamic."))
         } else {
-            wait_until(LIMIT, || made(".pool"))
+            // The pool's bookkeeping is the last file before the static config.
+            wait_until(LIMIT, || made(".chunks"))
         };
         assert!(reached, "{point}: creator never got there");
         kill(child);

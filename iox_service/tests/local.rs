@@ -14,6 +14,10 @@ fn service(dir: &tempfile::TempDir, name: &str) -> Service {
     Service::named(name).unwrap().root(dir.path())
 }
 
+fn text_of(dir: &std::path::Path, stem: &str) -> String {
+    std::fs::read_to_string(dir.join(format!("{stem}.service"))).unwrap()
+}
+
 #[test]
 fn files_are_laid_out_as_designed_and_removed_with_the_last_port() {
     let dir = tempfile::tempdir().unwrap();
@@ -28,10 +32,22 @@ fn files_are_laid_out_as_designed_and_removed_with_the_last_port() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     names.sort();
-    assert_eq!(names.len(), 5, "{names:?}");
-    for ext in ["chunks", "dynamic", "pool", "service"] {
+    // Owner-only permissions: the payload is a sealed memfd, not a file.
+    assert_eq!(names.len(), 4, "{names:?}");
+    for ext in ["chunks", "dynamic", "service"] {
         assert!(names.contains(&format!("{stem}.{ext}")), "{names:?}");
     }
+    assert!(text_of(dir.path(), &stem).contains("backing: Memfd("));
+    // Group access: a file under the root, which other users can open.
+    let shared = service(&dir, "camera/shared")
+        .publish_subscribe::<u64>()
+        .permissions(0o660)
+        .create()
+        .unwrap();
+    let shared_stem = iox_service::ServiceName::new("camera/shared").unwrap().stem();
+    assert!(dir.path().join(format!("{shared_stem}.pool")).exists());
+    assert!(text_of(dir.path(), &shared_stem).contains("backing: File"));
+    drop(shared);
     assert!(
         names
             .iter()

@@ -101,3 +101,42 @@ impl Rng {
         self.next() % n
     }
 }
+
+/// A child process that is SIGKILLed and reaped when dropped, so a test that fails
+/// half-way never leaves a parked child behind (holding the harness's output pipes).
+pub struct Reaped(Option<Child>);
+
+impl Reaped {
+    /// Takes charge of `child`.
+    pub fn new(child: Child) -> Self {
+        Self(Some(child))
+    }
+
+    /// Its process id.
+    pub fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, Child::id)
+    }
+
+    /// SIGKILLs it now and reaps it.
+    pub fn kill(mut self) {
+        self.stop();
+    }
+
+    /// Gives the child back (no kill on drop any more).
+    pub fn into_inner(mut self) -> Child {
+        self.0.take().expect("child still owned")
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
