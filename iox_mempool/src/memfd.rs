@@ -2,14 +2,17 @@
 //! truncated or grown, and goes away with the last process that holds it.
 //!
 //! The creator makes the payload with `memfd_create` (close-on-exec, sealing
-//! allowed), sizes it, allocates its pages and adds `F_SEAL_SHRINK | F_SEAL_GROW |
-//! F_SEAL_SEAL`: from then on no process can change its size, so no reader can be
-//! hit by SIGBUS through a truncation, and nobody can remove the seals. Its size and
-//! inode identity ([`MemfdIdentity`]) are recorded by the user of the pool (iox_service
-//! puts them in the static config). Another process obtains the file some other way
-//! (iox_service opens `/proc/<pid>/fd/<n>` of a live participant) and hands it to
-//! [`open_memfd`], which checks it is a memfd, sealed as above, of the recorded size
-//! and identity, before mapping it.
+//! allowed, a random nonce in its name), sizes it, allocates its pages and adds
+//! `F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`: from then on no process can change
+//! its size, so no reader of the payload can be hit by SIGBUS through a truncation,
+//! and nobody can remove the seals. (The seals do not stop a process that holds the
+//! memfd from writing it, or from punching holes that read back as zeroes; and the
+//! bookkeeping files beside it are still named files.) Its size, inode and nonce
+//! ([`MemfdIdentity`]) are recorded by the user of the pool (iox_service puts them in
+//! the static config). Another process obtains the file some other way (iox_service
+//! opens `/proc/<pid>/fd/<n>` of a live participant) and hands it to [`open_memfd`],
+//! which checks it is a memfd with that nonce, sealed as above, of the recorded size
+//! and inode, before mapping it.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -31,7 +34,7 @@ pub enum Backing {
     Memfd,
 }
 
-/// Size and inode of a memfd payload, as recorded by its creator.
+/// Size, inode and name nonce of a memfd payload, as recorded by its creator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemfdIdentity {
     /// Length in bytes.
@@ -40,12 +43,24 @@ pub struct MemfdIdentity {
     pub dev: u64,
     /// Inode number.
     pub ino: u64,
+    /// A random number in the memfd's name (`iox:<name>:<nonce>`): inode numbers of
+    /// memfds can repeat (older kernels count them in 32 bits), names with the nonce
+    /// do not in practice.
+    pub nonce: u64,
+}
+
+impl MemfdIdentity {
+    /// The end of the name the kernel shows for this memfd in `/proc/<pid>/fd`
+    /// (`/memfd:iox:<name>:<nonce> (deleted)`).
+    pub fn link_suffix(&self) -> String {
+        format!(":{:016x} (deleted)", self.nonce)
+    }
 }
 
 /// Why a file was refused as a pool's memfd. Each names the file.
 #[derive(Debug, Error)]
 pub enum MemfdError {
-    /// Not a memfd (a named file, a pipe, ...).
+    /// Not a memfd (a named file, a pipe, a terminal, ...).
     #[error("{} is not a memfd", path.display())]
     NotMemfd {
         /// The file.
@@ -70,18 +85,14 @@ pub enum MemfdError {
         expected: u64,
     },
     /// Another memfd than the one recorded.
-    #[error("{} is inode {found_dev}:{found_ino}, the static config records {dev}:{ino}", path.display())]
+    #[error("{} is {found}, the static config records {expected}", path.display())]
     WrongIdentity {
         /// The file.
         path: PathBuf,
-        /// Its device.
-        found_dev: u64,
-        /// Its inode.
-        found_ino: u64,
-        /// The device recorded.
-        dev: u64,
-        /// The inode recorded.
-        ino: u64,
+        /// What it is (name or inode).
+        found: String,
+        /// What was recorded.
+        expected: String,
     },
     /// A system call failed, or it cannot be mapped.
     #[error("{} cannot be used: {source}", path.display())]
@@ -95,44 +106,109 @@ pub enum MemfdError {
 
 const SEALS: [FileSeal; 3] = [FileSeal::SealShrink, FileSeal::SealGrow, FileSeal::SealSeal];
 
-/// Creates a sealed memfd payload of `len` bytes named `iox:<name>` (the name only
-/// shows in `/proc/<pid>/fd`), mapped read-write.
-pub fn create_memfd(name: &str, len: usize) -> Result<(Segment, MemfdIdentity), CreateSegmentError> {
-    let path = PathBuf::from(format!("memfd:iox:{name}"));
-    let io = |op, source: std::io::Error| CreateSegmentError::Io {
-        op,
-        path: path.clone(),
-        source,
-    };
-    if len == 0 {
-        return Err(CreateSegmentError::ZeroSize);
+/// A memfd being created: sized and named, its identity known, but its pages not yet
+/// allocated, not sealed and not mapped. Cheap, so a creator can make one before it
+/// knows it wins the race to create a service, and [`Unsealed::finish`] it after.
+#[derive(Debug)]
+pub struct Unsealed {
+    memfd: Memfd,
+    identity: MemfdIdentity,
+    label: PathBuf,
+}
+
+impl Unsealed {
+    /// Creates the memfd `iox:<name>:<nonce>` of `len` bytes (close-on-exec, sealing
+    /// allowed).
+    pub fn new(name: &str, len: usize) -> Result<Self, CreateSegmentError> {
+        if len == 0 {
+            return Err(CreateSegmentError::ZeroSize);
+        }
+        let nonce = random_u64();
+        let full = format!("iox:{name}:{nonce:016x}");
+        let label = PathBuf::from(format!("memfd:{full}"));
+        let io = |op, source: std::io::Error| CreateSegmentError::Io {
+            op,
+            path: label.clone(),
+            source,
+        };
+        let memfd = MemfdOptions::new()
+            .allow_sealing(true)
+            .close_on_exec(true)
+            .create(&full)
+            .map_err(|e| io("create", std::io::Error::other(e)))?;
+        memfd.as_file().set_len(len as u64).map_err(|e| io("size", e))?;
+        let stat = rustix::fs::fstat(memfd.as_file()).map_err(|e| io("stat", e.into()))?;
+        let identity = MemfdIdentity {
+            len: len as u64,
+            dev: stat.st_dev,
+            ino: stat.st_ino,
+            nonce,
+        };
+        Ok(Self {
+            memfd,
+            identity,
+            label,
+        })
     }
-    let memfd = MemfdOptions::new()
-        .allow_sealing(true)
-        .close_on_exec(true)
-        .create(format!("iox:{name}"))
-        .map_err(|e| io("create", std::io::Error::other(e)))?;
-    let file = memfd.as_file();
-    file.set_len(len as u64).map_err(|e| io("size", e))?;
-    segment::reserve(file, len).map_err(|e| match e {
-        rustix::io::Errno::NOSPC => CreateSegmentError::NoSpace {
-            path: path.clone(),
-            len,
-        },
-        e => io("reserve memory for", e.into()),
-    })?;
-    memfd
-        .add_seals(&SEALS)
-        .map_err(|e| io("seal", std::io::Error::other(e)))?;
-    let stat = rustix::fs::fstat(file).map_err(|e| io("stat", e.into()))?;
-    let identity = MemfdIdentity {
-        len: len as u64,
-        dev: stat.st_dev,
-        ino: stat.st_ino,
-    };
-    let segment = Segment::from_file(memfd.into_file(), path.clone(), Access::ReadWrite, len as u64)
-        .map_err(|e| io("map", std::io::Error::other(e)))?;
-    Ok((segment, identity))
+
+    /// Its identity, to record.
+    pub fn identity(&self) -> MemfdIdentity {
+        self.identity
+    }
+
+    /// Its file descriptor in this process.
+    pub fn raw_fd(&self) -> i32 {
+        self.memfd.as_file().as_raw_fd()
+    }
+
+    /// Allocates its pages (a clean error if memory is short), seals it against
+    /// shrinking, growing and further sealing, and maps it read-write.
+    pub fn finish(self) -> Result<Segment, CreateSegmentError> {
+        let Self {
+            memfd,
+            identity,
+            label,
+        } = self;
+        let io = |op, source: std::io::Error| CreateSegmentError::Io {
+            op,
+            path: label.clone(),
+            source,
+        };
+        let len = identity.len as usize;
+        segment::reserve(memfd.as_file(), len).map_err(|e| match e {
+            rustix::io::Errno::NOSPC => CreateSegmentError::NoSpace {
+                path: label.clone(),
+                len,
+            },
+            e => io("reserve memory for", e.into()),
+        })?;
+        memfd
+            .add_seals(&SEALS)
+            .map_err(|e| io("seal", std::io::Error::other(e)))?;
+        Segment::from_file(memfd.into_file(), label.clone(), Access::ReadWrite, len as u64)
+            .map_err(|e| io("map", std::io::Error::other(e)))
+    }
+}
+
+/// Creates a sealed memfd payload of `len` bytes named `iox:<name>:<nonce>` (the
+/// name only shows in `/proc/<pid>/fd`), mapped read-write: [`Unsealed::new`] then
+/// [`Unsealed::finish`].
+pub fn create_memfd(name: &str, len: usize) -> Result<(Segment, MemfdIdentity), CreateSegmentError> {
+    let unsealed = Unsealed::new(name, len)?;
+    let identity = unsealed.identity();
+    Ok((unsealed.finish()?, identity))
+}
+
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    h.finish()
 }
 
 /// Checks that `file` (named `path` in errors) is the sealed memfd `expected`
@@ -143,15 +219,23 @@ pub fn open_memfd(
     access: Access,
     expected: MemfdIdentity,
 ) -> Result<Segment, MemfdError> {
-    // The kernel names memfds "/memfd:<name>" in /proc; only they carry that prefix.
+    // The kernel names memfds "/memfd:<name> (deleted)" in /proc; only they look so.
     let link = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(|source| {
         MemfdError::Io {
             path: path.clone(),
             source,
         }
     })?;
-    if !link.to_string_lossy().starts_with("/memfd:") {
+    let link = link.to_string_lossy();
+    if !link.starts_with("/memfd:") {
         return Err(MemfdError::NotMemfd { path });
+    }
+    if !link.ends_with(&expected.link_suffix()) {
+        return Err(MemfdError::WrongIdentity {
+            path,
+            found: format!("memfd {link:?}"),
+            expected: format!("a memfd named ...{}", expected.link_suffix()),
+        });
     }
     let memfd = Memfd::try_from_file(file).map_err(|_| MemfdError::NotMemfd { path: path.clone() })?;
     let seals = memfd.seals().map_err(|e| MemfdError::Io {
@@ -184,10 +268,8 @@ pub fn open_memfd(
     if (stat.st_dev, stat.st_ino) != (expected.dev, expected.ino) {
         return Err(MemfdError::WrongIdentity {
             path,
-            found_dev: stat.st_dev,
-            found_ino: stat.st_ino,
-            dev: expected.dev,
-            ino: expected.ino,
+            found: format!("inode {}:{}", stat.st_dev, stat.st_ino),
+            expected: format!("inode {}:{}", expected.dev, expected.ino),
         });
     }
     Segment::from_file(memfd.into_file(), path.clone(), access, expected.len).map_err(|e| MemfdError::Io {

@@ -15,9 +15,9 @@
 //! - releasing is `fetch_and(!bit)`, idempotent: recovering a dead owner is clearing its
 //!   bit in every word, however far it got;
 //! - handing a chunk to queues is one RMW adding the entries and clearing the owner's
-//!   bit at once ([`crate::Pool::hand_off`]);
+//!   bit at once ([`crate::Bookkeeping::hand_off`]);
 //! - taking a queue entry is one RMW moving one count into the taker's bit
-//!   ([`crate::Pool::take_queued`]).
+//!   ([`crate::Bookkeeping::take_queued`]).
 //!
 //! There is no ABA: a word is only claimed from 0 and no pointer or index is stored.
 //! Ordering: releases are Release and the claiming CAS is Acquire, so everything a

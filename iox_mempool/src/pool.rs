@@ -9,10 +9,13 @@
 //!   loan cursor per class on its own cache line, then per class one 16-byte
 //!   `ChunkMeta` per chunk (ownership word, see [`crate::owners`], and one user word).
 //!
-//! Creation: `S.chunks` is created exclusively, then `S.pool`; every chunk word is 0
-//! (free) in a fresh file; the header is filled in and its magic stored last with Release ordering. An
-//! opener that reads the magic with Acquire therefore sees a fully built pool; a zero
-//! magic means "still being created" ([`OpenPoolError::NotReady`]).
+//! Creation: the payload is made first (`S.pool` created exclusively, or a sealed
+//! memfd the caller made, see [`crate::memfd`]), then `S.chunks` exclusively; every
+//! chunk word is 0 (free) in a fresh file; the header is filled in and its magic
+//! stored last with Release ordering. An opener that reads the magic with Acquire
+//! therefore sees a fully built pool; a zero magic means "still being created"
+//! ([`OpenPoolError::NotReady`]). [`Bookkeeping`] is `S.chunks` alone: what recovery
+//! needs, without mapping the payload.
 //!
 //! Opening trusts nothing in the files: sizes come from the caller's expected layout
 //! and are checked against `fstat` before mapping; the header must match that layout's
@@ -21,7 +24,7 @@
 //!
 //! Hot path: [`Pool::loan`] is a class lookup (hint first, then binary search) plus a
 //! CAS `0 -> owner bit` on the first free chunk word from the class's cursor (usually
-//! the first one looked at). [`Pool::release`] is one `fetch_and`. No lock, no
+//! the first one looked at). [`Bookkeeping::release`] is one `fetch_and`. No lock, no
 //! syscall, no zero-fill. Finding that a class is exhausted scans the whole class.
 
 use std::path::Path;
@@ -56,7 +59,7 @@ const _: () = assert!(size_of::<ClassCursor>() == 64);
 const _: () = assert!(size_of::<ChunkMeta>() == 16);
 
 /// A chunk: its size class and its index in that class. Converts to an address in
-/// each process with [`Pool::chunk_ptr`]; stored in shared queues as [`Self::to_raw`].
+/// each process with [`Pool::chunk`]; stored in shared queues as [`Self::to_raw`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ChunkHandle {
     class: u8,
@@ -436,12 +439,17 @@ impl Pool {
         tag: u64,
         payload: Segment,
     ) -> Result<Self, OpenPoolError> {
-        let book = Bookkeeping::open(dir, stem, layout, memory_type, Access::ReadWrite, tag)?;
-        if payload.len() != layout.payload_len() {
+        Self::assemble(Bookkeeping::open(dir, stem, layout, memory_type, tag)?, payload)
+    }
+
+    /// A pool from validated bookkeeping and a payload of exactly its length.
+    fn assemble(book: Bookkeeping, payload: Segment) -> Result<Self, OpenPoolError> {
+        let expected = book.layout.payload_len();
+        if payload.len() != expected {
             return Err(OpenSegmentError::WrongLength {
                 path: payload.path().to_owned(),
                 len: payload.len() as u64,
-                expected: layout.payload_len() as u64,
+                expected: expected as u64,
             }
             .into());
         }
@@ -469,22 +477,15 @@ impl Pool {
         payload_access: Access,
         tag: u64,
     ) -> Result<Self, OpenPoolError> {
-        let book = Bookkeeping::open(dir, stem, layout, memory_type, Access::ReadWrite, tag)?;
+        // The bookkeeping first: its header says whether the layout is the expected one.
+        let book = Bookkeeping::open(dir, stem, layout, memory_type, tag)?;
         let payload = Segment::open(
             dir,
             &payload_name(stem),
             payload_access,
             layout.payload_len() as u64,
         )?;
-        if payload.len() != layout.payload_len() {
-            return Err(OpenSegmentError::WrongLength {
-                path: payload.path().to_owned(),
-                len: payload.len() as u64,
-                expected: layout.payload_len() as u64,
-            }
-            .into());
-        }
-        Ok(Self { book, payload })
+        Self::assemble(book, payload)
     }
 
     /// How many chunks of each class are in use, read from the bookkeeping alone
@@ -496,7 +497,7 @@ impl Pool {
         layout: &PoolLayout,
         tag: u64,
     ) -> Result<Vec<ClassInfo>, OpenPoolError> {
-        Ok(Bookkeeping::open(dir, stem, layout, None, Access::ReadOnly, tag)?.class_usage())
+        Ok(Bookkeeping::open_with(dir, stem, layout, None, Access::ReadOnly, tag)?.class_usage())
     }
 
     /// Unlinks both files of the pool `dir/stem`. Returns whether anything existed.
@@ -607,9 +608,21 @@ impl Pool {
 
 impl Bookkeeping {
     /// Opens and validates the bookkeeping segment `dir/stem.chunks` alone (as
-    /// [`Pool::open_tagged`] does), e.g. to recover chunks of dead owners without
-    /// mapping the payload. `access` may be read-only for tools that only look.
+    /// [`Pool::open_tagged`] does), read-write, e.g. to recover chunks of dead owners
+    /// without mapping the payload.
     pub fn open(
+        dir: &Path,
+        stem: &str,
+        layout: &PoolLayout,
+        memory_type: Option<MemoryType>,
+        tag: u64,
+    ) -> Result<Self, OpenPoolError> {
+        Self::open_with(dir, stem, layout, memory_type, Access::ReadWrite, tag)
+    }
+
+    /// [`Bookkeeping::open`] with a choice of access. Read-only only for callers in
+    /// this crate that never call a mutating method (they would fault).
+    fn open_with(
         dir: &Path,
         stem: &str,
         layout: &PoolLayout,

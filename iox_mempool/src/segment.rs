@@ -105,7 +105,7 @@ pub enum CreateSegmentError {
     #[error("segment size must be at least one byte")]
     ZeroSize,
     /// The file system has no room for the segment.
-    #[error("no space for {len} bytes at {} (the file system is full or too small; a memfd backing does not use it)", path.display())]
+    #[error("no space for {len} bytes at {} (the file system or memory is full or too small)", path.display())]
     NoSpace {
         /// The file.
         path: PathBuf,
@@ -195,9 +195,13 @@ pub const POPULATE_LIMIT: usize = 64 << 20;
 /// a clean error at creation instead of SIGBUS for whoever touches the page later.
 /// File systems without `fallocate` keep the old behaviour.
 pub(crate) fn reserve(file: &File, len: usize) -> Result<(), rustix::io::Errno> {
-    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len as u64) {
-        Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => Ok(()),
-        r => r,
+    loop {
+        return match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len as u64) {
+            // A signal during a large reservation: the pages so far stay; go on.
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => Ok(()),
+            r => r,
+        };
     }
 }
 

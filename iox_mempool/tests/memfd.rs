@@ -42,17 +42,27 @@ fn wrong_targets_are_refused_with_specific_errors() {
         Err(MemfdError::NotMemfd { .. })
     ));
 
-    let unsealed = memfd::MemfdOptions::new()
-        .allow_sealing(true)
-        .create("unsealed")
-        .unwrap();
-    unsealed.as_file().set_len(8192).unwrap();
-    let e = open_memfd(unsealed.into_file(), label(), Access::ReadWrite, id).unwrap_err();
+    // Named like the recorded memfd (same nonce), so the later checks are reached.
+    let named = |len: u64, seal: bool| {
+        let m = memfd::MemfdOptions::new()
+            .allow_sealing(true)
+            .create(format!("x:{:016x}", id.nonce))
+            .unwrap();
+        m.as_file().set_len(len).unwrap();
+        if seal {
+            m.add_seals(&[
+                memfd::FileSeal::SealShrink,
+                memfd::FileSeal::SealGrow,
+                memfd::FileSeal::SealSeal,
+            ])
+            .unwrap();
+        }
+        m.into_file()
+    };
+    let e = open_memfd(named(8192, false), label(), Access::ReadWrite, id).unwrap_err();
     assert!(matches!(e, MemfdError::MissingSeals { .. }), "{e}");
     assert!(e.to_string().contains("/proc/x/fd/y"), "{e}");
-
-    let (small, _) = create_memfd("small", 4096).unwrap();
-    let e = open_memfd(small.file().try_clone().unwrap(), label(), Access::ReadWrite, id).unwrap_err();
+    let e = open_memfd(named(4096, true), label(), Access::ReadWrite, id).unwrap_err();
     assert!(
         matches!(
             e,
@@ -64,10 +74,18 @@ fn wrong_targets_are_refused_with_specific_errors() {
         ),
         "{e}"
     );
+    let e = open_memfd(named(8192, true), label(), Access::ReadWrite, id).unwrap_err();
+    assert!(
+        matches!(e, MemfdError::WrongIdentity { .. }),
+        "same name and size, another inode: {e}"
+    );
 
     let (other, _) = create_memfd("other", 8192).unwrap();
     let e = open_memfd(other.file().try_clone().unwrap(), label(), Access::ReadWrite, id).unwrap_err();
-    assert!(matches!(e, MemfdError::WrongIdentity { .. }), "{e}");
+    assert!(
+        matches!(e, MemfdError::WrongIdentity { .. }),
+        "another nonce: {e}"
+    );
 }
 
 #[test]

@@ -266,17 +266,7 @@ fn cleanup_stem(root: &Path, stem: &str, live: &mut Liveness) -> Result<CleanupR
     // SAFETY: at least the header and users table, page-aligned; only those are
     // touched until the full length is checked.
     let d = unsafe { Dynamic::new(dynamic.as_ptr(), &header_only) };
-    let magic = d.header().magic.load(Ordering::Acquire);
-    if magic != dynamic::DYNAMIC_MAGIC {
-        return Err(corrupt(format!("wrong magic {magic:#018x}")));
-    }
-    let version = d.header().version.load(Ordering::Relaxed);
-    if version != dynamic::DYNAMIC_VERSION {
-        return Err(corrupt(format!(
-            "format version {version}, this iox reads {}",
-            dynamic::DYNAMIC_VERSION
-        )));
-    }
+    dynamic::check_header(d.header()).map_err(corrupt)?;
     match lifecycle::phase(root, stem, &dynamic, d, live) {
         Phase::Alive => {}
         Phase::Busy { .. } => return Ok(report),
@@ -315,14 +305,7 @@ fn cleanup_stem(root: &Path, stem: &str, live: &mut Liveness) -> Result<CleanupR
     let d = unsafe { Dynamic::new(dynamic.as_ptr(), &layout) };
     // Recovery only touches the bookkeeping: no need to reach (or map) the payload,
     // which for a memfd backing may be unreachable once its processes died.
-    let pool = iox_mempool::Bookkeeping::open(
-        root,
-        stem,
-        &config.layout,
-        Some(config.memory_type),
-        Access::ReadWrite,
-        hash,
-    )?;
+    let pool = iox_mempool::Bookkeeping::open(root, stem, &config.layout, Some(config.memory_type), hash)?;
     if let Ok(r) = recovery::recover_in(d, &pool, live) {
         report.add(&r);
     }

@@ -98,6 +98,21 @@ pub(crate) struct PortHeader {
 pub(crate) const PINNED: u32 = 1;
 const _: () = assert!(size_of::<PortHeader>() == 64);
 
+/// Checks a header's magic and format version (what any reader checks first).
+pub(crate) fn check_header(h: &Header) -> Result<(), String> {
+    let magic = h.magic.load(std::sync::atomic::Ordering::Acquire);
+    if magic != DYNAMIC_MAGIC {
+        return Err(format!("wrong magic {magic:#018x}"));
+    }
+    let version = h.version.load(std::sync::atomic::Ordering::Relaxed);
+    if version != DYNAMIC_VERSION {
+        return Err(format!(
+            "format version {version}, this iox reads {DYNAMIC_VERSION}"
+        ));
+    }
+    Ok(())
+}
+
 /// Checks that the limits a header says it was sized for are the static config's.
 pub(crate) fn check_limits(h: &Header, c: &StaticConfig) -> Result<(), String> {
     let fields = [

@@ -265,17 +265,8 @@ fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
     // (the mapping is read-only).
     let d = unsafe { Dynamic::new(segment.as_ptr(), &header_only) };
     let h = d.header();
-    let magic = h.magic.load(Ordering::Acquire);
-    let version = h.version.load(Ordering::Relaxed);
-    if magic != dynamic::DYNAMIC_MAGIC {
-        info.problems.push(format!("{path}: wrong magic {magic:#018x}"));
-        return finish(info);
-    }
-    if version != dynamic::DYNAMIC_VERSION {
-        info.problems.push(format!(
-            "{path}: format version {version}, this iox reads {}",
-            dynamic::DYNAMIC_VERSION
-        ));
+    if let Err(what) = dynamic::check_header(h) {
+        info.problems.push(format!("{path}: {what}"));
         return finish(info);
     }
     let (node, phase) = dynamic::split_lifecycle(h.lifecycle.load(Ordering::Acquire));

@@ -150,19 +150,23 @@ pub(crate) fn phase(
                 creating: phase == CREATING,
             };
         }
-        if lifecycle
-            .compare_exchange(
-                word,
-                dynamic::lifecycle_word(live.me(), DESTROYING),
-                Ordering::SeqCst,
-                Ordering::Relaxed,
-            )
-            .is_ok()
-        {
+        if take_destroying(lifecycle, word, live.me()) {
             let _ = remove_files(root, stem, dynamic);
             return Phase::Removed;
         }
     }
+}
+
+/// Moves a lifecycle word from `seen` to `DESTROYING` by `me`; whether it did.
+fn take_destroying(lifecycle: &std::sync::atomic::AtomicU64, seen: u64, me: u64) -> bool {
+    lifecycle
+        .compare_exchange(
+            seen,
+            dynamic::lifecycle_word(me, DESTROYING),
+            Ordering::SeqCst,
+            Ordering::Relaxed,
+        )
+        .is_ok()
 }
 
 /// Outcome of [`force_destroying`].
@@ -185,15 +189,7 @@ pub(crate) fn force_destroying(d: Dynamic<'_>, live: &mut Liveness) -> Destroyin
         if (phase == DESTROYING || phase == CREATING) && live.alive(node) {
             return Destroying::Busy;
         }
-        if lifecycle
-            .compare_exchange(
-                word,
-                dynamic::lifecycle_word(live.me(), DESTROYING),
-                Ordering::SeqCst,
-                Ordering::Relaxed,
-            )
-            .is_ok()
-        {
+        if take_destroying(lifecycle, word, live.me()) {
             return Destroying::Ours;
         }
     }

@@ -18,8 +18,9 @@
 //! deletes those it proved dead, see [`remove_if_dead`]).
 //!
 //! Known limit: a child forked without `exec` shares its parent's lock (flock locks
-//! belong to the open file description), so a parent killed while such a child lives
-//! looks alive until the child exits: recovery waits, it never corrupts. (The lock
+//! belong to the open file description), so exclusive probes fail and a parent killed
+//! while such a child lives looks alive until the child exits: recovery waits, it
+//! never corrupts. (The lock
 //! file is close-on-exec, so `fork` + `exec`, as `std::process::Command` does, is fine.)
 
 use std::collections::HashMap;
@@ -98,8 +99,22 @@ impl Node {
 
     fn create(root: &Path) -> std::io::Result<Node> {
         let pid = std::process::id();
+        let start = start_ticks(pid);
+        let mut attempt = 0u32;
         loop {
-            let id = (u64::from(pid) << 32) | u64::from(random_u32());
+            attempt += 1;
+            // Our start time makes the id; a leftover file of that id (a root on disk
+            // kept across a reboot) is removed if dead; random low bits are the last
+            // resort (such a node is judged by its file alone).
+            let low = match start {
+                Some(t) if attempt <= 3 => t as u32,
+                _ => random_u32(),
+            };
+            let id = (u64::from(pid) << 32) | u64::from(low);
+            if attempt <= 3 && root.join(node_file_name(id)).exists() {
+                remove_if_dead(root, id);
+                continue;
+            }
             let path = root.join(node_file_name(id));
             let tmp = root.join(temp_file_name(&format!(".{}", node_file_name(id)), id));
             let fd = match rustix::fs::open(
@@ -186,8 +201,8 @@ pub fn pid_of(id: u64) -> u32 {
 /// whose lock this process can take proves a node dead; anything unexpected counts as
 /// alive, since recovering a live node would corrupt its state (a wrong "alive" only
 /// delays recovery):
-/// - the lock file is missing: dead, unless a process with the node's pid exists (the
-///   file may have been deleted by hand; pid reuse then only delays recovery);
+/// - the lock file is missing: dead, unless the process that made the node still runs
+///   (same pid and start time: the file was deleted by hand);
 /// - it cannot be opened for another reason (another user's file, say): alive;
 /// - `flock` fails other than with "would block" (e.g. no locks on this file system):
 ///   alive.
@@ -202,7 +217,7 @@ pub fn is_alive(root: &Path, id: u64) -> bool {
         Mode::empty(),
     ) {
         Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT) => return pid_exists(pid_of(id)),
+        Err(rustix::io::Errno::NOENT) => return same_process_running(id),
         Err(_) => return true,
     };
     match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
@@ -217,15 +232,34 @@ pub fn is_alive(root: &Path, id: u64) -> bool {
     }
 }
 
-/// Whether a process with this pid exists (signal 0 probes without sending).
-fn pid_exists(pid: u32) -> bool {
-    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
-        return false;
-    };
-    !matches!(
-        rustix::process::test_kill_process(pid),
-        Err(rustix::io::Errno::SRCH)
-    )
+/// The start time of process `pid` in clock ticks since boot (field 22 of
+/// `/proc/<pid>/stat`); `Err` with the I/O error kind if it cannot be read.
+fn read_start_ticks(pid: u32) -> Result<u64, std::io::ErrorKind> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|e| e.kind())?;
+    // The command name (field 2) is in parentheses and may hold anything: count
+    // fields from the last ')'.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or(std::io::ErrorKind::InvalidData)?;
+    rest.split_whitespace()
+        .nth(19)
+        .and_then(|f| f.parse().ok())
+        .ok_or(std::io::ErrorKind::InvalidData)
+}
+
+fn start_ticks(pid: u32) -> Option<u64> {
+    read_start_ticks(pid).ok()
+}
+
+/// For a node whose file is missing: whether the very process that made it still
+/// runs (same pid, same start time). Unreadable `/proc` counts as running.
+fn same_process_running(id: u64) -> bool {
+    match read_start_ticks(pid_of(id)) {
+        Ok(t) => t as u32 == id as u32,
+        Err(std::io::ErrorKind::NotFound) => false,
+        Err(_) => true,
+    }
 }
 
 /// Removes the node file of `id` if its node is dead (its lock is free). Returns

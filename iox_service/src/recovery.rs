@@ -8,7 +8,7 @@
 //! repeat, so the taker-over simply starts again:
 //! - a dead **publisher** slot: it is marked closing; a claim it held on one of its
 //!   queues (dropping or draining) is finished or undone, depending on whether the
-//!   chunk already carries its owner bit (see [`crate::queue`]); a send it was in the
+//!   chunk already carries its owner bit (see the queue module); a send it was in the
 //!   middle of (its journal names the entry) is finished: the queues whose last entry
 //!   is that entry got it, and one atomic hand-off adds their holds and removes the
 //!   publisher's bit, only if that bit is still set; its queues to subscribers that are
@@ -19,7 +19,7 @@
 //!   drained into its owner bit; its bit is cleared on every chunk (samples it held)
 //!   and the slot is freed.
 //! - a dead **user** (service handle) is unregistered; a service left without users is
-//!   then removed by whoever found it so ([`crate::lifecycle`]).
+//!   then removed by whoever found it so (the lifecycle module).
 //!
 //! Each dead node's lock file, and temporary files it left, are removed once it is
 //! proven dead. Nothing is recovered for a live node.

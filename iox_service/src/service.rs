@@ -8,8 +8,12 @@
 //!    config it belongs to), check its lifecycle (a dead creator or remover is taken
 //!    over and its files removed), open the pool, recover dead participants
 //!    ([`crate::recovery`]); if no live user is left the service is removed and
-//!    created afresh; else register as a user.
-//! 2. If not, build the dynamic segment under a temporary name and rename it into
+//!    created afresh; else register as a user. A memfd payload is reached through
+//!    `/proc/<pid>/fd/<n>` of a live registered user and verified (sealed memfd, the
+//!    size and inode the static config records) before it is mapped.
+//! 2. If not, make the payload first when it is a memfd (its identity is part of the
+//!    static config, whose hash names the incarnation), build the dynamic segment
+//!    under a temporary name and rename it into
 //!    place with `RENAME_NOREPLACE` (the exclusive step); the winner creates the pool,
 //!    publishes the static config with an atomic rename and marks the service alive.
 //!    Losers wait for it.
@@ -26,6 +30,8 @@
 
 use std::marker::PhantomData;
 use std::os::fd::AsRawFd;
+
+use rustix::fs::{Mode, OFlags};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -480,6 +486,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
                 len: config.layout.payload_len() as u64,
                 dev: 0,
                 ino: 0,
+                nonce: 0,
             });
         }
         config.check().or_else(|what| self.fail(what))?;
@@ -693,16 +700,8 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
                 what: format!("{}: {what}", dynamic.path().display()),
             })
         };
-        match header.magic.load(Ordering::Acquire) {
-            dynamic::DYNAMIC_MAGIC => {}
-            m => return corrupt(format!("wrong magic {m:#018x}")),
-        }
-        let version = header.version.load(Ordering::Relaxed);
-        if version != dynamic::DYNAMIC_VERSION {
-            return corrupt(format!(
-                "format version {version}, this iox reads {}",
-                dynamic::DYNAMIC_VERSION
-            ));
+        if let Err(what) = dynamic::check_header(header) {
+            return corrupt(what);
         }
         if header.config_hash.load(Ordering::Relaxed) != hash {
             // A dynamic segment of another incarnation of the service (it is being
@@ -753,7 +752,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
                 Access::ReadWrite,
                 hash,
             ),
-            PayloadBacking::Memfd(id) => match reach_memfd(d, id, &mut live) {
+            PayloadBacking::Memfd(id) => match reach_memfd(d, &stem, id, &mut live) {
                 Ok(payload) => Pool::open_with_payload(
                     &self.root,
                     &stem,
@@ -762,21 +761,19 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
                     hash,
                     payload,
                 ),
-                Err(tried) => {
+                Err(Unreachable { tried, transient }) => {
                     // No live participant let us in: if none is alive, the service is
                     // dead; recovery (on the bookkeeping alone) removes it.
-                    if let Ok(book) = Bookkeeping::open(
-                        &self.root,
-                        &stem,
-                        &config.layout,
-                        Some(config.memory_type),
-                        Access::ReadWrite,
-                        hash,
-                    ) {
+                    if let Ok(book) =
+                        Bookkeeping::open(&self.root, &stem, &config.layout, Some(config.memory_type), hash)
+                    {
                         let _ = recovery::recover_in(d, &book, &mut live);
                     }
                     if lifecycle::remove_if_unused(&self.root, &stem, &dynamic, d, node.id()) {
                         return Attempt::Retry("all its processes had died; removed it".into());
+                    }
+                    if transient {
+                        return Attempt::Retry(format!("memfd not reachable yet: {}", tried.join("; ")));
                     }
                     return Attempt::Failed(OpenError::MemfdUnreachable { name: name(), tried });
                 }
@@ -838,14 +835,16 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
         let me = node.id();
         // A memfd payload is made first: its identity is part of the static config,
         // whose hash identifies this incarnation.
+        // Only sized and named here (cheap); its pages are allocated and it is sealed
+        // once we have won the race for the name.
         let mut config = config.clone();
         let memfd = match config.backing {
             PayloadBacking::File => None,
             PayloadBacking::Memfd(_) => {
-                let (payload, id) = iox_mempool::memfd::create_memfd(&stem, config.layout.payload_len())
+                let unsealed = iox_mempool::memfd::Unsealed::new(&stem, config.layout.payload_len())
                     .map_err(|source| CreateError::Segment { name: name(), source })?;
-                config.backing = PayloadBacking::Memfd(id);
-                Some(payload)
+                config.backing = PayloadBacking::Memfd(unsealed.identity());
+                Some(unsealed)
             }
         };
         let config = &config;
@@ -879,8 +878,8 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             .user_slots
             .store(dynamic::USER_SLOTS as u32, Ordering::Relaxed);
         d.users()[0].store(me, Ordering::Relaxed);
-        if let Some(payload) = &memfd {
-            d.user_fds()[0].store(payload.file().as_raw_fd() as u32 + 1, Ordering::Relaxed);
+        if let Some(unsealed) = &memfd {
+            d.user_fds()[0].store(unsealed.raw_fd() as u32 + 1, Ordering::Relaxed);
         }
         header.magic.store(dynamic::DYNAMIC_MAGIC, Ordering::Release);
         crate::fault::stall_point("create-before-rename");
@@ -909,15 +908,17 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
         };
         let _ = Pool::remove(&self.root, &stem);
         let created = match memfd {
-            Some(payload) => Pool::create_with_payload(
-                &self.root,
-                &stem,
-                &config.layout,
-                config.memory_type,
-                config.permissions,
-                hash,
-                payload,
-            ),
+            Some(unsealed) => unsealed.finish().map_err(Into::into).and_then(|payload| {
+                Pool::create_with_payload(
+                    &self.root,
+                    &stem,
+                    &config.layout,
+                    config.memory_type,
+                    config.permissions,
+                    hash,
+                    payload,
+                )
+            }),
             None => Pool::create_tagged(
                 &self.root,
                 &stem,
@@ -1002,16 +1003,8 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
         };
         // SAFETY: at least the header and users table, page-aligned; nothing else used.
         let d = unsafe { Dynamic::new(dynamic.as_ptr(), &header_only) };
-        let magic = d.header().magic.load(Ordering::Acquire);
-        if magic != dynamic::DYNAMIC_MAGIC {
-            return corrupt(format!("wrong magic {magic:#018x}"));
-        }
-        let version = d.header().version.load(Ordering::Relaxed);
-        if version != dynamic::DYNAMIC_VERSION {
-            return corrupt(format!(
-                "format version {version}, this iox reads {}",
-                dynamic::DYNAMIC_VERSION
-            ));
+        if let Err(what) = dynamic::check_header(d.header()) {
+            return corrupt(what);
         }
         let mut live = Liveness::new(&self.root, me);
         match lifecycle::phase(&self.root, stem, &dynamic, d, &mut live) {
@@ -1059,21 +1052,60 @@ impl<T: crate::ZeroCopySafe> PubSubBuilder<[T]> {
     }
 }
 
+/// Why no participant let us reach the memfd: what happened with each, and whether
+/// it may well work a moment later (a participant registering or leaving).
+struct Unreachable {
+    tried: Vec<String>,
+    transient: bool,
+}
+
 /// Opens the memfd payload through a live participant: `/proc/<pid>/fd/<n>` of each
 /// registered user whose node is alive, until one passes the checks of
-/// [`iox_mempool::memfd::open_memfd`]. Else what went wrong with each.
-fn reach_memfd(d: Dynamic<'_>, id: MemfdIdentity, live: &mut Liveness) -> Result<Segment, Vec<String>> {
+/// [`iox_mempool::memfd::open_memfd`]. The link is read first and must name this
+/// service's memfd, so nothing else (a terminal, a device) is ever opened.
+fn reach_memfd(
+    d: Dynamic<'_>,
+    stem: &str,
+    id: MemfdIdentity,
+    live: &mut Liveness,
+) -> Result<Segment, Unreachable> {
     let mut tried = Vec::new();
+    let mut transient = false;
+    let prefix = format!("/memfd:iox:{stem}:");
     for (user, fd) in d.users().iter().zip(d.user_fds()) {
         let node = user.load(Ordering::Acquire);
         let fd = fd.load(Ordering::Acquire);
-        if node == 0 || fd == 0 || !live.alive(node) {
+        if node == 0 || !live.alive(node) {
+            continue;
+        }
+        if fd == 0 || user.load(Ordering::Acquire) != node {
+            transient = true; // registering, or the entry changed hands while we read
             continue;
         }
         let path = PathBuf::from(format!("/proc/{}/fd/{}", node::pid_of(node), fd - 1));
+        match std::fs::read_link(&path) {
+            Ok(link) if link.to_string_lossy().starts_with(&prefix) => {}
+            Ok(link) => {
+                tried.push(format!(
+                    "{} is {link:?}, not this service's memfd",
+                    path.display()
+                ));
+                transient = true; // a stale fd number of a user that left
+                continue;
+            }
+            Err(e) => {
+                tried.push(format!("{}: {e}", path.display()));
+                transient |= e.kind() == std::io::ErrorKind::NotFound;
+                continue;
+            }
+        }
         // /proc/<pid>/fd entries are magic links: following them is the point.
-        let file = match std::fs::File::options().read(true).write(true).open(&path) {
-            Ok(f) => f,
+        let file = match rustix::fs::open(
+            &path,
+            OFlags::RDWR | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => std::fs::File::from(fd),
             Err(e) => {
                 tried.push(format!("{}: {e}", path.display()));
                 continue;
@@ -1085,9 +1117,12 @@ fn reach_memfd(d: Dynamic<'_>, id: MemfdIdentity, live: &mut Liveness) -> Result
         }
     }
     if tried.is_empty() {
+        // No live user at all: its last user is leaving, or all died (recovery then
+        // removes it): look again.
         tried.push("no live process has registered the memfd".into());
+        transient = true;
     }
-    Err(tried)
+    Err(Unreachable { tried, transient })
 }
 
 /// The fd under which this process holds the service's memfd payload, if it has one.

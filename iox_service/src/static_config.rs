@@ -211,6 +211,15 @@ impl StaticConfig {
                 self.layout.alignment()
             ));
         }
+        if let PayloadBacking::Memfd(id) = self.backing
+            && id.len != self.layout.payload_len() as u64
+        {
+            return Err(format!(
+                "memfd backing of {} bytes, but the layout's payload is {}",
+                id.len,
+                self.layout.payload_len()
+            ));
+        }
         if size > self.layout.max_chunk_size() {
             return Err(format!(
                 "payload of {size} bytes does not fit the largest chunk ({})",

@@ -528,3 +528,26 @@ fn forgotten_samples_come_back_when_their_port_drops() {
     }
     assert_eq!(svc.pool_info().free_chunks(), total);
 }
+
+#[test]
+fn a_deleted_node_file_keeps_its_process_alive_and_a_reused_pid_cannot_fake_life() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(&dir, "liveness")
+        .publish_subscribe::<u8>()
+        .create()
+        .unwrap();
+    let file = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|f| f.starts_with("iox_node_"))
+        .unwrap();
+    let id = iox_service::node::parse_node_file_name(&file).unwrap();
+    assert!(iox_service::node::is_alive(dir.path(), id));
+    std::fs::remove_file(dir.path().join(&file)).unwrap();
+    // Same pid and start time: this very process, whose file someone deleted.
+    assert!(iox_service::node::is_alive(dir.path(), id));
+    // Same pid, another start time: a dead node whose pid was reused.
+    let reused = (id & !0xffff_ffff) | u64::from((id as u32).wrapping_add(1));
+    assert!(!iox_service::node::is_alive(dir.path(), reused));
+    drop(svc);
+}

@@ -291,7 +291,11 @@ fn an_opener_handed_a_wrong_target_gets_a_specific_error() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let keep = builder(root, NAME).create().unwrap();
-    let dynamic = root.join(format!("{}.dynamic", ServiceName::new(NAME).unwrap().stem()));
+    let iox_service::PayloadBacking::Memfd(id) = keep.static_config().backing else {
+        panic!("owner-only services default to a memfd");
+    };
+    let stem = ServiceName::new(NAME).unwrap().stem();
+    let dynamic = root.join(format!("{stem}.dynamic"));
     // The creator's users-table entry says which fd holds the memfd: point it elsewhere.
     let point_at = |fd: i32| {
         let f = std::fs::OpenOptions::new().write(true).open(&dynamic).unwrap();
@@ -304,42 +308,46 @@ fn an_opener_handed_a_wrong_target_gets_a_specific_error() {
             .open()
             .unwrap_err()
     };
+    // Not this service's memfd at all (a plain file): never opened, only its /proc
+    // link read; reported once the wait ends (it could have been a stale fd number).
     let plain = std::fs::File::create(root.join("plain")).unwrap();
-    plain.set_len((POOL_MIB as u64) << 20).unwrap();
     point_at(plain.as_raw_fd());
     let e = open();
     assert!(
-        matches!(&e, OpenError::MemfdUnreachable { tried, .. } if tried[0].contains("is not a memfd")),
+        matches!(&e, OpenError::TimedOut { last, .. } if last.contains("not this service's memfd")),
         "{e}"
     );
-
-    let unsealed = memfd::MemfdOptions::new()
-        .allow_sealing(true)
-        .create("unsealed")
-        .unwrap();
-    unsealed.as_file().set_len((POOL_MIB as u64) << 20).unwrap();
-    point_at(unsealed.as_file().as_raw_fd());
-    let e = open();
-    assert!(
-        matches!(&e, OpenError::MemfdUnreachable { tried, .. } if tried[0].contains("lacks seals")),
-        "{e}"
-    );
-
-    let (small, _) = iox_mempool::memfd::create_memfd("small", 4096).unwrap();
-    point_at(small.file().as_raw_fd());
-    let e = open();
-    assert!(
-        matches!(&e, OpenError::MemfdUnreachable { tried, .. } if tried[0].contains("4096 bytes long")),
-        "{e}"
-    );
-
-    let (other, _) = iox_mempool::memfd::create_memfd("other", POOL_MIB << 20).unwrap();
-    point_at(other.file().as_raw_fd());
-    let e = open();
-    assert!(
-        matches!(&e, OpenError::MemfdUnreachable { tried, .. } if tried[0].contains("inode")),
-        "{e}"
-    );
-    println!("{e}");
+    // Memfds named like this service's, failing the later checks: specific at once.
+    let named = |nonce: u64, len: u64, seal: bool| {
+        let m = memfd::MemfdOptions::new()
+            .allow_sealing(true)
+            .create(format!("iox:{stem}:{nonce:016x}"))
+            .unwrap();
+        m.as_file().set_len(len).unwrap();
+        if seal {
+            m.add_seals(&[
+                memfd::FileSeal::SealShrink,
+                memfd::FileSeal::SealGrow,
+                memfd::FileSeal::SealSeal,
+            ])
+            .unwrap();
+        }
+        m
+    };
+    let len = (POOL_MIB as u64) << 20;
+    for (what, m, expect) in [
+        ("unsealed", named(id.nonce, len, false), "lacks seals"),
+        ("wrong size", named(id.nonce, 4096, true), "4096 bytes long"),
+        ("another memfd, same name", named(id.nonce, len, true), "inode"),
+        ("another nonce", named(id.nonce ^ 1, len, true), "named"),
+    ] {
+        point_at(m.as_file().as_raw_fd());
+        let e = open();
+        assert!(
+            matches!(&e, OpenError::MemfdUnreachable { tried, .. } if tried[0].contains(expect)),
+            "{what}: {e}"
+        );
+        println!("{what}: {e}");
+    }
     drop(keep);
 }
