@@ -12,6 +12,14 @@ use iox_testkit::{Reaped, env, role, spawn_self, wait_ok, wait_until};
 const LIMIT: Duration = Duration::from_secs(20);
 const POOL_MIB: usize = 48;
 
+/// These tests create 48 MiB pools; one of them measures the machine's Shmem, so
+/// they take turns (the test harness would run them in parallel threads).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn builder(root: &Path, name: &str) -> PubSubBuilder<[u8]> {
     Service::named(name)
         .unwrap()
@@ -58,6 +66,7 @@ fn root_env(root: &Path) -> (&'static str, String) {
 
 #[test]
 fn the_memfd_outlives_its_creator_and_dies_with_the_last_user() {
+    let _turn = serial();
     const TEST: &str = "the_memfd_outlives_its_creator_and_dies_with_the_last_user";
     const NAME: &str = "memfd/life";
     if let Some(r) = role() {
@@ -156,6 +165,7 @@ fn the_memfd_outlives_its_creator_and_dies_with_the_last_user() {
 
 #[test]
 fn seals_stop_another_process_from_truncating_or_growing_the_pool() {
+    let _turn = serial();
     const TEST: &str = "seals_stop_another_process_from_truncating_or_growing_the_pool";
     const NAME: &str = "memfd/sealed";
     if role().is_some() {
@@ -220,6 +230,7 @@ impl Drop for Mount {
 
 #[test]
 fn a_pool_larger_than_a_small_tmpfs_root_works_as_memfd_and_fails_cleanly_as_file() {
+    let _turn = serial();
     if !rustix::process::geteuid().is_root() {
         println!("skipped: mounting a 16 MiB tmpfs needs root");
         return;
@@ -285,6 +296,7 @@ fn a_pool_larger_than_a_small_tmpfs_root_works_as_memfd_and_fails_cleanly_as_fil
 
 #[test]
 fn an_opener_handed_a_wrong_target_gets_a_specific_error() {
+    let _turn = serial();
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
     const NAME: &str = "memfd/wrong";
