@@ -30,6 +30,7 @@ pub mod memory;
 pub mod owners;
 pub mod pin;
 pub mod pool;
+pub mod random;
 pub mod root;
 pub mod segment;
 

@@ -123,7 +123,7 @@ impl Unsealed {
         if len == 0 {
             return Err(CreateSegmentError::ZeroSize);
         }
-        let nonce = random_u64();
+        let nonce = crate::random::random_u64();
         let full = format!("iox:{name}:{nonce:016x}");
         let label = PathBuf::from(format!("memfd:{full}"));
         let io = |op, source: std::io::Error| CreateSegmentError::Io {
@@ -197,18 +197,6 @@ pub fn create_memfd(name: &str, len: usize) -> Result<(Segment, MemfdIdentity), 
     let unsealed = Unsealed::new(name, len)?;
     let identity = unsealed.identity();
     Ok((unsealed.finish()?, identity))
-}
-
-fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos(),
-    );
-    h.finish()
 }
 
 /// Checks that `file` (named `path` in errors) is the sealed memfd `expected`

@@ -444,15 +444,7 @@ impl Pool {
 
     /// A pool from validated bookkeeping and a payload of exactly its length.
     fn assemble(book: Bookkeeping, payload: Segment) -> Result<Self, OpenPoolError> {
-        let expected = book.layout.payload_len();
-        if payload.len() != expected {
-            return Err(OpenSegmentError::WrongLength {
-                path: payload.path().to_owned(),
-                len: payload.len() as u64,
-                expected: expected as u64,
-            }
-            .into());
-        }
+        payload.expect_len(book.layout.payload_len())?;
         Ok(Self { book, payload })
     }
 
@@ -705,14 +697,7 @@ impl Bookkeeping {
             }
         };
         // The header agrees with the layout; now the file must be exactly as long.
-        if chunks.len() != chunks_len {
-            return Err(OpenSegmentError::WrongLength {
-                path: chunks.path().to_owned(),
-                len: chunks.len() as u64,
-                expected: chunks_len as u64,
-            }
-            .into());
-        }
+        chunks.expect_len(chunks_len)?;
         Ok(Self {
             layout: layout.clone(),
             memory_type,

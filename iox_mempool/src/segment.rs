@@ -369,6 +369,18 @@ impl Segment {
         })
     }
 
+    /// Checks that the segment is exactly `expected` bytes long (what its format says).
+    pub fn expect_len(&self, expected: usize) -> Result<(), OpenSegmentError> {
+        if self.len() == expected {
+            return Ok(());
+        }
+        Err(OpenSegmentError::WrongLength {
+            path: self.path.clone(),
+            len: self.len() as u64,
+            expected: expected as u64,
+        })
+    }
+
     /// Start of the mapping in this process. Page-aligned.
     pub fn as_ptr(&self) -> *mut u8 {
         self.map.as_mut_ptr()

@@ -25,7 +25,6 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
@@ -73,14 +72,7 @@ pub fn parse_temp_file_name(name: &str) -> Option<u64> {
 }
 
 pub(crate) fn random_u32() -> u32 {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos(),
-    );
-    h.finish() as u32
+    iox_mempool::random::random_u64() as u32
 }
 
 impl Node {
