@@ -29,33 +29,56 @@ fn ports(s: &ServiceInfo, kind: &str) -> usize {
     s.ports.iter().filter(|p| p.kind == kind).count()
 }
 
-/// `iox list`.
+/// `iox list`: one row per service, columns as wide as their widest cell.
 pub fn list(all: &RootInfo) -> String {
-    let mut out = format!(
-        "{:<28} {:<17} {:<24} {:<12} {:>10} {:>4} {:>4}  {}\n",
-        "NAME", "PATTERN", "PAYLOAD", "MEMORY", "POOL", "PUBS", "SUBS", "STATE"
-    );
-    for s in &all.services {
-        let (pattern, payload, memory) = match &s.config {
-            Some(c) => (
-                format!("{:?}", c.pattern),
-                c.payload.to_string(),
-                c.memory_type.to_string(),
-            ),
-            None => ("?".into(), "?".into(), "?".into()),
-        };
-        let _ = writeln!(
-            out,
-            "{:<28} {:<17} {:<24} {:<12} {:>10} {:>4} {:>4}  {}",
-            s.name.as_deref().unwrap_or(&s.stem),
-            pattern,
-            payload,
-            memory,
-            bytes(s.pool_bytes),
-            ports(s, "publisher"),
-            ports(s, "subscriber"),
-            health(s)
-        );
+    let header = [
+        "NAME", "PATTERN", "PAYLOAD", "MEMORY", "POOL", "PUBS", "SUBS", "STATE",
+    ];
+    let rows: Vec<[String; 8]> = all
+        .services
+        .iter()
+        .map(|s| {
+            let (pattern, payload, memory) = match &s.config {
+                Some(c) => (
+                    format!("{:?}", c.pattern),
+                    c.payload.to_string(),
+                    c.memory_type.to_string(),
+                ),
+                None => ("?".into(), "?".into(), "?".into()),
+            };
+            [
+                s.name.clone().unwrap_or_else(|| s.stem.clone()),
+                pattern,
+                payload,
+                memory,
+                bytes(s.pool_bytes),
+                ports(s, "publisher").to_string(),
+                ports(s, "subscriber").to_string(),
+                health(s).to_string(),
+            ]
+        })
+        .collect();
+    let mut width = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in width.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: [&str; 8]| {
+        let mut l = String::new();
+        for (i, (cell, w)) in cells.iter().zip(width).enumerate() {
+            // Numbers right-aligned, text left-aligned.
+            let _ = if (4..7).contains(&i) {
+                write!(l, "{cell:>w$}  ")
+            } else {
+                write!(l, "{cell:<w$}  ")
+            };
+        }
+        l.trim_end().to_string() + "\n"
+    };
+    let mut out = line(header);
+    for (row, s) in rows.iter().zip(&all.services) {
+        out += &line(row.each_ref().map(String::as_str));
         for p in &s.problems {
             let _ = writeln!(out, "    problem: {p}");
         }
@@ -70,7 +93,16 @@ pub fn list(all: &RootInfo) -> String {
 pub fn show(s: &ServiceInfo) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "service   {}", s.name.as_deref().unwrap_or("?"));
-    let _ = writeln!(out, "files     {}.{{service,dynamic,chunks,pool}}", s.stem);
+    let with_pool_file = matches!(
+        s.config.as_ref().map(|c| c.backing),
+        Some(iox_service::PayloadBacking::File)
+    );
+    let _ = writeln!(
+        out,
+        "files     {}.{{service,dynamic,chunks{}}}",
+        s.stem,
+        if with_pool_file { ",pool" } else { "" }
+    );
     let _ = writeln!(out, "state     {}", health(s));
     for r in &s.stale_reasons {
         let _ = writeln!(out, "          stale: {r}");
