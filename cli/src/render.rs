@@ -61,7 +61,7 @@ pub fn list(all: &RootInfo) -> String {
     let mut width = header.map(str::len);
     for row in &rows {
         for (w, cell) in width.iter_mut().zip(row) {
-            *w = (*w).max(cell.len());
+            *w = (*w).max(cell.chars().count());
         }
     }
     let line = |cells: [&str; 8]| {

@@ -195,14 +195,25 @@ pub const POPULATE_LIMIT: usize = 64 << 20;
 /// a clean error at creation instead of SIGBUS for whoever touches the page later.
 /// File systems without `fallocate` keep the old behaviour.
 pub(crate) fn reserve(file: &File, len: usize) -> Result<(), rustix::io::Errno> {
-    loop {
-        return match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len as u64) {
-            // A signal during a large reservation: the pages so far stay; go on.
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => Ok(()),
-            r => r,
-        };
+    // In steps: an interrupted fallocate on tmpfs/memfd gives back what it allocated,
+    // so retrying one huge call under frequent signals might never finish.
+    const STEP: u64 = 64 << 20;
+    let len = len as u64;
+    let mut at = 0;
+    while at < len {
+        let n = STEP.min(len - at);
+        let mut tries = 0;
+        loop {
+            match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), at, n) {
+                Ok(()) => break,
+                Err(rustix::io::Errno::INTR) if tries < 1000 => tries += 1,
+                Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+        at += n;
     }
+    Ok(())
 }
 
 pub(crate) fn map_options(len: usize) -> memmap2::MmapOptions {

@@ -8,8 +8,9 @@
 //! - the users table: [`USER_SLOTS`] words, each the node id of one open service
 //!   handle (0 = empty), then as many 32-bit words with the number + 1 of the file
 //!   descriptor under which that handle's process holds a memfd payload (0 = none;
-//!   written by the registrant after it claims the entry, never cleared: readers
-//!   only follow entries of live nodes and verify what they open);
+//!   written by the registrant after it claims the entry, cleared before an entry is
+//!   released; readers only follow entries of live nodes, read the `/proc` link
+//!   before opening, and verify what they open);
 //! - one 64-byte port header per publisher slot, then one per subscriber slot;
 //! - one [`crate::queue`] per (publisher, subscriber) pair, row-major by publisher:
 //!   the read word on its own line, then the write index followed by the slots.

@@ -77,6 +77,8 @@ pub(crate) fn unregister_user(
     index: usize,
     me: u64,
 ) {
+    // The fd first, so no reader pairs our fd number with the next occupant.
+    d.user_fds()[index].store(0, Ordering::Release);
     let _ = d.users()[index].compare_exchange(me, 0, Ordering::SeqCst, Ordering::Relaxed);
     remove_if_unused(root, stem, dynamic, d, me);
 }

@@ -8,11 +8,15 @@
 //! recognised.
 //!
 //! The file is readable by everyone (0644), so processes of other users that share a
-//! group-access service can test the lock; it holds nothing but the pid. It is created
-//! under a temporary name, locked, and only then renamed into place, so no one ever sees an unlocked node file of a live process. The id is the
-//! process id in the high 32 bits and 32 random bits below, so a reused pid never
-//! produces the id of a dead node; it fits in 54 bits (pids are below 2^22). The file
-//! holds the pid as text, for tools.
+//! group-access service can test the lock; it holds nothing but the pid, as text, for
+//! tools. It is created under a temporary name, locked, and only then renamed into
+//! place, so no one ever sees an unlocked node file of a live process.
+//!
+//! The id is the process id (22 bits), the low 24 bits of the process's start time
+//! (clock ticks since boot, `/proc/<pid>/stat`) and 16 random bits: a reused pid never
+//! produces the id of a dead node, a program `exec`ed in the same process gets a new
+//! id, and a node whose file went missing can still be judged (alive only if a process
+//! with that pid *and that start time* runs). It fits in 62 bits.
 //!
 //! Invariant users must keep: never delete the node file of a live process (iox only
 //! deletes those it proved dead, see [`remove_if_dead`]).
@@ -20,8 +24,8 @@
 //! Known limit: a child forked without `exec` shares its parent's lock (flock locks
 //! belong to the open file description), so exclusive probes fail and a parent killed
 //! while such a child lives looks alive until the child exits: recovery waits, it
-//! never corrupts. (The lock
-//! file is close-on-exec, so `fork` + `exec`, as `std::process::Command` does, is fine.)
+//! never corrupts. (The lock file is close-on-exec, so `fork` + `exec`, as
+//! `std::process::Command` does, is fine.)
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -91,22 +95,13 @@ impl Node {
 
     fn create(root: &Path) -> std::io::Result<Node> {
         let pid = std::process::id();
-        let start = start_ticks(pid);
-        let mut attempt = 0u32;
+        // 0 = unknown start time (then a missing file is judged by the pid alone).
+        let start = start_ticks(pid).map_or(0, |t| (t & START_MASK).max(1));
         loop {
-            attempt += 1;
-            // Our start time makes the id; a leftover file of that id (a root on disk
-            // kept across a reboot) is removed if dead; random low bits are the last
-            // resort (such a node is judged by its file alone).
-            let low = match start {
-                Some(t) if attempt <= 3 => t as u32,
-                _ => random_u32(),
-            };
-            let id = (u64::from(pid) << 32) | u64::from(low);
-            if attempt <= 3 && root.join(node_file_name(id)).exists() {
-                remove_if_dead(root, id);
-                continue;
-            }
+            // Fresh salt every time: an `exec`ed program keeps its pid and start time,
+            // and must not inherit the records of the program it replaced.
+            let salt = u64::from(random_u32()) & SALT_MASK;
+            let id = (u64::from(pid) << PID_SHIFT) | (start << START_SHIFT) | salt;
             let path = root.join(node_file_name(id));
             let tmp = root.join(temp_file_name(&format!(".{}", node_file_name(id)), id));
             let fd = match rustix::fs::open(
@@ -184,9 +179,22 @@ pub fn absolute_root(root: &Path) -> PathBuf {
     std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf())
 }
 
+/// Node id layout: pid (22 bits, Linux pids are below 2^22) | low 24 bits of the
+/// process start time in clock ticks (0 = unknown) | 16 random bits. 62 bits in all,
+/// so lifecycle words can hold a node id shifted by 2.
+const PID_SHIFT: u32 = 40;
+const START_SHIFT: u32 = 16;
+const START_MASK: u64 = (1 << 24) - 1;
+const SALT_MASK: u64 = (1 << 16) - 1;
+
 /// The process id encoded in a node id.
 pub fn pid_of(id: u64) -> u32 {
-    (id >> 32) as u32
+    (id >> PID_SHIFT) as u32
+}
+
+/// The start-time bits of a node id (0 = unknown).
+fn start_of(id: u64) -> u64 {
+    (id >> START_SHIFT) & START_MASK
 }
 
 /// Whether the node `id` under `root` is alive. Only a lock file that exists and
@@ -245,13 +253,28 @@ fn start_ticks(pid: u32) -> Option<u64> {
 }
 
 /// For a node whose file is missing: whether the very process that made it still
-/// runs (same pid, same start time). Unreadable `/proc` counts as running.
+/// runs. Same pid and start time: yes; the pid gone: no. Anything this process cannot
+/// tell (unknown start time, `/proc` hiding other users' processes) counts as running.
 fn same_process_running(id: u64) -> bool {
-    match read_start_ticks(pid_of(id)) {
-        Ok(t) => t as u32 == id as u32,
-        Err(std::io::ErrorKind::NotFound) => false,
+    let pid = pid_of(id);
+    match read_start_ticks(pid) {
+        Ok(t) if start_of(id) != 0 => (t & START_MASK).max(1) == start_of(id),
+        Ok(_) => true,
+        Err(std::io::ErrorKind::NotFound) => pid_exists(pid),
         Err(_) => true,
     }
+}
+
+/// Whether a process with this pid exists (signal 0 probes without sending; a
+/// process of another user answers EPERM, which means it exists).
+fn pid_exists(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
+        return false;
+    };
+    !matches!(
+        rustix::process::test_kill_process(pid),
+        Err(rustix::io::Errno::SRCH)
+    )
 }
 
 /// Removes the node file of `id` if its node is dead (its lock is free). Returns

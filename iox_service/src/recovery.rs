@@ -223,13 +223,18 @@ pub(crate) fn recover_in(
 /// Unregisters the service handles of dead nodes; returns how many.
 pub(crate) fn recover_users(d: Dynamic<'_>, live: &mut Liveness) -> usize {
     let mut n = 0;
-    for user in d.users() {
+    for (user, fd) in d.users().iter().zip(d.user_fds()) {
         let node = user.load(Ordering::Acquire);
-        if node != 0
-            && !live.alive(node)
-            && user
-                .compare_exchange(node, 0, Ordering::SeqCst, Ordering::Relaxed)
-                .is_ok()
+        if node == 0 || live.alive(node) {
+            continue;
+        }
+        // The fd first, as a leaving user does. (Should another recoverer free the
+        // entry and a new user take it between this store and our CAS, that user's fd
+        // reads 0 and openers retry through other users until the timeout.)
+        fd.store(0, Ordering::Release);
+        if user
+            .compare_exchange(node, 0, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
         {
             n += 1;
         }

@@ -772,7 +772,9 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
                     if lifecycle::remove_if_unused(&self.root, &stem, &dynamic, d, node.id()) {
                         return Attempt::Retry("all its processes had died; removed it".into());
                     }
-                    if transient {
+                    let leaving = dynamic::split_lifecycle(d.header().lifecycle.load(Ordering::Acquire)).1
+                        != dynamic::ALIVE;
+                    if transient || leaving {
                         return Attempt::Retry(format!("memfd not reachable yet: {}", tried.join("; ")));
                     }
                     return Attempt::Failed(OpenError::MemfdUnreachable { name: name(), tried });
@@ -1108,6 +1110,8 @@ fn reach_memfd(
             Ok(fd) => std::fs::File::from(fd),
             Err(e) => {
                 tried.push(format!("{}: {e}", path.display()));
+                // Closed between our readlink and open: the user is leaving.
+                transient |= e == rustix::io::Errno::NOENT;
                 continue;
             }
         };
