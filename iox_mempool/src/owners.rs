@@ -36,8 +36,6 @@ pub const QUEUE_SHIFT: u32 = 48;
 pub const MAX_OWNERS: u32 = 47;
 /// One queue entry, as added to a chunk word.
 pub const QUEUED_ONE: u64 = 1 << QUEUE_SHIFT;
-/// The owner bits of a chunk word.
-pub const OWNER_BITS: u64 = QUEUED_ONE - 1;
 
 /// One owner of chunks: a bit in each chunk's word. Owners are assigned by the user
 /// of the pool (iox_service gives each port slot its own); two holders must never use
@@ -60,12 +58,6 @@ impl Owner {
     pub fn bit(self) -> u64 {
         1 << self.0
     }
-}
-
-/// The queue-entry count of a chunk word, read as a signed value (it may be briefly
-/// negative, see the module docs).
-pub fn queued(word: u64) -> i16 {
-    (word >> QUEUE_SHIFT) as u16 as i16
 }
 
 /// Per-chunk bookkeeping: the ownership word and one word for the user of the pool
