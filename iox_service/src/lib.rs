@@ -25,22 +25,25 @@
 //! assert_eq!(got[1000], (1000 % 256) as u8);
 //! ```
 
-mod cleanup;
-mod dynamic;
-pub mod fault;
 pub mod inspect;
-mod lifecycle;
 pub mod name;
-pub mod node;
-mod port;
-mod publisher;
-mod queue;
-pub mod recovery;
-mod sample;
+mod pubsub;
+mod recovery;
 mod service;
+mod shm;
 pub mod static_config;
-mod subscriber;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod testing;
+#[cfg(not(feature = "testing"))]
+mod testing;
 mod zero_copy;
+
+// Crate-internal short paths (the folders above hold the modules).
+pub(crate) use pubsub::{port, publisher, sample, subscriber};
+pub(crate) use recovery::node;
+use recovery::cleanup;
+pub(crate) use shm::{dynamic, lifecycle, queue};
 
 pub use cleanup::{CleanupError, RemoveError};
 pub use iox_mempool::{Backing, ClassInfo, MemoryType, PinError, Pinner, PoolInfo, Region, register_pinner};

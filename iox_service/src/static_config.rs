@@ -274,7 +274,7 @@ impl StaticConfig {
     /// Writes the config to `dir/file_name` atomically with `permissions`: a hidden
     /// temp file named after the writer's `node` id first (so recovery can remove it
     /// if the writer dies), renamed into place. Returns the hash of the text written.
-    pub fn write_atomic(&self, dir: &Path, file_name: &str, node: u64) -> std::io::Result<u64> {
+    pub(crate) fn write_atomic(&self, dir: &Path, file_name: &str, node: u64) -> std::io::Result<u64> {
         use std::io::Write;
         let text = self.to_ron();
         let tmp = dir.join(crate::node::temp_file_name(&format!(".{file_name}"), node));

@@ -261,7 +261,7 @@ fn racing_recoverers_and_a_recoverer_killed_midway_leave_an_exact_pool() {
             root_env(root),
             ("SEED", "0".into()),
             ("REPORT", reports_dir.path().join("r0").display().to_string()),
-            (iox_service::fault::STALL_ENV, "recovery-after-first-port".into()),
+            (iox_service::testing::STALL_ENV, "recovery-after-first-port".into()),
         ],
     );
     assert!(wait_until(LIMIT, || {
@@ -326,7 +326,7 @@ fn a_creator_killed_midway_does_not_block_the_next_open_or_create() {
         let child = spawn_self(
             "a_creator_killed_midway_does_not_block_the_next_open_or_create",
             "creator",
-            &[root_env(root), (iox_service::fault::STALL_ENV, point.into())],
+            &[root_env(root), (iox_service::testing::STALL_ENV, point.into())],
         );
         let stem = iox_service::ServiceName::new(NAME).unwrap().stem();
         let made = |suffix: &str| {

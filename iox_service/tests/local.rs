@@ -541,13 +541,13 @@ fn a_deleted_node_file_keeps_its_process_alive_and_a_reused_pid_cannot_fake_life
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .find(|f| f.starts_with("iox_node_"))
         .unwrap();
-    let id = iox_service::node::parse_node_file_name(&file).unwrap();
-    assert!(iox_service::node::is_alive(dir.path(), id));
+    let id = iox_service::testing::parse_node_file_name(&file).unwrap();
+    assert!(iox_service::testing::is_alive(dir.path(), id));
     std::fs::remove_file(dir.path().join(&file)).unwrap();
     // Same pid and start time: this very process, whose file someone deleted.
-    assert!(iox_service::node::is_alive(dir.path(), id));
+    assert!(iox_service::testing::is_alive(dir.path(), id));
     // Same pid, another start time: a dead node whose pid was reused.
     let reused = id ^ (1 << 20);
-    assert!(!iox_service::node::is_alive(dir.path(), reused));
+    assert!(!iox_service::testing::is_alive(dir.path(), reused));
     drop(svc);
 }

@@ -24,6 +24,9 @@
 //! Each dead node's lock file, and temporary files it left, are removed once it is
 //! proven dead. Nothing is recovered for a live node.
 
+pub(crate) mod cleanup;
+pub(crate) mod node;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,7 +34,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use iox_mempool::Bookkeeping;
 
 use crate::dynamic::{self, Dynamic};
-use crate::node;
 use crate::port;
 use crate::queue::{self, Popped};
 use crate::service::ServiceShared;
@@ -202,7 +204,7 @@ pub(crate) fn recover_in(
             recover_publisher(d, pool, p, &mut report);
             report.ports += 1;
             if report.ports == 1 {
-                crate::fault::stall_point("recovery-after-first-port");
+                crate::testing::stall_point("recovery-after-first-port");
             }
         }
     }
@@ -212,7 +214,7 @@ pub(crate) fn recover_in(
             recover_subscriber(d, pool, s, &mut report);
             report.ports += 1;
             if report.ports == 1 {
-                crate::fault::stall_point("recovery-after-first-port");
+                crate::testing::stall_point("recovery-after-first-port");
             }
         }
     }

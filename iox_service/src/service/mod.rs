@@ -884,7 +884,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             d.user_fds()[0].store(unsealed.raw_fd() as u32 + 1, Ordering::Relaxed);
         }
         header.magic.store(dynamic::DYNAMIC_MAGIC, Ordering::Release);
-        crate::fault::stall_point("create-before-rename");
+        crate::testing::stall_point("create-before-rename");
         // The exclusive step: the complete segment appears under its name, or not.
         match rustix::fs::renameat_with(
             rustix::fs::CWD,
@@ -941,7 +941,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
                 },
             })
         })?;
-        crate::fault::stall_point("create-before-config");
+        crate::testing::stall_point("create-before-config");
         let written = config
             .write_atomic(&self.root, &config_name, me)
             .map_err(|source| undo(io("write the static config", source)))?;
