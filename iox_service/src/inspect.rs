@@ -13,11 +13,11 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use iox_mempool::Pool;
-use iox_mempool::segment::{Access, OpenSegmentError, Segment};
+use iox_mempool::segment::Access;
 use serde::Serialize;
 
-use crate::dynamic::{self, Dynamic, DynamicLayout};
-use crate::lifecycle::file_names;
+use crate::dynamic::{self, Dynamic, DynamicError, DynamicSegment};
+use crate::shm::files;
 use crate::{NameError, ServiceName, StaticConfig, node};
 
 /// How a service is doing, as far as its files tell.
@@ -163,8 +163,7 @@ impl Alive<'_> {
 pub fn inspect_in(root: &Path, name: &str) -> Result<ServiceInfo, InspectError> {
     let root = &node::absolute_root(root);
     let stem = ServiceName::new(name)?.stem();
-    let (config, dynamic) = file_names(&stem);
-    if !root.join(config).exists() && !root.join(dynamic).exists() {
+    if !root.join(files::config_name(&stem)).exists() && !root.join(files::dynamic_name(&stem)).exists() {
         return Err(InspectError::NotFound(name.to_string()));
     }
     let mut alive = Alive {
@@ -185,11 +184,7 @@ pub fn inspect_all_in(root: &Path) -> std::io::Result<RootInfo> {
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .collect();
     names.sort();
-    let mut stems: Vec<&str> = names
-        .iter()
-        .filter(|n| n.starts_with("iox_") && !n.starts_with("iox_node_"))
-        .filter_map(|n| n.strip_suffix(".service").or_else(|| n.strip_suffix(".dynamic")))
-        .collect();
+    let mut stems: Vec<&str> = names.iter().filter_map(|n| files::stem_of(n)).collect();
     stems.dedup();
     let services = stems
         .iter()
@@ -217,7 +212,6 @@ pub fn inspect_all_in(root: &Path) -> std::io::Result<RootInfo> {
 }
 
 fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
-    let (config_name, dynamic_name) = file_names(stem);
     let mut info = ServiceInfo {
         stem: stem.to_string(),
         name: None,
@@ -230,7 +224,7 @@ fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
         classes: Vec::new(),
         pool_bytes: 0,
     };
-    let config = match StaticConfig::read(&root.join(&config_name)) {
+    let config = match StaticConfig::read(&root.join(files::config_name(stem))) {
         Ok((c, hash)) => {
             info.name = Some(c.name.clone());
             info.pool_bytes = c.layout.payload_len();
@@ -243,32 +237,30 @@ fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
             None
         }
     };
-    let header_only = DynamicLayout::header_only();
-    let segment = match Segment::open(root, &dynamic_name, Access::ReadOnly, header_only.len as u64) {
+    let mut segment = match DynamicSegment::open(root, stem, Access::ReadOnly) {
         Ok(s) => s,
-        Err(OpenSegmentError::NotFound { path }) => {
+        Err(DynamicError::NotFound) => {
             if config.is_some() {
                 info.problems.push(format!(
                     "{}: missing, but its static config exists (debris: remove the service)",
-                    path.display()
+                    root.join(files::dynamic_name(stem)).display()
                 ));
             }
             return finish(info);
         }
-        Err(e) => {
+        Err(DynamicError::Segment(e)) => {
             info.problems.push(e.to_string());
+            return finish(info);
+        }
+        Err(e) => {
+            info.problems.push(describe(e));
             return finish(info);
         }
     };
     let path = segment.path().display().to_string();
-    // SAFETY: at least the header and users table, page-aligned; only loads follow
-    // (the mapping is read-only).
-    let d = unsafe { Dynamic::new(segment.as_ptr(), &header_only) };
+    // The mapping is read-only: only loads follow.
+    let d = segment.view();
     let h = d.header();
-    if let Err(what) = dynamic::check_header(h) {
-        info.problems.push(format!("{path}: {what}"));
-        return finish(info);
-    }
     let (node, phase) = dynamic::split_lifecycle(h.lifecycle.load(Ordering::Acquire));
     match phase {
         dynamic::ALIVE => {}
@@ -301,39 +293,42 @@ fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
         }
     }
     if let Some((config, hash)) = &config {
-        let layout = DynamicLayout::new(config);
-        if h.config_hash.load(Ordering::Relaxed) != *hash {
-            info.problems
-                .push(format!("{path}: belongs to another static config"));
-        } else if segment.len() != layout.len {
-            info.problems.push(format!(
-                "{path}: {} bytes long, the static config says exactly {}",
-                segment.len(),
-                layout.len
-            ));
-        } else if let Err(what) = dynamic::check_limits(h, config) {
-            info.problems.push(format!("{path}: {what}"));
-        } else {
-            // SAFETY: the full length is checked just above; loads only.
-            let d = unsafe { Dynamic::new(segment.as_ptr(), &layout) };
-            read_ports(d, alive, &mut info);
-            match Pool::usage(root, stem, &config.layout, *hash) {
-                Ok(classes) => {
-                    info.classes = classes
-                        .iter()
-                        .map(|c| ClassUsage {
-                            chunk_size: c.chunk_size,
-                            count: c.count,
-                            in_use: c.count - c.free,
-                            free: c.free,
-                        })
-                        .collect()
+        match segment.attach(config, *hash) {
+            Err(DynamicError::OtherIncarnation) => info
+                .problems
+                .push(format!("{path}: belongs to another static config")),
+            Err(e) => info.problems.push(describe(e)),
+            Ok(()) => {
+                let d = segment.view();
+                read_ports(d, alive, &mut info);
+                match Pool::usage(root, stem, &config.layout, *hash) {
+                    Ok(classes) => {
+                        info.classes = classes
+                            .iter()
+                            .map(|c| ClassUsage {
+                                chunk_size: c.chunk_size,
+                                count: c.count,
+                                in_use: c.count - c.free,
+                                free: c.free,
+                            })
+                            .collect()
+                    }
+                    Err(e) => info.problems.push(e.to_string()),
                 }
-                Err(e) => info.problems.push(e.to_string()),
             }
         }
     }
     finish(info)
+}
+
+/// What is wrong with a dynamic segment, for a report.
+fn describe(e: DynamicError) -> String {
+    match e {
+        DynamicError::Segment(e) => e.to_string(),
+        DynamicError::Corrupt(what) => what,
+        DynamicError::NotFound => "dynamic segment missing".into(),
+        DynamicError::OtherIncarnation => "dynamic segment belongs to another static config".into(),
+    }
 }
 
 fn read_ports(d: Dynamic<'_>, alive: &mut Alive, info: &mut ServiceInfo) {

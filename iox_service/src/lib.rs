@@ -41,8 +41,8 @@ mod zero_copy;
 
 // Crate-internal short paths (the folders above hold the modules).
 pub(crate) use pubsub::{port, publisher, sample, subscriber};
-pub(crate) use recovery::node;
 use recovery::cleanup;
+pub(crate) use recovery::node;
 pub(crate) use shm::{dynamic, lifecycle, queue};
 
 pub use cleanup::{CleanupError, RemoveError};
@@ -50,9 +50,12 @@ pub use iox_mempool::{Backing, ClassInfo, MemoryType, PinError, Pinner, PoolInfo
 pub use name::{NameError, ServiceName};
 pub use port::PortCreateError;
 pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError};
+pub use pubsub::service::{PubSubBuilder, PubSubService};
 pub use recovery::CleanupReport;
 pub use sample::{PayloadPtr, Sample, SampleMut, SampleMutUninit};
-pub use service::{CreateError, OpenError, OpenOrCreateError, PubSubBuilder, PubSubService, Service};
-pub use static_config::{ConfigError, MessagingPattern, Overflow, PayloadBacking, StaticConfig};
+pub use service::{CreateError, OpenError, OpenOrCreateError, Service};
+pub use static_config::{
+    ConfigError, InvalidConfig, MessagingPattern, Overflow, PayloadBacking, StaticConfig,
+};
 pub use subscriber::{ReceiveError, Subscriber, SubscriberBuilder};
 pub use zero_copy::{Payload, PayloadType, ZeroCopySafe};

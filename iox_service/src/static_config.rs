@@ -39,6 +39,14 @@ pub enum MessagingPattern {
     PublishSubscribe,
 }
 
+impl std::fmt::Display for MessagingPattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::PublishSubscribe => "publish-subscribe",
+        })
+    }
+}
+
 /// What a publisher does when a subscriber's buffer is full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum Overflow {
@@ -106,6 +114,7 @@ impl PayloadBacking {
 
 /// Why a static config could not be read.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The file does not exist.
     #[error("{} does not exist", path.display())]
@@ -149,7 +158,7 @@ pub enum ConfigError {
         /// The file.
         path: PathBuf,
         /// What is wrong.
-        what: String,
+        what: InvalidConfig,
     },
     /// Permission denied.
     #[error("permission denied reading {} (it belongs to another user or lacks group access)", path.display())]
@@ -167,64 +176,159 @@ pub enum ConfigError {
     },
 }
 
+/// A static config value out of bounds (what [`StaticConfig::check`] finds).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum InvalidConfig {
+    /// The service name is invalid.
+    #[error(transparent)]
+    Name(#[from] crate::NameError),
+    /// A limit is 0 or above its maximum.
+    #[error("{what} is {value}; it must be 1..={max}{rule}")]
+    Limit {
+        /// Which limit.
+        what: &'static str,
+        /// Its value.
+        value: u32,
+        /// Its maximum.
+        max: u32,
+        /// The rule behind the maximum, if any (starts with "; ").
+        rule: &'static str,
+    },
+    /// More ports than chunk owner bits.
+    #[error(
+        "max_publishers + max_subscribers is {ports}; at most {max} ports per service (one chunk owner bit each)"
+    )]
+    TooManyPorts {
+        /// The sum asked for.
+        ports: u32,
+        /// The limit.
+        max: u32,
+    },
+    /// Too many queue slots in the dynamic segment.
+    #[error("max_publishers x max_subscribers x subscriber_buffer is {slots}; at most {max}")]
+    TooManyQueueSlots {
+        /// The product asked for.
+        slots: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// Permissions outside 0o777 or without owner read-write.
+    #[error("permissions {0:#o} must be bits of 0o777 including 0o600")]
+    Permissions(u32),
+    /// The payload's alignment is invalid or above the pool's.
+    #[error("payload alignment {align} is not a power of two up to the pool's alignment {pool}")]
+    PayloadAlignment {
+        /// The payload's alignment.
+        align: usize,
+        /// The pool's alignment.
+        pool: usize,
+    },
+    /// The payload does not fit the largest chunk.
+    #[error("payload of {size} bytes does not fit the largest chunk ({chunk})")]
+    PayloadSize {
+        /// Bytes per payload (element).
+        size: usize,
+        /// The largest chunk.
+        chunk: usize,
+    },
+    /// The memfd's recorded length is not the layout's payload length.
+    #[error("memfd backing of {memfd} bytes, but the layout's payload is {payload}")]
+    MemfdLength {
+        /// The memfd's length.
+        memfd: u64,
+        /// The payload's length.
+        payload: usize,
+    },
+    /// The memory type is invalid.
+    #[error(transparent)]
+    MemoryType(#[from] iox_mempool::MemoryTypeError),
+    /// A size setting overflows.
+    #[error("{what} {value} overflows")]
+    Overflow {
+        /// Which setting.
+        what: &'static str,
+        /// Its value.
+        value: usize,
+    },
+}
+
+impl InvalidConfig {
+    /// Whether the problem is in the payload or pool (not in the limits).
+    pub(crate) fn is_payload(&self) -> bool {
+        matches!(
+            self,
+            Self::PayloadAlignment { .. } | Self::PayloadSize { .. } | Self::MemfdLength { .. }
+        )
+    }
+}
+
 impl StaticConfig {
-    /// Checks every bound a reader relies on. Returns what is wrong.
-    pub fn check(&self) -> Result<(), String> {
-        let bound = |what: &str, v: u32, max: u32| {
-            if v == 0 || v > max {
-                Err(format!("{what} is {v}; it must be 1..={max}"))
+    /// Checks every bound a reader relies on.
+    pub fn check(&self) -> Result<(), InvalidConfig> {
+        let bound = |what: &'static str, value: u32, max: u32, rule: &'static str| {
+            if value == 0 || value > max {
+                Err(InvalidConfig::Limit {
+                    what,
+                    value,
+                    max,
+                    rule,
+                })
             } else {
                 Ok(())
             }
         };
-        crate::ServiceName::new(&self.name).map_err(|e| e.to_string())?;
-        bound("max_publishers", self.max_publishers, MAX_PUBLISHERS)?;
-        bound("max_subscribers", self.max_subscribers, MAX_SUBSCRIBERS)?;
-        bound("subscriber_buffer", self.subscriber_buffer, MAX_BUFFER)?;
-        bound("max_loans", self.max_loans, MAX_OUTSTANDING)?;
-        bound("max_held", self.max_held, MAX_OUTSTANDING)?;
+        crate::ServiceName::new(&self.name)?;
+        let ports_rule = "; publishers + subscribers <= 47 per service";
+        bound("max_publishers", self.max_publishers, MAX_PUBLISHERS, ports_rule)?;
+        bound(
+            "max_subscribers",
+            self.max_subscribers,
+            MAX_SUBSCRIBERS,
+            ports_rule,
+        )?;
+        bound("subscriber_buffer", self.subscriber_buffer, MAX_BUFFER, "")?;
+        bound("max_loans", self.max_loans, MAX_OUTSTANDING, "")?;
+        bound("max_held", self.max_held, MAX_OUTSTANDING, "")?;
         let ports = self.max_publishers + self.max_subscribers;
         if ports > iox_mempool::owners::MAX_OWNERS {
-            return Err(format!(
-                "max_publishers + max_subscribers is {ports}; at most {} (one chunk owner bit per port)",
-                iox_mempool::owners::MAX_OWNERS
-            ));
+            return Err(InvalidConfig::TooManyPorts {
+                ports,
+                max: iox_mempool::owners::MAX_OWNERS,
+            });
         }
         let slots = u64::from(self.max_publishers)
             * u64::from(self.max_subscribers)
             * u64::from(self.subscriber_buffer);
         if slots > MAX_QUEUE_SLOTS {
-            return Err(format!(
-                "max_publishers x max_subscribers x subscriber_buffer is {slots}; at most {MAX_QUEUE_SLOTS}"
-            ));
+            return Err(InvalidConfig::TooManyQueueSlots {
+                slots,
+                max: MAX_QUEUE_SLOTS,
+            });
         }
         if self.permissions & !0o777 != 0 || self.permissions & 0o600 != 0o600 {
-            return Err(format!(
-                "permissions {:#o} must be bits of 0o777 including 0o600",
-                self.permissions
-            ));
+            return Err(InvalidConfig::Permissions(self.permissions));
         }
         let (size, align) = (self.payload.element_size(), self.payload.alignment());
         if !align.is_power_of_two() || align > self.layout.alignment() {
-            return Err(format!(
-                "payload alignment {align} is not a power of two up to the pool's alignment {}",
-                self.layout.alignment()
-            ));
+            return Err(InvalidConfig::PayloadAlignment {
+                align,
+                pool: self.layout.alignment(),
+            });
         }
         if let PayloadBacking::Memfd(id) = self.backing
             && id.len != self.layout.payload_len() as u64
         {
-            return Err(format!(
-                "memfd backing of {} bytes, but the layout's payload is {}",
-                id.len,
-                self.layout.payload_len()
-            ));
+            return Err(InvalidConfig::MemfdLength {
+                memfd: id.len,
+                payload: self.layout.payload_len(),
+            });
         }
         if size > self.layout.max_chunk_size() {
-            return Err(format!(
-                "payload of {size} bytes does not fit the largest chunk ({})",
-                self.layout.max_chunk_size()
-            ));
+            return Err(InvalidConfig::PayloadSize {
+                size,
+                chunk: self.layout.max_chunk_size(),
+            });
         }
         Ok(())
     }

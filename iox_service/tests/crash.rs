@@ -261,7 +261,10 @@ fn racing_recoverers_and_a_recoverer_killed_midway_leave_an_exact_pool() {
             root_env(root),
             ("SEED", "0".into()),
             ("REPORT", reports_dir.path().join("r0").display().to_string()),
-            (iox_service::testing::STALL_ENV, "recovery-after-first-port".into()),
+            (
+                iox_service::testing::STALL_ENV,
+                "recovery-after-first-port".into(),
+            ),
         ],
     );
     assert!(wait_until(LIMIT, || {

@@ -3,4 +3,5 @@
 pub(crate) mod port;
 pub(crate) mod publisher;
 pub(crate) mod sample;
+pub(crate) mod service;
 pub(crate) mod subscriber;

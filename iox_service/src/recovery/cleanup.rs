@@ -10,21 +10,22 @@
 //! choose.
 
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use iox_mempool::segment::{self, Access, OpenSegmentError, Segment};
+use iox_mempool::segment::Access;
 use iox_mempool::{OpenPoolError, Pool};
 use thiserror::Error;
 
-use crate::dynamic::{self, Dynamic, DynamicLayout};
-use crate::lifecycle::{self, Destroying, Phase, file_names};
+use crate::dynamic::{Corruption, DynamicError, DynamicSegment};
+use crate::lifecycle::{self, Destroying, Phase, remove_by_path};
 use crate::node::{self, Node};
 use crate::recovery::{self, CleanupReport, Liveness};
+use crate::shm::files;
 use crate::{ConfigError, NameError, Service, ServiceName, StaticConfig};
 
 /// Why [`Service::remove`] failed.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum RemoveError {
     /// The name is invalid.
     #[error(transparent)]
@@ -41,6 +42,7 @@ pub enum RemoveError {
 
 /// Why a cleanup of one service failed. Each names the service and what is wrong.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum CleanupError {
     /// The name is invalid.
     #[error(transparent)]
@@ -64,10 +66,22 @@ pub enum CleanupError {
     },
     /// A segment could not be opened.
     #[error(transparent)]
-    Segment(#[from] OpenSegmentError),
+    Segment(#[from] iox_mempool::segment::OpenSegmentError),
     /// The pool could not be opened.
     #[error(transparent)]
     Pool(#[from] OpenPoolError),
+}
+
+impl From<DynamicError> for CleanupError {
+    fn from(e: DynamicError) -> Self {
+        match e {
+            DynamicError::Segment(e) => Self::Segment(e),
+            DynamicError::Corrupt(what) => Self::Corrupt { what },
+            DynamicError::NotFound | DynamicError::OtherIncarnation => Self::Corrupt {
+                what: format!("{e:?}"),
+            },
+        }
+    }
 }
 
 impl Service {
@@ -83,13 +97,11 @@ impl Service {
         let root = &node::absolute_root(root);
         let name = ServiceName::new(name)?;
         let stem = name.stem();
-        let (config, dynamic_name) = file_names(&stem);
         let io = |source| RemoveError::Io {
             name: name.to_string(),
             source,
         };
         let node = Node::for_root(root).map_err(io)?;
-        let header_only = DynamicLayout::header_only();
         let start = Instant::now();
         loop {
             if start.elapsed() > REMOVE_TIMEOUT {
@@ -97,20 +109,18 @@ impl Service {
                     "another process kept creating or removing it for {REMOVE_TIMEOUT:?}"
                 ))));
             }
-            match Segment::open(root, &dynamic_name, Access::ReadWrite, header_only.len as u64) {
+            match DynamicSegment::open_unverified(root, &stem, Access::ReadWrite) {
                 Ok(seg) => {
-                    // SAFETY: at least the header and users table, page-aligned.
-                    let d = unsafe { Dynamic::new(seg.as_ptr(), &header_only) };
-                    if d.header().magic.load(Ordering::Acquire) != dynamic::DYNAMIC_MAGIC {
+                    if seg.verify().is_err() {
                         // Not an anchor this iox wrote (no creator can be behind it):
                         // remove by path, as asked, if it is still the same file.
-                        if lifecycle::same_file(&seg, &root.join(&dynamic_name)) {
+                        if files::same_file(seg.segment().file(), seg.path()) {
                             return remove_by_path(root, &stem).map_err(io);
                         }
                         continue;
                     }
                     let mut live = Liveness::new(root, node.id());
-                    match lifecycle::force_destroying(d, &mut live) {
+                    match lifecycle::force_destroying(seg.view(), &mut live) {
                         Destroying::Busy => std::thread::sleep(Duration::from_millis(1)),
                         Destroying::Ours => {
                             if lifecycle::remove_files(root, &stem, &seg).map_err(io)? {
@@ -120,13 +130,13 @@ impl Service {
                         }
                     }
                 }
-                Err(OpenSegmentError::NotFound { .. }) => {
+                Err(DynamicError::NotFound) => {
                     // No anchor: take the name with one of ours, so no creator starts
                     // while we remove what is left of it.
                     if let Some(anchor) =
                         lifecycle::place_removal_anchor(root, &stem, node.id()).map_err(io)?
                     {
-                        let existed = root.join(&config).exists()
+                        let existed = root.join(files::config_name(&stem)).exists()
                             || Pool::file_names(&stem).iter().any(|f| root.join(f).exists());
                         lifecycle::remove_files(root, &stem, &anchor).map_err(io)?;
                         return Ok(existed);
@@ -185,7 +195,7 @@ impl Service {
             .collect();
         names.sort();
         for name in &names {
-            if let Some(stem) = name.strip_suffix(".dynamic").filter(|s| s.starts_with("iox_")) {
+            if let Some(stem) = files::stem_of(name).filter(|_| name.ends_with(".dynamic")) {
                 match cleanup_stem(root, stem, &mut live) {
                     Ok(r) => report.add(&r),
                     Err(e) => failed.push((stem.to_string(), e)),
@@ -215,16 +225,6 @@ impl Service {
 /// How long an explicit remove waits for a live creator or remover to finish.
 const REMOVE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Unlinks every file of `stem` by path (for names whose anchor is not one this iox
-/// wrote: no creator or remover of ours can be working behind it).
-fn remove_by_path(root: &Path, stem: &str) -> std::io::Result<bool> {
-    let (config, dynamic_name) = file_names(stem);
-    let a = segment::remove(root, &config)?;
-    let b = Pool::remove(root, stem)?;
-    let c = segment::remove(root, &dynamic_name)?;
-    Ok(a || b || c)
-}
-
 fn node_for(root: &Path) -> Result<std::sync::Arc<Node>, CleanupError> {
     Node::for_root(root).map_err(|source| CleanupError::Io {
         root: root.display().to_string(),
@@ -251,65 +251,47 @@ fn unlocked(path: &Path) -> bool {
 
 /// Recovers one service by its file stem.
 fn cleanup_stem(root: &Path, stem: &str, live: &mut Liveness) -> Result<CleanupReport, CleanupError> {
-    let (config_name, dynamic_name) = file_names(stem);
     let mut report = CleanupReport::default();
-    let header_only = DynamicLayout::header_only();
-    let dynamic = match Segment::open(root, &dynamic_name, Access::ReadWrite, header_only.len as u64) {
+    let mut dynamic = match DynamicSegment::open(root, stem, Access::ReadWrite) {
         Ok(d) => d,
-        Err(OpenSegmentError::NotFound { .. }) => return Ok(report),
+        Err(DynamicError::NotFound) => return Ok(report),
         Err(e) => return Err(e.into()),
     };
     report.services = 1;
-    let corrupt = |what: String| CleanupError::Corrupt {
-        what: format!("{}: {what}", dynamic.path().display()),
-    };
-    // SAFETY: at least the header and users table, page-aligned; only those are
-    // touched until the full length is checked.
-    let d = unsafe { Dynamic::new(dynamic.as_ptr(), &header_only) };
-    dynamic::check_header(d.header()).map_err(corrupt)?;
-    match lifecycle::phase(root, stem, &dynamic, d, live) {
+    match lifecycle::phase(root, stem, &dynamic, live) {
         Phase::Alive => {}
         Phase::Busy { .. } => return Ok(report),
         Phase::Removed => {
             report.services_removed = 1;
             return Ok(report);
         }
-        Phase::Corrupt(word) => return Err(corrupt(format!("invalid lifecycle word {word:#x}"))),
+        Phase::Corrupt(word) => return Err(dynamic.corrupt(Corruption::Lifecycle(word)).into()),
     }
-    let (config, hash) = match StaticConfig::read(&root.join(&config_name)) {
+    let (config, hash) = match StaticConfig::read(&root.join(files::config_name(stem))) {
         Ok(c) => c,
         Err(e) => {
             // Without a readable static config only the users table can be looked at:
             // debris without live users goes, anything else is reported.
-            report.users += recovery::recover_users(d, live);
-            if lifecycle::remove_if_unused(root, stem, &dynamic, d, live.me()) {
+            report.users += recovery::recover_users(dynamic.view(), live);
+            if lifecycle::remove_if_unused(root, stem, &dynamic, live.me()) {
                 report.services_removed = 1;
                 return Ok(report);
             }
             return Err(e.into());
         }
     };
-    if d.header().config_hash.load(Ordering::Relaxed) != hash {
-        return Ok(report); // being re-created right now
+    match dynamic.attach(&config, hash) {
+        Ok(()) => {}
+        Err(DynamicError::OtherIncarnation) => return Ok(report), // being re-created right now
+        Err(e) => return Err(e.into()),
     }
-    let layout = DynamicLayout::new(&config);
-    if dynamic.len() != layout.len {
-        return Err(corrupt(format!(
-            "{} bytes long, the static config says exactly {}",
-            dynamic.len(),
-            layout.len
-        )));
-    }
-    dynamic::check_limits(d.header(), &config).map_err(corrupt)?;
-    // SAFETY: the full length is checked just above.
-    let d = unsafe { Dynamic::new(dynamic.as_ptr(), &layout) };
     // Recovery only touches the bookkeeping: no need to reach (or map) the payload,
     // which for a memfd backing may be unreachable once its processes died.
     let pool = iox_mempool::Bookkeeping::open(root, stem, &config.layout, Some(config.memory_type), hash)?;
-    if let Ok(r) = recovery::recover_in(d, &pool, live) {
+    if let Ok(r) = recovery::recover_in(dynamic.view(), &pool, live) {
         report.add(&r);
     }
-    if lifecycle::remove_if_unused(root, stem, &dynamic, d, live.me()) {
+    if lifecycle::remove_if_unused(root, stem, &dynamic, live.me()) {
         report.services_removed = 1;
     }
     Ok(report)

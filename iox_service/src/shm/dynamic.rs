@@ -29,9 +29,14 @@
 //! queue entry it is sending (0 = none), so recovery can finish a send its process
 //! died in (see [`crate::recovery`]).
 
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use iox_mempool::segment::{Access, CreateSegmentError, OpenSegmentError, Segment};
+use thiserror::Error;
 
 use crate::queue::{PaddedIndex, Queue};
+use crate::shm::files;
 use crate::static_config::StaticConfig;
 
 /// Magic of a dynamic segment.
@@ -99,23 +104,41 @@ pub(crate) struct PortHeader {
 pub(crate) const PINNED: u32 = 1;
 const _: () = assert!(size_of::<PortHeader>() == 64);
 
+/// What is wrong with a dynamic segment. Its `Display` is the message errors carry
+/// (after the file's path); no code looks at the text.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub(crate) enum Corruption {
+    #[error("wrong magic {0:#018x}")]
+    Magic(u64),
+    #[error("format version {0}, this iox reads {DYNAMIC_VERSION}")]
+    Version(u32),
+    #[error("{found} bytes long, the static config says exactly {expected}")]
+    Length { found: usize, expected: usize },
+    #[error("its header says {what} {found}, the static config gives {expected}")]
+    Limit {
+        what: &'static str,
+        found: u32,
+        expected: u32,
+    },
+    #[error("invalid lifecycle word {0:#x}")]
+    Lifecycle(u64),
+}
+
 /// Checks a header's magic and format version (what any reader checks first).
-pub(crate) fn check_header(h: &Header) -> Result<(), String> {
-    let magic = h.magic.load(std::sync::atomic::Ordering::Acquire);
+fn check_header(h: &Header) -> Result<(), Corruption> {
+    let magic = h.magic.load(Ordering::Acquire);
     if magic != DYNAMIC_MAGIC {
-        return Err(format!("wrong magic {magic:#018x}"));
+        return Err(Corruption::Magic(magic));
     }
-    let version = h.version.load(std::sync::atomic::Ordering::Relaxed);
+    let version = h.version.load(Ordering::Relaxed);
     if version != DYNAMIC_VERSION {
-        return Err(format!(
-            "format version {version}, this iox reads {DYNAMIC_VERSION}"
-        ));
+        return Err(Corruption::Version(version));
     }
     Ok(())
 }
 
 /// Checks that the limits a header says it was sized for are the static config's.
-pub(crate) fn check_limits(h: &Header, c: &StaticConfig) -> Result<(), String> {
+fn check_limits(h: &Header, c: &StaticConfig) -> Result<(), Corruption> {
     let fields = [
         ("max_publishers", &h.max_publishers, c.max_publishers),
         ("max_subscribers", &h.max_subscribers, c.max_subscribers),
@@ -125,11 +148,13 @@ pub(crate) fn check_limits(h: &Header, c: &StaticConfig) -> Result<(), String> {
         ("user_slots", &h.user_slots, USER_SLOTS as u32),
     ];
     for (what, field, expected) in fields {
-        let found = field.load(std::sync::atomic::Ordering::Relaxed);
+        let found = field.load(Ordering::Relaxed);
         if found != expected {
-            return Err(format!(
-                "its header says {what} {found}, the static config gives {expected}"
-            ));
+            return Err(Corruption::Limit {
+                what,
+                found,
+                expected,
+            });
         }
     }
     Ok(())
@@ -151,6 +176,8 @@ pub(crate) struct DynamicLayout {
     pub(crate) max_publishers: usize,
     pub(crate) max_subscribers: usize,
     pub(crate) buffer: usize,
+    pub(crate) max_loans: u32,
+    pub(crate) max_held: u32,
     pub(crate) users: usize,
     pub(crate) user_fds: usize,
     pub(crate) publishers: usize,
@@ -175,6 +202,8 @@ impl DynamicLayout {
             max_publishers: 0,
             max_subscribers: 0,
             buffer: 0,
+            max_loans: 0,
+            max_held: 0,
             users,
             user_fds,
             publishers,
@@ -201,6 +230,8 @@ impl DynamicLayout {
             max_publishers,
             max_subscribers,
             buffer,
+            max_loans: c.max_loans,
+            max_held: c.max_held,
             users,
             user_fds,
             publishers,
@@ -212,8 +243,138 @@ impl DynamicLayout {
     }
 }
 
-/// A view of a mapped dynamic segment. The caller guarantees `base` maps at least
-/// `layout.len` bytes, 64-byte aligned, for as long as the view lives.
+/// Why a dynamic segment could not be used.
+#[derive(Debug)]
+pub(crate) enum DynamicError {
+    /// There is no such file.
+    NotFound,
+    /// It could not be opened or mapped.
+    Segment(OpenSegmentError),
+    /// It belongs to another static config (another incarnation of the service, being
+    /// removed or re-created right now, or tampering).
+    OtherIncarnation,
+    /// Its contents are invalid: `path: what`.
+    Corrupt(String),
+}
+
+/// An open dynamic segment, checked once, that views borrow from. Opened with
+/// [`DynamicSegment::open`] it covers the header and users table (checked: magic and
+/// version); [`DynamicSegment::attach`] then checks it against its static config and
+/// extends the views to the ports and queues.
+#[derive(Debug)]
+pub(crate) struct DynamicSegment {
+    segment: Segment,
+    layout: DynamicLayout,
+}
+
+impl DynamicSegment {
+    /// Opens `root/iox_<H>.dynamic` and checks its header.
+    pub(crate) fn open(root: &Path, stem: &str, access: Access) -> Result<Self, DynamicError> {
+        let this = Self::open_unverified(root, stem, access)?;
+        this.verify()?;
+        Ok(this)
+    }
+
+    /// Opens `root/iox_<H>.dynamic`, at least a header and users table long, without
+    /// looking at it (for removal, which deletes files that are no segment of ours too).
+    pub(crate) fn open_unverified(root: &Path, stem: &str, access: Access) -> Result<Self, DynamicError> {
+        let layout = DynamicLayout::header_only();
+        match Segment::open(root, &files::dynamic_name(stem), access, layout.len as u64) {
+            Ok(segment) => Ok(Self { segment, layout }),
+            Err(OpenSegmentError::NotFound { .. }) => Err(DynamicError::NotFound),
+            Err(e) => Err(DynamicError::Segment(e)),
+        }
+    }
+
+    /// Checks the header's magic and format version.
+    pub(crate) fn verify(&self) -> Result<(), DynamicError> {
+        check_header(self.view().header()).map_err(|c| self.corrupt(c))
+    }
+
+    /// Checks that the segment belongs to `config` (whose text hashes to `hash`) and
+    /// has its exact length and limits; from then on views cover ports and queues.
+    pub(crate) fn attach(&mut self, config: &StaticConfig, hash: u64) -> Result<(), DynamicError> {
+        let header = self.view().header();
+        if header.config_hash.load(Ordering::Relaxed) != hash {
+            return Err(DynamicError::OtherIncarnation);
+        }
+        let layout = DynamicLayout::new(config);
+        if self.segment.len() != layout.len {
+            return Err(self.corrupt(Corruption::Length {
+                found: self.segment.len(),
+                expected: layout.len,
+            }));
+        }
+        check_limits(header, config).map_err(|c| self.corrupt(c))?;
+        self.layout = layout;
+        Ok(())
+    }
+
+    /// Creates `root/name` (a temporary name: the caller renames it into place) sized
+    /// for `layout`, zero-filled, with its header filled in for the incarnation whose
+    /// static config hashes to `hash`, lifecycle `phase` by `me`, magic last.
+    pub(crate) fn create(
+        root: &Path,
+        name: &str,
+        layout: DynamicLayout,
+        mode: u32,
+        hash: u64,
+        me: u64,
+        phase: u64,
+    ) -> Result<Self, CreateSegmentError> {
+        let segment = Segment::create(root, name, layout.len, mode)?;
+        let this = Self { segment, layout };
+        let h = this.view().header();
+        h.config_hash.store(hash, Ordering::Relaxed);
+        h.lifecycle.store(lifecycle_word(me, phase), Ordering::Relaxed);
+        h.creator_node.store(me, Ordering::Relaxed);
+        h.version.store(DYNAMIC_VERSION, Ordering::Relaxed);
+        let limits = [
+            (&h.max_publishers, layout.max_publishers as u32),
+            (&h.max_subscribers, layout.max_subscribers as u32),
+            (&h.subscriber_buffer, layout.buffer as u32),
+            (&h.max_loans, layout.max_loans),
+            (&h.max_held, layout.max_held),
+            (&h.user_slots, USER_SLOTS as u32),
+        ];
+        for (field, value) in limits {
+            field.store(value, Ordering::Relaxed);
+        }
+        Ok(this)
+    }
+
+    /// Publishes the header: stores the magic last, so a reader that sees it sees the
+    /// rest of what `create` and the caller wrote before.
+    pub(crate) fn seal_header(&self) {
+        self.view().header().magic.store(DYNAMIC_MAGIC, Ordering::Release);
+    }
+
+    /// A view of the mapping, as far as it was checked.
+    pub(crate) fn view(&self) -> Dynamic<'_> {
+        Dynamic {
+            base: self.segment.as_ptr(),
+            layout: &self.layout,
+        }
+    }
+
+    /// The mapped file.
+    pub(crate) fn segment(&self) -> &Segment {
+        &self.segment
+    }
+
+    /// The file's path.
+    pub(crate) fn path(&self) -> &Path {
+        self.segment.path()
+    }
+
+    /// A corruption error naming this file.
+    pub(crate) fn corrupt(&self, what: impl std::fmt::Display) -> DynamicError {
+        DynamicError::Corrupt(format!("{}: {what}", self.path().display()))
+    }
+}
+
+/// A view of a mapped dynamic segment, borrowed from the [`DynamicSegment`] that
+/// checked the mapping is at least `layout.len` bytes long (page-aligned).
 #[derive(Clone, Copy)]
 pub(crate) struct Dynamic<'a> {
     base: *mut u8,
@@ -221,16 +382,11 @@ pub(crate) struct Dynamic<'a> {
 }
 
 impl<'a> Dynamic<'a> {
-    /// # Safety
-    /// `base` must map at least `layout.len` bytes, 64-byte aligned, for `'a`.
-    pub(crate) unsafe fn new(base: *mut u8, layout: &'a DynamicLayout) -> Self {
-        Self { base, layout }
-    }
-
     fn at<T>(&self, offset: usize) -> &'a T {
         debug_assert!(offset + size_of::<T>() <= self.layout.len);
         // SAFETY: every caller passes an offset computed by DynamicLayout for an index
-        // it bounds-checked, so the T lies inside the mapping (new's contract); offsets
+        // it bounds-checked, so the T lies inside the mapping, which the DynamicSegment
+        // this view borrows from checked is at least layout.len long and keeps mapped; offsets
         // are multiples of T's alignment on a page-aligned mapping; T is made of
         // atomics only, valid for any bytes and shareable between processes.
         unsafe { &*self.base.add(offset).cast::<T>() }

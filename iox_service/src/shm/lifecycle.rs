@@ -25,15 +25,11 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use iox_mempool::Pool;
-use iox_mempool::segment::{self, Segment};
+use iox_mempool::segment;
 
-use crate::dynamic::{self, ALIVE, CREATING, DESTROYING, Dynamic, DynamicLayout};
+use crate::dynamic::{self, ALIVE, CREATING, DESTROYING, Dynamic, DynamicLayout, DynamicSegment};
 use crate::recovery::Liveness;
-
-/// The two file names of a service besides its pool: (static config, dynamic).
-pub(crate) fn file_names(stem: &str) -> (String, String) {
-    (format!("{stem}.service"), format!("{stem}.dynamic"))
-}
+use crate::shm::files;
 
 /// Why a user could not register.
 pub(crate) enum RegisterError {
@@ -69,22 +65,17 @@ fn has_users(d: Dynamic<'_>) -> bool {
 }
 
 /// Unregisters user entry `index` of `me`; the last user removes the service.
-pub(crate) fn unregister_user(
-    root: &Path,
-    stem: &str,
-    dynamic: &Segment,
-    d: Dynamic<'_>,
-    index: usize,
-    me: u64,
-) {
+pub(crate) fn unregister_user(root: &Path, stem: &str, dynamic: &DynamicSegment, index: usize, me: u64) {
+    let d = dynamic.view();
     // The fd first, so no reader pairs our fd number with the next occupant.
     d.user_fds()[index].store(0, Ordering::Release);
     let _ = d.users()[index].compare_exchange(me, 0, Ordering::SeqCst, Ordering::Relaxed);
-    remove_if_unused(root, stem, dynamic, d, me);
+    remove_if_unused(root, stem, dynamic, me);
 }
 
 /// Removes an `ALIVE` service that has no users. Returns whether it did.
-pub(crate) fn remove_if_unused(root: &Path, stem: &str, dynamic: &Segment, d: Dynamic<'_>, me: u64) -> bool {
+pub(crate) fn remove_if_unused(root: &Path, stem: &str, dynamic: &DynamicSegment, me: u64) -> bool {
+    let d = dynamic.view();
     if has_users(d) {
         return false;
     }
@@ -130,14 +121,8 @@ pub(crate) enum Phase {
 
 /// Reads the lifecycle of `d` and takes over an incarnation whose creator or remover
 /// died, removing its files.
-pub(crate) fn phase(
-    root: &Path,
-    stem: &str,
-    dynamic: &Segment,
-    d: Dynamic<'_>,
-    live: &mut Liveness,
-) -> Phase {
-    let lifecycle = &d.header().lifecycle;
+pub(crate) fn phase(root: &Path, stem: &str, dynamic: &DynamicSegment, live: &mut Liveness) -> Phase {
+    let lifecycle = &dynamic.view().header().lifecycle;
     loop {
         let word = lifecycle.load(Ordering::Acquire);
         let (node, phase) = dynamic::split_lifecycle(word);
@@ -200,25 +185,25 @@ pub(crate) fn force_destroying(d: Dynamic<'_>, live: &mut Liveness) -> Destroyin
 /// Takes a service name that has no anchor with an anchor of our own, already
 /// `DESTROYING` by `me`, so no creator can start while leftovers of the name are
 /// removed. `None` if an anchor appeared meanwhile.
-pub(crate) fn place_removal_anchor(root: &Path, stem: &str, me: u64) -> std::io::Result<Option<Segment>> {
-    let (_, dynamic_name) = file_names(stem);
+pub(crate) fn place_removal_anchor(
+    root: &Path,
+    stem: &str,
+    me: u64,
+) -> std::io::Result<Option<DynamicSegment>> {
+    let dynamic_name = files::dynamic_name(stem);
     let tmp = crate::node::temp_file_name(&dynamic_name, me);
-    let layout = DynamicLayout::header_only();
-    let anchor =
-        Segment::create(root, &tmp, layout.len, segment::DEFAULT_MODE).map_err(std::io::Error::other)?;
-    // SAFETY: created with exactly the header-only length, page-aligned.
-    let h = unsafe { Dynamic::new(anchor.as_ptr(), &layout) }.header();
-    h.lifecycle
-        .store(dynamic::lifecycle_word(me, DESTROYING), Ordering::Relaxed);
-    h.version.store(dynamic::DYNAMIC_VERSION, Ordering::Relaxed);
-    h.magic.store(dynamic::DYNAMIC_MAGIC, Ordering::Release);
-    match rustix::fs::renameat_with(
-        rustix::fs::CWD,
-        root.join(&tmp),
-        rustix::fs::CWD,
-        root.join(&dynamic_name),
-        rustix::fs::RenameFlags::NOREPLACE,
-    ) {
+    let anchor = DynamicSegment::create(
+        root,
+        &tmp,
+        DynamicLayout::header_only(),
+        segment::DEFAULT_MODE,
+        0,
+        me,
+        DESTROYING,
+    )
+    .map_err(std::io::Error::other)?;
+    anchor.seal_header();
+    match files::rename_noreplace(root, &tmp, &dynamic_name) {
         Ok(()) => Ok(Some(anchor)),
         Err(e) => {
             let _ = segment::remove(root, &tmp);
@@ -234,19 +219,19 @@ pub(crate) fn place_removal_anchor(root: &Path, stem: &str, me: u64) -> std::io:
 /// Unlinks the static config, the pool and last the dynamic segment of the
 /// incarnation whose dynamic segment is `dynamic`, if the anchor path still is that
 /// segment. The caller holds its lifecycle word (`CREATING`/`DESTROYING` by its node).
-pub(crate) fn remove_files(root: &Path, stem: &str, dynamic: &Segment) -> std::io::Result<bool> {
-    let (config, dynamic_name) = file_names(stem);
-    if !same_file(dynamic, &root.join(&dynamic_name)) {
+pub(crate) fn remove_files(root: &Path, stem: &str, dynamic: &DynamicSegment) -> std::io::Result<bool> {
+    if !files::same_file(dynamic.segment().file(), &root.join(files::dynamic_name(stem))) {
         return Ok(false);
     }
-    segment::remove(root, &config)?;
-    Pool::remove(root, stem)?;
-    segment::remove(root, &dynamic_name)
+    remove_by_path(root, stem)
 }
 
-/// Whether `path` is the file `segment` has open (same device and inode).
-pub(crate) fn same_file(segment: &Segment, path: &Path) -> bool {
-    let ours = rustix::fs::fstat(segment.file());
-    let there = rustix::fs::lstat(path);
-    matches!((ours, there), (Ok(a), Ok(b)) if a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+/// Unlinks every file of `stem` by path, the dynamic segment last (for a caller that
+/// holds the anchor, or for names whose anchor is not one this iox wrote: no creator or
+/// remover of ours can be working behind it). Whether any file was there.
+pub(crate) fn remove_by_path(root: &Path, stem: &str) -> std::io::Result<bool> {
+    let config = segment::remove(root, &files::config_name(stem))?;
+    let pool = Pool::remove(root, stem)?;
+    let dynamic = segment::remove(root, &files::dynamic_name(stem))?;
+    Ok(config || pool || dynamic)
 }

@@ -2,5 +2,6 @@
 //! and the lifecycle of a service's files.
 
 pub(crate) mod dynamic;
+pub(crate) mod files;
 pub(crate) mod lifecycle;
 pub(crate) mod queue;

@@ -1,0 +1,398 @@
+//! A publish-subscribe service: its builder (settings, pool sizing, compatibility with
+//! an existing service) and the open service that ports are built from.
+//!
+//! Decisions where DESIGN.md is silent: subscribers see samples sent after they
+//! connect (no history); the pool of a typed service has one class holding `T`, sized
+//! so a well-behaved user never exhausts it: `publishers x (loans + 1 spare +
+//! subscribers x buffer) + subscribers x held`.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use iox_mempool::segment;
+use iox_mempool::{Backing, MemfdIdentity, MemoryType, PoolInfo, PoolLayout};
+
+use crate::Payload;
+use crate::dynamic;
+use crate::service::{self, CreateError, OpenError, OpenOrCreateError, Pattern, ServiceShared, Target};
+use crate::static_config::{self, InvalidConfig, MessagingPattern, Overflow, PayloadBacking, StaticConfig};
+
+/// Builds, opens or creates a publish-subscribe service. Settings other than the
+/// payload type are applied when creating; when opening, those the caller set are
+/// checked against the existing service.
+#[derive(Debug)]
+pub struct PubSubBuilder<P: ?Sized> {
+    target: Target,
+    memory_type: Option<MemoryType>,
+    max_publishers: Option<u32>,
+    max_subscribers: Option<u32>,
+    subscriber_buffer: Option<u32>,
+    max_loans: Option<u32>,
+    max_held: Option<u32>,
+    overflow: Option<Overflow>,
+    permissions: Option<u32>,
+    size_classes: Option<Vec<(usize, usize)>>,
+    max_slice_len: Option<usize>,
+    backing: Option<Backing>,
+    _payload: PhantomData<fn() -> Box<P>>,
+}
+
+impl<P: ?Sized + Payload> PubSubBuilder<P> {
+    pub(crate) fn new(target: Target) -> Self {
+        Self {
+            target,
+            memory_type: None,
+            max_publishers: None,
+            max_subscribers: None,
+            subscriber_buffer: None,
+            max_loans: None,
+            max_held: None,
+            overflow: None,
+            permissions: None,
+            size_classes: None,
+            max_slice_len: None,
+            backing: None,
+            _payload: PhantomData,
+        }
+    }
+}
+
+impl<P: ?Sized + Payload> PubSubBuilder<P> {
+    /// Memory type of the pool (default `Cpu`). On open: must match if set.
+    pub fn memory_type(mut self, t: MemoryType) -> Self {
+        self.memory_type = Some(t);
+        self
+    }
+    /// Most publishers at once (default 2). On open: the service must allow this many.
+    pub fn max_publishers(mut self, n: u32) -> Self {
+        self.max_publishers = Some(n);
+        self
+    }
+    /// Most subscribers at once (default 8). On open: the service must allow this many.
+    pub fn max_subscribers(mut self, n: u32) -> Self {
+        self.max_subscribers = Some(n);
+        self
+    }
+    /// Samples queued per publisher for each subscriber (default 4). On open: the
+    /// service's buffer must be at least this.
+    pub fn subscriber_buffer(mut self, n: u32) -> Self {
+        self.subscriber_buffer = Some(n);
+        self
+    }
+    /// Samples a publisher may loan at once (default 2). On open: checked as a minimum.
+    pub fn max_loans(mut self, n: u32) -> Self {
+        self.max_loans = Some(n);
+        self
+    }
+    /// Samples a subscriber may hold at once (default 2). On open: checked as a minimum.
+    pub fn max_held(mut self, n: u32) -> Self {
+        self.max_held = Some(n);
+        self
+    }
+    /// Full-buffer policy (default drop the oldest). On open: must match if set.
+    pub fn overflow(mut self, o: Overflow) -> Self {
+        self.overflow = Some(o);
+        self
+    }
+    /// Unix permissions of the files (default 0o600; e.g. 0o660 for group access).
+    pub fn permissions(mut self, mode: u32) -> Self {
+        self.permissions = Some(mode);
+        self
+    }
+    /// Where the pool's payload lives (default: [`Backing::Memfd`] when the
+    /// permissions are owner-only, [`Backing::File`] otherwise, since other users
+    /// cannot reach a memfd through `/proc`). On open: must match if set.
+    pub fn backing(mut self, backing: Backing) -> Self {
+        self.backing = Some(backing);
+        self
+    }
+    /// How long open and open-or-create wait for a service another process is
+    /// creating or removing (default 10 s).
+    pub fn timeout(mut self, d: Duration) -> Self {
+        self.target.timeout = d;
+        self
+    }
+
+    /// Creates the service; fails if it exists.
+    pub fn create(self) -> Result<PubSubService<P>, CreateError> {
+        service::create(&self.target, &self).map(PubSubService::new)
+    }
+
+    /// Opens the service; fails if it does not exist.
+    pub fn open(self) -> Result<PubSubService<P>, OpenError> {
+        service::open(&self.target, &self).map(PubSubService::new)
+    }
+
+    /// Opens the service, or creates it if it does not exist. Any number of processes
+    /// may race this: exactly one creates, the others open.
+    pub fn open_or_create(self) -> Result<PubSubService<P>, OpenOrCreateError> {
+        service::open_or_create(&self.target, &self).map(PubSubService::new)
+    }
+
+    fn fail<T>(&self, source: InvalidConfig) -> Result<T, CreateError> {
+        Err(CreateError::InvalidSetting {
+            name: self.target.name.to_string(),
+            source,
+        })
+    }
+
+    fn layout(&self, counts: usize) -> Result<PoolLayout, CreateError> {
+        let payload = P::payload_type();
+        let alignment = payload.alignment().max(iox_mempool::layout::DEFAULT_ALIGNMENT);
+        let classes = if !P::IS_SLICE {
+            vec![(payload.element_size().max(1), counts)]
+        } else if let Some(classes) = &self.size_classes {
+            classes.clone()
+        } else if let Some(len) = self.max_slice_len {
+            let Some(bytes) = len.checked_mul(payload.element_size()) else {
+                return self.fail(InvalidConfig::Overflow {
+                    what: "max_slice_len",
+                    value: len,
+                });
+            };
+            vec![(bytes.max(1), counts)]
+        } else {
+            return Err(CreateError::MissingSliceSize(self.target.name.to_string()));
+        };
+        PoolLayout::with_alignment(alignment, &classes).map_err(|source| CreateError::Layout {
+            name: self.target.name.to_string(),
+            source,
+        })
+    }
+
+    fn config(&self) -> Result<StaticConfig, CreateError> {
+        let memory_type = match self.memory_type.unwrap_or_default().validate() {
+            Ok(t) => t,
+            Err(e) => return self.fail(e.into()),
+        };
+        let mut config = StaticConfig {
+            version: static_config::CONFIG_VERSION,
+            name: self.target.name.to_string(),
+            pattern: MessagingPattern::PublishSubscribe,
+            payload: P::payload_type(),
+            memory_type,
+            layout: PoolLayout::new(&[(64, 1)]).expect("constant layout"),
+            max_publishers: self.max_publishers.unwrap_or(2),
+            max_subscribers: self.max_subscribers.unwrap_or(8),
+            subscriber_buffer: self.subscriber_buffer.unwrap_or(4),
+            max_loans: self.max_loans.unwrap_or(2),
+            max_held: self.max_held.unwrap_or(2),
+            overflow: self.overflow.unwrap_or_default(),
+            permissions: self.permissions.unwrap_or(segment::DEFAULT_MODE),
+            // The memfd's identity is filled in when it is created (try_create).
+            backing: PayloadBacking::File,
+            created_unix_ns: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+        };
+        if let Err(e) = config.check() {
+            // Limits first, so a zero count is reported as such, not as a layout error.
+            if !e.is_payload() {
+                return self.fail(e);
+            }
+        }
+        let (p, s) = (
+            u64::from(config.max_publishers),
+            u64::from(config.max_subscribers),
+        );
+        // + 1 per publisher: the spare chunk it loans ahead after each send.
+        let counts = p * (u64::from(config.max_loans) + 1 + s * u64::from(config.subscriber_buffer))
+            + s * u64::from(config.max_held);
+        config.layout = self.layout(counts as usize)?;
+        let owner_only = config.permissions & 0o077 == 0;
+        let memfd = match self.backing {
+            Some(b) => b == Backing::Memfd,
+            None => owner_only,
+        };
+        if memfd {
+            config.backing = PayloadBacking::Memfd(MemfdIdentity {
+                len: config.layout.payload_len() as u64,
+                dev: 0,
+                ino: 0,
+                nonce: 0,
+            });
+        }
+        config.check().or_else(|e| self.fail(e))?;
+        Ok(config)
+    }
+}
+
+impl<P: ?Sized + Payload> Pattern for PubSubBuilder<P> {
+    const PATTERN: MessagingPattern = MessagingPattern::PublishSubscribe;
+
+    fn new_config(&self, _target: &Target) -> Result<StaticConfig, CreateError> {
+        self.config()
+    }
+
+    fn check_compatible(&self, target: &Target, c: &StaticConfig) -> Result<(), OpenError> {
+        let name = || target.name.to_string();
+        if c.payload != P::payload_type() {
+            return Err(OpenError::IncompatiblePayload {
+                name: name(),
+                requested: P::payload_type(),
+                found: c.payload.clone(),
+            });
+        }
+        if let Some(t) = self.memory_type
+            && t != c.memory_type
+        {
+            return Err(OpenError::IncompatibleMemoryType {
+                name: name(),
+                requested: t,
+                found: c.memory_type,
+            });
+        }
+        let limits = [
+            ("max_publishers", self.max_publishers, c.max_publishers),
+            ("max_subscribers", self.max_subscribers, c.max_subscribers),
+            ("subscriber_buffer", self.subscriber_buffer, c.subscriber_buffer),
+            ("max_loans", self.max_loans, c.max_loans),
+            ("max_held", self.max_held, c.max_held),
+        ];
+        for (what, requested, found) in limits {
+            if let Some(r) = requested
+                && r > found
+            {
+                return Err(OpenError::IncompatibleLimit {
+                    name: name(),
+                    what,
+                    requested: r.to_string(),
+                    found: found.to_string(),
+                });
+            }
+        }
+        if let Some(b) = self.backing
+            && b != c.backing.kind()
+        {
+            return Err(OpenError::IncompatibleLimit {
+                name: name(),
+                what: "payload backing",
+                requested: format!("{b:?}"),
+                found: format!("{:?}", c.backing.kind()),
+            });
+        }
+        if let Some(o) = self.overflow
+            && o != c.overflow
+        {
+            return Err(OpenError::IncompatibleLimit {
+                name: name(),
+                what: "overflow policy",
+                requested: format!("{o:?}"),
+                found: format!("{:?}", c.overflow),
+            });
+        }
+        let element = c.payload.element_size().max(1);
+        let wanted = self.max_slice_len.map(|l| l.saturating_mul(element)).or(self
+            .size_classes
+            .as_ref()
+            .and_then(|cl| cl.iter().map(|c| c.0).max()));
+        if let Some(bytes) = wanted
+            && bytes > c.layout.max_chunk_size()
+        {
+            return Err(OpenError::IncompatibleLimit {
+                name: name(),
+                what: "largest sample (bytes)",
+                requested: bytes.to_string(),
+                found: c.layout.max_chunk_size().to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl<T: crate::ZeroCopySafe> PubSubBuilder<[T]> {
+    /// The pool's size classes as `(bytes per chunk, chunk count)`; a sample uses the
+    /// smallest class that holds it. On open: the largest must fit in the service's.
+    pub fn size_classes(mut self, classes: &[(usize, usize)]) -> Self {
+        self.size_classes = Some(classes.to_vec());
+        self
+    }
+
+    /// One size class holding `len` elements, with as many chunks as the limits need.
+    /// On open: the service's largest chunk must hold this many.
+    pub fn max_slice_len(mut self, len: usize) -> Self {
+        self.max_slice_len = Some(len);
+        self
+    }
+}
+
+/// An open publish-subscribe service carrying `P`. Clone it freely; ports keep it
+/// alive. When the last handle of the last process goes, the service is removed.
+#[derive(Debug)]
+pub struct PubSubService<P: ?Sized> {
+    pub(crate) shared: Arc<ServiceShared>,
+    _payload: PhantomData<fn() -> Box<P>>,
+}
+
+impl<P: ?Sized> Clone for PubSubService<P> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            _payload: PhantomData,
+        }
+    }
+}
+
+impl<P: ?Sized + Payload> PubSubService<P> {
+    pub(crate) fn new(shared: ServiceShared) -> Self {
+        Self {
+            shared: Arc::new(shared),
+            _payload: PhantomData,
+        }
+    }
+
+    /// The service name.
+    pub fn name(&self) -> &str {
+        self.shared.name.as_str()
+    }
+
+    /// Whether this handle created the service (rather than opening it).
+    pub fn is_creator(&self) -> bool {
+        self.shared.created
+    }
+
+    /// The static config, as stored.
+    pub fn static_config(&self) -> &StaticConfig {
+        &self.shared.config
+    }
+
+    /// The pool: address in this process, length, memory type, classes.
+    pub fn pool_info(&self) -> PoolInfo {
+        self.shared.pool.info()
+    }
+
+    /// A builder for a publisher.
+    pub fn publisher_builder(&self) -> crate::PublisherBuilder<P> {
+        crate::PublisherBuilder::new(self.shared.clone())
+    }
+
+    /// A builder for a subscriber.
+    pub fn subscriber_builder(&self) -> crate::SubscriberBuilder<P> {
+        crate::SubscriberBuilder::new(self.shared.clone())
+    }
+
+    /// Subscribers blocked in `receive_timeout` right now (a snapshot).
+    pub fn waiting_subscribers(&self) -> usize {
+        let d = self.shared.dynamic();
+        (0..d.layout().max_subscribers)
+            .map(|s| d.subscriber(s).waiting.load(Ordering::Relaxed) as usize)
+            .sum()
+    }
+
+    /// Publishers and subscribers connected right now (a snapshot).
+    pub fn port_counts(&self) -> (usize, usize) {
+        let d = self.shared.dynamic();
+        let active = |h: &dynamic::PortHeader| {
+            dynamic::split_state(h.state.load(Ordering::Relaxed)).1 == dynamic::ACTIVE
+        };
+        let l = d.layout();
+        (
+            (0..l.max_publishers).filter(|&p| active(d.publisher(p))).count(),
+            (0..l.max_subscribers)
+                .filter(|&s| active(d.subscriber(s)))
+                .count(),
+        )
+    }
+}

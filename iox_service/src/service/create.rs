@@ -1,0 +1,223 @@
+//! Step 2 of the protocol (see the parent module): creating a service, or finding out
+//! what the dynamic segment already in place is.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use iox_mempool::Pool;
+use iox_mempool::segment::{self, Access};
+
+use super::{Attempt, CreateError, ServiceShared, Target};
+use crate::dynamic::{self, Corruption, DynamicError, DynamicLayout, DynamicSegment};
+use crate::lifecycle::{self, Phase};
+use crate::node::{self, Node};
+use crate::recovery::{self, Liveness};
+use crate::shm::files;
+use crate::static_config::{self, PayloadBacking, StaticConfig};
+
+pub(super) fn try_create(
+    t: &Target,
+    config: &StaticConfig,
+) -> Result<Attempt<ServiceShared, CreateError>, CreateError> {
+    let stem = t.name.stem();
+    let (config_name, dynamic_name) = (files::config_name(&stem), files::dynamic_name(&stem));
+    let name = || t.name.to_string();
+    let io = |what, source| CreateError::Io {
+        name: name(),
+        what,
+        source,
+    };
+    let node = Node::for_root(&t.root).map_err(|e| io("set up the process node file", e))?;
+    let me = node.id();
+    // A memfd payload is made first: its identity is part of the static config,
+    // whose hash identifies this incarnation.
+    // Only sized and named here (cheap); its pages are allocated and it is sealed
+    // once we have won the race for the name.
+    let mut config = config.clone();
+    let memfd = match config.backing {
+        PayloadBacking::File => None,
+        PayloadBacking::Memfd(_) => {
+            let unsealed = iox_mempool::memfd::Unsealed::new(&stem, config.layout.payload_len())
+                .map_err(|source| CreateError::Segment { name: name(), source })?;
+            config.backing = PayloadBacking::Memfd(unsealed.identity());
+            Some(unsealed)
+        }
+    };
+    let config = &config;
+    remove_dead_temp_files(&t.root, &[&dynamic_name, &format!(".{config_name}")], me);
+    let tmp = node::temp_file_name(&dynamic_name, me);
+    let hash = static_config::text_hash(&config.to_ron());
+    let dynamic = DynamicSegment::create(
+        &t.root,
+        &tmp,
+        DynamicLayout::new(config),
+        config.permissions,
+        hash,
+        me,
+        dynamic::CREATING,
+    )
+    .map_err(|source| CreateError::Segment { name: name(), source })?;
+    let d = dynamic.view();
+    d.users()[0].store(me, Ordering::Relaxed);
+    if let Some(unsealed) = &memfd {
+        d.user_fds()[0].store(unsealed.raw_fd() as u32 + 1, Ordering::Relaxed);
+    }
+    dynamic.seal_header();
+    crate::testing::stall_point("create-before-rename");
+    // The exclusive step: the complete segment appears under its name, or not.
+    match files::rename_noreplace(&t.root, &tmp, &dynamic_name) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::EXIST) => {
+            let _ = segment::remove(&t.root, &tmp);
+            return Ok(existing(t, &stem, me));
+        }
+        Err(e) => {
+            let _ = segment::remove(&t.root, &tmp);
+            return Err(io("place the dynamic segment", e.into()));
+        }
+    }
+    // We hold the anchor (CREATING by us): files of this name are ours to replace.
+    let undo = |e: CreateError| {
+        let _ = lifecycle::remove_files(&t.root, &stem, &dynamic);
+        e
+    };
+    let _ = Pool::remove(&t.root, &stem);
+    let created = match memfd {
+        Some(unsealed) => unsealed.finish().map_err(Into::into).and_then(|payload| {
+            Pool::create_with_payload(
+                &t.root,
+                &stem,
+                &config.layout,
+                config.memory_type,
+                config.permissions,
+                hash,
+                payload,
+            )
+        }),
+        None => Pool::create_tagged(
+            &t.root,
+            &stem,
+            &config.layout,
+            config.memory_type,
+            config.permissions,
+            hash,
+        ),
+    };
+    let pool = created.map_err(|e| {
+        undo(match e {
+            iox_mempool::CreatePoolError::Segment(source) => CreateError::Segment { name: name(), source },
+            source => CreateError::Pool { name: name(), source },
+        })
+    })?;
+    crate::testing::stall_point("create-before-config");
+    let written = config
+        .write_atomic(&t.root, &config_name, me)
+        .map_err(|source| undo(io("write the static config", source)))?;
+    debug_assert_eq!(written, hash);
+    if d.header()
+        .lifecycle
+        .compare_exchange(
+            dynamic::lifecycle_word(me, dynamic::CREATING),
+            dynamic::lifecycle_word(0, dynamic::ALIVE),
+            Ordering::SeqCst,
+            Ordering::Relaxed,
+        )
+        .is_err()
+    {
+        return Err(undo(io(
+            "mark it alive",
+            std::io::Error::other("its lifecycle word was changed by another process"),
+        )));
+    }
+    Ok(Attempt::Done(ServiceShared {
+        name: t.name.clone(),
+        root: t.root.clone(),
+        stem,
+        config: config.clone(),
+        pool: Arc::new(pool),
+        dynamic,
+        node,
+        user: 0,
+        created: true,
+        pid: std::process::id(),
+    }))
+}
+
+/// A dynamic segment is in place already: is it a service, one being created or
+/// removed, or debris of a dead creator or remover (taken over and removed)?
+fn existing(t: &Target, stem: &str, me: u64) -> Attempt<ServiceShared, CreateError> {
+    let name = || t.name.to_string();
+    let dynamic = match DynamicSegment::open(&t.root, stem, Access::ReadWrite) {
+        Ok(d) => d,
+        Err(DynamicError::NotFound) => return Attempt::Retry("removed meanwhile".into()),
+        Err(DynamicError::Corrupt(what)) => {
+            return Attempt::Failed(CreateError::Corrupt { name: name(), what });
+        }
+        Err(e) => {
+            return Attempt::Failed(CreateError::Corrupt {
+                name: name(),
+                what: format!("{}: {e:?}", files::dynamic_name(stem)),
+            });
+        }
+    };
+    let corrupt = |what: String| Attempt::Failed(CreateError::Corrupt { name: name(), what });
+    let d = dynamic.view();
+    let mut live = Liveness::new(&t.root, me);
+    match lifecycle::phase(&t.root, stem, &dynamic, &mut live) {
+        Phase::Alive if t.root.join(files::config_name(stem)).exists() => {
+            Attempt::Failed(CreateError::AlreadyExists(name()))
+        }
+        Phase::Alive
+            if dynamic::split_lifecycle(d.header().lifecycle.load(Ordering::SeqCst)).1 != dynamic::ALIVE =>
+        {
+            // A remover took it between our looks (it unlinks the config first).
+            Attempt::Retry("being removed".into())
+        }
+        Phase::Alive => {
+            // Alive without a static config (deleted by hand): debris if none of
+            // its users lives.
+            recovery::recover_users(d, &mut live);
+            if lifecycle::remove_if_unused(&t.root, stem, &dynamic, me) {
+                Attempt::Retry("removed a service left without static config and users".into())
+            } else {
+                corrupt(format!(
+                    "{}: in use, but its static config {} is missing",
+                    dynamic.path().display(),
+                    files::config_name(stem)
+                ))
+            }
+        }
+        Phase::Busy { creating: true, .. } => Attempt::Failed(CreateError::AlreadyExists(name())),
+        Phase::Busy { pid, .. } => Attempt::Retry(format!("being removed by process {pid}")),
+        Phase::Removed => Attempt::Retry("its creator or remover had died; removed it".into()),
+        Phase::Corrupt(word) => corrupt(format!(
+            "{}: {}",
+            dynamic.path().display(),
+            Corruption::Lifecycle(word)
+        )),
+    }
+}
+
+/// Removes temporary files of `bases` (see [`node::temp_file_name`]) left by dead
+/// nodes, with the dead nodes' lock files: a creator killed before its rename leaves
+/// both behind, referenced from nowhere else.
+fn remove_dead_temp_files(root: &Path, bases: &[&str], me: u64) {
+    let Ok(dir) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(node) = node::parse_temp_file_name(name) else {
+            continue;
+        };
+        if node == me || !bases.iter().any(|b| name.starts_with(&format!("{b}."))) {
+            continue;
+        }
+        if !node::is_alive(root, node) {
+            let _ = std::fs::remove_file(root.join(name));
+            node::remove_if_dead(root, node); // its lock file too
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Step 1 of the protocol (see the parent module): opening an existing service.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use iox_mempool::segment::{Access, OpenSegmentError};
+use iox_mempool::{Bookkeeping, OpenPoolError, Pool};
+
+use super::{Attempt, OpenError, ServiceShared, Target, memfd_access};
+use crate::dynamic::{self, Corruption, DynamicError, DynamicSegment};
+use crate::lifecycle::{self, Phase, RegisterError};
+use crate::node::Node;
+use crate::recovery::{self, Liveness};
+use crate::shm::files;
+use crate::static_config::{PayloadBacking, StaticConfig};
+
+pub(super) fn try_open(
+    t: &Target,
+    check: &dyn Fn(&StaticConfig) -> Result<(), OpenError>,
+) -> Attempt<ServiceShared, OpenError> {
+    let stem = t.name.stem();
+    let config_path = t.root.join(files::config_name(&stem));
+    let (config, hash) = match StaticConfig::read(&config_path) {
+        Ok(c) => c,
+        Err(e) => return Attempt::Failed(e.into()),
+    };
+    if let Err(e) = check(&config) {
+        return Attempt::Failed(e);
+    }
+    let name = || t.name.to_string();
+    let mut dynamic = match DynamicSegment::open(&t.root, &stem, Access::ReadWrite) {
+        Ok(d) => d,
+        Err(DynamicError::NotFound) => {
+            // Removal unlinks the static config first and creation places the
+            // dynamic segment first, so a static config still there (same text)
+            // without one is debris, not a transient state.
+            if StaticConfig::read(&config_path).is_ok_and(|(_, h)| h == hash) {
+                return Attempt::Failed(OpenError::Corrupt {
+                    name: name(),
+                    what: format!(
+                        "{} has no dynamic segment {} beside it (left by a crash of an older iox, or deleted by hand); remove the service",
+                        config_path.display(),
+                        files::dynamic_name(&stem),
+                    ),
+                });
+            }
+            return Attempt::Retry("removed while opening".into());
+        }
+        Err(e) => return Attempt::Failed(open_failure(t, e)),
+    };
+    match dynamic.attach(&config, hash) {
+        Ok(()) => {}
+        Err(DynamicError::OtherIncarnation) => {
+            // A dynamic segment of another incarnation of the service (it is being
+            // removed or re-created right now), or tampering; retry until the timeout.
+            return Attempt::Retry(format!(
+                "{} belongs to another static config than {}",
+                dynamic.path().display(),
+                config_path.display()
+            ));
+        }
+        Err(e) => return Attempt::Failed(open_failure(t, e)),
+    }
+    let d = dynamic.view();
+    let node = match Node::for_root(&t.root) {
+        Ok(n) => n,
+        Err(source) => {
+            return Attempt::Failed(OpenError::Node {
+                root: t.root.clone(),
+                source,
+            });
+        }
+    };
+    let mut live = Liveness::new(&t.root, node.id());
+    match lifecycle::phase(&t.root, &stem, &dynamic, &mut live) {
+        Phase::Alive => {}
+        Phase::Busy { pid, creating } => {
+            let doing = if creating { "created" } else { "removed" };
+            return Attempt::Retry(format!("being {doing} by process {pid}"));
+        }
+        Phase::Removed => return Attempt::Retry("its creator or remover had died; removed it".into()),
+        Phase::Corrupt(word) => {
+            return Attempt::Failed(open_failure(t, dynamic.corrupt(Corruption::Lifecycle(word))));
+        }
+    }
+    let opened = match config.backing {
+        PayloadBacking::File => Pool::open_tagged(
+            &t.root,
+            &stem,
+            &config.layout,
+            Some(config.memory_type),
+            Access::ReadWrite,
+            hash,
+        ),
+        PayloadBacking::Memfd(id) => match memfd_access::reach_memfd(d, &stem, id, &mut live) {
+            Ok(payload) => Pool::open_with_payload(
+                &t.root,
+                &stem,
+                &config.layout,
+                Some(config.memory_type),
+                hash,
+                payload,
+            ),
+            Err(memfd_access::Unreachable { tried, transient }) => {
+                // No live participant let us in: if none is alive, the service is
+                // dead; recovery (on the bookkeeping alone) removes it.
+                if let Ok(book) =
+                    Bookkeeping::open(&t.root, &stem, &config.layout, Some(config.memory_type), hash)
+                {
+                    let _ = recovery::recover_in(d, &book, &mut live);
+                }
+                if lifecycle::remove_if_unused(&t.root, &stem, &dynamic, node.id()) {
+                    return Attempt::Retry("all its processes had died; removed it".into());
+                }
+                let leaving = dynamic::split_lifecycle(d.header().lifecycle.load(Ordering::Acquire)).1
+                    != dynamic::ALIVE;
+                if transient || leaving {
+                    return Attempt::Retry(format!("memfd not reachable yet: {}", tried.join("; ")));
+                }
+                return Attempt::Failed(OpenError::MemfdUnreachable { name: name(), tried });
+            }
+        },
+    };
+    let pool = match opened {
+        Ok(p) => p,
+        // Our dynamic segment was removed and the service created anew between
+        // our reads: start over.
+        Err(
+            OpenPoolError::TagMismatch { .. } | OpenPoolError::Segment(OpenSegmentError::NotFound { .. }),
+        ) => return Attempt::Retry("service re-created while opening".into()),
+        Err(source) => return Attempt::Failed(OpenError::Pool { name: name(), source }),
+    };
+    // Best effort: a live recoverer busy with it is fine too.
+    let _ = recovery::recover_in(d, &pool, &mut live);
+    if lifecycle::remove_if_unused(&t.root, &stem, &dynamic, node.id()) {
+        return Attempt::Retry("no live process used it any more; removed it".into());
+    }
+    let fd = memfd_access::memfd_fd(&pool, &config);
+    let user = match lifecycle::register_user(d, node.id(), fd) {
+        Ok(i) => i,
+        Err(RegisterError::NotAlive) => return Attempt::Retry("being removed".into()),
+        Err(RegisterError::Full) => {
+            return Attempt::Failed(OpenError::TooManyUsers {
+                name: name(),
+                max: dynamic::USER_SLOTS,
+            });
+        }
+    };
+    Attempt::Done(ServiceShared {
+        name: t.name.clone(),
+        root: t.root.clone(),
+        stem,
+        config,
+        pool: Arc::new(pool),
+        dynamic,
+        node,
+        user,
+        created: false,
+        pid: std::process::id(),
+    })
+}
+
+/// The error for a dynamic segment that cannot be used (other than missing or of
+/// another incarnation, which callers handle first).
+fn open_failure(t: &Target, e: DynamicError) -> OpenError {
+    let name = t.name.to_string();
+    match e {
+        DynamicError::Segment(source) => OpenError::Segment { name, source },
+        DynamicError::Corrupt(what) => OpenError::Corrupt { name, what },
+        DynamicError::NotFound => OpenError::DoesNotExist(name),
+        DynamicError::OtherIncarnation => OpenError::Corrupt {
+            name,
+            what: "its dynamic segment belongs to another static config".into(),
+        },
+    }
+}
