@@ -510,8 +510,11 @@ fn removes_racing_open_or_create_never_leave_debris() {
     assert!(left.is_empty(), "debris: {left:?}");
 }
 
+/// Loans and samples own a reference to their port: forgetting one leaks it (as
+/// forgetting any owned value does) and keeps its port's slot, until the process ends
+/// and recovery returns everything (the crash tests show that part).
 #[test]
-fn forgotten_samples_come_back_when_their_port_drops() {
+fn forgotten_samples_keep_their_port() {
     let dir = tempfile::tempdir().unwrap();
     let svc = service(&dir, "forgotten")
         .publish_subscribe::<u64>()
@@ -526,7 +529,78 @@ fn forgotten_samples_come_back_when_their_port_drops() {
         std::mem::forget(s.receive().unwrap().unwrap());
         assert!(svc.pool_info().free_chunks() < total);
     }
+    // The publisher's slot stays active (its forgotten loan could still be sent); the
+    // subscriber's is closed (no deliveries) but kept for the forgotten sample.
+    assert_eq!(svc.port_counts(), (1, 0));
+    assert!(svc.pool_info().free_chunks() < total);
+}
+
+#[test]
+fn samples_and_loans_outlive_their_ports_and_move_between_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(&dir, "owning")
+        .publish_subscribe::<u64>()
+        .max_held(4)
+        .max_loans(2)
+        .create()
+        .unwrap();
+    let total = svc.pool_info().total_chunks();
+    let sub = svc.subscriber_builder().create().unwrap();
+    // Loans are 'static: kept in a Vec, sent after the publisher handle is gone.
+    let mut loans = Vec::new();
+    {
+        let publisher = svc.publisher_builder().create().unwrap();
+        loans.push(publisher.loan_uninit().unwrap().write_payload(1));
+        loans.push(publisher.loan_uninit().unwrap().write_payload(2));
+        assert!(matches!(
+            publisher.loan_uninit(),
+            Err(iox_service::LoanError::TooManyLoans { max: 2 })
+        ));
+    }
+    for loan in loans {
+        loan.send().unwrap();
+    }
+    // Samples are 'static and Send: held in a struct, moved to another thread, and
+    // kept after the subscriber handle is dropped.
+    struct Held {
+        samples: Vec<iox_service::Sample<u64>>,
+    }
+    let held = Held {
+        samples: vec![sub.receive().unwrap().unwrap(), sub.receive().unwrap().unwrap()],
+    };
+    drop(sub);
+    let sum = std::thread::spawn(move || held.samples.iter().map(|s| **s).sum::<u64>())
+        .join()
+        .unwrap();
+    assert_eq!(sum, 3);
+    // Everything is back once the last sample went (dropped in the other thread).
     assert_eq!(svc.pool_info().free_chunks(), total);
+    assert_eq!(svc.port_counts(), (0, 0));
+}
+
+#[test]
+fn max_held_counts_samples_wherever_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(&dir, "held")
+        .publish_subscribe::<u64>()
+        .max_held(2)
+        .create()
+        .unwrap();
+    let publisher = svc.publisher_builder().create().unwrap();
+    let sub = svc.subscriber_builder().create().unwrap();
+    for i in 0..3 {
+        publisher.loan_uninit().unwrap().write_payload(i).send().unwrap();
+    }
+    let a = sub.receive().unwrap().unwrap();
+    let b = sub.receive().unwrap().unwrap();
+    assert!(matches!(
+        sub.receive(),
+        Err(iox_service::ReceiveError::TooManyHeld { max: 2 })
+    ));
+    // Dropping one in another thread frees its place.
+    std::thread::spawn(move || drop(a)).join().unwrap();
+    assert_eq!(*sub.receive().unwrap().unwrap(), 2);
+    drop(b);
 }
 
 #[test]

@@ -14,10 +14,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 
-use iox_mempool::{MemoryType, Owner, PinError, PoolPin};
+use iox_mempool::{Bookkeeping, ChunkHandle, MemoryType, Owner, PinError, PoolPin};
 use thiserror::Error;
 
 use crate::dynamic::{self, PortHeader};
+use crate::queue::{self, Popped, Queue};
 use crate::service::ServiceShared;
 
 /// Why creating a publisher or subscriber failed.
@@ -135,6 +136,31 @@ pub(crate) fn publisher_owner(p: usize) -> Owner {
 pub(crate) fn subscriber_owner(max_publishers: usize, s: usize) -> Owner {
     Owner::new((max_publishers + s) as u32)
         .expect("max_publishers + max_subscribers <= MAX_OWNERS (checked config)")
+}
+
+/// Moves the hold of queue entry `entry` on its chunk to `owner` (a consumer taking
+/// it, a producer dropping or draining it, recovery acting for either); the chunk if
+/// the entry names one and the move succeeded (a corrupt or duplicate entry is dropped
+/// without touching anyone's hold).
+pub(crate) fn take_entry(pool: &Bookkeeping, entry: u64, owner: Owner) -> Option<ChunkHandle> {
+    let h = pool.handle_from_raw(queue::entry_chunk(entry))?;
+    pool.take_queued(h, owner).ok().map(|()| h)
+}
+
+/// Takes every entry of `q` as `claim_as` into `owner` and releases it at once;
+/// returns how many chunks became free. Entries someone else is taking right now stay
+/// for them.
+pub(crate) fn drain_queue(q: &Queue<'_>, claim_as: u64, pool: &Bookkeeping, owner: Owner) -> u64 {
+    let mut freed = 0;
+    let mut taken = None;
+    while let Popped::Took(_) = q.pop(claim_as, |e| taken = take_entry(pool, e, owner)) {
+        if let Some(h) = taken.take()
+            && pool.release(h, owner) == Ok(true)
+        {
+            freed += 1;
+        }
+    }
+    freed
 }
 
 /// Pins the service's pool if asked to.

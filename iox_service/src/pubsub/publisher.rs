@@ -26,11 +26,20 @@
 //! spin (it was preempted mid-take, or died there), the new sample is not delivered to
 //! it rather than waiting on it; `send` still succeeds.
 //!
-//! A `Publisher` is `Send` but not `Sync` (it keeps a class hint, a loan count and a
-//! sequence number in `Cell`s); samples borrow it.
+//! Ownership and threads: a `Publisher` and its loans share the port's state through
+//! an `Rc`, so a loan is `'static` (it can be stored, returned, kept in a queue) and the
+//! port stays claimed until the publisher *and* every loan are gone. The send path
+//! keeps its sequence number, the class hint, the spare chunk and the cached read
+//! indices in `Cell`s, and one publisher slot has one send journal and is the single
+//! producer of its queues: two threads must never send through one port at once. So a
+//! `Publisher` and its loans are neither `Send` nor `Sync` (as iceoryx2's ports): to
+//! publish from another thread, move a clone of the service handle there (it is
+//! `Send + Sync`) and build a publisher in that thread. Loans outstanding are counted by
+//! the `Rc` itself (strong count - 1), bounded by the service's `max_loans`.
 
 use std::cell::Cell;
 use std::marker::PhantomData;
+use std::rc::Rc;
 use std::sync::atomic::{Ordering, fence};
 
 use iox_mempool::{ChunkHandle, Owner, PoolInfo, PoolPin};
@@ -38,7 +47,7 @@ use thiserror::Error;
 
 use crate::dynamic::{self, PortHeader};
 use crate::port::{self, PortCreateError, Shared};
-use crate::queue::{self, Popped, Pushed};
+use crate::queue::{self, Pushed};
 use crate::sample::SampleMutUninit;
 use crate::{Overflow, Payload, ZeroCopySafe};
 
@@ -119,62 +128,92 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
         port::activate(d.publisher(slot), generation, pin.as_ref());
         let read_cache = (0..max_subscribers).map(|_| Cell::new(0)).collect();
         Ok(Publisher {
-            service: self.service,
-            slot,
-            generation,
-            owner: port::publisher_owner(slot),
-            seq: Cell::new(crate::node::random_u32() | 1),
-            hint: Cell::new(0),
-            loans: Cell::new(0),
-            spare: Cell::new(None),
-            read_cache,
-            pin,
+            port: Rc::new(PublisherPort {
+                max_loans: self.service.config.max_loans as usize,
+                service: self.service,
+                slot,
+                generation,
+                owner: port::publisher_owner(slot),
+                seq: Cell::new(crate::node::random_u32() | 1),
+                hint: Cell::new(0),
+                spare: Cell::new(None),
+                read_cache,
+                pin,
+            }),
             _payload: PhantomData,
         })
     }
 }
 
-/// Sends samples of `P` to every subscriber of the service.
+/// Sends samples of `P` to every subscriber of the service. Not `Send`: see the
+/// module docs.
+///
+/// ```compile_fail
+/// fn needs_send<T: Send>() {}
+/// needs_send::<iox_service::Publisher<u64>>(); // a publisher stays on its thread
+/// ```
+/// ```compile_fail
+/// fn needs_send<T: Send>() {}
+/// needs_send::<iox_service::SampleMut<u64>>(); // and so do its loans
+/// ```
 #[derive(Debug)]
 pub struct Publisher<P: ?Sized> {
+    port: Rc<PublisherPort>,
+    _payload: PhantomData<fn() -> Box<P>>,
+}
+
+/// The state of a publisher port, shared by the publisher and its loans; the slot is
+/// released when the last of them goes.
+#[derive(Debug)]
+pub(crate) struct PublisherPort {
     // Field order: the pin guard drops before the service (and its mapping).
     pin: Option<PoolPin>,
     service: Shared,
     slot: usize,
     generation: u64,
     owner: Owner,
+    max_loans: usize,
     /// Sequence number of the last send (never 0), tagged onto queue entries.
     seq: Cell<u32>,
     hint: Cell<usize>,
-    loans: Cell<usize>,
     /// A chunk loaned ahead after the last send.
     spare: Cell<Option<ChunkHandle>>,
     /// Per subscriber slot: our lower bound of that queue's read index.
     read_cache: Box<[Cell<u64>]>,
-    _payload: PhantomData<fn() -> Box<P>>,
 }
 
 impl<P: ?Sized + Payload> Publisher<P> {
     /// The pool: address in this process, length, memory type, classes.
     pub fn pool_info(&self) -> PoolInfo {
-        self.service.pool.info()
+        self.port.service.pool.info()
     }
 
     /// Whether this publisher pinned the pool.
     pub fn is_pinned(&self) -> bool {
-        self.pin.as_ref().is_some_and(PoolPin::is_pinned)
+        self.port.pin.as_ref().is_some_and(PoolPin::is_pinned)
     }
 
+    /// Loans a chunk of at least `bytes` bytes: a new owner of the port, the chunk and
+    /// its address.
+    fn loan_bytes(&self, bytes: usize) -> Result<(Rc<PublisherPort>, ChunkHandle, *mut u8), LoanError> {
+        // The publisher holds one reference, each loan one more.
+        if Rc::strong_count(&self.port) > self.port.max_loans {
+            return Err(LoanError::TooManyLoans {
+                max: self.port.max_loans,
+            });
+        }
+        let (handle, ptr) = self.port.loan_bytes(bytes)?;
+        Ok((Rc::clone(&self.port), handle, ptr))
+    }
+}
+
+impl PublisherPort {
     fn header(&self) -> &PortHeader {
         self.service.dynamic().publisher(self.slot)
     }
 
     /// Loans a chunk of at least `bytes` bytes.
-    pub(crate) fn loan_bytes(&self, bytes: usize) -> Result<(ChunkHandle, *mut u8), LoanError> {
-        let max = self.service.config.max_loans as usize;
-        if self.loans.get() >= max {
-            return Err(LoanError::TooManyLoans { max });
-        }
+    fn loan_bytes(&self, bytes: usize) -> Result<(ChunkHandle, *mut u8), LoanError> {
         let handle = match self.spare.take() {
             // The spare loaned ahead after the last send fits: no shared line touched.
             Some(h) if self.service.pool.layout().class_for(bytes, h.class()) == Some(h.class()) => h,
@@ -185,7 +224,6 @@ impl<P: ?Sized + Payload> Publisher<P> {
                 self.loan_chunk(bytes)?
             }
         };
-        self.loans.set(self.loans.get() + 1);
         let (ptr, _) = self
             .service
             .pool
@@ -204,7 +242,6 @@ impl<P: ?Sized + Payload> Publisher<P> {
 
     /// Returns an unsent loan to the pool.
     pub(crate) fn drop_loan(&self, handle: ChunkHandle) {
-        self.loans.set(self.loans.get() - 1);
         let _ = self.service.pool.release(handle, self.owner);
     }
 
@@ -254,7 +291,7 @@ impl<P: ?Sized + Payload> Publisher<P> {
             let pushed = d
                 .queue(self.slot, s)
                 .push(entry, drop_oldest, &mut cached, |old| {
-                    taken = self.take_entry(old)
+                    taken = port::take_entry(pool, old, self.owner)
                 });
             self.read_cache[s].set(cached);
             match pushed {
@@ -272,7 +309,6 @@ impl<P: ?Sized + Payload> Publisher<P> {
         // One step: the queues' holds in, our own out (frees the chunk if no one got it).
         let _ = pool.hand_off(handle, self.owner, delivered as u32);
         journal.store(0, Ordering::Relaxed);
-        self.loans.set(self.loans.get() - 1);
         if delivered > 0 {
             // Pairs with the SeqCst RMW a subscriber does before it sleeps, and with the
             // SeqCst store a subscriber does when it closes.
@@ -282,11 +318,7 @@ impl<P: ?Sized + Payload> Publisher<P> {
                 if !is_active(header.state.load(Ordering::Relaxed)) {
                     // It may have closed after our push and drained before it: drain
                     // what is left so no chunk is stranded.
-                    let q = d.queue(self.slot, s);
-                    let mut taken = None;
-                    while let Popped::Took(_) = q.pop(queue::BY_PRODUCER, |e| taken = self.take_entry(e)) {
-                        self.release_taken(taken.take());
-                    }
+                    port::drain_queue(&d.queue(self.slot, s), queue::BY_PRODUCER, pool, self.owner);
                 } else if header.waiting.load(Ordering::Relaxed) > 0 {
                     header.wake.fetch_add(1, Ordering::Release);
                     let _ = rustix::thread::futex::wake(
@@ -303,15 +335,6 @@ impl<P: ?Sized + Payload> Publisher<P> {
         Ok(delivered)
     }
 
-    /// Moves a queue entry's hold on its chunk to this publisher (dropping or
-    /// draining); the chunk if the entry names one and the move succeeded (a corrupt or
-    /// duplicate entry is dropped without touching anyone's hold).
-    fn take_entry(&self, entry: u64) -> Option<ChunkHandle> {
-        let pool = &self.service.pool;
-        let h = pool.handle_from_raw(queue::entry_chunk(entry))?;
-        pool.take_queued(h, self.owner).ok().map(|()| h)
-    }
-
     /// Releases the hold `take_entry` moved to this publisher, if it did.
     fn release_taken(&self, taken: Option<ChunkHandle>) {
         if let Some(h) = taken {
@@ -322,38 +345,38 @@ impl<P: ?Sized + Payload> Publisher<P> {
 
 impl<T: ZeroCopySafe> Publisher<T> {
     /// Loans uninitialised memory for one `T` (never zero-filled).
-    pub fn loan_uninit(&self) -> Result<SampleMutUninit<'_, T>, LoanError> {
-        let (handle, ptr) = self.loan_bytes(size_of::<T>())?;
-        Ok(SampleMutUninit::new(self, handle, ptr, 1))
+    pub fn loan_uninit(&self) -> Result<SampleMutUninit<T>, LoanError> {
+        let (port, handle, ptr) = self.loan_bytes(size_of::<T>())?;
+        Ok(SampleMutUninit::new(port, handle, ptr, 1))
     }
 }
 
 impl<T: ZeroCopySafe> Publisher<[T]> {
     /// Most elements one sample can hold.
     pub fn max_slice_len(&self) -> usize {
-        self.service.pool.layout().max_chunk_size() / size_of::<T>().max(1)
+        self.port.service.pool.layout().max_chunk_size() / size_of::<T>().max(1)
     }
 
     /// Loans uninitialised memory for `len` elements (never zero-filled), from the
     /// smallest size class that holds them.
-    pub fn loan_slice_uninit(&self, len: usize) -> Result<SampleMutUninit<'_, [T]>, LoanError> {
+    pub fn loan_slice_uninit(&self, len: usize) -> Result<SampleMutUninit<[T]>, LoanError> {
         let max = self.max_slice_len();
         if len > max && size_of::<T>() > 0 {
             return Err(LoanError::SliceTooLong { len, max });
         }
-        let (handle, ptr) = self.loan_bytes(len * size_of::<T>())?;
-        Ok(SampleMutUninit::new(self, handle, ptr, len))
+        let (port, handle, ptr) = self.loan_bytes(len * size_of::<T>())?;
+        Ok(SampleMutUninit::new(port, handle, ptr, len))
     }
 }
 
-impl<P: ?Sized> Drop for Publisher<P> {
+impl Drop for PublisherPort {
     fn drop(&mut self) {
         if !self.service.is_own_process() {
             return; // a forked child dropping its copy: the port is the parent's
         }
-        // Loans borrow the publisher, so only the spare is left, and samples leaked
-        // with `mem::forget`: clearing our bit everywhere returns them all. Queued
-        // samples stay for the subscribers to read.
+        // The publisher and every loan are gone (each held a reference), so only the
+        // spare is left, and loans leaked with `mem::forget`: clearing our bit
+        // everywhere returns them all. Queued samples stay for the subscribers.
         let header = self.service.dynamic().publisher(self.slot);
         self.spare.take();
         self.service.pool.release_all(self.owner);

@@ -7,13 +7,16 @@
 //! received `Sample` only gives `&P`; dropping it clears this subscriber's owner bit on
 //! the chunk, and the chunk is free again once no port and no queue holds it.
 
-use std::mem::{ManuallyDrop, MaybeUninit};
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
 use std::ops::{Deref, DerefMut};
+use std::rc::Rc;
+use std::sync::Arc;
 
 use iox_mempool::ChunkHandle;
 
-use crate::publisher::{Publisher, SendError};
-use crate::subscriber::Subscriber;
+use crate::publisher::{PublisherPort, SendError};
+use crate::subscriber::SubscriberPort;
 use crate::{Payload, ZeroCopySafe};
 
 /// Turns a chunk address and element count into a pointer to `Self`.
@@ -36,26 +39,29 @@ impl<T: ZeroCopySafe> PayloadPtr for [T] {
 
 /// A loaned, not yet initialised sample.
 #[derive(Debug)]
-pub struct SampleMutUninit<'a, P: ?Sized + Payload> {
-    publisher: &'a Publisher<P>,
-    handle: ChunkHandle,
+pub struct SampleMutUninit<P: ?Sized + Payload> {
+    port: Rc<PublisherPort>,
+    /// `None` once sent (then dropping it returns nothing).
+    handle: Option<ChunkHandle>,
     ptr: *mut u8,
     len: usize,
+    _payload: PhantomData<fn() -> Box<P>>,
 }
 
 /// A loaned, initialised sample, ready to send.
 #[derive(Debug)]
-pub struct SampleMut<'a, P: ?Sized + Payload> {
-    inner: SampleMutUninit<'a, P>,
+pub struct SampleMut<P: ?Sized + Payload> {
+    inner: SampleMutUninit<P>,
 }
 
-impl<'a, P: ?Sized + Payload> SampleMutUninit<'a, P> {
-    pub(crate) fn new(publisher: &'a Publisher<P>, handle: ChunkHandle, ptr: *mut u8, len: usize) -> Self {
+impl<P: ?Sized + Payload> SampleMutUninit<P> {
+    pub(crate) fn new(port: Rc<PublisherPort>, handle: ChunkHandle, ptr: *mut u8, len: usize) -> Self {
         Self {
-            publisher,
-            handle,
+            port,
+            handle: Some(handle),
             ptr,
             len,
+            _payload: PhantomData,
         }
     }
 
@@ -63,12 +69,12 @@ impl<'a, P: ?Sized + Payload> SampleMutUninit<'a, P> {
     ///
     /// # Safety
     /// Every byte of the payload must have been written (through `payload_mut`).
-    pub unsafe fn assume_init(self) -> SampleMut<'a, P> {
+    pub unsafe fn assume_init(self) -> SampleMut<P> {
         SampleMut { inner: self }
     }
 }
 
-impl<'a, T: ZeroCopySafe> SampleMutUninit<'a, T> {
+impl<T: ZeroCopySafe> SampleMutUninit<T> {
     /// The uninitialised payload.
     pub fn payload_mut(&mut self) -> &mut MaybeUninit<T> {
         // SAFETY: the chunk is loaned to us alone, holds at least size_of::<T>() bytes
@@ -77,14 +83,14 @@ impl<'a, T: ZeroCopySafe> SampleMutUninit<'a, T> {
     }
 
     /// Writes `value` and returns the sample, ready to send.
-    pub fn write_payload(mut self, value: T) -> SampleMut<'a, T> {
+    pub fn write_payload(mut self, value: T) -> SampleMut<T> {
         self.payload_mut().write(value);
         // SAFETY: just written in full.
         unsafe { self.assume_init() }
     }
 }
 
-impl<'a, T: ZeroCopySafe> SampleMutUninit<'a, [T]> {
+impl<T: ZeroCopySafe> SampleMutUninit<[T]> {
     /// The uninitialised payload, `len` elements.
     pub fn payload_mut(&mut self) -> &mut [MaybeUninit<T>] {
         // SAFETY: the chunk is loaned to us alone, holds len * size_of::<T>() bytes
@@ -93,7 +99,7 @@ impl<'a, T: ZeroCopySafe> SampleMutUninit<'a, [T]> {
     }
 
     /// Writes element `i` as `f(i)` for every `i` and returns the sample.
-    pub fn write_from_fn(mut self, mut f: impl FnMut(usize) -> T) -> SampleMut<'a, [T]> {
+    pub fn write_from_fn(mut self, mut f: impl FnMut(usize) -> T) -> SampleMut<[T]> {
         for (i, e) in self.payload_mut().iter_mut().enumerate() {
             e.write(f(i));
         }
@@ -105,7 +111,7 @@ impl<'a, T: ZeroCopySafe> SampleMutUninit<'a, [T]> {
     ///
     /// # Panics
     /// If `src.len()` differs from the loaned length (like `copy_from_slice`).
-    pub fn write_from_slice(mut self, src: &[T]) -> SampleMut<'a, [T]> {
+    pub fn write_from_slice(mut self, src: &[T]) -> SampleMut<[T]> {
         let dst = self.payload_mut();
         assert_eq!(
             dst.len(),
@@ -121,23 +127,27 @@ impl<'a, T: ZeroCopySafe> SampleMutUninit<'a, [T]> {
     }
 }
 
-impl<P: ?Sized + Payload> Drop for SampleMutUninit<'_, P> {
+impl<P: ?Sized + Payload> Drop for SampleMutUninit<P> {
     fn drop(&mut self) {
-        self.publisher.drop_loan(self.handle);
+        if let Some(handle) = self.handle.take() {
+            self.port.drop_loan(handle);
+        }
     }
 }
 
-impl<P: ?Sized + Payload> SampleMut<'_, P> {
+impl<P: ?Sized + Payload> SampleMut<P> {
     /// Sends the sample to every connected subscriber; returns how many got it.
-    pub fn send(self) -> Result<usize, SendError> {
-        let inner = ManuallyDrop::new(self.inner);
-        let sent = inner.publisher.send_chunk(inner.handle, inner.len);
-        inner.publisher.refill_spare(inner.handle);
+    pub fn send(mut self) -> Result<usize, SendError> {
+        let Some(handle) = self.inner.handle.take() else {
+            unreachable!("a loan is sent at most once (send consumes it)")
+        };
+        let sent = self.inner.port.send_chunk(handle, self.inner.len);
+        self.inner.port.refill_spare(handle);
         sent
     }
 }
 
-impl<P: ?Sized + Payload + PayloadPtr> Deref for SampleMut<'_, P> {
+impl<P: ?Sized + Payload + PayloadPtr> Deref for SampleMut<P> {
     type Target = P;
     fn deref(&self) -> &P {
         // SAFETY: initialised (assume_init's contract), loaned to us alone, in range.
@@ -145,29 +155,49 @@ impl<P: ?Sized + Payload + PayloadPtr> Deref for SampleMut<'_, P> {
     }
 }
 
-impl<P: ?Sized + Payload + PayloadPtr> DerefMut for SampleMut<'_, P> {
+impl<P: ?Sized + Payload + PayloadPtr> DerefMut for SampleMut<P> {
     fn deref_mut(&mut self) -> &mut P {
         // SAFETY: as for deref; the chunk is loaned to this publisher alone.
         unsafe { &mut *P::payload_ptr(self.inner.ptr, self.inner.len) }
     }
 }
 
-/// A received sample. Derefs to the payload; dropping it releases the chunk.
+/// A received sample. Derefs to the payload; dropping it releases the chunk. It owns
+/// a reference to its subscriber's port, so it may outlive the subscriber handle and be
+/// moved to another thread.
+///
+/// ```
+/// fn needs_send_static<T: Send + Sync + 'static>() {}
+/// needs_send_static::<iox_service::Sample<u64>>();
+/// needs_send_static::<iox_service::Sample<[u8]>>();
+/// fn needs_send<T: Send>() {}
+/// needs_send::<iox_service::Subscriber<u64>>(); // Send, not Sync (one consumer)
+/// ```
 #[derive(Debug)]
-pub struct Sample<'a, P: ?Sized + Payload> {
-    subscriber: &'a Subscriber<P>,
+pub struct Sample<P: ?Sized + Payload> {
+    port: Arc<SubscriberPort>,
     handle: ChunkHandle,
-    ptr: *mut u8,
+    ptr: *const u8,
     len: usize,
+    _payload: PhantomData<fn() -> Box<P>>,
 }
 
-impl<'a, P: ?Sized + Payload> Sample<'a, P> {
-    pub(crate) fn new(subscriber: &'a Subscriber<P>, handle: ChunkHandle, ptr: *mut u8, len: usize) -> Self {
+// SAFETY: a Sample only reads its payload (`&P`, and `P`'s elements are ZeroCopySafe,
+// hence Send + Sync) through a mapping its `Arc` keeps alive, and dropping it is an
+// atomic release on the chunk's ownership word plus the `Arc`'s atomic count; nothing in
+// it is tied to the thread that received it.
+unsafe impl<P: ?Sized + Payload> Send for Sample<P> {}
+// SAFETY: `&Sample` only gives `&P` and addresses; see Send.
+unsafe impl<P: ?Sized + Payload> Sync for Sample<P> {}
+
+impl<P: ?Sized + Payload> Sample<P> {
+    pub(crate) fn new(port: Arc<SubscriberPort>, handle: ChunkHandle, ptr: *mut u8, len: usize) -> Self {
         Self {
-            subscriber,
+            port,
             handle,
             ptr,
             len,
+            _payload: PhantomData,
         }
     }
 
@@ -185,22 +215,22 @@ impl<'a, P: ?Sized + Payload> Sample<'a, P> {
 
     /// The chunk's offset from the pool's base (the same in every process).
     pub fn offset(&self) -> usize {
-        self.ptr as usize - self.subscriber.pool().payload_region().addr() as usize
+        self.ptr as usize - self.port.pool().payload_region().addr() as usize
     }
 }
 
-impl<P: ?Sized + Payload + PayloadPtr> Deref for Sample<'_, P> {
+impl<P: ?Sized + Payload + PayloadPtr> Deref for Sample<P> {
     type Target = P;
     fn deref(&self) -> &P {
         // SAFETY: the publisher finished writing before its Release push, which our
         // Acquire pop saw; our owner bit is set on the chunk, so it is not reused; the length
         // was checked against the chunk size at receive.
-        unsafe { &*P::payload_ptr(self.ptr, self.len) }
+        unsafe { &*P::payload_ptr(self.ptr.cast_mut(), self.len) }
     }
 }
 
-impl<P: ?Sized + Payload> Drop for Sample<'_, P> {
+impl<P: ?Sized + Payload> Drop for Sample<P> {
     fn drop(&mut self) {
-        self.subscriber.drop_sample(self.handle);
+        self.port.drop_sample(self.handle);
     }
 }

@@ -14,10 +14,21 @@
 //! waiter and wakes it, or the waiter's second check sees the sample.
 //!
 //! Creating a subscriber drains whatever a previous owner of the slot left in its
-//! queues; dropping one marks the slot closing, drains its queues and frees it.
+//! queues. Dropping it marks the slot closing (publishers stop delivering) and drains
+//! its queues; the slot is freed when the last sample received through it is dropped
+//! too.
+//!
+//! Ownership and threads: samples share the port's state with the subscriber through an
+//! `Arc`, so a `Sample` is `'static`: it can be stored, moved to another thread
+//! (`Send`; it only reads a payload that is `Sync`, and dropping it is one atomic step
+//! on the chunk's word and the `Arc`'s count) and handed to code that takes ownership.
+//! Samples held are counted by that `Arc` (strong count - 1) and bounded by the
+//! service's `max_held`. The `Subscriber` itself is `Send` but not `Sync`: it keeps its
+//! round-robin cursor in a `Cell`, and one subscriber slot has one consumer.
 
 use std::cell::Cell;
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
 
@@ -98,17 +109,19 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
             }
         };
         let subscriber = Subscriber {
-            service: self.service,
-            slot,
-            generation,
-            owner: port::subscriber_owner(l.max_publishers, slot),
+            port: Arc::new(SubscriberPort {
+                max_held: self.service.config.max_held as usize,
+                service: self.service,
+                slot,
+                generation,
+                owner: port::subscriber_owner(l.max_publishers, slot),
+                pin,
+            }),
             cursor: Cell::new(0),
-            held: Cell::new(0),
-            pin,
             _payload: PhantomData,
         };
-        subscriber.drain();
-        port::activate(subscriber.header(), generation, subscriber.pin.as_ref());
+        subscriber.port.drain();
+        port::activate(subscriber.port.header(), generation, subscriber.port.pin.as_ref());
         Ok(subscriber)
     }
 }
@@ -116,28 +129,27 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
 /// Receives samples of `P` from every publisher of the service.
 #[derive(Debug)]
 pub struct Subscriber<P: ?Sized> {
+    port: Arc<SubscriberPort>,
+    cursor: Cell<usize>,
+    _payload: PhantomData<fn() -> Box<P>>,
+}
+
+/// The state of a subscriber port, shared by the subscriber and the samples received
+/// through it; the slot is freed when the last of them goes.
+#[derive(Debug)]
+pub(crate) struct SubscriberPort {
     // Field order: the pin guard drops before the service (and its mapping).
     pin: Option<PoolPin>,
     service: Shared,
     slot: usize,
     generation: u64,
     owner: Owner,
-    cursor: Cell<usize>,
-    held: Cell<usize>,
-    _payload: PhantomData<fn() -> Box<P>>,
+    max_held: usize,
 }
 
-impl<P: ?Sized> Subscriber<P> {
+impl SubscriberPort {
     fn header(&self) -> &PortHeader {
         self.service.dynamic().subscriber(self.slot)
-    }
-
-    /// Moves a queue entry's hold on its chunk to this subscriber; the handle if the
-    /// entry names a chunk and the move succeeded.
-    fn take_entry(&self, entry: u64) -> Option<ChunkHandle> {
-        let pool = &self.service.pool;
-        let h = pool.handle_from_raw(queue::entry_chunk(entry))?;
-        pool.take_queued(h, self.owner).ok().map(|()| h)
     }
 
     /// Releases everything queued for this slot (entries someone else is taking right
@@ -145,62 +157,65 @@ impl<P: ?Sized> Subscriber<P> {
     fn drain(&self) {
         let d = self.service.dynamic();
         for p in 0..d.layout().max_publishers {
-            let q = d.queue(p, self.slot);
-            let mut taken = None;
-            while let Popped::Took(_) = q.pop(queue::BY_CONSUMER, |e| taken = self.take_entry(e)) {
-                if let Some(h) = taken.take() {
-                    let _ = self.service.pool.release(h, self.owner);
-                }
-            }
+            port::drain_queue(
+                &d.queue(p, self.slot),
+                queue::BY_CONSUMER,
+                &self.service.pool,
+                self.owner,
+            );
         }
     }
 
     /// Releases a received sample's chunk.
     pub(crate) fn drop_sample(&self, handle: ChunkHandle) {
-        self.held.set(self.held.get() - 1);
         let _ = self.service.pool.release(handle, self.owner);
     }
 
     pub(crate) fn pool(&self) -> &iox_mempool::Pool {
         &self.service.pool
     }
+
+    /// Samples received through this port and not yet dropped.
+    fn held(self: &Arc<Self>) -> usize {
+        // The subscriber holds one reference, each sample one more.
+        Arc::strong_count(self) - 1
+    }
 }
 
 impl<P: ?Sized + Payload> Subscriber<P> {
     /// The pool: address in this process, length, memory type, classes.
     pub fn pool_info(&self) -> PoolInfo {
-        self.service.pool.info()
+        self.port.service.pool.info()
     }
 
     /// Whether this subscriber pinned the pool.
     pub fn is_pinned(&self) -> bool {
-        self.pin.as_ref().is_some_and(PoolPin::is_pinned)
+        self.port.pin.as_ref().is_some_and(PoolPin::is_pinned)
     }
 
     /// Samples waiting in this subscriber's queues (a snapshot).
     pub fn pending(&self) -> usize {
-        let d = self.service.dynamic();
+        let d = self.port.service.dynamic();
         (0..d.layout().max_publishers)
-            .map(|p| d.queue(p, self.slot).len() as usize)
+            .map(|p| d.queue(p, self.port.slot).len() as usize)
             .sum()
     }
 
     /// Takes the next sample, if one is waiting. Never blocks.
-    pub fn receive(&self) -> Result<Option<Sample<'_, P>>, ReceiveError> {
-        let max = self.service.config.max_held as usize;
-        if self.held.get() >= max {
-            return Err(ReceiveError::TooManyHeld { max });
+    pub fn receive(&self) -> Result<Option<Sample<P>>, ReceiveError> {
+        let port = &self.port;
+        if port.held() >= port.max_held {
+            return Err(ReceiveError::TooManyHeld { max: port.max_held });
         }
-        let d = self.service.dynamic();
+        let d = port.service.dynamic();
         let publishers = d.layout().max_publishers;
         let start = self.cursor.get();
         for k in 0..publishers {
             let p = (start + k) % publishers;
             let mut taken = None;
-            let Popped::Took(raw) = d
-                .queue(p, self.slot)
-                .pop(queue::BY_CONSUMER, |e| taken = self.take_entry(e))
-            else {
+            let Popped::Took(raw) = d.queue(p, port.slot).pop(queue::BY_CONSUMER, |e| {
+                taken = port::take_entry(&port.service.pool, e, port.owner)
+            }) else {
                 continue;
             };
             // Start after this publisher next time, so none starves the others.
@@ -210,7 +225,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
                 publisher: p,
                 what,
             };
-            let pool = &self.service.pool;
+            let pool = &port.service.pool;
             let handle = taken.ok_or(corrupt("no such chunk, or a duplicate entry"))?;
             let len = pool.user_word(handle).map_err(|_| corrupt("no such chunk"))?;
             let (ptr, chunk_size) = pool.chunk(handle).ok_or(corrupt("no such chunk"))?;
@@ -221,24 +236,23 @@ impl<P: ?Sized + Payload> Subscriber<P> {
                 len == 1 && size_of::<P::Element>() <= chunk_size
             };
             if !fits {
-                let _ = pool.release(handle, self.owner);
+                let _ = pool.release(handle, port.owner);
                 return Err(corrupt("payload length does not fit the chunk"));
             }
-            self.held.set(self.held.get() + 1);
-            return Ok(Some(Sample::new(self, handle, ptr, len as usize)));
+            return Ok(Some(Sample::new(Arc::clone(port), handle, ptr, len as usize)));
         }
         Ok(None)
     }
 
     /// Takes the next sample, waiting up to `timeout` for one to arrive. Sleeps on a
     /// futex meanwhile (no busy-waiting). Returns `None` on timeout.
-    pub fn receive_timeout(&self, timeout: Duration) -> Result<Option<Sample<'_, P>>, ReceiveError> {
+    pub fn receive_timeout(&self, timeout: Duration) -> Result<Option<Sample<P>>, ReceiveError> {
         // A timeout too large to represent (e.g. Duration::MAX) waits without limit.
         let deadline = Instant::now().checked_add(timeout);
-        let header = self.header();
+        let header = self.port.header();
         loop {
             // Only try when something is queued, or to report TooManyHeld.
-            let worth_trying = self.pending() > 0 || self.held.get() >= self.service.config.max_held as usize;
+            let worth_trying = self.pending() > 0 || self.port.held() >= self.port.max_held;
             if worth_trying && let Some(s) = self.receive()? {
                 return Ok(Some(s));
             }
@@ -281,21 +295,33 @@ impl<P: ?Sized + Payload> Subscriber<P> {
 impl<T: ZeroCopySafe> Subscriber<[T]> {
     /// Most elements one sample can hold.
     pub fn max_slice_len(&self) -> usize {
-        self.service.pool.layout().max_chunk_size() / size_of::<T>().max(1)
+        self.port.service.pool.layout().max_chunk_size() / size_of::<T>().max(1)
     }
 }
 
 impl<P: ?Sized> Drop for Subscriber<P> {
     fn drop(&mut self) {
-        if !self.service.is_own_process() {
+        let port = &self.port;
+        if !port.service.is_own_process() {
             return; // a forked child dropping its copy: the port is the parent's
         }
-        // Samples borrow the subscriber, so none is held here except ones leaked with
-        // `mem::forget`, which clearing our bit everywhere returns.
-        let header = self.header();
-        port::close(header, self.generation);
+        // Publishers stop delivering, and what they queued goes back. Samples still
+        // held keep the slot (and their chunks' owner bit) until they are dropped.
+        port::close(port.header(), port.generation);
+        port.drain();
+    }
+}
+
+impl Drop for SubscriberPort {
+    fn drop(&mut self) {
+        if !self.service.is_own_process() {
+            return;
+        }
+        // The subscriber and every sample are gone; samples leaked with `mem::forget`
+        // are returned by clearing our bit everywhere. A publisher may have pushed
+        // between the subscriber's drain and now: drain once more.
         self.drain();
         self.service.pool.release_all(self.owner);
-        port::free(header, self.generation);
+        port::free(self.header(), self.generation);
     }
 }

@@ -35,7 +35,7 @@ use iox_mempool::Bookkeeping;
 
 use crate::dynamic::{self, Dynamic};
 use crate::port;
-use crate::queue::{self, Popped};
+use crate::queue;
 use crate::service::ServiceShared;
 
 /// What a cleanup found dead and recovered.
@@ -290,24 +290,10 @@ fn recover_publisher(d: Dynamic<'_>, pool: &Bookkeeping, p: usize, report: &mut 
         if dynamic::split_state(d.subscriber(s).state.load(Ordering::Acquire)).1 == dynamic::ACTIVE {
             continue;
         }
-        let q = d.queue(p, s);
-        let mut taken = None;
-        while let Popped::Took(_) = q.pop(queue::BY_PRODUCER, |e| taken = take_into(pool, e, owner)) {
-            if let Some(h) = taken.take()
-                && pool.release(h, owner) == Ok(true)
-            {
-                report.chunks_freed += 1;
-            }
-        }
+        report.chunks_freed += port::drain_queue(&d.queue(p, s), queue::BY_PRODUCER, pool, owner);
     }
     report.chunks_freed += pool.release_all(owner).1;
     port::free(header, generation);
-}
-
-/// Moves the hold of a queue entry to `owner`; the chunk if it did.
-fn take_into(pool: &Bookkeeping, entry: u64, owner: iox_mempool::Owner) -> Option<iox_mempool::ChunkHandle> {
-    let h = pool.handle_from_raw(queue::entry_chunk(entry))?;
-    pool.take_queued(h, owner).ok().map(|()| h)
 }
 
 /// Recovers dead subscriber slot `s`.
@@ -324,14 +310,7 @@ fn recover_subscriber(d: Dynamic<'_>, pool: &Bookkeeping, s: usize, report: &mut
         {
             report.takes_resolved += 1;
         }
-        let mut taken = None;
-        while let Popped::Took(_) = q.pop(queue::BY_CONSUMER, |e| taken = take_into(pool, e, owner)) {
-            if let Some(h) = taken.take()
-                && pool.release(h, owner) == Ok(true)
-            {
-                report.chunks_freed += 1;
-            }
-        }
+        report.chunks_freed += port::drain_queue(&q, queue::BY_CONSUMER, pool, owner);
     }
     report.chunks_freed += pool.release_all(owner).1;
     port::free(header, generation);
