@@ -41,8 +41,8 @@ mod zero_copy;
 
 // Crate-internal short paths (the folders above hold the modules).
 pub(crate) use pubsub::{port, publisher, sample, subscriber};
-pub(crate) use recovery::node;
 use recovery::cleanup;
+pub(crate) use recovery::node;
 pub(crate) use shm::{dynamic, lifecycle, queue};
 
 pub use cleanup::{CleanupError, RemoveError};
@@ -51,7 +51,7 @@ pub use name::{NameError, ServiceName};
 pub use port::PortCreateError;
 pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError};
 pub use recovery::CleanupReport;
-pub use sample::{PayloadPtr, Sample, SampleMut, SampleMutUninit};
+pub use sample::{Sample, SampleMut, SampleMutUninit};
 pub use service::{CreateError, OpenError, OpenOrCreateError, PubSubBuilder, PubSubService, Service};
 pub use static_config::{ConfigError, MessagingPattern, Overflow, PayloadBacking, StaticConfig};
 pub use subscriber::{ReceiveError, Subscriber, SubscriberBuilder};

@@ -11,6 +11,27 @@
 //!
 //! [`Payload`] is implemented for every `T: ZeroCopySafe` (a typed service) and for
 //! `[T]` (a slice service); it gives the [`PayloadType`] stored in the static config.
+//! It is sealed: no other type can be a payload.
+//!
+//! ```compile_fail,E0277
+//! struct Foreign(Vec<u8>);
+//! impl iox_service::Payload for Foreign {
+//!     type Element = u8;
+//!     const IS_SLICE: bool = false;
+//!     fn payload_type() -> iox_service::PayloadType {
+//!         unimplemented!()
+//!     }
+//!     fn payload_ptr(ptr: *mut u8, _len: usize) -> *mut Self {
+//!         ptr.cast()
+//!     }
+//! }
+//! ```
+//!
+//! The former `PayloadPtr` trait is gone (its method is a hidden part of `Payload`):
+//!
+//! ```compile_fail,E0432
+//! use iox_service::PayloadPtr;
+//! ```
 
 use serde::{Deserialize, Serialize};
 
@@ -112,14 +133,25 @@ impl std::fmt::Display for PayloadType {
     }
 }
 
-/// A payload a service can carry: `T: ZeroCopySafe` or `[T]`.
-pub trait Payload: 'static {
+mod sealed {
+    /// Keeps [`Payload`](super::Payload) to the implementations below.
+    pub trait Sealed {}
+    impl<T: super::ZeroCopySafe> Sealed for T {}
+    impl<T: super::ZeroCopySafe> Sealed for [T] {}
+}
+
+/// A payload a service can carry: `T: ZeroCopySafe` or `[T]`. Sealed: implemented for
+/// those two alone, so a sample only ever derefs to a `ZeroCopySafe` type.
+pub trait Payload: sealed::Sealed + 'static {
     /// The element type (`T` for both `T` and `[T]`).
     type Element: ZeroCopySafe;
     /// The identity recorded in the static config.
     fn payload_type() -> PayloadType;
     /// Whether this is a slice payload.
     const IS_SLICE: bool;
+    /// The payload at `ptr`, `len` elements long (1 for typed payloads).
+    #[doc(hidden)]
+    fn payload_ptr(ptr: *mut u8, len: usize) -> *mut Self;
 }
 
 impl<T: ZeroCopySafe> Payload for T {
@@ -132,6 +164,9 @@ impl<T: ZeroCopySafe> Payload for T {
             alignment: align_of::<T>() as u64,
         }
     }
+    fn payload_ptr(ptr: *mut u8, _len: usize) -> *mut Self {
+        ptr.cast()
+    }
 }
 
 impl<T: ZeroCopySafe> Payload for [T] {
@@ -143,5 +178,8 @@ impl<T: ZeroCopySafe> Payload for [T] {
             size: size_of::<T>() as u64,
             alignment: align_of::<T>() as u64,
         }
+    }
+    fn payload_ptr(ptr: *mut u8, len: usize) -> *mut Self {
+        std::ptr::slice_from_raw_parts_mut(ptr.cast(), len)
     }
 }

@@ -16,24 +16,6 @@ use crate::publisher::{Publisher, SendError};
 use crate::subscriber::Subscriber;
 use crate::{Payload, ZeroCopySafe};
 
-/// Turns a chunk address and element count into a pointer to `Self`.
-pub trait PayloadPtr {
-    /// The payload at `ptr`, `len` elements long (1 for typed payloads).
-    fn payload_ptr(ptr: *mut u8, len: usize) -> *mut Self;
-}
-
-impl<T: ZeroCopySafe> PayloadPtr for T {
-    fn payload_ptr(ptr: *mut u8, _len: usize) -> *mut Self {
-        ptr.cast()
-    }
-}
-
-impl<T: ZeroCopySafe> PayloadPtr for [T] {
-    fn payload_ptr(ptr: *mut u8, len: usize) -> *mut Self {
-        std::ptr::slice_from_raw_parts_mut(ptr.cast(), len)
-    }
-}
-
 /// A loaned, not yet initialised sample.
 #[derive(Debug)]
 pub struct SampleMutUninit<'a, P: ?Sized + Payload> {
@@ -137,7 +119,7 @@ impl<P: ?Sized + Payload> SampleMut<'_, P> {
     }
 }
 
-impl<P: ?Sized + Payload + PayloadPtr> Deref for SampleMut<'_, P> {
+impl<P: ?Sized + Payload> Deref for SampleMut<'_, P> {
     type Target = P;
     fn deref(&self) -> &P {
         // SAFETY: initialised (assume_init's contract), loaned to us alone, in range.
@@ -145,7 +127,7 @@ impl<P: ?Sized + Payload + PayloadPtr> Deref for SampleMut<'_, P> {
     }
 }
 
-impl<P: ?Sized + Payload + PayloadPtr> DerefMut for SampleMut<'_, P> {
+impl<P: ?Sized + Payload> DerefMut for SampleMut<'_, P> {
     fn deref_mut(&mut self) -> &mut P {
         // SAFETY: as for deref; the chunk is loaned to this publisher alone.
         unsafe { &mut *P::payload_ptr(self.inner.ptr, self.inner.len) }
@@ -189,7 +171,7 @@ impl<'a, P: ?Sized + Payload> Sample<'a, P> {
     }
 }
 
-impl<P: ?Sized + Payload + PayloadPtr> Deref for Sample<'_, P> {
+impl<P: ?Sized + Payload> Deref for Sample<'_, P> {
     type Target = P;
     fn deref(&self) -> &P {
         // SAFETY: the publisher finished writing before its Release push, which our
