@@ -39,6 +39,10 @@ pub mod testing;
 mod testing;
 mod zero_copy;
 
+// `#[derive(ZeroCopySafe)]` emits `::iox_service::...` paths; this makes them resolve
+// inside this crate too (its unit tests).
+extern crate self as iox_service;
+
 // Crate-internal short paths (the folders above hold the modules).
 pub(crate) use pubsub::{port, publisher, sample, subscriber};
 use recovery::cleanup;
