@@ -39,6 +39,10 @@ pub mod testing;
 mod testing;
 mod zero_copy;
 
+// `#[derive(ZeroCopySafe)]` emits `::iox_service::...` paths; this makes them resolve
+// inside this crate too (its unit tests).
+extern crate self as iox_service;
+
 // Crate-internal short paths (the folders above hold the modules).
 pub(crate) use pubsub::{port, publisher, sample, subscriber};
 use recovery::cleanup;
@@ -52,7 +56,7 @@ pub use port::PortCreateError;
 pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError};
 pub use pubsub::service::{PubSubBuilder, PubSubService};
 pub use recovery::CleanupReport;
-pub use sample::{PayloadPtr, Sample, SampleMut, SampleMutUninit};
+pub use sample::{Sample, SampleMut, SampleMutUninit};
 pub use service::{CreateError, OpenError, OpenOrCreateError, Service};
 pub use static_config::{
     ConfigError, InvalidConfig, MessagingPattern, Overflow, PayloadBacking, StaticConfig,

@@ -19,24 +19,6 @@ use crate::publisher::{PublisherPort, SendError};
 use crate::subscriber::SubscriberPort;
 use crate::{Payload, ZeroCopySafe};
 
-/// Turns a chunk address and element count into a pointer to `Self`.
-pub trait PayloadPtr {
-    /// The payload at `ptr`, `len` elements long (1 for typed payloads).
-    fn payload_ptr(ptr: *mut u8, len: usize) -> *mut Self;
-}
-
-impl<T: ZeroCopySafe> PayloadPtr for T {
-    fn payload_ptr(ptr: *mut u8, _len: usize) -> *mut Self {
-        ptr.cast()
-    }
-}
-
-impl<T: ZeroCopySafe> PayloadPtr for [T] {
-    fn payload_ptr(ptr: *mut u8, len: usize) -> *mut Self {
-        std::ptr::slice_from_raw_parts_mut(ptr.cast(), len)
-    }
-}
-
 /// A loaned, not yet initialised sample.
 #[derive(Debug)]
 pub struct SampleMutUninit<P: ?Sized + Payload> {
@@ -147,7 +129,7 @@ impl<P: ?Sized + Payload> SampleMut<P> {
     }
 }
 
-impl<P: ?Sized + Payload + PayloadPtr> Deref for SampleMut<P> {
+impl<P: ?Sized + Payload> Deref for SampleMut<P> {
     type Target = P;
     fn deref(&self) -> &P {
         // SAFETY: initialised (assume_init's contract), loaned to us alone, in range.
@@ -155,7 +137,7 @@ impl<P: ?Sized + Payload + PayloadPtr> Deref for SampleMut<P> {
     }
 }
 
-impl<P: ?Sized + Payload + PayloadPtr> DerefMut for SampleMut<P> {
+impl<P: ?Sized + Payload> DerefMut for SampleMut<P> {
     fn deref_mut(&mut self) -> &mut P {
         // SAFETY: as for deref; the chunk is loaned to this publisher alone.
         unsafe { &mut *P::payload_ptr(self.inner.ptr, self.inner.len) }
@@ -219,7 +201,7 @@ impl<P: ?Sized + Payload> Sample<P> {
     }
 }
 
-impl<P: ?Sized + Payload + PayloadPtr> Deref for Sample<P> {
+impl<P: ?Sized + Payload> Deref for Sample<P> {
     type Target = P;
     fn deref(&self) -> &P {
         // SAFETY: the publisher finished writing before its Release push, which our

@@ -1,0 +1,300 @@
+//! `#[derive(ZeroCopySafe)]` and type identity across real processes: this test binary
+//! re-executes itself as a child (see `iox_testkit`), each test with its own `IOX_ROOT`.
+//! Two modules stand for two programs, each with its own `Pose`.
+
+use std::time::{Duration, Instant};
+
+use iox_service::{OpenError, Overflow, PayloadType, PubSubService, SendError, Service, ZeroCopySafe};
+use iox_testkit::{role, spawn_self, wait_ok, wait_until};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// The publishing program's types.
+mod posepub {
+    use iox_service::ZeroCopySafe;
+
+    #[derive(ZeroCopySafe, Clone, Copy, Debug, PartialEq)]
+    #[repr(C)]
+    #[iox(type_name = "Pose")]
+    pub struct Pose {
+        pub x: f64,
+        pub y: f64,
+        pub yaw: f32,
+        pub seq: u32,
+    }
+
+    /// The same fields, no stable name.
+    #[derive(ZeroCopySafe, Clone, Copy)]
+    #[repr(C)]
+    pub struct Plain {
+        pub x: f64,
+        pub y: f64,
+    }
+}
+
+/// The subscribing program's types: the same definitions, another module path.
+mod posesub {
+    use iox_service::ZeroCopySafe;
+
+    #[derive(ZeroCopySafe, Clone, Copy, Debug, PartialEq)]
+    #[repr(C)]
+    #[iox(type_name = "Pose")]
+    pub struct Pose {
+        pub x: f64,
+        pub y: f64,
+        pub yaw: f32,
+        pub seq: u32,
+    }
+
+    #[derive(ZeroCopySafe, Clone, Copy)]
+    #[repr(C)]
+    pub struct Plain {
+        pub x: f64,
+        pub y: f64,
+    }
+}
+
+/// A third program that got `Pose` wrong.
+mod posebad {
+    use iox_service::ZeroCopySafe;
+
+    /// One field more: another size.
+    #[derive(ZeroCopySafe, Clone, Copy)]
+    #[repr(C)]
+    #[iox(type_name = "Pose")]
+    pub struct Pose {
+        pub x: f64,
+        pub y: f64,
+        pub yaw: f32,
+        pub seq: u32,
+        pub z: f64,
+    }
+
+    /// The same size (24), another alignment (4).
+    #[derive(ZeroCopySafe, Clone, Copy)]
+    #[repr(C)]
+    #[iox(type_name = "Pose")]
+    pub struct PoseAlign4 {
+        pub words: [u32; 6],
+    }
+}
+
+fn root_env(dir: &tempfile::TempDir) -> (&'static str, String) {
+    ("IOX_ROOT", dir.path().display().to_string())
+}
+
+fn pose(i: u32) -> (f64, f64, f32, u32) {
+    (f64::from(i) * 0.5, -f64::from(i), i as f32 / 8.0, i)
+}
+
+fn connected<P: ?Sized + iox_service::Payload>(svc: &PubSubService<P>, pubs: usize, subs: usize) -> bool {
+    let (p, s) = svc.port_counts();
+    p >= pubs && s >= subs
+}
+
+#[test]
+fn pose_with_type_name_crosses_programs() {
+    const N: u32 = 1_000;
+    if role().as_deref() == Some("publisher") {
+        // The child: opens the parent's `posesub::Pose` service as `posepub::Pose`.
+        let svc = Service::named("pose")
+            .unwrap()
+            .publish_subscribe::<posepub::Pose>()
+            .open()
+            .unwrap();
+        let p = svc.publisher_builder().create().unwrap();
+        assert!(wait_until(LIMIT, || connected(&svc, 1, 1)));
+        for i in 0..N {
+            let (x, y, yaw, seq) = pose(i);
+            let value = posepub::Pose { x, y, yaw, seq };
+            let start = Instant::now();
+            loop {
+                match p.loan_uninit().unwrap().write_payload(value).send() {
+                    Ok(1) => break,
+                    Ok(n) => panic!("delivered to {n} subscribers"),
+                    Err(SendError::QueueFull { .. }) => std::thread::yield_now(),
+                }
+                assert!(start.elapsed() < LIMIT, "subscriber stopped reading");
+            }
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let svc = Service::named("pose")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<posesub::Pose>()
+        .overflow(Overflow::Reject)
+        .create()
+        .unwrap();
+    assert_eq!(
+        svc.static_config().payload,
+        PayloadType::Typed {
+            type_name: "Pose".into(),
+            size: 24,
+            alignment: 8
+        }
+    );
+    let s = svc.subscriber_builder().create().unwrap();
+    let child = spawn_self(
+        "pose_with_type_name_crosses_programs",
+        "publisher",
+        &[root_env(&dir)],
+    );
+    for i in 0..N {
+        let got = s
+            .receive_timeout(LIMIT)
+            .unwrap()
+            .expect("sample within the limit");
+        let (x, y, yaw, seq) = pose(i);
+        assert_eq!(*got, posesub::Pose { x, y, yaw, seq });
+    }
+    wait_ok(child, LIMIT);
+    assert!(s.receive().unwrap().is_none());
+}
+
+/// The child of the refusal tests: opens service `name` as `P` and expects
+/// `IncompatiblePayload`, recording `requested` as `P`'s payload type.
+fn expect_refused<P: iox_service::ZeroCopySafe>(name: &str) {
+    match Service::named(name).unwrap().publish_subscribe::<P>().open() {
+        Err(OpenError::IncompatiblePayload { requested, found, .. }) => {
+            assert_eq!(requested, <P as iox_service::Payload>::payload_type());
+            assert_ne!(requested, found);
+        }
+        Err(e) => panic!("expected IncompatiblePayload, got {e}"),
+        Ok(_) => panic!("opened {name} as {}", P::type_name()),
+    }
+}
+
+#[test]
+fn same_struct_without_type_name_is_refused() {
+    if role().as_deref() == Some("opener") {
+        expect_refused::<posepub::Plain>("plain");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let svc = Service::named("plain")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<posesub::Plain>()
+        .create()
+        .unwrap();
+    assert_eq!(
+        svc.static_config().payload,
+        PayloadType::Typed {
+            type_name: std::any::type_name::<posesub::Plain>().into(),
+            size: 16,
+            alignment: 8
+        }
+    );
+    let child = spawn_self(
+        "same_struct_without_type_name_is_refused",
+        "opener",
+        &[root_env(&dir)],
+    );
+    wait_ok(child, LIMIT);
+    // The refused opener left the service as it was.
+    assert_eq!(svc.port_counts(), (0, 0));
+}
+
+#[test]
+fn same_type_name_other_layout_is_refused() {
+    match role().as_deref() {
+        Some("bigger") => return expect_refused::<posebad::Pose>("pose"),
+        Some("aligned") => return expect_refused::<posebad::PoseAlign4>("pose"),
+        _ => {}
+    }
+    assert_eq!(size_of::<posebad::PoseAlign4>(), size_of::<posepub::Pose>());
+    let dir = tempfile::tempdir().unwrap();
+    let _svc = Service::named("pose")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<posepub::Pose>()
+        .create()
+        .unwrap();
+    for role in ["bigger", "aligned"] {
+        let child = spawn_self("same_type_name_other_layout_is_refused", role, &[root_env(&dir)]);
+        wait_ok(child, LIMIT);
+    }
+}
+
+#[test]
+fn arrays_and_slices_use_the_element_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Service::named("array")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<[posepub::Pose; 3]>()
+        .create()
+        .unwrap();
+    assert_eq!(<[posesub::Pose; 3]>::type_name(), "[Pose; 3]");
+    let b = Service::named("array")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<[posesub::Pose; 3]>()
+        .open()
+        .unwrap();
+    let p = a.publisher_builder().create().unwrap();
+    let s = b.subscriber_builder().create().unwrap();
+    let v = posepub::Pose {
+        x: 1.0,
+        y: 2.0,
+        yaw: 3.0,
+        seq: 4,
+    };
+    p.loan_uninit().unwrap().write_payload([v; 3]).send().unwrap();
+    assert_eq!(s.receive().unwrap().unwrap()[2].seq, 4);
+
+    let slice = Service::named("slice")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<[posepub::Pose]>()
+        .max_slice_len(16)
+        .open_or_create()
+        .unwrap();
+    assert_eq!(
+        slice.static_config().payload,
+        PayloadType::Slice {
+            element: "Pose".into(),
+            size: 24,
+            alignment: 8
+        }
+    );
+    Service::named("slice")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<[posesub::Pose]>()
+        .open()
+        .unwrap();
+    let refused = Service::named("slice")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<[posebad::Pose]>()
+        .open();
+    assert!(matches!(refused, Err(OpenError::IncompatiblePayload { .. })));
+}
+
+/// Generic structs: type parameters are bounded by ZeroCopySafe; the name stays Rust's.
+#[test]
+fn generic_struct_derives() {
+    #[derive(ZeroCopySafe, Clone, Copy)]
+    #[repr(C)]
+    struct Pair<T, const N: usize> {
+        a: [T; N],
+        b: T,
+    }
+    #[derive(ZeroCopySafe, Clone, Copy)]
+    #[repr(transparent)]
+    struct Meters(f64);
+    #[derive(ZeroCopySafe, Clone, Copy)]
+    #[repr(C, align(16))]
+    #[iox(type_name = "Tick")]
+    struct Tick;
+
+    assert_eq!(<Pair<u16, 3>>::type_name(), std::any::type_name::<Pair<u16, 3>>());
+    assert_eq!(
+        <(Meters, Tick)>::type_name(),
+        format!("({}, Tick)", std::any::type_name::<Meters>())
+    );
+    assert_eq!(align_of::<Tick>(), 16);
+}
