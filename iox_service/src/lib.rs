@@ -51,6 +51,7 @@ pub use name::{NameError, ServiceName};
 pub use port::PortCreateError;
 pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError};
 pub use recovery::CleanupReport;
+pub use recovery::robust_mutex;
 pub use sample::{PayloadPtr, Sample, SampleMut, SampleMutUninit};
 pub use service::{CreateError, OpenError, OpenOrCreateError, PubSubBuilder, PubSubService, Service};
 pub use static_config::{ConfigError, MessagingPattern, Overflow, PayloadBacking, StaticConfig};

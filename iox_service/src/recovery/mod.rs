@@ -26,6 +26,7 @@
 
 pub(crate) mod cleanup;
 pub(crate) mod node;
+pub mod robust_mutex;
 
 use std::collections::HashMap;
 use std::path::Path;
