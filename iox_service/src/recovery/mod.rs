@@ -2,10 +2,15 @@
 //! queued, their user registrations and their files.
 //!
 //! A participant is dead when its node lock is free ([`crate::node`]). Recovery of one
-//! service runs under the service's recovery lock, a word in the dynamic header that
-//! holds the recovering node's id; a holder found dead is replaced by CAS, so a
-//! recoverer killed midway is taken over by the next one. Every step is safe to
-//! repeat, so the taker-over simply starts again:
+//! service runs under the service's recovery lock, a [`robust_mutex::RawRobustMutex`]
+//! in the dynamic header holding the recovering process's node id. Recovery on open
+//! and on port creation only tries it: a live process recovering already is as good
+//! ([`recover_in`]); an explicit cleanup waits up to [`CLEANUP_LOCK_TIMEOUT`] for it
+//! ([`recover_in_waiting`]), so that what was dead when it was called is recovered when
+//! it returns. A holder found dead is taken over, so a recoverer killed midway is
+//! replaced by the next one; the mutex reports that the previous holder died, and
+//! recovery needs nothing special for it: every step is safe to repeat, so the
+//! taker-over simply runs recovery again from the start:
 //! - a dead **publisher** slot: it is marked closing; a claim it held on one of its
 //!   queues (dropping or draining) is finished or undone, depending on whether the
 //!   chunk already carries its owner bit (see the queue module); a send it was in the
@@ -26,10 +31,12 @@
 
 pub(crate) mod cleanup;
 pub(crate) mod node;
+pub mod robust_mutex;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use iox_mempool::Bookkeeping;
 
@@ -37,6 +44,7 @@ use crate::dynamic::{self, Dynamic};
 use crate::port;
 use crate::queue;
 use crate::service::ServiceShared;
+use robust_mutex::RawRobustMutex;
 
 /// What a cleanup found dead and recovered.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -130,35 +138,46 @@ impl Drop for Liveness<'_> {
     }
 }
 
-/// The recovery lock of one service, held by this node.
+/// How long an explicit cleanup waits for a live process that is recovering the
+/// same service (recovering one takes microseconds to milliseconds).
+pub(crate) const CLEANUP_LOCK_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The recovery lock of one service, held by this process.
 pub(crate) struct RecoveryLock<'a> {
-    word: &'a AtomicU64,
-    me: u64,
+    mutex: &'a RawRobustMutex,
 }
 
-/// Takes the recovery lock, replacing a dead holder. `Err(holder)` if a live node
-/// (possibly another thread of this process) holds it.
-pub(crate) fn lock<'a>(word: &'a AtomicU64, live: &mut Liveness) -> Result<RecoveryLock<'a>, u64> {
-    let me = live.me();
-    loop {
-        let cur = word.load(Ordering::Acquire);
-        if cur != 0 && (cur == me || live.alive(cur)) {
-            return Err(cur);
-        }
-        if word
-            .compare_exchange(cur, me, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-        {
-            return Ok(RecoveryLock { word, me });
-        }
+/// Takes the recovery lock, from a dead holder too (whatever it left half-done is
+/// simply recovered again), waiting up to `wait` for a live one. `Err(holder)` if a
+/// live process (possibly another thread of this one) kept it.
+pub(crate) fn lock<'a>(
+    mutex: &'a RawRobustMutex,
+    wait: Duration,
+    live: &mut Liveness,
+) -> Result<RecoveryLock<'a>, u64> {
+    // The holder is judged by the mutex itself; looking at it through this pass's
+    // liveness too makes a dead holder's node file go with the others' when the pass
+    // ends (a recoverer killed midway may have had nothing else in the service).
+    let seen = mutex.holder();
+    if seen != 0 {
+        live.alive(seen);
+    }
+    let got = if wait.is_zero() {
+        mutex.try_lock_robust()
+    } else {
+        mutex.try_lock_for_robust(wait)
+    };
+    // Clean or PreviousHolderDied alike: recovery is idempotent and runs in full.
+    match got {
+        Some(_) => Ok(RecoveryLock { mutex }),
+        None => Err(mutex.holder()),
     }
 }
 
 impl Drop for RecoveryLock<'_> {
     fn drop(&mut self) {
-        let _ = self
-            .word
-            .compare_exchange(self.me, 0, Ordering::AcqRel, Ordering::Relaxed);
+        // SAFETY: taken in `lock`, released once, here.
+        unsafe { lock_api::RawMutex::unlock(self.mutex) };
     }
 }
 
@@ -186,17 +205,37 @@ fn anyone_dead(d: Dynamic<'_>, live: &mut Liveness) -> bool {
     nodes.into_iter().any(|n| !live.alive(n))
 }
 
-/// [`recover`] on a mapped dynamic segment and its pool.
+/// [`recover`] on a mapped dynamic segment and its pool; `Err(holder)` if another live
+/// process (or thread) is recovering it right now.
 pub(crate) fn recover_in(
     d: Dynamic<'_>,
     pool: &Bookkeeping,
     live: &mut Liveness,
 ) -> Result<CleanupReport, u64> {
+    recover_locked(d, pool, live, Duration::ZERO)
+}
+
+/// [`recover_in`], waiting up to [`CLEANUP_LOCK_TIMEOUT`] for a live recoverer to
+/// finish (for explicit cleanups).
+pub(crate) fn recover_in_waiting(
+    d: Dynamic<'_>,
+    pool: &Bookkeeping,
+    live: &mut Liveness,
+) -> Result<CleanupReport, u64> {
+    recover_locked(d, pool, live, CLEANUP_LOCK_TIMEOUT)
+}
+
+fn recover_locked(
+    d: Dynamic<'_>,
+    pool: &Bookkeeping,
+    live: &mut Liveness,
+    wait: Duration,
+) -> Result<CleanupReport, u64> {
     let mut report = CleanupReport::default();
     if !anyone_dead(d, live) {
         return Ok(report);
     }
-    let _lock = lock(&d.header().recovery, live)?;
+    let _lock = lock(&d.header().recovery, wait, live)?;
     let l = d.layout();
     for p in 0..l.max_publishers {
         let node = d.publisher(p).node.load(Ordering::Acquire);

@@ -1,11 +1,17 @@
-//! Nodes: one per process and root directory, proven alive by a held `flock`.
+//! Nodes: one id per process, and one node file per root the process uses, proven
+//! alive by a held `flock`.
 //!
-//! A node is the file `iox_node_<id>.lock` under the root, held with an exclusive
-//! `flock` for as long as any service of the process uses that root. The kernel drops
+//! A process has one node id for its whole life ([`process_node_id`]), whatever roots
+//! it uses. Under each root it uses, its node is the file `iox_node_<id>.lock`, held
+//! with an exclusive `flock` for as long as any service (or anything else that joined
+//! the root, see [`Node::for_root`]) of the process uses that root. The kernel drops
 //! the lock when the process dies, however it dies, so another process that can take
-//! the lock (`LOCK_SH | LOCK_NB`) knows the owner is gone. Ports, users and lifecycle
-//! words record node ids in the dynamic segment; that is how dead participants are
-//! recognised.
+//! the lock (`LOCK_SH | LOCK_NB`) knows the owner is gone. Ports, users, lifecycle
+//! words and robust mutexes record node ids in shared memory; that is how dead
+//! participants are recognised. Because the id is per process, code that cannot be
+//! told a root (the robust mutex, [`crate::recovery::robust_mutex`]) can still ask
+//! "who am I" ([`process_node_id`]) and "is node X alive" ([`is_alive_anywhere`]: the
+//! node file of X is looked for in every root where this process has a node).
 //!
 //! The file is readable by everyone (0644), so processes of other users that share a
 //! group-access service can test the lock; it holds nothing but the pid, as text, for
@@ -13,10 +19,19 @@
 //! place, so no one ever sees an unlocked node file of a live process.
 //!
 //! The id is the process id (22 bits), the low 24 bits of the process's start time
-//! (clock ticks since boot, `/proc/<pid>/stat`) and 16 random bits: a reused pid never
-//! produces the id of a dead node, a program `exec`ed in the same process gets a new
-//! id, and a node whose file went missing can still be judged (alive only if a process
-//! with that pid *and that start time* runs). It fits in 62 bits.
+//! (clock ticks since boot, `/proc/<pid>/stat`) and 16 random bits chosen once per
+//! process: a reused pid never produces the id of a dead node, a program `exec`ed in
+//! the same process gets a new id (process statics start afresh), a child forked
+//! without `exec` gets a new id (its pid differs from the one in the cached id), and a
+//! node whose file went missing can still be judged (alive only if a process with that
+//! pid *and that start time* runs). It fits in 62 bits.
+//!
+//! Should a node file with this process's id already exist under a root (a program
+//! this process ran before an `exec` drew the same 16 random bits and left it
+//! behind), the process draws another id if it has no node anywhere yet; otherwise
+//! the stale file is removed if its lock is free (the records of that earlier program
+//! then look like this process's until it exits: they wait, they are never
+//! corrupted), and creating the node fails if it is held.
 //!
 //! Invariant users must keep: never delete the node file of a live process (iox only
 //! deletes those it proved dead, see [`remove_if_dead`]).
@@ -31,6 +46,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use rustix::fs::{FlockOperation, Mode, OFlags};
@@ -79,29 +95,66 @@ pub(crate) fn random_u32() -> u32 {
     iox_mempool::random::random_u64() as u32
 }
 
+/// This process's node id (cached; 0 = not chosen yet). A cached id whose pid is not
+/// ours was inherited through `fork` and is replaced.
+static PROCESS_ID: AtomicU64 = AtomicU64::new(0);
+
+/// This process's node id: chosen on first use, the same for every root and thread,
+/// a new one in a forked child or an `exec`ed program (see the module docs).
+pub fn process_node_id() -> u64 {
+    // Relaxed: the id is a plain value, nothing else is published with it.
+    let id = PROCESS_ID.load(Ordering::Relaxed);
+    if id != 0 && pid_of(id) == std::process::id() {
+        return id;
+    }
+    replace_process_id(id)
+}
+
+/// Replaces `stale` (0, an id inherited through `fork`, or one that collided) with a
+/// fresh id, unless another thread did so first; returns the id now in force.
+fn replace_process_id(stale: u64) -> u64 {
+    let pid = std::process::id();
+    let fresh = new_id(pid);
+    match PROCESS_ID.compare_exchange(stale, fresh, Ordering::Relaxed, Ordering::Relaxed) {
+        Ok(_) => fresh,
+        Err(other) if other != 0 && pid_of(other) == pid => other,
+        // Still a stale value (cannot really happen: a forked child has one thread).
+        Err(other) => replace_process_id(other),
+    }
+}
+
+/// A new id for process `pid`: pid | start time | fresh salt.
+fn new_id(pid: u32) -> u64 {
+    // 0 = unknown start time (then a missing file is judged by the pid alone).
+    let start = start_ticks(pid).map_or(0, |t| (t & START_MASK).max(1));
+    // Fresh salt: an `exec`ed program keeps its pid and start time, and must not
+    // inherit the records of the program it replaced.
+    let salt = u64::from(random_u32()) & SALT_MASK;
+    (u64::from(pid) << PID_SHIFT) | (start << START_SHIFT) | salt
+}
+
 impl Node {
     /// The node of this process under `root`, created on first use.
     pub fn for_root(root: &Path) -> std::io::Result<Arc<Node>> {
         let mut nodes = NODES.lock().unwrap_or_else(|e| e.into_inner());
+        let pid = std::process::id();
         if let Some(node) = nodes.get(root).and_then(Weak::upgrade)
-            && node.pid == std::process::id()
+            && node.pid == pid
         {
             return Ok(node);
         }
-        let node = Arc::new(Self::create(root)?);
+        // No node anywhere yet: the id was not handed out in a node file, so on a
+        // collision another one may be drawn.
+        let first = !nodes.values().any(|n| n.upgrade().is_some_and(|n| n.pid == pid));
+        let node = Arc::new(Self::create(root, first)?);
         nodes.insert(root.to_owned(), Arc::downgrade(&node));
         Ok(node)
     }
 
-    fn create(root: &Path) -> std::io::Result<Node> {
+    fn create(root: &Path, may_redraw: bool) -> std::io::Result<Node> {
         let pid = std::process::id();
-        // 0 = unknown start time (then a missing file is judged by the pid alone).
-        let start = start_ticks(pid).map_or(0, |t| (t & START_MASK).max(1));
         loop {
-            // Fresh salt every time: an `exec`ed program keeps its pid and start time,
-            // and must not inherit the records of the program it replaced.
-            let salt = u64::from(random_u32()) & SALT_MASK;
-            let id = (u64::from(pid) << PID_SHIFT) | (start << START_SHIFT) | salt;
+            let id = process_node_id();
             let path = root.join(node_file_name(id));
             let tmp = root.join(temp_file_name(&format!(".{}", node_file_name(id)), id));
             let fd = match rustix::fs::open(
@@ -119,14 +172,14 @@ impl Node {
             match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
                 Ok(()) => {}
                 // A cleaner testing whether this temp file is abandoned holds it for
-                // a moment: let it be, and take another id.
+                // a moment: let it be, and take another temporary name.
                 Err(rustix::io::Errno::WOULDBLOCK) => continue,
                 Err(e) => return Err(e.into()),
             }
             let mut file = File::from(fd);
             writeln!(file, "{pid}")?;
-            // Locked before it gets its real name. NOREPLACE: ids are unique, but a
-            // name collision must never steal another node's file.
+            // Locked before it gets its real name. NOREPLACE: a name collision must
+            // never steal another node's file.
             match rustix::fs::renameat_with(
                 rustix::fs::CWD,
                 &tmp,
@@ -135,10 +188,24 @@ impl Node {
                 rustix::fs::RenameFlags::NOREPLACE,
             ) {
                 Ok(()) => {}
-                Err(rustix::io::Errno::EXIST | rustix::io::Errno::NOENT) => {
-                    // A colliding id, or a cleaner took our unlocked-looking temp file
-                    // away before we locked it: try another id.
+                Err(rustix::io::Errno::NOENT) => {
+                    // A cleaner took our unlocked-looking temp file away before we
+                    // locked it: try again.
                     let _ = std::fs::remove_file(&tmp);
+                    continue;
+                }
+                Err(rustix::io::Errno::EXIST) => {
+                    // A node file with our id: left by a program this process ran
+                    // before an `exec` that drew the same salt (see the module docs).
+                    let _ = std::fs::remove_file(&tmp);
+                    if may_redraw {
+                        replace_process_id(id);
+                    } else if !remove_if_dead(root, id) && path.exists() {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::AlreadyExists,
+                            format!("{} exists and is locked", path.display()),
+                        ));
+                    }
                     continue;
                 }
                 Err(e) => {
@@ -210,6 +277,56 @@ fn start_of(id: u64) -> u64 {
 /// `root` should be absolute: a relative root resolved against another working
 /// directory would find no files and call everyone dead (iox makes roots absolute).
 pub fn is_alive(root: &Path, id: u64) -> bool {
+    match probe(root, id) {
+        Probe::Missing => same_process_running(id),
+        Probe::Free => false,
+        Probe::Held => true,
+    }
+}
+
+/// Whether node `id` is alive, judged by its node file in any root where this process
+/// has a node (this process itself always is). For callers that know no root, such as
+/// the robust mutex: a node that records itself in shared memory under a root has a
+/// node file there, and so does this process if it looks at that memory (the contract
+/// of [`crate::recovery::robust_mutex`]). The first root whose file exists decides, as
+/// in [`is_alive`]; with no file in any of them, the missing-file rule of
+/// [`is_alive`] applies.
+pub fn is_alive_anywhere(id: u64) -> bool {
+    if id == process_node_id() {
+        return true;
+    }
+    for root in roots() {
+        match probe(&root, id) {
+            Probe::Missing => continue,
+            Probe::Free => return false,
+            Probe::Held => return true,
+        }
+    }
+    same_process_running(id)
+}
+
+/// The roots where this process has a node now.
+fn roots() -> Vec<PathBuf> {
+    let pid = std::process::id();
+    let nodes = NODES.lock().unwrap_or_else(|e| e.into_inner());
+    nodes
+        .iter()
+        .filter(|(_, n)| n.upgrade().is_some_and(|n| n.pid == pid))
+        .map(|(root, _)| root.clone())
+        .collect()
+}
+
+/// What the node file of a node says.
+enum Probe {
+    /// There is no such file.
+    Missing,
+    /// The file exists and its lock is free: the node is dead.
+    Free,
+    /// Held, or anything unexpected (counts as alive).
+    Held,
+}
+
+fn probe(root: &Path, id: u64) -> Probe {
     let path = root.join(node_file_name(id));
     let fd = match rustix::fs::open(
         &path,
@@ -217,8 +334,8 @@ pub fn is_alive(root: &Path, id: u64) -> bool {
         Mode::empty(),
     ) {
         Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT) => return same_process_running(id),
-        Err(_) => return true,
+        Err(rustix::io::Errno::NOENT) => return Probe::Missing,
+        Err(_) => return Probe::Held,
     };
     match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
         // We got the lock: its owner is gone. Drop it explicitly: a child this process
@@ -226,9 +343,9 @@ pub fn is_alive(root: &Path, id: u64) -> bool {
         // make the dead node look alive to others meanwhile.
         Ok(()) => {
             let _ = rustix::fs::flock(&fd, FlockOperation::Unlock);
-            false
+            Probe::Free
         }
-        Err(_) => true,
+        Err(_) => Probe::Held,
     }
 }
 

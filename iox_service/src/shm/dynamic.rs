@@ -2,9 +2,10 @@
 //!
 //! Layout (all offsets computed from the static config by [`DynamicLayout`], every
 //! structure `repr(C)`, atomics only, no pointers):
-//! - header (128 bytes): magic, version, the hash of the static config text this
-//!   segment belongs to, the lifecycle word, the recovery lock, the creator's node id
-//!   and the limits it was sized for;
+//! - header (128 bytes): magic, the hash of the static config text this segment
+//!   belongs to, the lifecycle word, the recovery lock (a 16-byte robust mutex, see
+//!   [`crate::recovery::robust_mutex`]), the format version (always at offset 40), the
+//!   limits it was sized for and the creator's node id;
 //! - the users table: [`USER_SLOTS`] words, each the node id of one open service
 //!   handle (0 = empty), then as many 32-bit words with the number + 1 of the file
 //!   descriptor under which that handle's process holds a memfd payload (0 = none;
@@ -36,13 +37,14 @@ use iox_mempool::segment::{Access, CreateSegmentError, OpenSegmentError, Segment
 use thiserror::Error;
 
 use crate::queue::{PaddedIndex, Queue};
+use crate::recovery::robust_mutex::RawRobustMutex;
 use crate::shm::files;
 use crate::static_config::StaticConfig;
 
 /// Magic of a dynamic segment.
 pub const DYNAMIC_MAGIC: u64 = u64::from_le_bytes(*b"IOXDYN\x00\x04");
 /// Version of the dynamic segment format.
-pub const DYNAMIC_VERSION: u32 = 4;
+pub const DYNAMIC_VERSION: u32 = 5;
 pub(crate) const HEADER_LEN: usize = 128;
 /// Open service handles (one per process and `open`) a service can have at once.
 pub const USER_SLOTS: usize = 128;
@@ -68,9 +70,10 @@ pub(crate) struct Header {
     pub(crate) magic: AtomicU64,
     pub(crate) config_hash: AtomicU64,
     pub(crate) lifecycle: AtomicU64,
-    /// Node id of the process recovering dead participants right now (0 = none).
-    pub(crate) recovery: AtomicU64,
-    pub(crate) creator_node: AtomicU64,
+    /// The recovery lock: held by the process recovering dead participants right now
+    /// (16 bytes, all zero = free; see [`crate::recovery`]).
+    pub(crate) recovery: RawRobustMutex,
+    /// At offset 40 in every format version, so any iox can tell which one it is.
     pub(crate) version: AtomicU32,
     pub(crate) max_publishers: AtomicU32,
     pub(crate) max_subscribers: AtomicU32,
@@ -78,8 +81,11 @@ pub(crate) struct Header {
     pub(crate) max_loans: AtomicU32,
     pub(crate) max_held: AtomicU32,
     pub(crate) user_slots: AtomicU32,
+    pub(crate) creator_node: AtomicU64,
 }
 const _: () = assert!(size_of::<Header>() <= HEADER_LEN);
+const _: () = assert!(std::mem::offset_of!(Header, version) == 40);
+const _: () = assert!(std::mem::offset_of!(Header, max_publishers) == 44);
 
 /// The fixed part of a port slot, on its own cache line.
 #[repr(C, align(64))]
