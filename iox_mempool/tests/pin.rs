@@ -129,7 +129,11 @@ fn locked_pool_raises_vm_lck_while_pinned() {
         Ok(g) => g,
         Err(e) => {
             // Only a memlock limit without CAP_IPC_LOCK may stop this test.
-            println!("SKIP: mlock refused ({e}); raise `ulimit -l` or run as root");
+            iox_testkit::skip(
+                "locked_pool_raises_vm_lck_while_pinned",
+                iox_testkit::REQUIRE_MLOCK,
+                format!("mlock refused ({e}); raise `ulimit -l` or run as root"),
+            );
             return;
         }
     };

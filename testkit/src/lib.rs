@@ -152,7 +152,12 @@ pub const REQUIRE_ROOT: &str = "IOX_REQUIRE_ROOT";
 pub const REQUIRE_NO_GPU: &str = "IOX_REQUIRE_NO_GPU";
 
 /// What [`skip`] does: the line it prints, or the panic message when required.
-fn skip_outcome(test: &str, requirement_env: &str, env_value: Option<&str>, reason: &str) -> Result<String, String> {
+fn skip_outcome(
+    test: &str,
+    requirement_env: &str,
+    env_value: Option<&str>,
+    reason: &str,
+) -> Result<String, String> {
     let line = format!("SKIP {test}: {reason}");
     if env_value == Some("1") {
         Err(format!("{line} (but {requirement_env}=1 requires it to run)"))
