@@ -40,6 +40,7 @@ fn frames_moves_16_mib_frames() {
 }
 
 /// Without a GPU the CUDA example must say why and fail; with one it must run.
+/// Without a GPU that is a skip of the GPU path (`IOX_REQUIRE_GPU=1` fails it).
 #[cfg(feature = "cuda")]
 #[test]
 fn gpu_pinned_runs_or_explains_why_not() {
@@ -59,5 +60,21 @@ fn gpu_pinned_runs_or_explains_why_not() {
     } else {
         assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
         assert!(stderr.contains("gpu_pinned cannot run here"), "{stderr}");
+        iox_testkit::skip(
+            "gpu_pinned_runs_or_explains_why_not",
+            iox_testkit::REQUIRE_GPU,
+            "no usable CUDA device: only checked that gpu_pinned explains why it cannot run",
+        );
     }
+}
+
+/// Built without the `cuda` feature the GPU example is not built at all: say so.
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn gpu_pinned_runs_or_explains_why_not() {
+    iox_testkit::skip(
+        "gpu_pinned_runs_or_explains_why_not",
+        iox_testkit::REQUIRE_GPU,
+        "built without the `cuda` feature (cargo test -p iox_examples --features cuda)",
+    );
 }

@@ -15,7 +15,11 @@ fn driver_present() -> bool {
 #[test]
 fn without_a_driver_every_entry_point_is_a_typed_error() {
     if driver_present() {
-        println!("SKIP: a CUDA driver is present; this test covers machines without one");
+        iox_testkit::skip(
+            "without_a_driver_every_entry_point_is_a_typed_error",
+            iox_testkit::REQUIRE_NO_GPU,
+            "a CUDA driver is present; this test covers machines without one",
+        );
         return;
     }
     assert_eq!(CudaPinner::new(0).unwrap_err(), CudaError::NoDriver);
@@ -40,7 +44,11 @@ fn without_a_driver_every_entry_point_is_a_typed_error() {
 #[test]
 fn with_a_gpu_a_pool_is_registered_once_and_mapped_for_the_device() {
     if let Err(e) = CudaPinner::new(0) {
-        println!("SKIP: no usable CUDA device: {e}");
+        iox_testkit::skip(
+            "with_a_gpu_a_pool_is_registered_once_and_mapped_for_the_device",
+            iox_testkit::REQUIRE_GPU,
+            format!("no usable CUDA device: {e}"),
+        );
         return;
     }
     iox_cuda::register(0).unwrap();
@@ -77,23 +85,17 @@ fn with_a_gpu_a_pool_is_registered_once_and_mapped_for_the_device() {
     let mut back = [0u8; 16];
     buf.copy_device_to_host(dev, &mut back).unwrap();
     assert_eq!(back, [0x5A; 16]);
-    // Copies from the registered pool are much faster than from pageable memory.
+    // A whole-chunk copy from the registered pool reaches the device intact. How fast
+    // is not asserted (a speed ratio depends on the machine and its load): the
+    // gpu_pinned example prints the pinned copy rate; a pinned-vs-pageable comparison
+    // belongs in benches/.
     let mut device = iox_cuda::DeviceBuffer::new(0, len).unwrap();
-    let time = |src: &[u8], device: &mut iox_cuda::DeviceBuffer| {
-        device.copy_from_host(src).unwrap();
-        let t = std::time::Instant::now();
-        for _ in 0..20 {
-            device.copy_from_host(src).unwrap();
-        }
-        t.elapsed()
-    };
-    let pageable = vec![0x5Au8; len];
-    let (pinned_t, pageable_t) = (time(chunk, &mut device), time(&pageable, &mut device));
-    println!("H2D 8 MiB: pinned pool {pinned_t:?} vs pageable {pageable_t:?} for 20 copies");
-    assert!(
-        pageable_t >= pinned_t * 2,
-        "pinned {pinned_t:?} not 2x faster than pageable {pageable_t:?}"
-    );
+    device.copy_from_host(chunk).unwrap();
+    let mut tail = [0u8; 16];
+    device
+        .copy_device_to_host(device.device_ptr() + (len - 16) as u64, &mut tail)
+        .unwrap();
+    assert_eq!(tail, [0x5A; 16]);
     pool.release(h, iox_mempool::Owner::new(0).unwrap()).unwrap();
     drop((a, b));
     assert!(

@@ -173,9 +173,9 @@ fn random_sigkills(test: &str, backing: Backing) {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(100);
-    let budget = Duration::from_secs(240).max(Duration::from_millis(100 * total_rounds));
+    // No budget for the whole run: every step that waits on a child is bounded by
+    // LIMIT and fails with what never happened.
     for round in 0..total_rounds {
-        assert!(start.elapsed() < budget, "rounds took too long");
         let role = ["publisher", "holder", "full"][rng.below(3) as usize];
         let child = spawn_self(test, role, &[root_env(root), ("SEED", rng.next().to_string())]);
         let want = if role == "publisher" { (2, 1) } else { (1, 2) };
@@ -348,13 +348,13 @@ fn a_creator_killed_midway_does_not_block_the_next_open_or_create() {
         };
         assert!(reached, "{point}: creator never got there");
         kill(child);
-        let start = Instant::now();
+        // A generous timeout: if the dead creator's leftovers blocked us, this ends in
+        // OpenError::TimedOut (naming what it waited for) rather than in a timing assert.
         let svc = builder(root)
-            .timeout(Duration::from_secs(3))
+            .timeout(LIMIT)
             .open_or_create()
-            .unwrap_or_else(|e| panic!("{point}: {e}"));
+            .unwrap_or_else(|e| panic!("{point}: the dead creator blocked open_or_create: {e}"));
         assert!(svc.is_creator(), "{point}: the dead creator's service was joined");
-        assert!(start.elapsed() < Duration::from_secs(3));
         let p = svc.publisher_builder().create().unwrap();
         let s = svc.subscriber_builder().create().unwrap();
         round_trip(&p, &s, 1);

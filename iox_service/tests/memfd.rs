@@ -228,11 +228,17 @@ impl Drop for Mount {
     }
 }
 
+const TMPFS_TEST: &str = "a_pool_larger_than_a_small_tmpfs_root_works_as_memfd_and_fails_cleanly_as_file";
+
 #[test]
 fn a_pool_larger_than_a_small_tmpfs_root_works_as_memfd_and_fails_cleanly_as_file() {
     let _turn = serial();
     if !rustix::process::geteuid().is_root() {
-        println!("skipped: mounting a 16 MiB tmpfs needs root");
+        iox_testkit::skip(
+            TMPFS_TEST,
+            iox_testkit::REQUIRE_ROOT,
+            "mounting a 16 MiB tmpfs needs root",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -243,14 +249,22 @@ fn a_pool_larger_than_a_small_tmpfs_root_works_as_memfd_and_fails_cleanly_as_fil
     match mounted {
         Ok(o) if o.status.success() => {}
         Ok(o) => {
-            println!(
-                "skipped: cannot mount a tmpfs here: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
+            iox_testkit::skip(
+                TMPFS_TEST,
+                iox_testkit::REQUIRE_ROOT,
+                format!(
+                    "cannot mount a tmpfs here: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ),
             );
             return;
         }
         Err(e) => {
-            println!("skipped: cannot run mount: {e}");
+            iox_testkit::skip(
+                TMPFS_TEST,
+                iox_testkit::REQUIRE_ROOT,
+                format!("cannot run mount: {e}"),
+            );
             return;
         }
     }

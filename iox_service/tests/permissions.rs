@@ -57,9 +57,13 @@ fn another_user_is_refused_by_default_and_admitted_with_group_access() {
         return;
     }
     if !rustix::process::geteuid().is_root() {
-        println!(
-            "skipped: needs root to start a child process as uid {NOBODY} (running as uid {})",
-            rustix::process::geteuid().as_raw()
+        iox_testkit::skip(
+            TEST,
+            iox_testkit::REQUIRE_ROOT,
+            format!(
+                "needs root to start a child process as uid {NOBODY} (running as uid {})",
+                rustix::process::geteuid().as_raw()
+            ),
         );
         return;
     }

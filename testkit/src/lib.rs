@@ -140,3 +140,93 @@ impl Drop for Reaped {
         self.stop();
     }
 }
+
+/// Env var that turns mlock skips (`ulimit -l` too low, no `CAP_IPC_LOCK`) into failures.
+pub const REQUIRE_MLOCK: &str = "IOX_REQUIRE_MLOCK";
+/// Env var that turns GPU skips (no CUDA driver or device) into failures.
+pub const REQUIRE_GPU: &str = "IOX_REQUIRE_GPU";
+/// Env var that turns skips for lack of root (mount, setuid children) into failures.
+pub const REQUIRE_ROOT: &str = "IOX_REQUIRE_ROOT";
+/// Env var that turns the no-driver test's skip on a machine with a CUDA driver into a
+/// failure (for a CI job that must exercise the driverless path).
+pub const REQUIRE_NO_GPU: &str = "IOX_REQUIRE_NO_GPU";
+
+/// What [`skip`] does: the line it prints, or the panic message when required.
+fn skip_outcome(
+    test: &str,
+    requirement_env: &str,
+    env_value: Option<&str>,
+    reason: &str,
+) -> Result<String, String> {
+    let line = format!("SKIP {test}: {reason}");
+    if env_value == Some("1") {
+        Err(format!("{line} (but {requirement_env}=1 requires it to run)"))
+    } else {
+        Ok(format!("{line} (set {requirement_env}=1 to make this a failure)"))
+    }
+}
+
+/// A test cannot run its checks here. Call it, then `return`: it prints one line
+/// `SKIP <test>: <reason>` to stderr, or panics (failing the test) when the
+/// `requirement_env` variable is `1`, so a machine meant to have the capability
+/// (CI with a GPU, a raised memlock limit, root) cannot pass by skipping.
+#[track_caller]
+pub fn skip(test: &str, requirement_env: &str, reason: impl std::fmt::Display) {
+    let value = std::env::var(requirement_env).ok();
+    match skip_outcome(test, requirement_env, value.as_deref(), &reason.to_string()) {
+        Ok(line) => eprintln!("{line}"),
+        Err(message) => panic!("{message}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skip_outcome_prints_unless_required() {
+        let printed = skip_outcome("t", "IOX_X", None, "no x here").unwrap();
+        assert!(printed.starts_with("SKIP t: no x here"), "{printed}");
+        assert!(skip_outcome("t", "IOX_X", Some("0"), "r").is_ok());
+        assert!(skip_outcome("t", "IOX_X", Some(""), "r").is_ok());
+        let failed = skip_outcome("t", "IOX_X", Some("1"), "no x here").unwrap_err();
+        assert!(failed.starts_with("SKIP t: no x here"), "{failed}");
+        assert!(failed.contains("IOX_X=1"), "{failed}");
+    }
+
+    const DEMO_ENV: &str = "IOX_TESTKIT_DEMO_REQUIRE";
+
+    /// The real helper in a child process: a skip passes and prints its line to
+    /// stderr, unless the requirement is set, then the test fails.
+    #[test]
+    fn skip_passes_with_a_line_or_fails_when_required() {
+        const TEST: &str = "tests::skip_passes_with_a_line_or_fails_when_required";
+        if role().is_some() {
+            skip("demo", DEMO_ENV, "the demo capability is missing");
+            return;
+        }
+        let run = |required: Option<&str>| {
+            let mut cmd = Command::new(std::env::current_exe().unwrap());
+            cmd.args([TEST, "--exact", "--nocapture", "--test-threads=1"])
+                .env(ROLE_ENV, "child")
+                .env_remove(DEMO_ENV);
+            if let Some(v) = required {
+                cmd.env(DEMO_ENV, v);
+            }
+            cmd.output().unwrap()
+        };
+        let skipped = run(None);
+        let stderr = String::from_utf8_lossy(&skipped.stderr);
+        assert!(skipped.status.success(), "{stderr}");
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.starts_with("SKIP demo: the demo capability is missing")),
+            "{stderr}"
+        );
+        let failed = run(Some("1"));
+        let stderr = String::from_utf8_lossy(&failed.stderr);
+        assert!(!failed.status.success(), "a required skip must fail: {stderr}");
+        assert!(stderr.contains(&format!("{DEMO_ENV}=1")), "{stderr}");
+    }
+}
