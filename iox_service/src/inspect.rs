@@ -325,7 +325,7 @@ fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
 fn describe(e: DynamicError) -> String {
     match e {
         DynamicError::Segment(e) => e.to_string(),
-        DynamicError::Corrupt(what) => what,
+        DynamicError::Corrupt { path, problem } => format!("{}: {problem}", path.display()),
         DynamicError::NotFound => "dynamic segment missing".into(),
         DynamicError::OtherIncarnation => "dynamic segment belongs to another static config".into(),
     }

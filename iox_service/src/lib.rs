@@ -59,6 +59,7 @@ pub use recovery::CleanupReport;
 pub use recovery::robust_mutex;
 pub use sample::{Sample, SampleMut, SampleMutUninit};
 pub use service::{CreateError, OpenError, OpenOrCreateError, Service};
+pub use shm::dynamic::Corruption;
 pub use static_config::{
     ConfigError, InvalidConfig, MessagingPattern, Overflow, PayloadBacking, StaticConfig,
 };

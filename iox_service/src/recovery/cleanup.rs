@@ -58,11 +58,13 @@ pub enum CleanupError {
     /// The static config is unreadable or invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// The dynamic segment is unreadable or invalid.
-    #[error("{what}")]
+    /// The dynamic segment is invalid.
+    #[error("{}: {problem}", path.display())]
     Corrupt {
-        /// What is wrong, naming the file.
-        what: String,
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        problem: Corruption,
     },
     /// A segment could not be opened.
     #[error(transparent)]
@@ -76,9 +78,14 @@ impl From<DynamicError> for CleanupError {
     fn from(e: DynamicError) -> Self {
         match e {
             DynamicError::Segment(e) => Self::Segment(e),
-            DynamicError::Corrupt(what) => Self::Corrupt { what },
-            DynamicError::NotFound | DynamicError::OtherIncarnation => Self::Corrupt {
-                what: format!("{e:?}"),
+            DynamicError::Corrupt { path, problem } => Self::Corrupt { path, problem },
+            DynamicError::NotFound => Self::Corrupt {
+                path: Default::default(),
+                problem: Corruption::Unreadable("no dynamic segment".into()),
+            },
+            DynamicError::OtherIncarnation => Self::Corrupt {
+                path: Default::default(),
+                problem: Corruption::OtherIncarnation,
             },
         }
     }

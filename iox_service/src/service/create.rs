@@ -151,17 +151,28 @@ fn existing(t: &Target, stem: &str, me: u64) -> Attempt<ServiceShared, CreateErr
     let dynamic = match DynamicSegment::open(&t.root, stem, Access::ReadWrite) {
         Ok(d) => d,
         Err(DynamicError::NotFound) => return Attempt::Retry("removed meanwhile".into()),
-        Err(DynamicError::Corrupt(what)) => {
-            return Attempt::Failed(CreateError::Corrupt { name: name(), what });
+        Err(DynamicError::Corrupt { path, problem }) => {
+            return Attempt::Failed(CreateError::Corrupt {
+                name: name(),
+                path,
+                problem,
+            });
         }
         Err(e) => {
             return Attempt::Failed(CreateError::Corrupt {
                 name: name(),
-                what: format!("{}: {e:?}", files::dynamic_name(stem)),
+                path: t.root.join(files::dynamic_name(stem)),
+                problem: Corruption::Unreadable(format!("{e:?}")),
             });
         }
     };
-    let corrupt = |what: String| Attempt::Failed(CreateError::Corrupt { name: name(), what });
+    let corrupt = |problem: Corruption| {
+        Attempt::Failed(CreateError::Corrupt {
+            name: name(),
+            path: dynamic.path().to_owned(),
+            problem,
+        })
+    };
     let d = dynamic.view();
     let mut live = Liveness::new(&t.root, me);
     match lifecycle::phase(&t.root, stem, &dynamic, &mut live) {
@@ -181,21 +192,13 @@ fn existing(t: &Target, stem: &str, me: u64) -> Attempt<ServiceShared, CreateErr
             if lifecycle::remove_if_unused(&t.root, stem, &dynamic, me) {
                 Attempt::Retry("removed a service left without static config and users".into())
             } else {
-                corrupt(format!(
-                    "{}: in use, but its static config {} is missing",
-                    dynamic.path().display(),
-                    files::config_name(stem)
-                ))
+                corrupt(Corruption::NoStaticConfig)
             }
         }
         Phase::Busy { creating: true, .. } => Attempt::Failed(CreateError::AlreadyExists(name())),
         Phase::Busy { pid, .. } => Attempt::Retry(format!("being removed by process {pid}")),
         Phase::Removed => Attempt::Retry("its creator or remover had died; removed it".into()),
-        Phase::Corrupt(word) => corrupt(format!(
-            "{}: {}",
-            dynamic.path().display(),
-            Corruption::Lifecycle(word)
-        )),
+        Phase::Corrupt(word) => corrupt(Corruption::Lifecycle(word)),
     }
 }
 

@@ -8,6 +8,7 @@ use iox_mempool::{CreatePoolError, LayoutError, MemoryType, OpenPoolError};
 use thiserror::Error;
 
 use crate::PayloadType;
+use crate::dynamic::Corruption;
 use crate::static_config::{ConfigError, InvalidConfig, MessagingPattern};
 
 /// Why creating a service failed.
@@ -63,12 +64,14 @@ pub enum CreateError {
         source: std::io::Error,
     },
     /// A file of the existing service is unreadable or invalid.
-    #[error("service {name:?}: {what}")]
+    #[error("service {name:?}: {}: {problem}", path.display())]
     Corrupt {
         /// The service.
         name: String,
-        /// What is wrong, naming the file.
-        what: String,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: Corruption,
     },
     /// The service was being removed and did not finish within the timeout.
     #[error("service {name:?} was still being removed after {waited:?}")]
@@ -142,13 +145,15 @@ pub enum OpenError {
         /// What the service has.
         found: String,
     },
-    /// The dynamic segment is unreadable or does not belong to the static config.
-    #[error("service {name:?}: {what}")]
+    /// The dynamic segment is invalid, or missing beside its static config.
+    #[error("service {name:?}: {}: {problem}", path.display())]
     Corrupt {
         /// The service.
         name: String,
-        /// What is wrong, naming the file.
-        what: String,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: Corruption,
     },
     /// A segment could not be opened.
     #[error("service {name:?}: {source}")]

@@ -37,11 +37,8 @@ pub(super) fn try_open(
             if StaticConfig::read(&config_path).is_ok_and(|(_, h)| h == hash) {
                 return Attempt::Failed(OpenError::Corrupt {
                     name: name(),
-                    what: format!(
-                        "{} has no dynamic segment {} beside it (left by a crash of an older iox, or deleted by hand); remove the service",
-                        config_path.display(),
-                        files::dynamic_name(&stem),
-                    ),
+                    path: config_path,
+                    problem: Corruption::NoDynamicSegment,
                 });
             }
             return Attempt::Retry("removed while opening".into());
@@ -166,11 +163,12 @@ fn open_failure(t: &Target, e: DynamicError) -> OpenError {
     let name = t.name.to_string();
     match e {
         DynamicError::Segment(source) => OpenError::Segment { name, source },
-        DynamicError::Corrupt(what) => OpenError::Corrupt { name, what },
+        DynamicError::Corrupt { path, problem } => OpenError::Corrupt { name, path, problem },
         DynamicError::NotFound => OpenError::DoesNotExist(name),
         DynamicError::OtherIncarnation => OpenError::Corrupt {
             name,
-            what: "its dynamic segment belongs to another static config".into(),
+            path: t.root.join(files::dynamic_name(&t.name.stem())),
+            problem: Corruption::OtherIncarnation,
         },
     }
 }

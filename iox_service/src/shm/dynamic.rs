@@ -30,7 +30,7 @@
 //! queue entry it is sending (0 = none), so recovery can finish a send its process
 //! died in (see [`crate::recovery`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use iox_mempool::segment::{Access, CreateSegmentError, OpenSegmentError, Segment};
@@ -110,24 +110,53 @@ pub(crate) struct PortHeader {
 pub(crate) const PINNED: u32 = 1;
 const _: () = assert!(size_of::<PortHeader>() == 64);
 
-/// What is wrong with a dynamic segment. Its `Display` is the message errors carry
-/// (after the file's path); no code looks at the text.
+/// What is wrong with the files of a service (carried by the `Corrupt` variants of
+/// the open, create and cleanup errors, with the file's path).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub(crate) enum Corruption {
+#[non_exhaustive]
+pub enum Corruption {
+    /// The dynamic segment does not start with iox's magic.
     #[error("wrong magic {0:#018x}")]
     Magic(u64),
+    /// The dynamic segment has another format version.
     #[error("format version {0}, this iox reads {DYNAMIC_VERSION}")]
     Version(u32),
+    /// The dynamic segment's length is not the one its static config implies.
     #[error("{found} bytes long, the static config says exactly {expected}")]
-    Length { found: usize, expected: usize },
+    Length {
+        /// Its length.
+        found: usize,
+        /// The length the static config implies.
+        expected: usize,
+    },
+    /// The dynamic segment was sized for other limits than its static config's.
     #[error("its header says {what} {found}, the static config gives {expected}")]
     Limit {
+        /// Which limit.
         what: &'static str,
+        /// The header's value.
         found: u32,
+        /// The static config's value.
         expected: u32,
     },
+    /// The lifecycle word is no state iox writes.
     #[error("invalid lifecycle word {0:#x}")]
     Lifecycle(u64),
+    /// A static config without its dynamic segment (debris of a crash of an older
+    /// iox, or deleted by hand).
+    #[error(
+        "has no dynamic segment beside it (left by a crash of an older iox, or deleted by hand); remove the service"
+    )]
+    NoDynamicSegment,
+    /// A dynamic segment in use whose static config is missing.
+    #[error("in use, but its static config is missing")]
+    NoStaticConfig,
+    /// The dynamic segment belongs to another static config.
+    #[error("belongs to another static config")]
+    OtherIncarnation,
+    /// The file could not be read as a dynamic segment.
+    #[error("unreadable: {0}")]
+    Unreadable(String),
 }
 
 /// Checks a header's magic and format version (what any reader checks first).
@@ -259,8 +288,13 @@ pub(crate) enum DynamicError {
     /// It belongs to another static config (another incarnation of the service, being
     /// removed or re-created right now, or tampering).
     OtherIncarnation,
-    /// Its contents are invalid: `path: what`.
-    Corrupt(String),
+    /// Its contents are invalid.
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: Corruption,
+    },
 }
 
 /// An open dynamic segment, checked once, that views borrow from. Opened with
@@ -374,8 +408,11 @@ impl DynamicSegment {
     }
 
     /// A corruption error naming this file.
-    pub(crate) fn corrupt(&self, what: impl std::fmt::Display) -> DynamicError {
-        DynamicError::Corrupt(format!("{}: {what}", self.path().display()))
+    pub(crate) fn corrupt(&self, problem: Corruption) -> DynamicError {
+        DynamicError::Corrupt {
+            path: self.path().to_owned(),
+            problem,
+        }
     }
 }
 
