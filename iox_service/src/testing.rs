@@ -15,7 +15,9 @@ pub const STALL_ENV: &str = "IOX_TEST_STALL";
 
 /// Node liveness, for tests that check how dead processes are told from live ones.
 #[cfg(feature = "testing")]
-pub use crate::recovery::node::{is_alive, parse_node_file_name};
+pub use crate::recovery::node::is_alive;
+#[cfg(feature = "testing")]
+pub use crate::shm::files::parse_node_file_name;
 
 /// Parks the thread forever if the test asked for this stall point.
 #[cfg(feature = "testing")]

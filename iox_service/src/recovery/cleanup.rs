@@ -215,7 +215,7 @@ impl Service {
             } else if let Some(id) = node::parse_temp_file_name(name) {
                 let dead = if name.starts_with(".iox_node_") {
                     // A node file before its rename: dead if no one holds its lock.
-                    unlocked(&root.join(name))
+                    node::lock_is_free(&root.join(name)) == Some(true)
                 } else {
                     !live.alive(id)
                 };
@@ -236,23 +236,6 @@ fn node_for(root: &Path) -> Result<std::sync::Arc<Node>, CleanupError> {
     Node::for_root(root).map_err(|source| CleanupError::Io {
         root: root.display().to_string(),
         source,
-    })
-}
-
-fn unlocked(path: &Path) -> bool {
-    use rustix::fs::{FlockOperation, Mode, OFlags};
-    rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .is_ok_and(|fd| {
-        let free = rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_ok();
-        if free {
-            // Explicitly: a forked child must not inherit the lock (see node::is_alive).
-            let _ = rustix::fs::flock(&fd, FlockOperation::Unlock);
-        }
-        free
     })
 }
 

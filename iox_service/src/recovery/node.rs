@@ -64,32 +64,9 @@ pub struct Node {
 
 static NODES: LazyLock<Mutex<HashMap<PathBuf, Weak<Node>>>> = LazyLock::new(Default::default);
 
-/// The file name of the node with `id`.
-pub fn node_file_name(id: u64) -> String {
-    format!("iox_node_{id:016x}.lock")
-}
-
-/// The node id a node file name stands for.
-pub fn parse_node_file_name(name: &str) -> Option<u64> {
-    let hex = name.strip_prefix("iox_node_")?.strip_suffix(".lock")?;
-    (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok())?
-}
-
-/// A fresh name for a temporary file for `base` written by `node`: unique within the
-/// process (threads share a node), and ending in the node id so recovery can remove
-/// those of dead nodes.
-pub fn temp_file_name(base: &str, node: u64) -> String {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("{base}.{n}.{node:016x}.tmp")
-}
-
-/// The node id in a temporary file name made by [`temp_file_name`].
-pub fn parse_temp_file_name(name: &str) -> Option<u64> {
-    let rest = name.strip_suffix(".tmp")?;
-    let (_, hex) = rest.rsplit_once('.')?;
-    (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok())?
-}
+pub(crate) use crate::shm::files::{
+    node_file_name, parse_node_file_name, parse_temp_file_name, temp_file_name,
+};
 
 pub(crate) fn random_u32() -> u32 {
     iox_mempool::random::random_u64() as u32
@@ -156,7 +133,8 @@ impl Node {
         loop {
             let id = process_node_id();
             let path = root.join(node_file_name(id));
-            let tmp = root.join(temp_file_name(&format!(".{}", node_file_name(id)), id));
+            let tmp_name = temp_file_name(&format!(".{}", node_file_name(id)), id);
+            let tmp = root.join(&tmp_name);
             let fd = match rustix::fs::open(
                 &tmp,
                 OFlags::CREATE | OFlags::EXCL | OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC,
@@ -180,13 +158,7 @@ impl Node {
             writeln!(file, "{pid}")?;
             // Locked before it gets its real name. NOREPLACE: a name collision must
             // never steal another node's file.
-            match rustix::fs::renameat_with(
-                rustix::fs::CWD,
-                &tmp,
-                rustix::fs::CWD,
-                &path,
-                rustix::fs::RenameFlags::NOREPLACE,
-            ) {
+            match crate::shm::files::rename_noreplace(root, &tmp_name, &node_file_name(id)) {
                 Ok(()) => {}
                 Err(rustix::io::Errno::NOENT) => {
                     // A cleaner took our unlocked-looking temp file away before we
@@ -327,15 +299,25 @@ enum Probe {
 }
 
 fn probe(root: &Path, id: u64) -> Probe {
-    let path = root.join(node_file_name(id));
+    match lock_is_free(&root.join(node_file_name(id))) {
+        None => Probe::Missing,
+        Some(true) => Probe::Free,
+        Some(false) => Probe::Held,
+    }
+}
+
+/// Whether the `flock` of the file at `path` is free (its holder, if any, is gone):
+/// `None` if there is no such file; `Some(false)` if it is held, or on anything
+/// unexpected (counts as alive). The only place iox probes a lock.
+pub(crate) fn lock_is_free(path: &Path) -> Option<bool> {
     let fd = match rustix::fs::open(
-        &path,
+        path,
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     ) {
         Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT) => return Probe::Missing,
-        Err(_) => return Probe::Held,
+        Err(rustix::io::Errno::NOENT) => return None,
+        Err(_) => return Some(false),
     };
     match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
         // We got the lock: its owner is gone. Drop it explicitly: a child this process
@@ -343,9 +325,9 @@ fn probe(root: &Path, id: u64) -> Probe {
         // make the dead node look alive to others meanwhile.
         Ok(()) => {
             let _ = rustix::fs::flock(&fd, FlockOperation::Unlock);
-            Probe::Free
+            Some(true)
         }
-        Err(_) => Probe::Held,
+        Err(_) => Some(false),
     }
 }
 

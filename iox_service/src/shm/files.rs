@@ -3,9 +3,10 @@
 //! For a service whose name hashes to `H` ([`crate::ServiceName::stem`] is `iox_H`):
 //! `iox_H.service` (static config), `iox_H.dynamic` (the dynamic segment, anchor of an
 //! incarnation), and the pool's `iox_H.chunks` and, with the file backing, `iox_H.pool`
-//! (named by `iox_mempool`, [`iox_mempool::Pool::file_names`]). Node lock files and
-//! temporary files are named in [`crate::node`]. Nothing else in the crate builds or
-//! parses these names.
+//! (named by `iox_mempool`, [`iox_mempool::Pool::file_names`]). One node lock file per
+//! process, `iox_node_<id>.lock` (see [`crate::node`]), and temporary files
+//! `<base>.<n>.<id>.tmp` that end in their writer's node id. Nothing else in the crate
+//! builds or parses these names.
 
 use std::path::Path;
 
@@ -38,6 +39,33 @@ pub(crate) fn stem_of_config(file_name: &str) -> Option<&str> {
     file_name
         .strip_suffix(CONFIG_SUFFIX)
         .filter(|s| s.starts_with(STEM_PREFIX))
+}
+
+/// The file name of the node with `id`.
+pub(crate) fn node_file_name(id: u64) -> String {
+    format!("iox_node_{id:016x}.lock")
+}
+
+/// The node id a node file name stands for.
+pub fn parse_node_file_name(name: &str) -> Option<u64> {
+    let hex = name.strip_prefix("iox_node_")?.strip_suffix(".lock")?;
+    (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok())?
+}
+
+/// A fresh name for a temporary file for `base` written by `node`: unique within the
+/// process (threads share a node), and ending in the node id so recovery can remove
+/// those of dead nodes.
+pub(crate) fn temp_file_name(base: &str, node: u64) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{base}.{n}.{node:016x}.tmp")
+}
+
+/// The node id in a temporary file name made by [`temp_file_name`].
+pub(crate) fn parse_temp_file_name(name: &str) -> Option<u64> {
+    let rest = name.strip_suffix(".tmp")?;
+    let (_, hex) = rest.rsplit_once('.')?;
+    (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok())?
 }
 
 /// Renames `from` to `to` in `root` unless `to` exists (`EEXIST` then): the exclusive
