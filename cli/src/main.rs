@@ -113,7 +113,7 @@ fn fail(code: u8, text: impl Into<String>) -> Failure {
 fn inspect_one(root: &Path, name: &str) -> Result<ServiceInfo, Failure> {
     inspect::inspect_in(root, name).map_err(|e| match e {
         InspectError::NotFound(_) => fail(NOT_FOUND, format!("{e} under {}", root.display())),
-        InspectError::Name(_) => fail(2, e.to_string()),
+        _ => fail(2, e.to_string()),
     })
 }
 

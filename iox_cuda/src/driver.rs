@@ -12,6 +12,7 @@ use thiserror::Error;
 
 /// Why CUDA pinning is not available, or a driver call failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum CudaError {
     /// `libcuda.so` could not be loaded: no NVIDIA driver on this machine.
     #[error(

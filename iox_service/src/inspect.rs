@@ -135,6 +135,7 @@ pub struct RootInfo {
 
 /// Why inspecting a named service failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum InspectError {
     /// The name is invalid.
     #[error(transparent)]

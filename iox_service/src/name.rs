@@ -14,6 +14,7 @@ pub const MAX_NAME_LEN: usize = 255;
 
 /// Why a service name was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum NameError {
     /// The name is empty.
     #[error("service name is empty")]

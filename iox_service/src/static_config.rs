@@ -34,6 +34,7 @@ pub const MAX_QUEUE_SLOTS: u64 = 1 << 22;
 
 /// The messaging pattern of a service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum MessagingPattern {
     /// Publishers send samples to every subscriber.
     PublishSubscribe,

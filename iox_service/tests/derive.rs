@@ -113,6 +113,7 @@ fn pose_with_type_name_crosses_programs() {
                     Ok(1) => break,
                     Ok(n) => panic!("delivered to {n} subscribers"),
                     Err(SendError::QueueFull { .. }) => std::thread::yield_now(),
+                    Err(e) => panic!("send failed: {e}"),
                 }
                 assert!(start.elapsed() < LIMIT, "subscriber stopped reading");
             }

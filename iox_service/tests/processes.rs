@@ -22,6 +22,7 @@ fn send_reliably(mut send: impl FnMut() -> Result<usize, SendError>) {
             Ok(1) => return,
             Ok(n) => panic!("delivered to {n} subscribers"),
             Err(SendError::QueueFull { .. }) => std::thread::yield_now(),
+            Err(e) => panic!("send failed: {e}"),
         }
         assert!(start.elapsed() < LIMIT, "subscriber stopped reading");
     }

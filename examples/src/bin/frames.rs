@@ -36,6 +36,7 @@ fn publish(count: u64) -> Result<(), Box<dyn std::error::Error>> {
             match unsafe { frame.assume_init() }.send() {
                 Ok(_) => break,
                 Err(SendError::QueueFull { .. }) => std::thread::yield_now(),
+                Err(e) => return Err(e.into()),
             }
         }
     }

@@ -36,6 +36,7 @@ fn publish(count: usize) -> Result<(), Box<dyn std::error::Error>> {
             match frame.send() {
                 Ok(_) => break,
                 Err(SendError::QueueFull { .. }) => std::thread::yield_now(),
+                Err(e) => return Err(e.into()),
             }
         }
     }

@@ -23,6 +23,7 @@ use crate::service::ServiceShared;
 
 /// Why creating a publisher or subscriber failed.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum PortCreateError {
     /// Every slot of that kind is taken.
     #[error("service {service:?} already has its maximum of {max} {kind}s")]

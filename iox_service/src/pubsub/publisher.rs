@@ -61,6 +61,7 @@ pub struct PublisherBuilder<P: ?Sized> {
 
 /// Why a loan failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum LoanError {
     /// This publisher holds its maximum of unsent samples.
     #[error("this publisher already holds its maximum of {max} loaned samples; send or drop one first")]
@@ -83,6 +84,7 @@ pub enum LoanError {
 
 /// Why a send did not reach every subscriber.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum SendError {
     /// With `Overflow::Reject`: some subscribers' buffers were full.
     #[error("{rejected} subscriber(s) had a full buffer and did not get the sample ({delivered} did)")]

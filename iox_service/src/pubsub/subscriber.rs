@@ -51,6 +51,7 @@ pub struct SubscriberBuilder<P: ?Sized> {
 
 /// Why a receive failed.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ReceiveError {
     /// This subscriber holds its maximum of samples.
     #[error("this subscriber already holds its maximum of {max} samples; drop one first")]
