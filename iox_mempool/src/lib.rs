@@ -36,7 +36,7 @@ pub mod segment;
 
 pub use layout::{LayoutError, PoolLayout, SizeClass};
 pub use memfd::{Backing, MemfdError, MemfdIdentity};
-pub use memory::{MemoryType, MemoryTypeError};
+pub use memory::{MemoryType, MemoryTypeError, UserCode};
 pub use owners::Owner;
 pub use pin::{
     MlockPinner, PinError, PinGuard, Pinner, Region, RegisterPinnerError, acquire, register_pinner,

@@ -59,6 +59,7 @@ impl MemfdIdentity {
 
 /// Why a file was refused as a pool's memfd. Each names the file.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum MemfdError {
     /// Not a memfd (a named file, a pipe, a terminal, ...).
     #[error("{} is not a memfd", path.display())]

@@ -69,6 +69,7 @@ impl Region {
 
 /// Why pinning or unpinning failed.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum PinError {
     /// No pinner is registered for this memory type.
     #[error("no pinner is registered for memory type {memory_type}: {hint}")]
@@ -132,13 +133,11 @@ impl Pinner for MlockPinner {
 
 /// Why [`register_pinner`] refused.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum RegisterPinnerError {
     /// `Cpu` memory is never pinned.
     #[error("Cpu memory is never pinned; register pinners for Locked, CudaPinned or User codes")]
     CpuNotPinnable,
-    /// The memory type is invalid (a `User` code below 0x0100).
-    #[error(transparent)]
-    InvalidType(#[from] crate::MemoryTypeError),
 }
 
 struct Entry {
@@ -168,14 +167,13 @@ fn registry() -> MutexGuard<'static, Registry> {
 /// ```
 /// use iox_mempool::{register_pinner, MemoryType, MlockPinner};
 /// use std::sync::Arc;
-/// register_pinner(MemoryType::User(0x0100), Arc::new(MlockPinner)).unwrap();
+/// register_pinner(MemoryType::user(0x0100).unwrap(), Arc::new(MlockPinner)).unwrap();
 /// assert!(register_pinner(MemoryType::Cpu, Arc::new(MlockPinner)).is_err());
 /// ```
 pub fn register_pinner(
     memory_type: MemoryType,
     pinner: Arc<dyn Pinner>,
 ) -> Result<Option<Arc<dyn Pinner>>, RegisterPinnerError> {
-    let memory_type = memory_type.validate()?;
     if memory_type == MemoryType::Cpu {
         return Err(RegisterPinnerError::CpuNotPinnable);
     }

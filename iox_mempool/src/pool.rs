@@ -124,13 +124,11 @@ impl PoolInfo {
 
 /// Why [`Pool::create`] failed.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum CreatePoolError {
     /// A segment could not be created.
     #[error(transparent)]
     Segment(#[from] CreateSegmentError),
-    /// The memory type is invalid.
-    #[error(transparent)]
-    MemoryType(#[from] crate::MemoryTypeError),
     /// The payload handed in is not as long as the layout needs.
     #[error("the payload is {len} bytes long, the layout needs exactly {expected}")]
     PayloadLength {
@@ -143,6 +141,7 @@ pub enum CreatePoolError {
 
 /// Why [`Pool::open`] failed. Each names the file and what is wrong with it.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum OpenPoolError {
     /// A segment could not be opened, or is too short.
     #[error(transparent)]
@@ -226,6 +225,7 @@ pub enum OpenPoolError {
 
 /// Why [`Pool::loan`] failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum LoanError {
     /// No class holds this many bytes.
     #[error("{size} bytes requested; the largest chunk of this pool holds {max}")]
@@ -252,6 +252,7 @@ pub enum LoanError {
 
 /// Why an ownership operation on a chunk failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum ChunkError {
     /// The handle does not name a chunk of this pool.
     #[error("chunk handle class {class} index {index} is outside the pool")]
@@ -377,7 +378,6 @@ impl Pool {
         mode: u32,
         tag: u64,
     ) -> Result<Self, CreatePoolError> {
-        let memory_type = memory_type.validate()?;
         let payload = Segment::create(dir, &payload_name(stem), layout.payload_len(), mode)?;
         Self::create_with_payload(dir, stem, layout, memory_type, mode, tag, payload).inspect_err(|_| {
             let _ = segment::remove(dir, &payload_name(stem));
@@ -396,7 +396,6 @@ impl Pool {
         tag: u64,
         payload: Segment,
     ) -> Result<Self, CreatePoolError> {
-        let memory_type = memory_type.validate()?;
         if payload.len() != layout.payload_len() {
             return Err(CreatePoolError::PayloadLength {
                 len: payload.len(),

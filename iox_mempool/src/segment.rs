@@ -33,6 +33,7 @@ pub const DEFAULT_MODE: u32 = 0o600;
 
 /// Why a segment name was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum SegmentNameError {
     /// The name is empty.
     #[error("segment name is empty")]
@@ -91,6 +92,7 @@ pub enum Access {
 
 /// Why [`Segment::create`] failed.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum CreateSegmentError {
     /// The name is not a valid segment name.
     #[error(transparent)]
@@ -132,6 +134,7 @@ pub enum CreateSegmentError {
 
 /// Why [`Segment::open`] failed.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum OpenSegmentError {
     /// The name is not a valid segment name.
     #[error(transparent)]

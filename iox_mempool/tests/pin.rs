@@ -36,7 +36,7 @@ impl Pinner for CountingPinner {
 
 #[test]
 fn eight_threads_one_pin_one_unpin() {
-    let code = MemoryType::User(0x0101);
+    let code = MemoryType::user(0x0101).unwrap();
     let pinner = Arc::new(CountingPinner::default());
     register_pinner(code, pinner.clone()).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -87,7 +87,16 @@ fn unregistered_types_fail_with_a_reason() {
         }
     ));
     assert!(e.to_string().contains("cuda"), "{e}");
-    let user = Arc::new(Pool::create(dir.path(), "user", &layout, MemoryType::User(0x0777), 0o600).unwrap());
+    let user = Arc::new(
+        Pool::create(
+            dir.path(),
+            "user",
+            &layout,
+            MemoryType::user(0x0777).unwrap(),
+            0o600,
+        )
+        .unwrap(),
+    );
     let e = user.pin().unwrap_err();
     assert!(e.to_string().contains("0x0777"), "{e}");
     let cpu = Arc::new(Pool::create(dir.path(), "cpu", &layout, MemoryType::Cpu, 0o600).unwrap());
@@ -100,7 +109,7 @@ fn conflicting_memory_types_on_one_region_are_refused() {
     let layout = PoolLayout::new(&[(4096, 1)]).unwrap();
     let pool = Pool::create(dir.path(), "c", &layout, MemoryType::Locked, 0o600).unwrap();
     let _g = pin::acquire(pool.payload_region(), MemoryType::Locked).unwrap();
-    let e = pin::acquire(pool.payload_region(), MemoryType::User(0x0100)).unwrap_err();
+    let e = pin::acquire(pool.payload_region(), MemoryType::user(0x0100).unwrap()).unwrap_err();
     assert!(matches!(e, PinError::Conflict { .. }), "{e}");
 }
 

@@ -240,11 +240,8 @@ fn bad_settings_and_mismatches_are_errors() {
         .create()
         .unwrap_err();
     assert!(matches!(e, CreateError::Layout { .. }), "{e}");
-    let e = service(&dir, "z")
-        .publish_subscribe::<u8>()
-        .memory_type(MemoryType::User(3))
-        .create()
-        .unwrap_err();
+    // An invalid user memory type cannot even be made.
+    let e = MemoryType::user(3).unwrap_err();
     assert!(e.to_string().contains("0x0003"), "{e}");
     assert!(matches!(
         service(&dir, "z").publish_subscribe::<u8>().open(),
@@ -316,7 +313,7 @@ impl Pinner for Counting {
 
 #[test]
 fn four_pinned_ports_pin_once_and_unpin_once() {
-    let code = MemoryType::User(0x0200);
+    let code = MemoryType::user(0x0200).unwrap();
     let pinner = Arc::new(Counting::default());
     register_pinner(code, pinner.clone()).unwrap();
     let dir = tempfile::tempdir().unwrap();
