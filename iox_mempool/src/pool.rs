@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use thiserror::Error;
 
-use crate::owners::{self, ChunkMeta, ClassCursor, Owner};
+use crate::owners::{ChunkMeta, ClassCursor, Owner, WordError};
 use crate::pin::{self, PinError, PinGuard, Region};
 use crate::segment::{self, Access, CreateSegmentError, OpenSegmentError, Segment};
 use crate::{MemoryType, PoolLayout};
@@ -525,12 +525,7 @@ impl Pool {
             } else {
                 start + k - count
             };
-            let word = &chunks[i].owners;
-            if word.load(Ordering::Relaxed) == 0
-                && word
-                    .compare_exchange(0, owner.bit(), Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
+            if chunks[i].owners.try_loan(owner) {
                 cursor.next.store((i + 1) as u32, Ordering::Relaxed);
                 return Ok(ChunkHandle {
                     class: class as u8,
@@ -757,11 +752,11 @@ impl Bookkeeping {
         self.memory_type
     }
 
-    fn not_owned(handle: ChunkHandle, owner: Owner) -> ChunkError {
-        ChunkError::NotOwned {
-            class: handle.class(),
-            index: handle.index,
-            owner: owner.number(),
+    fn word_error(handle: ChunkHandle, owner: Owner, e: WordError) -> ChunkError {
+        let (class, index, owner) = (handle.class(), handle.index, owner.number());
+        match e {
+            WordError::NotHeld => ChunkError::NotOwned { class, index, owner },
+            WordError::AlreadyHeld => ChunkError::AlreadyOwned { class, index, owner },
         }
     }
 
@@ -770,14 +765,10 @@ impl Bookkeeping {
     /// second release changes nothing and reports [`ChunkError::NotOwned`].
     #[inline]
     pub fn release(&self, handle: ChunkHandle, owner: Owner) -> Result<bool, ChunkError> {
-        let prev = self
-            .meta(handle)?
+        self.meta(handle)?
             .owners
-            .fetch_and(!owner.bit(), Ordering::Release);
-        if prev & owner.bit() == 0 {
-            return Err(Self::not_owned(handle, owner));
-        }
-        Ok(prev == owner.bit())
+            .release(owner)
+            .map_err(|e| Self::word_error(handle, owner, e))
     }
 
     /// Hands a chunk held by `owner` to `queued` queue entries, giving up the owner's
@@ -785,44 +776,26 @@ impl Bookkeeping {
     /// and no other owner).
     #[inline]
     pub fn hand_off(&self, handle: ChunkHandle, owner: Owner, queued: u32) -> Result<bool, ChunkError> {
-        let word = &self.meta(handle)?.owners;
-        let add = u64::from(queued).wrapping_mul(owners::QUEUED_ONE);
-        let mut cur = word.load(Ordering::Relaxed);
-        loop {
-            if cur & owner.bit() == 0 {
-                return Err(Self::not_owned(handle, owner));
-            }
-            let next = cur.wrapping_add(add) - owner.bit();
-            match word.compare_exchange_weak(cur, next, Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => return Ok(next == 0),
-                Err(now) => cur = now,
-            }
-        }
+        self.meta(handle)?
+            .owners
+            .hand_off(owner, queued)
+            .map_err(|e| Self::word_error(handle, owner, e))
     }
 
     /// Moves one queue entry's hold on a chunk to `owner` (the taker of the entry),
-    /// in one atomic step.
+    /// in one atomic step. A duplicate entry (the owner holds the chunk already) is
+    /// [`ChunkError::AlreadyOwned`] and changes nothing.
     #[inline]
     pub fn take_queued(&self, handle: ChunkHandle, owner: Owner) -> Result<(), ChunkError> {
-        let word = &self.meta(handle)?.owners;
-        let delta = owner.bit().wrapping_sub(owners::QUEUED_ONE);
-        let prev = word.fetch_add(delta, Ordering::Acquire);
-        if prev & owner.bit() != 0 {
-            // The bit was set already, so the add carried into the next owner's bit:
-            // undo it and report the duplicate.
-            word.fetch_sub(delta, Ordering::Relaxed);
-            return Err(ChunkError::AlreadyOwned {
-                class: handle.class(),
-                index: handle.index,
-                owner: owner.number(),
-            });
-        }
-        Ok(())
+        self.meta(handle)?
+            .owners
+            .take_queued(owner)
+            .map_err(|e| Self::word_error(handle, owner, e))
     }
 
     /// The chunk's ownership word (see [`crate::owners`]). A snapshot.
     pub fn owners(&self, handle: ChunkHandle) -> Result<u64, ChunkError> {
-        Ok(self.meta(handle)?.owners.load(Ordering::Relaxed))
+        Ok(self.meta(handle)?.owners.load())
     }
 
     /// Clears `owner`'s bit on every chunk: what recovering a dead owner needs, safe to
@@ -831,12 +804,9 @@ impl Bookkeeping {
         let (mut held, mut freed) = (0, 0);
         for class in 0..self.layout.classes().len() {
             for meta in self.class_table(class).1 {
-                if meta.owners.load(Ordering::Relaxed) & owner.bit() != 0 {
-                    let prev = meta.owners.fetch_and(!owner.bit(), Ordering::Release);
-                    if prev & owner.bit() != 0 {
-                        held += 1;
-                        freed += u64::from(prev == owner.bit());
-                    }
+                if let Some(free) = meta.owners.release_if_held(owner) {
+                    held += 1;
+                    freed += u64::from(free);
                 }
             }
         }
@@ -848,7 +818,7 @@ impl Bookkeeping {
         let mut out = Vec::new();
         for class in 0..self.layout.classes().len() {
             for (i, meta) in self.class_table(class).1.iter().enumerate() {
-                if meta.owners.load(Ordering::Relaxed) & owner.bit() != 0 {
+                if meta.owners.is_held_by(owner) {
                     out.push(ChunkHandle {
                         class: class as u8,
                         index: i as u32,
@@ -895,7 +865,7 @@ impl Bookkeeping {
                     .class_table(i)
                     .1
                     .iter()
-                    .filter(|m| m.owners.load(Ordering::Relaxed) == 0)
+                    .filter(|m| m.owners.is_free())
                     .count() as u32,
                 offset: self.layout.class_offset(i),
             })
