@@ -59,7 +59,8 @@ const _: () = assert!(size_of::<ClassCursor>() == 64);
 const _: () = assert!(size_of::<ChunkMeta>() == 16);
 
 /// A chunk: its size class and its index in that class. Converts to an address in
-/// each process with [`Pool::chunk`]; stored in shared queues as [`Self::to_raw`].
+/// each process with [`Pool::chunk`]; stored in shared memory (queue entries) as
+/// [`Self::to_raw`], the one encoding of a chunk iox has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ChunkHandle {
     class: u8,
@@ -77,11 +78,29 @@ impl ChunkHandle {
         self.index
     }
 
-    /// A 64-bit encoding for shared queues: `class << 32 | index`.
-    pub fn to_raw(self) -> u64 {
-        (u64::from(self.class) << 32) | u64::from(self.index)
+    /// The 32-bit encoding stored in shared memory: `class << 24 | index`
+    /// ([`crate::layout::MAX_CLASSES`] and [`crate::layout::MAX_CHUNKS_PER_CLASS`] keep
+    /// both in their bits). [`Bookkeeping::handle_from_raw`] is the way back, with a
+    /// bounds check against the pool.
+    ///
+    /// ```
+    /// # use iox_mempool::{MemoryType, Owner, Pool, PoolLayout};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let layout = PoolLayout::new(&[(64, 2), (256, 2)]).unwrap();
+    /// let pool = Pool::create(dir.path(), "raw", &layout, MemoryType::Cpu, 0o600).unwrap();
+    /// let h = pool.loan(100, &mut 0, Owner::new(0).unwrap()).unwrap();
+    /// assert_eq!(h.to_raw(), 1 << 24);
+    /// assert_eq!(pool.handle_from_raw(h.to_raw()), Some(h));
+    /// ```
+    pub const fn to_raw(self) -> u32 {
+        ((self.class as u32) << RAW_CLASS_SHIFT) | self.index
     }
 }
+
+/// Where the class starts in [`ChunkHandle::to_raw`].
+const RAW_CLASS_SHIFT: u32 = 24;
+const _: () = assert!(crate::layout::MAX_CHUNKS_PER_CLASS <= 1 << RAW_CLASS_SHIFT);
+const _: () = assert!(crate::layout::MAX_CLASSES <= 1 << (32 - RAW_CLASS_SHIFT));
 
 /// Sizes and occupancy of one class, as reported by [`Pool::info`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -843,11 +862,12 @@ impl Bookkeeping {
         Ok(self.meta(handle)?.user.load(Ordering::Relaxed))
     }
 
-    /// The handle a raw queue entry stands for, if it names a chunk of this pool.
+    /// The handle `raw` ([`ChunkHandle::to_raw`]) stands for, if it names a chunk of
+    /// this pool.
     #[inline]
-    pub fn handle_from_raw(&self, raw: u64) -> Option<ChunkHandle> {
-        let class = u8::try_from(raw >> 32).ok()?;
-        let index = raw as u32;
+    pub fn handle_from_raw(&self, raw: u32) -> Option<ChunkHandle> {
+        let class = (raw >> RAW_CLASS_SHIFT) as u8;
+        let index = raw & ((1 << RAW_CLASS_SHIFT) - 1);
         let c = self.layout.classes().get(usize::from(class))?;
         (index < c.count).then_some(ChunkHandle { class, index })
     }
