@@ -51,3 +51,4 @@ pub use pool::{
     Bookkeeping, ChunkError, ChunkHandle, ClassInfo, CreatePoolError, LoanError, OpenPoolError, Pool,
     PoolInfo, PoolPin,
 };
+pub use segment::MakeWritableError;

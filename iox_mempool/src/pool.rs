@@ -3,7 +3,13 @@
 //! Files, for a pool whose stem is `S`:
 //! - `S.pool`: the payload, chunks only, class after class as the [`PoolLayout`] says,
 //!   page-aligned and page-sized, so pinning it pins exactly the payload. It may be
-//!   mapped read-only (a process that only reads samples).
+//!   mapped read-only (a process that only reads samples: a stray write through a
+//!   sample's address then faults in that process instead of corrupting what other
+//!   readers see). An opener maps it as asked but always opens the file read-write,
+//!   so a read-only mapping can be upgraded in place, once, when the process starts
+//!   publishing ([`Pool::make_payload_writable`]). The creator maps it read-write:
+//!   it has just made the file, so a read-only mapping would protect nothing yet,
+//!   and a service's creator typically publishes.
 //! - `S.chunks`: the bookkeeping every participant maps read-write: a 64-byte header
 //!   (magic, version, layout hash, payload length, memory type; all atomics), one
 //!   loan cursor per class on its own cache line, then per class one 16-byte
@@ -35,7 +41,7 @@ use thiserror::Error;
 
 use crate::owners::{ChunkMeta, ClassCursor, Owner, WordError};
 use crate::pin::{self, PinError, PinGuard, Region};
-use crate::segment::{self, Access, CreateSegmentError, OpenSegmentError, Segment};
+use crate::segment::{self, Access, CreateSegmentError, MakeWritableError, OpenSegmentError, Segment};
 use crate::{MemoryType, PoolLayout};
 
 /// Magic of a chunk bookkeeping segment.
@@ -448,7 +454,9 @@ impl Pool {
     }
 
     /// [`Pool::open_tagged`] around a payload the caller obtained and checked (e.g.
-    /// with [`crate::memfd::open_memfd`]); only the bookkeeping is opened by name.
+    /// with [`crate::memfd::open_memfd`]); only the bookkeeping is opened by name. A
+    /// payload mapped read-only can be made writable later if its file is open
+    /// read-write.
     pub fn open_with_payload(
         dir: &Path,
         stem: &str,
@@ -467,7 +475,9 @@ impl Pool {
     }
 
     /// Opens the pool `dir/stem` that must have `layout` (and `memory_type`, if given).
-    /// The payload is mapped with `payload_access`; bookkeeping is always read-write.
+    /// The payload is mapped with `payload_access` (its file is opened read-write
+    /// either way, so [`Pool::make_payload_writable`] can upgrade a read-only
+    /// mapping); bookkeeping is always read-write.
     pub fn open(
         dir: &Path,
         stem: &str,
@@ -489,7 +499,7 @@ impl Pool {
     ) -> Result<Self, OpenPoolError> {
         // The bookkeeping first: its header says whether the layout is the expected one.
         let book = Bookkeeping::open(dir, stem, layout, memory_type, tag)?;
-        let payload = Segment::open(
+        let payload = Segment::open_upgradable(
             dir,
             &payload_name(stem),
             payload_access,
@@ -575,13 +585,42 @@ impl Pool {
         Some((unsafe { self.payload.as_ptr().add(offset) }, c.chunk_size))
     }
 
-    /// The payload mapping as a region, e.g. to pin it.
-    pub fn payload_region(&self) -> Region {
-        Region::new(
-            self.payload.as_ptr(),
-            self.payload.len(),
-            self.payload.access() == Access::ReadOnly,
-        )
+    /// The payload mapping as a region, e.g. to pin it; read-only if the payload is
+    /// mapped read-only at the time of the call.
+    pub fn payload_region(&self) -> Region<'_> {
+        Region::of(&self.payload)
+    }
+
+    /// How the payload is mapped in this process now.
+    pub fn payload_access(&self) -> Access {
+        self.payload.access()
+    }
+
+    /// Makes a read-only payload mapping writable (one `mprotect` over the whole
+    /// payload), so this process can loan chunks and write them; nothing to do if it
+    /// is writable already. Idempotent and safe from any number of threads at once.
+    /// Fails if the payload's file is open read-only (a payload handed to
+    /// [`Pool::open_with_payload`] that way). A pin taken while the mapping was
+    /// read-only stays a read-only registration (see [`crate::pin`]).
+    ///
+    /// ```
+    /// use iox_mempool::{MemoryType, Owner, Pool, PoolLayout, segment::Access};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let layout = PoolLayout::new(&[(64, 4)]).unwrap();
+    /// let _creator = Pool::create(dir.path(), "w", &layout, MemoryType::Cpu, 0o600).unwrap();
+    /// let pool = Pool::open(dir.path(), "w", &layout, None, Access::ReadOnly).unwrap();
+    /// let me = Owner::new(0).unwrap();
+    /// assert!(pool.loan(8, &mut 0, me).is_err());
+    /// assert!(pool.payload_region().read_only());
+    /// pool.make_payload_writable().unwrap();
+    /// assert!(!pool.payload_region().read_only());
+    /// let chunk = pool.loan(8, &mut 0, me).unwrap();
+    /// let (ptr, _) = pool.chunk(chunk).unwrap();
+    /// // SAFETY: the chunk is loaned to us and writable now.
+    /// unsafe { ptr.write(1) };
+    /// ```
+    pub fn make_payload_writable(&self) -> Result<(), MakeWritableError> {
+        self.payload.make_writable()
     }
 
     /// Sizes, offsets, occupancy and address of the pool in this process.
@@ -603,7 +642,9 @@ impl Pool {
     /// returned guard keeps the pool mapped, so the region is unpinned before it is
     /// unmapped.
     pub fn pin(self: &Arc<Self>) -> Result<PoolPin, PinError> {
-        let guard = pin::acquire(self.payload_region(), self.memory_type)?;
+        // SAFETY: the PoolPin holds the pool, so the payload stays mapped, until after
+        // the guard is dropped (field order); leaking the PoolPin leaks the pool too.
+        let guard = unsafe { pin::acquire(self.payload_region(), self.memory_type) }?;
         Ok(PoolPin {
             guard,
             _pool: Arc::clone(self),
