@@ -12,6 +12,10 @@
 //! - a duplicate take never lets the word read 0 (the guard bit), so no loan can
 //!   slip in while the chunk is held.
 //!
+//! Every racing party is a spawned thread; the model's main thread only sets up,
+//! joins and checks (loom did not explore the main thread's operations against a
+//! spawned thread's in our runs).
+//!
 //! Run: `cargo test -p iox_mempool --test loom` (LOOM_MAX_PREEMPTIONS overrides the
 //! bound set here).
 
@@ -154,9 +158,15 @@ fn hand_off_races_takes_and_releases() {
                 })
             })
             .collect();
-        if chunk.word.hand_off(owner(0), 2).unwrap() {
-            freed.fetch_add(1, Ordering::Relaxed);
-        }
+        let publisher = {
+            let (chunk, freed) = (chunk.clone(), freed.clone());
+            thread::spawn(move || {
+                if chunk.word.hand_off(owner(0), 2).unwrap() {
+                    freed.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        publisher.join().unwrap();
         for s in subscribers {
             s.join().unwrap();
         }
@@ -198,7 +208,11 @@ fn a_loan_racing_a_hand_off_and_its_taker_waits_for_the_last_reader() {
                 won
             })
         };
-        let publisher_freed = chunk.word.hand_off(owner(0), 1).unwrap();
+        let publisher = {
+            let chunk = chunk.clone();
+            thread::spawn(move || chunk.word.hand_off(owner(0), 1).unwrap())
+        };
+        let publisher_freed = publisher.join().unwrap();
         let subscriber_freed = subscriber.join().unwrap();
         let loaned = loaner.join().unwrap();
         assert!(publisher_freed ^ subscriber_freed, "exactly one frees it");
@@ -219,11 +233,18 @@ fn hand_off_to_no_entries_frees_for_a_racing_loan() {
                 assert_eq!(chunk.word.hand_off(owner(0), 0), Ok(true));
             })
         };
-        let loaned = chunk.word.try_loan(owner(1));
-        if loaned {
-            assert_eq!(chunk.read(), 5);
-        }
+        let loaner = {
+            let chunk = chunk.clone();
+            thread::spawn(move || {
+                let loaned = chunk.word.try_loan(owner(1));
+                if loaned {
+                    assert_eq!(chunk.read(), 5);
+                }
+                loaned
+            })
+        };
         publisher.join().unwrap();
+        let loaned = loaner.join().unwrap();
         assert_eq!(chunk.word.load(), if loaned { owner(1).bit() } else { 0 });
     });
 }
@@ -258,13 +279,20 @@ fn recovery_races_a_live_release_and_a_loan() {
                 assert_eq!(chunk.word.release(live), Err(WordError::NotHeld));
             })
         };
-        let loaned = chunk.word.try_loan(next);
-        if loaned {
-            // Both holders let go first, and the live one's write is visible.
-            assert_eq!(chunk.read(), 9);
-        }
+        let loaner = {
+            let chunk = chunk.clone();
+            thread::spawn(move || {
+                let loaned = chunk.word.try_loan(next);
+                if loaned {
+                    // Both holders let go first, and the live one's write is visible.
+                    assert_eq!(chunk.read(), 9);
+                }
+                loaned
+            })
+        };
         recovery.join().unwrap();
         holder.join().unwrap();
+        let loaned = loaner.join().unwrap();
         assert_eq!(freed.load(Ordering::Relaxed), 1);
         assert_eq!(chunk.word.load(), if loaned { next.bit() } else { 0 });
     });
@@ -291,12 +319,16 @@ fn a_duplicate_take_by_the_highest_owner_never_frees_the_chunk() {
                 assert_eq!(chunk.word.release(other), Ok(false));
             })
         };
-        assert!(
-            !chunk.word.try_loan(owner(1)),
-            "the chunk is held by `top` throughout"
-        );
+        let loaner = {
+            let chunk = chunk.clone();
+            thread::spawn(move || {
+                let loaned = chunk.word.try_loan(owner(1));
+                assert!(!loaned, "the chunk is held by `top` throughout");
+            })
+        };
         dup.join().unwrap();
         releaser.join().unwrap();
+        loaner.join().unwrap();
         assert_eq!(chunk.word.load(), top.bit());
         assert_eq!(chunk.word.release(top), Ok(true));
     });
@@ -315,7 +347,11 @@ fn a_take_before_the_hand_off_counts_keeps_the_word_held() {
                 chunk.word.release(owner(1)).unwrap()
             })
         };
-        let publisher_freed = chunk.word.hand_off(owner(0), 1).unwrap();
+        let publisher = {
+            let chunk = chunk.clone();
+            thread::spawn(move || chunk.word.hand_off(owner(0), 1).unwrap())
+        };
+        let publisher_freed = publisher.join().unwrap();
         let taker_freed = taker.join().unwrap();
         assert!(publisher_freed ^ taker_freed, "exactly one frees it");
         assert!(chunk.word.is_free());

@@ -29,9 +29,11 @@
 //! slots' first line, so a push moves one line to the consumer. The producer caches
 //! the read index and reloads it only when the queue looks full.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use iox_mempool::ChunkHandle;
+
+// Through the shim (`shm/mod.rs`), so the loom model (`tests/loom_queue.rs`) can
+// compile this file against loom's atomics.
+use super::sync::{AtomicU64, Ordering, spin_loop};
 
 /// An index alone on its cache line.
 #[repr(C, align(64))]
@@ -142,7 +144,7 @@ impl Queue<'_> {
                 if spins > CLAIM_SPINS {
                     return Pushed::Busy;
                 }
-                std::hint::spin_loop();
+                spin_loop();
                 continue;
             }
             if self
@@ -184,7 +186,7 @@ impl Queue<'_> {
                 if spins > CLAIM_SPINS {
                     return Popped::Busy;
                 }
-                std::hint::spin_loop();
+                spin_loop();
                 continue;
             }
             let w = self.write.load(Ordering::Acquire);
