@@ -71,8 +71,10 @@ impl CudaPinner {
         if region.read_only() {
             flags |= sys::CU_MEMHOSTREGISTER_READ_ONLY;
         }
-        // SAFETY: the registry guarantees the region is mapped while registered (it
-        // unpins before unmapping); the driver validates the range itself.
+        // SAFETY: a Region borrows a live mapping, so the range is mapped during this
+        // call, and the registry unpins before it is unmapped; READ_ONLY is set for a
+        // read-only mapping, so the driver never needs write access to it. The driver
+        // validates the range itself.
         let result = unsafe { sys::cuMemHostRegister_v2(region.addr().cast(), region.len(), flags) };
         if result == CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED {
             self.foreign

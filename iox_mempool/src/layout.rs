@@ -39,6 +39,7 @@ pub struct SizeClass {
 
 /// Why a layout is invalid.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum LayoutError {
     /// No size classes were given.
     #[error("a pool layout needs at least one size class")]

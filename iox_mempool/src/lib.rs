@@ -34,9 +34,15 @@ pub mod random;
 pub mod root;
 pub mod segment;
 
+/// The atomics of the lock-free code ([`owners`]): std's here. The model tests
+/// (`tests/loom.rs`) compile that code with a module of this name holding loom's.
+mod sync {
+    pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+}
+
 pub use layout::{LayoutError, PoolLayout, SizeClass};
 pub use memfd::{Backing, MemfdError, MemfdIdentity};
-pub use memory::{MemoryType, MemoryTypeError};
+pub use memory::{MemoryType, MemoryTypeError, UserCode};
 pub use owners::Owner;
 pub use pin::{
     MlockPinner, PinError, PinGuard, Pinner, Region, RegisterPinnerError, acquire, register_pinner,
@@ -45,3 +51,4 @@ pub use pool::{
     Bookkeeping, ChunkError, ChunkHandle, ClassInfo, CreatePoolError, LoanError, OpenPoolError, Pool,
     PoolInfo, PoolPin,
 };
+pub use segment::MakeWritableError;

@@ -59,6 +59,7 @@ impl MemfdIdentity {
 
 /// Why a file was refused as a pool's memfd. Each names the file.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum MemfdError {
     /// Not a memfd (a named file, a pipe, a terminal, ...).
     #[error("{} is not a memfd", path.display())]
@@ -200,7 +201,9 @@ pub fn create_memfd(name: &str, len: usize) -> Result<(Segment, MemfdIdentity), 
 }
 
 /// Checks that `file` (named `path` in errors) is the sealed memfd `expected`
-/// describes, and maps it.
+/// describes, and maps it with `access`. A read-only mapping can be made writable
+/// later ([`Segment::make_writable`], [`crate::Pool::make_payload_writable`]) if
+/// `file` is open read-write.
 pub fn open_memfd(
     file: File,
     path: PathBuf,

@@ -20,10 +20,14 @@ pub const USER_CODE_MIN: u16 = 0x0100;
 /// ```
 /// use iox_mempool::MemoryType;
 /// assert_eq!(MemoryType::from_code(0x0002).unwrap(), MemoryType::CudaPinned);
-/// assert_eq!(MemoryType::User(0x0100).code(), 0x0100);
+/// assert_eq!(MemoryType::user(0x0100).unwrap().code(), 0x0100);
 /// assert!(MemoryType::from_code(0x0042).is_err());
 /// assert!(MemoryType::user(7).is_err());
 /// ```
+///
+/// A `User` value always holds a valid code: [`UserCode`] can only be made through
+/// [`UserCode::new`] (or [`MemoryType::user`], [`MemoryType::from_code`], or reading a
+/// file, which refuse codes below 0x0100).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(try_from = "MemoryTypeSpec", into = "MemoryTypeSpec")]
 pub enum MemoryType {
@@ -34,12 +38,54 @@ pub enum MemoryType {
     Locked,
     /// Page-locked and registered with the CUDA driver when a port pins it.
     CudaPinned,
-    /// A user-defined kind; `code >= 0x0100`. Pinned by the pinner registered for it.
-    User(u16),
+    /// A user-defined kind; its code is `>= 0x0100`. Pinned by the pinner registered
+    /// for it.
+    User(UserCode),
+}
+
+/// The code of a user-defined memory type: a `u16` of at least [`USER_CODE_MIN`],
+/// checked when made, so a [`MemoryType::User`] is never invalid.
+///
+/// ```
+/// use iox_mempool::memory::UserCode;
+/// assert_eq!(UserCode::new(0x0100).unwrap().get(), 0x0100);
+/// assert!(UserCode::new(0x00ff).is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UserCode(u16);
+
+impl UserCode {
+    /// The user code `code`, if `code >= 0x0100`.
+    pub const fn new(code: u16) -> Result<Self, MemoryTypeError> {
+        if code >= USER_CODE_MIN {
+            Ok(Self(code))
+        } else {
+            Err(MemoryTypeError::ReservedUserCode(code))
+        }
+    }
+
+    /// The code.
+    pub const fn get(self) -> u16 {
+        self.0
+    }
+}
+
+impl TryFrom<u16> for UserCode {
+    type Error = MemoryTypeError;
+    fn try_from(code: u16) -> Result<Self, MemoryTypeError> {
+        Self::new(code)
+    }
+}
+
+impl From<UserCode> for u16 {
+    fn from(code: UserCode) -> u16 {
+        code.0
+    }
 }
 
 /// Why a memory type code was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum MemoryTypeError {
     /// A code below 0x0100 that this version of iox does not know.
     #[error(
@@ -53,11 +99,10 @@ pub enum MemoryTypeError {
 
 impl MemoryType {
     /// A user-defined type, checking that `code >= 0x0100`.
-    pub fn user(code: u16) -> Result<Self, MemoryTypeError> {
-        if code >= USER_CODE_MIN {
-            Ok(MemoryType::User(code))
-        } else {
-            Err(MemoryTypeError::ReservedUserCode(code))
+    pub const fn user(code: u16) -> Result<Self, MemoryTypeError> {
+        match UserCode::new(code) {
+            Ok(code) => Ok(MemoryType::User(code)),
+            Err(e) => Err(e),
         }
     }
 
@@ -67,7 +112,7 @@ impl MemoryType {
             MemoryType::Cpu => 0x0000,
             MemoryType::Locked => 0x0001,
             MemoryType::CudaPinned => 0x0002,
-            MemoryType::User(code) => code,
+            MemoryType::User(code) => code.get(),
         }
     }
 
@@ -77,16 +122,8 @@ impl MemoryType {
             0x0000 => Ok(MemoryType::Cpu),
             0x0001 => Ok(MemoryType::Locked),
             0x0002 => Ok(MemoryType::CudaPinned),
-            c if c >= USER_CODE_MIN => Ok(MemoryType::User(c)),
+            c if c >= USER_CODE_MIN => Ok(MemoryType::User(UserCode(c))),
             c => Err(MemoryTypeError::Unknown(c)),
-        }
-    }
-
-    /// Checks a value that may have been built directly as `User(code)`.
-    pub fn validate(self) -> Result<Self, MemoryTypeError> {
-        match self {
-            MemoryType::User(code) => Self::user(code),
-            other => Ok(other),
         }
     }
 }
@@ -94,12 +131,14 @@ impl MemoryType {
 impl std::fmt::Display for MemoryType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            MemoryType::User(code) => write!(f, "User({code:#06x})"),
+            MemoryType::User(code) => write!(f, "User({:#06x})", code.get()),
             other => write!(f, "{other:?}"),
         }
     }
 }
 
+/// The on-disk (serde) form: `User` carries the bare number, checked on the way in
+/// (a bad code read from a file is a [`MemoryTypeError::ReservedUserCode`]).
 #[derive(Serialize, Deserialize)]
 enum MemoryTypeSpec {
     Cpu,
@@ -126,7 +165,7 @@ impl From<MemoryType> for MemoryTypeSpec {
             MemoryType::Cpu => MemoryTypeSpec::Cpu,
             MemoryType::Locked => MemoryTypeSpec::Locked,
             MemoryType::CudaPinned => MemoryTypeSpec::CudaPinned,
-            MemoryType::User(code) => MemoryTypeSpec::User(code),
+            MemoryType::User(code) => MemoryTypeSpec::User(code.get()),
         }
     }
 }

@@ -19,13 +19,18 @@
 //! - taking a queue entry is one RMW moving one count into the taker's bit
 //!   ([`crate::Bookkeeping::take_queued`]).
 //!
+//! These operations live here, on [`OwnerWord`], beside this description; the pool
+//! only finds the word of a chunk and calls them. The atomics come through
+//! `crate::sync`, so the model tests (`tests/loom.rs`) compile this very file against
+//! loom's atomics and check the operations as written.
+//!
 //! There is no ABA: a word is only claimed from 0 and no pointer or index is stored.
 //! Ordering: releases are Release and the claiming CAS is Acquire, so everything a
 //! previous owner did to the chunk happens-before the next owner's use (every change
 //! of the word is an RMW, so all releases are in the release sequence the loaner
 //! reads).
 
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
 /// Where the queue count starts in a chunk word.
 pub const QUEUE_SHIFT: u32 = 48;
@@ -60,11 +65,131 @@ impl Owner {
     }
 }
 
+/// Why an operation on an ownership word changed nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WordError {
+    /// The owner's bit is not set: a double release, or a stale handle.
+    NotHeld,
+    /// The owner's bit is set already where a queue entry was to move into it: the
+    /// entry is a duplicate (corrupt shared memory).
+    AlreadyHeld,
+}
+
+/// One chunk's ownership word (`queued << 48 | owners`, see the module docs) and
+/// every operation that reads or changes it. In shared memory it is a plain
+/// `AtomicU64`, which this wraps without changing the layout.
+#[repr(transparent)]
+pub(crate) struct OwnerWord(AtomicU64);
+
+impl OwnerWord {
+    /// A word holding `value`. Pools never make one (their words live in the
+    /// bookkeeping file, zero when created); the model tests do.
+    #[allow(dead_code)]
+    pub(crate) fn new(value: u64) -> Self {
+        Self(AtomicU64::new(value))
+    }
+
+    /// The word now (a snapshot, no ordering).
+    #[inline]
+    pub(crate) fn load(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Whether the chunk is free (the word is 0) right now.
+    #[inline]
+    pub(crate) fn is_free(&self) -> bool {
+        self.load() == 0
+    }
+
+    /// Whether `owner`'s bit is set right now.
+    #[inline]
+    pub(crate) fn is_held_by(&self, owner: Owner) -> bool {
+        self.load() & owner.bit() != 0
+    }
+
+    /// Loan: claims a free chunk for `owner` with one CAS `0 -> bit`. Acquire, so the
+    /// new owner sees everything previous holders did before they let go (their
+    /// Release RMWs are all in the release sequence the CAS reads from). False if the
+    /// word was not 0 (held, queued, or claimed by a racing loan first).
+    #[inline]
+    pub(crate) fn try_loan(&self, owner: Owner) -> bool {
+        // The plain load first keeps a scan over busy chunks from taking cache lines
+        // exclusively.
+        self.load() == 0
+            && self
+                .0
+                .compare_exchange(0, owner.bit(), Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Release: clears `owner`'s bit (`fetch_and`, Release: the owner's use of the
+    /// chunk happens-before the next loan). Idempotent in effect: a second release
+    /// changes nothing and is [`WordError::NotHeld`]. `Ok(true)` if the chunk became
+    /// free now.
+    #[inline]
+    pub(crate) fn release(&self, owner: Owner) -> Result<bool, WordError> {
+        let prev = self.0.fetch_and(!owner.bit(), Ordering::Release);
+        if prev & owner.bit() == 0 {
+            return Err(WordError::NotHeld);
+        }
+        Ok(prev == owner.bit())
+    }
+
+    /// Hand-off: adds `queued` queue entries and clears `owner`'s bit in one RMW
+    /// (Release: what the owner wrote is visible to whoever takes an entry with
+    /// [`Self::take_queued`], Acquire). `Ok(true)` if the chunk became free (no entries
+    /// and no other owner).
+    #[inline]
+    pub(crate) fn hand_off(&self, owner: Owner, queued: u32) -> Result<bool, WordError> {
+        let add = u64::from(queued).wrapping_mul(QUEUED_ONE);
+        let mut cur = self.0.load(Ordering::Relaxed);
+        loop {
+            if cur & owner.bit() == 0 {
+                return Err(WordError::NotHeld);
+            }
+            let next = cur.wrapping_add(add) - owner.bit();
+            match self
+                .0
+                .compare_exchange_weak(cur, next, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return Ok(next == 0),
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Take: moves one queue entry's hold into `owner`'s bit in one RMW (Acquire: the
+    /// taker sees what the hander-off wrote). The owner's bit must be clear (a port
+    /// never holds a chunk still queued for it); if it was set, the add carried into
+    /// the next bit up (at worst the never-assigned guard bit 47, so the word never
+    /// reads 0 in between): it is undone and reported as [`WordError::AlreadyHeld`].
+    #[inline]
+    pub(crate) fn take_queued(&self, owner: Owner) -> Result<(), WordError> {
+        let delta = owner.bit().wrapping_sub(QUEUED_ONE);
+        let prev = self.0.fetch_add(delta, Ordering::Acquire);
+        if prev & owner.bit() != 0 {
+            self.0.fetch_sub(delta, Ordering::Relaxed);
+            return Err(WordError::AlreadyHeld);
+        }
+        Ok(())
+    }
+
+    /// Recovery of a dead owner: clears its bit if set, as [`Self::release`] does.
+    /// `Some(freed)` if it held the chunk, `None` if not (nothing written then).
+    #[inline]
+    pub(crate) fn release_if_held(&self, owner: Owner) -> Option<bool> {
+        if !self.is_held_by(owner) {
+            return None;
+        }
+        self.release(owner).ok()
+    }
+}
+
 /// Per-chunk bookkeeping: the ownership word and one word for the user of the pool
 /// (e.g. the payload length), next to it so a reader touches one line.
 #[repr(C)]
 pub(crate) struct ChunkMeta {
-    pub(crate) owners: AtomicU64,
+    pub(crate) owners: OwnerWord,
     pub(crate) user: AtomicU64,
 }
 

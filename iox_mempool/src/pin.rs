@@ -11,9 +11,16 @@
 //!   that pinned it (even if another pinner was registered meanwhile).
 //! - The registry holds its lock while it calls a pinner, so concurrent acquirers of a
 //!   region wait for the one registration instead of racing it.
-//! - A guard never outlives its mapping when it is taken through
-//!   [`crate::Pool::pin`], which keeps the pool mapped until the guard is gone; this is
-//!   what keeps the registry from ever holding a registration for unmapped memory.
+//! - A [`Region`] borrows the mapping it describes ([`Region::of`] a [`Segment`],
+//!   [`crate::Pool::payload_region`]), so a pinner is only ever handed mapped memory.
+//! - A guard never outlives its mapping: [`crate::Pool::pin`] keeps the pool mapped
+//!   until the guard is gone, and [`acquire`] is `unsafe` with exactly that duty for
+//!   its caller; this is what keeps the registry from ever holding a registration for
+//!   unmapped memory.
+//! - A region is pinned as it is mapped when it is first pinned: a read-only mapping
+//!   is registered read-only (e.g. CUDA's `READ_ONLY` flag), and stays so for as long
+//!   as this process holds the pin, even if the mapping is made writable meanwhile
+//!   ([`crate::Pool::make_payload_writable`]); the registration is not redone.
 //! - `Cpu` pools need no pinning: acquiring them succeeds and pins nothing. `Locked`
 //!   has a built-in pinner (`mlock`/`munlock`). `CudaPinned` and `User(code)` need a
 //!   pinner registered with [`register_pinner`]; without one, [`acquire`] fails with
@@ -21,28 +28,58 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 
 use thiserror::Error;
 
 use crate::MemoryType;
+use crate::segment::{Access, Segment};
 
-/// A mapped range of this process's address space.
+/// A mapped range of this process's address space: the whole mapping of a segment,
+/// which it borrows, so it is mapped for as long as the `Region` exists. Safe code can
+/// only get one from a live mapping ([`Region::of`], [`crate::Pool::payload_region`]).
+///
+/// ```
+/// use iox_mempool::{Region, segment::{self, Segment}};
+/// let dir = tempfile::tempdir().unwrap();
+/// let seg = Segment::create(dir.path(), "r", 4096, segment::DEFAULT_MODE).unwrap();
+/// let region = Region::of(&seg);
+/// assert_eq!((region.addr(), region.len(), region.read_only()), (seg.as_ptr(), 4096, false));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Region {
+pub struct Region<'a> {
     addr: usize,
     len: usize,
     read_only: bool,
+    _mapping: PhantomData<&'a Segment>,
 }
 
-impl Region {
-    /// A region of `len` bytes at `addr`; `read_only` says how it is mapped.
-    pub fn new(addr: *const u8, len: usize, read_only: bool) -> Self {
+impl<'a> Region<'a> {
+    /// The whole mapping of `segment`, read-only if it is mapped read-only now.
+    pub fn of(segment: &'a Segment) -> Self {
         Self {
-            addr: addr as usize,
+            addr: segment.as_ptr() as usize,
+            len: segment.len(),
+            read_only: segment.access() == Access::ReadOnly,
+            _mapping: PhantomData,
+        }
+    }
+
+    /// A region of `len` bytes at `addr`; `read_only` says how it is mapped.
+    ///
+    /// # Safety
+    ///
+    /// `addr..addr + len` must be mapped in this process (with at least read access,
+    /// and write access unless `read_only`) for as long as the region, or anything
+    /// that holds its address for unpinning, is used.
+    unsafe fn from_raw(addr: usize, len: usize, read_only: bool) -> Self {
+        Self {
+            addr,
             len,
             read_only,
+            _mapping: PhantomData,
         }
     }
 
@@ -69,6 +106,7 @@ impl Region {
 
 /// Why pinning or unpinning failed.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum PinError {
     /// No pinner is registered for this memory type.
     #[error("no pinner is registered for memory type {memory_type}: {hint}")]
@@ -99,12 +137,23 @@ pub enum PinError {
     Pinner(String),
 }
 
-/// Pins and unpins regions for one memory type.
+/// Pins and unpins regions for one memory type. Users implement it for their own
+/// kinds (an RDMA registration, a Vulkan import) and [`register_pinner`] it.
+///
+/// Both methods are safe to implement and to call: the [`Region`] they get is mapped
+/// for the whole call (it borrows its mapping, and only the registry, under the
+/// contract of [`acquire`], makes one otherwise), which is all an implementation may
+/// rely on when it hands the range to `mlock`, a driver or a NIC. The registry calls
+/// `pin` once per region per process and the matching `unpin` before the region is
+/// unmapped. Someone who calls `pin` directly, outside the registry, is responsible
+/// for calling `unpin` while the region is still mapped; forgetting to is a leaked
+/// registration (resource state of the pinner), not a memory-safety matter for Rust
+/// code, so the methods need not be `unsafe`.
 pub trait Pinner: Send + Sync {
     /// Pins `region`. Called once per region per process by the registry.
-    fn pin(&self, region: &Region) -> Result<(), PinError>;
+    fn pin(&self, region: &Region<'_>) -> Result<(), PinError>;
     /// Unpins `region`, which this pinner pinned. Called while it is still mapped.
-    fn unpin(&self, region: &Region) -> Result<(), PinError>;
+    fn unpin(&self, region: &Region<'_>) -> Result<(), PinError>;
 }
 
 /// The built-in pinner of [`MemoryType::Locked`]: `mlock` and `munlock`.
@@ -112,16 +161,16 @@ pub trait Pinner: Send + Sync {
 pub struct MlockPinner;
 
 impl Pinner for MlockPinner {
-    fn pin(&self, region: &Region) -> Result<(), PinError> {
-        // SAFETY: mlock only changes residency of pages in the range; an unmapped range
-        // is reported as ENOMEM, never undefined behaviour.
+    fn pin(&self, region: &Region<'_>) -> Result<(), PinError> {
+        // SAFETY: the region is mapped (see Region); mlock only changes residency of
+        // the pages in it.
         unsafe { rustix::mm::mlock(region.addr().cast(), region.len()) }.map_err(|e| PinError::Os {
             op: "mlock",
             source: e.into(),
         })
     }
 
-    fn unpin(&self, region: &Region) -> Result<(), PinError> {
+    fn unpin(&self, region: &Region<'_>) -> Result<(), PinError> {
         // SAFETY: as for mlock; munlock only changes residency.
         unsafe { rustix::mm::munlock(region.addr().cast(), region.len()) }.map_err(|e| PinError::Os {
             op: "munlock",
@@ -132,17 +181,17 @@ impl Pinner for MlockPinner {
 
 /// Why [`register_pinner`] refused.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum RegisterPinnerError {
     /// `Cpu` memory is never pinned.
     #[error("Cpu memory is never pinned; register pinners for Locked, CudaPinned or User codes")]
     CpuNotPinnable,
-    /// The memory type is invalid (a `User` code below 0x0100).
-    #[error(transparent)]
-    InvalidType(#[from] crate::MemoryTypeError),
 }
 
 struct Entry {
     count: usize,
+    /// How the region was mapped when it was pinned (what the pinner registered).
+    read_only: bool,
     memory_type: MemoryType,
     pinner: Arc<dyn Pinner>,
 }
@@ -168,14 +217,13 @@ fn registry() -> MutexGuard<'static, Registry> {
 /// ```
 /// use iox_mempool::{register_pinner, MemoryType, MlockPinner};
 /// use std::sync::Arc;
-/// register_pinner(MemoryType::User(0x0100), Arc::new(MlockPinner)).unwrap();
+/// register_pinner(MemoryType::user(0x0100).unwrap(), Arc::new(MlockPinner)).unwrap();
 /// assert!(register_pinner(MemoryType::Cpu, Arc::new(MlockPinner)).is_err());
 /// ```
 pub fn register_pinner(
     memory_type: MemoryType,
     pinner: Arc<dyn Pinner>,
 ) -> Result<Option<Arc<dyn Pinner>>, RegisterPinnerError> {
-    let memory_type = memory_type.validate()?;
     if memory_type == MemoryType::Cpu {
         return Err(RegisterPinnerError::CpuNotPinnable);
     }
@@ -189,9 +237,16 @@ pub fn has_pinner(memory_type: MemoryType) -> bool {
 }
 
 /// Pins `region` as `memory_type` unless this process has it pinned already, and
-/// returns a guard that keeps it pinned. The caller keeps the region mapped while the
-/// guard lives; [`crate::Pool::pin`] does that for pools.
-pub fn acquire(region: Region, memory_type: MemoryType) -> Result<PinGuard, PinError> {
+/// returns a guard that keeps it pinned. [`crate::Pool::pin`] is the safe way to pin
+/// a pool.
+///
+/// # Safety
+///
+/// The mapping `region` describes must stay mapped until the returned guard has been
+/// dropped (a guard that is leaked keeps that duty for the rest of the process): the
+/// pinner registered for the type keeps the range registered, and the guard hands
+/// the same range to [`Pinner::unpin`] when dropped.
+pub unsafe fn acquire(region: Region<'_>, memory_type: MemoryType) -> Result<PinGuard, PinError> {
     if memory_type == MemoryType::Cpu {
         return Ok(PinGuard { key: None });
     }
@@ -205,9 +260,7 @@ pub fn acquire(region: Region, memory_type: MemoryType) -> Result<PinGuard, PinE
             });
         }
         entry.count += 1;
-        return Ok(PinGuard {
-            key: Some((key, region)),
-        });
+        return Ok(PinGuard { key: Some(key) });
     }
     let pinner: Arc<dyn Pinner> = match (reg.pinners.get(&memory_type), memory_type) {
         (Some(p), _) => p.clone(),
@@ -230,13 +283,12 @@ pub fn acquire(region: Region, memory_type: MemoryType) -> Result<PinGuard, PinE
         key,
         Entry {
             count: 1,
+            read_only: region.read_only,
             memory_type,
             pinner,
         },
     );
-    Ok(PinGuard {
-        key: Some((key, region)),
-    })
+    Ok(PinGuard { key: Some(key) })
 }
 
 /// How many guards this process holds for the region at `addr` of `len` bytes
@@ -255,7 +307,9 @@ pub fn unpin_failures() -> usize {
 #[derive(Debug)]
 #[must_use = "dropping the guard unpins the region again"]
 pub struct PinGuard {
-    key: Option<((usize, usize), Region)>,
+    /// (address, length) of the region; mapped while the guard lives (the contract
+    /// of [`acquire`]).
+    key: Option<(usize, usize)>,
 }
 
 impl PinGuard {
@@ -267,7 +321,7 @@ impl PinGuard {
 
 impl Drop for PinGuard {
     fn drop(&mut self) {
-        let Some((key, region)) = self.key.take() else {
+        let Some(key) = self.key.take() else {
             return;
         };
         let mut reg = registry();
@@ -278,10 +332,13 @@ impl Drop for PinGuard {
             }
             None => false,
         };
-        if let Some(entry) = last.then(|| reg.pins.remove(&key)).flatten()
-            && entry.pinner.unpin(&region).is_err()
-        {
-            UNPIN_FAILURES.fetch_add(1, Ordering::Relaxed);
+        if let Some(entry) = last.then(|| reg.pins.remove(&key)).flatten() {
+            // SAFETY: the caller of `acquire` keeps the range mapped until this guard
+            // is dropped, which is now; it is unpinned as it was pinned.
+            let region = unsafe { Region::from_raw(key.0, key.1, entry.read_only) };
+            if entry.pinner.unpin(&region).is_err() {
+                UNPIN_FAILURES.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 }

@@ -3,7 +3,13 @@
 //! Files, for a pool whose stem is `S`:
 //! - `S.pool`: the payload, chunks only, class after class as the [`PoolLayout`] says,
 //!   page-aligned and page-sized, so pinning it pins exactly the payload. It may be
-//!   mapped read-only (a process that only reads samples).
+//!   mapped read-only (a process that only reads samples: a stray write through a
+//!   sample's address then faults in that process instead of corrupting what other
+//!   readers see). An opener maps it as asked but always opens the file read-write,
+//!   so a read-only mapping can be upgraded in place, once, when the process starts
+//!   publishing ([`Pool::make_payload_writable`]). The creator maps it read-write:
+//!   it has just made the file, so a read-only mapping would protect nothing yet,
+//!   and a service's creator typically publishes.
 //! - `S.chunks`: the bookkeeping every participant maps read-write: a 64-byte header
 //!   (magic, version, layout hash, payload length, memory type; all atomics), one
 //!   loan cursor per class on its own cache line, then per class one 16-byte
@@ -33,9 +39,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use thiserror::Error;
 
-use crate::owners::{self, ChunkMeta, ClassCursor, Owner};
+use crate::owners::{ChunkMeta, ClassCursor, Owner, WordError};
 use crate::pin::{self, PinError, PinGuard, Region};
-use crate::segment::{self, Access, CreateSegmentError, OpenSegmentError, Segment};
+use crate::segment::{self, Access, CreateSegmentError, MakeWritableError, OpenSegmentError, Segment};
 use crate::{MemoryType, PoolLayout};
 
 /// Magic of a chunk bookkeeping segment.
@@ -59,7 +65,8 @@ const _: () = assert!(size_of::<ClassCursor>() == 64);
 const _: () = assert!(size_of::<ChunkMeta>() == 16);
 
 /// A chunk: its size class and its index in that class. Converts to an address in
-/// each process with [`Pool::chunk`]; stored in shared queues as [`Self::to_raw`].
+/// each process with [`Pool::chunk`]; stored in shared memory (queue entries) as
+/// [`Self::to_raw`], the one encoding of a chunk iox has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ChunkHandle {
     class: u8,
@@ -77,11 +84,29 @@ impl ChunkHandle {
         self.index
     }
 
-    /// A 64-bit encoding for shared queues: `class << 32 | index`.
-    pub fn to_raw(self) -> u64 {
-        (u64::from(self.class) << 32) | u64::from(self.index)
+    /// The 32-bit encoding stored in shared memory: `class << 24 | index`
+    /// ([`crate::layout::MAX_CLASSES`] and [`crate::layout::MAX_CHUNKS_PER_CLASS`] keep
+    /// both in their bits). [`Bookkeeping::handle_from_raw`] is the way back, with a
+    /// bounds check against the pool.
+    ///
+    /// ```
+    /// # use iox_mempool::{MemoryType, Owner, Pool, PoolLayout};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let layout = PoolLayout::new(&[(64, 2), (256, 2)]).unwrap();
+    /// let pool = Pool::create(dir.path(), "raw", &layout, MemoryType::Cpu, 0o600).unwrap();
+    /// let h = pool.loan(100, &mut 0, Owner::new(0).unwrap()).unwrap();
+    /// assert_eq!(h.to_raw(), 1 << 24);
+    /// assert_eq!(pool.handle_from_raw(h.to_raw()), Some(h));
+    /// ```
+    pub const fn to_raw(self) -> u32 {
+        ((self.class as u32) << RAW_CLASS_SHIFT) | self.index
     }
 }
+
+/// Where the class starts in [`ChunkHandle::to_raw`].
+const RAW_CLASS_SHIFT: u32 = 24;
+const _: () = assert!(crate::layout::MAX_CHUNKS_PER_CLASS <= 1 << RAW_CLASS_SHIFT);
+const _: () = assert!(crate::layout::MAX_CLASSES <= 1 << (32 - RAW_CLASS_SHIFT));
 
 /// Sizes and occupancy of one class, as reported by [`Pool::info`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,13 +149,11 @@ impl PoolInfo {
 
 /// Why [`Pool::create`] failed.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum CreatePoolError {
     /// A segment could not be created.
     #[error(transparent)]
     Segment(#[from] CreateSegmentError),
-    /// The memory type is invalid.
-    #[error(transparent)]
-    MemoryType(#[from] crate::MemoryTypeError),
     /// The payload handed in is not as long as the layout needs.
     #[error("the payload is {len} bytes long, the layout needs exactly {expected}")]
     PayloadLength {
@@ -143,6 +166,7 @@ pub enum CreatePoolError {
 
 /// Why [`Pool::open`] failed. Each names the file and what is wrong with it.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum OpenPoolError {
     /// A segment could not be opened, or is too short.
     #[error(transparent)]
@@ -226,6 +250,7 @@ pub enum OpenPoolError {
 
 /// Why [`Pool::loan`] failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum LoanError {
     /// No class holds this many bytes.
     #[error("{size} bytes requested; the largest chunk of this pool holds {max}")]
@@ -252,6 +277,7 @@ pub enum LoanError {
 
 /// Why an ownership operation on a chunk failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum ChunkError {
     /// The handle does not name a chunk of this pool.
     #[error("chunk handle class {class} index {index} is outside the pool")]
@@ -377,7 +403,6 @@ impl Pool {
         mode: u32,
         tag: u64,
     ) -> Result<Self, CreatePoolError> {
-        let memory_type = memory_type.validate()?;
         let payload = Segment::create(dir, &payload_name(stem), layout.payload_len(), mode)?;
         Self::create_with_payload(dir, stem, layout, memory_type, mode, tag, payload).inspect_err(|_| {
             let _ = segment::remove(dir, &payload_name(stem));
@@ -396,7 +421,6 @@ impl Pool {
         tag: u64,
         payload: Segment,
     ) -> Result<Self, CreatePoolError> {
-        let memory_type = memory_type.validate()?;
         if payload.len() != layout.payload_len() {
             return Err(CreatePoolError::PayloadLength {
                 len: payload.len(),
@@ -430,7 +454,9 @@ impl Pool {
     }
 
     /// [`Pool::open_tagged`] around a payload the caller obtained and checked (e.g.
-    /// with [`crate::memfd::open_memfd`]); only the bookkeeping is opened by name.
+    /// with [`crate::memfd::open_memfd`]); only the bookkeeping is opened by name. A
+    /// payload mapped read-only can be made writable later if its file is open
+    /// read-write.
     pub fn open_with_payload(
         dir: &Path,
         stem: &str,
@@ -449,7 +475,9 @@ impl Pool {
     }
 
     /// Opens the pool `dir/stem` that must have `layout` (and `memory_type`, if given).
-    /// The payload is mapped with `payload_access`; bookkeeping is always read-write.
+    /// The payload is mapped with `payload_access` (its file is opened read-write
+    /// either way, so [`Pool::make_payload_writable`] can upgrade a read-only
+    /// mapping); bookkeeping is always read-write.
     pub fn open(
         dir: &Path,
         stem: &str,
@@ -471,7 +499,7 @@ impl Pool {
     ) -> Result<Self, OpenPoolError> {
         // The bookkeeping first: its header says whether the layout is the expected one.
         let book = Bookkeeping::open(dir, stem, layout, memory_type, tag)?;
-        let payload = Segment::open(
+        let payload = Segment::open_upgradable(
             dir,
             &payload_name(stem),
             payload_access,
@@ -526,12 +554,7 @@ impl Pool {
             } else {
                 start + k - count
             };
-            let word = &chunks[i].owners;
-            if word.load(Ordering::Relaxed) == 0
-                && word
-                    .compare_exchange(0, owner.bit(), Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
+            if chunks[i].owners.try_loan(owner) {
                 cursor.next.store((i + 1) as u32, Ordering::Relaxed);
                 return Ok(ChunkHandle {
                     class: class as u8,
@@ -562,13 +585,42 @@ impl Pool {
         Some((unsafe { self.payload.as_ptr().add(offset) }, c.chunk_size))
     }
 
-    /// The payload mapping as a region, e.g. to pin it.
-    pub fn payload_region(&self) -> Region {
-        Region::new(
-            self.payload.as_ptr(),
-            self.payload.len(),
-            self.payload.access() == Access::ReadOnly,
-        )
+    /// The payload mapping as a region, e.g. to pin it; read-only if the payload is
+    /// mapped read-only at the time of the call.
+    pub fn payload_region(&self) -> Region<'_> {
+        Region::of(&self.payload)
+    }
+
+    /// How the payload is mapped in this process now.
+    pub fn payload_access(&self) -> Access {
+        self.payload.access()
+    }
+
+    /// Makes a read-only payload mapping writable (one `mprotect` over the whole
+    /// payload), so this process can loan chunks and write them; nothing to do if it
+    /// is writable already. Idempotent and safe from any number of threads at once.
+    /// Fails if the payload's file is open read-only (a payload handed to
+    /// [`Pool::open_with_payload`] that way). A pin taken while the mapping was
+    /// read-only stays a read-only registration (see [`crate::pin`]).
+    ///
+    /// ```
+    /// use iox_mempool::{MemoryType, Owner, Pool, PoolLayout, segment::Access};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let layout = PoolLayout::new(&[(64, 4)]).unwrap();
+    /// let _creator = Pool::create(dir.path(), "w", &layout, MemoryType::Cpu, 0o600).unwrap();
+    /// let pool = Pool::open(dir.path(), "w", &layout, None, Access::ReadOnly).unwrap();
+    /// let me = Owner::new(0).unwrap();
+    /// assert!(pool.loan(8, &mut 0, me).is_err());
+    /// assert!(pool.payload_region().read_only());
+    /// pool.make_payload_writable().unwrap();
+    /// assert!(!pool.payload_region().read_only());
+    /// let chunk = pool.loan(8, &mut 0, me).unwrap();
+    /// let (ptr, _) = pool.chunk(chunk).unwrap();
+    /// // SAFETY: the chunk is loaned to us and writable now.
+    /// unsafe { ptr.write(1) };
+    /// ```
+    pub fn make_payload_writable(&self) -> Result<(), MakeWritableError> {
+        self.payload.make_writable()
     }
 
     /// Sizes, offsets, occupancy and address of the pool in this process.
@@ -590,7 +642,9 @@ impl Pool {
     /// returned guard keeps the pool mapped, so the region is unpinned before it is
     /// unmapped.
     pub fn pin(self: &Arc<Self>) -> Result<PoolPin, PinError> {
-        let guard = pin::acquire(self.payload_region(), self.memory_type)?;
+        // SAFETY: the PoolPin holds the pool, so the payload stays mapped, until after
+        // the guard is dropped (field order); leaking the PoolPin leaks the pool too.
+        let guard = unsafe { pin::acquire(self.payload_region(), self.memory_type) }?;
         Ok(PoolPin {
             guard,
             _pool: Arc::clone(self),
@@ -758,11 +812,11 @@ impl Bookkeeping {
         self.memory_type
     }
 
-    fn not_owned(handle: ChunkHandle, owner: Owner) -> ChunkError {
-        ChunkError::NotOwned {
-            class: handle.class(),
-            index: handle.index,
-            owner: owner.number(),
+    fn word_error(handle: ChunkHandle, owner: Owner, e: WordError) -> ChunkError {
+        let (class, index, owner) = (handle.class(), handle.index, owner.number());
+        match e {
+            WordError::NotHeld => ChunkError::NotOwned { class, index, owner },
+            WordError::AlreadyHeld => ChunkError::AlreadyOwned { class, index, owner },
         }
     }
 
@@ -771,14 +825,10 @@ impl Bookkeeping {
     /// second release changes nothing and reports [`ChunkError::NotOwned`].
     #[inline]
     pub fn release(&self, handle: ChunkHandle, owner: Owner) -> Result<bool, ChunkError> {
-        let prev = self
-            .meta(handle)?
+        self.meta(handle)?
             .owners
-            .fetch_and(!owner.bit(), Ordering::Release);
-        if prev & owner.bit() == 0 {
-            return Err(Self::not_owned(handle, owner));
-        }
-        Ok(prev == owner.bit())
+            .release(owner)
+            .map_err(|e| Self::word_error(handle, owner, e))
     }
 
     /// Hands a chunk held by `owner` to `queued` queue entries, giving up the owner's
@@ -786,44 +836,26 @@ impl Bookkeeping {
     /// and no other owner).
     #[inline]
     pub fn hand_off(&self, handle: ChunkHandle, owner: Owner, queued: u32) -> Result<bool, ChunkError> {
-        let word = &self.meta(handle)?.owners;
-        let add = u64::from(queued).wrapping_mul(owners::QUEUED_ONE);
-        let mut cur = word.load(Ordering::Relaxed);
-        loop {
-            if cur & owner.bit() == 0 {
-                return Err(Self::not_owned(handle, owner));
-            }
-            let next = cur.wrapping_add(add) - owner.bit();
-            match word.compare_exchange_weak(cur, next, Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => return Ok(next == 0),
-                Err(now) => cur = now,
-            }
-        }
+        self.meta(handle)?
+            .owners
+            .hand_off(owner, queued)
+            .map_err(|e| Self::word_error(handle, owner, e))
     }
 
     /// Moves one queue entry's hold on a chunk to `owner` (the taker of the entry),
-    /// in one atomic step.
+    /// in one atomic step. A duplicate entry (the owner holds the chunk already) is
+    /// [`ChunkError::AlreadyOwned`] and changes nothing.
     #[inline]
     pub fn take_queued(&self, handle: ChunkHandle, owner: Owner) -> Result<(), ChunkError> {
-        let word = &self.meta(handle)?.owners;
-        let delta = owner.bit().wrapping_sub(owners::QUEUED_ONE);
-        let prev = word.fetch_add(delta, Ordering::Acquire);
-        if prev & owner.bit() != 0 {
-            // The bit was set already, so the add carried into the next owner's bit:
-            // undo it and report the duplicate.
-            word.fetch_sub(delta, Ordering::Relaxed);
-            return Err(ChunkError::AlreadyOwned {
-                class: handle.class(),
-                index: handle.index,
-                owner: owner.number(),
-            });
-        }
-        Ok(())
+        self.meta(handle)?
+            .owners
+            .take_queued(owner)
+            .map_err(|e| Self::word_error(handle, owner, e))
     }
 
     /// The chunk's ownership word (see [`crate::owners`]). A snapshot.
     pub fn owners(&self, handle: ChunkHandle) -> Result<u64, ChunkError> {
-        Ok(self.meta(handle)?.owners.load(Ordering::Relaxed))
+        Ok(self.meta(handle)?.owners.load())
     }
 
     /// Clears `owner`'s bit on every chunk: what recovering a dead owner needs, safe to
@@ -832,12 +864,9 @@ impl Bookkeeping {
         let (mut held, mut freed) = (0, 0);
         for class in 0..self.layout.classes().len() {
             for meta in self.class_table(class).1 {
-                if meta.owners.load(Ordering::Relaxed) & owner.bit() != 0 {
-                    let prev = meta.owners.fetch_and(!owner.bit(), Ordering::Release);
-                    if prev & owner.bit() != 0 {
-                        held += 1;
-                        freed += u64::from(prev == owner.bit());
-                    }
+                if let Some(free) = meta.owners.release_if_held(owner) {
+                    held += 1;
+                    freed += u64::from(free);
                 }
             }
         }
@@ -849,7 +878,7 @@ impl Bookkeeping {
         let mut out = Vec::new();
         for class in 0..self.layout.classes().len() {
             for (i, meta) in self.class_table(class).1.iter().enumerate() {
-                if meta.owners.load(Ordering::Relaxed) & owner.bit() != 0 {
+                if meta.owners.is_held_by(owner) {
                     out.push(ChunkHandle {
                         class: class as u8,
                         index: i as u32,
@@ -874,11 +903,12 @@ impl Bookkeeping {
         Ok(self.meta(handle)?.user.load(Ordering::Relaxed))
     }
 
-    /// The handle a raw queue entry stands for, if it names a chunk of this pool.
+    /// The handle `raw` ([`ChunkHandle::to_raw`]) stands for, if it names a chunk of
+    /// this pool.
     #[inline]
-    pub fn handle_from_raw(&self, raw: u64) -> Option<ChunkHandle> {
-        let class = u8::try_from(raw >> 32).ok()?;
-        let index = raw as u32;
+    pub fn handle_from_raw(&self, raw: u32) -> Option<ChunkHandle> {
+        let class = (raw >> RAW_CLASS_SHIFT) as u8;
+        let index = raw & ((1 << RAW_CLASS_SHIFT) - 1);
         let c = self.layout.classes().get(usize::from(class))?;
         (index < c.count).then_some(ChunkHandle { class, index })
     }
@@ -896,7 +926,7 @@ impl Bookkeeping {
                     .class_table(i)
                     .1
                     .iter()
-                    .filter(|m| m.owners.load(Ordering::Relaxed) == 0)
+                    .filter(|m| m.owners.is_free())
                     .count() as u32,
                 offset: self.layout.class_offset(i),
             })

@@ -13,6 +13,10 @@
 //!   buggy process *after* it was mapped can still fault; sealed memfd backing is the
 //!   cure for that and lives elsewhere.)
 //! - Mappings up to [`POPULATE_LIMIT`] are populated at map time (`MAP_POPULATE`).
+//! - A read-only mapping of a file opened read-write can be made writable later
+//!   ([`Segment::make_writable`], one `mprotect`); it never goes back. A read-only
+//!   mapping is `PROT_READ`: a write through it faults (SIGSEGV) instead of changing
+//!   the file.
 //! - The mapping is a [`memmap2::MmapRaw`]: iox never forms `&`/`&mut` references to
 //!   bytes other processes may change; all shared state is accessed through atomics or
 //!   raw pointers at documented spots.
@@ -20,6 +24,7 @@
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use memmap2::MmapRaw;
 use rustix::fs::{FileType, Mode, OFlags};
@@ -33,6 +38,7 @@ pub const DEFAULT_MODE: u32 = 0o600;
 
 /// Why a segment name was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum SegmentNameError {
     /// The name is empty.
     #[error("segment name is empty")]
@@ -91,6 +97,7 @@ pub enum Access {
 
 /// Why [`Segment::create`] failed.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum CreateSegmentError {
     /// The name is not a valid segment name.
     #[error(transparent)]
@@ -132,6 +139,7 @@ pub enum CreateSegmentError {
 
 /// Why [`Segment::open`] failed.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum OpenSegmentError {
     /// The name is not a valid segment name.
     #[error(transparent)]
@@ -186,6 +194,26 @@ pub enum OpenSegmentError {
     },
 }
 
+/// Why [`Segment::make_writable`] failed.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum MakeWritableError {
+    /// The file was opened read-only, so no mapping of it can be made writable.
+    #[error("{} was opened read-only; its mapping cannot be made writable", path.display())]
+    FileReadOnly {
+        /// The file.
+        path: PathBuf,
+    },
+    /// `mprotect` refused.
+    #[error("cannot make the mapping of {} writable: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error reported.
+        source: io::Error,
+    },
+}
+
 /// Mappings up to this size are populated (page tables filled) when mapped, so the
 /// first message does not pay page faults on bookkeeping or small pools; larger ones
 /// are faulted in on use, or populated by pinning.
@@ -232,7 +260,10 @@ pub struct Segment {
     path: PathBuf,
     file: File,
     map: MmapRaw,
-    access: Access,
+    /// Whether the mapping is writable now (false -> true once, never back).
+    writable: AtomicBool,
+    /// Whether the file was opened for writing, i.e. the mapping can be made writable.
+    file_writable: bool,
 }
 
 impl Segment {
@@ -293,7 +324,8 @@ impl Segment {
                 path,
                 file,
                 map,
-                access: Access::ReadWrite,
+                writable: AtomicBool::new(true),
+                file_writable: true,
             }),
             Err(e) => {
                 let _ = std::fs::remove_file(&path);
@@ -303,36 +335,31 @@ impl Segment {
     }
 
     /// Opens and maps an existing `dir/name`, refusing it unless it is a regular file
-    /// at least `min_len` bytes long (`min_len` is raised to 1).
+    /// at least `min_len` bytes long (`min_len` is raised to 1). The file is opened
+    /// with the same access as the mapping, so a `ReadOnly` segment opened here can
+    /// never be made writable (see [`Segment::open_upgradable`]).
     pub fn open(dir: &Path, name: &str, access: Access, min_len: u64) -> Result<Self, OpenSegmentError> {
-        validate_name(name)?;
-        let path = dir.join(name);
-        let rw = match access {
-            Access::ReadWrite => OFlags::RDWR,
-            Access::ReadOnly => OFlags::RDONLY,
-        };
-        let fd =
-            rustix::fs::open(&path, rw | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()).map_err(|e| {
-                match e {
-                    rustix::io::Errno::NOENT => OpenSegmentError::NotFound { path: path.clone() },
-                    rustix::io::Errno::LOOP => OpenSegmentError::NotRegularFile { path: path.clone() },
-                    rustix::io::Errno::ACCESS | rustix::io::Errno::PERM => {
-                        OpenSegmentError::PermissionDenied { path: path.clone() }
-                    }
-                    e => OpenSegmentError::Io {
-                        op: "open",
-                        path: path.clone(),
-                        source: e.into(),
-                    },
-                }
-            })?;
-        Self::from_file(File::from(fd), path, access, min_len)
+        let (file, path) = open_file(dir, name, access)?;
+        Self::from_file(file, path, access, min_len)
+    }
+
+    /// [`Segment::open`] with the file opened read-write whatever `access` is, so a
+    /// read-only mapping can be made writable later with [`Segment::make_writable`].
+    pub fn open_upgradable(
+        dir: &Path,
+        name: &str,
+        access: Access,
+        min_len: u64,
+    ) -> Result<Self, OpenSegmentError> {
+        let (file, path) = open_file(dir, name, Access::ReadWrite)?;
+        Self::from_file(file, path, access, min_len)
     }
 
     /// Maps an open file the caller obtained some other way (e.g. a memfd received
     /// from another process), with the same checks as [`Segment::open`]: a regular
     /// file at least `min_len` bytes long, mapped at exactly the length checked.
-    /// `label` names it in errors.
+    /// `label` names it in errors. A read-only mapping can be made writable later if
+    /// `file` is open read-write.
     pub fn from_file(
         file: File,
         label: PathBuf,
@@ -372,11 +399,14 @@ impl Segment {
             path: path.clone(),
             source,
         })?;
+        let file_writable =
+            rustix::fs::fcntl_getfl(&file).is_ok_and(|flags| flags & OFlags::RWMODE == OFlags::RDWR);
         Ok(Self {
             path,
             file,
             map,
-            access,
+            writable: AtomicBool::new(access == Access::ReadWrite),
+            file_writable,
         })
     }
 
@@ -417,10 +447,82 @@ impl Segment {
         &self.file
     }
 
-    /// How the segment is mapped.
+    /// How the segment is mapped now.
     pub fn access(&self) -> Access {
-        self.access
+        // Acquire: a thread that sees the mapping writable also sees the mprotect
+        // that made it so (it happened before the Release store).
+        if self.writable.load(Ordering::Acquire) {
+            Access::ReadWrite
+        } else {
+            Access::ReadOnly
+        }
     }
+
+    /// Makes a read-only mapping writable (`mprotect` to read-write over the whole
+    /// mapping); nothing to do if it is writable already. Idempotent and safe to call
+    /// from any number of threads at once (each either sees it done or does the same
+    /// `mprotect`). Needs the file open read-write ([`Segment::open_upgradable`], or
+    /// a read-write file given to [`Segment::from_file`]).
+    ///
+    /// ```
+    /// use iox_mempool::segment::{self, Access, Segment};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// drop(Segment::create(dir.path(), "s", 4096, segment::DEFAULT_MODE).unwrap());
+    /// let ro = Segment::open_upgradable(dir.path(), "s", Access::ReadOnly, 1).unwrap();
+    /// assert_eq!(ro.access(), Access::ReadOnly);
+    /// ro.make_writable().unwrap();
+    /// assert_eq!(ro.access(), Access::ReadWrite);
+    /// let fixed = Segment::open(dir.path(), "s", Access::ReadOnly, 1).unwrap();
+    /// assert!(fixed.make_writable().is_err());
+    /// ```
+    pub fn make_writable(&self) -> Result<(), MakeWritableError> {
+        if self.writable.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if !self.file_writable {
+            return Err(MakeWritableError::FileReadOnly {
+                path: self.path.clone(),
+            });
+        }
+        let flags = rustix::mm::MprotectFlags::READ | rustix::mm::MprotectFlags::WRITE;
+        // SAFETY: the range is exactly our own live mapping (page-aligned start, its
+        // length), a shared mapping of a file open read-write. Adding write
+        // permission invalidates no reference or pointer anyone holds into it.
+        unsafe { rustix::mm::mprotect(self.map.as_mut_ptr().cast(), self.map.len(), flags) }.map_err(
+            |e| MakeWritableError::Io {
+                path: self.path.clone(),
+                source: e.into(),
+            },
+        )?;
+        self.writable.store(true, Ordering::Release);
+        Ok(())
+    }
+}
+
+/// Opens `dir/name` (a valid segment name) without following symlinks, read-write or
+/// read-only as `access` says.
+fn open_file(dir: &Path, name: &str, access: Access) -> Result<(File, PathBuf), OpenSegmentError> {
+    validate_name(name)?;
+    let path = dir.join(name);
+    let rw = match access {
+        Access::ReadWrite => OFlags::RDWR,
+        Access::ReadOnly => OFlags::RDONLY,
+    };
+    let fd = rustix::fs::open(&path, rw | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()).map_err(
+        |e| match e {
+            rustix::io::Errno::NOENT => OpenSegmentError::NotFound { path: path.clone() },
+            rustix::io::Errno::LOOP => OpenSegmentError::NotRegularFile { path: path.clone() },
+            rustix::io::Errno::ACCESS | rustix::io::Errno::PERM => {
+                OpenSegmentError::PermissionDenied { path: path.clone() }
+            }
+            e => OpenSegmentError::Io {
+                op: "open",
+                path: path.clone(),
+                source: e.into(),
+            },
+        },
+    )?;
+    Ok((File::from(fd), path))
 }
 
 /// Unlinks `dir/name`. Returns `Ok(false)` if it did not exist. Existing mappings stay

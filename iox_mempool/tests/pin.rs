@@ -6,6 +6,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use iox_mempool::pin::{self, pin_count};
+use iox_mempool::segment::Access;
 use iox_mempool::{MemoryType, PinError, Pinner, Pool, PoolLayout, Region, register_pinner};
 use iox_testkit::{role, spawn_self, vm_lck_kib, wait_ok};
 
@@ -36,7 +37,7 @@ impl Pinner for CountingPinner {
 
 #[test]
 fn eight_threads_one_pin_one_unpin() {
-    let code = MemoryType::User(0x0101);
+    let code = MemoryType::user(0x0101).unwrap();
     let pinner = Arc::new(CountingPinner::default());
     register_pinner(code, pinner.clone()).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -86,16 +87,22 @@ fn unregistered_types_fail_with_a_reason() {
             ..
         }
     ));
-    assert!(e.to_string().contains("cuda"), "names what is missing: {e}");
-    let user = Arc::new(Pool::create(dir.path(), "user", &layout, MemoryType::User(0x0777), 0o600).unwrap());
+    assert!(e.to_string().contains("cuda"), "{e}");
+    let user = Arc::new(
+        Pool::create(
+            dir.path(),
+            "user",
+            &layout,
+            MemoryType::user(0x0777).unwrap(),
+            0o600,
+        )
+        .unwrap(),
+    );
     let e = user.pin().unwrap_err();
     assert!(
         matches!(
             e,
-            PinError::NoPinner {
-                memory_type: MemoryType::User(0x0777),
-                ..
-            }
+            PinError::NoPinner { memory_type, .. } if memory_type == MemoryType::user(0x0777).unwrap()
         ),
         "{e}"
     );
@@ -108,8 +115,10 @@ fn conflicting_memory_types_on_one_region_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let layout = PoolLayout::new(&[(4096, 1)]).unwrap();
     let pool = Pool::create(dir.path(), "c", &layout, MemoryType::Locked, 0o600).unwrap();
-    let _g = pin::acquire(pool.payload_region(), MemoryType::Locked).unwrap();
-    let e = pin::acquire(pool.payload_region(), MemoryType::User(0x0100)).unwrap_err();
+    // SAFETY: `pool` stays mapped until the end of the test, after the guard drops.
+    let _g = unsafe { pin::acquire(pool.payload_region(), MemoryType::Locked) }.unwrap();
+    // SAFETY: as above (and this one fails, so there is no guard).
+    let e = unsafe { pin::acquire(pool.payload_region(), MemoryType::user(0x0100).unwrap()) }.unwrap_err();
     assert!(matches!(e, PinError::Conflict { .. }), "{e}");
 }
 
@@ -159,4 +168,47 @@ fn locked_pool_raises_vm_lck_while_pinned() {
     );
     drop(second);
     assert_eq!(vm_lck_kib(), before);
+}
+
+/// Records how each region it is handed is mapped.
+#[derive(Default)]
+struct ReadOnlyRecorder {
+    seen: Mutex<Vec<(&'static str, bool)>>,
+}
+
+impl Pinner for ReadOnlyRecorder {
+    fn pin(&self, r: &Region) -> Result<(), PinError> {
+        self.seen.lock().unwrap().push(("pin", r.read_only()));
+        Ok(())
+    }
+    fn unpin(&self, r: &Region) -> Result<(), PinError> {
+        self.seen.lock().unwrap().push(("unpin", r.read_only()));
+        Ok(())
+    }
+}
+
+#[test]
+fn read_only_payloads_are_pinned_read_only_and_unpinned_as_pinned() {
+    let code = MemoryType::user(0x0102).unwrap();
+    let pinner = Arc::new(ReadOnlyRecorder::default());
+    register_pinner(code, pinner.clone()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let layout = PoolLayout::new(&[(4096, 2)]).unwrap();
+    let _creator = Pool::create(dir.path(), "ro", &layout, code, 0o600).unwrap();
+    let reader = Arc::new(Pool::open(dir.path(), "ro", &layout, Some(code), Access::ReadOnly).unwrap());
+    assert!(reader.payload_region().read_only());
+    let guard = reader.pin().unwrap();
+    reader.make_payload_writable().unwrap();
+    assert!(
+        !reader.payload_region().read_only(),
+        "read_only is reported as of now"
+    );
+    drop(guard);
+    let writer = Arc::new(Pool::open(dir.path(), "ro", &layout, Some(code), Access::ReadWrite).unwrap());
+    drop(writer.pin().unwrap());
+    let seen = pinner.seen.lock().unwrap();
+    assert_eq!(
+        *seen,
+        [("pin", true), ("unpin", true), ("pin", false), ("unpin", false)]
+    );
 }

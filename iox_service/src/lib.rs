@@ -50,7 +50,10 @@ pub(crate) use recovery::node;
 pub(crate) use shm::{dynamic, lifecycle, queue};
 
 pub use cleanup::{CleanupError, RemoveError};
-pub use iox_mempool::{Backing, ClassInfo, MemoryType, PinError, Pinner, PoolInfo, Region, register_pinner};
+pub use iox_mempool::{
+    Backing, ClassInfo, MemoryType, MemoryTypeError, PinError, Pinner, PoolInfo, Region, UserCode,
+    register_pinner,
+};
 pub use name::{NameError, ServiceName};
 pub use port::PortCreateError;
 pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError};

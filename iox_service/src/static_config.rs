@@ -241,9 +241,6 @@ pub enum InvalidConfig {
         /// The payload's length.
         payload: usize,
     },
-    /// The memory type is invalid.
-    #[error(transparent)]
-    MemoryType(#[from] iox_mempool::MemoryTypeError),
     /// A size setting overflows.
     #[error("{what} {value} overflows")]
     Overflow {

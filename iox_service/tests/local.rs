@@ -252,21 +252,11 @@ fn bad_settings_and_mismatches_are_errors() {
         .create()
         .unwrap_err();
     assert!(matches!(e, CreateError::Layout { .. }), "{e}");
-    let e = service(&dir, "z")
-        .publish_subscribe::<u8>()
-        .memory_type(MemoryType::User(3))
-        .create()
-        .unwrap_err();
-    assert!(
-        matches!(
-            &e,
-            CreateError::InvalidSetting {
-                source: InvalidConfig::MemoryType(_),
-                ..
-            }
-        ),
-        "{e}"
-    );
+    // An invalid user memory type cannot even be made.
+    assert!(matches!(
+        MemoryType::user(3),
+        Err(iox_service::MemoryTypeError::ReservedUserCode(3))
+    ));
     assert!(matches!(
         service(&dir, "z").publish_subscribe::<u8>().open(),
         Err(OpenError::DoesNotExist(_))
@@ -342,7 +332,7 @@ impl Pinner for Counting {
 
 #[test]
 fn four_pinned_ports_pin_once_and_unpin_once() {
-    let code = MemoryType::User(0x0200);
+    let code = MemoryType::user(0x0200).unwrap();
     let pinner = Arc::new(Counting::default());
     register_pinner(code, pinner.clone()).unwrap();
     let dir = tempfile::tempdir().unwrap();

@@ -163,10 +163,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
     }
 
     fn config(&self) -> Result<StaticConfig, CreateError> {
-        let memory_type = match self.memory_type.unwrap_or_default().validate() {
-            Ok(t) => t,
-            Err(e) => return self.fail(e.into()),
-        };
+        let memory_type = self.memory_type.unwrap_or_default();
         let mut config = StaticConfig {
             version: static_config::CONFIG_VERSION,
             name: self.target.name.to_string(),

@@ -21,16 +21,19 @@
 //! `w - cap`, i.e. after entry `w - cap` was taken (claims finish with the index
 //! moving on). Indices are 62-bit and never wrap in practice.
 //!
-//! Entries are `seq << 32 | class << 24 | index`: the publisher's send sequence number
-//! (so recovery can recognise the entry of an interrupted send) and the chunk.
+//! Entries are `seq << 32 | chunk`: the publisher's send sequence number (so recovery
+//! can recognise the entry of an interrupted send) and the chunk as iox_mempool
+//! encodes it ([`ChunkHandle::to_raw`], `class << 24 | index`).
 //!
 //! Memory: the read word sits alone on a cache line; the write index shares the
 //! slots' first line, so a push moves one line to the consumer. The producer caches
 //! the read index and reloads it only when the queue looks full.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use iox_mempool::ChunkHandle;
+
+// Through the shim (`shm/mod.rs`), so the loom model (`tests/loom_queue.rs`) can
+// compile this file against loom's atomics.
+use super::sync::{AtomicU64, Ordering, spin_loop};
 
 /// An index alone on its cache line.
 #[repr(C, align(64))]
@@ -49,14 +52,16 @@ pub(crate) const BY_PRODUCER: u64 = 2;
 /// now (a live claimer finishes within a few instructions; a dead one never does).
 const CLAIM_SPINS: u32 = 64;
 
-/// The queue entry for `handle` sent with sequence number `seq`.
+/// The queue entry for `handle` sent with sequence number `seq`:
+/// `seq << 32 | handle.to_raw()`.
 pub(crate) fn entry(seq: u32, handle: ChunkHandle) -> u64 {
-    (u64::from(seq) << 32) | ((handle.class() as u64) << 24) | u64::from(handle.index())
+    (u64::from(seq) << 32) | u64::from(handle.to_raw())
 }
 
-/// The chunk of an entry, as `ChunkHandle::to_raw` encodes it.
-pub(crate) fn entry_chunk(entry: u64) -> u64 {
-    (((entry >> 24) & 0xff) << 32) | (entry & 0x00ff_ffff)
+/// The chunk of an entry, as [`ChunkHandle::to_raw`] encodes it (turned back into a
+/// handle, bounds-checked, by `Bookkeeping::handle_from_raw`).
+pub(crate) fn entry_chunk(entry: u64) -> u32 {
+    entry as u32
 }
 
 fn split(word: u64) -> (u64, u64) {
@@ -139,7 +144,7 @@ impl Queue<'_> {
                 if spins > CLAIM_SPINS {
                     return Pushed::Busy;
                 }
-                std::hint::spin_loop();
+                spin_loop();
                 continue;
             }
             if self
@@ -181,7 +186,7 @@ impl Queue<'_> {
                 if spins > CLAIM_SPINS {
                     return Popped::Busy;
                 }
-                std::hint::spin_loop();
+                spin_loop();
                 continue;
             }
             let w = self.write.load(Ordering::Acquire);
