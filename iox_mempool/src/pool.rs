@@ -623,6 +623,12 @@ impl Pool {
         self.payload.make_writable()
     }
 
+    /// Makes the payload mapping read-only (see [`Segment::make_read_only`]): what a
+    /// creator does so that it holds the pool like any other reader until it publishes.
+    pub fn make_payload_read_only(&mut self) -> Result<(), MakeWritableError> {
+        self.payload.make_read_only()
+    }
+
     /// Sizes, offsets, occupancy and address of the pool in this process.
     pub fn info(&self) -> PoolInfo {
         PoolInfo {

@@ -497,6 +497,33 @@ impl Segment {
         self.writable.store(true, Ordering::Release);
         Ok(())
     }
+
+    /// Makes the mapping read-only (`mprotect` to read over the whole mapping), e.g.
+    /// for a creator that wants to hold its new segment the way a reader that opened it
+    /// would; [`Segment::make_writable`] undoes it. `&mut self`: no other user of this
+    /// segment can be writing through it while its protection changes.
+    pub fn make_read_only(&mut self) -> Result<(), MakeWritableError> {
+        if !self.writable.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        // SAFETY: the range is exactly our own live mapping (page-aligned start, its
+        // length). Removing write permission invalidates no Rust reference (we hold the
+        // segment exclusively); a later write through a raw pointer faults, which is
+        // the point.
+        unsafe {
+            rustix::mm::mprotect(
+                self.map.as_mut_ptr().cast(),
+                self.map.len(),
+                rustix::mm::MprotectFlags::READ,
+            )
+        }
+        .map_err(|e| MakeWritableError::Io {
+            path: self.path.clone(),
+            source: e.into(),
+        })?;
+        self.writable.store(false, Ordering::Release);
+        Ok(())
+    }
 }
 
 /// Opens `dir/name` (a valid segment name) without following symlinks, read-write or

@@ -35,6 +35,14 @@ pub enum PortCreateError {
         /// The limit.
         max: usize,
     },
+    /// The payload could not be mapped writable for a publisher.
+    #[error("cannot map the payload of service {service:?} writable for a publisher: {source}")]
+    MapWritable {
+        /// The service.
+        service: String,
+        /// Why.
+        source: iox_mempool::MakeWritableError,
+    },
     /// Pinning the pool failed.
     #[error("cannot pin the pool of service {service:?} ({memory_type}): {source}")]
     Pin {

@@ -118,6 +118,14 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
         // Free the slots of dead processes first (best effort: a live recoverer or an
         // unreadable file only means no slot is freed now).
         let _ = crate::recovery::recover(&self.service);
+        // This process publishes: its mapping of the payload becomes writable.
+        self.service
+            .pool
+            .make_payload_writable()
+            .map_err(|source| PortCreateError::MapWritable {
+                service: self.service.name.to_string(),
+                source,
+            })?;
         let (slot, generation) =
             port::claim(&self.service, (0..max).map(|p| d.publisher(p)), "publisher", max)?;
         let pin = match port::pin(&self.service, self.pin) {

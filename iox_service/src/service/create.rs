@@ -104,12 +104,15 @@ pub(super) fn try_create(
             hash,
         ),
     };
-    let pool = created.map_err(|e| {
+    let mut pool = created.map_err(|e| {
         undo(match e {
             iox_mempool::CreatePoolError::Segment(source) => CreateError::Segment { name: name(), source },
             source => CreateError::Pool { name: name(), source },
         })
     })?;
+    // The creator holds the payload like any opener: read-only until it publishes.
+    pool.make_payload_read_only()
+        .map_err(|e| undo(io("map the payload read-only", std::io::Error::other(e))))?;
     crate::testing::stall_point("create-before-config");
     let written = config
         .write_atomic(&t.root, &config_name, me)

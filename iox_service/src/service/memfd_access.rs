@@ -74,7 +74,9 @@ pub(super) fn reach_memfd(
                 continue;
             }
         };
-        match iox_mempool::memfd::open_memfd(file, path, Access::ReadWrite, id) {
+        // Mapped read-only: the port that publishes makes it writable (the fd stays
+        // read-write for that).
+        match iox_mempool::memfd::open_memfd(file, path, Access::ReadOnly, id) {
             Ok(segment) => return Ok(segment),
             Err(e) => tried.push(e.to_string()),
         }

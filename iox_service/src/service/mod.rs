@@ -24,6 +24,16 @@
 //! A service is removed when its last user (a service handle, held by every port) goes
 //! away. A service handle in one process is one user.
 //!
+//! Payload protection: a service handle maps the payload read-only (the creator too,
+//! right after creating it); the first publisher built from the handle makes the whole
+//! mapping writable (`mprotect`), and it stays so for the handle's life. So a process
+//! whose ports on a service are only subscribers cannot write into samples (a write
+//! faults instead of corrupting other readers' data), and a process that publishes
+//! has one mapping, hence one pin registration, for all its ports. A registration made
+//! while the mapping was read-only (a pinned subscriber created before the first
+//! publisher) stays a read-only one: build the publisher first where a device must
+//! write into loans.
+//!
 //! The protocol knows nothing of messaging patterns: a pattern (`crate::pubsub`, ...)
 //! implements [`Pattern`] — the static config it creates, and what it requires of one
 //! it opens — and wraps the [`ServiceShared`] it gets back in its own service type.

@@ -86,7 +86,8 @@ pub(super) fn try_open(
             &stem,
             &config.layout,
             Some(config.memory_type),
-            Access::ReadWrite,
+            // Read-only until a publisher of this handle makes it writable.
+            Access::ReadOnly,
             hash,
         ),
         PayloadBacking::Memfd(id) => match memfd_access::reach_memfd(d, &stem, id, &mut live) {
