@@ -3,12 +3,14 @@
 //! - `cargo bench -p iox_benches --bench pool`: pool loan + release (criterion).
 //! - `cargo run --release -p iox_benches --bin pingpong`: one-way latency between two
 //!   processes (ping-pong, busy-polling) for iox, iceoryx2 and a Unix socket, payloads
-//!   8 B .. 16 MiB; throughput; pinning costs. `--quick` for a smoke run.
+//!   8 B .. 16 MiB, against the floor of one shared word bounced between them;
+//!   throughput; pinning costs. `--quick` for a smoke run.
 //!
 //! Modules: [`endpoint`] (the trait every transport implements and the ping-pong
 //! loops), one module per transport, [`report`] (histograms, table, CSV).
 
 pub mod endpoint;
+pub mod floor_transport;
 pub mod iceoryx2_transport;
 pub mod iox_transport;
 pub mod report;

@@ -1,13 +1,15 @@
 //! Results: one row per (transport, payload size), printed as a table with the
-//! iox/iceoryx2 ratios, and written as CSV.
+//! iox/iceoryx2 ratios and each transport's ratio to the floor, and written as CSV.
 
 use std::fmt::Write as _;
 
 use hdrhistogram::Histogram;
 
+use crate::floor_transport;
+
 /// One measured case.
 pub struct Row {
-    /// "iox", "iceoryx2" or "unix-socket".
+    /// "iox", "iceoryx2", "unix-socket" or [`floor_transport::NAME`].
     pub transport: &'static str,
     /// Payload bytes.
     pub len: usize,
@@ -38,7 +40,9 @@ pub fn size_name(len: usize) -> String {
     }
 }
 
-/// The latency table plus the ratios of iox to iceoryx2.
+/// The latency table plus the ratios of iox to iceoryx2, then, for each payload size
+/// the floor ran at (8 B), every transport's median and p99 over the floor's median
+/// from the same run.
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -59,9 +63,7 @@ pub fn table(rows: &[Row]) -> String {
     let _ = writeln!(out, "\n| payload | iox/iceoryx2 median | iox/iceoryx2 p99 |");
     let _ = writeln!(out, "|---|---|---|");
     let find = |t: &str, len: usize| rows.iter().find(|r| r.transport == t && r.len == len);
-    let mut lens: Vec<usize> = rows.iter().map(|r| r.len).collect();
-    lens.dedup();
-    for len in lens {
+    for len in lens_of(rows) {
         if let (Some(a), Some(b)) = (find("iox", len), find("iceoryx2", len)) {
             let (am, ap, _) = a.percentiles();
             let (bm, bp, _) = b.percentiles();
@@ -74,7 +76,36 @@ pub fn table(rows: &[Row]) -> String {
             );
         }
     }
+    for len in lens_of(rows) {
+        let Some(floor) = find(floor_transport::NAME, len) else {
+            continue;
+        };
+        let (fm, _, _) = floor.percentiles();
+        let _ = writeln!(
+            out,
+            "\nAt {}, against the floor (one shared word, median {fm} ns, same run); \
+             median and p99 over the floor's median:",
+            size_name(len)
+        );
+        for r in rows.iter().filter(|r| r.len == len) {
+            let (m, p99, _) = r.percentiles();
+            let _ = writeln!(
+                out,
+                "{} / floor = {:.2}x median, {:.2}x p99",
+                r.transport,
+                m as f64 / fm.max(1) as f64,
+                p99 as f64 / fm.max(1) as f64
+            );
+        }
+    }
     out
+}
+
+/// The distinct payload sizes of `rows`, in order (rows come grouped by size).
+fn lens_of(rows: &[Row]) -> Vec<usize> {
+    let mut lens: Vec<usize> = rows.iter().map(|r| r.len).collect();
+    lens.dedup();
+    lens
 }
 
 /// The rows as CSV.

@@ -1,5 +1,6 @@
-//! The benchmark program runs end to end (quick mode, throughput and pinning parts:
-//! every transport, two processes each), so it cannot rot unnoticed. Figures are not
+//! The benchmark program runs end to end (quick mode: throughput and pinning parts, and
+//! the latency part at two sizes with the floor; every transport, two processes each),
+//! so it cannot rot unnoticed. Figures are not
 //! checked here: speed is measured by running the program, not in tests.
 
 use std::process::Command;
@@ -27,4 +28,38 @@ fn pingpong_quick_runs_every_transport() {
     ] {
         assert!(stdout.contains(needle), "missing {needle:?} in\n{stdout}");
     }
+}
+
+/// The latency part in quick mode, restricted by `--sizes`: the floor runs at 8 B only,
+/// every transport gets its ratio to it, and the CSV holds the floor's row.
+#[test]
+fn pingpong_quick_latency_covers_the_floor() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("out.csv");
+    let out = Command::new(env!("CARGO_BIN_EXE_pingpong"))
+        .args(["--quick", "--only", "latency", "--sizes", "8,64", "--csv"])
+        .arg(&csv)
+        .env("IOX_ROOT", dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for needle in [
+        "| 8 B | floor (shared word) |",
+        "| 64 B | iox |",
+        "iox / floor = ",
+        "iceoryx2 / floor = ",
+        "unix-socket / floor = ",
+    ] {
+        assert!(stdout.contains(needle), "missing {needle:?} in\n{stdout}");
+    }
+    assert!(!stdout.contains("| 64 B | floor"), "floor ran at 64 B:\n{stdout}");
+    assert!(!stdout.contains("| 4 KiB |"), "--sizes ignored:\n{stdout}");
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    assert!(csv.contains("\nfloor (shared word),8,"), "no floor row in\n{csv}");
+    assert_eq!(csv.lines().count(), 1 + 4 + 3, "unexpected rows in\n{csv}");
 }

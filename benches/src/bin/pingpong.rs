@@ -2,12 +2,17 @@
 //!
 //! Latency: a ping-pong between two processes (this program started again as the
 //! follower), busy-polling, for payloads 8 B .. 16 MiB; one-way latency = round trip
-//! / 2, median / p99 / p99.9 from an HdrHistogram after a warm-up; each size in five
-//! rounds alternating the transports (one in `--quick`), merged per transport. Throughput: one
+//! / 2, median / p99 / p99.9 from an HdrHistogram after a warm-up; each size in
+//! `--rounds` rounds (five; one in `--quick`) alternating the transports, merged per
+//! transport. At 8 B the rotation also holds the floor (two processes bouncing one
+//! shared word, see `floor_transport`), and the summary gives every transport's median
+//! and p99 as a multiple of the floor's median from the same run. Throughput: one
 //! publisher process streaming to one subscriber for a fixed time. Pinning: the cost
 //! of a pinned `create()` per MiB, and the first sample after it vs the median.
+//! `--sizes` restricts the payload sizes (latency and throughput).
 //!
-//! `cargo run --release -p iox_benches --bin pingpong -- [--quick] [--csv PATH]`
+//! `cargo run --release -p iox_benches --bin pingpong -- [--quick] [--sizes 8,64]
+//! [--rounds N] [--only latency,throughput,pinning] [--csv PATH]`
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -16,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use iox_benches::endpoint::{self, Endpoint, STOP};
+use iox_benches::floor_transport::{self, FloorEndpoint};
 use iox_benches::iceoryx2_transport::Iceoryx2Endpoint;
 use iox_benches::iox_transport::IoxEndpoint;
 use iox_benches::report::{self, Row, size_name};
@@ -28,6 +34,7 @@ enum Transport {
     IoxLocked,
     Iceoryx2,
     Socket,
+    Floor,
 }
 
 impl Transport {
@@ -37,6 +44,7 @@ impl Transport {
             Transport::IoxLocked => "iox (Locked, pinned)",
             Transport::Iceoryx2 => "iceoryx2",
             Transport::Socket => "unix-socket",
+            Transport::Floor => floor_transport::NAME,
         }
     }
 }
@@ -66,6 +74,14 @@ struct Args {
     /// Where to write the latency results as CSV.
     #[arg(long, default_value = "target/pingpong.csv")]
     csv: PathBuf,
+    /// Payload sizes in bytes, comma-separated (default: all of 8, 64, 4096, 65536,
+    /// 1048576, 16777216). Throughput runs those of its sizes (8, 65536) listed here.
+    #[arg(long, value_delimiter = ',', value_parser = parse_size)]
+    sizes: Vec<usize>,
+    /// Latency rounds per size, each alternating the transports (default: 5; 1 with
+    /// `--quick`).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: Option<u32>,
     /// Internal: run as the follower of a case.
     #[arg(long, hide = true)]
     follow: Option<Transport>,
@@ -79,6 +95,34 @@ struct Args {
 
 const SIZES: [usize; 6] = [8, 64, 4 << 10, 64 << 10, 1 << 20, 16 << 20];
 
+/// The only payload size the floor runs at: it moves a tag whatever the size.
+const FLOOR_LEN: usize = 8;
+
+fn parse_size(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("a payload needs at least one byte".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{s:?}: {e} (sizes are plain byte counts)")),
+    }
+}
+
+impl Args {
+    /// The payload sizes to run, in the order given (all of `SIZES` by default).
+    fn sizes(&self) -> Vec<usize> {
+        if self.sizes.is_empty() {
+            SIZES.to_vec()
+        } else {
+            let mut sizes = Vec::new();
+            for &s in &self.sizes {
+                if !sizes.contains(&s) {
+                    sizes.push(s);
+                }
+            }
+            sizes
+        }
+    }
+}
+
 fn socket_path(id: &str) -> PathBuf {
     std::env::temp_dir().join(format!("iox-bench-{id}.sock"))
 }
@@ -89,6 +133,7 @@ fn connect(t: Transport, id: &str, leader: bool, len: usize) -> Box<dyn Endpoint
         Transport::IoxLocked => Box::new(IoxEndpoint::connect(id, leader, len, MemoryType::Locked, true)),
         Transport::Iceoryx2 => Box::new(Iceoryx2Endpoint::connect(id, leader, len)),
         Transport::Socket => Box::new(SocketEndpoint::connect(&socket_path(id), len)),
+        Transport::Floor => Box::new(FloorEndpoint::connect(id, leader)),
     }
 }
 
@@ -165,12 +210,16 @@ fn latency(args: &Args) -> Vec<Row> {
     } else {
         (5, 1_000, 10_000, Duration::from_secs(1))
     };
-    let transports = [Transport::Iox, Transport::Iceoryx2, Transport::Socket];
+    let rounds = args.rounds.unwrap_or(rounds);
     let mut rows = Vec::new();
-    for len in SIZES {
+    for len in args.sizes() {
+        let mut transports = vec![Transport::Iox, Transport::Iceoryx2, Transport::Socket];
+        if len == FLOOR_LEN {
+            transports.push(Transport::Floor);
+        }
         let first_row = rows.len();
         for round in 0..rounds {
-            for (i, t) in transports.into_iter().enumerate() {
+            for (i, &t) in transports.iter().enumerate() {
                 let (pp, _) = with_follower(t, Mode::Echo, len, |e| {
                     endpoint::lead(e, len, warmup, iters, budget)
                 });
@@ -189,7 +238,7 @@ fn latency(args: &Args) -> Vec<Row> {
         for row in &rows[first_row..] {
             let (m, p99, _) = row.percentiles();
             eprintln!(
-                "{:>8} {:<12} median {m:>9} ns  p99 {p99:>9} ns",
+                "{:>8} {:<20} median {m:>9} ns  p99 {p99:>9} ns",
                 size_name(len),
                 row.transport
             );
@@ -206,7 +255,12 @@ fn throughput(args: &Args) -> String {
     };
     let mut out =
         String::from("| payload | transport | samples/s sent | samples/s received |\n|---|---|---|---|\n");
-    for len in [8, 64 << 10] {
+    let sizes = args.sizes();
+    let lens: Vec<usize> = [8, 64 << 10].into_iter().filter(|l| sizes.contains(l)).collect();
+    if lens.is_empty() {
+        return "not measured: --sizes lists neither 8 nor 65536\n".into();
+    }
+    for len in lens {
         for t in [Transport::Iox, Transport::Iceoryx2, Transport::Socket] {
             let (sent, text) = with_follower(t, Mode::Sink, len, |e| {
                 let start = Instant::now();
