@@ -151,6 +151,7 @@ pub(crate) fn subscriber_owner(max_publishers: usize, s: usize) -> Owner {
 /// it, a producer dropping or draining it, recovery acting for either); the chunk if
 /// the entry names one and the move succeeded (a corrupt or duplicate entry is dropped
 /// without touching anyone's hold).
+#[inline]
 pub(crate) fn take_entry(pool: &Bookkeeping, entry: u64, owner: Owner) -> Option<ChunkHandle> {
     let h = pool.handle_from_raw(queue::entry_chunk(entry))?;
     pool.take_queued(h, owner).ok().map(|()| h)
@@ -159,6 +160,7 @@ pub(crate) fn take_entry(pool: &Bookkeeping, entry: u64, owner: Owner) -> Option
 /// Takes every entry of `q` as `claim_as` into `owner` and releases it at once;
 /// returns how many chunks became free. Entries someone else is taking right now stay
 /// for them.
+#[inline(always)]
 pub(crate) fn drain_queue(q: &Queue<'_>, claim_as: u64, pool: &Bookkeeping, owner: Owner) -> u64 {
     let mut freed = 0;
     let mut taken = None;

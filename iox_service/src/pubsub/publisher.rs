@@ -205,6 +205,7 @@ impl<P: ?Sized + Payload> Publisher<P> {
 
     /// Loans a chunk of at least `bytes` bytes: a new owner of the port, the chunk and
     /// its address.
+    #[inline]
     fn loan_bytes(&self, bytes: usize) -> Result<(Rc<PublisherPort>, ChunkHandle, *mut u8), LoanError> {
         // The publisher holds one reference, each loan one more.
         if Rc::strong_count(&self.port) > self.port.max_loans {
@@ -223,6 +224,7 @@ impl PublisherPort {
     }
 
     /// Loans a chunk of at least `bytes` bytes.
+    #[inline]
     fn loan_bytes(&self, bytes: usize) -> Result<(ChunkHandle, *mut u8), LoanError> {
         let handle = match self.spare.take() {
             // The spare loaned ahead after the last send fits: no shared line touched.
@@ -243,6 +245,7 @@ impl PublisherPort {
     }
 
     /// Loans a chunk from the pool under this publisher's owner bit.
+    #[inline]
     fn loan_chunk(&self, bytes: usize) -> Result<ChunkHandle, LoanError> {
         let mut hint = self.hint.get();
         let handle = self.service.pool.loan(bytes, &mut hint, self.owner)?;
@@ -251,6 +254,7 @@ impl PublisherPort {
     }
 
     /// Returns an unsent loan to the pool.
+    #[inline]
     pub(crate) fn drop_loan(&self, handle: ChunkHandle) {
         let _ = self.service.pool.release(handle, self.owner);
     }
@@ -258,6 +262,7 @@ impl PublisherPort {
     /// After a send, off the latency path: loans the next chunk of the class just used,
     /// so the next `loan` takes it without touching a shared cache line. Best effort:
     /// an exhausted pool just leaves no spare.
+    #[inline]
     pub(crate) fn refill_spare(&self, class_of: ChunkHandle) {
         if self.spare.get().is_none() {
             let bytes = self.service.pool.layout().classes()[class_of.class()].chunk_size;
@@ -265,6 +270,7 @@ impl PublisherPort {
         }
     }
 
+    #[inline]
     fn next_seq(&self) -> u32 {
         let seq = match self.seq.get().wrapping_add(1) {
             0 => 1,

@@ -119,6 +119,7 @@ impl<P: ?Sized + Payload> Drop for SampleMutUninit<P> {
 
 impl<P: ?Sized + Payload> SampleMut<P> {
     /// Sends the sample to every connected subscriber; returns how many got it.
+    #[inline]
     pub fn send(mut self) -> Result<usize, SendError> {
         let Some(handle) = self.inner.handle.take() else {
             unreachable!("a loan is sent at most once (send consumes it)")

@@ -168,6 +168,7 @@ impl SubscriberPort {
     }
 
     /// Releases a received sample's chunk.
+    #[inline]
     pub(crate) fn drop_sample(&self, handle: ChunkHandle) {
         let _ = self.service.pool.release(handle, self.owner);
     }
@@ -177,6 +178,7 @@ impl SubscriberPort {
     }
 
     /// Samples received through this port and not yet dropped.
+    #[inline]
     fn held(self: &Arc<Self>) -> usize {
         // The subscriber holds one reference, each sample one more.
         Arc::strong_count(self) - 1
