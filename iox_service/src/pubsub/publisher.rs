@@ -40,9 +40,10 @@
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 
-use iox_mempool::{ChunkHandle, Owner, PoolInfo, PoolPin};
+use iox_mempool::{ChunkHandle, Owner, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
 use crate::dynamic::{self, PortHeader};
@@ -140,6 +141,8 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
         Ok(Publisher {
             port: Rc::new(PublisherPort {
                 max_loans: self.service.config.max_loans as usize,
+                drop_oldest: self.service.config.overflow == Overflow::DropOldest,
+                pool: Arc::clone(&self.service.pool),
                 service: self.service,
                 slot,
                 generation,
@@ -183,6 +186,10 @@ pub(crate) struct PublisherPort {
     generation: u64,
     owner: Owner,
     max_loans: usize,
+    /// The service's overflow policy is to drop the oldest sample.
+    drop_oldest: bool,
+    /// The service's pool (the same as `service.pool`, one pointer closer).
+    pool: Arc<Pool>,
     /// Sequence number of the last send (never 0), tagged onto queue entries.
     seq: Cell<u32>,
     hint: Cell<usize>,
@@ -228,10 +235,10 @@ impl PublisherPort {
     fn loan_bytes(&self, bytes: usize) -> Result<(ChunkHandle, *mut u8), LoanError> {
         let handle = match self.spare.take() {
             // The spare loaned ahead after the last send fits: no shared line touched.
-            Some(h) if self.service.pool.layout().class_for(bytes, h.class()) == Some(h.class()) => h,
+            Some(h) if self.pool.layout().class_for(bytes, h.class()) == Some(h.class()) => h,
             spare => {
                 if let Some(h) = spare {
-                    let _ = self.service.pool.release(h, self.owner);
+                    let _ = self.pool.release(h, self.owner);
                 }
                 self.loan_chunk(bytes)?
             }
@@ -248,7 +255,7 @@ impl PublisherPort {
     #[inline]
     fn loan_chunk(&self, bytes: usize) -> Result<ChunkHandle, LoanError> {
         let mut hint = self.hint.get();
-        let handle = self.service.pool.loan(bytes, &mut hint, self.owner)?;
+        let handle = self.pool.loan(bytes, &mut hint, self.owner)?;
         self.hint.set(hint);
         Ok(handle)
     }
@@ -256,7 +263,7 @@ impl PublisherPort {
     /// Returns an unsent loan to the pool.
     #[inline]
     pub(crate) fn drop_loan(&self, handle: ChunkHandle) {
-        let _ = self.service.pool.release(handle, self.owner);
+        let _ = self.pool.release(handle, self.owner);
     }
 
     /// After a send, off the latency path: loans the next chunk of the class just used,
@@ -265,7 +272,7 @@ impl PublisherPort {
     #[inline]
     pub(crate) fn refill_spare(&self, class_of: ChunkHandle) {
         if self.spare.get().is_none() {
-            let bytes = self.service.pool.layout().classes()[class_of.class()].chunk_size;
+            let bytes = self.pool.layout().classes()[class_of.class()].chunk_size;
             self.spare.set(self.loan_chunk(bytes).ok());
         }
     }
@@ -282,10 +289,10 @@ impl PublisherPort {
 
     /// Delivers a written chunk of `len` elements to every subscriber.
     pub(crate) fn send_chunk(&self, handle: ChunkHandle, len: usize) -> Result<usize, SendError> {
-        let pool = &self.service.pool;
+        let pool = &self.pool;
         let d = self.service.dynamic();
         let subs = d.layout().max_subscribers;
-        let drop_oldest = self.service.config.overflow == Overflow::DropOldest;
+        let drop_oldest = self.drop_oldest;
         let _ = pool.set_user_word(handle, len as u64);
         let is_active = |w: u64| dynamic::split_state(w).1 == dynamic::ACTIVE;
         let header = self.header();
@@ -354,7 +361,7 @@ impl PublisherPort {
     /// Releases the hold `take_entry` moved to this publisher, if it did.
     fn release_taken(&self, taken: Option<ChunkHandle>) {
         if let Some(h) = taken {
-            let _ = self.service.pool.release(h, self.owner);
+            let _ = self.pool.release(h, self.owner);
         }
     }
 }
@@ -395,7 +402,7 @@ impl Drop for PublisherPort {
         // everywhere returns them all. Queued samples stay for the subscribers.
         let header = self.service.dynamic().publisher(self.slot);
         self.spare.take();
-        self.service.pool.release_all(self.owner);
+        self.pool.release_all(self.owner);
         port::close(header, self.generation);
         port::free(header, self.generation);
     }

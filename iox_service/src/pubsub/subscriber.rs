@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
 
-use iox_mempool::{ChunkHandle, Owner, PoolInfo, PoolPin};
+use iox_mempool::{ChunkHandle, Owner, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
 use crate::dynamic::PortHeader;
@@ -112,6 +112,7 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
         let subscriber = Subscriber {
             port: Arc::new(SubscriberPort {
                 max_held: self.service.config.max_held as usize,
+                pool: Arc::clone(&self.service.pool),
                 service: self.service,
                 slot,
                 generation,
@@ -146,6 +147,8 @@ pub(crate) struct SubscriberPort {
     generation: u64,
     owner: Owner,
     max_held: usize,
+    /// The service's pool (the same as `service.pool`, one pointer closer).
+    pool: Arc<Pool>,
 }
 
 impl SubscriberPort {
@@ -158,23 +161,18 @@ impl SubscriberPort {
     fn drain(&self) {
         let d = self.service.dynamic();
         for p in 0..d.layout().max_publishers {
-            port::drain_queue(
-                &d.queue(p, self.slot),
-                queue::BY_CONSUMER,
-                &self.service.pool,
-                self.owner,
-            );
+            port::drain_queue(&d.queue(p, self.slot), queue::BY_CONSUMER, &self.pool, self.owner);
         }
     }
 
     /// Releases a received sample's chunk.
     #[inline]
     pub(crate) fn drop_sample(&self, handle: ChunkHandle) {
-        let _ = self.service.pool.release(handle, self.owner);
+        let _ = self.pool.release(handle, self.owner);
     }
 
     pub(crate) fn pool(&self) -> &iox_mempool::Pool {
-        &self.service.pool
+        &self.pool
     }
 
     /// Samples received through this port and not yet dropped.
@@ -188,7 +186,7 @@ impl SubscriberPort {
 impl<P: ?Sized + Payload> Subscriber<P> {
     /// The pool: address in this process, length, memory type, classes.
     pub fn pool_info(&self) -> PoolInfo {
-        self.port.service.pool.info()
+        self.port.pool.info()
     }
 
     /// Whether this subscriber pinned the pool.
@@ -217,7 +215,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             let p = (start + k) % publishers;
             let mut taken = None;
             let Popped::Took(raw) = d.queue(p, port.slot).pop(queue::BY_CONSUMER, |e| {
-                taken = port::take_entry(&port.service.pool, e, port.owner)
+                taken = port::take_entry(&port.pool, e, port.owner)
             }) else {
                 continue;
             };
@@ -228,7 +226,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
                 publisher: p,
                 what,
             };
-            let pool = &port.service.pool;
+            let pool = &port.pool;
             let handle = taken.ok_or(corrupt("no such chunk, or a duplicate entry"))?;
             let len = pool.user_word(handle).map_err(|_| corrupt("no such chunk"))?;
             let (ptr, chunk_size) = pool.chunk(handle).ok_or(corrupt("no such chunk"))?;
@@ -298,7 +296,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
 impl<T: ZeroCopySafe> Subscriber<[T]> {
     /// Most elements one sample can hold.
     pub fn max_slice_len(&self) -> usize {
-        self.port.service.pool.layout().max_chunk_size() / size_of::<T>().max(1)
+        self.port.pool.layout().max_chunk_size() / size_of::<T>().max(1)
     }
 }
 
@@ -324,7 +322,7 @@ impl Drop for SubscriberPort {
         // are returned by clearing our bit everywhere. A publisher may have pushed
         // between the subscriber's drain and now: drain once more.
         self.drain();
-        self.service.pool.release_all(self.owner);
+        self.pool.release_all(self.owner);
         port::free(self.header(), self.generation);
     }
 }
