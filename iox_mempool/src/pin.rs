@@ -124,6 +124,16 @@ pub enum PinError {
         /// The type asked for.
         requested: MemoryType,
     },
+    /// The region is registered read-only (pinned while mapped read-only, e.g. by a
+    /// subscriber built before the first publisher) and a writable pin was asked for:
+    /// a device could not write into it. `mlock` does not care and never reports this.
+    #[error(
+        "the region is registered read-only with the {memory_type} pinner (a port pinned it before the mapping became writable); build the pinned publisher before pinned subscribers, or drop those and pin again"
+    )]
+    ReadOnlyRegistration {
+        /// The memory type.
+        memory_type: MemoryType,
+    },
     /// A system call failed (e.g. `mlock` over `RLIMIT_MEMLOCK`).
     #[error("{op} failed: {source}")]
     Os {
@@ -258,6 +268,9 @@ pub unsafe fn acquire(region: Region<'_>, memory_type: MemoryType) -> Result<Pin
                 existing: entry.memory_type,
                 requested: memory_type,
             });
+        }
+        if entry.read_only && !region.read_only && memory_type != MemoryType::Locked {
+            return Err(PinError::ReadOnlyRegistration { memory_type });
         }
         entry.count += 1;
         return Ok(PinGuard { key: Some(key) });

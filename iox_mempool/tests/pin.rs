@@ -203,6 +203,12 @@ fn read_only_payloads_are_pinned_read_only_and_unpinned_as_pinned() {
         !reader.payload_region().read_only(),
         "read_only is reported as of now"
     );
+    // A writable pin on top of the read-only registration is refused, not silently
+    // read-only.
+    assert!(matches!(
+        reader.pin(),
+        Err(PinError::ReadOnlyRegistration { memory_type }) if memory_type == code
+    ));
     drop(guard);
     let writer = Arc::new(Pool::open(dir.path(), "ro", &layout, Some(code), Access::ReadWrite).unwrap());
     drop(writer.pin().unwrap());

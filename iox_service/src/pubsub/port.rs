@@ -35,6 +35,14 @@ pub enum PortCreateError {
         /// The limit.
         max: usize,
     },
+    /// The service handle was made by the process this one was forked from.
+    #[error(
+        "the service handle of {service:?} belongs to the process this one was forked from; open the service again in this process"
+    )]
+    ForkedProcess {
+        /// The service.
+        service: String,
+    },
     /// The payload could not be mapped writable for a publisher.
     #[error("cannot map the payload of service {service:?} writable for a publisher: {source}")]
     MapWritable {

@@ -81,6 +81,11 @@ pub enum LoanError {
     /// The pool refused (exhausted, or corrupt).
     #[error(transparent)]
     Pool(#[from] iox_mempool::LoanError),
+    /// This process is a fork of the one that made the publisher.
+    #[error(
+        "this publisher belongs to the process this one was forked from; open the service again in this process"
+    )]
+    ForkedProcess,
 }
 
 /// Why a send did not reach every subscriber.
@@ -95,6 +100,9 @@ pub enum SendError {
         /// Subscribers that did not.
         rejected: usize,
     },
+    /// This process is a fork of the one that loaned the sample: nothing was sent.
+    #[error("this loan belongs to the process this one was forked from; nothing was sent")]
+    ForkedProcess,
 }
 
 impl<P: ?Sized + Payload> PublisherBuilder<P> {
@@ -114,21 +122,28 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
 
     /// Claims a publisher slot (and pins, if asked).
     pub fn create(self) -> Result<Publisher<P>, PortCreateError> {
+        if !self.service.is_own_process() {
+            return Err(PortCreateError::ForkedProcess {
+                service: self.service.name.to_string(),
+            });
+        }
         let d = self.service.dynamic();
         let (max, max_subscribers) = (d.layout().max_publishers, d.layout().max_subscribers);
         // Free the slots of dead processes first (best effort: a live recoverer or an
         // unreadable file only means no slot is freed now).
         let _ = crate::recovery::recover(&self.service);
-        // This process publishes: its mapping of the payload becomes writable.
-        self.service
-            .pool
-            .make_payload_writable()
-            .map_err(|source| PortCreateError::MapWritable {
-                service: self.service.name.to_string(),
-                source,
-            })?;
         let (slot, generation) =
             port::claim(&self.service, (0..max).map(|p| d.publisher(p)), "publisher", max)?;
+        // This process publishes: its mapping of the payload becomes writable (only
+        // once a slot is ours, so a refused publisher leaves a subscriber-only process
+        // read-only).
+        if let Err(source) = self.service.pool.make_payload_writable() {
+            port::free(d.publisher(slot), generation);
+            return Err(PortCreateError::MapWritable {
+                service: self.service.name.to_string(),
+                source,
+            });
+        }
         let pin = match port::pin(&self.service, self.pin) {
             Ok(p) => p,
             Err(e) => {
@@ -214,6 +229,9 @@ impl<P: ?Sized + Payload> Publisher<P> {
     /// its address.
     #[inline]
     fn loan_bytes(&self, bytes: usize) -> Result<(Rc<PublisherPort>, ChunkHandle, *mut u8), LoanError> {
+        if !self.port.service.is_own_process() {
+            return Err(LoanError::ForkedProcess);
+        }
         // The publisher holds one reference, each loan one more.
         if Rc::strong_count(&self.port) > self.port.max_loans {
             return Err(LoanError::TooManyLoans {
@@ -263,6 +281,9 @@ impl PublisherPort {
     /// Returns an unsent loan to the pool.
     #[inline]
     pub(crate) fn drop_loan(&self, handle: ChunkHandle) {
+        if !self.service.is_own_process() {
+            return; // a forked child's copy: the chunk is the parent's
+        }
         let _ = self.pool.release(handle, self.owner);
     }
 
@@ -289,6 +310,9 @@ impl PublisherPort {
 
     /// Delivers a written chunk of `len` elements to every subscriber.
     pub(crate) fn send_chunk(&self, handle: ChunkHandle, len: usize) -> Result<usize, SendError> {
+        if !self.service.is_own_process() {
+            return Err(SendError::ForkedProcess);
+        }
         let pool = &self.pool;
         let d = self.service.dynamic();
         let subs = d.layout().max_subscribers;
@@ -398,8 +422,10 @@ impl Drop for PublisherPort {
             return; // a forked child dropping its copy: the port is the parent's
         }
         // The publisher and every loan are gone (each held a reference), so only the
-        // spare is left, and loans leaked with `mem::forget`: clearing our bit
-        // everywhere returns them all. Queued samples stay for the subscribers.
+        // spare is left: clearing our bit everywhere returns it (and anything a
+        // recovery-interrupted path left). A loan leaked with `mem::forget` leaks its
+        // reference too, so this never runs for it: the slot stays taken until the
+        // process ends and recovery returns it. Queued samples stay for the subscribers.
         let header = self.service.dynamic().publisher(self.slot);
         self.spare.take();
         self.pool.release_all(self.owner);

@@ -125,7 +125,9 @@ impl<P: ?Sized + Payload> SampleMut<P> {
             unreachable!("a loan is sent at most once (send consumes it)")
         };
         let sent = self.inner.port.send_chunk(handle, self.inner.len);
-        self.inner.port.refill_spare(handle);
+        if !matches!(sent, Err(SendError::ForkedProcess)) {
+            self.inner.port.refill_spare(handle);
+        }
         sent
     }
 }
@@ -172,6 +174,12 @@ pub struct Sample<P: ?Sized + Payload> {
 unsafe impl<P: ?Sized + Payload> Send for Sample<P> {}
 // SAFETY: `&Sample` only gives `&P` and addresses; see Send.
 unsafe impl<P: ?Sized + Payload> Sync for Sample<P> {}
+
+// The impls above rely on the port state being shareable: keep it so.
+const _: () = {
+    fn shareable<T: Send + Sync>() {}
+    let _ = shareable::<SubscriberPort>;
+};
 
 impl<P: ?Sized + Payload> Sample<P> {
     pub(crate) fn new(port: Arc<SubscriberPort>, handle: ChunkHandle, ptr: *mut u8, len: usize) -> Self {

@@ -69,6 +69,11 @@ pub enum ReceiveError {
         /// What is wrong.
         what: &'static str,
     },
+    /// This process is a fork of the one that made the subscriber.
+    #[error(
+        "this subscriber belongs to the process this one was forked from; open the service again in this process"
+    )]
+    ForkedProcess,
     /// Waiting on the futex failed.
     #[error("waiting for a sample failed: {0}")]
     Wait(std::io::Error),
@@ -92,6 +97,11 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
 
     /// Claims a subscriber slot (and pins, if asked).
     pub fn create(self) -> Result<Subscriber<P>, PortCreateError> {
+        if !self.service.is_own_process() {
+            return Err(PortCreateError::ForkedProcess {
+                service: self.service.name.to_string(),
+            });
+        }
         let d = self.service.dynamic();
         let l = *d.layout();
         // Free the slots of dead processes first (best effort, as for publishers).
@@ -168,6 +178,9 @@ impl SubscriberPort {
     /// Releases a received sample's chunk.
     #[inline]
     pub(crate) fn drop_sample(&self, handle: ChunkHandle) {
+        if !self.service.is_own_process() {
+            return; // a forked child's copy: the chunk is the parent's
+        }
         let _ = self.pool.release(handle, self.owner);
     }
 
@@ -205,6 +218,9 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     /// Takes the next sample, if one is waiting. Never blocks.
     pub fn receive(&self) -> Result<Option<Sample<P>>, ReceiveError> {
         let port = &self.port;
+        if !port.service.is_own_process() {
+            return Err(ReceiveError::ForkedProcess);
+        }
         if port.held() >= port.max_held {
             return Err(ReceiveError::TooManyHeld { max: port.max_held });
         }
@@ -250,6 +266,9 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     pub fn receive_timeout(&self, timeout: Duration) -> Result<Option<Sample<P>>, ReceiveError> {
         // A timeout too large to represent (e.g. Duration::MAX) waits without limit.
         let deadline = Instant::now().checked_add(timeout);
+        if !self.port.service.is_own_process() {
+            return Err(ReceiveError::ForkedProcess);
+        }
         let header = self.port.header();
         loop {
             // Only try when something is queued, or to report TooManyHeld.
@@ -318,9 +337,11 @@ impl Drop for SubscriberPort {
         if !self.service.is_own_process() {
             return;
         }
-        // The subscriber and every sample are gone; samples leaked with `mem::forget`
-        // are returned by clearing our bit everywhere. A publisher may have pushed
-        // between the subscriber's drain and now: drain once more.
+        // The subscriber and every sample are gone (a sample leaked with `mem::forget`
+        // leaks its reference, so then this never runs: the slot stays taken until the
+        // process ends and recovery returns it). A publisher may have pushed between
+        // the subscriber's drain and now: drain once more, then clear our bit
+        // everywhere.
         self.drain();
         self.pool.release_all(self.owner);
         port::free(self.header(), self.generation);

@@ -30,6 +30,7 @@
 //! proven dead. Nothing is recovered for a live node.
 
 pub(crate) mod cleanup;
+pub(crate) mod fork;
 pub(crate) mod node;
 pub mod robust_mutex;
 

@@ -65,8 +65,11 @@
 //! SeqCst swap of the futex word, which pairs with the waiter's SeqCst swap to 1 and
 //! SeqCst re-read of the holder (a store-load pattern: either the waiter sees the lock
 //! free, or the unlocker sees the sleeper flag and wakes it). A dead holder never
-//! releases; that it is dead is learnt through a system call (its node lock), after
-//! which everything it wrote is visible, and the takeover CAS is Acquire too.
+//! releases, so no release-acquire pair covers what it wrote: the taker-over sees it
+//! because the holder's process has exited and its death was learnt through system
+//! calls (the flock probe of its node file), which order memory across processes
+//! beyond the language's model. The takeover CAS is Acquire all the same. What a dead
+//! holder left may be half-done: that is why the taker-over is told.
 
 use std::marker::PhantomData;
 use std::path::Path;
@@ -81,7 +84,14 @@ use crate::recovery::node::{self, Node};
 pub const WAKE_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Who this process is and whether another is alive, for [`RawRobustMutex`].
-pub trait Liveness {
+///
+/// # Safety
+/// Mutual exclusion rests on this: [`Liveness::me`] must be non-zero and the same for
+/// everything that must not hold the lock twice (a process, for iox's nodes) while it
+/// runs, and [`Liveness::is_alive`] must never call a live holder dead. An
+/// implementation that breaks either lets two holders in at once (two `&mut` to the
+/// guarded data).
+pub unsafe trait Liveness {
     /// The id of this process (or of whatever unit holds locks); never 0.
     fn me() -> u64;
     /// Whether the holder `id` is alive. Must be `true` for [`Liveness::me`], and may
@@ -96,7 +106,10 @@ pub trait Liveness {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NodeLiveness;
 
-impl Liveness for NodeLiveness {
+// SAFETY: node ids are never 0 and one per process for its life (a forked or exec
+// ed program gets a new one); a node is called dead only when its lock is free or, with
+// no file, no process with its pid and start time runs (see `node::is_alive`).
+unsafe impl Liveness for NodeLiveness {
     fn me() -> u64 {
         node::process_node_id()
     }
@@ -229,7 +242,8 @@ impl<L: Liveness> RawRobustMutex<L> {
     /// was taken over from a dead holder (then `owner_died` is set).
     fn acquire(&self, deadline: Option<Instant>) -> Option<bool> {
         let me = L::me();
-        debug_assert_ne!(me, 0, "a Liveness id must not be 0");
+        // 0 is "free": a holder with id 0 would not exclude anyone.
+        assert_ne!(me, 0, "a Liveness id must not be 0");
         // Fast path: free. Acquire: see what the last holder wrote.
         if self
             .holder
@@ -423,7 +437,8 @@ mod tests {
         DEAD.lock().unwrap().get_or_insert_default().insert(id);
     }
 
-    impl Liveness for Fake {
+    // SAFETY: test ids are non-zero per thread, and only ids a test marked dead are.
+    unsafe impl Liveness for Fake {
         fn me() -> u64 {
             ME.with(Cell::get)
         }

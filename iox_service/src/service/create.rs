@@ -143,7 +143,7 @@ pub(super) fn try_create(
         node,
         user: 0,
         created: true,
-        pid: std::process::id(),
+        fork_generation: crate::recovery::fork::generation(),
     }))
 }
 

@@ -284,8 +284,9 @@ pub(crate) struct ServiceShared {
     /// Our entry in the users table.
     pub(crate) user: usize,
     pub(crate) created: bool,
-    /// The process that opened it (a forked child's drops must not act for it).
-    pub(crate) pid: u32,
+    /// The fork generation it was opened in (see `recovery::fork`): a forked child's
+    /// copies must not act for the parent.
+    pub(crate) fork_generation: u64,
 }
 
 impl ServiceShared {
@@ -298,8 +299,9 @@ impl ServiceShared {
     }
 
     /// Whether this is the process that opened the service (not a forked child).
+    #[inline]
     pub(crate) fn is_own_process(&self) -> bool {
-        std::process::id() == self.pid
+        crate::recovery::fork::is_same_process(self.fork_generation)
     }
 }
 

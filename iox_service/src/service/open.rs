@@ -154,7 +154,7 @@ pub(super) fn try_open(
         node,
         user,
         created: false,
-        pid: std::process::id(),
+        fork_generation: crate::recovery::fork::generation(),
     })
 }
 
