@@ -59,7 +59,7 @@ fn valid_config_text() -> &'static str {
             .unwrap()
             .root(dir.path())
             .publish_subscribe::<[u32]>()
-            .size_classes(&[(64, 8), (4096, 4)])
+            .size_classes(&[(64, 86), (4096, 86)])
             .create()
             .unwrap();
         svc.static_config().to_ron()
