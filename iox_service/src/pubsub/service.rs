@@ -439,6 +439,14 @@ impl<P: ?Sized + Payload> PubSubService<P> {
         crate::SubscriberBuilder::new(self.shared.clone())
     }
 
+    /// Whether the service was removed (e.g. `iox remove --force`, or
+    /// [`crate::Service::remove`]) after this handle opened it. Ports built from a
+    /// removed service's handle talk only among themselves; new openers create a fresh
+    /// service. Open it again to reach them.
+    pub fn is_removed(&self) -> bool {
+        self.shared.is_removed()
+    }
+
     /// Subscribers blocked in `receive_timeout` right now (a snapshot).
     pub fn waiting_subscribers(&self) -> usize {
         let d = self.shared.dynamic();
