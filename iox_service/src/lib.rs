@@ -12,7 +12,11 @@
 //! let service = Service::named("lidar/points").unwrap()
 //! #   .root(dir.path())
 //!     .publish_subscribe::<[u8]>()
-//!     .size_classes(&[(4096, 8), (1 << 20, 4)])
+//!     .max_publishers(1)
+//!     .max_subscribers(1)
+//!     .subscriber_buffer(1)
+//!     // Two classes, each with as many chunks as these limits can occupy (6).
+//!     .chunk_sizes(&[4096, 1 << 20])
 //!     .memory_type(MemoryType::Locked)
 //!     .open_or_create()
 //!     .unwrap();

@@ -21,16 +21,28 @@ use crate::PayloadType;
 pub const CONFIG_VERSION: u32 = 2;
 /// Largest static config file accepted.
 pub const MAX_CONFIG_LEN: u64 = 64 * 1024;
-/// Most publishers a service may allow (publishers + subscribers: at most 47).
+/// Most publishers a service may allow. The real rule is [`MAX_PORTS`]: publishers +
+/// subscribers <= 47, so one kind alone is at most 46 (the other needs one port).
 pub const MAX_PUBLISHERS: u32 = 46;
-/// Most subscribers a service may allow (publishers + subscribers: at most 47).
+/// Most subscribers a service may allow (publishers + subscribers <= [`MAX_PORTS`]).
 pub const MAX_SUBSCRIBERS: u32 = 46;
-/// Largest subscriber buffer (per publisher-subscriber pair).
+/// Most ports (publishers + subscribers) a service may allow: each port slot is one
+/// owner bit in every chunk's 64-bit ownership word (47 bits, see
+/// `iox_mempool::owners`).
+pub const MAX_PORTS: u32 = iox_mempool::owners::MAX_OWNERS;
+/// Largest subscriber buffer (queue entries per publisher-subscriber pair).
 pub const MAX_BUFFER: u32 = 1 << 16;
-/// Most samples one publisher may loan, or one subscriber hold, at once.
+/// Most samples one publisher may loan, or one subscriber hold, at once (each counts
+/// into the pool's size).
 pub const MAX_OUTSTANDING: u32 = 256;
-/// Most queue slots a service may have in all (publishers x subscribers x buffer).
+/// Most queue slots a service may have in all (publishers x subscribers x buffer;
+/// 8 bytes each in the dynamic segment, so at most 32 MiB).
 pub const MAX_QUEUE_SLOTS: u64 = 1 << 22;
+/// Most open service handles at once, over all processes (one users-table entry per
+/// process and open; ports share the handle they were built from). Same as
+/// `shm::dynamic::USER_SLOTS`.
+pub const MAX_OPEN_HANDLES: usize = 128;
+const _: () = assert!(MAX_OPEN_HANDLES == crate::dynamic::USER_SLOTS);
 
 /// The messaging pattern of a service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -193,12 +205,12 @@ pub enum InvalidConfig {
         value: u32,
         /// Its maximum.
         max: u32,
-        /// The rule behind the maximum, if any (starts with "; ").
+        /// The rule behind the maximum (starts with "; ").
         rule: &'static str,
     },
     /// More ports than chunk owner bits.
     #[error(
-        "max_publishers + max_subscribers is {ports}; at most {max} ports per service (one chunk owner bit each)"
+        "max_publishers + max_subscribers is {ports}; publishers + subscribers <= {max} per service (each port is one owner bit in a chunk's ownership word)"
     )]
     TooManyPorts {
         /// The sum asked for.
@@ -207,12 +219,27 @@ pub enum InvalidConfig {
         max: u32,
     },
     /// Too many queue slots in the dynamic segment.
-    #[error("max_publishers x max_subscribers x subscriber_buffer is {slots}; at most {max}")]
+    #[error(
+        "max_publishers x max_subscribers x subscriber_buffer is {slots}; at most {max} queue slots per service (8 bytes each in the dynamic segment)"
+    )]
     TooManyQueueSlots {
         /// The product asked for.
         slots: u64,
         /// The limit.
         max: u64,
+    },
+    /// A size class given with fewer chunks than the limits can occupy at once
+    /// (refused unless the builder allows pool exhaustion).
+    #[error(
+        "the size class of {chunk_size}-byte chunks has {count} chunks; publishers' loans and spares, full subscriber buffers and held samples can occupy {needed} at once (max_publishers x (max_loans + 1 + max_subscribers x subscriber_buffer) + max_subscribers x max_held), so a subscriber that stops reading could make a publisher's loan fail with PoolExhausted; give it {needed} chunks, lower the limits, let iox derive the counts (.chunk_sizes(..)), or accept exhaustion (.allow_pool_exhaustion(true))"
+    )]
+    PoolTooSmall {
+        /// Bytes per chunk of the class.
+        chunk_size: usize,
+        /// The count given.
+        count: usize,
+        /// The worst case the limits allow.
+        needed: usize,
     },
     /// Permissions outside 0o777 or without owner read-write.
     #[error("permissions {0:#o} must be bits of 0o777 including 0o600")]
@@ -277,7 +304,7 @@ impl StaticConfig {
             }
         };
         crate::ServiceName::new(&self.name)?;
-        let ports_rule = "; publishers + subscribers <= 47 per service";
+        let ports_rule = "; publishers + subscribers <= 47 per service (each port is one owner bit in a chunk's ownership word)";
         bound("max_publishers", self.max_publishers, MAX_PUBLISHERS, ports_rule)?;
         bound(
             "max_subscribers",
@@ -285,14 +312,20 @@ impl StaticConfig {
             MAX_SUBSCRIBERS,
             ports_rule,
         )?;
-        bound("subscriber_buffer", self.subscriber_buffer, MAX_BUFFER, "")?;
-        bound("max_loans", self.max_loans, MAX_OUTSTANDING, "")?;
-        bound("max_held", self.max_held, MAX_OUTSTANDING, "")?;
+        bound(
+            "subscriber_buffer",
+            self.subscriber_buffer,
+            MAX_BUFFER,
+            "; a publisher-subscriber queue has at most 65536 entries",
+        )?;
+        let outstanding_rule = "; at most 256 samples loaned per publisher or held per subscriber (each counts into the pool's size)";
+        bound("max_loans", self.max_loans, MAX_OUTSTANDING, outstanding_rule)?;
+        bound("max_held", self.max_held, MAX_OUTSTANDING, outstanding_rule)?;
         let ports = self.max_publishers + self.max_subscribers;
-        if ports > iox_mempool::owners::MAX_OWNERS {
+        if ports > MAX_PORTS {
             return Err(InvalidConfig::TooManyPorts {
                 ports,
-                max: iox_mempool::owners::MAX_OWNERS,
+                max: MAX_PORTS,
             });
         }
         let slots = u64::from(self.max_publishers)

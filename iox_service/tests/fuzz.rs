@@ -59,7 +59,7 @@ fn valid_config_text() -> &'static str {
             .unwrap()
             .root(dir.path())
             .publish_subscribe::<[u32]>()
-            .size_classes(&[(64, 8), (4096, 4)])
+            .size_classes(&[(64, 86), (4096, 86)])
             .create()
             .unwrap();
         svc.static_config().to_ron()
@@ -383,13 +383,20 @@ fn loan_ok(r: &Result<(), LoanError>) -> bool {
 }
 
 fn send_ok(r: &Result<usize, SendError>) -> bool {
-    matches!(r, Ok(_) | Err(SendError::QueueFull { .. }))
+    // A damaged lifecycle word reads as a removed service.
+    matches!(
+        r,
+        Ok(_) | Err(SendError::QueueFull { .. } | SendError::ServiceRemoved)
+    )
 }
 
 fn receive_ok<T>(r: &Result<T, ReceiveError>) -> bool {
     matches!(
         r,
-        Ok(_) | Err(ReceiveError::TooManyHeld { .. } | ReceiveError::Corrupt { .. })
+        Ok(_)
+            | Err(ReceiveError::TooManyHeld { .. }
+                | ReceiveError::Corrupt { .. }
+                | ReceiveError::ServiceRemoved)
     )
 }
 
@@ -460,7 +467,10 @@ fn damage_then_open_recover_and_use(dynamic_writes: Writes, chunks_writes: Write
             let s2 = other.subscriber_builder().create();
             for port in [p2.as_ref().err(), s2.as_ref().err()].into_iter().flatten() {
                 assert!(
-                    matches!(port, PortCreateError::TooManyPorts { .. }),
+                    matches!(
+                        port,
+                        PortCreateError::TooManyPorts { .. } | PortCreateError::ServiceRemoved { .. }
+                    ),
                     "port create: {port:?}"
                 );
             }

@@ -104,6 +104,7 @@ fn slice_round_trip_ten_thousand_samples_1b_to_16mib() {
     let open = |b: Service| {
         b.publish_subscribe::<[u8]>()
             .size_classes(&[(64 << 10, 16), (16 << 20, 4)])
+            .allow_pool_exhaustion(true)
             .overflow(Overflow::Reject)
             .open_or_create()
             .unwrap()
@@ -376,6 +377,7 @@ fn locked_service_pinned_port_raises_vm_lck_by_the_pool_size() {
         .unwrap()
         .publish_subscribe::<[u8]>()
         .size_classes(&[(1 << 20, 8)])
+        .allow_pool_exhaustion(true)
         .memory_type(MemoryType::Locked)
         .open_or_create()
         .unwrap();

@@ -306,6 +306,7 @@ fn pinning(args: &Args) -> String {
             .expect("valid name")
             .publish_subscribe::<[u8]>()
             .size_classes(&[(1 << 20, mib)])
+            .allow_pool_exhaustion(true)
             .memory_type(MemoryType::Locked)
             .open_or_create()
             .expect("service");
@@ -338,6 +339,7 @@ fn pinning(args: &Args) -> String {
             .expect("valid name")
             .publish_subscribe::<[u8]>()
             .size_classes(&[(1 << 20, 80)])
+            .allow_pool_exhaustion(true)
             .memory_type(memory_type)
             .open_or_create()
             .expect("service");

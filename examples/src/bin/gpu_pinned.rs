@@ -18,7 +18,11 @@ fn service() -> Result<PubSubService<[u8]>, iox_service::OpenOrCreateError> {
     Service::named("examples/gpu-frames")
         .expect("constant name is valid")
         .publish_subscribe::<[u8]>()
-        .size_classes(&[(FRAME, 6)])
+        // One frame class with as many chunks as these limits can occupy (7).
+        .max_publishers(1)
+        .max_subscribers(1)
+        .subscriber_buffer(2)
+        .max_slice_len(FRAME)
         .memory_type(MemoryType::CudaPinned)
         .overflow(Overflow::Reject)
         .open_or_create()

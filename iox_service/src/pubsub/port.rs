@@ -25,6 +25,15 @@ use crate::service::ServiceShared;
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum PortCreateError {
+    /// The service was removed (e.g. `iox remove --force`) after this handle opened
+    /// it: drop the handle and open the service again.
+    #[error(
+        "service {service:?} was removed after this handle opened it; drop the handle and open the service again"
+    )]
+    ServiceRemoved {
+        /// The service.
+        service: String,
+    },
     /// Every slot of that kind is taken.
     #[error("service {service:?} already has its maximum of {max} {kind}s")]
     TooManyPorts {
@@ -80,6 +89,11 @@ pub(crate) fn claim<'a>(
     kind: &'static str,
     max: usize,
 ) -> Result<(usize, u64), PortCreateError> {
+    if service.is_removed() {
+        return Err(PortCreateError::ServiceRemoved {
+            service: service.name.to_string(),
+        });
+    }
     let me = service.node_id();
     for (i, header) in slots.enumerate() {
         if header.node.load(Ordering::Relaxed) != 0

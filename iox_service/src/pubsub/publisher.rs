@@ -26,6 +26,15 @@
 //! spin (it was preempted mid-take, or died there), the new sample is not delivered to
 //! it rather than waiting on it; `send` still succeeds.
 //!
+//! Decision (removed services): when a send reached no subscriber, the publisher looks
+//! at the service's lifecycle word (one load of a line written only at creation and
+//! removal, see `shm::lifecycle`); if the service was removed (`iox remove --force`),
+//! `send` returns [`SendError::ServiceRemoved`] instead of `Ok(0)`, so a program does
+//! not keep sending into an incarnation that no new subscriber can reach. A send that
+//! reached a subscriber does not look (the hot path is unchanged): subscribers of the
+//! removed incarnation find out when they next wait, and once they are gone, so does
+//! the publisher. `Publisher::is_service_removed` asks at any time.
+//!
 //! Ownership and threads: a `Publisher` and its loans share the port's state through
 //! an `Rc`, so a loan is `'static` (it can be stored, returned, kept in a queue) and the
 //! port stays claimed until the publisher *and* every loan are gone. The send path
@@ -92,6 +101,14 @@ pub enum LoanError {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum SendError {
+    /// The send reached no subscriber because the service was removed (e.g.
+    /// `iox remove --force`) after this publisher's handle opened it: drop the
+    /// publisher and the handle and open the service again (a new opener creates a
+    /// fresh one). Only a send that reached no subscriber looks; see the module docs.
+    #[error(
+        "the service was removed after this publisher's handle opened it; the sample reached no one (drop the publisher and the handle, and open the service again)"
+    )]
+    ServiceRemoved,
     /// With `Overflow::Reject`: some subscribers' buffers were full.
     #[error("{rejected} subscriber(s) had a full buffer and did not get the sample ({delivered} did)")]
     QueueFull {
@@ -218,6 +235,13 @@ impl<P: ?Sized + Payload> Publisher<P> {
     /// The pool: address in this process, length, memory type, classes.
     pub fn pool_info(&self) -> PoolInfo {
         self.port.service.pool.info()
+    }
+
+    /// Whether the service was removed (e.g. `iox remove --force`) after this
+    /// publisher's handle opened it. Then no new subscriber can reach this publisher:
+    /// open the service again.
+    pub fn is_service_removed(&self) -> bool {
+        self.port.service.is_removed()
     }
 
     /// Whether this publisher pinned the pool.
@@ -375,6 +399,8 @@ impl PublisherPort {
                     );
                 }
             }
+        } else if self.service.is_removed() {
+            return Err(SendError::ServiceRemoved);
         }
         if rejected > 0 {
             return Err(SendError::QueueFull { delivered, rejected });

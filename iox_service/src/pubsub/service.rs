@@ -2,9 +2,33 @@
 //! an existing service) and the open service that ports are built from.
 //!
 //! Decisions where DESIGN.md is silent: subscribers see samples sent after they
-//! connect (no history); the pool of a typed service has one class holding `T`, sized
-//! so a well-behaved user never exhausts it: `publishers x (loans + 1 spare +
-//! subscribers x buffer) + subscribers x held`.
+//! connect (no history).
+//!
+//! Pool sizing. With default settings a publisher never sees `PoolExhausted` because a
+//! subscriber is slow or stopped reading. The most chunks that can be out of the pool
+//! at once, with every port at its limits, is
+//! `W = publishers x (loans + 1 spare + subscribers x buffer) + subscribers x held`:
+//! each publisher's loans and the spare it loans ahead after a send, each
+//! publisher-subscriber queue full (a subscriber that stops reading keeps `buffer`
+//! entries from each publisher; `DropOldest` replaces them, `Reject` refuses more),
+//! each subscriber holding its maximum. So:
+//! - a typed service has one class holding `T` with `W` chunks;
+//! - a slice service with `max_slice_len(len)` has one class of `len` elements with `W`
+//!   chunks; with `chunk_sizes(&[bytes, ..])`, `W` chunks per class: the worst case for
+//!   a class is when every sample is of that class;
+//! - with `size_classes(&[(bytes, count), ..])` the user gives the counts, and each
+//!   must be at least `W`: a smaller one makes `create` fail with
+//!   [`InvalidConfig::PoolTooSmall`], which names `W`. `allow_pool_exhaustion(true)`
+//!   takes the counts as given (a fixed memory budget, as a Zenoh shared-memory pool
+//!   has): then a loan can fail with `PoolExhausted` while subscribers occupy the class,
+//!   and the publisher decides what to do (retry, skip, send smaller).
+//!
+//! Why refuse rather than raise a count silently: `W` can be large (86 with the default
+//! limits), and `(16 MiB, 4)` raised to `(16 MiB, 86)` is 1.4 GiB the user never asked
+//! for (the pool's pages are committed as chunks are used, and pinned memory is
+//! committed at once). The error says the number, so the user chooses: the memory, lower
+//! limits (a smaller `W`), or exhaustion. Counts are checked only when creating; a
+//! service's static config does not record the choice.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -33,8 +57,10 @@ pub struct PubSubBuilder<P: ?Sized> {
     max_held: Option<u32>,
     overflow: Option<Overflow>,
     permissions: Option<u32>,
-    size_classes: Option<Vec<(usize, usize)>>,
+    /// Slice services: `(bytes per chunk, count)`, `None` = derived from the limits.
+    size_classes: Option<Vec<(usize, Option<usize>)>>,
     max_slice_len: Option<usize>,
+    allow_pool_exhaustion: bool,
     backing: Option<Backing>,
     _payload: PhantomData<fn() -> Box<P>>,
 }
@@ -53,6 +79,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             permissions: None,
             size_classes: None,
             max_slice_len: None,
+            allow_pool_exhaustion: false,
             backing: None,
             _payload: PhantomData,
         }
@@ -138,13 +165,32 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
         })
     }
 
+    /// The pool layout, with `counts` chunks for every class whose count is derived;
+    /// a count the user gave below `counts` is refused unless they allowed exhaustion.
     fn layout(&self, counts: usize) -> Result<PoolLayout, CreateError> {
         let payload = P::payload_type();
         let alignment = payload.alignment().max(iox_mempool::layout::DEFAULT_ALIGNMENT);
         let classes = if !P::IS_SLICE {
             vec![(payload.element_size().max(1), counts)]
         } else if let Some(classes) = &self.size_classes {
-            classes.clone()
+            let mut out = Vec::with_capacity(classes.len());
+            for &(bytes, count) in classes {
+                match count {
+                    None => out.push((bytes, counts)),
+                    // A count of 0 is the layout's to refuse.
+                    Some(count) if count >= counts || count == 0 || self.allow_pool_exhaustion => {
+                        out.push((bytes, count))
+                    }
+                    Some(count) => {
+                        return self.fail(InvalidConfig::PoolTooSmall {
+                            chunk_size: bytes,
+                            count,
+                            needed: counts,
+                        });
+                    }
+                }
+            }
+            out
         } else if let Some(len) = self.max_slice_len {
             let Some(bytes) = len.checked_mul(payload.element_size()) else {
                 return self.fail(InvalidConfig::Overflow {
@@ -302,8 +348,31 @@ impl<P: ?Sized + Payload> Pattern for PubSubBuilder<P> {
 impl<T: crate::ZeroCopySafe> PubSubBuilder<[T]> {
     /// The pool's size classes as `(bytes per chunk, chunk count)`; a sample uses the
     /// smallest class that holds it. On open: the largest must fit in the service's.
+    ///
+    /// Each count must be at least the worst case the limits allow (see the module
+    /// docs): `create` fails with [`InvalidConfig::PoolTooSmall`], naming the count
+    /// needed, unless [`allow_pool_exhaustion`](Self::allow_pool_exhaustion) is set.
+    /// To have the counts derived, use [`chunk_sizes`](Self::chunk_sizes).
     pub fn size_classes(mut self, classes: &[(usize, usize)]) -> Self {
-        self.size_classes = Some(classes.to_vec());
+        self.size_classes = Some(classes.iter().map(|&(b, c)| (b, Some(c))).collect());
+        self
+    }
+
+    /// The pool's size classes by bytes per chunk, each with as many chunks as the
+    /// limits need (the worst case, see the module docs), so no publisher ever sees
+    /// `PoolExhausted` because subscribers hold or queue chunks. On open: the largest
+    /// must fit in the service's.
+    pub fn chunk_sizes(mut self, bytes: &[usize]) -> Self {
+        self.size_classes = Some(bytes.iter().map(|&b| (b, None)).collect());
+        self
+    }
+
+    /// Accepts [`size_classes`](Self::size_classes) counts below the worst case
+    /// (default `false`): the pool is smaller, and a publisher's loan fails with
+    /// `PoolExhausted` while subscribers that stopped reading (or hold their maximum)
+    /// occupy the class. Only applied when creating.
+    pub fn allow_pool_exhaustion(mut self, allow: bool) -> Self {
+        self.allow_pool_exhaustion = allow;
         self
     }
 
@@ -368,6 +437,14 @@ impl<P: ?Sized + Payload> PubSubService<P> {
     /// A builder for a subscriber.
     pub fn subscriber_builder(&self) -> crate::SubscriberBuilder<P> {
         crate::SubscriberBuilder::new(self.shared.clone())
+    }
+
+    /// Whether the service was removed (e.g. `iox remove --force`, or
+    /// [`crate::Service::remove`]) after this handle opened it. Ports built from a
+    /// removed service's handle talk only among themselves; new openers create a fresh
+    /// service. Open it again to reach them.
+    pub fn is_removed(&self) -> bool {
+        self.shared.is_removed()
     }
 
     /// Subscribers blocked in `receive_timeout` right now (a snapshot).

@@ -18,6 +18,15 @@
 //! its queues; the slot is freed when the last sample received through it is dropped
 //! too.
 //!
+//! Decision (removed services): when `receive` finds nothing, and before
+//! `receive_timeout` sleeps, the subscriber looks at the service's lifecycle word (one
+//! load of a line written only at creation and removal, see `shm::lifecycle`); if the
+//! service was removed (`iox remove --force`) it returns
+//! [`ReceiveError::ServiceRemoved`], so the program can open the service again instead
+//! of waiting on an incarnation no new publisher can reach. Samples already queued are
+//! still returned first; a receive that finds one does not look (the hot path is
+//! unchanged). `Subscriber::is_service_removed` asks at any time.
+//!
 //! Ownership and threads: samples share the port's state with the subscriber through an
 //! `Arc`, so a `Sample` is `'static`: it can be stored, moved to another thread
 //! (`Send`; it only reads a payload that is `Sync`, and dropping it is one atomic step
@@ -74,6 +83,13 @@ pub enum ReceiveError {
         "this subscriber belongs to the process this one was forked from; open the service again in this process"
     )]
     ForkedProcess,
+    /// Nothing was waiting and the service was removed (e.g. `iox remove --force`)
+    /// after this subscriber's handle opened it: drop the subscriber and the handle and
+    /// open the service again (a new opener creates a fresh one).
+    #[error(
+        "the service was removed after this subscriber's handle opened it (drop the subscriber and the handle, and open the service again)"
+    )]
+    ServiceRemoved,
     /// Waiting on the futex failed.
     #[error("waiting for a sample failed: {0}")]
     Wait(std::io::Error),
@@ -202,6 +218,13 @@ impl<P: ?Sized + Payload> Subscriber<P> {
         self.port.pool.info()
     }
 
+    /// Whether the service was removed (e.g. `iox remove --force`) after this
+    /// subscriber's handle opened it. Then no new publisher can reach it: open the
+    /// service again.
+    pub fn is_service_removed(&self) -> bool {
+        self.port.service.is_removed()
+    }
+
     /// Whether this subscriber pinned the pool.
     pub fn is_pinned(&self) -> bool {
         self.port.pin.as_ref().is_some_and(PoolPin::is_pinned)
@@ -258,6 +281,9 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             }
             return Ok(Some(Sample::new(Arc::clone(port), handle, ptr, len as usize)));
         }
+        if port.service.is_removed() {
+            return Err(ReceiveError::ServiceRemoved);
+        }
         Ok(None)
     }
 
@@ -275,6 +301,10 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             let worth_trying = self.pending() > 0 || self.port.held() >= self.port.max_held;
             if worth_trying && let Some(s) = self.receive()? {
                 return Ok(Some(s));
+            }
+            // About to sleep: no publisher of a removed service would wake us.
+            if self.port.service.is_removed() {
+                return Err(ReceiveError::ServiceRemoved);
             }
             let seen = header.wake.load(Ordering::Acquire);
             header.waiting.fetch_add(1, Ordering::SeqCst);

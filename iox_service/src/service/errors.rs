@@ -180,8 +180,11 @@ pub enum OpenError {
         /// What happened with each participant.
         tried: Vec<String>,
     },
-    /// The service has its maximum of open handles.
-    #[error("service {name:?} already has {max} open handles (one per process and open); close some")]
+    /// The service has its maximum of open handles
+    /// ([`crate::static_config::MAX_OPEN_HANDLES`]).
+    #[error(
+        "service {name:?} already has {max} open handles; at most {max} per service, over all processes (one per process and open: ports share the handle they were built from, so clone a handle rather than open the service again); close some"
+    )]
     TooManyUsers {
         /// The service.
         name: String,

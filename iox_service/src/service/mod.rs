@@ -294,6 +294,13 @@ impl ServiceShared {
         self.dynamic.view()
     }
 
+    /// Whether this handle's service was removed (see `shm::lifecycle`). Slow paths
+    /// only: one load of the dynamic header's line.
+    #[cold]
+    pub(crate) fn is_removed(&self) -> bool {
+        crate::lifecycle::is_removed(self.dynamic())
+    }
+
     pub(crate) fn node_id(&self) -> u64 {
         self.node.id()
     }

@@ -20,6 +20,24 @@
 //! an empty entry) and then checks that the lifecycle is `ALIVE`; the last user to
 //! leave moves the lifecycle to `DESTROYING` and then checks the table is still empty
 //! (both sides SeqCst, so at least one sees the other), backing off if not.
+//!
+//! Removal as seen by live ports ([`is_removed`]). An explicit remove (`iox remove
+//! --force`, [`crate::Service::remove`]) marks the lifecycle `DESTROYING` and unlinks
+//! the files while processes still map them. Those processes must find out rather
+//! than keep talking into an incarnation no new participant can reach. A registered
+//! user sees its incarnation's lifecycle word leave `ALIVE` only through such a
+//! removal, and then it never comes back: the last-user removal above cannot begin
+//! while we are registered (its first look at the table sees our entry, by the SeqCst
+//! order of our registration), takeovers only replace dead creators and removers, and
+//! a forced remove never reverts. So "the word is not `ALIVE`" is exact, and costs one
+//! load of the header's line, which is written only at creation and removal. Ports
+//! look at it only on slow paths (never per message): a publisher when a send reached
+//! no subscriber, a subscriber when a receive found nothing and before it sleeps,
+//! port creation, and `PubSubService::is_removed`. They then report `ServiceRemoved`
+//! (in `SendError`, `ReceiveError`, `PortCreateError`), so the program can drop its
+//! ports and handle and open the service again, which creates a fresh incarnation.
+//! Samples already in flight between live ports of the removed incarnation are still
+//! delivered: a subscriber that finds one returns it.
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -58,6 +76,13 @@ pub(crate) fn register_user(d: Dynamic<'_>, me: u64, fd: Option<u32>) -> Result<
         }
     }
     Err(RegisterError::Full)
+}
+
+/// Whether the incarnation of `d` is being or was removed, as seen by a registered
+/// user of it (see the module docs: for such a user, not `ALIVE` means removed).
+#[inline]
+pub(crate) fn is_removed(d: Dynamic<'_>) -> bool {
+    dynamic::split_lifecycle(d.header().lifecycle.load(Ordering::Acquire)).1 != ALIVE
 }
 
 fn has_users(d: Dynamic<'_>) -> bool {
