@@ -13,6 +13,7 @@
 //!     x: f64,
 //!     y: f64,
 //!     yaw: f32,
+//!     seq: u32,
 //! }
 //!
 //! assert_eq!(Pose::type_name(), "Pose");
@@ -25,9 +26,13 @@
 //!   accompany `C`), so its layout is the same in every program;
 //! - every field is `ZeroCopySafe` (no `Vec`, `String`, `Box`, references or pointers);
 //! - the optional `#[iox(type_name = "...")]` is non-empty printable ASCII without
-//!   leading or trailing spaces, at most 255 bytes.
+//!   leading or trailing spaces, at most 255 bytes, without `::`, not starting with `[`
+//!   or `(`, and not a primitive type's name (`bool`, `u8`, ...): those are the names
+//!   Rust and iox give types without the attribute;
+//! - a struct with `#[iox(type_name = "...")]` has only fields valid for every bit
+//!   pattern (no `bool`, nothing containing one) and no padding (see below).
 //!
-//! It then emits `unsafe impl ::iox_service::ZeroCopySafe for Type {}`, with
+//! It then emits `unsafe impl ::iox_service::ZeroCopySafe for Type { .. }`, with
 //! `type_name()` returning the attribute's value when one is given. The type also
 //! needs `Clone` and `Copy` (the trait's supertraits; derive them too).
 //!
@@ -35,9 +40,30 @@
 //!
 //! A service records its payload's name, size and alignment. Without the attribute the
 //! name is `std::any::type_name` (`posepub::Pose`), so the same struct defined in two
-//! programs is two payloads. With `#[iox(type_name = "Pose")]` both record `Pose` and
-//! may share a service; size and alignment are still checked. Giving two types the
-//! same name promises they have the same fields in the same order.
+//! programs is two payloads; a service is shared by one type, compiled into each
+//! program from the same source. With `#[iox(type_name = "Pose")]` both programs'
+//! `Pose` record `Pose` and may share a service; size and alignment are still checked,
+//! fields are not. So a reader's `Pose` may be handed bytes another program wrote as
+//! its own `Pose`, and that must never be undefined behaviour: a named type must accept
+//! every bit pattern (use a `u8` for a flag, not a `bool`; an integer, not an enum) and
+//! have no padding, whose bytes are uninitialised (add explicit fields such as
+//! `_pad: [u8; 4]`). The derive checks both at compile time. Two types given the same
+//! name should still have the same fields in the same order: otherwise the values are
+//! garbage, though no longer unsound.
+//!
+//! ```
+//! use iox_service::ZeroCopySafe;
+//!
+//! #[derive(ZeroCopySafe, Clone, Copy)]
+//! #[repr(C)]
+//! #[iox(type_name = "Status")]
+//! struct Status {
+//!     flag: u8,      // 0 or 1, not a bool
+//!     _pad: [u8; 7], // what repr(C) would insert before `time`, now initialised data
+//!     time: u64,
+//! }
+//! assert_eq!(size_of::<Status>(), 16);
+//! ```
 //!
 //! ## Generics
 //!
@@ -96,6 +122,52 @@
 //! #[iox(type_name = "")]
 //! struct Pose { x: f64 }
 //! ```
+//!
+//! A name Rust gives a built-in type (a service carrying `bool` must not be opened with
+//! a struct of one `u8`):
+//!
+//! ```compile_fail
+//! use iox_service::ZeroCopySafe;
+//!
+//! #[derive(ZeroCopySafe, Clone, Copy)]
+//! #[repr(C)]
+//! #[iox(type_name = "bool")]
+//! struct NotBool(u8);
+//! ```
+//!
+//! A named type with a `bool` field (a reader of another program's `Status` might find
+//! a 2 there), or any field that is not valid for every bit pattern:
+//!
+//! ```compile_fail,E0080
+//! use iox_service::ZeroCopySafe;
+//!
+//! #[derive(ZeroCopySafe, Clone, Copy)]
+//! #[repr(C)]
+//! #[iox(type_name = "Status")]
+//! struct Status { time: u64, flag: bool, _pad: [u8; 7] }
+//! ```
+//!
+//! A named type with padding (7 uninitialised bytes after `flag`, which another
+//! program's `Status` might read as a field):
+//!
+//! ```compile_fail,E0080
+//! use iox_service::ZeroCopySafe;
+//!
+//! #[derive(ZeroCopySafe, Clone, Copy)]
+//! #[repr(C)]
+//! #[iox(type_name = "Status")]
+//! struct Status { flag: u8, time: u64 }
+//! ```
+//!
+//! Without the attribute both are fine: the type is only ever read as itself.
+//!
+//! ```
+//! use iox_service::ZeroCopySafe;
+//!
+//! #[derive(ZeroCopySafe, Clone, Copy)]
+//! #[repr(C)]
+//! struct Status { flag: bool, time: u64 }
+//! ```
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
@@ -116,8 +188,20 @@ pub fn derive_zero_copy_safe(input: TokenStream) -> TokenStream {
 }
 
 fn expand(mut input: DeriveInput) -> syn::Result<TokenStream2> {
+    // (type, name for messages: the ident, or the index of a tuple field)
     let fields = match &input.data {
-        Data::Struct(s) => s.fields.iter().map(|f| f.ty.clone()).collect::<Vec<_>>(),
+        Data::Struct(s) => s
+            .fields
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let name = f
+                    .ident
+                    .as_ref()
+                    .map_or_else(|| i.to_string(), ToString::to_string);
+                (f.ty.clone(), name)
+            })
+            .collect::<Vec<_>>(),
         Data::Enum(e) => {
             return Err(Error::new(
                 e.enum_token.span,
@@ -164,9 +248,62 @@ fn expand(mut input: DeriveInput) -> syn::Result<TokenStream2> {
     let ident = &input.ident;
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
     // One call per field, spanned at the field's type, so an error names the field.
-    let field_checks = fields.iter().map(|ty| {
+    let field_checks = fields.iter().map(|(ty, _)| {
         quote_spanned! {ty.span()=>
             __iox_assert_zero_copy_safe::<#ty>();
+        }
+    });
+    let types = fields.iter().map(|(ty, _)| ty).collect::<Vec<_>>();
+    // Every field valid for every bit pattern, and no padding: the fields' sizes add up
+    // to the struct's. Written without `0 +` or `true &&` (clippy would flag them at the
+    // user's spans).
+    let fields_size = if types.is_empty() {
+        quote!(0)
+    } else {
+        quote!(#(::core::mem::size_of::<#types>())+*)
+    };
+    let fields_any_bit_pattern = types
+        .iter()
+        .map(|ty| quote!(<#ty as ::iox_service::ZeroCopySafe>::ANY_BIT_PATTERN && ));
+    let any_bit_pattern = quote! {
+        #(#fields_any_bit_pattern)* ::core::mem::size_of::<Self>() == #fields_size
+    };
+    // A stable name requires ANY_BIT_PATTERN (a type is never generic here): one
+    // assertion per field, spanned at it, and one for padding, each saying what to do.
+    let stable_name_checks = type_name.as_ref().map(|(name, span)| {
+        let name = name.value();
+        let per_field = fields.iter().map(|(ty, field)| {
+            let msg = format!(
+                "#[iox(type_name = \"{name}\")]: field `{field}` of `{ident}` (type `{}`) is not \
+                 valid for every bit pattern, or has padding; a type with a stable name may be \
+                 read by another program's type of that name, so every byte must be initialised \
+                 data that any value is valid for: use a `u8` (0 or 1) instead of a `bool` for \
+                 a flag and an integer instead of an enum, and give nested structs explicit \
+                 padding fields (`_pad: [u8; N]`)",
+                type_text(ty)
+            );
+            let msg = escape_braces(&msg);
+            quote_spanned! {ty.span()=>
+                const _: () = ::core::assert!(
+                    <#ty as ::iox_service::ZeroCopySafe>::ANY_BIT_PATTERN,
+                    #msg
+                );
+            }
+        });
+        let msg = format!(
+            "#[iox(type_name = \"{name}\")]: `{ident}` has padding (its size is larger than \
+             the sum of its fields' sizes); padding bytes are uninitialised, and another \
+             program's type of the same name may read them as a field; add the padding as \
+             explicit fields (for example `_pad: [u8; 7]` between a `u8` and a `u64`; with \
+             the fields ordered largest first it is only needed at the end)"
+        );
+        let msg = escape_braces(&msg);
+        quote_spanned! {*span=>
+            #(#per_field)*
+            const _: () = ::core::assert!(
+                ::core::mem::size_of::<#ident>() == #fields_size,
+                #msg
+            );
         }
     });
     let name_fn = type_name.map(|(name, _)| {
@@ -186,10 +323,13 @@ fn expand(mut input: DeriveInput) -> syn::Result<TokenStream2> {
                 #(#field_checks)*
             }
         };
+        #stable_name_checks
         // SAFETY: the struct is repr(C) or repr(transparent) (layout fixed by its fields)
-        // and every field is ZeroCopySafe (checked just above).
+        // and every field is ZeroCopySafe (checked just above). ANY_BIT_PATTERN is computed
+        // from the fields and the size, and a stable name requires it (asserted above).
         #[automatically_derived]
         unsafe impl #impl_generics ::iox_service::ZeroCopySafe for #ident #ty_generics #where_clause {
+            const ANY_BIT_PATTERN: bool = #any_bit_pattern;
             #name_fn
         }
     })
@@ -244,6 +384,34 @@ fn type_name_attr(input: &DeriveInput) -> syn::Result<Option<(LitStr, Span)>> {
     Ok(found)
 }
 
+/// Rust's primitive type names: a stable name must not be one of them (`bool` is not
+/// valid for every bit pattern, and the others are simply taken).
+const PRIMITIVES: &[&str] = &[
+    "bool", "char", "str", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128",
+    "isize", "f16", "f32", "f64", "f128",
+];
+
+/// `ty` as written, with the spaces of its tokens tidied (`[u8; 4]`, not `[u8 ; 4]`).
+fn type_text(ty: &syn::Type) -> String {
+    let tokens = quote!(#ty).to_string();
+    let chars = tokens.chars().collect::<Vec<_>>();
+    let word = |c: Option<&char>| c.is_some_and(|c| c.is_alphanumeric() || *c == '_');
+    let mut text = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        // Keep the spaces between two words (`&'static str`), drop the others.
+        if c != ' ' || (i > 0 && word(chars.get(i - 1)) && word(chars.get(i + 1))) {
+            text.push(c);
+        }
+    }
+    text.replace(';', "; ").replace(',', ", ")
+}
+
+/// `text` as a format string that prints itself (the messages of the generated
+/// `assert!`s are format strings).
+fn escape_braces(text: &str) -> String {
+    text.replace('{', "{{").replace('}', "}}")
+}
+
 fn check_type_name(lit: &LitStr) -> syn::Result<()> {
     let name = lit.value();
     let err = |msg: String| Err(Error::new(lit.span(), msg));
@@ -257,6 +425,27 @@ fn check_type_name(lit: &LitStr) -> syn::Result<()> {
     }
     if name.trim() != name {
         return err("type_name must not start or end with a space".into());
+    }
+    if name.contains("::") {
+        return err(
+            "type_name must not contain `::`: Rust's type names (the identity of types \
+             without the attribute, which may hold a `bool` or padding) do; separate the \
+             parts with `/` or `.` instead (`geometry_msgs/Pose`)"
+                .into(),
+        );
+    }
+    if name.starts_with(['[', '(']) {
+        return err(
+            "type_name must not start with `[` or `(`: those are the names of arrays and \
+             tuples, which iox composes from their elements' names"
+                .into(),
+        );
+    }
+    if PRIMITIVES.contains(&name.as_str()) {
+        return err(format!(
+            "type_name must not be `{name}`: that is the name of Rust's built-in `{name}`, \
+             and a service carrying it must not be opened with another type"
+        ));
     }
     if name.len() > MAX_TYPE_NAME {
         return err(format!(

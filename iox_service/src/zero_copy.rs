@@ -6,8 +6,9 @@
 //! it for `#[repr(C)]` structs whose fields are all `ZeroCopySafe`. Implemented here for
 //! integers, floats, `bool`, arrays and tuples (up to 4) of such types. Tuples have no
 //! `repr(C)`: their layout is only stable between processes built by the same
-//! compiler, which is the case iox supports. Readers trust writers for `bool`: a
-//! writer storing another byte there is a bug on its side.
+//! compiler, which is the case iox supports. Readers trust writers for `bool`: only a
+//! writer of the same type (below) can store one, and through safe code it stores
+//! only `true` or `false`.
 //!
 //! [`Payload`] is implemented for every `T: ZeroCopySafe` (a typed service) and for
 //! `[T]` (a slice service); it gives the [`PayloadType`] stored in the static config.
@@ -21,14 +22,38 @@
 //!
 //! - The name is [`ZeroCopySafe::type_name`]. By default it is Rust's
 //!   [`std::any::type_name`], which includes the module path: `posepub::Pose` and
-//!   `posesub::Pose` are different payloads even with identical fields.
+//!   `posesub::Pose` are different payloads even with identical fields. Readers and
+//!   writers of such a service use one type, compiled into each program from the same
+//!   source (the trust model iox has always had: a program built from other source
+//!   that defines a type at the same path, such as another version of the crate, is
+//!   not told apart). That type's reader only sees values its writers stored, so it may
+//!   hold a `bool`, an enum-like newtype or padding.
 //! - `#[iox(type_name = "Pose")]` next to `#[derive(ZeroCopySafe)]` sets a stable name
 //!   of your choosing, so two programs (or two crates) that each define their own
 //!   `Pose` can share one service. Arrays and tuples compose the names of their
 //!   elements (`[Pose; 4]`), slices record the element's name.
 //! - Size and alignment are always recorded and checked, whatever the name. iox does
-//!   not compare fields: two types given the same name must have the same fields in
+//!   not compare fields: two types given the same name should have the same fields in
 //!   the same order, which is up to you.
+//!
+//! Because fields are not compared, a stable name lets one program's `Pose` read bytes
+//! another program wrote as a different `Pose`. Getting the fields wrong must give
+//! wrong values, not undefined behaviour, so the derive accepts the attribute only on
+//! a type that is *valid for every bit pattern and has no padding*:
+//!
+//! - every field is valid for every bit pattern: integers, floats, and arrays, tuples
+//!   and structs made of them. A `bool` is not (a 2 in it is undefined behaviour),
+//!   neither is an enum: use a `u8` for a flag and an integer for a mode;
+//! - the fields' sizes add up to the struct's size: padding bytes are uninitialised,
+//!   and another program's type might have a field where this one has padding. Add
+//!   the padding as explicit fields (`_pad: [u8; 4]`), or order the fields largest
+//!   first.
+//!
+//! The derive checks both at compile time (a hidden associated constant of the trait
+//! that it computes from the fields and the size), and refuses names that Rust or iox
+//! give other types (`bool`, `u8`, names containing `::` or starting with `[` or `(`),
+//! so a named type can only meet another named type, or a built-in one that also
+//! accepts every bit pattern. The derive's docs show the errors.
 //!
 //! ```
 //! use iox_service::{Service, ZeroCopySafe};
@@ -41,6 +66,8 @@
 //!     x: f64,
 //!     y: f64,
 //!     yaw: f32,
+//!     valid: u8,     // a flag: 0 or 1 (a `bool` is refused in a named type)
+//!     _pad: [u8; 3], // explicit padding: the struct is 24 bytes, the fields add up to 24
 //! }
 //!
 //! let service = Service::named("robot/pose").unwrap()
@@ -54,7 +81,7 @@
 //! );
 //! let publisher = service.publisher_builder().create().unwrap();
 //! let subscriber = service.subscriber_builder().create().unwrap();
-//! let pose = Pose { x: 1.0, y: 2.0, yaw: 0.5 };
+//! let pose = Pose { x: 1.0, y: 2.0, yaw: 0.5, valid: 1, _pad: [0; 3] };
 //! publisher.loan_uninit().unwrap().write_payload(pose).send().unwrap();
 //! assert_eq!(*subscriber.receive().unwrap().unwrap(), pose);
 //! ```
@@ -101,7 +128,7 @@ use serde::{Deserialize, Serialize};
 /// #[derive(ZeroCopySafe, Clone, Copy)]
 /// #[repr(C)]
 /// #[iox(type_name = "Pose")]
-/// struct Pose { x: f64, y: f64, yaw: f32 }
+/// struct Pose { x: f64, y: f64, yaw: f32, seq: u32 }
 ///
 /// assert_eq!(Pose::type_name(), "Pose");
 /// assert_eq!(<[Pose; 2]>::type_name(), "[Pose; 2]");
@@ -111,10 +138,12 @@ use serde::{Deserialize, Serialize};
 /// The type must contain no pointers, references or handles valid only in one process,
 /// must have no drop glue, must be valid for the bit patterns writers put in it, and
 /// must have the same layout in every process (use `#[repr(C)]` for your structs).
-/// [`type_name`](Self::type_name) (hand-written or set with the derive's attribute)
-/// must name one layout: two types given the same name must have the same fields in
-/// the same order. iox checks size and alignment only; a mismatch is a bug of the
-/// same kind as a writer storing an invalid `bool`.
+/// A hand-written [`type_name`](Self::type_name) must name one layout, since iox
+/// checks size and alignment only: the types behind a name must have the same fields
+/// in the same order, or (what the derive's attribute requires) each must accept
+/// every bit pattern and have no padding. The hidden `ANY_BIT_PATTERN` constant
+/// defaults to `false`; an impl that sets it to `true` promises exactly that: no
+/// padding, and every bit pattern a valid value.
 ///
 /// ```
 /// #[derive(Clone, Copy)]
@@ -131,6 +160,17 @@ use serde::{Deserialize, Serialize};
             are only valid in the process that made them"
 )]
 pub unsafe trait ZeroCopySafe: Copy + Send + Sync + 'static {
+    /// Whether every byte of a value is field data (no padding, so no uninitialised
+    /// bytes) and every bit pattern of those bytes is a valid value. True for integers
+    /// and floats, false for `bool`; arrays and tuples take it from their elements
+    /// (tuples also require no padding); the derive computes it from the fields and the
+    /// size. `#[iox(type_name = "...")]` requires it (module docs, "Type identity").
+    ///
+    /// Defaults to `false`. Setting it to `true` in a hand-written impl is part of the
+    /// impl's unsafe promise.
+    #[doc(hidden)]
+    const ANY_BIT_PATTERN: bool = false;
+
     /// The type's name as recorded in a service's static config. Defaults to
     /// [`std::any::type_name`]; `#[iox(type_name = "...")]` on the derive sets it.
     fn type_name() -> Cow<'static, str> {
@@ -138,21 +178,31 @@ pub unsafe trait ZeroCopySafe: Copy + Send + Sync + 'static {
     }
 }
 
-macro_rules! zero_copy_safe {
+macro_rules! zero_copy_safe_number {
     ($($t:ty),*) => {
         $(
-            // SAFETY: a plain number (or bool) with a fixed layout and no pointers.
-            unsafe impl ZeroCopySafe for $t {}
+            // SAFETY: a plain number with a fixed layout and no pointers; every bit
+            // pattern is a valid value (a NaN is a valid float) and it has no padding.
+            unsafe impl ZeroCopySafe for $t {
+                const ANY_BIT_PATTERN: bool = true;
+            }
         )*
     };
 }
-zero_copy_safe!(
-    u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64, bool
+zero_copy_safe_number!(
+    u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64
 );
 
-// SAFETY: an array of zero-copy-safe elements is laid out contiguously. Its name is
+// SAFETY: one byte, no pointers. Only 0 and 1 are valid: not ANY_BIT_PATTERN (the
+// default), so no type with a stable name can contain one.
+unsafe impl ZeroCopySafe for bool {}
+
+// SAFETY: an array of zero-copy-safe elements is laid out contiguously, with no bytes
+// between elements: it is valid for every bit pattern when its element is. Its name is
 // composed from the element's (the same as `std::any::type_name` for built-in types).
 unsafe impl<T: ZeroCopySafe, const N: usize> ZeroCopySafe for [T; N] {
+    const ANY_BIT_PATTERN: bool = T::ANY_BIT_PATTERN;
+
     fn type_name() -> Cow<'static, str> {
         Cow::Owned(format!("[{}; {N}]", T::type_name()))
     }
@@ -161,8 +211,12 @@ unsafe impl<T: ZeroCopySafe, const N: usize> ZeroCopySafe for [T; N] {
 macro_rules! zero_copy_safe_tuple {
     ($($t:ident),+) => {
         // SAFETY: tuples of zero-copy-safe fields; layout is fixed per compiler (module
-        // docs). The name is composed like the array's.
+        // docs). Valid for every bit pattern when every field is and the fields' sizes
+        // add up to the tuple's (no padding). The name is composed like the array's.
         unsafe impl<$($t: ZeroCopySafe),+> ZeroCopySafe for ($($t,)+) {
+            const ANY_BIT_PATTERN: bool = $($t::ANY_BIT_PATTERN &&)+
+                size_of::<Self>() == 0 $(+ size_of::<$t>())+;
+
             fn type_name() -> Cow<'static, str> {
                 let names = [$($t::type_name()),+];
                 Cow::Owned(format!("({})", names.join(", ")))
@@ -301,6 +355,62 @@ mod tests {
         same::<(u8, u16, u32, (u64, bool))>();
     }
 
+    #[test]
+    fn any_bit_pattern() {
+        #[derive(Clone, Copy)]
+        struct HandWritten {
+            _value: u64,
+        }
+        // SAFETY: a plain number; ANY_BIT_PATTERN is left at its default.
+        unsafe impl ZeroCopySafe for HandWritten {}
+
+        #[derive(ZeroCopySafe, Clone, Copy)]
+        #[repr(C)]
+        struct Flagged {
+            on: bool,
+            level: u8,
+        }
+        #[derive(ZeroCopySafe, Clone, Copy)]
+        #[repr(C)]
+        struct Padded {
+            a: u8,
+            b: u32,
+        }
+        #[derive(ZeroCopySafe, Clone, Copy)]
+        #[repr(C, packed)]
+        struct Packed {
+            a: u8,
+            b: u32,
+        }
+        #[derive(ZeroCopySafe, Clone, Copy)]
+        #[repr(transparent)]
+        struct Wrapped(Packed);
+        #[derive(ZeroCopySafe, Clone, Copy)]
+        #[repr(C, align(8))]
+        struct Aligned(u32);
+        #[derive(ZeroCopySafe, Clone, Copy)]
+        #[repr(C)]
+        struct Nested {
+            p: Padded,
+        }
+        // Read through a function: clippy refuses `assert!` on a constant.
+        fn abp<T: ZeroCopySafe>() -> bool {
+            T::ANY_BIT_PATTERN
+        }
+        assert!(abp::<u8>() && abp::<i128>() && abp::<f64>());
+        assert!(abp::<usize>() && abp::<[u32; 4]>());
+        assert!(!abp::<bool>() && !abp::<[bool; 2]>());
+        assert!(abp::<(u32, f32)>() && abp::<(u8, u8, u16, u32)>());
+        // Padding, or a bool, in a tuple or array.
+        assert!(!abp::<(u8, u16)>() && !abp::<(u64, u8)>());
+        assert!(!abp::<(u8, bool)>());
+        assert!(abp::<[(u16, u16); 3]>() && !abp::<([u8; 3], u32)>());
+        assert!(!abp::<HandWritten>());
+        assert!(!abp::<Flagged>() && !abp::<Padded>());
+        assert!(abp::<Packed>() && abp::<Wrapped>());
+        assert!(!abp::<Aligned>() && !abp::<Nested>());
+    }
+
     /// The derive's `::iox_service` paths resolve inside this crate too.
     #[test]
     fn derive_inside_this_crate() {
@@ -309,7 +419,7 @@ mod tests {
         #[iox(type_name = "Inner")]
         struct Inner {
             a: u32,
-            b: [u8; 2],
+            b: [u8; 4],
         }
         assert_eq!(
             <[Inner]>::payload_type(),

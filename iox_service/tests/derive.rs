@@ -287,10 +287,14 @@ fn generic_struct_derives() {
     #[derive(ZeroCopySafe, Clone, Copy)]
     #[repr(transparent)]
     struct Meters(f64);
+    // A named type may not have padding, not even after a unit struct's `align(16)`:
+    // the bytes are spelled out.
     #[derive(ZeroCopySafe, Clone, Copy)]
     #[repr(C, align(16))]
     #[iox(type_name = "Tick")]
-    struct Tick;
+    struct Tick {
+        _pad: [u8; 16],
+    }
 
     assert_eq!(<Pair<u16, 3>>::type_name(), std::any::type_name::<Pair<u16, 3>>());
     assert_eq!(
@@ -298,4 +302,48 @@ fn generic_struct_derives() {
         format!("({}, Tick)", std::any::type_name::<Meters>())
     );
     assert_eq!(align_of::<Tick>(), 16);
+}
+
+/// Without `#[iox(type_name)]` a struct may hold a `bool`, and padding: the service is
+/// only ever opened with this very type (its Rust type name), so readers see values its
+/// writers stored.
+#[test]
+fn unnamed_struct_with_bool_and_padding() {
+    #[derive(ZeroCopySafe, Clone, Copy, Debug, PartialEq)]
+    #[repr(C)]
+    struct Status {
+        on: bool,
+        time: u64,
+    }
+    assert_eq!(size_of::<Status>(), 16);
+    assert_eq!(Status::type_name(), std::any::type_name::<Status>());
+
+    let dir = tempfile::tempdir().unwrap();
+    let svc = Service::named("status")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<Status>()
+        .create()
+        .unwrap();
+    let p = svc.publisher_builder().create().unwrap();
+    let s = svc.subscriber_builder().create().unwrap();
+    for (on, time) in [(true, 1), (false, 2)] {
+        p.loan_uninit()
+            .unwrap()
+            .write_payload(Status { on, time })
+            .send()
+            .unwrap();
+        assert_eq!(*s.receive().unwrap().unwrap(), Status { on, time });
+    }
+    // A named type with the bool's byte as a `u8` and the padding spelled out is accepted.
+    #[derive(ZeroCopySafe, Clone, Copy)]
+    #[repr(C)]
+    #[iox(type_name = "Status")]
+    struct NamedStatus {
+        on: u8,
+        _pad: [u8; 7],
+        time: u64,
+    }
+    assert_eq!(size_of::<NamedStatus>(), 16);
+    assert_eq!(NamedStatus::type_name(), "Status");
 }
