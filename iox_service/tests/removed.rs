@@ -146,3 +146,26 @@ fn queued_samples_of_a_removed_service_are_still_received_first() {
     let fresh = open(dir.path());
     assert!(fresh.is_creator() && !fresh.is_removed());
 }
+
+/// A subscriber asleep in `receive_timeout` without a deadline is woken by the removal
+/// and told, rather than sleeping on a service no one can publish to any more.
+#[test]
+fn a_sleeping_subscriber_is_woken_by_the_removal() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = open(dir.path());
+    let s = svc.subscriber_builder().create().unwrap();
+    let (done, result) = std::sync::mpsc::channel();
+    let sleeper = std::thread::spawn(move || {
+        let got = s.receive_timeout(Duration::MAX).map(|s| s.is_some());
+        done.send(matches!(got, Err(ReceiveError::ServiceRemoved)))
+            .unwrap();
+    });
+    // Removing while it sleeps (or just before: then its first check sees it).
+    assert!(wait_until(LIMIT, || svc.waiting_subscribers() == 1));
+    assert!(Service::remove_in(dir.path(), NAME).unwrap());
+    let told = result
+        .recv_timeout(LIMIT)
+        .expect("the sleeping subscriber was not woken by the removal");
+    assert!(told, "woken with ServiceRemoved");
+    sleeper.join().unwrap();
+}

@@ -196,6 +196,17 @@ pub(crate) fn drain_queue(q: &Queue<'_>, claim_as: u64, pool: &Bookkeeping, owne
     freed
 }
 
+/// Wakes every thread of subscriber slot `header` sleeping in `receive_timeout`: bumps
+/// its futex word (so a sleeper that has not slept yet sees it changed) and wakes all.
+pub(crate) fn wake(header: &PortHeader) {
+    header.wake.fetch_add(1, Ordering::Release);
+    let _ = rustix::thread::futex::wake(
+        &header.wake,
+        rustix::thread::futex::Flags::empty(),
+        i32::MAX as u32,
+    );
+}
+
 /// Pins the service's pool if asked to.
 pub(crate) fn pin(service: &ServiceShared, requested: bool) -> Result<Option<PoolPin>, PortCreateError> {
     if !requested {

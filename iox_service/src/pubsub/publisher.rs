@@ -391,12 +391,7 @@ impl PublisherPort {
                     // what is left so no chunk is stranded.
                     port::drain_queue(&d.queue(self.slot, s), queue::BY_PRODUCER, pool, self.owner);
                 } else if header.waiting.load(Ordering::Relaxed) > 0 {
-                    header.wake.fetch_add(1, Ordering::Release);
-                    let _ = rustix::thread::futex::wake(
-                        &header.wake,
-                        rustix::thread::futex::Flags::empty(),
-                        i32::MAX as u32,
-                    );
+                    port::wake(header);
                 }
             }
         } else if self.service.is_removed() {

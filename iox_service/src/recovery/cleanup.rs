@@ -117,7 +117,7 @@ impl Service {
                 ))));
             }
             match DynamicSegment::open_unverified(root, &stem, Access::ReadWrite) {
-                Ok(seg) => {
+                Ok(mut seg) => {
                     if seg.verify().is_err() {
                         // Not an anchor this iox wrote (no creator can be behind it):
                         // remove by path, as asked, if it is still the same file.
@@ -130,6 +130,7 @@ impl Service {
                     match lifecycle::force_destroying(seg.view(), &mut live) {
                         Destroying::Busy => std::thread::sleep(Duration::from_millis(1)),
                         Destroying::Ours => {
+                            wake_subscribers(root, &stem, &mut seg);
                             if lifecycle::remove_files(root, &stem, &seg).map_err(io)? {
                                 return Ok(true);
                             }
@@ -237,6 +238,22 @@ fn node_for(root: &Path) -> Result<std::sync::Arc<Node>, CleanupError> {
         root: root.display().to_string(),
         source,
     })
+}
+
+/// Wakes every subscriber of the service blocked in `receive_timeout`, so that it
+/// finds the service removed now rather than at its timeout (best effort: without a
+/// readable static config of this incarnation there are no ports to find).
+fn wake_subscribers(root: &Path, stem: &str, seg: &mut DynamicSegment) {
+    let Ok((config, hash)) = StaticConfig::read(&root.join(files::config_name(stem))) else {
+        return;
+    };
+    if seg.attach(&config, hash).is_err() {
+        return;
+    }
+    let d = seg.view();
+    for s in 0..d.layout().max_subscribers {
+        crate::port::wake(d.subscriber(s));
+    }
 }
 
 /// Recovers one service by its file stem.
