@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use iox_mempool::segment::{Access, OpenSegmentError};
 use iox_mempool::{Bookkeeping, OpenPoolError, Pool};
 
-use super::{Attempt, OpenError, ServiceShared, Target, memfd_access};
+use super::{Attempt, OpenError, RootError, ServiceShared, Target, memfd_access};
 use crate::dynamic::{self, Corruption, DynamicError, DynamicSegment};
 use crate::lifecycle::{self, Phase, RegisterError};
 use crate::node::Node;
@@ -62,9 +62,9 @@ pub(super) fn try_open(
     let node = match Node::for_root(&t.root) {
         Ok(n) => n,
         Err(source) => {
-            return Attempt::Failed(OpenError::Node {
-                root: t.root.clone(),
-                source,
+            return Attempt::Failed(OpenError::Root {
+                name: name(),
+                source: RootError::classify(&t.root, "set up the process node file", source),
             });
         }
     };
