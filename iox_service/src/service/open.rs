@@ -22,7 +22,18 @@ pub(super) fn try_open(
     let config_path = t.root.join(files::config_name(&stem));
     let (config, hash) = match StaticConfig::read(&config_path) {
         Ok(c) => c,
-        Err(e) => return Attempt::Failed(e.into()),
+        // Not found: the caller decides (create it, or say what is missing).
+        Err(e @ crate::ConfigError::NotFound { .. }) => return Attempt::Failed(e.into()),
+        // Unreadable: because of the root itself (a file, say)?
+        Err(e) => {
+            return Attempt::Failed(match RootError::check_dir(&t.root) {
+                Some(source) => OpenError::Root {
+                    name: t.name.to_string(),
+                    source,
+                },
+                None => e.into(),
+            });
+        }
     };
     if let Err(e) = check(&config) {
         return Attempt::Failed(e);
