@@ -5,8 +5,13 @@
 //! `clean` runs the same dead-process recovery as opening a service does; `remove`
 //! deletes a service (refusing while live ports exist unless `--force`).
 //!
-//! Exit codes: 0 ok, 1 service not found, 2 usage, 3 corrupt files found,
-//! 4 refused (`remove` with live ports and no `--force`).
+//! `clean` needs no new file under the root, so it works on a full one (where it
+//! frees the space dead processes held); `clean --dry-run` lists exactly the files a
+//! `clean` run at the same moment would remove.
+//!
+//! Exit codes: 0 ok, 1 not found (the service, or the root directory), 2 usage,
+//! 3 corrupt files found, 4 refused (`remove` with live ports and no `--force`),
+//! 5 the root cannot be used (read-only, not writable, full, other I/O error).
 
 mod render;
 
@@ -15,12 +20,13 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use iox_service::Service;
 use iox_service::inspect::{self, Health, InspectError, ServiceInfo};
+use iox_service::{CleanupError, RemoveError, RootError, Service};
 
 const NOT_FOUND: u8 = 1;
 const CORRUPT: u8 = 3;
 const REFUSED: u8 = 4;
+const ROOT_UNUSABLE: u8 = 5;
 
 /// Inspect and tidy iox shared-memory services.
 #[derive(Parser)]
@@ -110,9 +116,18 @@ fn fail(code: u8, text: impl Into<String>) -> Failure {
     }
 }
 
+/// A root that cannot be used: "not found" if it is missing or not a directory.
+fn root_failure(e: RootError) -> Failure {
+    match e {
+        RootError::Missing { .. } | RootError::NotADirectory { .. } => fail(NOT_FOUND, e.to_string()),
+        _ => fail(ROOT_UNUSABLE, e.to_string()),
+    }
+}
+
 fn inspect_one(root: &Path, name: &str) -> Result<ServiceInfo, Failure> {
     inspect::inspect_in(root, name).map_err(|e| match e {
         InspectError::NotFound(_) => fail(NOT_FOUND, format!("{e} under {}", root.display())),
+        InspectError::Root(e) => root_failure(e),
         _ => fail(2, e.to_string()),
     })
 }
@@ -132,8 +147,7 @@ fn json(value: &impl serde::Serialize) -> String {
 fn run(root: &Path, command: Command) -> Result<u8, Failure> {
     match command {
         Command::List { json: as_json } => {
-            let all = inspect::inspect_all_in(root)
-                .map_err(|e| fail(NOT_FOUND, format!("cannot read {}: {e}", root.display())))?;
+            let all = inspect::inspect_all_in(root).map_err(root_failure)?;
             if as_json {
                 println!("{}", json(&all));
             } else {
@@ -179,12 +193,9 @@ fn run(root: &Path, command: Command) -> Result<u8, Failure> {
             let services = match &name {
                 Some(name) => vec![inspect_one(root, name)?],
                 None => {
-                    let all = inspect::inspect_all_in(root)
-                        .map_err(|e| fail(NOT_FOUND, format!("cannot read {}: {e}", root.display())))?;
-                    let files: Vec<&String> =
-                        all.dead_node_files.iter().chain(&all.dead_temp_files).collect();
-                    for f in files {
-                        println!("would remove {f} (left by a dead process)");
+                    let all = inspect::inspect_all_in(root).map_err(root_failure)?;
+                    for f in all.dead_node_files.iter().chain(&all.dead_temp_files) {
+                        println!("would remove file {f} (left by a dead process)");
                     }
                     all.services
                 }
@@ -199,8 +210,10 @@ fn run(root: &Path, command: Command) -> Result<u8, Failure> {
             dry_run: false,
         } => {
             inspect_one(root, &name)?; // not found -> exit 1
-            let report =
-                Service::cleanup_dead_in(root, &name).map_err(|e| fail(CORRUPT, format!("{name}: {e}")))?;
+            let report = Service::cleanup_dead_in(root, &name).map_err(|e| match e {
+                CleanupError::Root(e) => root_failure(e),
+                e => fail(CORRUPT, format!("{name}: {e}")),
+            })?;
             println!("{}", render::report(&report));
             Ok(0)
         }
@@ -208,8 +221,10 @@ fn run(root: &Path, command: Command) -> Result<u8, Failure> {
             name: None,
             dry_run: false,
         } => {
-            let (report, failed) =
-                Service::cleanup_all_dead_in(root).map_err(|e| fail(NOT_FOUND, e.to_string()))?;
+            let (report, failed) = Service::cleanup_all_dead_in(root).map_err(|e| match e {
+                CleanupError::Root(e) => root_failure(e),
+                e => fail(CORRUPT, e.to_string()),
+            })?;
             println!("{}", render::report(&report));
             for (stem, e) in &failed {
                 eprintln!("iox: {stem}: {e}");
@@ -227,7 +242,10 @@ fn run(root: &Path, command: Command) -> Result<u8, Failure> {
                     ),
                 ));
             }
-            Service::remove_in(root, &name).map_err(|e| fail(CORRUPT, e.to_string()))?;
+            Service::remove_in(root, &name).map_err(|e| match e {
+                RemoveError::Root { source, .. } => root_failure(source),
+                e => fail(CORRUPT, e.to_string()),
+            })?;
             println!("removed {name}");
             Ok(0)
         }

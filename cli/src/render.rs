@@ -223,9 +223,11 @@ pub fn dry_run(s: &ServiceInfo) -> String {
     for u in s.users.iter().filter(|u| !u.alive) {
         let _ = writeln!(out, "{name}: would unregister the handle of dead pid {}", u.pid);
     }
-    let live_users = s.users.iter().any(|u| u.alive);
-    if s.health == Health::Stale && !live_users {
+    if s.would_be_removed() {
         let _ = writeln!(out, "{name}: would remove the service (no live process uses it)");
+        for f in &s.files {
+            let _ = writeln!(out, "{name}: would remove file {f} (of the service)");
+        }
     }
     for p in &s.problems {
         let _ = writeln!(out, "{name}: corrupt, left alone: {p}");

@@ -157,7 +157,7 @@ fn a_stale_service_of_a_killed_process_is_reported_then_cleaned() {
         "{t}"
     );
     assert!(t.contains("would remove the service"), "{t}");
-    assert!(t.contains("would remove iox_node_"), "{t}");
+    assert!(t.contains("would remove file iox_node_"), "{t}");
     assert!(
         Service::exists_in(root, "cli/stale").unwrap(),
         "a dry run changes nothing"

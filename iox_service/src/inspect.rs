@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::dynamic::{self, Dynamic, DynamicError, DynamicSegment};
 use crate::shm::files;
-use crate::{NameError, ServiceName, StaticConfig, node};
+use crate::{NameError, RootError, ServiceName, StaticConfig, node};
 
 /// How a service is doing, as far as its files tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -107,6 +107,9 @@ pub struct ServiceInfo {
     pub classes: Vec<ClassUsage>,
     /// Pool payload size in bytes (0 if unknown).
     pub pool_bytes: usize,
+    /// Its files under the root (static config, dynamic segment, chunks, pool file),
+    /// those that exist.
+    pub files: Vec<String>,
 }
 
 impl ServiceInfo {
@@ -129,8 +132,38 @@ pub struct RootInfo {
     pub services: Vec<ServiceInfo>,
     /// Lock files of nodes that are dead (recovery removes them).
     pub dead_node_files: Vec<String>,
-    /// Temporary files left by dead processes (recovery removes them).
+    /// Temporary files left by dead processes (recovery removes them): node files
+    /// before their rename whose lock is free, and the others of dead nodes.
     pub dead_temp_files: Vec<String>,
+}
+
+impl RootInfo {
+    /// The services that a cleanup would remove: stale, with no live process using
+    /// them (what `iox clean --dry-run` announces).
+    pub fn services_to_remove(&self) -> impl Iterator<Item = &ServiceInfo> {
+        self.services.iter().filter(|s| s.would_be_removed())
+    }
+
+    /// Every file a cleanup would remove now, as far as this snapshot tells: dead node
+    /// files, dead temporary files, and the files of [`RootInfo::services_to_remove`].
+    pub fn files_to_remove(&self) -> Vec<String> {
+        let mut files: Vec<String> = self
+            .dead_node_files
+            .iter()
+            .chain(&self.dead_temp_files)
+            .cloned()
+            .chain(self.services_to_remove().flat_map(|s| s.files.iter().cloned()))
+            .collect();
+        files.sort();
+        files
+    }
+}
+
+impl ServiceInfo {
+    /// Whether a cleanup would remove this service: stale and no live process uses it.
+    pub fn would_be_removed(&self) -> bool {
+        self.health == Health::Stale && !self.users.iter().any(|u| u.alive)
+    }
 }
 
 /// Why inspecting a named service failed.
@@ -143,6 +176,9 @@ pub enum InspectError {
     /// No file of that service exists.
     #[error("service {0:?} does not exist")]
     NotFound(String),
+    /// The root is missing or not a directory.
+    #[error(transparent)]
+    Root(#[from] RootError),
 }
 
 /// Node liveness, each node looked up once, nothing removed.
@@ -165,6 +201,9 @@ pub fn inspect_in(root: &Path, name: &str) -> Result<ServiceInfo, InspectError> 
     let root = &node::absolute_root(root);
     let stem = ServiceName::new(name)?.stem();
     if !root.join(files::config_name(&stem)).exists() && !root.join(files::dynamic_name(&stem)).exists() {
+        if let Some(e) = RootError::check_dir(root) {
+            return Err(e.into());
+        }
         return Err(InspectError::NotFound(name.to_string()));
     }
     let mut alive = Alive {
@@ -174,14 +213,17 @@ pub fn inspect_in(root: &Path, name: &str) -> Result<ServiceInfo, InspectError> 
     Ok(inspect_stem(root, &stem, &mut alive))
 }
 
-/// Inspects every service under `root`, and lists the files of dead processes.
-pub fn inspect_all_in(root: &Path) -> std::io::Result<RootInfo> {
+/// Inspects every service under `root`, and lists the files of dead processes: the
+/// same judgement as [`crate::Service::cleanup_all_dead_in`] makes, so a dry run lists
+/// what a cleanup would remove.
+pub fn inspect_all_in(root: &Path) -> Result<RootInfo, RootError> {
     let root = &node::absolute_root(root);
     let mut alive = Alive {
         root,
         seen: HashMap::new(),
     };
-    let mut names: Vec<String> = std::fs::read_dir(root)?
+    let mut names: Vec<String> = std::fs::read_dir(root)
+        .map_err(|e| RootError::classify(root, "list the root", e))?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .collect();
     names.sort();
@@ -198,11 +240,17 @@ pub fn inspect_all_in(root: &Path) -> std::io::Result<RootInfo> {
             if !alive.check(id) {
                 dead_node_files.push(name.clone());
             }
-        } else if let Some(id) = node::parse_temp_file_name(name)
-            && !name.starts_with(".iox_node_")
-            && !alive.check(id)
-        {
-            dead_temp_files.push(name.clone());
+        } else if let Some(id) = node::parse_temp_file_name(name) {
+            let dead = if name.starts_with(".iox_node_") {
+                // A node file before its rename: abandoned if no one holds its lock
+                // (as the cleanup judges it; the id in its name may be alive).
+                node::lock_is_free(&root.join(name)) == Some(true)
+            } else {
+                !alive.check(id)
+            };
+            if dead {
+                dead_temp_files.push(name.clone());
+            }
         }
     }
     Ok(RootInfo {
@@ -224,6 +272,11 @@ fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
         users: Vec::new(),
         classes: Vec::new(),
         pool_bytes: 0,
+        files: [files::config_name(stem), files::dynamic_name(stem)]
+            .into_iter()
+            .chain(Pool::file_names(stem))
+            .filter(|f| root.join(f).exists())
+            .collect(),
     };
     let config = match StaticConfig::read(&root.join(files::config_name(stem))) {
         Ok((c, hash)) => {

@@ -65,7 +65,7 @@ pub use pubsub::service::{PubSubBuilder, PubSubService};
 pub use recovery::CleanupReport;
 pub use recovery::robust_mutex;
 pub use sample::{Sample, SampleMut, SampleMutUninit};
-pub use service::{CreateError, OpenError, OpenOrCreateError, Service};
+pub use service::{CreateError, OpenError, OpenOrCreateError, RootError, Service};
 pub use shm::dynamic::Corruption;
 pub use static_config::{
     ConfigError, InvalidConfig, MessagingPattern, Overflow, PayloadBacking, StaticConfig,

@@ -8,6 +8,24 @@
 //! files of dead processes. Open and port creation run the same recovery themselves;
 //! these calls are for tools and for processes that want it done at a moment they
 //! choose.
+//!
+//! # Cleaning a full root
+//!
+//! A cleanup needs no new file. It normally joins the root as a node (its node file,
+//! [`crate::node`]), but if the root's file system is full ([`RootError::NoSpace`]) it
+//! runs with this process's node id and no node file, which is exactly what is needed
+//! to free that space. Why that is safe: a node file only serves others, who judge
+//! the recoverer alive by it while it holds a service's recovery lock or a lifecycle
+//! word; this process's own judgements (who is dead) come from the *other* nodes'
+//! files and do not change. A node whose file is missing is judged by the missing-file
+//! rule of [`node::is_alive`]: alive while a process with its pid *and its start time*
+//! runs (and whenever that cannot be told), dead once it is gone. So while the cleaner
+//! runs, every other process sees it alive and waits for it; if it dies holding a
+//! recovery lock or a lifecycle word, the next one takes over once its pid is gone or
+//! reused, just as for a dead node with a file. Nothing live is ever treated as dead:
+//! the cleaner removes only files of nodes proven dead by their free lock (or, with
+//! no file, by their process being gone), as every recovery does. Other root errors
+//! (missing, read-only, not a directory) are returned: nothing could be removed there.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -21,7 +39,7 @@ use crate::lifecycle::{self, Destroying, Phase, remove_by_path};
 use crate::node::{self, Node};
 use crate::recovery::{self, CleanupReport, Liveness};
 use crate::shm::files;
-use crate::{ConfigError, NameError, Service, ServiceName, StaticConfig};
+use crate::{ConfigError, NameError, RootError, Service, ServiceName, StaticConfig};
 
 /// Why [`Service::remove`] failed.
 #[derive(Debug, Error)]
@@ -30,7 +48,15 @@ pub enum RemoveError {
     /// The name is invalid.
     #[error(transparent)]
     Name(#[from] NameError),
-    /// A file could not be removed, or the node file not set up.
+    /// The root cannot be used (missing, not a directory, read-only, full).
+    #[error("cannot remove service {name:?}: {source}")]
+    Root {
+        /// The service.
+        name: String,
+        /// Why.
+        source: RootError,
+    },
+    /// A file could not be removed.
     #[error("cannot remove the files of service {name:?}: {source}")]
     Io {
         /// The service.
@@ -47,14 +73,9 @@ pub enum CleanupError {
     /// The name is invalid.
     #[error(transparent)]
     Name(#[from] NameError),
-    /// The root could not be read, or the node file not set up.
-    #[error("cannot clean up under {root}: {source}")]
-    Io {
-        /// The root.
-        root: String,
-        /// The error.
-        source: std::io::Error,
-    },
+    /// The root cannot be used (missing, not a directory, not readable).
+    #[error(transparent)]
+    Root(#[from] RootError),
     /// The static config is unreadable or invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
@@ -108,7 +129,10 @@ impl Service {
             name: name.to_string(),
             source,
         };
-        let node = Node::for_root(root).map_err(io)?;
+        let node = Node::for_root(root).map_err(|e| RemoveError::Root {
+            name: name.to_string(),
+            source: RootError::classify(root, "set up the process node file", e),
+        })?;
         let start = Instant::now();
         loop {
             if start.elapsed() > REMOVE_TIMEOUT {
@@ -193,12 +217,8 @@ impl Service {
         let node = node_for(root)?;
         let mut live = Liveness::new(root, node.id());
         let (mut report, mut failed) = (CleanupReport::default(), Vec::new());
-        let io = |source| CleanupError::Io {
-            root: root.display().to_string(),
-            source,
-        };
         let mut names: Vec<String> = std::fs::read_dir(root)
-            .map_err(io)?
+            .map_err(|e| RootError::classify(root, "list the root", e))?
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
             .collect();
         names.sort();
@@ -233,11 +253,30 @@ impl Service {
 /// How long an explicit remove waits for a live creator or remover to finish.
 const REMOVE_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn node_for(root: &Path) -> Result<std::sync::Arc<Node>, CleanupError> {
-    Node::for_root(root).map_err(|source| CleanupError::Io {
-        root: root.display().to_string(),
-        source,
-    })
+/// This process as a cleaner under `root`: its node there, or, if the root is full,
+/// its bare node id (see the module docs: why a cleanup needs no node file).
+enum Cleaner {
+    Node(std::sync::Arc<Node>),
+    WithoutFile(u64),
+}
+
+impl Cleaner {
+    fn id(&self) -> u64 {
+        match self {
+            Self::Node(n) => n.id(),
+            Self::WithoutFile(id) => *id,
+        }
+    }
+}
+
+fn node_for(root: &Path) -> Result<Cleaner, CleanupError> {
+    match Node::for_root(root) {
+        Ok(node) => Ok(Cleaner::Node(node)),
+        Err(e) => match RootError::classify(root, "set up the process node file", e) {
+            RootError::NoSpace { .. } => Ok(Cleaner::WithoutFile(node::process_node_id())),
+            e => Err(e.into()),
+        },
+    }
 }
 
 /// Wakes every subscriber of the service blocked in `receive_timeout`, so that it

@@ -144,18 +144,26 @@ impl Node {
                 Err(rustix::io::Errno::EXIST) => continue,
                 Err(e) => return Err(e.into()),
             };
+            // From here on, a failure removes the temp file before it returns: nothing
+            // of a failed attempt stays behind (on a full root, writing the pid is
+            // what fails).
+            let fail = |e: std::io::Error| {
+                let _ = std::fs::remove_file(&tmp);
+                e
+            };
             // Readable by all (whatever the umask), so processes of other users sharing
             // a group-access service can test the lock.
-            rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o644))?;
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o644)).map_err(|e| fail(e.into()))?;
             match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
                 Ok(()) => {}
                 // A cleaner testing whether this temp file is abandoned holds it for
-                // a moment: let it be, and take another temporary name.
+                // a moment: let it be (it removes it, the lock being free), and take
+                // another temporary name.
                 Err(rustix::io::Errno::WOULDBLOCK) => continue,
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(fail(e.into())),
             }
             let mut file = File::from(fd);
-            writeln!(file, "{pid}")?;
+            writeln!(file, "{pid}").map_err(fail)?;
             // Locked before it gets its real name. NOREPLACE: a name collision must
             // never steal another node's file.
             match crate::shm::files::rename_noreplace(root, &tmp_name, &node_file_name(id)) {
@@ -180,10 +188,7 @@ impl Node {
                     }
                     continue;
                 }
-                Err(e) => {
-                    let _ = std::fs::remove_file(&tmp);
-                    return Err(e.into());
-                }
+                Err(e) => return Err(fail(e.into())),
             }
             return Ok(Node {
                 id,

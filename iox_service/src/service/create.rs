@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use iox_mempool::Pool;
 use iox_mempool::segment::{self, Access};
 
-use super::{Attempt, CreateError, ServiceShared, Target};
+use super::{Attempt, CreateError, RootError, ServiceShared, Target};
 use crate::dynamic::{self, Corruption, DynamicError, DynamicLayout, DynamicSegment};
 use crate::lifecycle::{self, Phase};
 use crate::node::{self, Node};
@@ -28,7 +28,10 @@ pub(super) fn try_create(
         what,
         source,
     };
-    let node = Node::for_root(&t.root).map_err(|e| io("set up the process node file", e))?;
+    let node = Node::for_root(&t.root).map_err(|e| CreateError::Root {
+        name: name(),
+        source: RootError::classify(&t.root, "set up the process node file", e),
+    })?;
     let me = node.id();
     // A memfd payload is made first: its identity is part of the static config,
     // whose hash identifies this incarnation.

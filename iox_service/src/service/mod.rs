@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 
 use iox_mempool::Pool;
 
-pub use errors::{CreateError, OpenError, OpenOrCreateError};
+pub use errors::{CreateError, OpenError, OpenOrCreateError, RootError};
 
 use crate::dynamic::{Dynamic, DynamicSegment};
 use crate::lifecycle;
@@ -193,7 +193,14 @@ pub(crate) fn open(t: &Target, p: &impl Pattern) -> Result<ServiceShared, OpenEr
         let last = match open::try_open(t, &|c| check(t, p, c)) {
             Attempt::Done(s) => return Ok(s),
             Attempt::Failed(OpenError::Config(ConfigError::NotFound { .. })) => {
-                return Err(OpenError::DoesNotExist(t.name.to_string()));
+                // Nothing there: say so about the root if it is the root that is missing.
+                return Err(match RootError::check_dir(&t.root) {
+                    Some(source) => OpenError::Root {
+                        name: t.name.to_string(),
+                        source,
+                    },
+                    None => OpenError::DoesNotExist(t.name.to_string()),
+                });
             }
             Attempt::Failed(e) => return Err(e),
             Attempt::Retry(last) => last,

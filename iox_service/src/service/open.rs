@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use iox_mempool::segment::{Access, OpenSegmentError};
 use iox_mempool::{Bookkeeping, OpenPoolError, Pool};
 
-use super::{Attempt, OpenError, ServiceShared, Target, memfd_access};
+use super::{Attempt, OpenError, RootError, ServiceShared, Target, memfd_access};
 use crate::dynamic::{self, Corruption, DynamicError, DynamicSegment};
 use crate::lifecycle::{self, Phase, RegisterError};
 use crate::node::Node;
@@ -22,7 +22,18 @@ pub(super) fn try_open(
     let config_path = t.root.join(files::config_name(&stem));
     let (config, hash) = match StaticConfig::read(&config_path) {
         Ok(c) => c,
-        Err(e) => return Attempt::Failed(e.into()),
+        // Not found: the caller decides (create it, or say what is missing).
+        Err(e @ crate::ConfigError::NotFound { .. }) => return Attempt::Failed(e.into()),
+        // Unreadable: because of the root itself (a file, say)?
+        Err(e) => {
+            return Attempt::Failed(match RootError::check_dir(&t.root) {
+                Some(source) => OpenError::Root {
+                    name: t.name.to_string(),
+                    source,
+                },
+                None => e.into(),
+            });
+        }
     };
     if let Err(e) = check(&config) {
         return Attempt::Failed(e);
@@ -62,9 +73,9 @@ pub(super) fn try_open(
     let node = match Node::for_root(&t.root) {
         Ok(n) => n,
         Err(source) => {
-            return Attempt::Failed(OpenError::Node {
-                root: t.root.clone(),
-                source,
+            return Attempt::Failed(OpenError::Root {
+                name: name(),
+                source: RootError::classify(&t.root, "set up the process node file", source),
             });
         }
     };

@@ -1,0 +1,221 @@
+//! A root that cannot be used gets a `RootError` that names the directory and says what
+//! to do: missing, not a directory, read-only (a tmpfs mounted `ro`), full (a small
+//! tmpfs filled up). A full root keeps no temporary file of a failed attempt. The
+//! mounts need root; without it those tests skip with the reason.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use iox_service::{CleanupError, CreateError, OpenError, OpenOrCreateError, RootError, Service};
+
+fn open_or_create(root: &Path, name: &str) -> Result<iox_service::PubSubService<u64>, OpenOrCreateError> {
+    Service::named(name)
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<u64>()
+        .open_or_create()
+}
+
+fn open(root: &Path, name: &str) -> Result<iox_service::PubSubService<u64>, OpenError> {
+    Service::named(name)
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<u64>()
+        .open()
+}
+
+/// The root error inside an `open_or_create` failure.
+fn root_error(e: &OpenOrCreateError) -> &RootError {
+    match e {
+        OpenOrCreateError::Create(CreateError::Root { source, .. }) => source,
+        OpenOrCreateError::Open(OpenError::Root { source, .. }) => source,
+        e => panic!("not a root error: {e:?}"),
+    }
+}
+
+/// Checks that the message names the root.
+fn names(e: &impl std::fmt::Display, root: &Path) {
+    let text = e.to_string();
+    assert!(text.contains(&root.display().to_string()), "{text}");
+}
+
+/// A tmpfs mounted on a fresh temp directory, unmounted on drop.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    /// Mounts one with `options` (`size=..`, `ro`), or says why not (skip reason).
+    fn mount(options: &str) -> Result<Self, String> {
+        if !rustix::process::geteuid().is_root() {
+            return Err("mounting a tmpfs needs root".into());
+        }
+        let dir = tempfile::tempdir().unwrap();
+        match std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(dir.path())
+            .output()
+        {
+            Ok(o) if o.status.success() => Ok(Self { dir }),
+            Ok(o) => Err(format!(
+                "cannot mount a tmpfs here: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            )),
+            Err(e) => Err(format!("cannot run mount: {e}")),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+/// Writes a file until the file system is full.
+fn fill(root: &Path) {
+    let mut f = std::fs::File::create(root.join("filler")).unwrap();
+    let block = [0xa5u8; 4096];
+    loop {
+        match f.write(&block) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOSPC.raw_os_error()) => break,
+            Err(e) => panic!("filling {}: {e}", root.display()),
+        }
+    }
+}
+
+fn temp_files(root: &Path) -> Vec<String> {
+    std::fs::read_dir(root)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect()
+}
+
+#[test]
+fn a_missing_root_is_named_and_said_to_be_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("no/such/root");
+    let e = open_or_create(&root, "root/missing").unwrap_err();
+    assert!(matches!(root_error(&e), RootError::Missing { .. }), "{e:?}");
+    assert_eq!(root_error(&e).root(), root);
+    names(&e, &root);
+
+    let e = open(&root, "root/missing").unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            OpenError::Root {
+                source: RootError::Missing { .. },
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    names(&e, &root);
+
+    let e = Service::cleanup_all_dead_in(&root).unwrap_err();
+    assert!(
+        matches!(&e, CleanupError::Root(RootError::Missing { .. })),
+        "{e:?}"
+    );
+    names(&e, &root);
+
+    let e = iox_service::inspect::inspect_all_in(&root).unwrap_err();
+    assert!(matches!(&e, RootError::Missing { .. }), "{e:?}");
+    names(&e, &root);
+    assert!(!root.exists(), "nothing created");
+}
+
+#[test]
+fn a_root_that_is_a_file_is_named_and_said_not_to_be_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("a-file");
+    std::fs::write(&root, "not a directory").unwrap();
+    let e = open_or_create(&root, "root/file").unwrap_err();
+    assert!(matches!(root_error(&e), RootError::NotADirectory { .. }), "{e:?}");
+    names(&e, &root);
+    let e = open(&root, "root/file").unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            OpenError::Root {
+                source: RootError::NotADirectory { .. },
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let e = Service::cleanup_all_dead_in(&root).unwrap_err();
+    assert!(
+        matches!(&e, CleanupError::Root(RootError::NotADirectory { .. })),
+        "{e:?}"
+    );
+    names(&e, &root);
+}
+
+const READ_ONLY_TEST: &str = "a_read_only_root_is_named_and_said_to_be_read_only";
+
+#[test]
+fn a_read_only_root_is_named_and_said_to_be_read_only() {
+    let fs = match Tmpfs::mount("ro,size=1m") {
+        Ok(fs) => fs,
+        Err(reason) => return iox_testkit::skip(READ_ONLY_TEST, iox_testkit::REQUIRE_ROOT, reason),
+    };
+    let root = fs.path().to_path_buf();
+    let e = open_or_create(&root, "root/ro").unwrap_err();
+    assert!(
+        matches!(root_error(&e), RootError::PermissionDenied { .. }),
+        "{e:?}"
+    );
+    names(&e, &root);
+    // Nothing to clean, and nothing could be removed: said so, naming the root.
+    let e = Service::cleanup_all_dead_in(&root).unwrap_err();
+    assert!(
+        matches!(&e, CleanupError::Root(RootError::PermissionDenied { .. })),
+        "{e:?}"
+    );
+    names(&e, &root);
+    // Reading works.
+    assert!(
+        iox_service::inspect::inspect_all_in(&root)
+            .unwrap()
+            .services
+            .is_empty()
+    );
+}
+
+const FULL_TEST: &str = "a_full_root_is_named_and_keeps_no_temporary_file";
+
+#[test]
+fn a_full_root_is_named_and_keeps_no_temporary_file() {
+    let fs = match Tmpfs::mount("size=1m") {
+        Ok(fs) => fs,
+        Err(reason) => return iox_testkit::skip(FULL_TEST, iox_testkit::REQUIRE_ROOT, reason),
+    };
+    let root: PathBuf = fs.path().to_path_buf();
+    fill(&root);
+    for attempt in 0..3 {
+        let e = open_or_create(&root, "root/full").unwrap_err();
+        assert!(
+            matches!(root_error(&e), RootError::NoSpace { .. }),
+            "attempt {attempt}: {e:?}"
+        );
+        names(&e, &root);
+        assert_eq!(temp_files(&root), Vec::<String>::new(), "attempt {attempt}");
+    }
+    // A cleanup needs no file: it works on the full root (nothing to do here).
+    let (report, failed) = Service::cleanup_all_dead_in(&root).unwrap();
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(report.services, 0);
+    // Space freed: creating works again.
+    std::fs::remove_file(root.join("filler")).unwrap();
+    let svc = open_or_create(&root, "root/full").unwrap();
+    drop(svc);
+}
