@@ -226,6 +226,9 @@ fn two_publishers_three_subscribers_every_sample_in_order() {
                     3
                 );
             }
+            // Stay connected until the subscribers are done: the other publisher may
+            // not have seen all five ports yet, and would wait for us forever.
+            assert!(wait_until(LIMIT, || svc.port_counts().1 == 0));
             return;
         }
         Some("subscriber") => {
