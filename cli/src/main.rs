@@ -15,6 +15,7 @@
 
 mod render;
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -55,7 +56,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// A live view of one service's pool occupancy and samples per second.
+    /// A live view of one service's pool occupancy and samples per second (refreshing in
+    /// place on a terminal; one plain line per refresh otherwise).
     Watch {
         /// The service name.
         name: String,
@@ -171,6 +173,9 @@ fn run(root: &Path, command: Command) -> Result<u8, Failure> {
         } => {
             let interval = Duration::try_from_secs_f64(interval)
                 .map_err(|_| fail(2, format!("--interval {interval} is not a duration")))?;
+            // A terminal gets a view refreshing in place; a pipe or a file gets one
+            // plain line per refresh, without screen control.
+            let in_place = std::io::stdout().is_terminal();
             let mut last: Option<(Instant, u64)> = None;
             let mut n = 0;
             loop {
@@ -179,8 +184,12 @@ fn run(root: &Path, command: Command) -> Result<u8, Failure> {
                 let rate = last.map(|(t, sent)| {
                     info.sent().saturating_sub(sent) as f64 / now.duration_since(t).as_secs_f64()
                 });
-                // Clear the screen and home the cursor: a view refreshing in place.
-                print!("\x1b[2J\x1b[H{}", render::watch(&info, rate, interval));
+                if in_place {
+                    // Clear the screen and home the cursor.
+                    print!("\x1b[2J\x1b[H{}", render::watch(&info, rate, interval));
+                } else {
+                    print!("{}", render::watch_line(&info, rate));
+                }
                 last = Some((now, info.sent()));
                 n += 1;
                 if count.is_some_and(|c| n >= c) {

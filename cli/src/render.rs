@@ -4,7 +4,7 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use iox_service::CleanupReport;
-use iox_service::inspect::{Health, RootInfo, ServiceInfo};
+use iox_service::inspect::{Health, PortCount, RootInfo, ServiceInfo};
 
 fn health(s: &ServiceInfo) -> &'static str {
     match s.health {
@@ -25,8 +25,13 @@ fn bytes(n: usize) -> String {
     }
 }
 
-fn ports(s: &ServiceInfo, kind: &str) -> usize {
-    s.ports.iter().filter(|p| p.kind == kind).count()
+/// Live ports, and the dead ones not yet recovered apart: `1` or `1 (+2 dead)`.
+fn ports(n: PortCount) -> String {
+    if n.dead == 0 {
+        n.live.to_string()
+    } else {
+        format!("{} (+{} dead)", n.live, n.dead)
+    }
 }
 
 /// `iox list`: one row per service, columns as wide as their widest cell.
@@ -52,8 +57,8 @@ pub fn list(all: &RootInfo) -> String {
                 payload,
                 memory,
                 bytes(s.pool_bytes),
-                ports(s, "publisher").to_string(),
-                ports(s, "subscriber").to_string(),
+                ports(s.publishers),
+                ports(s.subscribers),
                 health(s).to_string(),
             ]
         })
@@ -198,15 +203,40 @@ pub fn watch(s: &ServiceInfo, rate: Option<f64>, interval: Duration) -> String {
             c.count
         );
     }
-    let (p, sub) = (ports(s, "publisher"), ports(s, "subscriber"));
+    let (p, sub) = (ports(s.publishers), ports(s.subscribers));
     let _ = writeln!(out, "\npublishers {p}, subscribers {sub}");
-    match rate {
-        Some(r) => {
-            let _ = writeln!(out, "samples/s  {r:.0}");
-        }
-        None => out.push_str("samples/s  (measuring)\n"),
-    }
+    let _ = writeln!(out, "samples/s  {}", samples_per_second(rate));
     out
+}
+
+fn samples_per_second(rate: Option<f64>) -> String {
+    match rate {
+        Some(r) => format!("{r:.0}"),
+        None => "(measuring)".into(),
+    }
+}
+
+/// One refresh of `iox watch NAME` when its output is not a terminal: one plain line,
+/// no screen control.
+pub fn watch_line(s: &ServiceInfo, rate: Option<f64>) -> String {
+    let classes: Vec<String> = s
+        .classes
+        .iter()
+        .map(|c| format!("{} {}/{}", bytes(c.chunk_size), c.in_use, c.count))
+        .collect();
+    format!(
+        "{}  {}  publishers {}  subscribers {}  in use {}  samples/s {}\n",
+        s.name.as_deref().unwrap_or(&s.stem),
+        health(s),
+        ports(s.publishers),
+        ports(s.subscribers),
+        if classes.is_empty() {
+            "?".to_string()
+        } else {
+            classes.join(", ")
+        },
+        samples_per_second(rate)
+    )
 }
 
 /// What `iox clean --dry-run` would do to one service.

@@ -235,7 +235,66 @@ fn remove_refuses_live_ports_without_force_and_exit_codes_hold() {
 }
 
 #[test]
-fn watch_refreshes_in_place_and_counts_samples_per_second() {
+fn list_shows_live_and_dead_ports_apart_in_text_and_json() {
+    if role().is_some() {
+        return holder();
+    }
+    let test = "list_shows_live_and_dead_ports_apart_in_text_and_json";
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    // Our publisher first: opening the service later would recover the dead one.
+    let svc = open(root, "cli/mixed");
+    let _p = svc.publisher_builder().create().unwrap();
+    let child = spawn_holder(test, root, "cli/mixed");
+    assert!(wait_until(Duration::from_secs(20), || ports_seen(
+        root,
+        "cli/mixed",
+        3
+    )));
+    child.kill(); // SIGKILL: its publisher and subscriber stay, dead, until recovered
+
+    let out = iox(root, &["list"]);
+    let t = text(&out);
+    assert_eq!(code(&out), 0, "{t}");
+    let line = t.lines().find(|l| l.starts_with("cli/mixed")).unwrap();
+    let cells: Vec<&str> = line
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(cells[5..], ["1 (+1 dead)", "0 (+1 dead)", "stale"], "{t}");
+
+    let out = iox(root, &["list", "--json"]);
+    assert_eq!(code(&out), 0);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = &v["services"][0];
+    assert_eq!(s["publishers"]["live"], 1, "{s}");
+    assert_eq!(s["publishers"]["dead"], 1, "{s}");
+    assert_eq!(s["subscribers"]["live"], 0, "{s}");
+    assert_eq!(s["subscribers"]["dead"], 1, "{s}");
+    // The per-port list stays as it was: every slot in use, each with its liveness.
+    let ports = s["ports"].as_array().unwrap();
+    assert_eq!(ports.len(), 3, "{s}");
+    assert_eq!(ports.iter().filter(|p| p["alive"] == false).count(), 2, "{s}");
+
+    let out = iox(root, &["show", "cli/mixed", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["publishers"], serde_json::json!({"live": 1, "dead": 1}), "{v}");
+
+    let out = iox(
+        root,
+        &["watch", "cli/mixed", "--interval", "0.01", "--count", "1"],
+    );
+    let t = text(&out);
+    assert_eq!(code(&out), 0, "{t}");
+    assert!(
+        t.contains("publishers 1 (+1 dead)  subscribers 0 (+1 dead)"),
+        "{t}"
+    );
+}
+
+#[test]
+fn watch_into_a_pipe_prints_plain_lines_and_counts_samples_per_second() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let svc = open(root, "cli/watch");
@@ -252,26 +311,28 @@ fn watch_refreshes_in_place_and_counts_samples_per_second() {
             }
         })
     };
+    // `output()` captures stdout through a pipe: not a terminal.
     let out = iox(root, &["watch", "cli/watch", "--interval", "0.1", "--count", "3"]);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     sender.join().unwrap();
     let t = text(&out);
     assert_eq!(code(&out), 0, "{t}");
-    assert_eq!(
-        t.matches("\x1b[2J").count(),
-        3,
-        "three frames, each clearing the screen"
+    assert!(
+        !out.stdout.contains(&0x1b),
+        "no screen control into a pipe: {t:?}"
     );
-    let rates: Vec<f64> = t
-        .lines()
-        .filter_map(|l| l.strip_prefix("samples/s  "))
-        .filter_map(|r| r.trim().parse().ok())
-        .collect();
-    // The first frame is still measuring; the next two show a rate. Its value depends
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(lines.len(), 3, "one line per refresh: {t}");
+    assert!(lines.iter().all(|l| l.starts_with("cli/watch  alive  ")), "{t}");
+    assert!(lines.iter().all(|l| l.contains("in use ")), "{t}");
+    // The first refresh is still measuring; the next two show a rate. Its value depends
     // on how often the sender got to run in each 0.1 s, so only its form is checked
     // (the count it is made from is checked exactly by `show --json`'s `sent`).
-    assert!(t.contains("samples/s  (measuring)"), "{t}");
+    assert!(lines[0].ends_with("samples/s (measuring)"), "{t}");
+    let rates: Vec<f64> = lines[1..]
+        .iter()
+        .filter_map(|l| l.rsplit_once("samples/s ")?.1.parse().ok())
+        .collect();
     assert_eq!(rates.len(), 2, "{t}");
     assert!(rates.iter().all(|&r| r.is_finite() && r >= 0.0), "{t}");
-    assert!(t.contains("in use"), "{t}");
 }

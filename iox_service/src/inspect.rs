@@ -84,6 +84,15 @@ pub struct ClassUsage {
     pub free: u32,
 }
 
+/// How many ports of one kind a service has, live and dead apart.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PortCount {
+    /// Ports whose processes are alive.
+    pub live: usize,
+    /// Ports of dead processes, not yet recovered (`iox clean` recovers them).
+    pub dead: usize,
+}
+
 /// What the files of one service say.
 #[derive(Debug, Clone, Serialize)]
 pub struct ServiceInfo {
@@ -101,6 +110,10 @@ pub struct ServiceInfo {
     pub problems: Vec<String>,
     /// Port slots in use.
     pub ports: Vec<PortInfo>,
+    /// The publishers among `ports`, live and dead apart.
+    pub publishers: PortCount,
+    /// The subscribers among `ports`, live and dead apart.
+    pub subscribers: PortCount,
     /// Open service handles.
     pub users: Vec<UserInfo>,
     /// Pool occupancy per size class (empty if unreadable).
@@ -120,8 +133,20 @@ impl ServiceInfo {
 
     /// (publishers, subscribers) whose processes are alive.
     pub fn live_ports(&self) -> (usize, usize) {
-        let live = |kind| self.ports.iter().filter(|p| p.kind == kind && p.alive).count();
-        (live("publisher"), live("subscriber"))
+        (self.publishers.live, self.subscribers.live)
+    }
+
+    /// The ports of `kind` ("publisher" or "subscriber") in `ports`, live and dead apart.
+    fn count(&self, kind: &str) -> PortCount {
+        let mut n = PortCount::default();
+        for p in self.ports.iter().filter(|p| p.kind == kind) {
+            if p.alive {
+                n.live += 1;
+            } else {
+                n.dead += 1;
+            }
+        }
+        n
     }
 }
 
@@ -269,6 +294,8 @@ fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
         stale_reasons: Vec::new(),
         problems: Vec::new(),
         ports: Vec::new(),
+        publishers: PortCount::default(),
+        subscribers: PortCount::default(),
         users: Vec::new(),
         classes: Vec::new(),
         pool_bytes: 0,
@@ -425,6 +452,8 @@ fn read_ports(d: Dynamic<'_>, alive: &mut Alive, info: &mut ServiceInfo) {
 }
 
 fn finish(mut info: ServiceInfo) -> ServiceInfo {
+    info.publishers = info.count("publisher");
+    info.subscribers = info.count("subscriber");
     let dead_ports = info.ports.iter().filter(|p| !p.alive).count();
     let dead_users = info.users.iter().filter(|u| !u.alive).count();
     if dead_ports > 0 {

@@ -4,26 +4,20 @@
 
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use iox_service::{ConfigError, OpenError, Service};
-use iox_testkit::{env, role, wait_ok};
+use iox_testkit::{env, role, self_command, wait_ok};
 
 const NOBODY: u32 = 65534;
 const TEST: &str = "another_user_is_refused_by_default_and_admitted_with_group_access";
 
 fn spawn_as(uid: u32, gid: u32, role: &str, root: &Path, name: &str) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
-        .env("IOX_TEST_ROLE", role)
-        .env("IOX_ROOT", root)
-        .env("SERVICE", name)
-        .stdin(Stdio::null())
-        .uid(uid)
-        .gid(gid)
-        .spawn()
-        .unwrap()
+    let envs = [
+        ("IOX_ROOT", root.display().to_string()),
+        ("SERVICE", name.to_string()),
+    ];
+    self_command(TEST, role, &envs).uid(uid).gid(gid).spawn().unwrap()
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use iox_service::{MemoryType, OpenError, Overflow, PubSubService, SendError, Service};
-use iox_testkit::{env, role, spawn_self, vm_lck_kib, wait_ok, wait_until};
+use iox_testkit::{env, role, self_command, spawn_self, vm_lck_kib, wait_ok, wait_until};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -167,18 +167,11 @@ fn eight_processes_race_open_or_create() {
     let dir = tempfile::tempdir().unwrap();
     let mut children: Vec<_> = (0..8)
         .map(|_| {
-            let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-            cmd.args([
-                "eight_processes_race_open_or_create",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("IOX_TEST_ROLE", "racer")
-            .env("IOX_ROOT", dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
-            cmd.spawn().unwrap()
+            self_command("eight_processes_race_open_or_create", "racer", &[root_env(&dir)])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
         })
         .collect();
     let mut creators = 0;

@@ -5,27 +5,52 @@
 //! child runs the same test function, which sees [`role`] set and does the child's
 //! part instead of the parent's. Children get the parent's `IOX_ROOT` unless told
 //! otherwise, so a test passes its own temp directory down with `envs`.
+//!
+//! Children are quiet: their standard output (the harness's `running 1 test` and
+//! `test result:` lines, and anything the child prints there) goes to `/dev/null`, so
+//! a test log and CI's tally hold only the top-level runs. Their standard error (panic
+//! messages, SKIP lines) is the parent's. Set `IOX_TEST_CHILD_STDOUT=1` to see a
+//! child's standard output while debugging; a test that reads it on purpose builds
+//! the child with [`self_command`] and sets `.stdout(Stdio::piped())`.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const ROLE_ENV: &str = "IOX_TEST_ROLE";
 
+/// Env var that, set to `1`, passes children's standard output through to the
+/// parent's (it goes to `/dev/null` otherwise).
+pub const CHILD_STDOUT: &str = "IOX_TEST_CHILD_STDOUT";
+
 /// The role this process was started with, if it is a child.
 pub fn role() -> Option<String> {
     std::env::var(ROLE_ENV).ok()
 }
 
-/// Starts this test binary again, running only `test`, with `role` and `envs` set.
-pub fn spawn_self(test: &str, role: &str, envs: &[(&str, String)]) -> Child {
+/// The command that starts this test binary again, running only `test`, with `role`
+/// and `envs` set: standard input and output `/dev/null` (output inherited when
+/// [`CHILD_STDOUT`] is `1`), standard error inherited. Change what a test needs
+/// (`.stdout(Stdio::piped())`, `.uid(..)`) before spawning it.
+pub fn self_command(test: &str, role: &str, envs: &[(&str, String)]) -> Command {
     let mut cmd = Command::new(std::env::current_exe().expect("current exe"));
     cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
         .env(ROLE_ENV, role)
         .stdin(Stdio::null());
+    if std::env::var(CHILD_STDOUT).as_deref() != Ok("1") {
+        cmd.stdout(Stdio::null());
+    }
     for (k, v) in envs {
         cmd.env(k, v);
     }
-    cmd.spawn().expect("spawn child test process")
+    cmd
+}
+
+/// Starts this test binary again, running only `test`, with `role` and `envs` set
+/// ([`self_command`], spawned).
+pub fn spawn_self(test: &str, role: &str, envs: &[(&str, String)]) -> Child {
+    self_command(test, role, envs)
+        .spawn()
+        .expect("spawn child test process")
 }
 
 /// Waits for `child` to exit within `limit`, killing it otherwise; panics unless it
@@ -206,10 +231,8 @@ mod tests {
             return;
         }
         let run = |required: Option<&str>| {
-            let mut cmd = Command::new(std::env::current_exe().unwrap());
-            cmd.args([TEST, "--exact", "--nocapture", "--test-threads=1"])
-                .env(ROLE_ENV, "child")
-                .env_remove(DEMO_ENV);
+            let mut cmd = self_command(TEST, "child", &[]);
+            cmd.env_remove(DEMO_ENV);
             if let Some(v) = required {
                 cmd.env(DEMO_ENV, v);
             }
@@ -228,5 +251,36 @@ mod tests {
         let stderr = String::from_utf8_lossy(&failed.stderr);
         assert!(!failed.status.success(), "a required skip must fail: {stderr}");
         assert!(stderr.contains(&format!("{DEMO_ENV}=1")), "{stderr}");
+    }
+
+    /// A child's standard output goes nowhere unless the test asks for it, as this
+    /// one does.
+    #[test]
+    fn a_child_stdout_is_read_when_piped() {
+        const TEST: &str = "tests::a_child_stdout_is_read_when_piped";
+        if role().is_some() {
+            println!("child says {}", env::<u32>("WORD"));
+            return;
+        }
+        let out = self_command(TEST, "child", &[("WORD", "42".into())])
+            .env_remove(CHILD_STDOUT)
+            .stdout(Stdio::piped())
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        // The harness prints "test NAME ... " with no newline before the test runs.
+        assert!(stdout.lines().any(|l| l.ends_with("child says 42")), "{stdout}");
+        // Not piped: nothing comes back.
+        let quiet = self_command(TEST, "child", &[("WORD", "7".into())])
+            .env_remove(CHILD_STDOUT)
+            .output()
+            .unwrap();
+        assert!(quiet.status.success());
+        assert!(
+            quiet.stdout.is_empty(),
+            "{:?}",
+            String::from_utf8_lossy(&quiet.stdout)
+        );
     }
 }
