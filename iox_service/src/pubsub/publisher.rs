@@ -172,6 +172,7 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
         let read_cache = (0..max_subscribers).map(|_| Cell::new(0)).collect();
         Ok(Publisher {
             port: Rc::new(PublisherPort {
+                fork_generation: self.service.fork_generation,
                 max_loans: self.service.config.max_loans as usize,
                 drop_oldest: self.service.config.overflow == Overflow::DropOldest,
                 pool: Arc::clone(&self.service.pool),
@@ -217,6 +218,9 @@ pub(crate) struct PublisherPort {
     slot: usize,
     generation: u64,
     owner: Owner,
+    /// The fork generation of the process that made it (see `recovery::fork`), kept
+    /// here beside the other hot fields.
+    fork_generation: u64,
     max_loans: usize,
     /// The service's overflow policy is to drop the oldest sample.
     drop_oldest: bool,
@@ -253,7 +257,7 @@ impl<P: ?Sized + Payload> Publisher<P> {
     /// its address.
     #[inline]
     fn loan_bytes(&self, bytes: usize) -> Result<(Rc<PublisherPort>, ChunkHandle, *mut u8), LoanError> {
-        if !self.port.service.is_own_process() {
+        if !self.port.is_own_process() {
             return Err(LoanError::ForkedProcess);
         }
         // The publisher holds one reference, each loan one more.
@@ -268,6 +272,12 @@ impl<P: ?Sized + Payload> Publisher<P> {
 }
 
 impl PublisherPort {
+    /// Whether this runs in the process that made the port (not a forked child).
+    #[inline]
+    fn is_own_process(&self) -> bool {
+        crate::recovery::fork::is_same_process(self.fork_generation)
+    }
+
     fn header(&self) -> &PortHeader {
         self.service.dynamic().publisher(self.slot)
     }
@@ -305,7 +315,7 @@ impl PublisherPort {
     /// Returns an unsent loan to the pool.
     #[inline]
     pub(crate) fn drop_loan(&self, handle: ChunkHandle) {
-        if !self.service.is_own_process() {
+        if !self.is_own_process() {
             return; // a forked child's copy: the chunk is the parent's
         }
         let _ = self.pool.release(handle, self.owner);
@@ -334,7 +344,7 @@ impl PublisherPort {
 
     /// Delivers a written chunk of `len` elements to every subscriber.
     pub(crate) fn send_chunk(&self, handle: ChunkHandle, len: usize) -> Result<usize, SendError> {
-        if !self.service.is_own_process() {
+        if !self.is_own_process() {
             return Err(SendError::ForkedProcess);
         }
         let pool = &self.pool;

@@ -137,6 +137,7 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
         };
         let subscriber = Subscriber {
             port: Arc::new(SubscriberPort {
+                fork_generation: self.service.fork_generation,
                 max_held: self.service.config.max_held as usize,
                 pool: Arc::clone(&self.service.pool),
                 service: self.service,
@@ -172,12 +173,21 @@ pub(crate) struct SubscriberPort {
     slot: usize,
     generation: u64,
     owner: Owner,
+    /// The fork generation of the process that made it (see `recovery::fork`), kept
+    /// here beside the other hot fields.
+    fork_generation: u64,
     max_held: usize,
     /// The service's pool (the same as `service.pool`, one pointer closer).
     pool: Arc<Pool>,
 }
 
 impl SubscriberPort {
+    /// Whether this runs in the process that made the port (not a forked child).
+    #[inline]
+    fn is_own_process(&self) -> bool {
+        crate::recovery::fork::is_same_process(self.fork_generation)
+    }
+
     fn header(&self) -> &PortHeader {
         self.service.dynamic().subscriber(self.slot)
     }
@@ -194,7 +204,7 @@ impl SubscriberPort {
     /// Releases a received sample's chunk.
     #[inline]
     pub(crate) fn drop_sample(&self, handle: ChunkHandle) {
-        if !self.service.is_own_process() {
+        if !self.is_own_process() {
             return; // a forked child's copy: the chunk is the parent's
         }
         let _ = self.pool.release(handle, self.owner);
@@ -241,7 +251,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     /// Takes the next sample, if one is waiting. Never blocks.
     pub fn receive(&self) -> Result<Option<Sample<P>>, ReceiveError> {
         let port = &self.port;
-        if !port.service.is_own_process() {
+        if !port.is_own_process() {
             return Err(ReceiveError::ForkedProcess);
         }
         if port.held() >= port.max_held {
@@ -292,7 +302,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     pub fn receive_timeout(&self, timeout: Duration) -> Result<Option<Sample<P>>, ReceiveError> {
         // A timeout too large to represent (e.g. Duration::MAX) waits without limit.
         let deadline = Instant::now().checked_add(timeout);
-        if !self.port.service.is_own_process() {
+        if !self.port.is_own_process() {
             return Err(ReceiveError::ForkedProcess);
         }
         let header = self.port.header();
