@@ -6,36 +6,17 @@
 //! is named, with the documented exit code.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
 use std::time::Duration;
 
 use iox_service::{CreateError, OpenOrCreateError, PubSubService, RootError, Service};
 use iox_testkit::{Reaped, env, role, spawn_self, wait_until};
 
+mod common;
+use common::{code, iox, text};
+
 const LIMIT: Duration = Duration::from_secs(20);
-
-fn iox(root: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_iox"))
-        .arg("--root")
-        .arg(root)
-        .args(args)
-        .output()
-        .expect("run iox")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exit code")
-}
 
 fn open(root: &Path, name: &str) -> Result<PubSubService<u64>, OpenOrCreateError> {
     Service::named(name)
@@ -180,61 +161,23 @@ fn a_dry_run_lists_exactly_what_clean_removes() {
     drop(live);
 }
 
-/// Whether this process runs as root (effective uid 0, from `/proc/self/status`).
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            let uids = s.lines().find_map(|l| l.strip_prefix("Uid:"))?.to_string();
-            uids.split_whitespace().nth(1).map(|euid| euid == "0")
-        })
-        .unwrap_or(false)
-}
-
-/// A tmpfs mounted on a fresh temp directory, unmounted on drop.
+/// A tmpfs on a fresh temp directory (see `iox_testkit::Tmpfs`); unmounted before the
+/// directory goes (field order).
 struct Tmpfs {
+    _fs: iox_testkit::Tmpfs,
     dir: tempfile::TempDir,
 }
 
 impl Tmpfs {
     /// Mounts one with `options`, or says why not (the skip reason).
     fn mount(options: &str) -> Result<Self, String> {
-        if !is_root() {
-            return Err("mounting a tmpfs needs root".into());
-        }
         let dir = tempfile::tempdir().unwrap();
-        match Command::new("mount")
-            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
-            .arg(dir.path())
-            .output()
-        {
-            Ok(o) if o.status.success() => Ok(Self { dir }),
-            Ok(o) => Err(format!(
-                "cannot mount a tmpfs here: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
-            )),
-            Err(e) => Err(format!("cannot run mount: {e}")),
-        }
+        let fs = iox_testkit::Tmpfs::mount(dir.path(), options)?;
+        Ok(Self { _fs: fs, dir })
     }
-}
 
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
-    }
-}
-
-/// Writes a file until the file system is full.
-fn fill(root: &Path) {
-    let mut f = std::fs::File::create(root.join("filler")).unwrap();
-    let block = [0xa5u8; 4096];
-    loop {
-        match f.write(&block) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::StorageFull => break,
-            Err(e) => panic!("filling {}: {e}", root.display()),
-        }
+    fn path(&self) -> &Path {
+        self.dir.path()
     }
 }
 
@@ -249,11 +192,11 @@ fn clean_works_on_a_full_root_and_failed_opens_leave_nothing() {
         Ok(fs) => fs,
         Err(reason) => return iox_testkit::skip(FULL_TEST, iox_testkit::REQUIRE_ROOT, reason),
     };
-    let root = fs.dir.path();
+    let root = fs.path();
     let dead = spawn_holder(FULL_TEST, root, "full/dead");
     let dead_node = node_of(root, dead.id());
     dead.kill();
-    fill(root);
+    iox_testkit::fill(root);
     for attempt in 0..5 {
         let e = open(root, "full/new").unwrap_err();
         assert!(
@@ -320,7 +263,7 @@ fn clean_on_a_read_only_root_exits_5_naming_it() {
         Ok(fs) => fs,
         Err(reason) => return iox_testkit::skip(READ_ONLY_TEST, iox_testkit::REQUIRE_ROOT, reason),
     };
-    let root = fs.dir.path();
+    let root = fs.path();
     let out = iox(root, &["clean"]);
     let t = text(&out);
     assert_eq!(code(&out), 5, "{t}");

@@ -2,33 +2,15 @@
 //! left by a SIGKILLed process, a corrupt one; JSON parsed back; exit codes.
 
 use std::path::Path;
-use std::process::{Command, Output};
+
 use std::time::Duration;
 
 use iox_service::{PubSubService, Service, ServiceName};
 use iox_testkit::{Reaped, env, role, spawn_self, wait_until};
 use serde_json::Value;
 
-fn iox(root: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_iox"))
-        .arg("--root")
-        .arg(root)
-        .args(args)
-        .output()
-        .expect("run iox")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exit code")
-}
+mod common;
+use common::{code, iox, text};
 
 fn open(root: &Path, name: &str) -> PubSubService<u64> {
     Service::named(name)

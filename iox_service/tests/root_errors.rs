@@ -3,7 +3,6 @@
 //! tmpfs filled up). A full root keeps no temporary file of a failed attempt. The
 //! mounts need root; without it those tests skip with the reason.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use iox_service::{CleanupError, CreateError, OpenError, OpenOrCreateError, RootError, Service};
@@ -39,54 +38,23 @@ fn names(e: &impl std::fmt::Display, root: &Path) {
     assert!(text.contains(&root.display().to_string()), "{text}");
 }
 
-/// A tmpfs mounted on a fresh temp directory, unmounted on drop.
+/// A tmpfs on a fresh temp directory (see `iox_testkit::Tmpfs`); unmounted before the
+/// directory goes (field order).
 struct Tmpfs {
+    _fs: iox_testkit::Tmpfs,
     dir: tempfile::TempDir,
 }
 
 impl Tmpfs {
-    /// Mounts one with `options` (`size=..`, `ro`), or says why not (skip reason).
+    /// Mounts one with `options`, or says why not (the skip reason).
     fn mount(options: &str) -> Result<Self, String> {
-        if !rustix::process::geteuid().is_root() {
-            return Err("mounting a tmpfs needs root".into());
-        }
         let dir = tempfile::tempdir().unwrap();
-        match std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
-            .arg(dir.path())
-            .output()
-        {
-            Ok(o) if o.status.success() => Ok(Self { dir }),
-            Ok(o) => Err(format!(
-                "cannot mount a tmpfs here: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
-            )),
-            Err(e) => Err(format!("cannot run mount: {e}")),
-        }
+        let fs = iox_testkit::Tmpfs::mount(dir.path(), options)?;
+        Ok(Self { _fs: fs, dir })
     }
 
     fn path(&self) -> &Path {
         self.dir.path()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(self.dir.path()).status();
-    }
-}
-
-/// Writes a file until the file system is full.
-fn fill(root: &Path) {
-    let mut f = std::fs::File::create(root.join("filler")).unwrap();
-    let block = [0xa5u8; 4096];
-    loop {
-        match f.write(&block) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOSPC.raw_os_error()) => break,
-            Err(e) => panic!("filling {}: {e}", root.display()),
-        }
     }
 }
 
@@ -200,7 +168,7 @@ fn a_full_root_is_named_and_keeps_no_temporary_file() {
         Err(reason) => return iox_testkit::skip(FULL_TEST, iox_testkit::REQUIRE_ROOT, reason),
     };
     let root: PathBuf = fs.path().to_path_buf();
-    fill(&root);
+    iox_testkit::fill(&root);
     for attempt in 0..3 {
         let e = open_or_create(&root, "root/full").unwrap_err();
         assert!(

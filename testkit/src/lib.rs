@@ -284,3 +284,65 @@ mod tests {
         );
     }
 }
+
+/// Whether this process runs as root (its effective uid is 0), read from
+/// `/proc/self/status`: mounting a tmpfs and switching users need it.
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let uids = s.lines().find_map(|l| l.strip_prefix("Uid:"))?.to_string();
+            uids.split_whitespace().nth(1).map(|euid| euid == "0")
+        })
+        .unwrap_or(false)
+}
+
+/// A tmpfs mounted on a directory the caller owns (e.g. a temp dir that outlives
+/// it), unmounted when dropped.
+#[derive(Debug)]
+pub struct Tmpfs {
+    at: std::path::PathBuf,
+}
+
+impl Tmpfs {
+    /// Mounts a tmpfs with `options` (`size=2m`, `ro,size=1m`) on `at`, or says why not
+    /// (a skip reason: not root, or `mount` refused).
+    pub fn mount(at: &std::path::Path, options: &str) -> Result<Self, String> {
+        if !is_root() {
+            return Err("mounting a tmpfs needs root".into());
+        }
+        match Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(at)
+            .output()
+        {
+            Ok(o) if o.status.success() => Ok(Self { at: at.to_owned() }),
+            Ok(o) => Err(format!(
+                "cannot mount a tmpfs here: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            )),
+            Err(e) => Err(format!("cannot run mount: {e}")),
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.at).status();
+    }
+}
+
+/// Writes `root/filler` until the file system is full.
+pub fn fill(root: &std::path::Path) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(root.join("filler")).expect("create the filler file");
+    let block = [0xa5u8; 4096];
+    loop {
+        match f.write(&block) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::StorageFull => break,
+            Err(e) => panic!("filling {}: {e}", root.display()),
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! Helpers shared by the `iox` tool's test files.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Runs the `iox` binary with `--root root` and `args`.
+pub fn iox(root: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_iox"))
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .output()
+        .expect("run iox")
+}
+
+/// Its stdout and stderr, as text.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Its exit code.
+pub fn code(o: &Output) -> i32 {
+    o.status.code().expect("exit code")
+}
