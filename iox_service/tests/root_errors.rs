@@ -182,8 +182,22 @@ fn a_full_root_is_named_and_keeps_no_temporary_file() {
     let (report, failed) = Service::cleanup_all_dead_in(&root).unwrap();
     assert!(failed.is_empty(), "{failed:?}");
     assert_eq!(report.services, 0);
-    // Space freed: creating works again.
+    // Space freed: creating works again. The space comes back when the last file
+    // descriptor of the filler closes, which a process another test thread is forking
+    // (`mount`) may hold for a moment between its fork and exec: poll, bounded.
     std::fs::remove_file(root.join("filler")).unwrap();
-    let svc = open_or_create(&root, "root/full").unwrap();
-    drop(svc);
+    let mut last = None;
+    let created = iox_testkit::wait_until(std::time::Duration::from_secs(20), || {
+        match open_or_create(&root, "root/full") {
+            Ok(svc) => {
+                drop(svc);
+                true
+            }
+            Err(e) => {
+                last = Some(e);
+                false
+            }
+        }
+    });
+    assert!(created, "creating on the freed root kept failing: {last:?}");
 }
