@@ -569,6 +569,37 @@ impl Pool {
         })
     }
 
+    /// Like [`Pool::loan`], for a chunk of `near`'s class, trying first the chunks whose
+    /// ownership words share a cache line with `near`'s: a publisher that loans its next
+    /// chunk while sending `near` then touches one line of bookkeeping, not two.
+    #[inline]
+    pub fn loan_near(&self, near: ChunkHandle, owner: Owner) -> Result<ChunkHandle, LoanError> {
+        if self.payload.access() == Access::ReadOnly {
+            return Err(LoanError::ReadOnly);
+        }
+        let class = near.class();
+        let Some(c) = self.layout.classes().get(class) else {
+            return Err(LoanError::TooLarge {
+                size: usize::MAX,
+                max: self.layout.max_chunk_size(),
+            });
+        };
+        let (_, chunks) = self.class_table(class);
+        const PER_LINE: usize = 64 / size_of::<ChunkMeta>();
+        let first = near.index as usize & !(PER_LINE - 1);
+        let line = chunks.iter().enumerate().skip(first).take(PER_LINE);
+        for (i, meta) in line {
+            if i != near.index as usize && meta.owners.try_loan(owner) {
+                return Ok(ChunkHandle {
+                    class: class as u8,
+                    index: i as u32,
+                });
+            }
+        }
+        let mut hint = class;
+        self.loan(c.chunk_size, &mut hint, owner)
+    }
+
     /// The address of a chunk in this process, and its size. `handle` must come from
     /// this pool (a foreign handle is clamped by the bounds check in `handle_from_raw`
     /// / `loan`; a handle of another pool with a larger layout would be out of range,

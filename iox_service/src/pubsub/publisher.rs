@@ -327,8 +327,7 @@ impl PublisherPort {
     #[inline]
     pub(crate) fn refill_spare(&self, class_of: ChunkHandle) {
         if self.spare.get().is_none() {
-            let bytes = self.pool.layout().classes()[class_of.class()].chunk_size;
-            self.spare.set(self.loan_chunk(bytes).ok());
+            self.spare.set(self.pool.loan_near(class_of, self.owner).ok());
         }
     }
 
@@ -347,6 +346,10 @@ impl PublisherPort {
         if !self.is_own_process() {
             return Err(SendError::ForkedProcess);
         }
+        // The next chunk is loaned first, while the subscribers are not touching the
+        // ownership words (they are waiting for this sample): the hand-off below then
+        // finds the line here, and no loan of ours races their take and release.
+        self.refill_spare(handle);
         let pool = &self.pool;
         let d = self.service.dynamic();
         let subs = d.layout().max_subscribers;

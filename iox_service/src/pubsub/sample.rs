@@ -124,11 +124,7 @@ impl<P: ?Sized + Payload> SampleMut<P> {
         let Some(handle) = self.inner.handle.take() else {
             unreachable!("a loan is sent at most once (send consumes it)")
         };
-        let sent = self.inner.port.send_chunk(handle, self.inner.len);
-        if !matches!(sent, Err(SendError::ForkedProcess)) {
-            self.inner.port.refill_spare(handle);
-        }
-        sent
+        self.inner.port.send_chunk(handle, self.inner.len)
     }
 }
 
