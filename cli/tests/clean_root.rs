@@ -15,6 +15,7 @@ use iox_testkit::{Reaped, env, role, spawn_self, wait_until};
 
 mod common;
 use common::{code, iox, text};
+use iox_testkit::Tmpfs;
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -159,26 +160,6 @@ fn a_dry_run_lists_exactly_what_clean_removes() {
     // Nothing more to do: both runs agree on nothing.
     assert!(dry_run_then_clean(root).is_empty());
     drop(live);
-}
-
-/// A tmpfs on a fresh temp directory (see `iox_testkit::Tmpfs`); unmounted before the
-/// directory goes (field order).
-struct Tmpfs {
-    _fs: iox_testkit::Tmpfs,
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    /// Mounts one with `options`, or says why not (the skip reason).
-    fn mount(options: &str) -> Result<Self, String> {
-        let dir = tempfile::tempdir().unwrap();
-        let fs = iox_testkit::Tmpfs::mount(dir.path(), options)?;
-        Ok(Self { _fs: fs, dir })
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
 }
 
 const FULL_TEST: &str = "clean_works_on_a_full_root_and_failed_opens_leave_nothing";

@@ -94,7 +94,7 @@
 //!     type Element = u8;
 //!     const IS_SLICE: bool = false;
 //!     fn payload_type() -> iox_service::PayloadType {
-//!         unimplemented!()
+//!         <[u8] as iox_service::Payload>::payload_type()
 //!     }
 //!     fn payload_ptr(ptr: *mut u8, _len: usize) -> *mut Self {
 //!         ptr.cast()

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use iox_service::{CleanupError, CreateError, OpenError, OpenOrCreateError, RootError, Service};
+use iox_testkit::Tmpfs;
 
 fn open_or_create(root: &Path, name: &str) -> Result<iox_service::PubSubService<u64>, OpenOrCreateError> {
     Service::named(name)
@@ -36,26 +37,6 @@ fn root_error(e: &OpenOrCreateError) -> &RootError {
 fn names(e: &impl std::fmt::Display, root: &Path) {
     let text = e.to_string();
     assert!(text.contains(&root.display().to_string()), "{text}");
-}
-
-/// A tmpfs on a fresh temp directory (see `iox_testkit::Tmpfs`); unmounted before the
-/// directory goes (field order).
-struct Tmpfs {
-    _fs: iox_testkit::Tmpfs,
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    /// Mounts one with `options`, or says why not (the skip reason).
-    fn mount(options: &str) -> Result<Self, String> {
-        let dir = tempfile::tempdir().unwrap();
-        let fs = iox_testkit::Tmpfs::mount(dir.path(), options)?;
-        Ok(Self { _fs: fs, dir })
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
 }
 
 fn temp_files(root: &Path) -> Vec<String> {

@@ -297,38 +297,54 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// A tmpfs mounted on a directory the caller owns (e.g. a temp dir that outlives
-/// it), unmounted when dropped.
+/// A tmpfs mounted on a fresh directory under the system's temp directory, for a
+/// test that needs a small or read-only file system; unmounted and its directory
+/// removed when dropped.
 #[derive(Debug)]
 pub struct Tmpfs {
     at: std::path::PathBuf,
 }
 
 impl Tmpfs {
-    /// Mounts a tmpfs with `options` (`size=2m`, `ro,size=1m`) on `at`, or says why not
-    /// (a skip reason: not root, or `mount` refused).
-    pub fn mount(at: &std::path::Path, options: &str) -> Result<Self, String> {
+    /// Mounts a tmpfs with `options` (`size=2m`, `ro,size=1m`), or says why not (a
+    /// skip reason: not root, or `mount` refused).
+    pub fn mount(options: &str) -> Result<Self, String> {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         if !is_root() {
             return Err("mounting a tmpfs needs root".into());
         }
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let at = std::env::temp_dir().join(format!("iox-tmpfs-{}-{n}", std::process::id()));
+        std::fs::create_dir(&at).map_err(|e| format!("cannot make {}: {e}", at.display()))?;
         match Command::new("mount")
             .args(["-t", "tmpfs", "-o", options, "tmpfs"])
-            .arg(at)
+            .arg(&at)
             .output()
         {
-            Ok(o) if o.status.success() => Ok(Self { at: at.to_owned() }),
-            Ok(o) => Err(format!(
-                "cannot mount a tmpfs here: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
-            )),
-            Err(e) => Err(format!("cannot run mount: {e}")),
+            Ok(o) if o.status.success() => Ok(Self { at }),
+            outcome => {
+                let _ = std::fs::remove_dir(&at);
+                Err(match outcome {
+                    Ok(o) => format!(
+                        "cannot mount a tmpfs here: {}",
+                        String::from_utf8_lossy(&o.stderr).trim()
+                    ),
+                    Err(e) => format!("cannot run mount: {e}"),
+                })
+            }
         }
+    }
+
+    /// Where it is mounted.
+    pub fn path(&self) -> &std::path::Path {
+        &self.at
     }
 }
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.at).status();
+        let _ = std::fs::remove_dir(&self.at);
     }
 }
 

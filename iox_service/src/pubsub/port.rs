@@ -82,6 +82,17 @@ pub enum PortCreateError {
     },
 }
 
+/// Refuses to build a port from a service handle this process inherited by `fork`.
+pub(crate) fn check_own_process(service: &ServiceShared) -> Result<(), PortCreateError> {
+    if service.is_own_process() {
+        Ok(())
+    } else {
+        Err(PortCreateError::ForkedProcess {
+            service: service.name.to_string(),
+        })
+    }
+}
+
 /// Claims a free slot among `slots`, returning its index and generation.
 pub(crate) fn claim<'a>(
     service: &ServiceShared,

@@ -139,11 +139,7 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
 
     /// Claims a publisher slot (and pins, if asked).
     pub fn create(self) -> Result<Publisher<P>, PortCreateError> {
-        if !self.service.is_own_process() {
-            return Err(PortCreateError::ForkedProcess {
-                service: self.service.name.to_string(),
-            });
-        }
+        port::check_own_process(&self.service)?;
         let d = self.service.dynamic();
         let (max, max_subscribers) = (d.layout().max_publishers, d.layout().max_subscribers);
         // Free the slots of dead processes first (best effort: a live recoverer or an

@@ -113,11 +113,7 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
 
     /// Claims a subscriber slot (and pins, if asked).
     pub fn create(self) -> Result<Subscriber<P>, PortCreateError> {
-        if !self.service.is_own_process() {
-            return Err(PortCreateError::ForkedProcess {
-                service: self.service.name.to_string(),
-            });
-        }
+        port::check_own_process(&self.service)?;
         let d = self.service.dynamic();
         let l = *d.layout();
         // Free the slots of dead processes first (best effort, as for publishers).

@@ -1,0 +1,404 @@
+//! The chunk pool of one service: payload in one segment, bookkeeping in another.
+//!
+//! Files, for a pool whose stem is `S`:
+//! - `S.pool`: the payload, chunks only, class after class as the [`PoolLayout`] says,
+//!   page-aligned and page-sized, so pinning it pins exactly the payload. It may be
+//!   mapped read-only (a process that only reads samples: a stray write through a
+//!   sample's address then faults in that process instead of corrupting what other
+//!   readers see). An opener maps it as asked but always opens the file read-write,
+//!   so a read-only mapping can be upgraded in place, once, when the process starts
+//!   publishing ([`Pool::make_payload_writable`]). The creator maps it read-write:
+//!   it has just made the file, so a read-only mapping would protect nothing yet,
+//!   and a service's creator typically publishes.
+//! - `S.chunks`: the bookkeeping every participant maps read-write: a 64-byte header
+//!   (magic, version, layout hash, payload length, memory type; all atomics), one
+//!   loan cursor per class on its own cache line, then per class one 16-byte
+//!   `ChunkMeta` per chunk (ownership word, see [`crate::owners`], and one user word).
+//!
+//! Creation: the payload is made first (`S.pool` created exclusively, or a sealed
+//! memfd the caller made, see [`crate::memfd`]), then `S.chunks` exclusively; every
+//! chunk word is 0 (free) in a fresh file; the header is filled in and its magic
+//! stored last with Release ordering. An opener that reads the magic with Acquire
+//! therefore sees a fully built pool; a zero magic means "still being created"
+//! ([`OpenPoolError::NotReady`]). [`Bookkeeping`] is `S.chunks` alone: what recovery
+//! needs, without mapping the payload.
+//!
+//! Opening trusts nothing in the files: sizes come from the caller's expected layout
+//! and are checked against `fstat` before mapping; the header must match that layout's
+//! hash, the payload length and the memory type; every index read later is
+//! bounds-checked.
+//!
+//! Hot path: [`Pool::loan`] is a class lookup (hint first, then binary search) plus a
+//! CAS `0 -> owner bit` on the first free chunk word from the class's cursor (usually
+//! the first one looked at). [`Bookkeeping::release`] is one `fetch_and`. No lock, no
+//! syscall, no zero-fill. Finding that a class is exhausted scans the whole class.
+//!
+//! Files of this module: `mod.rs` ([`Pool`]: creating, opening, loaning, the payload
+//! mapping and pinning), `bookkeeping.rs` ([`Bookkeeping`]: the `S.chunks` segment and
+//! every operation on chunk ownership), `handle.rs` ([`ChunkHandle`] and the reports
+//! [`ClassInfo`], [`PoolInfo`]), `errors.rs`.
+
+mod bookkeeping;
+mod errors;
+mod handle;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crate::owners::{ChunkMeta, Owner};
+use crate::pin::{self, PinError, PinGuard, Region};
+use crate::segment::{self, Access, MakeWritableError, Segment};
+use crate::{MemoryType, PoolLayout};
+
+pub use bookkeeping::{Bookkeeping, CHUNKS_MAGIC, CHUNKS_VERSION};
+pub use errors::{ChunkError, CreatePoolError, LoanError, OpenPoolError};
+pub use handle::{ChunkHandle, ClassInfo, PoolInfo};
+
+/// A mapped pool. Cheap to share behind an [`Arc`]; all methods take `&self` and are
+/// safe to call from any number of threads and processes at once.
+///
+/// ```
+/// use iox_mempool::{Owner, Pool, PoolLayout, MemoryType, segment::Access};
+/// let dir = tempfile::tempdir().unwrap();
+/// let layout = PoolLayout::new(&[(64, 8), (4096, 2)]).unwrap();
+/// let pool = Pool::create(dir.path(), "demo", &layout, MemoryType::Cpu, 0o600).unwrap();
+/// let me = Owner::new(0).unwrap();
+/// let mut hint = 0;
+/// let chunk = pool.loan(100, &mut hint, me).unwrap();
+/// assert_eq!(chunk.class(), 1);
+/// let other = Pool::open(dir.path(), "demo", &layout, Some(MemoryType::Cpu), Access::ReadWrite).unwrap();
+/// assert_eq!(other.info().classes[1].free, 1);
+/// assert!(pool.release(chunk, me).unwrap());
+/// assert_eq!(other.info().free_chunks(), 10);
+/// ```
+#[derive(Debug)]
+pub struct Pool {
+    book: Bookkeeping,
+    payload: Segment,
+}
+
+// SAFETY: the raw mappings inside the segments are only ever accessed through atomics
+// (bookkeeping) or handed out as raw pointers whose use is the caller's responsibility;
+// nothing in `Pool` is tied to the thread that made it.
+unsafe impl Send for Pool {}
+// SAFETY: as above; every `&self` method is a sequence of atomic operations.
+unsafe impl Sync for Pool {}
+
+impl std::ops::Deref for Pool {
+    type Target = Bookkeeping;
+    fn deref(&self) -> &Bookkeeping {
+        &self.book
+    }
+}
+
+pub(super) fn chunks_name(stem: &str) -> String {
+    format!("{stem}.chunks")
+}
+
+fn payload_name(stem: &str) -> String {
+    format!("{stem}.pool")
+}
+
+impl Pool {
+    /// Creates the pool `dir/stem.{chunks,pool}` exclusively with `mode` permissions.
+    pub fn create(
+        dir: &Path,
+        stem: &str,
+        layout: &PoolLayout,
+        memory_type: MemoryType,
+        mode: u32,
+    ) -> Result<Self, CreatePoolError> {
+        Self::create_tagged(dir, stem, layout, memory_type, mode, 0)
+    }
+
+    /// [`Pool::create`], recording `tag` (e.g. an id of the service incarnation that
+    /// owns the pool), which [`Pool::open_tagged`] then requires.
+    pub fn create_tagged(
+        dir: &Path,
+        stem: &str,
+        layout: &PoolLayout,
+        memory_type: MemoryType,
+        mode: u32,
+        tag: u64,
+    ) -> Result<Self, CreatePoolError> {
+        let payload = Segment::create(dir, &payload_name(stem), layout.payload_len(), mode)?;
+        Self::create_with_payload(dir, stem, layout, memory_type, mode, tag, payload).inspect_err(|_| {
+            let _ = segment::remove(dir, &payload_name(stem));
+        })
+    }
+
+    /// [`Pool::create_tagged`] around a payload the caller made (e.g. a sealed memfd
+    /// from [`crate::memfd::create_memfd`], exactly `layout.payload_len()` bytes): only
+    /// the bookkeeping file `dir/stem.chunks` is created.
+    pub fn create_with_payload(
+        dir: &Path,
+        stem: &str,
+        layout: &PoolLayout,
+        memory_type: MemoryType,
+        mode: u32,
+        tag: u64,
+        payload: Segment,
+    ) -> Result<Self, CreatePoolError> {
+        if payload.len() != layout.payload_len() {
+            return Err(CreatePoolError::PayloadLength {
+                len: payload.len(),
+                expected: layout.payload_len(),
+            });
+        }
+        let book = Bookkeeping::create(dir, stem, layout, memory_type, mode, tag)?;
+        let pool = Self { book, payload };
+        Ok(pool)
+    }
+
+    /// [`Pool::open_tagged`] around a payload the caller obtained and checked (e.g.
+    /// with [`crate::memfd::open_memfd`]); only the bookkeeping is opened by name. A
+    /// payload mapped read-only can be made writable later if its file is open
+    /// read-write.
+    pub fn open_with_payload(
+        dir: &Path,
+        stem: &str,
+        layout: &PoolLayout,
+        memory_type: Option<MemoryType>,
+        tag: u64,
+        payload: Segment,
+    ) -> Result<Self, OpenPoolError> {
+        Self::assemble(Bookkeeping::open(dir, stem, layout, memory_type, tag)?, payload)
+    }
+
+    /// A pool from validated bookkeeping and a payload of exactly its length.
+    fn assemble(book: Bookkeeping, payload: Segment) -> Result<Self, OpenPoolError> {
+        payload.expect_len(book.layout.payload_len())?;
+        Ok(Self { book, payload })
+    }
+
+    /// Opens the pool `dir/stem` that must have `layout` (and `memory_type`, if given).
+    /// The payload is mapped with `payload_access` (its file is opened read-write
+    /// either way, so [`Pool::make_payload_writable`] can upgrade a read-only
+    /// mapping); bookkeeping is always read-write.
+    pub fn open(
+        dir: &Path,
+        stem: &str,
+        layout: &PoolLayout,
+        memory_type: Option<MemoryType>,
+        payload_access: Access,
+    ) -> Result<Self, OpenPoolError> {
+        Self::open_tagged(dir, stem, layout, memory_type, payload_access, 0)
+    }
+
+    /// [`Pool::open`] of a pool that must carry `tag` (see [`Pool::create_tagged`]).
+    pub fn open_tagged(
+        dir: &Path,
+        stem: &str,
+        layout: &PoolLayout,
+        memory_type: Option<MemoryType>,
+        payload_access: Access,
+        tag: u64,
+    ) -> Result<Self, OpenPoolError> {
+        // The bookkeeping first: its header says whether the layout is the expected one.
+        let book = Bookkeeping::open(dir, stem, layout, memory_type, tag)?;
+        let payload = Segment::open_upgradable(
+            dir,
+            &payload_name(stem),
+            payload_access,
+            layout.payload_len() as u64,
+        )?;
+        Self::assemble(book, payload)
+    }
+
+    /// How many chunks of each class are in use, read from the bookkeeping alone
+    /// (mapped read-only; the payload is not touched), for tools. Validates the file
+    /// as [`Pool::open_tagged`] does.
+    pub fn usage(
+        dir: &Path,
+        stem: &str,
+        layout: &PoolLayout,
+        tag: u64,
+    ) -> Result<Vec<ClassInfo>, OpenPoolError> {
+        Ok(Bookkeeping::open_with(dir, stem, layout, None, Access::ReadOnly, tag)?.class_usage())
+    }
+
+    /// Unlinks both files of the pool `dir/stem`. Returns whether anything existed.
+    pub fn remove(dir: &Path, stem: &str) -> std::io::Result<bool> {
+        let a = segment::remove(dir, &payload_name(stem))?;
+        let b = segment::remove(dir, &chunks_name(stem))?;
+        Ok(a || b)
+    }
+
+    /// The names of the files a pool with this stem consists of.
+    pub fn file_names(stem: &str) -> [String; 2] {
+        [chunks_name(stem), payload_name(stem)]
+    }
+
+    /// Takes a free chunk of at least `size` bytes from the smallest fitting class for
+    /// `owner`. `hint` is a class index to try first (e.g. the one used last time); it
+    /// is updated to the class used.
+    #[inline]
+    pub fn loan(&self, size: usize, hint: &mut usize, owner: Owner) -> Result<ChunkHandle, LoanError> {
+        if self.payload.access() == Access::ReadOnly {
+            return Err(LoanError::ReadOnly);
+        }
+        let class = self.layout.class_for(size, *hint).ok_or(LoanError::TooLarge {
+            size,
+            max: self.layout.max_chunk_size(),
+        })?;
+        *hint = class;
+        let (cursor, chunks) = self.class_table(class);
+        let count = chunks.len();
+        let start = cursor.next.load(Ordering::Relaxed) as usize % count.max(1);
+        for k in 0..count {
+            let i = if start + k < count {
+                start + k
+            } else {
+                start + k - count
+            };
+            if chunks[i].owners.try_loan(owner) {
+                cursor.next.store((i + 1) as u32, Ordering::Relaxed);
+                return Ok(ChunkHandle {
+                    class: class as u8,
+                    index: i as u32,
+                });
+            }
+        }
+        let c = self.layout.classes()[class];
+        Err(LoanError::Exhausted {
+            chunk_size: c.chunk_size,
+            count: c.count,
+        })
+    }
+
+    /// Like [`Pool::loan`], for a chunk of `near`'s class, trying first the chunks whose
+    /// ownership words share a cache line with `near`'s: a publisher that loans its next
+    /// chunk while sending `near` then touches one line of bookkeeping, not two.
+    #[inline]
+    pub fn loan_near(&self, near: ChunkHandle, owner: Owner) -> Result<ChunkHandle, LoanError> {
+        if self.payload.access() == Access::ReadOnly {
+            return Err(LoanError::ReadOnly);
+        }
+        let class = near.class();
+        let Some(c) = self.layout.classes().get(class) else {
+            return Err(LoanError::TooLarge {
+                size: usize::MAX,
+                max: self.layout.max_chunk_size(),
+            });
+        };
+        let (_, chunks) = self.class_table(class);
+        const PER_LINE: usize = 64 / size_of::<ChunkMeta>();
+        let first = near.index as usize & !(PER_LINE - 1);
+        let line = chunks.iter().enumerate().skip(first).take(PER_LINE);
+        for (i, meta) in line {
+            if i != near.index as usize && meta.owners.try_loan(owner) {
+                return Ok(ChunkHandle {
+                    class: class as u8,
+                    index: i as u32,
+                });
+            }
+        }
+        let mut hint = class;
+        self.loan(c.chunk_size, &mut hint, owner)
+    }
+
+    /// The address of a chunk in this process, and its size. `handle` must come from
+    /// this pool (a foreign handle is clamped by the bounds check in `handle_from_raw`
+    /// / `loan`; a handle of another pool with a larger layout would be out of range,
+    /// so this checks and returns `None` then).
+    #[inline]
+    pub fn chunk(&self, handle: ChunkHandle) -> Option<(*mut u8, usize)> {
+        let c = self.layout.classes().get(handle.class())?;
+        if handle.index >= c.count {
+            return None;
+        }
+        let offset = self.layout.chunk_offset(handle.class(), handle.index);
+        // SAFETY: offset + chunk_size <= payload_len == mapped length (checked at
+        // create/open), so the pointer stays inside the mapping.
+        Some((unsafe { self.payload.as_ptr().add(offset) }, c.chunk_size))
+    }
+
+    /// The payload mapping as a region, e.g. to pin it; read-only if the payload is
+    /// mapped read-only at the time of the call.
+    pub fn payload_region(&self) -> Region<'_> {
+        Region::of(&self.payload)
+    }
+
+    /// How the payload is mapped in this process now.
+    pub fn payload_access(&self) -> Access {
+        self.payload.access()
+    }
+
+    /// Makes a read-only payload mapping writable (one `mprotect` over the whole
+    /// payload), so this process can loan chunks and write them; nothing to do if it
+    /// is writable already. Idempotent and safe from any number of threads at once.
+    /// Fails if the payload's file is open read-only (a payload handed to
+    /// [`Pool::open_with_payload`] that way). A pin taken while the mapping was
+    /// read-only stays a read-only registration (see [`crate::pin`]).
+    ///
+    /// ```
+    /// use iox_mempool::{MemoryType, Owner, Pool, PoolLayout, segment::Access};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let layout = PoolLayout::new(&[(64, 4)]).unwrap();
+    /// let _creator = Pool::create(dir.path(), "w", &layout, MemoryType::Cpu, 0o600).unwrap();
+    /// let pool = Pool::open(dir.path(), "w", &layout, None, Access::ReadOnly).unwrap();
+    /// let me = Owner::new(0).unwrap();
+    /// assert!(pool.loan(8, &mut 0, me).is_err());
+    /// assert!(pool.payload_region().read_only());
+    /// pool.make_payload_writable().unwrap();
+    /// assert!(!pool.payload_region().read_only());
+    /// let chunk = pool.loan(8, &mut 0, me).unwrap();
+    /// let (ptr, _) = pool.chunk(chunk).unwrap();
+    /// // SAFETY: the chunk is loaned to us and writable now.
+    /// unsafe { ptr.write(1) };
+    /// ```
+    pub fn make_payload_writable(&self) -> Result<(), MakeWritableError> {
+        self.payload.make_writable()
+    }
+
+    /// Makes the payload mapping read-only (see [`Segment::make_read_only`]): what a
+    /// creator does so that it holds the pool like any other reader until it publishes.
+    pub fn make_payload_read_only(&mut self) -> Result<(), MakeWritableError> {
+        self.payload.make_read_only()
+    }
+
+    /// Sizes, offsets, occupancy and address of the pool in this process.
+    pub fn info(&self) -> PoolInfo {
+        PoolInfo {
+            base: self.payload.as_ptr() as usize,
+            len: self.payload.len(),
+            memory_type: self.memory_type,
+            classes: self.class_usage(),
+        }
+    }
+
+    /// The payload's open file (e.g. a memfd to share with other processes).
+    pub fn payload_file(&self) -> &std::fs::File {
+        self.payload.file()
+    }
+
+    /// Pins the payload through the process's pin registry (see [`crate::pin`]). The
+    /// returned guard keeps the pool mapped, so the region is unpinned before it is
+    /// unmapped.
+    pub fn pin(self: &Arc<Self>) -> Result<PoolPin, PinError> {
+        // SAFETY: the PoolPin holds the pool, so the payload stays mapped, until after
+        // the guard is dropped (field order); leaking the PoolPin leaks the pool too.
+        let guard = unsafe { pin::acquire(self.payload_region(), self.memory_type) }?;
+        Ok(PoolPin {
+            guard,
+            _pool: Arc::clone(self),
+        })
+    }
+}
+
+/// A pinned pool: unpins (if it was the last pin of the region) and then lets the pool
+/// unmap, in that order, when dropped.
+#[derive(Debug)]
+pub struct PoolPin {
+    // Field order matters: the guard drops (unpins) before the pool can unmap.
+    guard: PinGuard,
+    _pool: Arc<Pool>,
+}
+
+impl PoolPin {
+    /// Whether anything was pinned (false for `Cpu` pools).
+    pub fn is_pinned(&self) -> bool {
+        self.guard.is_pinned()
+    }
+}
