@@ -51,7 +51,7 @@ extern crate self as iox_service;
 pub(crate) use pubsub::{port, publisher, sample, subscriber};
 use recovery::cleanup;
 pub(crate) use recovery::node;
-pub(crate) use shm::{dynamic, lifecycle, queue};
+pub(crate) use shm::{doorbell, dynamic, lifecycle, queue};
 
 pub use cleanup::{CleanupError, RemoveError};
 pub use iox_mempool::{
@@ -59,7 +59,7 @@ pub use iox_mempool::{
     register_pinner,
 };
 pub use name::{NameError, ServiceName};
-pub use port::PortCreateError;
+pub use port::{PortCreateError, WaitForPortsError};
 pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError};
 pub use pubsub::service::{PubSubBuilder, PubSubService};
 pub use recovery::CleanupReport;

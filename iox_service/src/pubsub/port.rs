@@ -17,7 +17,8 @@ use std::sync::atomic::{Ordering, fence};
 use iox_mempool::{Bookkeeping, ChunkHandle, MemoryType, Owner, PinError, PoolPin};
 use thiserror::Error;
 
-use crate::dynamic::{self, PortHeader};
+use crate::doorbell::{self, Ringer};
+use crate::dynamic::{self, Dynamic, PortHeader};
 use crate::queue::{self, Popped, Queue};
 use crate::service::ServiceShared;
 
@@ -59,6 +60,14 @@ pub enum PortCreateError {
         service: String,
         /// Why.
         source: iox_mempool::MakeWritableError,
+    },
+    /// The port's readiness socket could not be made under the root.
+    #[error("cannot make the readiness socket of a port of service {service:?} under the root: {source}")]
+    Doorbell {
+        /// The service.
+        service: String,
+        /// Why.
+        source: std::io::Error,
     },
     /// Pinning the pool failed.
     #[error("cannot pin the pool of service {service:?} ({memory_type}): {source}")]
@@ -207,15 +216,87 @@ pub(crate) fn drain_queue(q: &Queue<'_>, claim_as: u64, pool: &Bookkeeping, owne
     freed
 }
 
-/// Wakes every thread of subscriber slot `header` sleeping in `receive_timeout`: bumps
-/// its futex word (so a sleeper that has not slept yet sees it changed) and wakes all.
-pub(crate) fn wake(header: &PortHeader) {
-    header.wake.fetch_add(1, Ordering::Release);
-    let _ = rustix::thread::futex::wake(
-        &header.wake,
-        rustix::thread::futex::Flags::empty(),
-        i32::MAX as u32,
-    );
+/// Wakes receiver slot `slot` (`header`), whose `waiting` word the sender read as
+/// `seen` (non-zero) after its push and fence: threads sleeping in `receive_timeout`
+/// (it bumps the futex word, so a sleeper that has not slept yet sees it changed, and
+/// wakes all), and the readiness descriptor if the receiver armed it (see
+/// [`crate::doorbell`]).
+#[cold]
+#[inline(never)]
+pub(crate) fn wake(header: &PortHeader, seen: u32, ringer: &Ringer, slot: usize) {
+    if seen & !doorbell::ARMED != 0 {
+        header.wake.fetch_add(1, Ordering::Release);
+        let _ = rustix::thread::futex::wake(
+            &header.wake,
+            rustix::thread::futex::Flags::empty(),
+            i32::MAX as u32,
+        );
+    }
+    if doorbell::take_armed(&header.waiting, seen) {
+        let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
+        ringer.ring(slot, header.node.load(Ordering::Relaxed), generation);
+    }
+}
+
+/// Tells whoever waits for ports (`wait_for_subscribers`, `wait_for_publishers`)
+/// that a port became active, closed or was freed.
+pub(crate) fn announce(d: Dynamic<'_>) {
+    let word = &d.header().ports_changed;
+    word.fetch_add(1, Ordering::Release);
+    let _ = rustix::thread::futex::wake(word, rustix::thread::futex::Flags::empty(), i32::MAX as u32);
+}
+
+/// Why waiting for ports failed.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum WaitForPortsError {
+    /// This process is a fork of the one that made the port.
+    #[error("this port belongs to the process this one was forked from; open the service again in this process")]
+    ForkedProcess,
+    /// Sleeping on the service's ports-changed word failed.
+    #[error("waiting for ports failed: {0}")]
+    Wait(std::io::Error),
+}
+
+/// Waits until `count(d)` (ports of the kind waited for that are active) is at least
+/// `n`, at most `timeout`; returns the last count (below `n` on timeout). Sleeps on the
+/// service's ports-changed word between looks.
+pub(crate) fn wait_for_ports(
+    service: &ServiceShared,
+    n: usize,
+    timeout: std::time::Duration,
+    count: impl Fn(Dynamic<'_>) -> usize,
+) -> Result<usize, WaitForPortsError> {
+    if !service.is_own_process() {
+        return Err(WaitForPortsError::ForkedProcess);
+    }
+    let deadline = std::time::Instant::now().checked_add(timeout);
+    let d = service.dynamic();
+    let word = &d.header().ports_changed;
+    loop {
+        let seen = word.load(Ordering::Acquire);
+        let found = count(d);
+        let left = deadline.map(|t| t.saturating_duration_since(std::time::Instant::now()));
+        if found >= n || left == Some(std::time::Duration::ZERO) {
+            return Ok(found);
+        }
+        let ts = left.map(|left| rustix::fs::Timespec {
+            tv_sec: left.as_secs() as _,
+            tv_nsec: left.subsec_nanos() as _,
+        });
+        match rustix::thread::futex::wait(word, rustix::thread::futex::Flags::empty(), seen, ts.as_ref()) {
+            Ok(())
+            | Err(rustix::io::Errno::AGAIN | rustix::io::Errno::TIMEDOUT | rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(WaitForPortsError::Wait(e.into())),
+        }
+    }
+}
+
+/// How many of `slots` are active.
+pub(crate) fn active_count<'a>(slots: impl Iterator<Item = &'a PortHeader>) -> usize {
+    slots
+        .filter(|h| dynamic::split_state(h.state.load(Ordering::Acquire)).1 == dynamic::ACTIVE)
+        .count()
 }
 
 /// Pins the service's pool if asked to.

@@ -51,12 +51,14 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
+use std::time::Duration;
 
 use iox_mempool::{ChunkHandle, Owner, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
 use crate::dynamic::{self, PortHeader};
-use crate::port::{self, PortCreateError, Shared};
+use crate::doorbell::Ringer;
+use crate::port::{self, PortCreateError, Shared, WaitForPortsError};
 use crate::queue::{self, Pushed};
 use crate::sample::SampleMutUninit;
 use crate::{Overflow, Payload, ZeroCopySafe};
@@ -165,6 +167,8 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
             }
         };
         port::activate(d.publisher(slot), generation, pin.as_ref());
+        port::announce(d);
+        let ringer = Ringer::new(&self.service.root, &self.service.stem, max_subscribers);
         let read_cache = (0..max_subscribers).map(|_| Cell::new(0)).collect();
         Ok(Publisher {
             port: Rc::new(PublisherPort {
@@ -180,6 +184,7 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
                 hint: Cell::new(0),
                 spare: Cell::new(None),
                 read_cache,
+                ringer,
                 pin,
             }),
             _payload: PhantomData,
@@ -229,6 +234,8 @@ pub(crate) struct PublisherPort {
     spare: Cell<Option<ChunkHandle>>,
     /// Per subscriber slot: our lower bound of that queue's read index.
     read_cache: Box<[Cell<u64>]>,
+    /// Connections to the subscribers' readiness sockets, for those that arm them.
+    ringer: Ringer,
 }
 
 impl<P: ?Sized + Payload> Publisher<P> {
@@ -247,6 +254,29 @@ impl<P: ?Sized + Payload> Publisher<P> {
     /// Whether this publisher pinned the pool.
     pub fn is_pinned(&self) -> bool {
         self.port.pin.as_ref().is_some_and(PoolPin::is_pinned)
+    }
+
+    /// Waits until at least `n` subscribers are connected, at most `timeout`, and
+    /// returns how many are (fewer than `n` on timeout). Sleeps while it waits: it
+    /// wakes when a port of the service is created, dropped or recovered.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let service = iox_service::Service::named("doc/wait-for")?
+    /// #   .root(dir.path())
+    ///     .publish_subscribe::<u64>()
+    ///     .open_or_create()?;
+    /// let publisher = service.publisher_builder().create()?;
+    /// let _subscriber = service.subscriber_builder().create()?;
+    /// assert_eq!(publisher.wait_for_subscribers(1, Duration::from_secs(1))?, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn wait_for_subscribers(&self, n: usize, timeout: Duration) -> Result<usize, WaitForPortsError> {
+        let max = self.port.service.config.max_subscribers as usize;
+        port::wait_for_ports(&self.port.service, n, timeout, |d| {
+            port::active_count((0..max).map(|s| d.subscriber(s)))
+        })
     }
 
     /// Loans a chunk of at least `bytes` bytes: a new owner of the port, the chunk and
@@ -399,8 +429,11 @@ impl PublisherPort {
                     // It may have closed after our push and drained before it: drain
                     // what is left so no chunk is stranded.
                     port::drain_queue(&d.queue(self.slot, s), queue::BY_PRODUCER, pool, self.owner);
-                } else if header.waiting.load(Ordering::Relaxed) > 0 {
-                    port::wake(header);
+                } else {
+                    let waiting = header.waiting.load(Ordering::Relaxed);
+                    if waiting != 0 {
+                        port::wake(header, waiting, &self.ringer, s);
+                    }
                 }
             }
         } else if self.service.is_removed() {
@@ -461,5 +494,6 @@ impl Drop for PublisherPort {
         self.pool.release_all(self.owner);
         port::close(header, self.generation);
         port::free(header, self.generation);
+        port::announce(self.service.dynamic());
     }
 }

@@ -13,6 +13,13 @@
 //! sample fences (SeqCst) and then reads `waiting`; so either the publisher sees the
 //! waiter and wakes it, or the waiter's second check sees the sample.
 //!
+//! Readiness descriptor: every subscriber binds a socket under the root (see
+//! [`crate::doorbell`] for why a socket, and the arming protocol). The descriptor
+//! (`AsFd`) is armed from the first `as_fd()` on; from then on a `receive` that finds
+//! nothing consumes its tokens and re-arms it before it looks once more, so an event
+//! loop that receives until `None` and then waits never misses a sample. Subscribers
+//! that never hand out the descriptor never arm it: their publishers never ring.
+//!
 //! Creating a subscriber drains whatever a previous owner of the slot left in its
 //! queues. Dropping it marks the slot closing (publishers stop delivering) and drains
 //! its queues; the slot is freed when the last sample received through it is dropped
@@ -36,6 +43,7 @@
 //! round-robin cursor in a `Cell`, and one subscriber slot has one consumer.
 
 use std::cell::Cell;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
@@ -45,7 +53,8 @@ use iox_mempool::{ChunkHandle, Owner, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
 use crate::dynamic::PortHeader;
-use crate::port::{self, PortCreateError, Shared};
+use crate::doorbell::Doorbell;
+use crate::port::{self, PortCreateError, Shared, WaitForPortsError};
 use crate::queue::{self, Popped};
 use crate::sample::Sample;
 use crate::{Payload, ZeroCopySafe};
@@ -124,12 +133,29 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
             "subscriber",
             l.max_subscribers,
         )?;
+        let fail = |e| {
+            port::free(d.subscriber(slot), generation);
+            Err(e)
+        };
+        let service = &self.service;
+        let doorbell = match Doorbell::bind(
+            &service.root,
+            &service.stem,
+            slot,
+            service.node_id(),
+            service.config.permissions,
+        ) {
+            Ok(b) => b,
+            Err(source) => {
+                return fail(PortCreateError::Doorbell {
+                    service: service.name.to_string(),
+                    source,
+                });
+            }
+        };
         let pin = match port::pin(&self.service, self.pin) {
             Ok(p) => p,
-            Err(e) => {
-                port::free(d.subscriber(slot), generation);
-                return Err(e);
-            }
+            Err(e) => return fail(e),
         };
         let subscriber = Subscriber {
             port: Arc::new(SubscriberPort {
@@ -140,13 +166,16 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
                 slot,
                 generation,
                 owner: port::subscriber_owner(l.max_publishers, slot),
+                doorbell,
                 pin,
             }),
             cursor: Cell::new(0),
+            armed_mode: Cell::new(false),
             _payload: PhantomData,
         };
         subscriber.port.drain();
         port::activate(subscriber.port.header(), generation, subscriber.port.pin.as_ref());
+        port::announce(subscriber.port.service.dynamic());
         Ok(subscriber)
     }
 }
@@ -156,6 +185,8 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
 pub struct Subscriber<P: ?Sized> {
     port: Arc<SubscriberPort>,
     cursor: Cell<usize>,
+    /// The readiness descriptor was handed out: an empty receive arms it.
+    armed_mode: Cell<bool>,
     _payload: PhantomData<fn() -> Box<P>>,
 }
 
@@ -175,6 +206,8 @@ pub(crate) struct SubscriberPort {
     max_held: usize,
     /// The service's pool (the same as `service.pool`, one pointer closer).
     pool: Arc<Pool>,
+    /// The readiness socket (see [`crate::doorbell`]); removed when the port goes.
+    doorbell: Doorbell,
 }
 
 impl SubscriberPort {
@@ -244,7 +277,21 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             .sum()
     }
 
+    /// Waits until at least `n` publishers are connected, at most `timeout`, and
+    /// returns how many are (fewer than `n` on timeout). Sleeps while it waits (see
+    /// [`crate::Publisher::wait_for_subscribers`]).
+    pub fn wait_for_publishers(&self, n: usize, timeout: Duration) -> Result<usize, WaitForPortsError> {
+        let max = self.port.service.config.max_publishers as usize;
+        port::wait_for_ports(&self.port.service, n, timeout, |d| {
+            port::active_count((0..max).map(|p| d.publisher(p)))
+        })
+    }
+
     /// Takes the next sample, if one is waiting. Never blocks.
+    ///
+    /// Once the readiness descriptor was handed out ([`AsFd`]), a receive that finds
+    /// nothing also re-arms it: the descriptor becomes readable when the next sample
+    /// arrives. So an event loop receives until `None`, then waits for readability.
     pub fn receive(&self) -> Result<Option<Sample<P>>, ReceiveError> {
         let port = &self.port;
         if !port.is_own_process() {
@@ -253,6 +300,26 @@ impl<P: ?Sized + Payload> Subscriber<P> {
         if port.held() >= port.max_held {
             return Err(ReceiveError::TooManyHeld { max: port.max_held });
         }
+        if let Some(sample) = self.take()? {
+            return Ok(Some(sample));
+        }
+        if self.armed_mode.get() {
+            port.doorbell.rearm(&port.header().waiting);
+            // Armed: a publisher that pushed before it saw the bit is found here.
+            if let Some(sample) = self.take()? {
+                return Ok(Some(sample));
+            }
+        }
+        if port.service.is_removed() {
+            return Err(ReceiveError::ServiceRemoved);
+        }
+        Ok(None)
+    }
+
+    /// Takes the next sample from the queues, round-robin over the publishers.
+    #[inline(always)]
+    fn take(&self) -> Result<Option<Sample<P>>, ReceiveError> {
+        let port = &self.port;
         let d = port.service.dynamic();
         let publishers = d.layout().max_publishers;
         let start = self.cursor.get();
@@ -286,9 +353,6 @@ impl<P: ?Sized + Payload> Subscriber<P> {
                 return Err(corrupt("payload length does not fit the chunk"));
             }
             return Ok(Some(Sample::new(Arc::clone(port), handle, ptr, len as usize)));
-        }
-        if port.service.is_removed() {
-            return Err(ReceiveError::ServiceRemoved);
         }
         Ok(None)
     }
@@ -364,7 +428,31 @@ impl<P: ?Sized> Drop for Subscriber<P> {
         // Publishers stop delivering, and what they queued goes back. Samples still
         // held keep the slot (and their chunks' owner bit) until they are dropped.
         port::close(port.header(), port.generation);
+        port::announce(port.service.dynamic());
         port.drain();
+    }
+}
+
+/// The readiness descriptor: readable when a sample is waiting. The first call arms
+/// it (and makes it readable at once if samples are already queued); from then on a
+/// [`Subscriber::receive`] that finds nothing re-arms it. Put it in epoll, mio, tokio
+/// (`AsyncFd`) or a [`crate::WaitSet`]; on readability, receive until `None`. A
+/// wake-up may find nothing (a sample taken by a receive that raced the ring).
+impl<P: ?Sized + Payload> AsFd for Subscriber<P> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        if !self.armed_mode.replace(true) {
+            self.port.doorbell.rearm(&self.port.header().waiting);
+            if self.pending() > 0 {
+                self.port.doorbell.ring_self();
+            }
+        }
+        self.port.doorbell.as_fd()
+    }
+}
+
+impl<P: ?Sized + Payload> AsRawFd for Subscriber<P> {
+    fn as_raw_fd(&self) -> RawFd {
+        self.as_fd().as_raw_fd()
     }
 }
 
@@ -381,5 +469,6 @@ impl Drop for SubscriberPort {
         self.drain();
         self.pool.release_all(self.owner);
         port::free(self.header(), self.generation);
+        port::announce(self.service.dynamic());
     }
 }

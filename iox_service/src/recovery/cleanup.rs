@@ -233,6 +233,8 @@ impl Service {
         for name in &names {
             if let Some(id) = node::parse_node_file_name(name) {
                 live.alive(id); // its file goes in finish() if dead
+            } else if let Some(id) = files::parse_socket_name(name) {
+                live.alive(id); // its sockets go in finish() if dead
             } else if let Some(id) = node::parse_temp_file_name(name) {
                 let dead = if name.starts_with(".iox_node_") {
                     // A node file before its rename: dead if no one holds its lock.
@@ -279,7 +281,8 @@ fn node_for(root: &Path) -> Result<Cleaner, CleanupError> {
     }
 }
 
-/// Wakes every subscriber of the service blocked in `receive_timeout`, so that it
+/// Wakes every subscriber of the service blocked in `receive_timeout` or on an armed
+/// readiness descriptor, so that it
 /// finds the service removed now rather than at its timeout (best effort: without a
 /// readable static config of this incarnation there are no ports to find).
 fn wake_subscribers(root: &Path, stem: &str, seg: &mut DynamicSegment) {
@@ -290,8 +293,13 @@ fn wake_subscribers(root: &Path, stem: &str, seg: &mut DynamicSegment) {
         return;
     }
     let d = seg.view();
-    for s in 0..d.layout().max_subscribers {
-        crate::port::wake(d.subscriber(s));
+    let subscribers = d.layout().max_subscribers;
+    let ringer = crate::doorbell::Ringer::new(root, stem, subscribers);
+    for s in 0..subscribers {
+        let header = d.subscriber(s);
+        // Futex sleepers are woken whether or not any are counted (`| 1`).
+        let seen = header.waiting.load(std::sync::atomic::Ordering::Relaxed) | 1;
+        crate::port::wake(header, seen, &ringer, s);
     }
 }
 

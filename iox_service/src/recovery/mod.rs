@@ -26,8 +26,8 @@
 //! - a dead **user** (service handle) is unregistered; a service left without users is
 //!   then removed by whoever found it so (the lifecycle module).
 //!
-//! Each dead node's lock file, and temporary files it left, are removed once it is
-//! proven dead. Nothing is recovered for a live node.
+//! Each dead node's lock file, and temporary files and readiness sockets it left, are
+//! removed once it is proven dead. Nothing is recovered for a live node.
 
 pub(crate) mod cleanup;
 pub(crate) mod fork;
@@ -121,8 +121,13 @@ impl<'a> Liveness<'a> {
         alive
     }
 
-    /// Removes the lock files of the nodes found dead so far; returns how many went.
+    /// Removes the readiness sockets and then the lock files of the nodes found dead
+    /// so far; returns how many files went.
     pub(crate) fn finish(&mut self) -> usize {
+        let dead: Vec<u64> = self.seen.iter().filter(|(_, a)| !**a).map(|(&n, _)| n).collect();
+        if !dead.is_empty() {
+            self.files_removed += remove_sockets_of(self.root, &dead);
+        }
         for (&node, alive) in self.seen.iter_mut() {
             if !*alive && node::remove_if_dead(self.root, node) {
                 self.files_removed += 1;
@@ -131,6 +136,19 @@ impl<'a> Liveness<'a> {
         }
         self.files_removed
     }
+}
+
+/// Removes the readiness sockets (see [`crate::doorbell`]) of the `dead` nodes under
+/// `root`, whatever service they belong to; how many went.
+fn remove_sockets_of(root: &Path, dead: &[u64]) -> usize {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return 0;
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| crate::shm::files::parse_socket_name(name).is_some_and(|n| dead.contains(&n)))
+        .filter(|name| std::fs::remove_file(root.join(name)).is_ok())
+        .count()
 }
 
 impl Drop for Liveness<'_> {
@@ -334,6 +352,7 @@ fn recover_publisher(d: Dynamic<'_>, pool: &Bookkeeping, p: usize, report: &mut 
     }
     report.chunks_freed += pool.release_all(owner).1;
     port::free(header, generation);
+    port::announce(d);
 }
 
 /// Recovers dead subscriber slot `s`.
@@ -354,4 +373,5 @@ fn recover_subscriber(d: Dynamic<'_>, pool: &Bookkeeping, s: usize, report: &mut
     }
     report.chunks_freed += pool.release_all(owner).1;
     port::free(header, generation);
+    port::announce(d);
 }

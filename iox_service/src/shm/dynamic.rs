@@ -5,7 +5,8 @@
 //! - header (128 bytes): magic, the hash of the static config text this segment
 //!   belongs to, the lifecycle word, the recovery lock (a 16-byte robust mutex, see
 //!   [`crate::recovery::robust_mutex`]), the format version (always at offset 40), the
-//!   limits it was sized for and the creator's node id;
+//!   limits it was sized for, the creator's node id and the ports-changed counter
+//!   that waits for ports sleep on;
 //! - the users table: [`USER_SLOTS`] words, each the node id of one open service
 //!   handle (0 = empty), then as many 32-bit words with the number + 1 of the file
 //!   descriptor under which that handle's process holds a memfd payload (0 = none;
@@ -44,7 +45,7 @@ use crate::static_config::StaticConfig;
 /// Magic of a dynamic segment.
 pub const DYNAMIC_MAGIC: u64 = u64::from_le_bytes(*b"IOXDYN\x00\x04");
 /// Version of the dynamic segment format.
-pub const DYNAMIC_VERSION: u32 = 5;
+pub const DYNAMIC_VERSION: u32 = 6;
 pub(crate) const HEADER_LEN: usize = 128;
 /// Open service handles (one per process and `open`) a service can have at once.
 pub const USER_SLOTS: usize = 128;
@@ -82,6 +83,9 @@ pub(crate) struct Header {
     pub(crate) max_held: AtomicU32,
     pub(crate) user_slots: AtomicU32,
     pub(crate) creator_node: AtomicU64,
+    /// Bumped (and futex-woken) whenever a port becomes active, closes or is freed:
+    /// what `wait_for_subscribers` and `wait_for_publishers` sleep on.
+    pub(crate) ports_changed: AtomicU32,
 }
 const _: () = assert!(size_of::<Header>() <= HEADER_LEN);
 const _: () = assert!(std::mem::offset_of!(Header, version) == 40);
@@ -98,7 +102,8 @@ pub(crate) struct PortHeader {
     /// Publishers: samples sent since the port was created (for tools).
     pub(crate) sent: AtomicU64,
     pub(crate) pid: AtomicU32,
-    /// Subscribers: how many threads are blocked in `receive_timeout`.
+    /// Subscribers: how many threads are blocked in `receive_timeout`, plus
+    /// [`crate::doorbell::ARMED`] while the port waits on its readiness descriptor.
     pub(crate) waiting: AtomicU32,
     /// Subscribers: the futex word publishers bump to wake them.
     pub(crate) wake: AtomicU32,

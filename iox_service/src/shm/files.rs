@@ -4,9 +4,10 @@
 //! `iox_H.service` (static config), `iox_H.dynamic` (the dynamic segment, anchor of an
 //! incarnation), and the pool's `iox_H.chunks` and, with the file backing, `iox_H.pool`
 //! (named by `iox_mempool`, [`iox_mempool::Pool::file_names`]). One node lock file per
-//! process, `iox_node_<id>.lock` (see [`crate::node`]), and temporary files
-//! `<base>.<n>.<id>.tmp` that end in their writer's node id. Nothing else in the crate
-//! builds or parses these names.
+//! process, `iox_node_<id>.lock` (see [`crate::node`]), temporary files
+//! `<base>.<n>.<id>.tmp` that end in their writer's node id, and one readiness socket
+//! per receiving port, `iox_H.r<slot>.<id>.sock` (see [`crate::doorbell`]), which also
+//! ends in its owner's node id. Nothing else in the crate builds or parses these names.
 
 use std::path::Path;
 
@@ -64,6 +65,23 @@ pub(crate) fn temp_file_name(base: &str, node: u64) -> String {
 /// The node id in a temporary file name made by [`temp_file_name`].
 pub(crate) fn parse_temp_file_name(name: &str) -> Option<u64> {
     let rest = name.strip_suffix(".tmp")?;
+    let (_, hex) = rest.rsplit_once('.')?;
+    (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok())?
+}
+
+/// The readiness socket of receiver slot `slot` of service `stem`, owned by `node`.
+pub(crate) fn socket_name(stem: &str, slot: usize, node: u64) -> String {
+    format!("{stem}.r{slot}.{node:016x}{SOCKET_SUFFIX}")
+}
+
+const SOCKET_SUFFIX: &str = ".sock";
+
+/// The node id in a readiness socket's name made by [`socket_name`].
+pub(crate) fn parse_socket_name(name: &str) -> Option<u64> {
+    let rest = name.strip_suffix(SOCKET_SUFFIX)?;
+    if !rest.starts_with(STEM_PREFIX) {
+        return None;
+    }
     let (_, hex) = rest.rsplit_once('.')?;
     (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok())?
 }

@@ -1,6 +1,7 @@
 //! The files of a service and what lives in them: the dynamic segment, the queues,
 //! and the lifecycle of a service's files.
 
+pub(crate) mod doorbell;
 pub(crate) mod dynamic;
 pub(crate) mod files;
 pub(crate) mod lifecycle;
