@@ -175,7 +175,7 @@ impl Queue<'_> {
     /// Takes the oldest entry, claiming it as `claim_as` ([`BY_CONSUMER`] or
     /// [`BY_PRODUCER`]); `take` moves the entry's hold to the taker before the index
     /// moves on. Safe to call from any process.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn pop(&self, claim_as: u64, take: impl FnOnce(u64)) -> Popped {
         let mut spins = 0;
         loop {
