@@ -321,6 +321,15 @@ impl EventService {
         )
     }
 
+    /// Listeners blocked in a `timed_wait_*` or `blocking_wait_*` right now (a
+    /// snapshot).
+    pub fn waiting_listeners(&self) -> usize {
+        let d = self.shared.dynamic();
+        (0..d.layout().max_subscribers)
+            .map(|s| (d.subscriber(s).waiting.load(std::sync::atomic::Ordering::Relaxed) & !crate::doorbell::ARMED) as usize)
+            .sum()
+    }
+
     /// Recovers the dead participants of this service now (as port creation and
     /// `iox clean` do), waiting briefly for a live process doing so already. A dead
     /// notifier found here makes the service emit its `notifier_dead_event` to the
