@@ -160,8 +160,9 @@ pub struct RootInfo {
     pub services: Vec<ServiceInfo>,
     /// Lock files of nodes that are dead (recovery removes them).
     pub dead_node_files: Vec<String>,
-    /// Temporary files left by dead processes (recovery removes them): node files
-    /// before their rename whose lock is free, and the others of dead nodes.
+    /// Temporary files and readiness sockets left by dead processes (recovery removes
+    /// them): node files before their rename whose lock is free, and the others of
+    /// dead nodes.
     pub dead_temp_files: Vec<String>,
 }
 
@@ -267,6 +268,11 @@ pub fn inspect_all_in(root: &Path) -> Result<RootInfo, RootError> {
         if let Some(id) = node::parse_node_file_name(name) {
             if !alive.check(id) {
                 dead_node_files.push(name.clone());
+            }
+        } else if let Some(id) = files::parse_socket_name(name) {
+            // A readiness socket of a dead node (recovery removes those too).
+            if !alive.check(id) {
+                dead_temp_files.push(name.clone());
             }
         } else if let Some(id) = node::parse_temp_file_name(name) {
             let dead = if name.starts_with(".iox_node_") {

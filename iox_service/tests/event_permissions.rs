@@ -70,7 +70,12 @@ fn another_user_listens_and_notifies_on_a_group_access_event_service() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     std::fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    let private = Service::named("private").unwrap().root(root).event().create().unwrap();
+    let private = Service::named("private")
+        .unwrap()
+        .root(root)
+        .event()
+        .create()
+        .unwrap();
     wait_ok(spawn_as(NOBODY, NOBODY, "refused", root, "private"), LIMIT);
     let shared = Service::named("shared")
         .unwrap()
@@ -81,11 +86,18 @@ fn another_user_listens_and_notifies_on_a_group_access_event_service() {
         .unwrap();
     let listener = shared.listener_builder().create().unwrap();
     let child = spawn_as(NOBODY, 0, "admitted", root, "shared");
-    assert!(wait_until(LIMIT, || shared.port_counts().1 == 2), "the child never listened");
+    assert!(
+        wait_until(LIMIT, || shared.port_counts().1 == 2),
+        "the child never listened"
+    );
     let notifier = shared.notifier_builder().create().unwrap();
     assert_eq!(notifier.notify_with_custom_event_id(EventId::new(1)).unwrap(), 2);
     assert_eq!(listener.try_wait_one().unwrap(), Some(EventId::new(1)), "our own");
-    assert_eq!(listener.timed_wait_one(LIMIT).unwrap(), Some(EventId::new(2)), "the child's");
+    assert_eq!(
+        listener.timed_wait_one(LIMIT).unwrap(),
+        Some(EventId::new(2)),
+        "the child's"
+    );
     wait_ok(child, LIMIT);
     assert_eq!(private.port_counts(), (0, 0));
     drop((listener, notifier, shared, private));

@@ -60,7 +60,9 @@ fn notify_across_processes_coalesces_and_loses_no_distinct_id() {
                 }
             }
             "one" => {
-                notifier.notify_with_custom_event_id(EventId::new(env("ID"))).unwrap();
+                notifier
+                    .notify_with_custom_event_id(EventId::new(env("ID")))
+                    .unwrap();
             }
             other => panic!("unknown role {other}"),
         }
@@ -106,20 +108,36 @@ fn listener_killed_while_blocked_is_recovered_and_notifiers_never_block() {
     let event = Service::named(NAME).unwrap().root(root).event().create().unwrap();
     let notifier = event.notifier_builder().create().unwrap();
     let child = Reaped::new(spawn_self(TEST, "listener", &[root_env(root)]));
-    assert!(wait_until(LIMIT, || event.waiting_listeners() == 1), "the child never blocked");
-    assert!(files(root).iter().any(|f| f.ends_with(".sock")), "{:?}", files(root));
+    assert!(
+        wait_until(LIMIT, || event.waiting_listeners() == 1),
+        "the child never blocked"
+    );
+    assert!(
+        files(root).iter().any(|f| f.ends_with(".sock")),
+        "{:?}",
+        files(root)
+    );
     child.kill();
     // The dead listener's slot is still there: notifies reach it and return at once.
     let start = Instant::now();
     for i in 0..1000 {
-        assert_eq!(notifier.notify_with_custom_event_id(EventId::new(i % 256)).unwrap(), 1);
+        assert_eq!(
+            notifier
+                .notify_with_custom_event_id(EventId::new(i % 256))
+                .unwrap(),
+            1
+        );
     }
     assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
     let report = Service::cleanup_dead_in(root, NAME).unwrap();
     assert_eq!(report.ports, 1, "{report:?}");
     assert_eq!(report.users, 1, "{report:?}");
     assert_eq!(event.port_counts(), (1, 0));
-    assert!(!files(root).iter().any(|f| f.ends_with(".sock")), "{:?}", files(root));
+    assert!(
+        !files(root).iter().any(|f| f.ends_with(".sock")),
+        "{:?}",
+        files(root)
+    );
     assert_eq!(notifier.notify().unwrap(), 0);
     drop((notifier, event));
     assert_eq!(files(root), Vec::<String>::new());
@@ -152,7 +170,10 @@ fn dead_notifier_is_reported_to_listeners_by_whoever_recovers_it() {
     let listener = event.listener_builder().create().unwrap();
     let child = Reaped::new(spawn_self(TEST, "notifier", &[root_env(root)]));
     // The child's notifier announces itself.
-    assert_eq!(listener.timed_wait_one(LIMIT).unwrap(), Some(EventId::new(CREATED)));
+    assert_eq!(
+        listener.timed_wait_one(LIMIT).unwrap(),
+        Some(EventId::new(CREATED))
+    );
     child.kill();
     // A listener blocked in another thread is woken by the recovery in this one.
     let waiter = std::thread::spawn(move || {
@@ -168,15 +189,23 @@ fn dead_notifier_is_reported_to_listeners_by_whoever_recovers_it() {
     assert_eq!(event.port_counts(), (0, 1));
     // Recovery by another route (port creation) reports it too.
     let child = Reaped::new(spawn_self(TEST, "notifier", &[root_env(root)]));
-    assert_eq!(listener.timed_wait_one(LIMIT).unwrap(), Some(EventId::new(CREATED)));
+    assert_eq!(
+        listener.timed_wait_one(LIMIT).unwrap(),
+        Some(EventId::new(CREATED))
+    );
     child.kill();
     let _own = event.notifier_builder().create().unwrap();
     let mut got = BTreeSet::new();
-    listener.try_wait_all(|id| {
-        got.insert(id.as_value());
-    })
-    .unwrap();
-    assert_eq!(got, BTreeSet::from([CREATED, DEAD]), "our own notifier's created event, and the dead one");
+    listener
+        .try_wait_all(|id| {
+            got.insert(id.as_value());
+        })
+        .unwrap();
+    assert_eq!(
+        got,
+        BTreeSet::from([CREATED, DEAD]),
+        "our own notifier's created event, and the dead one"
+    );
 }
 
 #[test]
@@ -185,7 +214,11 @@ fn notifier_created_and_dropped_events_reach_listeners() {
     const TEST: &str = "notifier_created_and_dropped_events_reach_listeners";
     if role().is_some() {
         let event = open(NAME);
-        let notifier = event.notifier_builder().default_event_id(EventId::new(5)).create().unwrap();
+        let notifier = event
+            .notifier_builder()
+            .default_event_id(EventId::new(5))
+            .create()
+            .unwrap();
         notifier.notify().unwrap();
         drop(notifier);
         return;
@@ -212,7 +245,13 @@ fn notifier_created_and_dropped_events_reach_listeners() {
         .open()
         .unwrap_err();
     assert!(
-        matches!(e, OpenError::IncompatibleLimit { what: "notifier_dropped_event", .. }),
+        matches!(
+            e,
+            OpenError::IncompatibleLimit {
+                what: "notifier_dropped_event",
+                ..
+            }
+        ),
         "{e}"
     );
     assert!(e.to_string().contains("notifier_dropped_event"), "{e}");
@@ -233,16 +272,28 @@ fn event_service_and_pubsub_service_refuse_each_other() {
         panic!("{e}")
     };
     let text = e.to_string();
-    assert!(text.contains("event") && text.contains("publish-subscribe"), "{text}");
+    assert!(
+        text.contains("event") && text.contains("publish-subscribe"),
+        "{text}"
+    );
     let pubsub = Service::named("ps")
         .unwrap()
         .root(root)
         .publish_subscribe::<u64>()
         .create()
         .unwrap();
-    let e = Service::named("ps").unwrap().root(root).event().open().unwrap_err();
+    let e = Service::named("ps")
+        .unwrap()
+        .root(root)
+        .event()
+        .open()
+        .unwrap_err();
     assert!(matches!(e, OpenError::WrongPattern { .. }), "{e}");
-    assert!(e.to_string().contains("uses the publish-subscribe pattern, not event"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("uses the publish-subscribe pattern, not event"),
+        "{e}"
+    );
     drop((event, pubsub));
 }
 
@@ -256,27 +307,60 @@ fn bad_settings_ids_and_static_configs_are_clear_errors() {
     assert!(
         matches!(
             &e,
-            CreateError::InvalidSetting { source: InvalidConfig::EventId { what: "event_id_max", .. }, .. }
+            CreateError::InvalidSetting {
+                source: InvalidConfig::EventId {
+                    what: "event_id_max",
+                    ..
+                },
+                ..
+            }
         ),
         "{e}"
     );
-    let e = builder("a").event_id_max(7).notifier_dead_event(EventId::new(8)).create().unwrap_err();
-    assert!(e.to_string().contains("notifier_dead_event is 8; it must be at most 7"), "{e}");
+    let e = builder("a")
+        .event_id_max(7)
+        .notifier_dead_event(EventId::new(8))
+        .create()
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("notifier_dead_event is 8; it must be at most 7"),
+        "{e}"
+    );
     let e = builder("a").max_listeners(0).create().unwrap_err();
     assert!(e.to_string().contains("max_listeners"), "{e}");
-    let e = builder("a").max_notifiers(30).max_listeners(30).create().unwrap_err();
+    let e = builder("a")
+        .max_notifiers(30)
+        .max_listeners(30)
+        .create()
+        .unwrap_err();
     assert!(e.to_string().contains("47"), "{e}");
     // An id above the maximum.
     let event = builder("a").event_id_max(63).create().unwrap();
     let notifier = event.notifier_builder().create().unwrap();
-    let e = notifier.notify_with_custom_event_id(EventId::new(64)).unwrap_err();
+    let e = notifier
+        .notify_with_custom_event_id(EventId::new(64))
+        .unwrap_err();
     assert_eq!(e, NotifyError::EventIdOutOfBounds { id: 64, max: 63 });
     assert!(e.to_string().contains("event_id_max 63"), "{e}");
-    let bad_default = event.notifier_builder().default_event_id(EventId::new(1000)).create().unwrap();
+    let bad_default = event
+        .notifier_builder()
+        .default_event_id(EventId::new(1000))
+        .create()
+        .unwrap();
     assert!(bad_default.notify().is_err());
     // A larger range than the service has is refused on open.
     let e = builder("a").event_id_max(64).open().unwrap_err();
-    assert!(matches!(e, OpenError::IncompatibleLimit { what: "event_id_max", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            OpenError::IncompatibleLimit {
+                what: "event_id_max",
+                ..
+            }
+        ),
+        "{e}"
+    );
     // Garbled static configs: each a clear error, no panic.
     let config = std::fs::read_dir(root)
         .unwrap()
@@ -289,13 +373,19 @@ fn bad_settings_ids_and_static_configs_are_clear_errors() {
         (
             "id range too large",
             text.replace("event_id_max: 63", "event_id_max: 4000000"),
-            |w| matches!(w, InvalidConfig::EventId { what: "event_id_max", .. }),
+            |w| {
+                matches!(
+                    w,
+                    InvalidConfig::EventId {
+                        what: "event_id_max",
+                        ..
+                    }
+                )
+            },
         ),
-        (
-            "no event section",
-            cut_event_section(&text),
-            |w| matches!(w, InvalidConfig::EventSection { has_event: false, .. }),
-        ),
+        ("no event section", cut_event_section(&text), |w| {
+            matches!(w, InvalidConfig::EventSection { has_event: false, .. })
+        }),
         (
             "pub-sub with an event section",
             text.replace("pattern: Event", "pattern: PublishSubscribe"),
@@ -313,7 +403,10 @@ fn bad_settings_ids_and_static_configs_are_clear_errors() {
     for garbled in ["(version: 2, pattern: Event", "\u{0}\u{1}garbage"] {
         std::fs::write(&config, garbled).unwrap();
         let e = builder("a").open().unwrap_err();
-        assert!(matches!(e, OpenError::Config(ConfigError::Malformed { .. })), "{e}");
+        assert!(
+            matches!(e, OpenError::Config(ConfigError::Malformed { .. })),
+            "{e}"
+        );
     }
     std::fs::write(&config, &text).unwrap();
     drop((notifier, bad_default, event));
@@ -323,7 +416,11 @@ fn bad_settings_ids_and_static_configs_are_clear_errors() {
 fn cut_event_section(text: &str) -> String {
     let start = text.find("    event:").expect("an event section");
     let close = "\n    )),\n";
-    let end = start + text[start..].find(close).unwrap_or_else(|| panic!("its end in {text}")) + close.len();
+    let end = start
+        + text[start..]
+            .find(close)
+            .unwrap_or_else(|| panic!("its end in {text}"))
+        + close.len();
     format!("{}{}", &text[..start], &text[end..])
 }
 
@@ -333,14 +430,27 @@ fn listener_descriptor_becomes_readable_on_another_process_notify() {
     const TEST: &str = "listener_descriptor_becomes_readable_on_another_process_notify";
     if role().is_some() {
         let event = open(NAME);
-        event.notifier_builder().create().unwrap().notify_with_custom_event_id(EventId::new(3)).unwrap();
+        event
+            .notifier_builder()
+            .create()
+            .unwrap()
+            .notify_with_custom_event_id(EventId::new(3))
+            .unwrap();
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let event = Service::named(NAME).unwrap().root(dir.path()).event().create().unwrap();
+    let event = Service::named(NAME)
+        .unwrap()
+        .root(dir.path())
+        .event()
+        .create()
+        .unwrap();
     let listener = event.listener_builder().create().unwrap();
     let readable = |timeout_ms: i32| {
-        let mut fds = [rustix::event::PollFd::new(&listener, rustix::event::PollFlags::IN)];
+        let mut fds = [rustix::event::PollFd::new(
+            &listener,
+            rustix::event::PollFlags::IN,
+        )];
         let ts = rustix::event::Timespec {
             tv_sec: (timeout_ms / 1000) as _,
             tv_nsec: ((timeout_ms % 1000) * 1_000_000) as _,
@@ -349,7 +459,10 @@ fn listener_descriptor_becomes_readable_on_another_process_notify() {
     };
     assert!(!readable(0), "nothing pending yet");
     let child = spawn_self(TEST, "notifier", &[root_env(dir.path())]);
-    assert!(readable(60_000), "the notify did not make the descriptor readable");
+    assert!(
+        readable(60_000),
+        "the notify did not make the descriptor readable"
+    );
     reap_ok(child);
     assert_eq!(all(&listener), vec![3]);
     // Empty again: the empty look consumed the token and re-armed.
@@ -359,7 +472,10 @@ fn listener_descriptor_becomes_readable_on_another_process_notify() {
     let second = event.listener_builder().create().unwrap();
     event.notifier_builder().create().unwrap().notify().unwrap();
     let mut fds = [rustix::event::PollFd::new(&second, rustix::event::PollFlags::IN)];
-    assert_eq!(rustix::event::poll(&mut fds, Some(&rustix::event::Timespec::default())).unwrap(), 1);
+    assert_eq!(
+        rustix::event::poll(&mut fds, Some(&rustix::event::Timespec::default())).unwrap(),
+        1
+    );
 }
 
 #[test]
@@ -402,7 +518,13 @@ fn stress_notifier_processes_and_a_draining_listener() {
         .unwrap();
     let listener = event.listener_builder().create().unwrap();
     let children: Vec<_> = (0..CHILDREN)
-        .map(|k| Reaped::new(spawn_self(TEST, "notifier", &[root_env(dir.path()), ("K", k.to_string())])))
+        .map(|k| {
+            Reaped::new(spawn_self(
+                TEST,
+                "notifier",
+                &[root_env(dir.path()), ("K", k.to_string())],
+            ))
+        })
         .collect();
     let total = (CHILDREN * IDS + 2 * CHILDREN) as usize;
     // Per id: the last drain that took it; per child: the drain that took its start.
@@ -413,7 +535,10 @@ fn stress_notifier_processes_and_a_draining_listener() {
         assert!(started.elapsed() < LIMIT * 2, "the markers never all arrived");
         drain += 1;
         let n = listener
-            .timed_wait_all(|id| last_seen[id.as_value() as usize] = Some(drain), Duration::from_secs(5))
+            .timed_wait_all(
+                |id| last_seen[id.as_value() as usize] = Some(drain),
+                Duration::from_secs(5),
+            )
             .unwrap();
         // A wait that timed out leaves nothing pending (no lost wake-up).
         if n == 0 {
@@ -424,12 +549,17 @@ fn stress_notifier_processes_and_a_draining_listener() {
         reap_ok(c.into_inner());
     }
     drain += 1;
-    listener.try_wait_all(|id| last_seen[id.as_value() as usize] = Some(drain)).unwrap();
+    listener
+        .try_wait_all(|id| last_seen[id.as_value() as usize] = Some(drain))
+        .unwrap();
     for k in 0..CHILDREN {
         let start = last_seen[start_id(k) as usize].expect("start marker");
         for id in k * IDS..(k + 1) * IDS {
             let seen = last_seen[id as usize].unwrap_or_else(|| panic!("id {id} never seen"));
-            assert!(seen >= start, "id {id} last seen in drain {seen}, before its last notify (drain {start})");
+            assert!(
+                seen >= start,
+                "id {id} last seen in drain {seen}, before its last notify (drain {start})"
+            );
         }
     }
 }

@@ -52,7 +52,9 @@ pub enum ListenError {
     )]
     ServiceRemoved,
     /// This process is a fork of the one that made the listener.
-    #[error("this listener belongs to the process this one was forked from; open the service again in this process")]
+    #[error(
+        "this listener belongs to the process this one was forked from; open the service again in this process"
+    )]
     ForkedProcess,
     /// Sleeping on the futex failed.
     #[error("waiting for an event failed: {0}")]
@@ -282,7 +284,11 @@ impl Listener {
     /// Takes every pending id as [`try_wait_all`](Self::try_wait_all) does, waiting up
     /// to `timeout` for one if none is pending (asleep, no busy-waiting). Returns how
     /// many: 0 on timeout or when a signal interrupted the wait.
-    pub fn timed_wait_all(&self, mut f: impl FnMut(EventId), timeout: Duration) -> Result<usize, ListenError> {
+    pub fn timed_wait_all(
+        &self,
+        mut f: impl FnMut(EventId),
+        timeout: Duration,
+    ) -> Result<usize, ListenError> {
         self.wait_take(usize::MAX, &mut f, Instant::now().checked_add(timeout))
     }
 

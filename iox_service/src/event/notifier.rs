@@ -32,7 +32,9 @@ pub struct NotifierBuilder {
 #[non_exhaustive]
 pub enum NotifyError {
     /// The id is above the service's `event_id_max`.
-    #[error("event id {id} is above this service's event_id_max {max}; use an id from 0 to {max}, or create the service with a larger .event_id_max(..)")]
+    #[error(
+        "event id {id} is above this service's event_id_max {max}; use an id from 0 to {max}, or create the service with a larger .event_id_max(..)"
+    )]
     EventIdOutOfBounds {
         /// The id notified.
         id: u32,
@@ -47,7 +49,9 @@ pub enum NotifyError {
     )]
     ServiceRemoved,
     /// This process is a fork of the one that made the notifier.
-    #[error("this notifier belongs to the process this one was forked from; open the service again in this process")]
+    #[error(
+        "this notifier belongs to the process this one was forked from; open the service again in this process"
+    )]
     ForkedProcess,
 }
 
@@ -82,7 +86,11 @@ impl NotifierBuilder {
         )?;
         port::activate(d.publisher(slot), generation, None);
         port::announce(d);
-        let event = self.service.config.event.expect("an event service (checked on open)");
+        let event = self
+            .service
+            .config
+            .event
+            .expect("an event service (checked on open)");
         let notifier = Notifier {
             ringer: Ringer::new(&self.service.root, &self.service.stem, l.max_subscribers),
             event_id_max: event.event_id_max,

@@ -73,7 +73,9 @@ pub(crate) fn any(set: &[AtomicU64], ids: u32) -> bool {
 pub(crate) fn snapshot(set: &[AtomicU64], ids: u32) -> Vec<u32> {
     let mut out = Vec::new();
     for (i, w) in set.iter().enumerate() {
-        for_each_bit(w.load(Ordering::Relaxed) & valid_bits(i, ids), i, |id| out.push(id));
+        for_each_bit(w.load(Ordering::Relaxed) & valid_bits(i, ids), i, |id| {
+            out.push(id)
+        });
     }
     out
 }

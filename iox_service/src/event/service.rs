@@ -12,7 +12,9 @@ use super::{ListenerBuilder, NotifierBuilder};
 use crate::CleanupReport;
 use crate::PayloadType;
 use crate::service::{self, CreateError, OpenError, OpenOrCreateError, Pattern, ServiceShared, Target};
-use crate::static_config::{self, EventConfig, InvalidConfig, MessagingPattern, PayloadBacking, StaticConfig};
+use crate::static_config::{
+    self, EventConfig, InvalidConfig, MessagingPattern, PayloadBacking, StaticConfig,
+};
 
 /// Default `max_notifiers`.
 const DEFAULT_NOTIFIERS: u32 = 16;
@@ -219,8 +221,16 @@ impl Pattern for EventBuilder {
             }
         }
         let lifecycle = [
-            ("notifier_created_event", self.created, event.notifier_created_event),
-            ("notifier_dropped_event", self.dropped, event.notifier_dropped_event),
+            (
+                "notifier_created_event",
+                self.created,
+                event.notifier_created_event,
+            ),
+            (
+                "notifier_dropped_event",
+                self.dropped,
+                event.notifier_dropped_event,
+            ),
             ("notifier_dead_event", self.dead, event.notifier_dead_event),
         ];
         let show = |id: Option<u32>| id.map_or("none".to_string(), |i| i.to_string());
@@ -292,7 +302,10 @@ impl EventService {
 
     /// The event section of the static config (id range, lifecycle events).
     pub fn event_config(&self) -> EventConfig {
-        self.shared.config.event.expect("an event service has its event section (checked on open)")
+        self.shared
+            .config
+            .event
+            .expect("an event service has its event section (checked on open)")
     }
 
     /// A builder for a notifier.
@@ -326,7 +339,10 @@ impl EventService {
     pub fn waiting_listeners(&self) -> usize {
         let d = self.shared.dynamic();
         (0..d.layout().max_subscribers)
-            .map(|s| (d.subscriber(s).waiting.load(std::sync::atomic::Ordering::Relaxed) & !crate::doorbell::ARMED) as usize)
+            .map(|s| {
+                (d.subscriber(s).waiting.load(std::sync::atomic::Ordering::Relaxed) & !crate::doorbell::ARMED)
+                    as usize
+            })
             .sum()
     }
 
