@@ -122,8 +122,7 @@ impl Iceoryx2Event {
         let listener = inp.listener_builder().create().expect("iceoryx2 listener");
         let notifier = out.notifier_builder().create().expect("iceoryx2 notifier");
         wait_for("the other side never connected", || {
-            out.dynamic_config().number_of_listeners() == 1
-                && inp.dynamic_config().number_of_notifiers() == 1
+            out.dynamic_config().number_of_listeners() == 1 && inp.dynamic_config().number_of_notifiers() == 1
         });
         Self {
             notifier,
@@ -184,7 +183,11 @@ impl FutexFloor {
         } else {
             let mut f = None;
             wait_for("the leader never made the floor file", || {
-                f = std::fs::OpenOptions::new().read(true).write(true).open(&path).ok();
+                f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&path)
+                    .ok();
                 f.is_some()
             });
             f.expect("opened")

@@ -563,3 +563,22 @@ fn stress_notifier_processes_and_a_draining_listener() {
         }
     }
 }
+
+#[test]
+fn a_blocked_listener_learns_that_its_service_was_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let event = Service::named("events/removed")
+        .unwrap()
+        .root(&root)
+        .event()
+        .create()
+        .unwrap();
+    let listener = event.listener_builder().create().unwrap();
+    let waiter = std::thread::spawn(move || listener.timed_wait_one(LIMIT).map_err(|e| e.to_string()));
+    assert!(wait_until(LIMIT, || event.waiting_listeners() == 1));
+    assert!(Service::remove_in(&root, "events/removed").unwrap());
+    let got = waiter.join().unwrap();
+    assert!(got.as_ref().is_err_and(|e| e.contains("removed")), "{got:?}");
+    assert!(event.is_removed());
+}

@@ -165,7 +165,9 @@ fn main() {
         im as f64 / cm.max(1) as f64,
         ip as f64 / cp.max(1) as f64
     );
-    println!("against the floor (futex word, median {fm} ns, same run); median and p99 over the floor's median:");
+    println!(
+        "against the floor (futex word, median {fm} ns, same run); median and p99 over the floor's median:"
+    );
     for (t, (m, p99, _)) in transports.iter().zip(&stats) {
         println!(
             "{} / floor = {:.2}x median, {:.2}x p99",
