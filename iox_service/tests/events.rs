@@ -369,7 +369,8 @@ fn bad_settings_ids_and_static_configs_are_clear_errors() {
         .unwrap();
     let text = std::fs::read_to_string(&config).unwrap();
     assert!(text.contains("event_id_max: 63"), "{text}");
-    let cases: [(&str, String, fn(&InvalidConfig) -> bool); 3] = [
+    type Expected = fn(&InvalidConfig) -> bool;
+    let cases: [(&str, String, Expected); 3] = [
         (
             "id range too large",
             text.replace("event_id_max: 63", "event_id_max: 4000000"),
