@@ -29,6 +29,7 @@
 //! assert_eq!(got[1000], (1000 % 256) as u8);
 //! ```
 
+mod event;
 pub mod inspect;
 pub mod name;
 mod pubsub;
@@ -54,6 +55,10 @@ pub(crate) use recovery::node;
 pub(crate) use shm::{doorbell, dynamic, lifecycle, queue};
 
 pub use cleanup::{CleanupError, RemoveError};
+pub use event::{
+    EventBuilder, EventId, EventService, ListenError, Listener, ListenerBuilder, Notifier, NotifierBuilder,
+    NotifyError,
+};
 pub use iox_mempool::{
     Backing, ClassInfo, MemoryType, MemoryTypeError, PinError, Pinner, PoolInfo, Region, UserCode,
     register_pinner,
@@ -68,7 +73,7 @@ pub use sample::{Sample, SampleMut, SampleMutUninit};
 pub use service::{CreateError, OpenError, OpenOrCreateError, RootError, Service};
 pub use shm::dynamic::Corruption;
 pub use static_config::{
-    ConfigError, InvalidConfig, MessagingPattern, Overflow, PayloadBacking, StaticConfig,
+    ConfigError, EventConfig, InvalidConfig, MessagingPattern, Overflow, PayloadBacking, StaticConfig,
 };
 pub use subscriber::{ReceiveError, Subscriber, SubscriberBuilder};
 pub use zero_copy::{Payload, PayloadType, ZeroCopySafe};

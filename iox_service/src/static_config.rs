@@ -50,12 +50,16 @@ const _: () = assert!(MAX_OPEN_HANDLES == crate::dynamic::USER_SLOTS);
 pub enum MessagingPattern {
     /// Publishers send samples to every subscriber.
     PublishSubscribe,
+    /// Notifiers signal event ids to every listener (no payload; see
+    /// [`EventConfig`]).
+    Event,
 }
 
 impl std::fmt::Display for MessagingPattern {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Self::PublishSubscribe => "publish-subscribe",
+            Self::Event => "event",
         })
     }
 }
@@ -103,6 +107,30 @@ pub struct StaticConfig {
     pub backing: PayloadBacking,
     /// Creation time, nanoseconds since the Unix epoch.
     pub created_unix_ns: u64,
+    /// Event services only (pattern [`MessagingPattern::Event`]): the event id range
+    /// and the port lifecycle events. Absent from the file of other services, so their
+    /// static configs are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<EventConfig>,
+}
+
+/// Largest `event_id_max` a service may have: each listener has one pending bit per
+/// id in the dynamic segment (8 KiB per listener at this maximum).
+pub const MAX_EVENT_ID: u32 = 65_535;
+
+/// What an event service fixes beyond the limits every service has. In an event
+/// service, `max_publishers` is its maximum of notifiers and `max_subscribers` its
+/// maximum of listeners (they use those port slots).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventConfig {
+    /// The largest event id: ids are `0..=event_id_max`.
+    pub event_id_max: u32,
+    /// Emitted to the listeners when a notifier is created.
+    pub notifier_created_event: Option<u32>,
+    /// Emitted to the listeners when a notifier is dropped.
+    pub notifier_dropped_event: Option<u32>,
+    /// Emitted to the listeners by whichever process recovers a dead notifier.
+    pub notifier_dead_event: Option<u32>,
 }
 
 /// Where a service's pool payload lives, as recorded in its static config.
@@ -268,6 +296,25 @@ pub enum InvalidConfig {
         /// The payload's length.
         payload: usize,
     },
+    /// An event service without its event section, or another service with one.
+    #[error("pattern {pattern} {}", if *has_event { "must not have an event section" } else { "needs an event section (event_id_max and the lifecycle events)" })]
+    EventSection {
+        /// The pattern recorded.
+        pattern: MessagingPattern,
+        /// Whether an event section is there.
+        has_event: bool,
+    },
+    /// An event id setting above `event_id_max`, or `event_id_max` above
+    /// [`MAX_EVENT_ID`].
+    #[error("{what} is {value}; it must be at most {max}")]
+    EventId {
+        /// Which setting.
+        what: &'static str,
+        /// Its value.
+        value: u32,
+        /// Its maximum.
+        max: u32,
+    },
     /// A size setting overflows.
     #[error("{what} {value} overflows")]
     Overflow {
@@ -360,6 +407,44 @@ impl StaticConfig {
                 size,
                 chunk: self.layout.max_chunk_size(),
             });
+        }
+        self.check_event()
+    }
+
+    /// The event section: present exactly for event services, ids in range.
+    fn check_event(&self) -> Result<(), InvalidConfig> {
+        let event = match (self.pattern, &self.event) {
+            (MessagingPattern::Event, Some(e)) => e,
+            (MessagingPattern::Event, None) | (_, Some(_)) => {
+                return Err(InvalidConfig::EventSection {
+                    pattern: self.pattern,
+                    has_event: self.event.is_some(),
+                });
+            }
+            (_, None) => return Ok(()),
+        };
+        if event.event_id_max > MAX_EVENT_ID {
+            return Err(InvalidConfig::EventId {
+                what: "event_id_max",
+                value: event.event_id_max,
+                max: MAX_EVENT_ID,
+            });
+        }
+        let lifecycle = [
+            ("notifier_created_event", event.notifier_created_event),
+            ("notifier_dropped_event", event.notifier_dropped_event),
+            ("notifier_dead_event", event.notifier_dead_event),
+        ];
+        for (what, id) in lifecycle {
+            if let Some(value) = id
+                && value > event.event_id_max
+            {
+                return Err(InvalidConfig::EventId {
+                    what,
+                    value,
+                    max: event.event_id_max,
+                });
+            }
         }
         Ok(())
     }

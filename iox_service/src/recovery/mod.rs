@@ -23,6 +23,10 @@
 //!   drain what they pushed after); its claim is finished or undone; its queues are
 //!   drained into its owner bit; its bit is cleared on every chunk (samples it held)
 //!   and the slot is freed.
+//! - event services (no queues, no chunks held): a dead **notifier** slot is closed
+//!   and freed, and the service's `notifier_dead_event`, if it has one, is emitted to
+//!   the listeners by the process recovering it (`crate::event::pending`); a dead
+//!   **listener** slot is closed, its pending set cleared, and freed.
 //! - a dead **user** (service handle) is unregistered; a service left without users is
 //!   then removed by whoever found it so (the lifecycle module).
 //!
@@ -106,6 +110,10 @@ impl<'a> Liveness<'a> {
 
     pub(crate) fn me(&self) -> u64 {
         self.me
+    }
+
+    pub(crate) fn root(&self) -> &'a Path {
+        self.root
     }
 
     /// Whether `node` is alive (this process's own node always is).
@@ -203,8 +211,17 @@ impl Drop for RecoveryLock<'_> {
 /// Recovers the dead participants of an open service (see the module docs).
 /// `Err(holder)` if another live node is recovering it right now.
 pub(crate) fn recover(service: &ServiceShared) -> Result<CleanupReport, u64> {
+    recover_service(service, Duration::ZERO)
+}
+
+/// [`recover`], waiting up to [`CLEANUP_LOCK_TIMEOUT`] for a live recoverer to finish.
+pub(crate) fn recover_waiting(service: &ServiceShared) -> Result<CleanupReport, u64> {
+    recover_service(service, CLEANUP_LOCK_TIMEOUT)
+}
+
+fn recover_service(service: &ServiceShared, wait: Duration) -> Result<CleanupReport, u64> {
     let mut live = Liveness::new(&service.root, service.node_id());
-    let report = recover_in(service.dynamic(), &service.pool, &mut live);
+    let report = recover_locked(service.dynamic(), &service.stem, &service.pool, &mut live, wait);
     let files = live.finish();
     report.map(|mut r| {
         r.files_removed += files;
@@ -228,24 +245,28 @@ fn anyone_dead(d: Dynamic<'_>, live: &mut Liveness) -> bool {
 /// process (or thread) is recovering it right now.
 pub(crate) fn recover_in(
     d: Dynamic<'_>,
+    stem: &str,
     pool: &Bookkeeping,
     live: &mut Liveness,
 ) -> Result<CleanupReport, u64> {
-    recover_locked(d, pool, live, Duration::ZERO)
+    recover_locked(d, stem, pool, live, Duration::ZERO)
 }
 
 /// [`recover_in`], waiting up to [`CLEANUP_LOCK_TIMEOUT`] for a live recoverer to
 /// finish (for explicit cleanups).
 pub(crate) fn recover_in_waiting(
     d: Dynamic<'_>,
+    stem: &str,
     pool: &Bookkeeping,
     live: &mut Liveness,
 ) -> Result<CleanupReport, u64> {
-    recover_locked(d, pool, live, CLEANUP_LOCK_TIMEOUT)
+    recover_locked(d, stem, pool, live, CLEANUP_LOCK_TIMEOUT)
 }
 
+/// `stem`: the service's file stem, for reaching its listeners' doorbells.
 fn recover_locked(
     d: Dynamic<'_>,
+    stem: &str,
     pool: &Bookkeeping,
     live: &mut Liveness,
     wait: Duration,
@@ -256,6 +277,11 @@ fn recover_locked(
     }
     let _lock = lock(&d.header().recovery, wait, live)?;
     let l = d.layout();
+    if l.is_event() {
+        recover_event_ports(d, stem, live, &mut report);
+        report.users += recover_users(d, live);
+        return Ok(report);
+    }
     for p in 0..l.max_publishers {
         let node = d.publisher(p).node.load(Ordering::Acquire);
         if node != 0 && !live.alive(node) {
@@ -278,6 +304,27 @@ fn recover_locked(
     }
     report.users += recover_users(d, live);
     Ok(report)
+}
+
+/// Recovers the dead notifier and listener slots of an event service (listeners
+/// first, so a dead listener does not get the dead event).
+fn recover_event_ports(d: Dynamic<'_>, stem: &str, live: &mut Liveness, report: &mut CleanupReport) {
+    let l = d.layout();
+    for s in 0..l.max_subscribers {
+        let node = d.subscriber(s).node.load(Ordering::Acquire);
+        if node != 0 && !live.alive(node) {
+            crate::event::pending::recover_listener(d, s);
+            report.ports += 1;
+        }
+    }
+    let ringer = crate::doorbell::Ringer::new(live.root(), stem, l.max_subscribers);
+    for p in 0..l.max_publishers {
+        let node = d.publisher(p).node.load(Ordering::Acquire);
+        if node != 0 && !live.alive(node) {
+            crate::event::pending::recover_notifier(d, p, &ringer);
+            report.ports += 1;
+        }
+    }
 }
 
 /// Unregisters the service handles of dead nodes; returns how many.
