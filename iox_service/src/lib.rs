@@ -60,7 +60,7 @@ pub use iox_mempool::{
 };
 pub use name::{NameError, ServiceName};
 pub use port::PortCreateError;
-pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError};
+pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError, UpdateConnectionsError};
 pub use pubsub::service::{PubSubBuilder, PubSubService};
 pub use recovery::CleanupReport;
 pub use recovery::robust_mutex;
