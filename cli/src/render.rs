@@ -143,8 +143,14 @@ pub fn show(s: &ServiceInfo) -> String {
         let _ = writeln!(out, "memory    {}", c.memory_type);
         let _ = writeln!(
             out,
-            "limits    {} publishers, {} subscribers, buffer {}, {} loans, {} held, overflow {:?}",
-            c.max_publishers, c.max_subscribers, c.subscriber_buffer, c.max_loans, c.max_held, c.overflow
+            "limits    {} publishers, {} subscribers, buffer {}, {} loans, {} held, overflow {:?}, history {}",
+            c.max_publishers,
+            c.max_subscribers,
+            c.subscriber_buffer,
+            c.max_loans,
+            c.max_held,
+            c.overflow,
+            c.history
         );
         let _ = writeln!(out, "mode      {:o}", c.permissions);
         let _ = match c.backing {

@@ -65,7 +65,7 @@ pub use iox_mempool::{
 };
 pub use name::{NameError, ServiceName};
 pub use port::{PortCreateError, WaitForPortsError};
-pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError};
+pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError, UpdateConnectionsError};
 pub use pubsub::service::{PubSubBuilder, PubSubService};
 pub use recovery::CleanupReport;
 pub use recovery::robust_mutex;

@@ -36,7 +36,8 @@ pub const MAX_BUFFER: u32 = 1 << 16;
 /// into the pool's size).
 pub const MAX_OUTSTANDING: u32 = 256;
 /// Most queue slots a service may have in all (publishers x subscribers x buffer;
-/// 8 bytes each in the dynamic segment, so at most 32 MiB).
+/// 8 bytes each in the dynamic segment, so at most 32 MiB). Publishers' history queues
+/// add publishers x history, less than that since history <= buffer.
 pub const MAX_QUEUE_SLOTS: u64 = 1 << 22;
 /// Most open service handles at once, over all processes (one users-table entry per
 /// process and open; ports share the handle they were built from). Same as
@@ -101,6 +102,12 @@ pub struct StaticConfig {
     pub max_held: u32,
     /// Full-buffer policy.
     pub overflow: Overflow,
+    /// Samples each publisher keeps for subscribers that connect later (0 = none; at
+    /// most `subscriber_buffer`). Absent from the file when 0, so files written before
+    /// history existed read as history 0 and a service without history writes the
+    /// same text as before.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub history: u32,
     /// Unix permissions of the service's files.
     pub permissions: u32,
     /// Where the pool's payload lives.
@@ -131,6 +138,10 @@ pub struct EventConfig {
     pub notifier_dropped_event: Option<u32>,
     /// Emitted to the listeners by whichever process recovers a dead notifier.
     pub notifier_dead_event: Option<u32>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Where a service's pool payload lives, as recorded in its static config.
@@ -259,7 +270,7 @@ pub enum InvalidConfig {
     /// A size class given with fewer chunks than the limits can occupy at once
     /// (refused unless the builder allows pool exhaustion).
     #[error(
-        "the size class of {chunk_size}-byte chunks has {count} chunks; publishers' loans and spares, full subscriber buffers and held samples can occupy {needed} at once (max_publishers x (max_loans + 1 + max_subscribers x subscriber_buffer) + max_subscribers x max_held), so a subscriber that stops reading could make a publisher's loan fail with PoolExhausted; give it {needed} chunks, lower the limits, let iox derive the counts (.chunk_sizes(..)), or accept exhaustion (.allow_pool_exhaustion(true))"
+        "the size class of {chunk_size}-byte chunks has {count} chunks; publishers' loans and spares, full subscriber buffers, publishers' histories and held samples can occupy {needed} at once (max_publishers x (max_loans + 1 + max_subscribers x subscriber_buffer + history) + max_subscribers x max_held), so a subscriber that stops reading could make a publisher's loan fail with PoolExhausted; give it {needed} chunks, lower the limits, let iox derive the counts (.chunk_sizes(..)), or accept exhaustion (.allow_pool_exhaustion(true))"
     )]
     PoolTooSmall {
         /// Bytes per chunk of the class.
@@ -268,6 +279,16 @@ pub enum InvalidConfig {
         count: usize,
         /// The worst case the limits allow.
         needed: usize,
+    },
+    /// A history longer than the subscriber buffer.
+    #[error(
+        "history is {history}; it must be at most subscriber_buffer ({buffer}), so that a subscriber that connects can be given the whole history in its fresh queue"
+    )]
+    History {
+        /// The history asked for.
+        history: u32,
+        /// The subscriber buffer.
+        buffer: u32,
     },
     /// Permissions outside 0o777 or without owner read-write.
     #[error("permissions {0:#o} must be bits of 0o777 including 0o600")]
@@ -368,6 +389,12 @@ impl StaticConfig {
         let outstanding_rule = "; at most 256 samples loaned per publisher or held per subscriber (each counts into the pool's size)";
         bound("max_loans", self.max_loans, MAX_OUTSTANDING, outstanding_rule)?;
         bound("max_held", self.max_held, MAX_OUTSTANDING, outstanding_rule)?;
+        if self.history > self.subscriber_buffer {
+            return Err(InvalidConfig::History {
+                history: self.history,
+                buffer: self.subscriber_buffer,
+            });
+        }
         let ports = self.max_publishers + self.max_subscribers;
         if ports > MAX_PORTS {
             return Err(InvalidConfig::TooManyPorts {

@@ -176,6 +176,7 @@ impl Pattern for EventBuilder {
             max_loans: 1,
             max_held: 1,
             overflow: Default::default(),
+            history: 0,
             permissions,
             backing,
             created_unix_ns: std::time::SystemTime::now()

@@ -17,8 +17,11 @@
 //!   middle of (its journal names the entry) is finished: the queues whose last entry
 //!   is that entry got it, and one atomic hand-off adds their holds and removes the
 //!   publisher's bit, only if that bit is still set; its queues to subscribers that are
-//!   not active are drained (no consumer will); then its bit is cleared on every chunk
-//!   (loans, the spare, entries it had taken) and the slot is freed.
+//!   not active are drained (no consumer will), and so is its history queue (a service
+//!   with history: the samples it kept for late subscribers; a send counts it among
+//!   the queues, and a re-send of a kept sample is journaled as a send of its own);
+//!   then its bit is cleared on every chunk (loans, the spare, entries it had taken,
+//!   a kept chunk it had joined to re-send) and the slot is freed.
 //! - a dead **subscriber** slot: it is marked closing (publishers stop delivering and
 //!   drain what they pushed after); its claim is finished or undone; its queues are
 //!   drained into its owner bit; its bit is cleared on every chunk (samples it held)
@@ -363,11 +366,12 @@ fn recover_publisher(d: Dynamic<'_>, pool: &Bookkeeping, p: usize, report: &mut 
     let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
     port::close(header, generation);
     let subs = d.layout().max_subscribers;
-    for s in 0..subs {
+    // Its history queue, if the service keeps one: one more queue it pushed to.
+    let history = || (d.layout().history > 0).then(|| d.history_queue(p));
+    for q in (0..subs).map(|s| d.queue(p, s)).chain(history()) {
         // A finished take leaves the entry's hold on the dead publisher's bit, which
         // is cleared below with the rest.
-        if d.queue(p, s)
-            .resolve_claim(queue::BY_PRODUCER, |e| held_by(pool, e, owner))
+        if q.resolve_claim(queue::BY_PRODUCER, |e| held_by(pool, e, owner))
             .is_some()
         {
             report.takes_resolved += 1;
@@ -379,7 +383,9 @@ fn recover_publisher(d: Dynamic<'_>, pool: &Bookkeeping, p: usize, report: &mut 
         && held_by(pool, journal, owner)
     {
         let delivered = (0..subs)
-            .filter(|&s| d.queue(p, s).last_pushed() == Some(journal))
+            .map(|s| d.queue(p, s))
+            .chain(history())
+            .filter(|q| q.last_pushed() == Some(journal))
             .count();
         // An Err means another recoverer finished it between our looks.
         if let Ok(freed) = pool.hand_off(chunk, owner, delivered as u32) {
@@ -396,6 +402,10 @@ fn recover_publisher(d: Dynamic<'_>, pool: &Bookkeeping, p: usize, report: &mut 
             continue;
         }
         report.chunks_freed += port::drain_queue(&d.queue(p, s), queue::BY_PRODUCER, pool, owner);
+    }
+    // Nobody else consumes its history queue.
+    if let Some(q) = history() {
+        report.chunks_freed += port::drain_queue(&q, queue::BY_PRODUCER, pool, owner);
     }
     report.chunks_freed += pool.release_all(owner).1;
     port::free(header, generation);

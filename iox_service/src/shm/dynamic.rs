@@ -16,6 +16,11 @@
 //! - one 64-byte port header per publisher slot, then one per subscriber slot;
 //! - one [`crate::queue`] per (publisher, subscriber) pair, row-major by publisher:
 //!   the read word on its own line, then the write index followed by the slots;
+//! - for a service with history (`history > 0` in the static config), one history
+//!   queue of `history` slots per publisher, laid out like the others: what the
+//!   publisher keeps for subscribers that connect later (see
+//!   `pubsub::publisher::history`). Without history there is none, and the segment is
+//!   exactly as before history existed.
 //! - event services instead (see [`crate::event`]): no queues (notifiers use the
 //!   publisher slots, listeners the subscriber slots), then per listener slot its
 //!   pending-event bit set, `event_id_max + 1` bits in 64-bit words, each set on its
@@ -239,6 +244,11 @@ pub(crate) struct DynamicLayout {
     pub(crate) queues: usize,
     /// 0 when the service has no queues (event services).
     pub(crate) queue_stride: usize,
+    /// Samples each publisher keeps for late subscribers (0 = no history queues).
+    pub(crate) history: usize,
+    /// Offset of publisher 0's history queue (the end of the pair queues).
+    pub(crate) history_queues: usize,
+    pub(crate) history_stride: usize,
     /// Event services: where the listeners' pending sets start, and each one's
     /// words and stride in bytes (all 0 for other patterns).
     pub(crate) pending: usize,
@@ -274,6 +284,9 @@ impl DynamicLayout {
             subscribers: publishers,
             queues: publishers,
             queue_stride: 0,
+            history: 0,
+            history_queues: publishers,
+            history_stride: 0,
             pending: publishers,
             pending_words: 0,
             pending_stride: 0,
@@ -304,7 +317,14 @@ impl DynamicLayout {
         let publishers = user_fds + USER_SLOTS * 4;
         let subscribers = publishers + 64 * max_publishers;
         let queues = subscribers + 64 * max_subscribers;
-        let pending = queues + queue_stride * max_publishers * max_subscribers;
+        let history = c.history as usize;
+        let history_queues = queues + queue_stride * max_publishers * max_subscribers;
+        let history_stride = if history == 0 {
+            0
+        } else {
+            size_of::<PaddedIndex>() + table_bytes(1 + history)
+        };
+        let pending = history_queues + history_stride * max_publishers;
         let pending_stride = table_bytes(pending_words);
         let len = pending + pending_stride * max_subscribers;
         Self {
@@ -319,6 +339,9 @@ impl DynamicLayout {
             subscribers,
             queues,
             queue_stride,
+            history,
+            history_queues,
+            history_stride,
             pending,
             pending_words,
             pending_stride,
@@ -540,6 +563,19 @@ impl<'a> Dynamic<'a> {
         let off = self.layout.queues + (p * self.layout.max_subscribers + s) * self.layout.queue_stride;
         let read: &PaddedIndex = self.at(off);
         let rest = self.table(off + 64, 1 + self.layout.buffer);
+        Queue {
+            write: &rest[0],
+            read: &read.value,
+            slots: &rest[1..],
+        }
+    }
+
+    /// Publisher `p`'s history queue (only for a service with history).
+    pub(crate) fn history_queue(&self, p: usize) -> Queue<'a> {
+        assert!(p < self.layout.max_publishers && self.layout.history > 0);
+        let off = self.layout.history_queues + p * self.layout.history_stride;
+        let read: &PaddedIndex = self.at(off);
+        let rest = self.table(off + 64, 1 + self.layout.history);
         Queue {
             write: &rest[0],
             read: &read.value,

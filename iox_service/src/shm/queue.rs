@@ -214,6 +214,20 @@ impl Queue<'_> {
         }
     }
 
+    /// The entries queued, oldest first, left in place: for a queue whose producer is
+    /// also its only consumer (a publisher's history queue), so nothing moves while it
+    /// reads them. None while a claim is held (only that producer claims, and not while
+    /// it reads) or for corrupt indices.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = u64> + '_ {
+        let (r, claim) = split(self.read.load(Ordering::Acquire));
+        let w = self.write.load(Ordering::Relaxed);
+        let n = match w.wrapping_sub(r) {
+            n if n > self.cap() || claim != IDLE => 0,
+            n => n,
+        };
+        (0..n).map(move |i| self.slot(r.wrapping_add(i)).load(Ordering::Relaxed))
+    }
+
     /// Number of entries queued and not being taken right now (a snapshot; 0 for
     /// corrupt indices, as `pop` sees them).
     pub(crate) fn len(&self) -> u64 {
