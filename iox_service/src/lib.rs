@@ -41,6 +41,7 @@ pub mod static_config;
 pub mod testing;
 #[cfg(not(feature = "testing"))]
 mod testing;
+mod waitset;
 mod zero_copy;
 
 // `#[derive(ZeroCopySafe)]` emits `::iox_service::...` paths; this makes them resolve
@@ -71,4 +72,8 @@ pub use static_config::{
     ConfigError, InvalidConfig, MessagingPattern, Overflow, PayloadBacking, StaticConfig,
 };
 pub use subscriber::{ReceiveError, Subscriber, SubscriberBuilder};
+pub use waitset::{
+    AttachmentId, CallbackProgression, WaitSet, WaitSetAttachError, WaitSetBuilder, WaitSetCreateError,
+    WaitSetGuard, WaitSetRunError, WaitSetRunResult, Waker,
+};
 pub use zero_copy::{Payload, PayloadType, ZeroCopySafe};
