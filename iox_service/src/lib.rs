@@ -29,6 +29,8 @@
 //! assert_eq!(got[1000], (1000 % 256) as u8);
 //! ```
 
+#[cfg(feature = "tokio")]
+mod async_ready;
 pub mod inspect;
 pub mod name;
 mod pubsub;
@@ -62,6 +64,8 @@ pub use iox_mempool::{
 pub use name::{NameError, ServiceName};
 pub use port::{PortCreateError, WaitForPortsError};
 pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError};
+#[cfg(feature = "tokio")]
+pub use pubsub::receive_async::ReceiveAsyncError;
 pub use pubsub::service::{PubSubBuilder, PubSubService};
 pub use recovery::CleanupReport;
 pub use recovery::robust_mutex;
