@@ -5,9 +5,13 @@
 //!   processes (ping-pong, busy-polling) for iox, iceoryx2 and a Unix socket, payloads
 //!   8 B .. 16 MiB, against the floor of one shared word bounced between them;
 //!   throughput; pinning costs. `--quick` for a smoke run.
+//! - `cargo run --release -p iox_benches --bin wakeup`: blocking wake-up latency, each
+//!   side asleep in a WaitSet (iox vs iceoryx2's WaitSet on an event Listener), 8 B and
+//!   1 MiB; the same with 1,000 subscribers attached; CPU time while idle.
 //!
 //! Modules: [`endpoint`] (the trait every transport implements and the ping-pong
-//! loops), one module per transport, [`report`] (histograms, table, CSV).
+//! loops), one module per transport ([`waitset_transport`]: the blocking ones),
+//! [`report`] (histograms, table, CSV).
 
 pub mod endpoint;
 pub mod floor_transport;
@@ -15,3 +19,4 @@ pub mod iceoryx2_transport;
 pub mod iox_transport;
 pub mod report;
 pub mod socket_transport;
+pub mod waitset_transport;

@@ -16,8 +16,7 @@
 use std::time::{Duration, Instant};
 
 use iox_service::{
-    CallbackProgression, OpenOrCreateError, PubSubService, Service, WaitSet, WaitSetRunResult,
-    ZeroCopySafe,
+    CallbackProgression, OpenOrCreateError, PubSubService, Service, WaitSet, WaitSetRunResult, ZeroCopySafe,
 };
 
 /// The payload of the `publisher`/`subscriber` examples.

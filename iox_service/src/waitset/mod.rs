@@ -484,8 +484,9 @@ impl WaitSet {
                 return Some(WaitSetRunResult::StopRequest);
             }
         }
-        let now = Instant::now();
-        while let Some((key, event)) = self.pop_due(now) {
+        // Timers due (the clock is read only when some timer exists).
+        let now = self.state.borrow().timers.next().map(|_| Instant::now());
+        while let Some((key, event)) = now.and_then(|now| self.pop_due(now)) {
             handled = true;
             if callback(self.attachment_id(key, event)) == CallbackProgression::Stop {
                 return Some(WaitSetRunResult::StopRequest);
