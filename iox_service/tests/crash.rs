@@ -97,12 +97,7 @@ fn unexpected_files(root: &Path, svc: &PubSubService<u64>) -> Vec<String> {
     // Readiness sockets of our own live subscribers end in our node id.
     let ours = node_files(root)
         .first()
-        .and_then(|f| {
-            Some(format!(
-                ".{}.sock",
-                f.strip_prefix("iox_node_")?.strip_suffix(".lock")?
-            ))
-        })
+        .and_then(|f| Some(format!(".{}.sock", f.strip_prefix("iox_node_")?.strip_suffix(".lock")?)))
         .unwrap_or_default();
     std::fs::read_dir(root)
         .unwrap()

@@ -251,9 +251,7 @@ pub(crate) fn announce(d: Dynamic<'_>) {
 #[non_exhaustive]
 pub enum WaitForPortsError {
     /// This process is a fork of the one that made the port.
-    #[error(
-        "this port belongs to the process this one was forked from; open the service again in this process"
-    )]
+    #[error("this port belongs to the process this one was forked from; open the service again in this process")]
     ForkedProcess,
     /// Sleeping on the service's ports-changed word failed.
     #[error("waiting for ports failed: {0}")]

@@ -56,8 +56,8 @@ use std::time::Duration;
 use iox_mempool::{ChunkHandle, Owner, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
-use crate::doorbell::Ringer;
 use crate::dynamic::{self, PortHeader};
+use crate::doorbell::Ringer;
 use crate::port::{self, PortCreateError, Shared, WaitForPortsError};
 use crate::queue::{self, Pushed};
 use crate::sample::SampleMutUninit;

@@ -43,8 +43,8 @@
 //! round-robin cursor in a `Cell`, and one subscriber slot has one consumer.
 
 use std::cell::Cell;
-use std::marker::PhantomData;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
@@ -52,8 +52,8 @@ use std::time::{Duration, Instant};
 use iox_mempool::{ChunkHandle, Owner, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
-use crate::doorbell::Doorbell;
 use crate::dynamic::PortHeader;
+use crate::doorbell::Doorbell;
 use crate::port::{self, PortCreateError, Shared, WaitForPortsError};
 use crate::queue::{self, Popped};
 use crate::sample::Sample;

@@ -452,10 +452,8 @@ impl WaitSet {
         let mut interrupted = false;
         for event in events {
             match event.data.u64() {
-                SIGNAL_KEY => {
-                    if self.termination.as_ref().is_some_and(TerminationNotice::take) {
-                        return Some(WaitSetRunResult::TerminationRequest);
-                    }
+                SIGNAL_KEY if self.termination.as_ref().is_some_and(TerminationNotice::take) => {
+                    return Some(WaitSetRunResult::TerminationRequest);
                 }
                 WAKER_KEY => interrupted |= self.waker.take(),
                 _ => {}
