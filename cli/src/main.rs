@@ -1,18 +1,22 @@
-//! `iox`: list, inspect, watch, clean and remove the iox services under a root.
+//! `iox`: list, inspect, watch, clean and remove the iox services under a root, and
+//! notify or listen on event services.
 //!
 //! Reading commands (`list`, `show`, `watch`, `clean --dry-run`) use
 //! `iox_service::inspect`, which only loads from the files and never changes them.
 //! `clean` runs the same dead-process recovery as opening a service does; `remove`
-//! deletes a service (refusing while live ports exist unless `--force`).
+//! deletes a service (refusing while live ports exist unless `--force`). `notify` and
+//! `listen` open an event service and make a notifier or a listener on it.
 //!
 //! `clean` needs no new file under the root, so it works on a full one (where it
 //! frees the space dead processes held); `clean --dry-run` lists exactly the files a
 //! `clean` run at the same moment would remove.
 //!
 //! Exit codes: 0 ok, 1 not found (the service, or the root directory), 2 usage,
-//! 3 corrupt files found, 4 refused (`remove` with live ports and no `--force`),
+//! 3 corrupt files found, 4 refused (`remove` with live ports and no `--force`;
+//! `notify`/`listen` on a service whose ports of that kind are all taken),
 //! 5 the root cannot be used (read-only, not writable, full, other I/O error).
 
+mod events;
 mod render;
 
 use std::io::IsTerminal;
@@ -76,6 +80,26 @@ enum Command {
         /// Print what would be recovered and removed, change nothing.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Notify an event service's listeners of one event id.
+    Notify {
+        /// The service name.
+        name: String,
+        /// The event id (default 0).
+        #[arg(long)]
+        id: Option<u32>,
+    },
+    /// Listen on an event service: print each event id as it comes, one per line.
+    Listen {
+        /// The service name.
+        name: String,
+        /// Stop after this long (seconds, or with ms/s/m: 500ms, 10s, 1m); default:
+        /// until interrupted.
+        #[arg(long, value_parser = events::parse_duration)]
+        timeout: Option<Duration>,
+        /// Stop after this many ids.
+        #[arg(long)]
+        count: Option<u64>,
     },
     /// Remove a service's files.
     Remove {
@@ -240,6 +264,8 @@ fn run(root: &Path, command: Command) -> Result<u8, Failure> {
             }
             Ok(if failed.is_empty() { 0 } else { CORRUPT })
         }
+        Command::Notify { name, id } => events::notify(root, &name, id),
+        Command::Listen { name, timeout, count } => events::listen(root, &name, timeout, count),
         Command::Remove { name, force } => {
             let info = inspect_one(root, &name)?;
             let (p, s) = info.live_ports();

@@ -3,8 +3,8 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use iox_service::CleanupReport;
 use iox_service::inspect::{Health, PortCount, RootInfo, ServiceInfo};
+use iox_service::{CleanupReport, MessagingPattern};
 
 fn health(s: &ServiceInfo) -> &'static str {
     match s.health {
@@ -44,6 +44,12 @@ pub fn list(all: &RootInfo) -> String {
         .iter()
         .map(|s| {
             let (pattern, payload, memory) = match &s.config {
+                Some(c) if c.pattern == MessagingPattern::Event => (
+                    format!("{:?}", c.pattern),
+                    c.event
+                        .map_or("?".into(), |e| format!("ids 0..={}", e.event_id_max)),
+                    "-".into(),
+                ),
                 Some(c) => (
                     format!("{:?}", c.pattern),
                     c.payload.to_string(),
@@ -115,13 +121,36 @@ pub fn show(s: &ServiceInfo) -> String {
     for p in &s.problems {
         let _ = writeln!(out, "          problem: {p}");
     }
-    if let Some(c) = &s.config {
+    let event = s.config.as_ref().and_then(|c| c.event);
+    if let (Some(c), Some(e)) = (&s.config, event) {
+        let id = |i: Option<u32>| i.map_or("-".to_string(), |i| i.to_string());
+        let _ = writeln!(out, "pattern   event, ids 0..={}", e.event_id_max);
+        let _ = writeln!(
+            out,
+            "lifecycle notifier created {}, dropped {}, dead {}",
+            id(e.notifier_created_event),
+            id(e.notifier_dropped_event),
+            id(e.notifier_dead_event)
+        );
+        let _ = writeln!(
+            out,
+            "limits    {} notifiers, {} listeners",
+            c.max_publishers, c.max_subscribers
+        );
+        let _ = writeln!(out, "mode      {:o}", c.permissions);
+    } else if let Some(c) = &s.config {
         let _ = writeln!(out, "payload   {}", c.payload);
         let _ = writeln!(out, "memory    {}", c.memory_type);
         let _ = writeln!(
             out,
-            "limits    {} publishers, {} subscribers, buffer {}, {} loans, {} held, overflow {:?}",
-            c.max_publishers, c.max_subscribers, c.subscriber_buffer, c.max_loans, c.max_held, c.overflow
+            "limits    {} publishers, {} subscribers, buffer {}, {} loans, {} held, overflow {:?}, history {}",
+            c.max_publishers,
+            c.max_subscribers,
+            c.subscriber_buffer,
+            c.max_loans,
+            c.max_held,
+            c.overflow,
+            c.history
         );
         let _ = writeln!(out, "mode      {:o}", c.permissions);
         let _ = match c.backing {
@@ -133,6 +162,9 @@ pub fn show(s: &ServiceInfo) -> String {
             ),
         };
         let _ = writeln!(out, "pool      {}", bytes(s.pool_bytes));
+    }
+    if event.is_some() {
+        return out + &event_ports(s);
     }
     if !s.classes.is_empty() {
         let _ = writeln!(
@@ -180,6 +212,60 @@ pub fn show(s: &ServiceInfo) -> String {
             .join(", ")
     );
     out
+}
+
+/// The ports and handles of an event service: notifiers with their notification
+/// counts, listeners with the ids pending for them.
+fn event_ports(s: &ServiceInfo) -> String {
+    let mut out = format!(
+        "\n{:<9} {:>4} {:>8} {:<6} {:<9} {:>10}  {}\n",
+        "PORT", "SLOT", "PID", "ALIVE", "PHASE", "NOTIFIED", "PENDING IDS"
+    );
+    for p in &s.ports {
+        let notified = if p.kind == "notifier" {
+            p.sent.to_string()
+        } else {
+            "-".into()
+        };
+        let pending = if p.kind == "listener" {
+            pending_ids(&p.pending_ids)
+        } else {
+            "-".into()
+        };
+        let _ = writeln!(
+            out,
+            "{:<9} {:>4} {:>8} {:<6} {:<9} {:>10}  {}",
+            p.kind,
+            p.slot,
+            p.pid,
+            if p.alive { "yes" } else { "DEAD" },
+            p.phase,
+            notified,
+            pending
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nhandles   {}",
+        s.users
+            .iter()
+            .map(|u| format!("pid {}{}", u.pid, if u.alive { "" } else { " (DEAD)" }))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    out
+}
+
+/// Pending ids, the first 16 of them and a count of the rest.
+fn pending_ids(ids: &[u32]) -> String {
+    if ids.is_empty() {
+        return "(none)".into();
+    }
+    let shown: Vec<String> = ids.iter().take(16).map(u32::to_string).collect();
+    match ids.len() {
+        n if n > 16 => format!("{} (+{} more)", shown.join(" "), n - 16),
+        _ => shown.join(" "),
+    }
 }
 
 /// One frame of `iox watch NAME`.

@@ -17,7 +17,11 @@
 //! - handing a chunk to queues is one RMW adding the entries and clearing the owner's
 //!   bit at once ([`crate::Bookkeeping::hand_off`]);
 //! - taking a queue entry is one RMW moving one count into the taker's bit
-//!   ([`crate::Bookkeeping::take_queued`]).
+//!   ([`crate::Bookkeeping::take_queued`]);
+//! - joining a chunk that a queue entry keeps (a publisher re-sending a chunk its own
+//!   history queue holds) is one RMW setting the joiner's bit, only on a word that is
+//!   not 0 ([`crate::Bookkeeping::hold_queued`]); the joiner then hands it off as any
+//!   owner does.
 //!
 //! These operations live here, on [`OwnerWord`], beside this description; the pool
 //! only finds the word of a chunk and calls them. The atomics come through
@@ -73,6 +77,8 @@ pub(crate) enum WordError {
     /// The owner's bit is set already where a queue entry was to move into it: the
     /// entry is a duplicate (corrupt shared memory).
     AlreadyHeld,
+    /// The chunk is free: there is nothing to join (a stale handle).
+    Free,
 }
 
 /// One chunk's ownership word (`queued << 48 | owners`, see the module docs) and
@@ -172,6 +178,34 @@ impl OwnerWord {
             return Err(WordError::AlreadyHeld);
         }
         Ok(())
+    }
+
+    /// Join: sets `owner`'s bit on a chunk someone else keeps held meanwhile (the
+    /// caller's own queue entry, which it does not take: a publisher re-sending a
+    /// sample of its history), so that the owner can hand it off to more entries with
+    /// [`Self::hand_off`]. The bit must be clear ([`WordError::AlreadyHeld`]) and the
+    /// word not 0 ([`WordError::Free`]: joining a free chunk would be a loan that
+    /// bypasses the loan's CAS); nothing is written then. Acquire, as a loan: the
+    /// joiner's later hand-off (Release) then carries what earlier holders wrote.
+    /// Recovery needs nothing new: the bit is cleared with the owner's others.
+    #[inline]
+    pub(crate) fn hold_queued(&self, owner: Owner) -> Result<(), WordError> {
+        let mut cur = self.0.load(Ordering::Relaxed);
+        loop {
+            if cur & owner.bit() != 0 {
+                return Err(WordError::AlreadyHeld);
+            }
+            if cur == 0 {
+                return Err(WordError::Free);
+            }
+            match self
+                .0
+                .compare_exchange_weak(cur, cur | owner.bit(), Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => return Ok(()),
+                Err(now) => cur = now,
+            }
+        }
     }
 
     /// Recovery of a dead owner: clears its bit if set, as [`Self::release`] does.

@@ -357,3 +357,47 @@ fn a_take_before_the_hand_off_counts_keeps_the_word_held() {
         assert!(chunk.word.is_free());
     });
 }
+
+/// A publisher (owner 0) re-sends a chunk its history entry keeps: it joins the chunk
+/// (`hold_queued`), pushes one more entry and hands it off, while a subscriber (1)
+/// takes and releases the entry it got earlier and then the re-sent one (only once it
+/// was pushed, after the join). The chunk is never free while the history keeps it,
+/// the subscriber always sees the original write, and draining the history entry at
+/// the end frees it in exactly one step.
+#[test]
+fn a_join_racing_takes_and_releases_keeps_the_chunk_until_the_history_goes() {
+    use loom::sync::atomic::AtomicBool;
+    model(|| {
+        // One entry kept in the history, one queued for the subscriber.
+        let chunk = Chunk::new(2 << owners::QUEUE_SHIFT);
+        chunk.write(9); // by the original sender, before its hand-off
+        let pushed = Arc::new(AtomicBool::new(false));
+        let publisher = {
+            let (chunk, pushed) = (chunk.clone(), pushed.clone());
+            thread::spawn(move || {
+                chunk.word.hold_queued(owner(0)).unwrap();
+                pushed.store(true, Ordering::Release); // the re-sent entry is pushed
+                assert_eq!(chunk.word.hand_off(owner(0), 1), Ok(false));
+            })
+        };
+        let subscriber = {
+            let (chunk, pushed) = (chunk.clone(), pushed.clone());
+            thread::spawn(move || {
+                for _ in 0..2 {
+                    chunk.word.take_queued(owner(1)).unwrap();
+                    assert_eq!(chunk.read(), 9);
+                    assert_eq!(chunk.word.release(owner(1)), Ok(false), "the history keeps it");
+                    while !pushed.load(Ordering::Acquire) {
+                        thread::yield_now();
+                    }
+                }
+            })
+        };
+        publisher.join().unwrap();
+        subscriber.join().unwrap();
+        assert_eq!(chunk.word.load(), 1 << owners::QUEUE_SHIFT);
+        chunk.word.take_queued(owner(0)).unwrap();
+        assert_eq!(chunk.word.release(owner(0)), Ok(true));
+        assert_eq!(chunk.word.hold_queued(owner(0)), Err(WordError::Free));
+    });
+}

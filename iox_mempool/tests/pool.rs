@@ -449,3 +449,73 @@ fn create_is_exclusive_and_remove_cleans_up() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     assert!(!Pool::remove(dir.path(), "x").unwrap());
 }
+
+/// A publisher's history: a chunk handed to one kept entry (the history) and to a
+/// reader; the publisher joins it again (`hold_queued`) to re-send it to a late
+/// reader, and it stays allocated until the history entry goes too.
+#[test]
+fn hold_queued_joins_a_kept_chunk_and_frees_it_only_with_the_last_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Pool::create(dir.path(), "join", &layout(), MemoryType::Cpu, 0o600).unwrap();
+    let (publisher, early, late) = (
+        Owner::new(0).unwrap(),
+        Owner::new(1).unwrap(),
+        Owner::new(2).unwrap(),
+    );
+    let total = pool.info().free_chunks();
+    let h = pool.loan(64, &mut 0, publisher).unwrap();
+    // Sent: one entry to the early reader, one kept in the history.
+    assert_eq!(pool.hand_off(h, publisher, 2), Ok(false));
+    pool.take_queued(h, early).unwrap();
+    assert_eq!(pool.release(h, early), Ok(false), "the history keeps it");
+    // Re-sent to the late reader.
+    pool.hold_queued(h, publisher).unwrap();
+    assert_eq!(
+        pool.hold_queued(h, publisher),
+        Err(ChunkError::AlreadyOwned {
+            class: 0,
+            index: h.index(),
+            owner: 0
+        }),
+        "a second join changes nothing"
+    );
+    assert_eq!(pool.hand_off(h, publisher, 1), Ok(false));
+    pool.take_queued(h, late).unwrap();
+    assert_eq!(pool.release(h, late), Ok(false), "the history still keeps it");
+    // The history entry leaves (dropped as the oldest): taken into the publisher's
+    // bit and released, which frees it.
+    pool.take_queued(h, publisher).unwrap();
+    assert_eq!(pool.release(h, publisher), Ok(true));
+    assert_eq!(pool.info().free_chunks(), total);
+    assert_eq!(
+        pool.hold_queued(h, publisher),
+        Err(ChunkError::Free {
+            class: 0,
+            index: h.index()
+        }),
+        "a free chunk cannot be joined (that would be a loan)"
+    );
+    assert_eq!(pool.info().free_chunks(), total, "and the refusal wrote nothing");
+}
+
+/// A joined chunk is released with its owner's other chunks by `release_all` (what
+/// recovery of a dead publisher does), leaving the kept entry's hold alone.
+#[test]
+fn release_all_clears_a_join_and_keeps_the_queued_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Pool::create(dir.path(), "joinall", &layout(), MemoryType::Cpu, 0o600).unwrap();
+    let (publisher, recoverer) = (Owner::new(0).unwrap(), Owner::new(0).unwrap());
+    let total = pool.info().free_chunks();
+    let h = pool.loan(64, &mut 0, publisher).unwrap();
+    pool.hand_off(h, publisher, 1).unwrap();
+    pool.hold_queued(h, publisher).unwrap();
+    assert_eq!(
+        pool.release_all(publisher),
+        (1, 0),
+        "held, not freed: the entry keeps it"
+    );
+    // Recovery drains the dead publisher's history entry into its bit and releases it.
+    pool.take_queued(h, recoverer).unwrap();
+    assert_eq!(pool.release(h, recoverer), Ok(true));
+    assert_eq!(pool.info().free_chunks(), total);
+}

@@ -40,7 +40,7 @@ pub enum Health {
 /// A port slot in use.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PortInfo {
-    /// "publisher" or "subscriber".
+    /// "publisher" or "subscriber"; in event services "notifier" or "listener".
     pub kind: &'static str,
     /// The slot index.
     pub slot: usize,
@@ -54,10 +54,12 @@ pub struct PortInfo {
     pub phase: &'static str,
     /// Whether the port pinned the pool in its process.
     pub pinned: bool,
-    /// Publishers: samples sent since the port was created.
+    /// Publishers: samples sent since the port was created; notifiers: notifications.
     pub sent: u64,
-    /// Subscribers: samples waiting in its queues.
+    /// Subscribers: samples waiting in its queues; listeners: event ids pending.
     pub pending: u64,
+    /// Listeners: the event ids pending (empty for other ports).
+    pub pending_ids: Vec<u32>,
 }
 
 /// An open service handle (one process's use of the service).
@@ -110,9 +112,9 @@ pub struct ServiceInfo {
     pub problems: Vec<String>,
     /// Port slots in use.
     pub ports: Vec<PortInfo>,
-    /// The publishers among `ports`, live and dead apart.
+    /// The publishers (event services: notifiers) among `ports`, live and dead apart.
     pub publishers: PortCount,
-    /// The subscribers among `ports`, live and dead apart.
+    /// The subscribers (event services: listeners) among `ports`, live and dead apart.
     pub subscribers: PortCount,
     /// Open service handles.
     pub users: Vec<UserInfo>,
@@ -136,10 +138,11 @@ impl ServiceInfo {
         (self.publishers.live, self.subscribers.live)
     }
 
-    /// The ports of `kind` ("publisher" or "subscriber") in `ports`, live and dead apart.
-    fn count(&self, kind: &str) -> PortCount {
+    /// The ports of `kinds` (e.g. "publisher" and "notifier") in `ports`, live and
+    /// dead apart.
+    fn count(&self, kinds: [&str; 2]) -> PortCount {
         let mut n = PortCount::default();
-        for p in self.ports.iter().filter(|p| p.kind == kind) {
+        for p in self.ports.iter().filter(|p| kinds.contains(&p.kind)) {
             if p.alive {
                 n.live += 1;
             } else {
@@ -157,8 +160,9 @@ pub struct RootInfo {
     pub services: Vec<ServiceInfo>,
     /// Lock files of nodes that are dead (recovery removes them).
     pub dead_node_files: Vec<String>,
-    /// Temporary files left by dead processes (recovery removes them): node files
-    /// before their rename whose lock is free, and the others of dead nodes.
+    /// Temporary files and readiness sockets left by dead processes (recovery removes
+    /// them): node files before their rename whose lock is free, and the others of
+    /// dead nodes.
     pub dead_temp_files: Vec<String>,
 }
 
@@ -264,6 +268,11 @@ pub fn inspect_all_in(root: &Path) -> Result<RootInfo, RootError> {
         if let Some(id) = node::parse_node_file_name(name) {
             if !alive.check(id) {
                 dead_node_files.push(name.clone());
+            }
+        } else if let Some(id) = files::parse_socket_name(name) {
+            // A readiness socket of a dead node (recovery removes those too).
+            if !alive.check(id) {
+                dead_temp_files.push(name.clone());
             }
         } else if let Some(id) = node::parse_temp_file_name(name) {
             let dead = if name.starts_with(".iox_node_") {
@@ -414,9 +423,14 @@ fn describe(e: DynamicError) -> String {
 
 fn read_ports(d: Dynamic<'_>, alive: &mut Alive, info: &mut ServiceInfo) {
     let l = *d.layout();
+    let (sender, receiver) = if l.is_event() {
+        ("notifier", "listener")
+    } else {
+        ("publisher", "subscriber")
+    };
     let ports = (0..l.max_publishers)
-        .map(|p| ("publisher", p, d.publisher(p)))
-        .chain((0..l.max_subscribers).map(|s| ("subscriber", s, d.subscriber(s))));
+        .map(|p| (sender, p, d.publisher(p)))
+        .chain((0..l.max_subscribers).map(|s| (receiver, s, d.subscriber(s))));
     for (kind, slot, h) in ports {
         let node = h.node.load(Ordering::Acquire);
         if node == 0 {
@@ -428,10 +442,15 @@ fn read_ports(d: Dynamic<'_>, alive: &mut Alive, info: &mut ServiceInfo) {
             dynamic::CLOSING => "closing",
             _ => "free",
         };
-        let pending = if kind == "subscriber" {
-            (0..l.max_publishers).map(|p| d.queue(p, slot).len()).sum()
+        let pending_ids = if kind == "listener" {
+            crate::event::pending::snapshot(d.pending(slot), l.event_ids)
         } else {
-            0
+            Vec::new()
+        };
+        let pending = match kind {
+            "subscriber" => (0..l.max_publishers).map(|p| d.queue(p, slot).len()).sum(),
+            "listener" => pending_ids.len() as u64,
+            _ => 0,
         };
         info.ports.push(PortInfo {
             kind,
@@ -441,19 +460,20 @@ fn read_ports(d: Dynamic<'_>, alive: &mut Alive, info: &mut ServiceInfo) {
             alive: alive.check(node),
             phase,
             pinned: h.flags.load(Ordering::Relaxed) & dynamic::PINNED != 0,
-            sent: if kind == "publisher" {
+            sent: if kind == sender {
                 h.sent.load(Ordering::Relaxed)
             } else {
                 0
             },
             pending,
+            pending_ids,
         });
     }
 }
 
 fn finish(mut info: ServiceInfo) -> ServiceInfo {
-    info.publishers = info.count("publisher");
-    info.subscribers = info.count("subscriber");
+    info.publishers = info.count(["publisher", "notifier"]);
+    info.subscribers = info.count(["subscriber", "listener"]);
     let dead_ports = info.ports.iter().filter(|p| !p.alive).count();
     let dead_users = info.users.iter().filter(|u| !u.alive).count();
     if dead_ports > 0 {

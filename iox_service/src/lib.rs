@@ -31,6 +31,7 @@
 
 #[cfg(feature = "tokio")]
 mod async_ready;
+mod event;
 pub mod inspect;
 pub mod name;
 mod pubsub;
@@ -57,13 +58,17 @@ pub(crate) use recovery::node;
 pub(crate) use shm::{doorbell, dynamic, lifecycle, queue};
 
 pub use cleanup::{CleanupError, RemoveError};
+pub use event::{
+    EventBuilder, EventId, EventService, ListenError, Listener, ListenerBuilder, Notifier, NotifierBuilder,
+    NotifyError,
+};
 pub use iox_mempool::{
     Backing, ClassInfo, MemoryType, MemoryTypeError, PinError, Pinner, PoolInfo, Region, UserCode,
     register_pinner,
 };
 pub use name::{NameError, ServiceName};
 pub use port::{PortCreateError, WaitForPortsError};
-pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError};
+pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError, UpdateConnectionsError};
 #[cfg(feature = "tokio")]
 pub use pubsub::receive_async::ReceiveAsyncError;
 pub use pubsub::service::{PubSubBuilder, PubSubService};
@@ -73,7 +78,7 @@ pub use sample::{Sample, SampleMut, SampleMutUninit};
 pub use service::{CreateError, OpenError, OpenOrCreateError, RootError, Service};
 pub use shm::dynamic::Corruption;
 pub use static_config::{
-    ConfigError, InvalidConfig, MessagingPattern, Overflow, PayloadBacking, StaticConfig,
+    ConfigError, EventConfig, InvalidConfig, MessagingPattern, Overflow, PayloadBacking, StaticConfig,
 };
 pub use subscriber::{ReceiveError, Subscriber, SubscriberBuilder};
 pub use waitset::{

@@ -36,7 +36,8 @@ pub const MAX_BUFFER: u32 = 1 << 16;
 /// into the pool's size).
 pub const MAX_OUTSTANDING: u32 = 256;
 /// Most queue slots a service may have in all (publishers x subscribers x buffer;
-/// 8 bytes each in the dynamic segment, so at most 32 MiB).
+/// 8 bytes each in the dynamic segment, so at most 32 MiB). Publishers' history queues
+/// add publishers x history, less than that since history <= buffer.
 pub const MAX_QUEUE_SLOTS: u64 = 1 << 22;
 /// Most open service handles at once, over all processes (one users-table entry per
 /// process and open; ports share the handle they were built from). Same as
@@ -50,12 +51,16 @@ const _: () = assert!(MAX_OPEN_HANDLES == crate::dynamic::USER_SLOTS);
 pub enum MessagingPattern {
     /// Publishers send samples to every subscriber.
     PublishSubscribe,
+    /// Notifiers signal event ids to every listener (no payload; see
+    /// [`EventConfig`]).
+    Event,
 }
 
 impl std::fmt::Display for MessagingPattern {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Self::PublishSubscribe => "publish-subscribe",
+            Self::Event => "event",
         })
     }
 }
@@ -97,12 +102,46 @@ pub struct StaticConfig {
     pub max_held: u32,
     /// Full-buffer policy.
     pub overflow: Overflow,
+    /// Samples each publisher keeps for subscribers that connect later (0 = none; at
+    /// most `subscriber_buffer`). Absent from the file when 0, so files written before
+    /// history existed read as history 0 and a service without history writes the
+    /// same text as before.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub history: u32,
     /// Unix permissions of the service's files.
     pub permissions: u32,
     /// Where the pool's payload lives.
     pub backing: PayloadBacking,
     /// Creation time, nanoseconds since the Unix epoch.
     pub created_unix_ns: u64,
+    /// Event services only (pattern [`MessagingPattern::Event`]): the event id range
+    /// and the port lifecycle events. Absent from the file of other services, so their
+    /// static configs are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<EventConfig>,
+}
+
+/// Largest `event_id_max` a service may have: each listener has one pending bit per
+/// id in the dynamic segment (8 KiB per listener at this maximum).
+pub const MAX_EVENT_ID: u32 = 65_535;
+
+/// What an event service fixes beyond the limits every service has. In an event
+/// service, `max_publishers` is its maximum of notifiers and `max_subscribers` its
+/// maximum of listeners (they use those port slots).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventConfig {
+    /// The largest event id: ids are `0..=event_id_max`.
+    pub event_id_max: u32,
+    /// Emitted to the listeners when a notifier is created.
+    pub notifier_created_event: Option<u32>,
+    /// Emitted to the listeners when a notifier is dropped.
+    pub notifier_dropped_event: Option<u32>,
+    /// Emitted to the listeners by whichever process recovers a dead notifier.
+    pub notifier_dead_event: Option<u32>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Where a service's pool payload lives, as recorded in its static config.
@@ -231,7 +270,7 @@ pub enum InvalidConfig {
     /// A size class given with fewer chunks than the limits can occupy at once
     /// (refused unless the builder allows pool exhaustion).
     #[error(
-        "the size class of {chunk_size}-byte chunks has {count} chunks; publishers' loans and spares, full subscriber buffers and held samples can occupy {needed} at once (max_publishers x (max_loans + 1 + max_subscribers x subscriber_buffer) + max_subscribers x max_held), so a subscriber that stops reading could make a publisher's loan fail with PoolExhausted; give it {needed} chunks, lower the limits, let iox derive the counts (.chunk_sizes(..)), or accept exhaustion (.allow_pool_exhaustion(true))"
+        "the size class of {chunk_size}-byte chunks has {count} chunks; publishers' loans and spares, full subscriber buffers, publishers' histories and held samples can occupy {needed} at once (max_publishers x (max_loans + 1 + max_subscribers x subscriber_buffer + history) + max_subscribers x max_held), so a subscriber that stops reading could make a publisher's loan fail with PoolExhausted; give it {needed} chunks, lower the limits, let iox derive the counts (.chunk_sizes(..)), or accept exhaustion (.allow_pool_exhaustion(true))"
     )]
     PoolTooSmall {
         /// Bytes per chunk of the class.
@@ -240,6 +279,16 @@ pub enum InvalidConfig {
         count: usize,
         /// The worst case the limits allow.
         needed: usize,
+    },
+    /// A history longer than the subscriber buffer.
+    #[error(
+        "history is {history}; it must be at most subscriber_buffer ({buffer}), so that a subscriber that connects can be given the whole history in its fresh queue"
+    )]
+    History {
+        /// The history asked for.
+        history: u32,
+        /// The subscriber buffer.
+        buffer: u32,
     },
     /// Permissions outside 0o777 or without owner read-write.
     #[error("permissions {0:#o} must be bits of 0o777 including 0o600")]
@@ -267,6 +316,25 @@ pub enum InvalidConfig {
         memfd: u64,
         /// The payload's length.
         payload: usize,
+    },
+    /// An event service without its event section, or another service with one.
+    #[error("pattern {pattern} {}", if *has_event { "must not have an event section" } else { "needs an event section (event_id_max and the lifecycle events)" })]
+    EventSection {
+        /// The pattern recorded.
+        pattern: MessagingPattern,
+        /// Whether an event section is there.
+        has_event: bool,
+    },
+    /// An event id setting above `event_id_max`, or `event_id_max` above
+    /// [`MAX_EVENT_ID`].
+    #[error("{what} is {value}; it must be at most {max}")]
+    EventId {
+        /// Which setting.
+        what: &'static str,
+        /// Its value.
+        value: u32,
+        /// Its maximum.
+        max: u32,
     },
     /// A size setting overflows.
     #[error("{what} {value} overflows")]
@@ -321,6 +389,12 @@ impl StaticConfig {
         let outstanding_rule = "; at most 256 samples loaned per publisher or held per subscriber (each counts into the pool's size)";
         bound("max_loans", self.max_loans, MAX_OUTSTANDING, outstanding_rule)?;
         bound("max_held", self.max_held, MAX_OUTSTANDING, outstanding_rule)?;
+        if self.history > self.subscriber_buffer {
+            return Err(InvalidConfig::History {
+                history: self.history,
+                buffer: self.subscriber_buffer,
+            });
+        }
         let ports = self.max_publishers + self.max_subscribers;
         if ports > MAX_PORTS {
             return Err(InvalidConfig::TooManyPorts {
@@ -360,6 +434,44 @@ impl StaticConfig {
                 size,
                 chunk: self.layout.max_chunk_size(),
             });
+        }
+        self.check_event()
+    }
+
+    /// The event section: present exactly for event services, ids in range.
+    fn check_event(&self) -> Result<(), InvalidConfig> {
+        let event = match (self.pattern, &self.event) {
+            (MessagingPattern::Event, Some(e)) => e,
+            (MessagingPattern::Event, None) | (_, Some(_)) => {
+                return Err(InvalidConfig::EventSection {
+                    pattern: self.pattern,
+                    has_event: self.event.is_some(),
+                });
+            }
+            (_, None) => return Ok(()),
+        };
+        if event.event_id_max > MAX_EVENT_ID {
+            return Err(InvalidConfig::EventId {
+                what: "event_id_max",
+                value: event.event_id_max,
+                max: MAX_EVENT_ID,
+            });
+        }
+        let lifecycle = [
+            ("notifier_created_event", event.notifier_created_event),
+            ("notifier_dropped_event", event.notifier_dropped_event),
+            ("notifier_dead_event", event.notifier_dead_event),
+        ];
+        for (what, id) in lifecycle {
+            if let Some(value) = id
+                && value > event.event_id_max
+            {
+                return Err(InvalidConfig::EventId {
+                    what,
+                    value,
+                    max: event.event_id_max,
+                });
+            }
         }
         Ok(())
     }

@@ -7,7 +7,10 @@
 //! the process). Points: `create-before-rename` (the dynamic segment is built under its
 //! temporary name), `create-before-config` (the dynamic segment and pool exist, the
 //! static config does not), `recovery-after-first-port` (holding the recovery lock, one
-//! dead port recovered).
+//! dead port recovered), `history-send-before-hand-off` (a send with history pushed to
+//! the subscribers and the history queue, not handed off) and
+//! `history-resend-before-hand-off` (a kept sample re-sent to a late subscriber, not
+//! handed off).
 
 /// The environment variable naming the stall point a test wants.
 #[cfg(feature = "testing")]

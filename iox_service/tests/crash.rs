@@ -97,7 +97,12 @@ fn unexpected_files(root: &Path, svc: &PubSubService<u64>) -> Vec<String> {
     // Readiness sockets of our own live subscribers end in our node id.
     let ours = node_files(root)
         .first()
-        .and_then(|f| Some(format!(".{}.sock", f.strip_prefix("iox_node_")?.strip_suffix(".lock")?)))
+        .and_then(|f| {
+            Some(format!(
+                ".{}.sock",
+                f.strip_prefix("iox_node_")?.strip_suffix(".lock")?
+            ))
+        })
         .unwrap_or_default();
     std::fs::read_dir(root)
         .unwrap()
@@ -146,6 +151,7 @@ fn hundred_random_sigkills_lose_no_chunk_and_leave_no_file() {
     random_sigkills(
         "hundred_random_sigkills_lose_no_chunk_and_leave_no_file",
         Backing::Memfd,
+        0,
     );
 }
 
@@ -154,10 +160,21 @@ fn hundred_random_sigkills_with_file_backing() {
     if let Some(r) = role() {
         return run_child(&r);
     }
-    random_sigkills("hundred_random_sigkills_with_file_backing", Backing::File);
+    random_sigkills("hundred_random_sigkills_with_file_backing", Backing::File, 0);
 }
 
-fn random_sigkills(test: &str, backing: Backing) {
+/// The same with `.history(3)`: publishers keep their last samples in their history
+/// queues and re-send them to each subscriber that connects, so children die in the
+/// middle of that too; a dead publisher's history is recovered with the rest.
+#[test]
+fn hundred_random_sigkills_with_history() {
+    if let Some(r) = role() {
+        return run_child(&r);
+    }
+    random_sigkills("hundred_random_sigkills_with_history", Backing::Memfd, 3);
+}
+
+fn random_sigkills(test: &str, backing: Backing, history: u32) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let seed: u64 = std::env::var("IOX_CRASH_SEED")
@@ -166,10 +183,14 @@ fn random_sigkills(test: &str, backing: Backing) {
         .unwrap_or_else(|| std::process::id() as u64 ^ 0x5EED);
     println!("seed {seed} (set IOX_CRASH_SEED to repeat)");
     let mut rng = Rng::new(seed);
-    let svc = builder(root).backing(backing).create().unwrap();
+    let svc = builder(root).backing(backing).history(history).create().unwrap();
     let p = svc.publisher_builder().create().unwrap();
     let s = svc.subscriber_builder().create().unwrap();
     let total = svc.pool_info().total_chunks();
+    // The survivor publisher's history is full from here on.
+    for i in 0..history {
+        round_trip(&p, &s, u64::from(i));
+    }
     let start = Instant::now();
     let (mut rounds, mut lost, mut leaked) = (0u64, 0u64, 0usize);
     let mut on_demand = iox_service::CleanupReport::default();
@@ -212,9 +233,9 @@ fn random_sigkills(test: &str, backing: Backing) {
         while let Ok(Some(_)) = s.receive() {}
         marker += 1;
         round_trip(&p, &s, marker);
-        // Everything is free except the survivor publisher's spare chunk.
+        // Everything is free except the survivor publisher's spare chunk and history.
         let free = svc.pool_info().free_chunks();
-        let missing = total - 1 - free;
+        let missing = total - 1 - u64::from(history) - free;
         lost += missing;
         let extra = unexpected_files(root, &svc);
         leaked += extra.len();

@@ -525,3 +525,53 @@ fn two_hundred_attachments_one_firing() {
     assert_eq!(fired.len(), 1);
     wait_ok(child.into_inner(), LIMIT);
 }
+
+/// The WaitSet takes any `AsFd`: an event listener, notified from another process.
+#[test]
+fn an_event_listener_in_a_waitset_across_processes() {
+    const TEST: &str = "an_event_listener_in_a_waitset_across_processes";
+    let open_events = |root: &Path| {
+        Service::named("ws/events")
+            .unwrap()
+            .root(root)
+            .event()
+            .event_id_max(16)
+            .open_or_create()
+            .unwrap()
+    };
+    if role().is_some() {
+        // The parent's listener exists before we start.
+        let events = open_events(&child_root());
+        let notifier = events.notifier_builder().create().unwrap();
+        for id in 1..=10 {
+            assert_eq!(notifier.notify_with_custom_event_id(id.into()).unwrap(), 1);
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let events = open_events(dir.path());
+    let listener = events.listener_builder().create().unwrap();
+    let waitset = WaitSet::new().unwrap();
+    let guard = waitset.attach_notification(&listener).unwrap();
+    let child = Reaped::new(spawn_self(TEST, "notifier", &[root_env(&dir)]));
+    let mut seen = HashSet::new();
+    let start = Instant::now();
+    waitset
+        .wait_and_process(|id| {
+            assert!(id.has_event_from(&guard));
+            listener
+                .try_wait_all(|e| {
+                    seen.insert(e.as_value());
+                })
+                .unwrap();
+            assert!(start.elapsed() < LIMIT, "ids missing: {seen:?}");
+            if seen.len() == 10 {
+                CallbackProgression::Stop
+            } else {
+                CallbackProgression::Continue
+            }
+        })
+        .unwrap();
+    assert_eq!(seen, (1..=10).collect());
+    wait_ok(child.into_inner(), LIMIT);
+}

@@ -256,6 +256,7 @@ impl Bookkeeping {
         match e {
             WordError::NotHeld => ChunkError::NotOwned { class, index, owner },
             WordError::AlreadyHeld => ChunkError::AlreadyOwned { class, index, owner },
+            WordError::Free => ChunkError::Free { class, index },
         }
     }
 
@@ -289,6 +290,34 @@ impl Bookkeeping {
         self.meta(handle)?
             .owners
             .take_queued(owner)
+            .map_err(|e| Self::word_error(handle, owner, e))
+    }
+
+    /// Adds `owner`'s hold to a chunk that others keep held (a queue entry the caller
+    /// does not take), in one atomic step, so that the owner can hand it to more queue
+    /// entries with [`Bookkeeping::hand_off`]: how a publisher re-sends a sample its
+    /// history queue keeps. The owner's bit must be clear
+    /// ([`ChunkError::AlreadyOwned`]) and the chunk not free ([`ChunkError::Free`]);
+    /// nothing changes then. Recovering a dead owner clears this bit like any other.
+    ///
+    /// ```
+    /// # use iox_mempool::{MemoryType, Owner, Pool, PoolLayout};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let layout = PoolLayout::new(&[(64, 4)]).unwrap();
+    /// # let pool = Pool::create(dir.path(), "doc", &layout, MemoryType::Cpu, 0o600).unwrap();
+    /// let (publisher, reader) = (Owner::new(0).unwrap(), Owner::new(1).unwrap());
+    /// let h = pool.loan(64, &mut 0, publisher).unwrap();
+    /// pool.hand_off(h, publisher, 1).unwrap(); // one entry, kept (a history)
+    /// pool.hold_queued(h, publisher).unwrap(); // join it again ...
+    /// pool.hand_off(h, publisher, 1).unwrap(); // ... and send it once more
+    /// pool.take_queued(h, reader).unwrap(); // the reader takes the new entry
+    /// assert_eq!(pool.release(h, reader), Ok(false)); // the kept entry still holds it
+    /// ```
+    #[inline]
+    pub fn hold_queued(&self, handle: ChunkHandle, owner: Owner) -> Result<(), ChunkError> {
+        self.meta(handle)?
+            .owners
+            .hold_queued(owner)
             .map_err(|e| Self::word_error(handle, owner, e))
     }
 

@@ -167,4 +167,13 @@ pub enum ChunkError {
         /// The owner number.
         owner: u32,
     },
+    /// The chunk is free, so no one's hold keeps it for the owner to join
+    /// ([`crate::Bookkeeping::hold_queued`]): a stale handle. Nothing was changed.
+    #[error("chunk class {class} index {index} is free: there is no hold to join (stale handle?)")]
+    Free {
+        /// The class.
+        class: usize,
+        /// The index.
+        index: u32,
+    },
 }

@@ -221,7 +221,6 @@ pub(crate) fn drain_queue(q: &Queue<'_>, claim_as: u64, pool: &Bookkeeping, owne
 /// (it bumps the futex word, so a sleeper that has not slept yet sees it changed, and
 /// wakes all), and the readiness descriptor if the receiver armed it (see
 /// [`crate::doorbell`]).
-#[cold]
 #[inline(never)]
 pub(crate) fn wake(header: &PortHeader, seen: u32, ringer: &Ringer, slot: usize) {
     if seen & !doorbell::ARMED != 0 {
@@ -251,7 +250,9 @@ pub(crate) fn announce(d: Dynamic<'_>) {
 #[non_exhaustive]
 pub enum WaitForPortsError {
     /// This process is a fork of the one that made the port.
-    #[error("this port belongs to the process this one was forked from; open the service again in this process")]
+    #[error(
+        "this port belongs to the process this one was forked from; open the service again in this process"
+    )]
     ForkedProcess,
     /// Sleeping on the service's ports-changed word failed.
     #[error("waiting for ports failed: {0}")]

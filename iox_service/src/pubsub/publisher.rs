@@ -35,6 +35,11 @@
 //! removed incarnation find out when they next wait, and once they are gone, so does
 //! the publisher. `Publisher::is_service_removed` asks at any time.
 //!
+//! History (`.history(n)` on the service): see [`history`]. A service without history
+//! takes the same path as before, at no extra instruction: the fork check `send` makes
+//! first doubles as the history test (`send_generation`), and a publisher with history
+//! leaves there for its own path.
+//!
 //! Ownership and threads: a `Publisher` and its loans share the port's state through
 //! an `Rc`, so a loan is `'static` (it can be stored, returned, kept in a queue) and the
 //! port stays claimed until the publisher *and* every loan are gone. The send path
@@ -56,12 +61,14 @@ use std::time::Duration;
 use iox_mempool::{ChunkHandle, Owner, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
-use crate::dynamic::{self, PortHeader};
 use crate::doorbell::Ringer;
+use crate::dynamic::{self, Dynamic, PortHeader};
 use crate::port::{self, PortCreateError, Shared, WaitForPortsError};
 use crate::queue::{self, Pushed};
 use crate::sample::SampleMutUninit;
 use crate::{Overflow, Payload, ZeroCopySafe};
+
+mod history;
 
 /// Builds a [`Publisher`].
 #[derive(Debug)]
@@ -124,6 +131,17 @@ pub enum SendError {
     ForkedProcess,
 }
 
+/// Why [`Publisher::update_connections`] failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum UpdateConnectionsError {
+    /// This process is a fork of the one that made the publisher: nothing was sent.
+    #[error(
+        "this publisher belongs to the process this one was forked from; open the service again in this process"
+    )]
+    ForkedProcess,
+}
+
 impl<P: ?Sized + Payload> PublisherBuilder<P> {
     pub(crate) fn new(service: Shared) -> Self {
         Self {
@@ -170,11 +188,18 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
         port::announce(d);
         let ringer = Ringer::new(&self.service.root, &self.service.stem, max_subscribers);
         let read_cache = (0..max_subscribers).map(|_| Cell::new(0)).collect();
+        let history =
+            (self.service.config.history > 0).then(|| Box::new(history::State::new(max_subscribers)));
         Ok(Publisher {
             port: Rc::new(PublisherPort {
                 fork_generation: self.service.fork_generation,
+                send_generation: match history {
+                    None => self.service.fork_generation,
+                    Some(_) => history::NOT_A_GENERATION,
+                },
                 max_loans: self.service.config.max_loans as usize,
                 drop_oldest: self.service.config.overflow == Overflow::DropOldest,
+                history,
                 pool: Arc::clone(&self.service.pool),
                 service: self.service,
                 slot,
@@ -222,9 +247,17 @@ pub(crate) struct PublisherPort {
     /// The fork generation of the process that made it (see `recovery::fork`), kept
     /// here beside the other hot fields.
     fork_generation: u64,
+    /// What `send` compares with the process's fork generation: `fork_generation`
+    /// without history; with history a value no generation takes, so that the one test
+    /// `send` makes first also takes a publisher with history to its own path, at no
+    /// cost to the others (see [`history`]).
+    send_generation: u64,
     max_loans: usize,
     /// The service's overflow policy is to drop the oldest sample.
     drop_oldest: bool,
+    /// What a publisher of a service with history keeps in the process (`None`
+    /// without history).
+    history: Option<Box<history::State>>,
     /// The service's pool (the same as `service.pool`, one pointer closer).
     pool: Arc<Pool>,
     /// Sequence number of the last send (never 0), tagged onto queue entries.
@@ -277,6 +310,31 @@ impl<P: ?Sized + Payload> Publisher<P> {
         port::wait_for_ports(&self.port.service, n, timeout, |d| {
             port::active_count((0..max).map(|s| d.subscriber(s)))
         })
+    }
+
+    /// Gives the history to subscribers that connected since this publisher last
+    /// looked, without sending: each gets this publisher's kept samples, oldest first.
+    /// `send` does the same first, so call this only when a new subscriber should not
+    /// wait for the next send (as iceoryx2's `update_connections`). Returns how many
+    /// samples it delivered; always 0 for a service without history.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let svc = iox_service::Service::named("doc/update")?.root(dir.path())
+    /// #     .publish_subscribe::<u64>().history(2).create()?;
+    /// let publisher = svc.publisher_builder().create()?;
+    /// publisher.loan_uninit()?.write_payload(7).send()?;
+    /// let late = svc.subscriber_builder().create()?;
+    /// assert_eq!(publisher.update_connections()?, 1);
+    /// assert_eq!(publisher.update_connections()?, 0, "each subscriber gets it once");
+    /// assert_eq!(*late.receive()?.unwrap(), 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn update_connections(&self) -> Result<usize, UpdateConnectionsError> {
+        if !self.port.is_own_process() {
+            return Err(UpdateConnectionsError::ForkedProcess);
+        }
+        Ok(self.port.update_connections())
     }
 
     /// Loans a chunk of at least `bytes` bytes: a new owner of the port, the chunk and
@@ -369,8 +427,9 @@ impl PublisherPort {
 
     /// Delivers a written chunk of `len` elements to every subscriber.
     pub(crate) fn send_chunk(&self, handle: ChunkHandle, len: usize) -> Result<usize, SendError> {
-        if !self.is_own_process() {
-            return Err(SendError::ForkedProcess);
+        // The fork check, and the history test (see `send_generation`).
+        if !crate::recovery::fork::is_same_process(self.send_generation) {
+            return self.send_other(handle, len);
         }
         // The next chunk is loaned first, while the subscribers are not touching the
         // ownership words (they are waiting for this sample): the hand-off below then
@@ -420,22 +479,7 @@ impl PublisherPort {
         let _ = pool.hand_off(handle, self.owner, delivered as u32);
         journal.store(0, Ordering::Relaxed);
         if delivered > 0 {
-            // Pairs with the SeqCst RMW a subscriber does before it sleeps, and with the
-            // SeqCst store a subscriber does when it closes.
-            fence(Ordering::SeqCst);
-            for s in 0..subs {
-                let header = d.subscriber(s);
-                if !is_active(header.state.load(Ordering::Relaxed)) {
-                    // It may have closed after our push and drained before it: drain
-                    // what is left so no chunk is stranded.
-                    port::drain_queue(&d.queue(self.slot, s), queue::BY_PRODUCER, pool, self.owner);
-                } else {
-                    let waiting = header.waiting.load(Ordering::Relaxed);
-                    if waiting != 0 {
-                        port::wake(header, waiting, &self.ringer, s);
-                    }
-                }
-            }
+            self.after_push(d);
         } else if self.service.is_removed() {
             return Err(SendError::ServiceRemoved);
         }
@@ -443,6 +487,28 @@ impl PublisherPort {
             return Err(SendError::QueueFull { delivered, rejected });
         }
         Ok(delivered)
+    }
+
+    /// After pushing to subscribers: drains what we pushed to one that closed
+    /// meanwhile, and wakes those blocked in `receive_timeout`.
+    #[inline(always)]
+    fn after_push(&self, d: Dynamic<'_>) {
+        // Pairs with the SeqCst RMW a subscriber does before it sleeps, and with the
+        // SeqCst store a subscriber does when it closes.
+        fence(Ordering::SeqCst);
+        for s in 0..d.layout().max_subscribers {
+            let header = d.subscriber(s);
+            if dynamic::split_state(header.state.load(Ordering::Relaxed)).1 != dynamic::ACTIVE {
+                // It may have closed after our push and drained before it: drain
+                // what is left so no chunk is stranded.
+                port::drain_queue(&d.queue(self.slot, s), queue::BY_PRODUCER, &self.pool, self.owner);
+            } else {
+                let waiting = header.waiting.load(Ordering::Relaxed);
+                if waiting != 0 {
+                    port::wake(header, waiting, &self.ringer, s);
+                }
+            }
+        }
     }
 
     /// Releases the hold `take_entry` moved to this publisher, if it did.
@@ -491,6 +557,10 @@ impl Drop for PublisherPort {
         // process ends and recovery returns it. Queued samples stay for the subscribers.
         let header = self.service.dynamic().publisher(self.slot);
         self.spare.take();
+        if self.history.is_some() {
+            // The samples kept for late subscribers go (those already queued stay).
+            self.drop_history();
+        }
         self.pool.release_all(self.owner);
         port::close(header, self.generation);
         port::free(header, self.generation);

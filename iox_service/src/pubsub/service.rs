@@ -1,17 +1,23 @@
 //! A publish-subscribe service: its builder (settings, pool sizing, compatibility with
 //! an existing service) and the open service that ports are built from.
 //!
-//! Decisions where DESIGN.md is silent: subscribers see samples sent after they
-//! connect (no history).
+//! Decisions where DESIGN.md is silent: by default subscribers see samples sent after
+//! they connect; with [`PubSubBuilder::history`]`(n)` each publisher keeps its last `n`
+//! samples and gives them to a subscriber that connects later, before live ones (at
+//! the publisher's next send or `update_connections`; see
+//! `pubsub::publisher::history`). History is behaviour, not capacity, so on open it
+//! must match exactly (as the overflow policy), and it is at most the subscriber buffer
+//! (a subscriber's fresh queue takes the whole history).
 //!
 //! Pool sizing. With default settings a publisher never sees `PoolExhausted` because a
 //! subscriber is slow or stopped reading. The most chunks that can be out of the pool
 //! at once, with every port at its limits, is
-//! `W = publishers x (loans + 1 spare + subscribers x buffer) + subscribers x held`:
+//! `W = publishers x (loans + 1 spare + subscribers x buffer + history) + subscribers x held`:
 //! each publisher's loans and the spare it loans ahead after a send, each
 //! publisher-subscriber queue full (a subscriber that stops reading keeps `buffer`
 //! entries from each publisher; `DropOldest` replaces them, `Reject` refuses more),
-//! each subscriber holding its maximum. So:
+//! each publisher's history full (its last `history` samples, which may all have left
+//! every subscriber's queue), each subscriber holding its maximum. So:
 //! - a typed service has one class holding `T` with `W` chunks;
 //! - a slice service with `max_slice_len(len)` has one class of `len` elements with `W`
 //!   chunks; with `chunk_sizes(&[bytes, ..])`, `W` chunks per class: the worst case for
@@ -56,6 +62,7 @@ pub struct PubSubBuilder<P: ?Sized> {
     max_loans: Option<u32>,
     max_held: Option<u32>,
     overflow: Option<Overflow>,
+    history: Option<u32>,
     permissions: Option<u32>,
     /// Slice services: `(bytes per chunk, count)`, `None` = derived from the limits.
     size_classes: Option<Vec<(usize, Option<usize>)>>,
@@ -76,6 +83,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             max_loans: None,
             max_held: None,
             overflow: None,
+            history: None,
             permissions: None,
             size_classes: None,
             max_slice_len: None,
@@ -121,6 +129,38 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
     /// Full-buffer policy (default drop the oldest). On open: must match if set.
     pub fn overflow(mut self, o: Overflow) -> Self {
         self.overflow = Some(o);
+        self
+    }
+    /// Samples each publisher keeps for subscribers that connect later (default 0):
+    /// a subscriber that connects gets the publisher's last `n` samples first, oldest
+    /// first, then live ones. It gets them at that publisher's next send, or at its
+    /// [`Publisher::update_connections`](crate::Publisher::update_connections) call. At
+    /// most [`subscriber_buffer`](Self::subscriber_buffer), else `create` fails with
+    /// [`InvalidConfig::History`]; the pool grows by `max_publishers x n` chunks. On
+    /// open: must match if set.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use iox_service::Service;
+    /// let svc = Service::named("doc/history")?
+    ///     .root(dir.path())
+    ///     .publish_subscribe::<u64>()
+    ///     .history(4)
+    ///     .create()?;
+    /// let publisher = svc.publisher_builder().create()?;
+    /// for i in 0..10 {
+    ///     publisher.loan_uninit()?.write_payload(i).send()?;
+    /// }
+    /// let subscriber = svc.subscriber_builder().create()?; // connects late
+    /// publisher.update_connections()?; // or the next send
+    /// let got: Vec<u64> = std::iter::from_fn(|| subscriber.receive().unwrap())
+    ///     .map(|s| *s)
+    ///     .collect();
+    /// assert_eq!(got, [6, 7, 8, 9]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn history(mut self, n: u32) -> Self {
+        self.history = Some(n);
         self
     }
     /// Unix permissions of the files (default 0o600; e.g. 0o660 for group access).
@@ -223,12 +263,14 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             max_loans: self.max_loans.unwrap_or(2),
             max_held: self.max_held.unwrap_or(2),
             overflow: self.overflow.unwrap_or_default(),
+            history: self.history.unwrap_or(0),
             permissions: self.permissions.unwrap_or(segment::DEFAULT_MODE),
             // The memfd's identity is filled in when it is created (try_create).
             backing: PayloadBacking::File,
             created_unix_ns: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
+            event: None,
         };
         if let Err(e) = config.check() {
             // Limits first, so a zero count is reported as such, not as a layout error.
@@ -240,8 +282,13 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             u64::from(config.max_publishers),
             u64::from(config.max_subscribers),
         );
-        // + 1 per publisher: the spare chunk it loans ahead after each send.
-        let counts = p * (u64::from(config.max_loans) + 1 + s * u64::from(config.subscriber_buffer))
+        // + 1 per publisher: the spare chunk it loans ahead after each send; + history:
+        // the samples it keeps for late subscribers.
+        let counts = p
+            * (u64::from(config.max_loans)
+                + 1
+                + s * u64::from(config.subscriber_buffer)
+                + u64::from(config.history))
             + s * u64::from(config.max_held);
         config.layout = self.layout(counts as usize)?;
         let owner_only = config.permissions & 0o077 == 0;
@@ -324,6 +371,16 @@ impl<P: ?Sized + Payload> Pattern for PubSubBuilder<P> {
                 what: "overflow policy",
                 requested: format!("{o:?}"),
                 found: format!("{:?}", c.overflow),
+            });
+        }
+        if let Some(h) = self.history
+            && h != c.history
+        {
+            return Err(OpenError::IncompatibleLimit {
+                name: name(),
+                what: "history",
+                requested: h.to_string(),
+                found: c.history.to_string(),
             });
         }
         let element = c.payload.element_size().max(1);

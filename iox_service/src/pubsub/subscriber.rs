@@ -43,8 +43,8 @@
 //! round-robin cursor in a `Cell`, and one subscriber slot has one consumer.
 
 use std::cell::Cell;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::marker::PhantomData;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
@@ -52,8 +52,8 @@ use std::time::{Duration, Instant};
 use iox_mempool::{ChunkHandle, Owner, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
-use crate::dynamic::PortHeader;
 use crate::doorbell::Doorbell;
+use crate::dynamic::PortHeader;
 use crate::port::{self, PortCreateError, Shared, WaitForPortsError};
 use crate::queue::{self, Popped};
 use crate::sample::Sample;
@@ -303,6 +303,15 @@ impl<P: ?Sized + Payload> Subscriber<P> {
         if let Some(sample) = self.take()? {
             return Ok(Some(sample));
         }
+        self.found_nothing()
+    }
+
+    /// The end of a receive that found nothing, off the hot path: re-arms the
+    /// readiness descriptor if it is in use, and looks at the service's lifecycle.
+    #[cold]
+    #[inline(never)]
+    fn found_nothing(&self) -> Result<Option<Sample<P>>, ReceiveError> {
+        let port = &self.port;
         if self.armed_mode.get() {
             port.doorbell.rearm(&port.header().waiting);
             // Armed: a publisher that pushed before it saw the bit is found here.

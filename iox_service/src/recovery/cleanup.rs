@@ -343,7 +343,7 @@ fn cleanup_stem(root: &Path, stem: &str, live: &mut Liveness) -> Result<CleanupR
     // which for a memfd backing may be unreachable once its processes died.
     let pool = iox_mempool::Bookkeeping::open(root, stem, &config.layout, Some(config.memory_type), hash)?;
     // Waits (bounded) for a live process recovering it right now, then looks itself.
-    if let Ok(r) = recovery::recover_in_waiting(dynamic.view(), &pool, live) {
+    if let Ok(r) = recovery::recover_in_waiting(dynamic.view(), stem, &pool, live) {
         report.add(&r);
     }
     if lifecycle::remove_if_unused(root, stem, &dynamic, live.me()) {

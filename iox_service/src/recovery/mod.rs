@@ -17,12 +17,19 @@
 //!   middle of (its journal names the entry) is finished: the queues whose last entry
 //!   is that entry got it, and one atomic hand-off adds their holds and removes the
 //!   publisher's bit, only if that bit is still set; its queues to subscribers that are
-//!   not active are drained (no consumer will); then its bit is cleared on every chunk
-//!   (loans, the spare, entries it had taken) and the slot is freed.
+//!   not active are drained (no consumer will), and so is its history queue (a service
+//!   with history: the samples it kept for late subscribers; a send counts it among
+//!   the queues, and a re-send of a kept sample is journaled as a send of its own);
+//!   then its bit is cleared on every chunk (loans, the spare, entries it had taken,
+//!   a kept chunk it had joined to re-send) and the slot is freed.
 //! - a dead **subscriber** slot: it is marked closing (publishers stop delivering and
 //!   drain what they pushed after); its claim is finished or undone; its queues are
 //!   drained into its owner bit; its bit is cleared on every chunk (samples it held)
 //!   and the slot is freed.
+//! - event services (no queues, no chunks held): a dead **notifier** slot is closed
+//!   and freed, and the service's `notifier_dead_event`, if it has one, is emitted to
+//!   the listeners by the process recovering it (`crate::event::pending`); a dead
+//!   **listener** slot is closed, its pending set cleared, and freed.
 //! - a dead **user** (service handle) is unregistered; a service left without users is
 //!   then removed by whoever found it so (the lifecycle module).
 //!
@@ -106,6 +113,10 @@ impl<'a> Liveness<'a> {
 
     pub(crate) fn me(&self) -> u64 {
         self.me
+    }
+
+    pub(crate) fn root(&self) -> &'a Path {
+        self.root
     }
 
     /// Whether `node` is alive (this process's own node always is).
@@ -203,8 +214,17 @@ impl Drop for RecoveryLock<'_> {
 /// Recovers the dead participants of an open service (see the module docs).
 /// `Err(holder)` if another live node is recovering it right now.
 pub(crate) fn recover(service: &ServiceShared) -> Result<CleanupReport, u64> {
+    recover_service(service, Duration::ZERO)
+}
+
+/// [`recover`], waiting up to [`CLEANUP_LOCK_TIMEOUT`] for a live recoverer to finish.
+pub(crate) fn recover_waiting(service: &ServiceShared) -> Result<CleanupReport, u64> {
+    recover_service(service, CLEANUP_LOCK_TIMEOUT)
+}
+
+fn recover_service(service: &ServiceShared, wait: Duration) -> Result<CleanupReport, u64> {
     let mut live = Liveness::new(&service.root, service.node_id());
-    let report = recover_in(service.dynamic(), &service.pool, &mut live);
+    let report = recover_locked(service.dynamic(), &service.stem, &service.pool, &mut live, wait);
     let files = live.finish();
     report.map(|mut r| {
         r.files_removed += files;
@@ -228,24 +248,28 @@ fn anyone_dead(d: Dynamic<'_>, live: &mut Liveness) -> bool {
 /// process (or thread) is recovering it right now.
 pub(crate) fn recover_in(
     d: Dynamic<'_>,
+    stem: &str,
     pool: &Bookkeeping,
     live: &mut Liveness,
 ) -> Result<CleanupReport, u64> {
-    recover_locked(d, pool, live, Duration::ZERO)
+    recover_locked(d, stem, pool, live, Duration::ZERO)
 }
 
 /// [`recover_in`], waiting up to [`CLEANUP_LOCK_TIMEOUT`] for a live recoverer to
 /// finish (for explicit cleanups).
 pub(crate) fn recover_in_waiting(
     d: Dynamic<'_>,
+    stem: &str,
     pool: &Bookkeeping,
     live: &mut Liveness,
 ) -> Result<CleanupReport, u64> {
-    recover_locked(d, pool, live, CLEANUP_LOCK_TIMEOUT)
+    recover_locked(d, stem, pool, live, CLEANUP_LOCK_TIMEOUT)
 }
 
+/// `stem`: the service's file stem, for reaching its listeners' doorbells.
 fn recover_locked(
     d: Dynamic<'_>,
+    stem: &str,
     pool: &Bookkeeping,
     live: &mut Liveness,
     wait: Duration,
@@ -256,6 +280,11 @@ fn recover_locked(
     }
     let _lock = lock(&d.header().recovery, wait, live)?;
     let l = d.layout();
+    if l.is_event() {
+        recover_event_ports(d, stem, live, &mut report);
+        report.users += recover_users(d, live);
+        return Ok(report);
+    }
     for p in 0..l.max_publishers {
         let node = d.publisher(p).node.load(Ordering::Acquire);
         if node != 0 && !live.alive(node) {
@@ -278,6 +307,27 @@ fn recover_locked(
     }
     report.users += recover_users(d, live);
     Ok(report)
+}
+
+/// Recovers the dead notifier and listener slots of an event service (listeners
+/// first, so a dead listener does not get the dead event).
+fn recover_event_ports(d: Dynamic<'_>, stem: &str, live: &mut Liveness, report: &mut CleanupReport) {
+    let l = d.layout();
+    for s in 0..l.max_subscribers {
+        let node = d.subscriber(s).node.load(Ordering::Acquire);
+        if node != 0 && !live.alive(node) {
+            crate::event::pending::recover_listener(d, s);
+            report.ports += 1;
+        }
+    }
+    let ringer = crate::doorbell::Ringer::new(live.root(), stem, l.max_subscribers);
+    for p in 0..l.max_publishers {
+        let node = d.publisher(p).node.load(Ordering::Acquire);
+        if node != 0 && !live.alive(node) {
+            crate::event::pending::recover_notifier(d, p, &ringer);
+            report.ports += 1;
+        }
+    }
 }
 
 /// Unregisters the service handles of dead nodes; returns how many.
@@ -316,11 +366,12 @@ fn recover_publisher(d: Dynamic<'_>, pool: &Bookkeeping, p: usize, report: &mut 
     let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
     port::close(header, generation);
     let subs = d.layout().max_subscribers;
-    for s in 0..subs {
+    // Its history queue, if the service keeps one: one more queue it pushed to.
+    let history = || (d.layout().history > 0).then(|| d.history_queue(p));
+    for q in (0..subs).map(|s| d.queue(p, s)).chain(history()) {
         // A finished take leaves the entry's hold on the dead publisher's bit, which
         // is cleared below with the rest.
-        if d.queue(p, s)
-            .resolve_claim(queue::BY_PRODUCER, |e| held_by(pool, e, owner))
+        if q.resolve_claim(queue::BY_PRODUCER, |e| held_by(pool, e, owner))
             .is_some()
         {
             report.takes_resolved += 1;
@@ -332,7 +383,9 @@ fn recover_publisher(d: Dynamic<'_>, pool: &Bookkeeping, p: usize, report: &mut 
         && held_by(pool, journal, owner)
     {
         let delivered = (0..subs)
-            .filter(|&s| d.queue(p, s).last_pushed() == Some(journal))
+            .map(|s| d.queue(p, s))
+            .chain(history())
+            .filter(|q| q.last_pushed() == Some(journal))
             .count();
         // An Err means another recoverer finished it between our looks.
         if let Ok(freed) = pool.hand_off(chunk, owner, delivered as u32) {
@@ -349,6 +402,10 @@ fn recover_publisher(d: Dynamic<'_>, pool: &Bookkeeping, p: usize, report: &mut 
             continue;
         }
         report.chunks_freed += port::drain_queue(&d.queue(p, s), queue::BY_PRODUCER, pool, owner);
+    }
+    // Nobody else consumes its history queue.
+    if let Some(q) = history() {
+        report.chunks_freed += port::drain_queue(&q, queue::BY_PRODUCER, pool, owner);
     }
     report.chunks_freed += pool.release_all(owner).1;
     port::free(header, generation);

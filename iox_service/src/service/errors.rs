@@ -214,7 +214,9 @@ pub enum OpenError {
         found: String,
     },
     /// The service exists with another messaging pattern.
-    #[error("service {name:?} is a {found} service, not {requested}")]
+    #[error(
+        "service {name:?} uses the {found} pattern, not {requested}: open it as a {found} service, or give the {requested} service another name"
+    )]
     WrongPattern {
         /// The service.
         name: String,

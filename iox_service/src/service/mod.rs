@@ -109,6 +109,16 @@ impl Service {
         })
     }
 
+    /// An event service: notifiers signal event ids to listeners (see
+    /// [`crate::EventBuilder`]).
+    pub fn event(self) -> crate::EventBuilder {
+        crate::EventBuilder::new(Target {
+            name: self.name,
+            root: self.root,
+            timeout: DEFAULT_TIMEOUT,
+        })
+    }
+
     /// Whether a service called `name` exists under the default root.
     pub fn exists(name: &str) -> Result<bool, NameError> {
         Self::exists_in(&iox_mempool::root::root_dir(), name)

@@ -116,7 +116,7 @@ pub(super) fn try_open(
                 if let Ok(book) =
                     Bookkeeping::open(&t.root, &stem, &config.layout, Some(config.memory_type), hash)
                 {
-                    let _ = recovery::recover_in(d, &book, &mut live);
+                    let _ = recovery::recover_in(d, &stem, &book, &mut live);
                 }
                 if lifecycle::remove_if_unused(&t.root, &stem, &dynamic, node.id()) {
                     return Attempt::Retry("all its processes had died; removed it".into());
@@ -140,7 +140,7 @@ pub(super) fn try_open(
         Err(source) => return Attempt::Failed(OpenError::Pool { name: name(), source }),
     };
     // Best effort: a live recoverer busy with it is fine too.
-    let _ = recovery::recover_in(d, &pool, &mut live);
+    let _ = recovery::recover_in(d, &stem, &pool, &mut live);
     if lifecycle::remove_if_unused(&t.root, &stem, &dynamic, node.id()) {
         return Attempt::Retry("no live process used it any more; removed it".into());
     }

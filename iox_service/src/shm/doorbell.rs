@@ -65,7 +65,10 @@ fn with_address<T>(root: &Path, name: &str, f: impl FnOnce(&Path) -> io::Result<
         rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
     )?;
-    f(&PathBuf::from(format!("/proc/self/fd/{}/{name}", dir.as_raw_fd())))
+    f(&PathBuf::from(format!(
+        "/proc/self/fd/{}/{name}",
+        dir.as_raw_fd()
+    )))
 }
 
 /// A receiving port's socket: bound under the root, non-blocking, removed on drop.

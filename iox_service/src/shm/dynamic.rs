@@ -15,7 +15,16 @@
 //!   before opening, and verify what they open);
 //! - one 64-byte port header per publisher slot, then one per subscriber slot;
 //! - one [`crate::queue`] per (publisher, subscriber) pair, row-major by publisher:
-//!   the read word on its own line, then the write index followed by the slots.
+//!   the read word on its own line, then the write index followed by the slots;
+//! - for a service with history (`history > 0` in the static config), one history
+//!   queue of `history` slots per publisher, laid out like the others: what the
+//!   publisher keeps for subscribers that connect later (see
+//!   `pubsub::publisher::history`). Without history there is none, and the segment is
+//!   exactly as before history existed.
+//! - event services instead (see [`crate::event`]): no queues (notifiers use the
+//!   publisher slots, listeners the subscriber slots), then per listener slot its
+//!   pending-event bit set, `event_id_max + 1` bits in 64-bit words, each set on its
+//!   own cache line(s).
 //!
 //! Lifecycle word: `node << 2 | phase`, phase one of [`CREATING`] (by `node`),
 //! [`ALIVE`] (node 0) or [`DESTROYING`] (by `node`). The dynamic segment is the
@@ -86,6 +95,9 @@ pub(crate) struct Header {
     /// Bumped (and futex-woken) whenever a port becomes active, closes or is freed:
     /// what `wait_for_subscribers` and `wait_for_publishers` sleep on.
     pub(crate) ports_changed: AtomicU32,
+    /// Event services: `event_id_max + 1`, the bits of each listener's pending set
+    /// (0 for other patterns).
+    pub(crate) event_ids: AtomicU32,
 }
 const _: () = assert!(size_of::<Header>() <= HEADER_LEN);
 const _: () = assert!(std::mem::offset_of!(Header, version) == 40);
@@ -186,6 +198,7 @@ fn check_limits(h: &Header, c: &StaticConfig) -> Result<(), Corruption> {
         ("max_loans", &h.max_loans, c.max_loans),
         ("max_held", &h.max_held, c.max_held),
         ("user_slots", &h.user_slots, USER_SLOTS as u32),
+        ("event ids", &h.event_ids, event_ids(c)),
     ];
     for (what, field, expected) in fields {
         let found = field.load(Ordering::Relaxed);
@@ -198,6 +211,12 @@ fn check_limits(h: &Header, c: &StaticConfig) -> Result<(), Corruption> {
         }
     }
     Ok(())
+}
+
+/// The bits of each listener's pending set: `event_id_max + 1` for event services,
+/// 0 for others.
+fn event_ids(c: &StaticConfig) -> u32 {
+    c.event.map_or(0, |e| e.event_id_max + 1)
 }
 
 /// Builds a lifecycle word.
@@ -223,7 +242,22 @@ pub(crate) struct DynamicLayout {
     pub(crate) publishers: usize,
     pub(crate) subscribers: usize,
     pub(crate) queues: usize,
+    /// 0 when the service has no queues (event services).
     pub(crate) queue_stride: usize,
+    /// Samples each publisher keeps for late subscribers (0 = no history queues).
+    pub(crate) history: usize,
+    /// Offset of publisher 0's history queue (the end of the pair queues).
+    pub(crate) history_queues: usize,
+    pub(crate) history_stride: usize,
+    /// Event services: where the listeners' pending sets start, and each one's
+    /// words and stride in bytes (all 0 for other patterns).
+    pub(crate) pending: usize,
+    pub(crate) pending_words: usize,
+    pub(crate) pending_stride: usize,
+    /// Event services: the event id recovery emits for a dead notifier.
+    pub(crate) dead_event: Option<u32>,
+    /// Event services: `event_id_max + 1` (0 for other patterns).
+    pub(crate) event_ids: u32,
     pub(crate) len: usize,
 }
 
@@ -250,8 +284,21 @@ impl DynamicLayout {
             subscribers: publishers,
             queues: publishers,
             queue_stride: 0,
+            history: 0,
+            history_queues: publishers,
+            history_stride: 0,
+            pending: publishers,
+            pending_words: 0,
+            pending_stride: 0,
+            dead_event: None,
+            event_ids: 0,
             len: publishers,
         }
+    }
+
+    /// Whether this is an event service's layout (pending sets, no queues).
+    pub(crate) fn is_event(&self) -> bool {
+        self.event_ids != 0
     }
 
     pub(crate) fn new(c: &StaticConfig) -> Self {
@@ -259,13 +306,27 @@ impl DynamicLayout {
         let buffer = c.subscriber_buffer as usize;
         // Read word alone on a line; write index and slots together, so a push moves
         // one line to the consumer (for buffers up to 7).
-        let queue_stride = size_of::<PaddedIndex>() + table_bytes(1 + buffer);
+        let pending_words = (event_ids(c) as usize).div_ceil(64);
+        let queue_stride = if pending_words != 0 {
+            0 // an event service has no queues
+        } else {
+            size_of::<PaddedIndex>() + table_bytes(1 + buffer)
+        };
         let users = HEADER_LEN;
         let user_fds = users + USER_SLOTS * 8;
         let publishers = user_fds + USER_SLOTS * 4;
         let subscribers = publishers + 64 * max_publishers;
         let queues = subscribers + 64 * max_subscribers;
-        let len = queues + queue_stride * max_publishers * max_subscribers;
+        let history = c.history as usize;
+        let history_queues = queues + queue_stride * max_publishers * max_subscribers;
+        let history_stride = if history == 0 {
+            0
+        } else {
+            size_of::<PaddedIndex>() + table_bytes(1 + history)
+        };
+        let pending = history_queues + history_stride * max_publishers;
+        let pending_stride = table_bytes(pending_words);
+        let len = pending + pending_stride * max_subscribers;
         Self {
             max_publishers,
             max_subscribers,
@@ -278,6 +339,14 @@ impl DynamicLayout {
             subscribers,
             queues,
             queue_stride,
+            history,
+            history_queues,
+            history_stride,
+            pending,
+            pending_words,
+            pending_stride,
+            dead_event: c.event.and_then(|e| e.notifier_dead_event),
+            event_ids: event_ids(c),
             len,
         }
     }
@@ -381,6 +450,7 @@ impl DynamicSegment {
             (&h.max_loans, layout.max_loans),
             (&h.max_held, layout.max_held),
             (&h.user_slots, USER_SLOTS as u32),
+            (&h.event_ids, layout.event_ids),
         ];
         for (field, value) in limits {
             field.store(value, Ordering::Relaxed);
@@ -478,11 +548,34 @@ impl<'a> Dynamic<'a> {
         self.at(self.layout.subscribers + s * 64)
     }
 
+    /// The pending-event bit set of listener slot `s` (event services only).
+    pub(crate) fn pending(&self, s: usize) -> &'a [AtomicU64] {
+        assert!(s < self.layout.max_subscribers && self.layout.is_event());
+        self.table(
+            self.layout.pending + s * self.layout.pending_stride,
+            self.layout.pending_words,
+        )
+    }
+
     pub(crate) fn queue(&self, p: usize, s: usize) -> Queue<'a> {
         assert!(p < self.layout.max_publishers && s < self.layout.max_subscribers);
+        assert!(self.layout.queue_stride != 0, "an event service has no queues");
         let off = self.layout.queues + (p * self.layout.max_subscribers + s) * self.layout.queue_stride;
         let read: &PaddedIndex = self.at(off);
         let rest = self.table(off + 64, 1 + self.layout.buffer);
+        Queue {
+            write: &rest[0],
+            read: &read.value,
+            slots: &rest[1..],
+        }
+    }
+
+    /// Publisher `p`'s history queue (only for a service with history).
+    pub(crate) fn history_queue(&self, p: usize) -> Queue<'a> {
+        assert!(p < self.layout.max_publishers && self.layout.history > 0);
+        let off = self.layout.history_queues + p * self.layout.history_stride;
+        let read: &PaddedIndex = self.at(off);
+        let rest = self.table(off + 64, 1 + self.layout.history);
         Queue {
             write: &rest[0],
             read: &read.value,

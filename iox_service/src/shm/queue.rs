@@ -175,7 +175,7 @@ impl Queue<'_> {
     /// Takes the oldest entry, claiming it as `claim_as` ([`BY_CONSUMER`] or
     /// [`BY_PRODUCER`]); `take` moves the entry's hold to the taker before the index
     /// moves on. Safe to call from any process.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn pop(&self, claim_as: u64, take: impl FnOnce(u64)) -> Popped {
         let mut spins = 0;
         loop {
@@ -212,6 +212,20 @@ impl Queue<'_> {
                 return Popped::Took(value);
             }
         }
+    }
+
+    /// The entries queued, oldest first, left in place: for a queue whose producer is
+    /// also its only consumer (a publisher's history queue), so nothing moves while it
+    /// reads them. None while a claim is held (only that producer claims, and not while
+    /// it reads) or for corrupt indices.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = u64> + '_ {
+        let (r, claim) = split(self.read.load(Ordering::Acquire));
+        let w = self.write.load(Ordering::Relaxed);
+        let n = match w.wrapping_sub(r) {
+            n if n > self.cap() || claim != IDLE => 0,
+            n => n,
+        };
+        (0..n).map(move |i| self.slot(r.wrapping_add(i)).load(Ordering::Relaxed))
     }
 
     /// Number of entries queued and not being taken right now (a snapshot; 0 for

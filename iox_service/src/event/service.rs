@@ -1,0 +1,366 @@
+//! An event service: its builder (limits, id range, lifecycle events, compatibility
+//! with an existing service) and the open service that notifiers and listeners are
+//! built from.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use iox_mempool::segment;
+use iox_mempool::{MemfdIdentity, MemoryType, PoolLayout};
+
+use super::{ListenerBuilder, NotifierBuilder};
+use crate::CleanupReport;
+use crate::PayloadType;
+use crate::service::{self, CreateError, OpenError, OpenOrCreateError, Pattern, ServiceShared, Target};
+use crate::static_config::{
+    self, EventConfig, InvalidConfig, MessagingPattern, PayloadBacking, StaticConfig,
+};
+
+/// Default `max_notifiers`.
+const DEFAULT_NOTIFIERS: u32 = 16;
+/// Default `max_listeners`.
+const DEFAULT_LISTENERS: u32 = 16;
+/// Default `event_id_max` (one cache line of pending bits per listener).
+const DEFAULT_EVENT_ID_MAX: u32 = 255;
+
+/// Builds, opens or creates an event service. Settings are applied when creating;
+/// when opening, those the caller set are checked against the existing service (each
+/// mismatch is [`OpenError::IncompatibleLimit`] naming the setting).
+///
+/// ```
+/// use iox_service::{EventId, Service};
+/// let dir = tempfile::tempdir().unwrap();
+/// let event = Service::named("robot/estop").unwrap()
+///     .root(dir.path())
+///     .event()
+///     .max_notifiers(4)
+///     .max_listeners(8)
+///     .event_id_max(255)
+///     .open_or_create()
+///     .unwrap();
+/// let listener = event.listener_builder().create().unwrap();
+/// let notifier = event.notifier_builder().default_event_id(EventId::new(3)).create().unwrap();
+/// assert_eq!(notifier.notify().unwrap(), 1); // reached one listener
+/// assert_eq!(listener.try_wait_one().unwrap(), Some(EventId::new(3)));
+/// ```
+#[derive(Debug)]
+pub struct EventBuilder {
+    target: Target,
+    max_notifiers: Option<u32>,
+    max_listeners: Option<u32>,
+    event_id_max: Option<u32>,
+    created: Option<u32>,
+    dropped: Option<u32>,
+    dead: Option<u32>,
+    permissions: Option<u32>,
+}
+
+impl EventBuilder {
+    pub(crate) fn new(target: Target) -> Self {
+        Self {
+            target,
+            max_notifiers: None,
+            max_listeners: None,
+            event_id_max: None,
+            created: None,
+            dropped: None,
+            dead: None,
+            permissions: None,
+        }
+    }
+
+    /// Most notifiers at once (default 16; notifiers + listeners <= 47). On open: the
+    /// service must allow this many.
+    pub fn max_notifiers(mut self, n: u32) -> Self {
+        self.max_notifiers = Some(n);
+        self
+    }
+    /// Most listeners at once (default 16). On open: the service must allow this many.
+    pub fn max_listeners(mut self, n: u32) -> Self {
+        self.max_listeners = Some(n);
+        self
+    }
+    /// The largest event id (default 255, at most
+    /// [`MAX_EVENT_ID`](static_config::MAX_EVENT_ID)). On open: the service's must be
+    /// at least this.
+    pub fn event_id_max(mut self, max: u32) -> Self {
+        self.event_id_max = Some(max);
+        self
+    }
+    /// The event the service emits to its listeners when a notifier is created
+    /// (default none). On open: must match if set.
+    pub fn notifier_created_event(mut self, id: super::EventId) -> Self {
+        self.created = Some(id.as_value());
+        self
+    }
+    /// The event the service emits to its listeners when a notifier is dropped
+    /// (default none). On open: must match if set.
+    pub fn notifier_dropped_event(mut self, id: super::EventId) -> Self {
+        self.dropped = Some(id.as_value());
+        self
+    }
+    /// The event the service emits to its listeners when a dead notifier is recovered
+    /// (default none). Emitted by the process that recovers it: see
+    /// [`EventService::cleanup_dead`]. On open: must match if set.
+    pub fn notifier_dead_event(mut self, id: super::EventId) -> Self {
+        self.dead = Some(id.as_value());
+        self
+    }
+    /// Unix permissions of the files and sockets (default 0o600; e.g. 0o660 for group
+    /// access).
+    pub fn permissions(mut self, mode: u32) -> Self {
+        self.permissions = Some(mode);
+        self
+    }
+    /// How long open and open-or-create wait for a service another process is
+    /// creating or removing (default 10 s).
+    pub fn timeout(mut self, d: Duration) -> Self {
+        self.target.timeout = d;
+        self
+    }
+
+    /// Creates the service; fails if it exists.
+    pub fn create(self) -> Result<EventService, CreateError> {
+        service::create(&self.target, &self).map(EventService::new)
+    }
+
+    /// Opens the service; fails if it does not exist.
+    pub fn open(self) -> Result<EventService, OpenError> {
+        service::open(&self.target, &self).map(EventService::new)
+    }
+
+    /// Opens the service, or creates it if it does not exist. Any number of processes
+    /// may race this: exactly one creates, the others open.
+    pub fn open_or_create(self) -> Result<EventService, OpenOrCreateError> {
+        service::open_or_create(&self.target, &self).map(EventService::new)
+    }
+}
+
+/// The payload type recorded for event services: none (size 0).
+fn no_payload() -> PayloadType {
+    PayloadType::Typed {
+        type_name: "(no payload: event)".into(),
+        size: 0,
+        alignment: 1,
+    }
+}
+
+impl Pattern for EventBuilder {
+    const PATTERN: MessagingPattern = MessagingPattern::Event;
+
+    fn new_config(&self, target: &Target) -> Result<StaticConfig, CreateError> {
+        let permissions = self.permissions.unwrap_or(segment::DEFAULT_MODE);
+        // The minimal pool (see the module docs): one chunk, never loaned.
+        let layout = PoolLayout::new(&[(64, 1)]).expect("constant layout");
+        // Same backing rule as pub-sub: a memfd is reachable by the same user only.
+        let backing = if permissions & 0o077 == 0 {
+            PayloadBacking::Memfd(MemfdIdentity {
+                len: layout.payload_len() as u64,
+                dev: 0,
+                ino: 0,
+                nonce: 0,
+            })
+        } else {
+            PayloadBacking::File
+        };
+        let config = StaticConfig {
+            version: static_config::CONFIG_VERSION,
+            name: target.name.to_string(),
+            pattern: MessagingPattern::Event,
+            payload: no_payload(),
+            memory_type: MemoryType::Cpu,
+            layout,
+            max_publishers: self.max_notifiers.unwrap_or(DEFAULT_NOTIFIERS),
+            max_subscribers: self.max_listeners.unwrap_or(DEFAULT_LISTENERS),
+            subscriber_buffer: 1,
+            max_loans: 1,
+            max_held: 1,
+            overflow: Default::default(),
+            history: 0,
+            permissions,
+            backing,
+            created_unix_ns: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+            event: Some(EventConfig {
+                event_id_max: self.event_id_max.unwrap_or(DEFAULT_EVENT_ID_MAX),
+                notifier_created_event: self.created,
+                notifier_dropped_event: self.dropped,
+                notifier_dead_event: self.dead,
+            }),
+        };
+        config.check().map_err(|e| CreateError::InvalidSetting {
+            name: target.name.to_string(),
+            source: rename_limits(e),
+        })?;
+        Ok(config)
+    }
+
+    fn check_compatible(&self, target: &Target, c: &StaticConfig) -> Result<(), OpenError> {
+        let incompatible = |what, requested: String, found: String| {
+            Err(OpenError::IncompatibleLimit {
+                name: target.name.to_string(),
+                what,
+                requested,
+                found,
+            })
+        };
+        let Some(event) = c.event else {
+            // A checked config of this pattern has its event section.
+            return incompatible("event section", "present".into(), "missing".into());
+        };
+        let limits = [
+            ("max_notifiers", self.max_notifiers, c.max_publishers),
+            ("max_listeners", self.max_listeners, c.max_subscribers),
+            ("event_id_max", self.event_id_max, event.event_id_max),
+        ];
+        for (what, requested, found) in limits {
+            if let Some(r) = requested
+                && r > found
+            {
+                return incompatible(what, r.to_string(), found.to_string());
+            }
+        }
+        let lifecycle = [
+            (
+                "notifier_created_event",
+                self.created,
+                event.notifier_created_event,
+            ),
+            (
+                "notifier_dropped_event",
+                self.dropped,
+                event.notifier_dropped_event,
+            ),
+            ("notifier_dead_event", self.dead, event.notifier_dead_event),
+        ];
+        let show = |id: Option<u32>| id.map_or("none".to_string(), |i| i.to_string());
+        for (what, requested, found) in lifecycle {
+            if requested.is_some() && requested != found {
+                return incompatible(what, show(requested), show(found));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The static config's limit names are pub-sub's; an event service's builder calls
+/// them notifiers and listeners.
+fn rename_limits(e: InvalidConfig) -> InvalidConfig {
+    match e {
+        InvalidConfig::Limit {
+            what,
+            value,
+            max,
+            rule,
+        } => InvalidConfig::Limit {
+            what: match what {
+                "max_publishers" => "max_notifiers",
+                "max_subscribers" => "max_listeners",
+                w => w,
+            },
+            value,
+            max,
+            rule: match what {
+                "max_publishers" | "max_subscribers" => {
+                    "; notifiers + listeners <= 47 per service (each port is one owner bit in the service's pool)"
+                }
+                _ => rule,
+            },
+        },
+        e => e,
+    }
+}
+
+/// An open event service. Clone it freely; ports keep it alive. When the last handle
+/// of the last process goes, the service is removed.
+#[derive(Debug, Clone)]
+pub struct EventService {
+    pub(crate) shared: Arc<ServiceShared>,
+}
+
+impl EventService {
+    pub(crate) fn new(shared: ServiceShared) -> Self {
+        Self {
+            shared: Arc::new(shared),
+        }
+    }
+
+    /// The service name.
+    pub fn name(&self) -> &str {
+        self.shared.name.as_str()
+    }
+
+    /// Whether this handle created the service (rather than opening it).
+    pub fn is_creator(&self) -> bool {
+        self.shared.created
+    }
+
+    /// The static config, as stored.
+    pub fn static_config(&self) -> &StaticConfig {
+        &self.shared.config
+    }
+
+    /// The event section of the static config (id range, lifecycle events).
+    pub fn event_config(&self) -> EventConfig {
+        self.shared
+            .config
+            .event
+            .expect("an event service has its event section (checked on open)")
+    }
+
+    /// A builder for a notifier.
+    pub fn notifier_builder(&self) -> NotifierBuilder {
+        NotifierBuilder::new(self.shared.clone())
+    }
+
+    /// A builder for a listener.
+    pub fn listener_builder(&self) -> ListenerBuilder {
+        ListenerBuilder::new(self.shared.clone())
+    }
+
+    /// Whether the service was removed (e.g. `iox remove --force`) after this handle
+    /// opened it. Open it again to reach new ports.
+    pub fn is_removed(&self) -> bool {
+        self.shared.is_removed()
+    }
+
+    /// Notifiers and listeners connected right now (a snapshot).
+    pub fn port_counts(&self) -> (usize, usize) {
+        let d = self.shared.dynamic();
+        let l = d.layout();
+        (
+            crate::port::active_count((0..l.max_publishers).map(|p| d.publisher(p))),
+            crate::port::active_count((0..l.max_subscribers).map(|s| d.subscriber(s))),
+        )
+    }
+
+    /// Listeners blocked in a `timed_wait_*` or `blocking_wait_*` right now (a
+    /// snapshot).
+    pub fn waiting_listeners(&self) -> usize {
+        let d = self.shared.dynamic();
+        (0..d.layout().max_subscribers)
+            .map(|s| {
+                (d.subscriber(s).waiting.load(std::sync::atomic::Ordering::Relaxed) & !crate::doorbell::ARMED)
+                    as usize
+            })
+            .sum()
+    }
+
+    /// Recovers the dead participants of this service now (as port creation and
+    /// `iox clean` do), waiting briefly for a live process doing so already. A dead
+    /// notifier found here makes the service emit its `notifier_dead_event` to the
+    /// listeners: call this from a listener's process (a timer, or after learning
+    /// that a peer died) to have dead notifiers reported without waiting for another
+    /// process to recover them.
+    ///
+    /// ```
+    /// use iox_service::Service;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let event = Service::named("estop").unwrap().root(dir.path()).event().open_or_create().unwrap();
+    /// assert_eq!(event.cleanup_dead().ports, 0); // everyone is alive
+    /// ```
+    pub fn cleanup_dead(&self) -> CleanupReport {
+        crate::recovery::recover_waiting(&self.shared).unwrap_or_default()
+    }
+}

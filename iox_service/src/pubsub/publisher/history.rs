@@ -1,0 +1,252 @@
+//! A publisher's history: its last `n` samples, kept for subscribers that connect
+//! later (`.history(n)` on the service), who get them first, oldest first, then live
+//! samples.
+//!
+//! Where the history lives: in shared memory. Each publisher slot of a service with
+//! history has a history queue of `n` slots in the dynamic segment (`shm::dynamic`),
+//! produced and consumed by that publisher alone. A kept sample is an entry of it and
+//! holds its chunk like any queue entry (one count in the chunk's ownership word). So
+//! a publisher killed with SIGKILL loses nothing and leaks nothing: recovery finds its
+//! history queue and drains it, as it drains a queue no subscriber will read.
+//!
+//! Decision: why not a ring in the process, its chunks under the publisher's owner
+//! bit? Then a send would add the queue holds and keep the bit, and the chunk's word
+//! would not show whether the holds were added: recovery of a publisher killed after
+//! adding them but before clearing its journal would add them again, and the chunk
+//! would never be free. With a hand-off, the cleared bit is that proof; here every step
+//! that adds holds is a hand-off.
+//!
+//! A send with history:
+//! 1. subscribers that connected since we last looked get the history (below);
+//! 2. the sample is journaled and pushed to each subscriber we gave the history to:
+//!    its slot's state word (generation and `ACTIVE`) is the one we recorded then. One
+//!    that connected after step 1 is skipped: it gets this sample with the history at
+//!    the next send (or `update_connections`), so it sees every sample once, in order;
+//! 3. it is pushed into the history queue, which drops its oldest entry when full (the
+//!    dropped entry's hold moves into our bit and is released, as a subscriber queue's
+//!    `DropOldest` does);
+//! 4. one hand-off adds a hold per entry pushed, the history's included, and drops our
+//!    bit; the journal is cleared. A publisher killed in between is recovered as for
+//!    any send: the queues whose last entry is the journaled one got it, the history
+//!    queue among them (`recovery`).
+//!
+//! Giving the history to a subscriber: each kept entry, oldest first, is a send of its
+//! own: journal a fresh entry (a new send sequence number, the same chunk); join the
+//! chunk under our bit (`Bookkeeping::hold_queued`, possible because our history entry
+//! keeps it meanwhile); push it; hand it off to the one entry pushed (or none); clear
+//! the journal. Killed anywhere in there, the publisher is recovered as in a send. The
+//! subscriber's queue is fresh (drained when it was created) and `n` is at most the
+//! buffer, so the history fits; a replay never drops an entry, and one that finds the
+//! queue full is skipped (only if the subscriber's slot changed hands between our look
+//! and our push, as a send can also race), not reported.
+//!
+//! Dropping the publisher drains its history queue: each kept chunk returns to the pool
+//! once no subscriber holds it; samples already queued for subscribers stay theirs.
+//!
+//! Cost: a service without history pays one test of a local flag per send. With
+//! history, a send also loads each subscriber's state word once more and pushes one
+//! more entry; giving the history costs two RMWs on the chunk's word per entry.
+
+use std::cell::Cell;
+use std::sync::atomic::Ordering;
+
+use iox_mempool::ChunkHandle;
+
+use super::{PublisherPort, SendError};
+use crate::dynamic::{self, Dynamic};
+use crate::port;
+use crate::queue::{self, Pushed};
+
+/// The recorded state word of a subscriber slot we never gave the history to: no
+/// state word is this (the generation has 56 bits, the phase is at most 3).
+const NEVER: u64 = u64::MAX;
+
+/// The `send_generation` of a publisher with history: no fork generation is this
+/// (the process-global generation counts forks from 0).
+pub(super) const NOT_A_GENERATION: u64 = u64::MAX;
+
+/// What a publisher of a service with history keeps in its process (boxed, so that
+/// a publisher without history carries one word for it).
+#[derive(Debug)]
+pub(super) struct State {
+    /// Per subscriber slot: the state word (generation and `ACTIVE`) of the
+    /// subscriber we gave the history to.
+    connected: Box<[Cell<u64>]>,
+    /// Our lower bound of the history queue's read index.
+    read: Cell<u64>,
+}
+
+impl State {
+    pub(super) fn new(max_subscribers: usize) -> Self {
+        Self {
+            connected: (0..max_subscribers).map(|_| Cell::new(NEVER)).collect(),
+            read: Cell::new(0),
+        }
+    }
+}
+
+impl PublisherPort {
+    /// Where `send_chunk` goes when its first test fails: a forked child's send, or a
+    /// send with history.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn send_other(&self, handle: ChunkHandle, len: usize) -> Result<usize, SendError> {
+        match &self.history {
+            Some(history) if self.is_own_process() => self.send_with_history(history, handle, len),
+            _ => Err(SendError::ForkedProcess),
+        }
+    }
+
+    /// `send_chunk` for a service with history (see the module docs).
+    fn send_with_history(
+        &self,
+        history: &State,
+        handle: ChunkHandle,
+        len: usize,
+    ) -> Result<usize, SendError> {
+        // The spare, loaned first as in `send_chunk` (through `loan`: `loan_near` keeps
+        // its single call site, inlined into `send_chunk`).
+        if self.spare.get().is_none()
+            && let Some(class) = self.pool.layout().classes().get(handle.class())
+        {
+            self.spare.set(self.loan_chunk(class.chunk_size).ok());
+        }
+        let d = self.service.dynamic();
+        let _ = self.pool.set_user_word(handle, len as u64);
+        let given = self.give_history(history, d);
+        let header = self.header();
+        header.sent.store(
+            header.sent.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Relaxed,
+        );
+        let entry = queue::entry(self.next_seq(), handle);
+        header.journal.store(entry, Ordering::Relaxed);
+        let (mut delivered, mut rejected) = (0, 0);
+        for (s, connected) in history.connected.iter().enumerate() {
+            if d.subscriber(s).state.load(Ordering::Acquire) != connected.get() {
+                continue;
+            }
+            match self.push_to(d, s, entry, self.drop_oldest) {
+                Pushed::Stored | Pushed::DroppedOldest => delivered += 1,
+                Pushed::Full => rejected += 1,
+                // As in `send_chunk`: the subscriber is stuck mid-take; skip it.
+                Pushed::Busy => {}
+            }
+        }
+        let kept = self.keep(history, d, entry);
+        crate::testing::stall_point("history-send-before-hand-off");
+        let _ = self.pool.hand_off(handle, self.owner, (delivered + kept) as u32);
+        header.journal.store(0, Ordering::Relaxed);
+        if delivered + given > 0 {
+            self.after_push(d);
+        }
+        if delivered == 0 && self.service.is_removed() {
+            return Err(SendError::ServiceRemoved);
+        }
+        if rejected > 0 {
+            return Err(SendError::QueueFull { delivered, rejected });
+        }
+        Ok(delivered)
+    }
+
+    /// `Publisher::update_connections`: gives the history to new subscribers, wakes
+    /// them; returns how many entries it pushed.
+    pub(super) fn update_connections(&self) -> usize {
+        let Some(history) = &self.history else {
+            return 0;
+        };
+        let d = self.service.dynamic();
+        let given = self.give_history(history, d);
+        if given > 0 {
+            self.after_push(d);
+        }
+        given
+    }
+
+    /// Gives the history to each active subscriber whose state word is not the one we
+    /// recorded (it connected since we last looked), and records it. Returns how many
+    /// entries it pushed.
+    fn give_history(&self, history: &State, d: Dynamic<'_>) -> usize {
+        let mut given = 0;
+        for (s, connected) in history.connected.iter().enumerate() {
+            let state = d.subscriber(s).state.load(Ordering::Acquire);
+            if dynamic::split_state(state).1 != dynamic::ACTIVE || state == connected.get() {
+                continue;
+            }
+            connected.set(state);
+            for kept in d.history_queue(self.slot).entries() {
+                given += usize::from(self.resend(d, s, kept));
+            }
+        }
+        given
+    }
+
+    /// Sends the chunk of history entry `kept` once more, to subscriber `s` alone, as
+    /// a journaled send of its own. Whether it was pushed.
+    fn resend(&self, d: Dynamic<'_>, s: usize, kept: u64) -> bool {
+        let Some(chunk) = self.pool.handle_from_raw(queue::entry_chunk(kept)) else {
+            return false;
+        };
+        let journal = &self.header().journal;
+        let entry = queue::entry(self.next_seq(), chunk);
+        journal.store(entry, Ordering::Relaxed);
+        if self.pool.hold_queued(chunk, self.owner).is_err() {
+            // Not a chunk our history keeps (corrupt memory): leave it alone.
+            journal.store(0, Ordering::Relaxed);
+            return false;
+        }
+        // Never drops: the oldest entry could name the very chunk we hold now.
+        let pushed = matches!(self.push_to(d, s, entry, false), Pushed::Stored);
+        crate::testing::stall_point("history-resend-before-hand-off");
+        let _ = self.pool.hand_off(chunk, self.owner, u32::from(pushed));
+        journal.store(0, Ordering::Relaxed);
+        pushed
+    }
+
+    /// Pushes `entry` into subscriber `s`'s queue from us; a dropped oldest entry's
+    /// chunk is released.
+    fn push_to(&self, d: Dynamic<'_>, s: usize, entry: u64, drop_oldest: bool) -> Pushed {
+        let mut cached = self.read_cache[s].get();
+        let mut taken = None;
+        let pushed = d
+            .queue(self.slot, s)
+            .push(entry, drop_oldest, &mut cached, |old| {
+                taken = port::take_entry(&self.pool, old, self.owner)
+            });
+        self.read_cache[s].set(cached);
+        if let Pushed::DroppedOldest = pushed {
+            self.release_taken(taken);
+        }
+        pushed
+    }
+
+    /// Pushes `entry` into our history queue, dropping (and releasing) the oldest when
+    /// it is full. 1 if it was kept, 0 if not (only for corrupt indices).
+    fn keep(&self, history: &State, d: Dynamic<'_>, entry: u64) -> usize {
+        let mut cached = history.read.get();
+        let mut taken = None;
+        let pushed = d.history_queue(self.slot).push(entry, true, &mut cached, |old| {
+            taken = port::take_entry(&self.pool, old, self.owner)
+        });
+        history.read.set(cached);
+        match pushed {
+            Pushed::Stored => 1,
+            Pushed::DroppedOldest => {
+                self.release_taken(taken);
+                1
+            }
+            Pushed::Full | Pushed::Busy => 0,
+        }
+    }
+
+    /// Releases every kept sample (when the publisher goes).
+    pub(super) fn drop_history(&self) {
+        let d = self.service.dynamic();
+        port::drain_queue(
+            &d.history_queue(self.slot),
+            queue::BY_PRODUCER,
+            &self.pool,
+            self.owner,
+        );
+    }
+}
