@@ -36,7 +36,7 @@ pub trait Endpoint {
 
 /// Sends `STOP` until it comes back: a transport that drops samples under load may
 /// drop one `STOP`, never all of them.
-pub fn stop(e: &mut impl Endpoint, len: usize) {
+pub fn stop(e: &mut (impl Endpoint + ?Sized), len: usize) {
     let mut last = None::<Instant>;
     loop {
         if last.is_none_or(|t| t.elapsed() > Duration::from_millis(1)) {
@@ -67,7 +67,7 @@ impl Endpoint for Box<dyn Endpoint> {
 /// Follower, after the first `STOP`: echoes further `STOP`s until none has come for
 /// 200 ms, so the leader's copy of our answer is not lost with our process (some
 /// transports drop what an exited sender sent).
-pub fn linger(e: &mut impl Endpoint, len: usize) {
+pub fn linger(e: &mut (impl Endpoint + ?Sized), len: usize) {
     if !e.lossy() {
         return;
     }
@@ -81,7 +81,7 @@ pub fn linger(e: &mut impl Endpoint, len: usize) {
 }
 
 /// Follower: echoes every payload until `STOP` (which it echoes too).
-pub fn follow(e: &mut impl Endpoint, len: usize) {
+pub fn follow(e: &mut (impl Endpoint + ?Sized), len: usize) {
     loop {
         let (first, last) = e.recv();
         e.send(len, first, last);
@@ -101,7 +101,13 @@ pub struct PingPong {
 
 /// Leader: one timed first round trip, `warmup` untimed, then up to `iters` timed
 /// round trips (stopping early after `budget`), then `STOP`.
-pub fn lead(e: &mut impl Endpoint, len: usize, warmup: u64, iters: u64, budget: Duration) -> PingPong {
+pub fn lead(
+    e: &mut (impl Endpoint + ?Sized),
+    len: usize,
+    warmup: u64,
+    iters: u64,
+    budget: Duration,
+) -> PingPong {
     let mut one_way = Histogram::<u64>::new_with_bounds(1, 120_000_000_000, 3).expect("valid bounds");
     let mut tag = 0u8;
     let mut round = |e: &mut dyn FnMut(usize, u8, u8) -> (u8, u8)| {

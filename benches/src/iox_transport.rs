@@ -61,8 +61,10 @@ impl IoxEndpoint {
     }
 }
 
-impl Endpoint for IoxEndpoint {
-    fn send(&mut self, len: usize, first: u8, last: u8) {
+impl IoxEndpoint {
+    /// Sends `len` bytes tagged `first`/`last` (shared access: the blocking endpoints
+    /// send while a WaitSet guard borrows the subscriber).
+    pub fn send_tagged(&self, len: usize, first: u8, last: u8) {
         let mut sample = self.tx.loan_slice_uninit(len).expect("loan");
         let p = sample.payload_mut();
         p[0].write(first);
@@ -73,8 +75,24 @@ impl Endpoint for IoxEndpoint {
         unsafe { sample.assume_init() }.send().expect("send");
     }
 
-    fn try_recv(&mut self) -> Option<(u8, u8)> {
+    /// A payload's first and last byte, if one has arrived.
+    pub fn try_recv_tagged(&self) -> Option<(u8, u8)> {
         let s = self.rx.receive().expect("receive")?;
         Some((s[0], s[s.len() - 1]))
+    }
+
+    /// The receiving port (to attach it to a WaitSet).
+    pub fn subscriber(&self) -> &Subscriber<[u8]> {
+        &self.rx
+    }
+}
+
+impl Endpoint for IoxEndpoint {
+    fn send(&mut self, len: usize, first: u8, last: u8) {
+        self.send_tagged(len, first, last)
+    }
+
+    fn try_recv(&mut self) -> Option<(u8, u8)> {
+        self.try_recv_tagged()
     }
 }

@@ -63,3 +63,30 @@ fn pingpong_quick_latency_covers_the_floor() {
     assert!(csv.contains("\nfloor (shared word),8,"), "no floor row in\n{csv}");
     assert_eq!(csv.lines().count(), 1 + 4 + 3, "unexpected rows in\n{csv}");
 }
+
+/// The blocking wake-up benchmark runs end to end in quick mode: every case (iox,
+/// iceoryx2, iox with 1,000 attached), both sizes, the ratio table and the idle part.
+#[test]
+fn wakeup_quick_runs_every_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_wakeup"))
+        .args(["--quick", "--idle-secs", "1"])
+        .env("IOX_ROOT", dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for needle in [
+        "| 8 B | iox |",
+        "| 1 MiB | iceoryx2 |",
+        "| 8 B | iox, 1000 attached |",
+        "| 1 MiB | ", // the ratio table
+        "WaitSet over 1000 subscribers, nothing firing",
+    ] {
+        assert!(stdout.contains(needle), "missing {needle:?} in\n{stdout}");
+    }
+}

@@ -1,4 +1,11 @@
-//! Shared bits of the iox examples: the service they talk over.
+//! Shared bits of the iox examples: the service they talk over, and the publisher's
+//! and subscriber's event loops.
+//!
+//! The publisher and the subscriber each sleep in a [`WaitSet`] (the publisher on an
+//! interval that paces it, the subscriber on its subscriber with a 30 s deadline), so
+//! they use no CPU between samples, and Ctrl-C (SIGINT) or SIGTERM ends the wait with
+//! a termination request: they return, their ports and service handles drop, and the
+//! service's files under the root go (the last handle removes them).
 //!
 //! Binaries:
 //! - `publisher` / `subscriber`: run each in its own terminal.
@@ -6,7 +13,11 @@
 //!   arrives (the README's main command).
 //! - `frames`: 16 MiB frames through a slice service, with throughput.
 
-use iox_service::{OpenOrCreateError, PubSubService, Service, ZeroCopySafe};
+use std::time::{Duration, Instant};
+
+use iox_service::{
+    CallbackProgression, OpenOrCreateError, PubSubService, Service, WaitSet, WaitSetRunResult, ZeroCopySafe,
+};
 
 /// The payload of the `publisher`/`subscriber` examples.
 #[derive(Debug, Clone, Copy)]
@@ -47,33 +58,101 @@ pub fn wait_for_subscriber<P: ?Sized + iox_service::Payload>(
     Ok(())
 }
 
-/// Publishes `count` readings, one every `period`, once a subscriber is connected
-/// (waiting up to 30 s for one; bounded polling of the service's port count).
-pub fn run_publisher(count: u64, period: std::time::Duration) -> Result<(), Box<dyn std::error::Error>> {
+/// How long the examples wait for the other side (the subscriber's deadline, the
+/// publisher's wait for a subscriber).
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Publishes `count` readings, one per tick of a `period` interval in a WaitSet, once
+/// a subscriber is connected (checked on each tick, for up to 30 s). Ctrl-C or SIGTERM
+/// stops it cleanly.
+pub fn run_publisher(count: u64, period: Duration) -> Result<(), Box<dyn std::error::Error>> {
+    let waitset = WaitSet::new()?;
     let service = readings()?;
     let publisher = service.publisher_builder().create()?;
-    wait_for_subscriber(&service)?;
-    for seq in 0..count {
+    let tick = waitset.attach_interval(period)?;
+    let start = Instant::now();
+    let mut seq = 0;
+    let mut failure: Option<Box<dyn std::error::Error>> = None;
+    let result = waitset.wait_and_process(|id| {
+        if !id.has_event_from(&tick) {
+            return CallbackProgression::Continue;
+        }
+        if seq == 0 && service.port_counts().1 == 0 {
+            if start.elapsed() > PATIENCE {
+                failure = Some("no subscriber connected within 30 s".into());
+                return CallbackProgression::Stop;
+            }
+            return CallbackProgression::Continue; // not there yet: next tick
+        }
         let reading = Reading {
             seq,
             value: seq as f64 * 0.5,
         };
-        let delivered = publisher.loan_uninit()?.write_payload(reading).send()?;
-        println!("publisher: sent seq {seq} to {delivered} subscriber(s)");
-        std::thread::sleep(period);
+        match publisher
+            .loan_uninit()
+            .map_err(Into::into)
+            .and_then(|s| s.write_payload(reading).send().map_err(Into::into))
+        {
+            Ok(delivered) => println!("publisher: sent seq {seq} to {delivered} subscriber(s)"),
+            Err(e) => {
+                failure = Some(e);
+                return CallbackProgression::Stop;
+            }
+        }
+        seq += 1;
+        if seq == count {
+            CallbackProgression::Stop
+        } else {
+            CallbackProgression::Continue
+        }
+    })?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if result == WaitSetRunResult::TerminationRequest {
+        println!("publisher: termination requested, leaving after {seq} readings");
     }
     Ok(())
 }
 
-/// Receives `count` readings, blocking (no busy-wait) up to 30 s for each.
+/// Receives `count` readings, sleeping in a WaitSet until each arrives (failing if
+/// none comes for 30 s). Ctrl-C or SIGTERM stops it cleanly.
 pub fn run_subscriber(count: u64) -> Result<(), Box<dyn std::error::Error>> {
+    let waitset = WaitSet::new()?;
     let service = readings()?;
     let subscriber = service.subscriber_builder().create()?;
-    for _ in 0..count {
-        match subscriber.receive_timeout(std::time::Duration::from_secs(30))? {
-            Some(r) => println!("subscriber: got seq {} value {}", r.seq, r.value),
-            None => return Err("no sample within 30 s".into()),
+    let guard = waitset.attach_deadline(&subscriber, PATIENCE)?;
+    println!("subscriber: waiting for readings");
+    let mut received = 0;
+    let mut failure: Option<Box<dyn std::error::Error>> = None;
+    let result = waitset.wait_and_process(|id| {
+        if id.has_missed_deadline(&guard) {
+            failure = Some("no sample within 30 s".into());
+            return CallbackProgression::Stop;
         }
+        // Readable: receive until None (a wake-up may find nothing).
+        loop {
+            match subscriber.receive() {
+                Ok(Some(r)) => {
+                    println!("subscriber: got seq {} value {}", r.seq, r.value);
+                    received += 1;
+                    if received == count {
+                        return CallbackProgression::Stop;
+                    }
+                }
+                Ok(None) => return CallbackProgression::Continue,
+                Err(e) => {
+                    failure = Some(e.into());
+                    return CallbackProgression::Stop;
+                }
+            }
+        }
+    })?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if result == WaitSetRunResult::TerminationRequest {
+        println!("subscriber: termination requested, leaving after {received} readings");
     }
     Ok(())
 }

@@ -33,6 +33,61 @@ fn pubsub_moves_readings_between_two_processes() {
     assert!(out.contains("pubsub: 5 readings"), "{out}");
 }
 
+/// SIGTERM to a subscriber sleeping in its WaitSet: it leaves its loop, exits 0, and
+/// the service's files go with its ports.
+#[test]
+fn sigterm_stops_a_waiting_subscriber_cleanly() {
+    use std::io::{BufRead, BufReader};
+    use std::time::{Duration, Instant};
+    const LIMIT: Duration = Duration::from_secs(60);
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_subscriber"))
+        .args(["--count", "1000000"])
+        .env("IOX_ROOT", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let child = &mut child;
+    // Its first line says it waits (the WaitSet and its signal handling are set up);
+    // read on a thread so that a silent child fails the test instead of hanging it.
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        let _ = tx.send(lines.next());
+        lines.map_while(Result::ok).collect::<Vec<_>>()
+    });
+    let first = rx.recv_timeout(LIMIT);
+    if !matches!(&first, Ok(Some(Ok(l))) if l == "subscriber: waiting for readings") {
+        let _ = child.kill();
+        panic!("unexpected start: {first:?}");
+    }
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > LIMIT {
+            let _ = child.kill();
+            panic!("the subscriber did not stop on SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let rest = reader.join().unwrap();
+    assert!(status.success(), "{status}: {rest:?}");
+    assert!(
+        rest.iter().any(|l| l.contains("termination requested")),
+        "{rest:?}"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "files left behind"
+    );
+}
+
 #[test]
 fn frames_moves_16_mib_frames() {
     let out = run(env!("CARGO_BIN_EXE_frames"), &["--count", "8"]);

@@ -29,6 +29,8 @@
 //! assert_eq!(got[1000], (1000 % 256) as u8);
 //! ```
 
+#[cfg(feature = "tokio")]
+mod async_ready;
 mod event;
 pub mod inspect;
 pub mod name;
@@ -42,6 +44,7 @@ pub mod static_config;
 pub mod testing;
 #[cfg(not(feature = "testing"))]
 mod testing;
+mod waitset;
 mod zero_copy;
 
 // `#[derive(ZeroCopySafe)]` emits `::iox_service::...` paths; this makes them resolve
@@ -66,6 +69,8 @@ pub use iox_mempool::{
 pub use name::{NameError, ServiceName};
 pub use port::{PortCreateError, WaitForPortsError};
 pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError, UpdateConnectionsError};
+#[cfg(feature = "tokio")]
+pub use pubsub::receive_async::ReceiveAsyncError;
 pub use pubsub::service::{PubSubBuilder, PubSubService};
 pub use recovery::CleanupReport;
 pub use recovery::robust_mutex;
@@ -76,4 +81,8 @@ pub use static_config::{
     ConfigError, EventConfig, InvalidConfig, MessagingPattern, Overflow, PayloadBacking, StaticConfig,
 };
 pub use subscriber::{ReceiveError, Subscriber, SubscriberBuilder};
+pub use waitset::{
+    AttachmentId, CallbackProgression, WaitSet, WaitSetAttachError, WaitSetBuilder, WaitSetCreateError,
+    WaitSetGuard, WaitSetRunError, WaitSetRunResult, Waker,
+};
 pub use zero_copy::{Payload, PayloadType, ZeroCopySafe};

@@ -2,6 +2,8 @@
 
 pub(crate) mod port;
 pub(crate) mod publisher;
+#[cfg(feature = "tokio")]
+pub(crate) mod receive_async;
 pub(crate) mod sample;
 pub(crate) mod service;
 pub(crate) mod subscriber;
