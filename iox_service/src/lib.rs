@@ -58,6 +58,8 @@ pub(crate) use recovery::node;
 pub(crate) use shm::{doorbell, dynamic, lifecycle, queue};
 
 pub use cleanup::{CleanupError, RemoveError};
+#[cfg(feature = "tokio")]
+pub use event::WaitAsyncError;
 pub use event::{
     EventBuilder, EventId, EventService, ListenError, Listener, ListenerBuilder, Notifier, NotifierBuilder,
     NotifyError,

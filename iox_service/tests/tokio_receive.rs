@@ -97,3 +97,60 @@ fn receive_async_future_is_send() {
     let future = sub.receive_async();
     is_send(&future);
 }
+
+/// `Listener::wait_async`: a child process notifies 200 distinct ids; the parent
+/// awaits each on tokio's reactor and sees every one exactly once.
+#[test]
+fn listener_wait_async_across_processes() {
+    const TEST: &str = "listener_wait_async_across_processes";
+    const IDS: u32 = 200;
+    let open_event = |root: &std::path::Path| {
+        Service::named("async/event")
+            .unwrap()
+            .root(root)
+            .event()
+            .event_id_max(255)
+            .open_or_create()
+            .unwrap()
+    };
+    if role().is_some() {
+        let event = open_event(std::path::Path::new(&env::<String>("IOX_ROOT")));
+        let notifier = event.notifier_builder().create().unwrap();
+        let start = Instant::now();
+        while event.port_counts().1 == 0 {
+            assert!(start.elapsed() < LIMIT, "no listener");
+            std::thread::yield_now();
+        }
+        for id in 1..=IDS {
+            assert_eq!(
+                notifier
+                    .notify_with_custom_event_id(iox_service::EventId::new(id))
+                    .unwrap(),
+                1
+            );
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let event = open_event(dir.path());
+    let mut listener = event.listener_builder().create().unwrap();
+    let child = spawn_self(
+        TEST,
+        "notifier",
+        &[("IOX_ROOT", dir.path().display().to_string())],
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .unwrap();
+    let mut seen = vec![0u32; IDS as usize + 1];
+    runtime.block_on(async {
+        for _ in 0..IDS {
+            let id = listener.wait_async().await.unwrap().as_value() as usize;
+            seen[id] += 1;
+        }
+    });
+    wait_ok(child, LIMIT);
+    assert!(seen[1..].iter().all(|&n| n == 1), "each id once: {seen:?}");
+    assert_eq!(listener.try_wait_one().unwrap(), None);
+}

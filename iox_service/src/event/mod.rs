@@ -42,15 +42,20 @@
 //! listener's process can call whenever it wants dead notifiers found now.
 //!
 //! Files: `id.rs` ([`EventId`]), `service.rs` (builder, [`EventService`]),
-//! `pending.rs` (the pending sets, fan-out and recovery), `notifier.rs`, `listener.rs`.
+//! `pending.rs` (the pending sets, fan-out and recovery), `notifier.rs`, `listener.rs`,
+//! `wait_async.rs` (`Listener::wait_async`, the `tokio` feature).
 
 pub(crate) mod id;
 pub(crate) mod listener;
 pub(crate) mod notifier;
 pub(crate) mod pending;
 pub(crate) mod service;
+#[cfg(feature = "tokio")]
+pub(crate) mod wait_async;
 
 pub use id::EventId;
 pub use listener::{ListenError, Listener, ListenerBuilder};
 pub use notifier::{Notifier, NotifierBuilder, NotifyError};
 pub use service::{EventBuilder, EventService};
+#[cfg(feature = "tokio")]
+pub use wait_async::WaitAsyncError;
