@@ -64,7 +64,7 @@ pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError};
 pub use pubsub::service::{PubSubBuilder, PubSubService};
 pub use recovery::CleanupReport;
 pub use recovery::robust_mutex;
-pub use sample::{Sample, SampleMut, SampleMutUninit};
+pub use sample::{DevicePtrError, Sample, SampleMut, SampleMutUninit};
 pub use service::{CreateError, OpenError, OpenOrCreateError, RootError, Service};
 pub use shm::dynamic::Corruption;
 pub use static_config::{
