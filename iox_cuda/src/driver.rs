@@ -142,3 +142,17 @@ pub(crate) fn in_context<T>(
     let value = result?;
     pop.map(|()| value)
 }
+
+/// The driver's name of device `device`.
+pub(crate) fn device_name(device: i32) -> Result<String, CudaError> {
+    let handle = self::device(device)?;
+    let mut name = [0 as std::ffi::c_char; 256];
+    // SAFETY: driver loaded; the buffer holds 256 bytes, as passed.
+    check("cuDeviceGetName", unsafe {
+        sys::cuDeviceGetName(name.as_mut_ptr(), name.len() as i32, handle)
+    })?;
+    // SAFETY: the driver NUL-terminates the name inside the buffer.
+    Ok(unsafe { CStr::from_ptr(name.as_ptr()) }
+        .to_string_lossy()
+        .into_owned())
+}

@@ -50,6 +50,18 @@ pub fn register(device: i32) -> Result<(), CudaError> {
     Ok(())
 }
 
+/// The name the driver gives device `device` (a machine's GPU model, or the test
+/// double's "iox CUDA driver double (no GPU)"), to label measurements.
+///
+/// ```
+/// if let Ok(name) = iox_cuda::device_name(0) {
+///     println!("measured on {name}");
+/// }
+/// ```
+pub fn device_name(device: i32) -> Result<String, CudaError> {
+    driver::device_name(device)
+}
+
 /// The device address of a host address inside a pool pinned by the CUDA pinner,
 /// asked of the driver (a context push, `cuMemHostGetDevicePointer`, a pop). A
 /// received sample's `device_ptr()` needs no driver call: it adds the chunk's offset
