@@ -204,6 +204,25 @@ pub fn show(s: &ServiceInfo) -> String {
     }
     let _ = writeln!(
         out,
+        "\n{:>8} {:<6} {:<6} {:>12}",
+        "PROCESS", "ALIVE", "PINNED", "PINNED BYTES"
+    );
+    for p in &s.processes {
+        let _ = writeln!(
+            out,
+            "{:>8} {:<6} {:<6} {:>12}",
+            p.pid,
+            if p.alive { "yes" } else { "DEAD" },
+            if p.pinned { "yes" } else { "no" },
+            if p.pinned {
+                bytes(p.pinned_bytes)
+            } else {
+                "-".into()
+            }
+        );
+    }
+    let _ = writeln!(
+        out,
         "\nhandles   {}",
         s.users
             .iter()

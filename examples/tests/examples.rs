@@ -123,6 +123,54 @@ fn gpu_pinned_runs_or_explains_why_not() {
     }
 }
 
+/// Test 7 of issue 18: the GPU example end to end against the CUDA driver double
+/// (`cuda_double/`, loaded through `LD_LIBRARY_PATH`; the real driver with
+/// `IOX_CUDA_DRIVER=real`): it exits 0 after its own checks (every frame's bytes
+/// read back from the device through the frame's device address), and its two
+/// processes pinned the pool once each.
+#[cfg(feature = "cuda")]
+#[test]
+fn gpu_pinned_runs_end_to_end_against_the_driver_double() {
+    use iox_testkit::cuda_double::Driver;
+    let dir = tempfile::tempdir().unwrap();
+    let driver = Driver::new(dir.path());
+    if !driver.is_double()
+        && let Err(e) = iox_cuda::CudaPinner::new(0)
+    {
+        iox_testkit::skip(
+            "gpu_pinned_runs_end_to_end_against_the_driver_double",
+            iox_testkit::REQUIRE_GPU,
+            format!("no usable CUDA device: {e}"),
+        );
+        return;
+    }
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu_pinned"))
+        .args(["--count", "4"])
+        .env("IOX_ROOT", &root)
+        .envs(driver.envs())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("gpu_pinned: 4 x 16 MiB"), "{stdout}");
+    assert_eq!(std::fs::read_dir(&root).unwrap().count(), 0, "files left behind");
+    if let Some(calls) = driver.calls() {
+        let registers: Vec<_> = calls
+            .iter()
+            .filter(|c| c.name == "cuMemHostRegister_v2")
+            .collect();
+        let unregisters = calls.iter().filter(|c| c.name == "cuMemHostUnregister").count();
+        assert_eq!((registers.len(), unregisters), (2, 2), "one pin per process");
+        assert!(registers.iter().all(|c| c.result == 0));
+        assert_ne!(registers[0].pid, registers[1].pid);
+    }
+}
+
 /// Built without the `cuda` feature the GPU example is not built at all: say so.
 #[cfg(not(feature = "cuda"))]
 #[test]

@@ -1,4 +1,6 @@
-//! A buffer in device memory, for copying samples to the GPU (examples, checks).
+//! A buffer in device memory, for copying samples to the GPU (examples, checks). Its
+//! calls push the device's primary context and pop it again, like the pinner's, so
+//! the calling thread's current context is left as it was.
 
 use cudarc::driver::sys;
 
@@ -23,7 +25,7 @@ impl DeviceBuffer {
             sys::cuDevicePrimaryCtxRetain(&mut ctx, handle)
         })?;
         let mut ptr = 0;
-        let allocated = driver::make_current(ctx).and_then(|()| {
+        let allocated = driver::in_context(ctx, || {
             // SAFETY: a context is current; valid out-pointer.
             check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut ptr, len.max(1)) })
         });
@@ -49,20 +51,22 @@ impl DeviceBuffer {
             src.len(),
             self.len
         );
-        driver::make_current(self.ctx)?;
-        // SAFETY: src is valid for src.len() bytes; the buffer holds at least as many.
-        check("cuMemcpyHtoD", unsafe {
-            sys::cuMemcpyHtoD_v2(self.ptr, src.as_ptr().cast(), src.len())
+        driver::in_context(self.ctx, || {
+            // SAFETY: src is valid for src.len() bytes; the buffer holds at least as many.
+            check("cuMemcpyHtoD", unsafe {
+                sys::cuMemcpyHtoD_v2(self.ptr, src.as_ptr().cast(), src.len())
+            })
         })
     }
 
     /// Copies `dst.len()` bytes from device address `src` (e.g. a pinned sample's
     /// device pointer) into `dst`. Synchronous.
     pub fn copy_device_to_host(&self, src: u64, dst: &mut [u8]) -> Result<(), CudaError> {
-        driver::make_current(self.ctx)?;
-        // SAFETY: dst is valid for dst.len() bytes; the driver checks the device range.
-        check("cuMemcpyDtoH", unsafe {
-            sys::cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), src, dst.len())
+        driver::in_context(self.ctx, || {
+            // SAFETY: dst is valid for dst.len() bytes; the driver checks the device range.
+            check("cuMemcpyDtoH", unsafe {
+                sys::cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), src, dst.len())
+            })
         })
     }
 
@@ -74,11 +78,11 @@ impl DeviceBuffer {
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
-        // SAFETY: frees what `new` allocated, then balances its context retain.
-        unsafe {
-            let _ = driver::make_current(self.ctx);
-            sys::cuMemFree_v2(self.ptr);
-            sys::cuDevicePrimaryCtxRelease_v2(self.handle);
-        }
+        let _ = driver::in_context(self.ctx, || {
+            // SAFETY: frees what `new` allocated, in its context.
+            check("cuMemFree", unsafe { sys::cuMemFree_v2(self.ptr) })
+        });
+        // SAFETY: balances the context retain of `new`, after the last use of it.
+        unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.handle) };
     }
 }

@@ -2,7 +2,9 @@
 //!
 //! Every call into the driver goes through [`check`]; [`load`] runs `cuInit` once per
 //! process after confirming that `libcuda` can be loaded at all (cudarc would panic on
-//! its first call otherwise).
+//! its first call otherwise). Calls that need a context run inside [`in_context`],
+//! which pushes iox's context and pops it again: the calling thread's current context
+//! (a user's own, or none) is what it was before.
 
 use std::ffi::CStr;
 use std::sync::OnceLock;
@@ -55,6 +57,12 @@ pub enum CudaError {
     /// `device_pointer` was asked before `register`.
     #[error("no CUDA pinner is registered in this process; call iox_cuda::register first")]
     NotRegistered,
+    /// The pool is mapped read-only in this process (it has only subscribers of the
+    /// service) and the device cannot register read-only host memory.
+    #[error(
+        "CUDA device {0} cannot register read-only host memory (CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED is 0) and this process maps the pool read-only (it has only subscribers of it); build a pinned publisher in this process first, or build the subscriber with .pin_memory(false) and copy from the CPU"
+    )]
+    ReadOnlyRegisterUnsupported(i32),
 }
 
 /// Turns a driver result into `Ok` or a [`CudaError::Driver`] naming `call`.
@@ -112,29 +120,39 @@ pub(crate) fn device(device: i32) -> Result<sys::CUdevice, CudaError> {
     Ok(handle)
 }
 
-/// Makes the primary context of `device` current on this thread.
-pub(crate) fn make_current(ctx: sys::CUcontext) -> Result<(), CudaError> {
-    // SAFETY: `ctx` is a retained primary context (see CudaPinner), valid until released.
-    check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(ctx) })
+/// Runs `f` with `ctx` current on this thread and restores the thread's previous
+/// current context afterwards (push, then pop), so iox never changes which context a
+/// user's thread has current. A failed pop is reported if `f` succeeded.
+pub(crate) fn in_context<T>(
+    ctx: sys::CUcontext,
+    f: impl FnOnce() -> Result<T, CudaError>,
+) -> Result<T, CudaError> {
+    // SAFETY: `ctx` is a retained primary context (see CudaPinner, DeviceBuffer),
+    // valid until released, which its holder does only after its last use here.
+    check("cuCtxPushCurrent", unsafe { sys::cuCtxPushCurrent_v2(ctx) })?;
+    let result = f();
+    let mut popped = std::ptr::null_mut();
+    // SAFETY: pops what was pushed above (calls made by `f` are balanced); valid
+    // out-pointer.
+    let pop = check("cuCtxPopCurrent", unsafe { sys::cuCtxPopCurrent_v2(&mut popped) });
+    debug_assert!(
+        pop.is_err() || popped == ctx,
+        "popped another context than pushed"
+    );
+    let value = result?;
+    pop.map(|()| value)
 }
 
-pub(crate) fn device_pointer(device: i32, host: *const u8) -> Result<u64, CudaError> {
+/// The driver's name of device `device`.
+pub(crate) fn device_name(device: i32) -> Result<String, CudaError> {
     let handle = self::device(device)?;
-    let mut ctx = std::ptr::null_mut();
-    // SAFETY: valid device handle and out-pointer; retained here, released below.
-    check("cuDevicePrimaryCtxRetain", unsafe {
-        sys::cuDevicePrimaryCtxRetain(&mut ctx, handle)
+    let mut name = [0 as std::ffi::c_char; 256];
+    // SAFETY: driver loaded; the buffer holds 256 bytes, as passed.
+    check("cuDeviceGetName", unsafe {
+        sys::cuDeviceGetName(name.as_mut_ptr(), name.len() as i32, handle)
     })?;
-    let result = make_current(ctx).and_then(|()| {
-        let mut dptr = 0;
-        // SAFETY: valid out-pointer; the driver checks `host` itself and reports an
-        // error for memory it did not register.
-        check("cuMemHostGetDevicePointer", unsafe {
-            sys::cuMemHostGetDevicePointer_v2(&mut dptr, host as *mut _, 0)
-        })
-        .map(|()| dptr)
-    });
-    // SAFETY: balances the retain above; the pinner holds its own retain.
-    unsafe { sys::cuDevicePrimaryCtxRelease_v2(handle) };
-    result
+    // SAFETY: the driver NUL-terminates the name inside the buffer.
+    Ok(unsafe { CStr::from_ptr(name.as_ptr()) }
+        .to_string_lossy()
+        .into_owned())
 }

@@ -27,14 +27,14 @@ use std::sync::{Arc, Mutex};
 
 use iox_mempool::{MemoryType, register_pinner};
 
-static REGISTERED: Mutex<Option<i32>> = Mutex::new(None);
+static REGISTERED: Mutex<Option<Arc<CudaPinner>>> = Mutex::new(None);
 
 /// Registers a [`CudaPinner`] for device `device` as this process's pinner of
 /// [`MemoryType::CudaPinned`]. Idempotent for the same device; a second device is an
 /// error (one process pins its CUDA pools for one device).
 pub fn register(device: i32) -> Result<(), CudaError> {
     let mut registered = REGISTERED.lock().unwrap_or_else(|e| e.into_inner());
-    match *registered {
+    match registered.as_ref().map(|p| p.ordinal()) {
         Some(d) if d == device => return Ok(()),
         Some(d) => {
             return Err(CudaError::OtherDeviceRegistered {
@@ -44,18 +44,38 @@ pub fn register(device: i32) -> Result<(), CudaError> {
         }
         None => {}
     }
-    let pinner = CudaPinner::new(device)?;
-    register_pinner(MemoryType::CudaPinned, Arc::new(pinner)).expect("CudaPinned is a pinnable type");
-    *registered = Some(device);
+    let pinner = Arc::new(CudaPinner::new(device)?);
+    register_pinner(MemoryType::CudaPinned, pinner.clone()).expect("CudaPinned is a pinnable type");
+    *registered = Some(pinner);
     Ok(())
 }
 
-/// The device address of a host address inside a pool pinned by the CUDA pinner, so
-/// a kernel or a copy can use the sample in place.
+/// The name the driver gives device `device` (a machine's GPU model, or the test
+/// double's "iox CUDA driver double (no GPU)"), to label measurements.
+///
+/// ```
+/// if let Ok(name) = iox_cuda::device_name(0) {
+///     println!("measured on {name}");
+/// }
+/// ```
+pub fn device_name(device: i32) -> Result<String, CudaError> {
+    driver::device_name(device)
+}
+
+/// The device address of a host address inside a pool pinned by the CUDA pinner,
+/// asked of the driver (a context push, `cuMemHostGetDevicePointer`, a pop). A
+/// received sample's `device_ptr()` needs no driver call: it adds the chunk's offset
+/// to the device address learned when the pool was pinned.
+///
+/// ```
+/// // Before `register` there is no pinner to ask.
+/// assert!(iox_cuda::device_pointer(std::ptr::null()).is_err());
+/// ```
 pub fn device_pointer(host: *const u8) -> Result<u64, CudaError> {
-    let device = REGISTERED
+    let pinner = REGISTERED
         .lock()
         .unwrap_or_else(|e| e.into_inner())
+        .clone()
         .ok_or(CudaError::NotRegistered)?;
-    driver::device_pointer(device, host)
+    pinner.device_pointer(host)
 }

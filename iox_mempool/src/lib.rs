@@ -45,7 +45,8 @@ pub use memfd::{Backing, MemfdError, MemfdIdentity};
 pub use memory::{MemoryType, MemoryTypeError, UserCode};
 pub use owners::Owner;
 pub use pin::{
-    MlockPinner, PinError, PinGuard, Pinner, Region, RegisterPinnerError, acquire, register_pinner,
+    MlockPinner, PinError, PinGuard, PinnedUsage, Pinner, Region, RegisterPinnerError, acquire, pinned_usage,
+    register_pinner,
 };
 pub use pool::{
     Bookkeeping, ChunkError, ChunkHandle, ClassInfo, CreatePoolError, LoanError, OpenPoolError, Pool,

@@ -21,6 +21,11 @@
 //!   is registered read-only (e.g. CUDA's `READ_ONLY` flag), and stays so for as long
 //!   as this process holds the pin, even if the mapping is made writable meanwhile
 //!   ([`crate::Pool::make_payload_writable`]); the registration is not redone.
+//! - A pinner may give a region a device address ([`Pinner::device_address`], e.g.
+//!   the CUDA pinner's `cuMemHostGetDevicePointer` of the base, asked once while it
+//!   registers); the registry asks once, right after the pin, and every guard of the
+//!   region carries it ([`PinGuard::device_base`]), so a sample's device address is the
+//!   base plus the chunk's offset, with no call into the pinner per sample.
 //! - `Cpu` pools need no pinning: acquiring them succeeds and pins nothing. `Locked`
 //!   has a built-in pinner (`mlock`/`munlock`). `CudaPinned` and `User(code)` need a
 //!   pinner registered with [`register_pinner`]; without one, [`acquire`] fails with
@@ -134,7 +139,21 @@ pub enum PinError {
         /// The memory type.
         memory_type: MemoryType,
     },
-    /// A system call failed (e.g. `mlock` over `RLIMIT_MEMLOCK`).
+    /// `mlock` refused because the region would take this process past its
+    /// `RLIMIT_MEMLOCK` (and the process may not exceed it: no `CAP_IPC_LOCK`).
+    #[error(
+        "locking {len} bytes in memory would exceed this process's RLIMIT_MEMLOCK of {} ({locked} bytes locked already); raise the limit (`ulimit -l unlimited` in the shell that starts it, `LimitMEMLOCK=infinity` in a systemd unit, a `memlock` line in /etc/security/limits.conf, or grant CAP_IPC_LOCK), or build the port with .pin_memory(false)",
+        limit.map_or("unlimited".to_string(), |l| format!("{l} bytes"))
+    )]
+    MemlockLimit {
+        /// Bytes asked to lock (the pool's payload).
+        len: usize,
+        /// The soft limit in bytes (`None`: unlimited).
+        limit: Option<u64>,
+        /// Bytes this process had locked already (`VmLck`).
+        locked: u64,
+    },
+    /// A system call failed.
     #[error("{op} failed: {source}")]
     Os {
         /// The call.
@@ -164,6 +183,13 @@ pub trait Pinner: Send + Sync {
     fn pin(&self, region: &Region<'_>) -> Result<(), PinError>;
     /// Unpins `region`, which this pinner pinned. Called while it is still mapped.
     fn unpin(&self, region: &Region<'_>) -> Result<(), PinError>;
+    /// The address a device uses for the first byte of `region`, which this pinner
+    /// has just pinned, if it has one (`None` by default: `mlock` gives none). The
+    /// registry asks once per pin and hands it to every guard of the region.
+    fn device_address(&self, region: &Region<'_>) -> Option<u64> {
+        let _ = region;
+        None
+    }
 }
 
 /// The built-in pinner of [`MemoryType::Locked`]: `mlock` and `munlock`.
@@ -174,10 +200,20 @@ impl Pinner for MlockPinner {
     fn pin(&self, region: &Region<'_>) -> Result<(), PinError> {
         // SAFETY: the region is mapped (see Region); mlock only changes residency of
         // the pages in it.
-        unsafe { rustix::mm::mlock(region.addr().cast(), region.len()) }.map_err(|e| PinError::Os {
-            op: "mlock",
-            source: e.into(),
-        })
+        match unsafe { rustix::mm::mlock(region.addr().cast(), region.len()) } {
+            Ok(()) => Ok(()),
+            // ENOMEM (over the limit) or EPERM (a limit of 0): say which limit and how
+            // to raise it, not just "Cannot allocate memory".
+            Err(rustix::io::Errno::NOMEM | rustix::io::Errno::PERM) => Err(PinError::MemlockLimit {
+                len: region.len(),
+                limit: memlock_limit(),
+                locked: locked_bytes(),
+            }),
+            Err(e) => Err(PinError::Os {
+                op: "mlock",
+                source: e.into(),
+            }),
+        }
     }
 
     fn unpin(&self, region: &Region<'_>) -> Result<(), PinError> {
@@ -187,6 +223,22 @@ impl Pinner for MlockPinner {
             source: e.into(),
         })
     }
+}
+
+/// This process's soft `RLIMIT_MEMLOCK` in bytes (`None`: unlimited).
+fn memlock_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Memlock).current
+}
+
+/// Bytes this process has locked now (`VmLck` of /proc/self/status), 0 if unknown.
+fn locked_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let kib = s.lines().find_map(|l| l.strip_prefix("VmLck:"))?;
+            kib.split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .map_or(0, |kib| kib * 1024)
 }
 
 /// Why [`register_pinner`] refused.
@@ -200,6 +252,8 @@ pub enum RegisterPinnerError {
 
 struct Entry {
     count: usize,
+    /// The pinner's device address of the region's base, asked once after the pin.
+    device_base: Option<u64>,
     /// How the region was mapped when it was pinned (what the pinner registered).
     read_only: bool,
     memory_type: MemoryType,
@@ -258,7 +312,10 @@ pub fn has_pinner(memory_type: MemoryType) -> bool {
 /// the same range to [`Pinner::unpin`] when dropped.
 pub unsafe fn acquire(region: Region<'_>, memory_type: MemoryType) -> Result<PinGuard, PinError> {
     if memory_type == MemoryType::Cpu {
-        return Ok(PinGuard { key: None });
+        return Ok(PinGuard {
+            key: None,
+            device_base: None,
+        });
     }
     let key = (region.addr, region.len);
     let mut reg = registry();
@@ -273,7 +330,10 @@ pub unsafe fn acquire(region: Region<'_>, memory_type: MemoryType) -> Result<Pin
             return Err(PinError::ReadOnlyRegistration { memory_type });
         }
         entry.count += 1;
-        return Ok(PinGuard { key: Some(key) });
+        return Ok(PinGuard {
+            key: Some(key),
+            device_base: entry.device_base,
+        });
     }
     let pinner: Arc<dyn Pinner> = match (reg.pinners.get(&memory_type), memory_type) {
         (Some(p), _) => p.clone(),
@@ -292,22 +352,75 @@ pub unsafe fn acquire(region: Region<'_>, memory_type: MemoryType) -> Result<Pin
         }
     };
     pinner.pin(&region)?;
+    let device_base = pinner.device_address(&region);
     reg.pins.insert(
         key,
         Entry {
             count: 1,
+            device_base,
             read_only: region.read_only,
             memory_type,
             pinner,
         },
     );
-    Ok(PinGuard { key: Some(key) })
+    Ok(PinGuard {
+        key: Some(key),
+        device_base,
+    })
 }
 
 /// How many guards this process holds for the region at `addr` of `len` bytes
 /// (0 if it is not pinned).
 pub fn pin_count(addr: *const u8, len: usize) -> usize {
     registry().pins.get(&(addr as usize, len)).map_or(0, |e| e.count)
+}
+
+/// What this process has pinned of one memory type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PinnedUsage {
+    /// The memory type.
+    pub memory_type: MemoryType,
+    /// Regions pinned (one per pinned pool mapping, however many ports pinned it).
+    pub regions: usize,
+    /// Their bytes.
+    pub bytes: usize,
+}
+
+/// What this process has pinned now, per memory type (types with nothing pinned are
+/// left out), ordered by the types' codes.
+///
+/// ```
+/// use std::sync::Arc;
+/// use iox_mempool::{MemoryType, Pool, PoolLayout, pin};
+/// let dir = tempfile::tempdir().unwrap();
+/// let layout = PoolLayout::new(&[(64, 4)]).unwrap();
+/// let pool = Arc::new(Pool::create(dir.path(), "p", &layout, MemoryType::Locked, 0o600).unwrap());
+/// let before: usize = pin::pinned_usage().iter().map(|u| u.bytes).sum();
+/// if let Ok(guard) = pool.pin() {
+///     let locked = pin::pinned_usage().into_iter().find(|u| u.memory_type == MemoryType::Locked).unwrap();
+///     assert!(locked.bytes >= pool.payload_region().len());
+///     drop(guard);
+/// }
+/// # let _ = before;
+/// ```
+pub fn pinned_usage() -> Vec<PinnedUsage> {
+    let reg = registry();
+    let mut usage: Vec<PinnedUsage> = Vec::new();
+    for (&(_, len), entry) in &reg.pins {
+        match usage.iter_mut().find(|u| u.memory_type == entry.memory_type) {
+            Some(u) => {
+                u.regions += 1;
+                u.bytes += len;
+            }
+            None => usage.push(PinnedUsage {
+                memory_type: entry.memory_type,
+                regions: 1,
+                bytes: len,
+            }),
+        }
+    }
+    usage.sort_by_key(|u| u.memory_type.code());
+    usage
 }
 
 /// How many unpins failed in this process so far (a guard cannot report errors from
@@ -323,12 +436,20 @@ pub struct PinGuard {
     /// (address, length) of the region; mapped while the guard lives (the contract
     /// of [`acquire`]).
     key: Option<(usize, usize)>,
+    /// The device address of the region's base, if its pinner gives one.
+    device_base: Option<u64>,
 }
 
 impl PinGuard {
     /// Whether this guard actually holds a pin (false for `Cpu`).
     pub fn is_pinned(&self) -> bool {
         self.key.is_some()
+    }
+
+    /// The device address of the region's first byte, learned once when the region
+    /// was pinned (see [`Pinner::device_address`]); `None` if its pinner gives none.
+    pub fn device_base(&self) -> Option<u64> {
+        self.device_base
     }
 }
 

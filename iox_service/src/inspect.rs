@@ -73,6 +73,21 @@ pub struct UserInfo {
     pub alive: bool,
 }
 
+/// Whether one process using a service pinned its pool, and how much: what a process
+/// pins of a service is its whole payload mapping, once, however many of its ports
+/// asked (see `iox_mempool::pin`), so it is told by the ports' pinned flags.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProcessPinning {
+    /// The process id.
+    pub pid: u32,
+    /// Whether the process is alive.
+    pub alive: bool,
+    /// Whether one of its ports pinned the pool.
+    pub pinned: bool,
+    /// Bytes it pinned of this service (the payload, or 0).
+    pub pinned_bytes: usize,
+}
+
 /// Occupancy of one size class.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ClassUsage {
@@ -118,6 +133,8 @@ pub struct ServiceInfo {
     pub subscribers: PortCount,
     /// Open service handles.
     pub users: Vec<UserInfo>,
+    /// Per process with a port or a handle: whether it pinned the pool, how many bytes.
+    pub processes: Vec<ProcessPinning>,
     /// Pool occupancy per size class (empty if unreadable).
     pub classes: Vec<ClassUsage>,
     /// Pool payload size in bytes (0 if unknown).
@@ -306,6 +323,7 @@ fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
         publishers: PortCount::default(),
         subscribers: PortCount::default(),
         users: Vec::new(),
+        processes: Vec::new(),
         classes: Vec::new(),
         pool_bytes: 0,
         files: [files::config_name(stem), files::dynamic_name(stem)]
@@ -471,7 +489,37 @@ fn read_ports(d: Dynamic<'_>, alive: &mut Alive, info: &mut ServiceInfo) {
     }
 }
 
+/// One entry per process of `info`'s ports and handles, ordered by pid.
+fn processes(info: &ServiceInfo) -> Vec<ProcessPinning> {
+    let mut out: Vec<ProcessPinning> = Vec::new();
+    let seen = info
+        .ports
+        .iter()
+        .map(|p| (p.pid, p.alive, p.pinned))
+        .chain(info.users.iter().map(|u| (u.pid, u.alive, false)));
+    for (pid, alive, pinned) in seen {
+        match out.iter_mut().find(|p| p.pid == pid) {
+            Some(p) => {
+                p.alive |= alive;
+                p.pinned |= pinned;
+            }
+            None => out.push(ProcessPinning {
+                pid,
+                alive,
+                pinned,
+                pinned_bytes: 0,
+            }),
+        }
+    }
+    for p in &mut out {
+        p.pinned_bytes = if p.pinned { info.pool_bytes } else { 0 };
+    }
+    out.sort_by_key(|p| p.pid);
+    out
+}
+
 fn finish(mut info: ServiceInfo) -> ServiceInfo {
+    info.processes = processes(&info);
     info.publishers = info.count(["publisher", "notifier"]);
     info.subscribers = info.count(["subscriber", "listener"]);
     let dead_ports = info.ports.iter().filter(|p| !p.alive).count();

@@ -76,7 +76,7 @@ pub use pubsub::receive_async::ReceiveAsyncError;
 pub use pubsub::service::{PubSubBuilder, PubSubService};
 pub use recovery::CleanupReport;
 pub use recovery::robust_mutex;
-pub use sample::{Sample, SampleMut, SampleMutUninit};
+pub use sample::{DevicePtrError, Sample, SampleMut, SampleMutUninit};
 pub use service::{CreateError, OpenError, OpenOrCreateError, RootError, Service};
 pub use shm::dynamic::Corruption;
 pub use static_config::{

@@ -13,6 +13,8 @@
 //! child's standard output while debugging; a test that reads it on purpose builds
 //! the child with [`self_command`] and sets `.stdout(Stdio::piped())`.
 
+pub mod cuda_double;
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 

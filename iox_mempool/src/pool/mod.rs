@@ -401,4 +401,10 @@ impl PoolPin {
     pub fn is_pinned(&self) -> bool {
         self.guard.is_pinned()
     }
+
+    /// The device address of the payload's first byte, if the pool's pinner gives one
+    /// (the CUDA pinner does): a chunk's device address is this plus its offset.
+    pub fn device_base(&self) -> Option<u64> {
+        self.guard.device_base()
+    }
 }

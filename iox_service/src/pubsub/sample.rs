@@ -143,6 +143,18 @@ impl<P: ?Sized + Payload> DerefMut for SampleMut<P> {
     }
 }
 
+/// Why a sample has no device address ([`Sample::device_ptr`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DevicePtrError {
+    /// The subscriber that received it did not pin the pool with a pinner that maps
+    /// it for a device.
+    #[error(
+        "the sample has no device address: its subscriber did not pin the pool for a device (build it with .pin_memory(true) on a CudaPinned service, with iox_service's `cuda` feature)"
+    )]
+    NotPinned,
+}
+
 /// A received sample. Derefs to the payload; dropping it releases the chunk. It owns
 /// a reference to its subscriber's port, so it may outlive the subscriber handle and be
 /// moved to another thread.
@@ -193,11 +205,29 @@ impl<P: ?Sized + Payload> Sample<P> {
         self.ptr
     }
 
-    /// The device address of the sample, for a kernel or copy to use it in place.
-    /// Needs the `cuda` feature and a port of this process that pinned the pool.
-    #[cfg(feature = "cuda")]
-    pub fn device_ptr(&self) -> Result<u64, iox_cuda::CudaError> {
-        iox_cuda::device_pointer(self.ptr)
+    /// The device address of the sample, for a kernel or copy to use it in place: the
+    /// pool's device address, learned once when the subscriber pinned the pool (a
+    /// `CudaPinned` service with the `cuda` feature: `cuMemHostGetDevicePointer` at
+    /// registration), plus the chunk's offset. No driver call, no lock.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use iox_service::{DevicePtrError, Service};
+    /// let service = Service::named("doc/device").unwrap().root(dir.path())
+    ///     .publish_subscribe::<u64>().open_or_create().unwrap();
+    /// let subscriber = service.subscriber_builder().create().unwrap();
+    /// let publisher = service.publisher_builder().create().unwrap();
+    /// publisher.loan_uninit().unwrap().write_payload(7).send().unwrap();
+    /// let sample = subscriber.receive().unwrap().unwrap();
+    /// // An unpinned Cpu subscriber has no device address for it.
+    /// assert!(matches!(sample.device_ptr(), Err(DevicePtrError::NotPinned)));
+    /// ```
+    #[inline]
+    pub fn device_ptr(&self) -> Result<u64, DevicePtrError> {
+        match self.port.device_base() {
+            Some(base) => Ok(base + self.offset() as u64),
+            None => Err(DevicePtrError::NotPinned),
+        }
     }
 
     /// The chunk's offset from the pool's base (the same in every process).

@@ -243,6 +243,13 @@ impl SubscriberPort {
         &self.pool
     }
 
+    /// The device address of the pool's first byte, if this port pinned the pool with
+    /// a pinner that gives one (learned at pinning; no call into the pinner here).
+    #[inline]
+    pub(crate) fn device_base(&self) -> Option<u64> {
+        self.pin.as_ref()?.device_base()
+    }
+
     /// Samples received through this port and not yet dropped.
     #[inline]
     fn held(self: &Arc<Self>) -> usize {
