@@ -105,11 +105,31 @@ fn root_is_empty(dir: &tempfile::TempDir) -> bool {
 }
 
 #[test]
-fn three_publishers_and_an_interval_in_one_waitset() {
-    const TEST: &str = "three_publishers_and_an_interval_in_one_waitset";
+fn three_publishers_a_listener_and_an_interval_in_one_waitset() {
+    const TEST: &str = "three_publishers_a_listener_and_an_interval_in_one_waitset";
     const COUNT: u64 = 2_000;
-    if role().is_some() {
-        return publish_child();
+    const IDS: u32 = 10;
+    let open_events = |root: &Path| {
+        Service::named("ws/three/events")
+            .unwrap()
+            .root(root)
+            .event()
+            .event_id_max(IDS)
+            .open_or_create()
+            .unwrap()
+    };
+    match role().as_deref() {
+        Some("notifier") => {
+            let events = open_events(&child_root());
+            let notifier = events.notifier_builder().create().unwrap();
+            // The parent's listener exists before this child starts.
+            for id in 1..=IDS {
+                assert_eq!(notifier.notify_with_custom_event_id(id.into()).unwrap(), 1);
+            }
+            return;
+        }
+        Some(_) => return publish_child(),
+        None => {}
     }
     let dir = tempfile::tempdir().unwrap();
     let services: Vec<_> = (0..3)
@@ -119,16 +139,21 @@ fn three_publishers_and_an_interval_in_one_waitset() {
         .iter()
         .map(|s| s.subscriber_builder().create().unwrap())
         .collect();
+    let events = open_events(dir.path());
+    let listener = events.listener_builder().create().unwrap();
     let waitset = WaitSet::new().unwrap();
     let guards: Vec<_> = subs
         .iter()
         .map(|s| waitset.attach_notification(s).unwrap())
         .collect();
+    let listened = waitset.attach_notification(&listener).unwrap();
     let tick = waitset.attach_interval(Duration::from_millis(2)).unwrap();
     let children: Vec<_> = (0..3)
         .map(|i| spawn_publisher(TEST, &dir, &format!("ws/three/{i}"), 1, i, COUNT))
         .collect();
+    let notifier = Reaped::new(spawn_self(TEST, "notifier", &[root_env(&dir)]));
     let (mut next, mut ticks, mut got) = (vec![0u64; 3], 0u64, 0u64);
+    let mut ids = Vec::new();
     let start = Instant::now();
     let result = waitset
         .wait_and_process(|id| {
@@ -140,8 +165,11 @@ fn three_publishers_and_an_interval_in_one_waitset() {
                     got += drain(&subs[i], &mut next);
                 }
             }
-            assert!(start.elapsed() < LIMIT, "samples missing: {next:?}");
-            if got == 3 * COUNT && ticks >= 3 {
+            if id.has_event_from(&listened) {
+                listener.try_wait_all(|e| ids.push(e.as_value())).unwrap();
+            }
+            assert!(start.elapsed() < LIMIT, "missing: samples {next:?}, ids {ids:?}");
+            if got == 3 * COUNT && ticks >= 3 && ids.len() == IDS as usize {
                 CallbackProgression::Stop
             } else {
                 CallbackProgression::Continue
@@ -150,13 +178,17 @@ fn three_publishers_and_an_interval_in_one_waitset() {
         .unwrap();
     assert_eq!(result, WaitSetRunResult::StopRequest);
     assert_eq!(next, vec![COUNT; 3]);
+    ids.sort_unstable();
+    assert_eq!(ids, (1..=IDS).collect::<Vec<_>>(), "every id exactly once");
     for c in children {
         wait_ok(c.into_inner(), LIMIT);
     }
+    wait_ok(notifier.into_inner(), LIMIT);
     // Exactly once: nothing more arrives.
     for s in &subs {
         assert!(s.receive().unwrap().is_none());
     }
+    assert_eq!(listener.try_wait_one().unwrap(), None);
 }
 
 #[test]
