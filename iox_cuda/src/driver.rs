@@ -122,7 +122,12 @@ pub(crate) fn device(device: i32) -> Result<sys::CUdevice, CudaError> {
 
 /// Runs `f` with `ctx` current on this thread and restores the thread's previous
 /// current context afterwards (push, then pop), so iox never changes which context a
-/// user's thread has current. A failed pop is reported if `f` succeeded.
+/// user's thread has current.
+///
+/// Decision: a failed pop after `f` succeeded is not reported: `f`'s result (a
+/// registration, an allocation) is returned so its owner records it and undoes it
+/// later; an error here would leak it. (A pop fails only if the driver's context
+/// stack was corrupted behind iox's back.)
 pub(crate) fn in_context<T>(
     ctx: sys::CUcontext,
     f: impl FnOnce() -> Result<T, CudaError>,
@@ -139,8 +144,7 @@ pub(crate) fn in_context<T>(
         pop.is_err() || popped == ctx,
         "popped another context than pushed"
     );
-    let value = result?;
-    pop.map(|()| value)
+    result
 }
 
 /// The driver's name of device `device`.

@@ -10,7 +10,8 @@
 //! dead port recovered), `history-send-before-hand-off` (a send with history pushed to
 //! the subscribers and the history queue, not handed off) and
 //! `history-resend-before-hand-off` (a kept sample re-sent to a late subscriber, not
-//! handed off).
+//! handed off) and `wake-before-ring` (a sender found a receiver armed and is about to
+//! ring its descriptor).
 
 /// The environment variable naming the stall point a test wants.
 #[cfg(feature = "testing")]

@@ -202,3 +202,89 @@ fn waiting_for_ports_sleeps_until_another_process_connects() {
     p.loan_uninit().unwrap().write_payload(9).send().unwrap();
     wait_ok(child, LIMIT);
 }
+
+/// The state letter of process `pid` (`R`, `S`, ...) from `/proc/<pid>/stat`.
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+#[test]
+fn a_sender_killed_before_it_rings_leaves_the_receiver_armed_for_the_next() {
+    const TEST: &str = "a_sender_killed_before_it_rings_leaves_the_receiver_armed_for_the_next";
+    if role().as_deref() == Some("publisher") {
+        let root: PathBuf = env("ROOT");
+        let svc = open(&root, "ready/stalled");
+        let p = svc.publisher_builder().create().unwrap();
+        // Stalls in the wake, after its push, before it rings (IOX_TEST_STALL).
+        let _ = p.loan_uninit().unwrap().write_payload(1).send();
+        unreachable!("the stall point parks this thread");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let svc = open(root, "ready/stalled");
+    let s = svc.subscriber_builder().create().unwrap();
+    let p = svc.publisher_builder().create().unwrap();
+    assert!(!readable(&s, Duration::ZERO)); // armed
+    let child = Reaped::new(spawn_self(
+        TEST,
+        "publisher",
+        &[
+            ("ROOT", root.display().to_string()),
+            ("IOX_TEST_STALL", "wake-before-ring".into()),
+        ],
+    ));
+    let pid = child.id();
+    // Its sample is queued and the child sleeps: parked at the stall point.
+    assert!(wait_until(LIMIT, || s.pending() == 1 && process_state(pid) == Some('S')));
+    assert!(!readable(&s, Duration::ZERO), "it never rang");
+    child.kill();
+    // The next sender finds the receiver still armed and rings.
+    p.loan_uninit().unwrap().write_payload(2).send().unwrap();
+    assert!(readable(&s, LIMIT), "the arming was used up by the dead sender");
+    let mut got: Vec<u64> = std::iter::from_fn(|| s.receive().unwrap().map(|s| *s)).collect();
+    got.sort_unstable(); // two publishers: read round-robin
+    assert_eq!(got, vec![1, 2]);
+}
+
+#[test]
+fn a_root_too_long_for_a_socket_address_signals_samples_queued_before_the_descriptor() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("q".repeat(120));
+    std::fs::create_dir(&root).unwrap();
+    let svc = open(&root, "ready/long-root-queued");
+    let p = svc.publisher_builder().create().unwrap();
+    let s = svc.subscriber_builder().create().unwrap();
+    p.loan_uninit().unwrap().write_payload(3).send().unwrap();
+    assert!(
+        readable(&s, Duration::ZERO),
+        "queued before as_fd: readable at once"
+    );
+    assert_eq!(s.receive().unwrap().map(|s| *s), Some(3));
+}
+
+#[test]
+fn a_port_created_while_another_thread_releases_the_same_slot_keeps_its_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = open(dir.path(), "ready/slot-reuse");
+    let p = svc.publisher_builder().create().unwrap();
+    for round in 0..50u64 {
+        let old = svc.subscriber_builder().create().unwrap();
+        let _ = readable(&old, Duration::ZERO);
+        p.loan_uninit().unwrap().write_payload(round).send().unwrap();
+        let sample = old.receive().unwrap().expect("a sample");
+        drop(old);
+        // The last sample frees the slot on another thread while this one creates a
+        // subscriber in it.
+        let releaser = std::thread::spawn(move || drop(sample));
+        let new = svc.subscriber_builder().create().unwrap();
+        releaser.join().unwrap();
+        assert!(!readable(&new, Duration::ZERO));
+        p.loan_uninit().unwrap().write_payload(round).send().unwrap();
+        assert!(
+            readable(&new, LIMIT),
+            "round {round}: the new port's socket is gone"
+        );
+        assert_eq!(new.receive().unwrap().map(|s| *s), Some(round));
+    }
+}

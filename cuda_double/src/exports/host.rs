@@ -38,7 +38,8 @@ pub unsafe extern "C" fn cuMemHostRegister_v2(p: *mut c_void, bytesize: usize, f
             if flags & READ_ONLY != 0 && !config::get().read_only_register {
                 return Err(NOT_SUPPORTED);
             }
-            let (addr, end) = (p as usize, p as usize + bytesize);
+            let addr = p as usize;
+            let end = addr.checked_add(bytesize).ok_or(INVALID_VALUE)?;
             let overlaps = s
                 .registrations
                 .range(..end)

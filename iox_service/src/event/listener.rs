@@ -84,6 +84,7 @@ impl ListenerBuilder {
             &service.root,
             &service.stem,
             slot,
+            generation,
             service.node_id(),
             service.config.permissions,
         ) {

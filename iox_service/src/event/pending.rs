@@ -49,7 +49,7 @@ fn wake(d: Dynamic<'_>, mut slots: u64, ringer: &Ringer) {
         slots &= slots - 1;
         let header = d.subscriber(s);
         let seen = header.waiting.load(Ordering::Relaxed);
-        if seen != 0 {
+        if crate::doorbell::wants_wake(seen) {
             port::wake(header, seen, ringer, s);
         }
     }

@@ -341,8 +341,8 @@ impl EventService {
         let d = self.shared.dynamic();
         (0..d.layout().max_subscribers)
             .map(|s| {
-                (d.subscriber(s).waiting.load(std::sync::atomic::Ordering::Relaxed) & !crate::doorbell::ARMED)
-                    as usize
+                (d.subscriber(s).waiting.load(std::sync::atomic::Ordering::Relaxed)
+                    & crate::doorbell::SLEEPERS) as usize
             })
             .sum()
     }

@@ -223,7 +223,7 @@ pub(crate) fn drain_queue(q: &Queue<'_>, claim_as: u64, pool: &Bookkeeping, owne
 /// [`crate::doorbell`]).
 #[inline(never)]
 pub(crate) fn wake(header: &PortHeader, seen: u32, ringer: &Ringer, slot: usize) {
-    if seen & !doorbell::ARMED != 0 {
+    if seen & doorbell::SLEEPERS != 0 {
         header.wake.fetch_add(1, Ordering::Release);
         let _ = rustix::thread::futex::wake(
             &header.wake,
@@ -231,10 +231,11 @@ pub(crate) fn wake(header: &PortHeader, seen: u32, ringer: &Ringer, slot: usize)
             i32::MAX as u32,
         );
     }
-    if doorbell::take_armed(&header.waiting, seen) {
+    doorbell::ring_armed(&header.waiting, seen, || {
+        crate::testing::stall_point("wake-before-ring");
         let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
-        ringer.ring(slot, header.node.load(Ordering::Relaxed), generation);
-    }
+        ringer.ring(slot, header.node.load(Ordering::Relaxed), generation)
+    });
 }
 
 /// Tells whoever waits for ports (`wait_for_subscribers`, `wait_for_publishers`)

@@ -61,7 +61,7 @@ use std::time::Duration;
 use iox_mempool::{ChunkHandle, Owner, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
-use crate::doorbell::Ringer;
+use crate::doorbell::{self, Ringer};
 use crate::dynamic::{self, Dynamic, PortHeader};
 use crate::port::{self, PortCreateError, Shared, WaitForPortsError};
 use crate::queue::{self, Pushed};
@@ -506,7 +506,7 @@ impl PublisherPort {
                 port::drain_queue(&d.queue(self.slot, s), queue::BY_PRODUCER, &self.pool, self.owner);
             } else {
                 let waiting = header.waiting.load(Ordering::Relaxed);
-                if waiting != 0 {
+                if doorbell::wants_wake(waiting) {
                     port::wake(header, waiting, &self.ringer, s);
                 }
             }

@@ -508,7 +508,7 @@ impl<P: ?Sized + Payload> PubSubService<P> {
     pub fn waiting_subscribers(&self) -> usize {
         let d = self.shared.dynamic();
         (0..d.layout().max_subscribers)
-            .map(|s| d.subscriber(s).waiting.load(Ordering::Relaxed) as usize)
+            .map(|s| (d.subscriber(s).waiting.load(Ordering::Relaxed) & crate::doorbell::SLEEPERS) as usize)
             .sum()
     }
 

@@ -142,6 +142,7 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
             &service.root,
             &service.stem,
             slot,
+            generation,
             service.node_id(),
             service.config.permissions,
         ) {

@@ -285,15 +285,22 @@ fn recover_locked(
         report.users += recover_users(d, live);
         return Ok(report);
     }
+    let mut dead_publishers = false;
     for p in 0..l.max_publishers {
         let node = d.publisher(p).node.load(Ordering::Acquire);
         if node != 0 && !live.alive(node) {
             recover_publisher(d, pool, p, &mut report);
+            dead_publishers = true;
             report.ports += 1;
             if report.ports == 1 {
                 crate::testing::stall_point("recovery-after-first-port");
             }
         }
+    }
+    if dead_publishers {
+        // A dead publisher may have pushed (or recovery finished its send) without
+        // waking: wake every subscriber that sleeps or armed its descriptor.
+        wake_receivers(d, stem, live.root());
     }
     for s in 0..l.max_subscribers {
         let node = d.subscriber(s).node.load(Ordering::Acquire);
@@ -307,6 +314,23 @@ fn recover_locked(
     }
     report.users += recover_users(d, live);
     Ok(report)
+}
+
+/// Wakes every active receiver slot of `d` that sleeps or armed its descriptor (a
+/// spurious wake is harmless: receivers look and find nothing).
+fn wake_receivers(d: Dynamic<'_>, stem: &str, root: &Path) {
+    let subscribers = d.layout().max_subscribers;
+    let ringer = crate::doorbell::Ringer::new(root, stem, subscribers);
+    for s in 0..subscribers {
+        let header = d.subscriber(s);
+        if dynamic::split_state(header.state.load(Ordering::Acquire)).1 != dynamic::ACTIVE {
+            continue;
+        }
+        let seen = header.waiting.load(Ordering::Relaxed);
+        if crate::doorbell::wants_wake(seen) {
+            port::wake(header, seen, &ringer, s);
+        }
+    }
 }
 
 /// Recovers the dead notifier and listener slots of an event service (listeners

@@ -2,11 +2,13 @@
 //! connections to it, and the arming protocol that decides when a sender rings.
 //!
 //! **Mechanism.** Every receiving port (subscriber, listener) binds a Unix datagram
-//! socket under the root, `iox_<H>.r<slot>.<node>.sock` (see [`crate::shm::files`]). Its
-//! descriptor is the port's readiness descriptor (`AsFd`): readable while a token
-//! datagram is queued on it. A sender rings by sending a one-byte datagram over a
-//! connected socket it keeps per receiver slot (reconnected when the slot's owner or
-//! generation changes).
+//! socket under the root, `iox_<H>.r<slot>.<generation>.<node>.sock` (see
+//! [`crate::shm::files`]): the slot's generation makes the name unique to this port,
+//! so a port created in the slot another thread of the process is releasing never
+//! shares its file. Its descriptor is the port's readiness descriptor (`AsFd`):
+//! readable while a token datagram is queued on it. A sender rings by sending a
+//! one-byte datagram over a connected socket it keeps per receiver slot (reconnected
+//! when the slot's owner or generation changes).
 //!
 //! Why this and not the alternatives:
 //! - an `eventfd` cannot be reached by another process except through
@@ -18,20 +20,29 @@
 //!   group members may connect; a send to a receiver that died fails at once with
 //!   `ECONNREFUSED` (no signal, never blocks: every send is `MSG_DONTWAIT`), and a full
 //!   receive buffer fails with `EAGAIN`, which is harmless (the descriptor is readable
-//!   already). A dead receiver's socket file is removed by recovery (its slot names
-//!   it) or by a root cleanup (the name ends in its node id, as temporary files do).
+//!   already). A dead receiver's socket file is removed by recovery or by a root
+//!   cleanup (the name ends in its node id, as temporary files do).
 //!
-//! **Arming.** A sender rings only when the receiver is *armed*: bit [`ARMED`] of the
-//! receiver slot's `waiting` word. The receiver, when it finds nothing, consumes the
-//! tokens on its socket, sets the bit (SeqCst RMW, then a SeqCst fence) and looks once
-//! more; the sender, after its push and its SeqCst fence, reads the word and, if the
-//! bit is set, clears it (one RMW: one ring per arming) and rings. So either the
-//! sender sees the bit and rings, or the receiver's second look sees the push: a
-//! sample never waits behind an unreadable descriptor. A receiver that never hands out
-//! its descriptor never arms, and its senders never ring: busy polling costs a sender
-//! nothing. A ring can be spurious (the receiver's second look took the sample): the
-//! descriptor is then readable with nothing to take; the next empty look consumes the
-//! token.
+//! **Arming.** The receiver slot's `waiting` word holds, from the top: bit [`ARMED`]
+//! (the receiver waits on its descriptor), a 15-bit arming epoch, and the count of
+//! threads asleep on the futex (16 bits). A sender rings only when the receiver is
+//! armed. The receiver, when it finds nothing, consumes a token, sets the bit with a
+//! new epoch (SeqCst CAS, then a SeqCst fence) and looks once more; the sender, after
+//! its push and its SeqCst fence, reads the word and, if the bit is set, rings *first*
+//! and then clears the bit with a CAS from the word it read (so only that arming is
+//! cleared: a receiver that re-armed since has a new epoch and stays armed). So either
+//! the sender sees the bit and rings, or the receiver's second look sees the push: a
+//! sample never waits behind an unreadable descriptor. A sender that dies, or fails to
+//! ring, before its CAS leaves the bit set, and the next sender rings: no arming is
+//! used up without a token. Two senders may both ring one arming (an extra token,
+//! harmless). The residual window: a sender stalled between its load and its CAS
+//! while the receiver re-arms 32,768 times (the epoch wraps to the same value) would
+//! clear a fresh arming without having rung for it.
+//!
+//! A receiver that never hands out its descriptor never arms, and its senders never
+//! ring: busy polling costs a sender nothing. A ring can be spurious (the receiver's
+//! second look took the sample): the descriptor is then readable with nothing to
+//! take; the next empty look consumes the token.
 //!
 //! Long roots: a socket address holds at most 107 bytes of path. When the root makes
 //! the path longer, the socket is bound and reached through `/proc/self/fd/<dir>/`,
@@ -47,8 +58,19 @@ use std::sync::atomic::{AtomicU32, Ordering, fence};
 use crate::shm::files;
 
 /// Bit of a receiver slot's `waiting` word: the receiver waits on its descriptor and
-/// the next sender rings. The low bits count threads asleep on the futex.
+/// the next sender rings.
 pub(crate) const ARMED: u32 = 1 << 31;
+/// The arming epoch's bits in the `waiting` word (15 bits below [`ARMED`]).
+const EPOCH: u32 = 0x7fff << 16;
+/// The count of threads asleep on the futex (the low 16 bits).
+pub(crate) const SLEEPERS: u32 = 0xffff;
+
+/// Whether a sender that read `seen` must wake the receiver (futex sleepers, or an
+/// armed descriptor).
+#[inline]
+pub(crate) fn wants_wake(seen: u32) -> bool {
+    seen & (ARMED | SLEEPERS) != 0
+}
 
 /// The longest path a Unix socket address holds.
 const MAX_SOCKET_PATH: usize = 107;
@@ -75,29 +97,40 @@ fn with_address<T>(root: &Path, name: &str, f: impl FnOnce(&Path) -> io::Result<
 #[derive(Debug)]
 pub(crate) struct Doorbell {
     socket: UnixDatagram,
-    path: PathBuf,
+    root: PathBuf,
+    name: String,
 }
 
 impl Doorbell {
-    /// Binds the socket of receiver slot `slot` of service `stem`, owned by `node`,
-    /// with the service's permissions `mode`.
-    pub(crate) fn bind(root: &Path, stem: &str, slot: usize, node: u64, mode: u32) -> io::Result<Self> {
-        let name = files::socket_name(stem, slot, node);
-        let path = root.join(&name);
-        // The name carries our node id: a file there is a socket this process left
-        // (a port of the same slot whose drop could not unlink it).
+    /// Binds the socket of receiver slot `slot` of service `stem`, owned by `node` in
+    /// `generation`, with the service's permissions `mode`.
+    pub(crate) fn bind(
+        root: &Path,
+        stem: &str,
+        slot: usize,
+        generation: u64,
+        node: u64,
+        mode: u32,
+    ) -> io::Result<Self> {
+        let name = files::socket_name(stem, slot, generation, node);
+        // The name carries our node id and the slot's generation: a file there is one
+        // this process left (a port whose drop could not unlink it).
         let socket = with_address(root, &name, |addr| match UnixDatagram::bind(addr) {
             Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
-                std::fs::remove_file(&path)?;
+                std::fs::remove_file(root.join(&name))?;
                 UnixDatagram::bind(addr)
             }
             r => r,
         })?;
-        let bell = Self { socket, path };
+        let bell = Self {
+            socket,
+            root: root.to_path_buf(),
+            name,
+        };
         bell.socket.set_nonblocking(true)?;
         // A socket file gets the umask's mode: set the service's explicitly (senders
         // need write permission to connect).
-        rustix::fs::chmod(&bell.path, rustix::fs::Mode::from_raw_mode(mode))?;
+        rustix::fs::chmod(bell.root.join(&bell.name), rustix::fs::Mode::from_raw_mode(mode))?;
         Ok(bell)
     }
 
@@ -112,15 +145,23 @@ impl Doorbell {
 
     /// Makes the descriptor readable (a token to itself).
     pub(crate) fn ring_self(&self) {
-        let _ = self.socket.send_to(&[1], &self.path);
+        let _ = with_address(&self.root, &self.name, |addr| self.socket.send_to(&[1], addr));
     }
 
-    /// The receiver's side of arming, called when it found nothing: consumes the
-    /// tokens and sets [`ARMED`] in `waiting`. The caller must look for work once more
-    /// afterwards (see the module docs).
+    /// The receiver's side of arming, called when it found nothing: consumes a token
+    /// and sets [`ARMED`] in `waiting` with a new epoch. The caller must look for work
+    /// once more afterwards (see the module docs).
     pub(crate) fn rearm(&self, waiting: &AtomicU32) {
         self.drain();
-        waiting.fetch_or(ARMED, Ordering::SeqCst);
+        let mut seen = waiting.load(Ordering::Relaxed);
+        loop {
+            let epoch = (seen & EPOCH).wrapping_add(1 << 16) & EPOCH;
+            let armed = ARMED | epoch | (seen & SLEEPERS);
+            match waiting.compare_exchange_weak(seen, armed, Ordering::SeqCst, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => seen = now,
+            }
+        }
         // Pairs with the sender's fence after its push (store-buffering pattern).
         fence(Ordering::SeqCst);
     }
@@ -134,16 +175,18 @@ impl AsFd for Doorbell {
 
 impl Drop for Doorbell {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_file(self.root.join(&self.name));
     }
 }
 
 /// The sender's side of arming, after its push and SeqCst fence, given the `waiting`
-/// word it read: whether it must ring (it cleared [`ARMED`], so one sender rings per
-/// arming).
-#[inline]
-pub(crate) fn take_armed(waiting: &AtomicU32, seen: u32) -> bool {
-    seen & ARMED != 0 && waiting.fetch_and(!ARMED, Ordering::Relaxed) & ARMED != 0
+/// word it read: if the receiver is armed, rings it (`ring` returns whether a token
+/// went out or the receiver's buffer is full, i.e. it is readable) and then clears
+/// that arming, unless the receiver re-armed meanwhile (see the module docs).
+pub(crate) fn ring_armed(waiting: &AtomicU32, seen: u32, ring: impl FnOnce() -> bool) {
+    if seen & ARMED != 0 && ring() {
+        let _ = waiting.compare_exchange(seen, seen & !ARMED, Ordering::Relaxed, Ordering::Relaxed);
+    }
 }
 
 /// A sender's connections to the doorbells of a service's receiver slots.
@@ -169,35 +212,56 @@ impl Ringer {
     }
 
     /// Rings the doorbell of receiver slot `slot`, owned by `node` in `generation`.
-    /// Best effort: a receiver that is gone or has a full buffer needs no ring.
-    pub(crate) fn ring(&self, slot: usize, node: u64, generation: u64) {
+    /// Returns whether the arming is served: a token went out, the receiver's buffer
+    /// is full (it is readable), or the receiver is gone (its socket refuses or no
+    /// longer exists: nobody to wake). Any other failure (out of descriptors, no
+    /// permission) returns false, so the arming stays for the next sender.
+    pub(crate) fn ring(&self, slot: usize, node: u64, generation: u64) -> bool {
         let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
         let Some(peer) = peers.get_mut(slot) else {
-            return;
+            return false;
         };
         let key = (node, generation);
+        let mut last = None;
         for attempt in 0..2 {
             if peer.as_ref().is_none_or(|(k, _)| *k != key) || attempt == 1 {
-                *peer = self.connect(slot, node).map(|s| (key, s));
+                *peer = None;
+                match self.connect(slot, generation, node) {
+                    Ok(socket) => *peer = Some((key, socket)),
+                    Err(e) => {
+                        last = Some(e);
+                        break;
+                    }
+                }
             }
             let Some((_, socket)) = peer.as_ref() else {
-                return;
+                break;
             };
             match socket.send(&[1]) {
-                Ok(_) => return,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                // The socket connected to is gone (the receiver re-bound it): once more.
-                Err(_) => {}
+                Ok(_) => return true,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                // The socket connected to may have been re-bound: reconnect once.
+                Err(e) => last = Some(e),
             }
         }
         *peer = None;
+        last.is_some_and(|e| is_gone(&e))
     }
 
-    fn connect(&self, slot: usize, node: u64) -> Option<UnixDatagram> {
-        let socket = UnixDatagram::unbound().ok()?;
-        socket.set_nonblocking(true).ok()?;
-        let name = files::socket_name(&self.stem, slot, node);
-        with_address(&self.root, &name, |addr| socket.connect(addr)).ok()?;
-        Some(socket)
+    fn connect(&self, slot: usize, generation: u64, node: u64) -> io::Result<UnixDatagram> {
+        let socket = UnixDatagram::unbound()?;
+        socket.set_nonblocking(true)?;
+        let name = files::socket_name(&self.stem, slot, generation, node);
+        with_address(&self.root, &name, |addr| socket.connect(addr))?;
+        Ok(socket)
     }
+}
+
+/// Whether a connect or send failed because the receiver is gone (its socket closed,
+/// or its file removed).
+fn is_gone(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused | io::ErrorKind::NotFound | io::ErrorKind::ConnectionReset
+    )
 }

@@ -6,7 +6,7 @@
 //! (named by `iox_mempool`, [`iox_mempool::Pool::file_names`]). One node lock file per
 //! process, `iox_node_<id>.lock` (see [`crate::node`]), temporary files
 //! `<base>.<n>.<id>.tmp` that end in their writer's node id, and one readiness socket
-//! per receiving port, `iox_H.r<slot>.<id>.sock` (see [`crate::doorbell`]), which also
+//! per receiving port, `iox_H.r<slot>.<generation>.<id>.sock` (see [`crate::doorbell`]), which also
 //! ends in its owner's node id. Nothing else in the crate builds or parses these names.
 
 use std::path::Path;
@@ -69,9 +69,10 @@ pub(crate) fn parse_temp_file_name(name: &str) -> Option<u64> {
     (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok())?
 }
 
-/// The readiness socket of receiver slot `slot` of service `stem`, owned by `node`.
-pub(crate) fn socket_name(stem: &str, slot: usize, node: u64) -> String {
-    format!("{stem}.r{slot}.{node:016x}{SOCKET_SUFFIX}")
+/// The readiness socket of receiver slot `slot` of service `stem`, owned by `node` in
+/// the slot's `generation`.
+pub(crate) fn socket_name(stem: &str, slot: usize, generation: u64, node: u64) -> String {
+    format!("{stem}.r{slot}.{generation:x}.{node:016x}{SOCKET_SUFFIX}")
 }
 
 const SOCKET_SUFFIX: &str = ".sock";

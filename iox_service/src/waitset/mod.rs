@@ -111,7 +111,10 @@ impl WaitSetBuilder {
     /// Whether SIGINT/SIGTERM end this WaitSet's waits (default `true`). The first
     /// WaitSet created with `true` installs the process's handlers; while any such
     /// WaitSet is alive, the signals no longer terminate the process by default (see
-    /// [`WaitSet`]). With `false` this WaitSet neither installs nor sees them.
+    /// [`WaitSet`]). With `false` this WaitSet neither installs nor sees them: use
+    /// `false` in programs that handle SIGINT/SIGTERM themselves (`tokio::signal`,
+    /// `ctrlc`), since once installed, iox's handling terminates the process on those
+    /// signals whenever no such WaitSet is alive, after the program's own handlers.
     pub fn termination_signals(mut self, on: bool) -> Self {
         self.termination_signals = on;
         self

@@ -25,6 +25,14 @@
 //! [`KILL_NEXT`] (the request is handled). When the last WaitSet goes, [`KILL_NEXT`]
 //! is set again: the signals terminate the process as by default.
 //!
+//! **Programs with their own SIGINT/SIGTERM handling** (`tokio::signal`, `ctrlc`,
+//! `signal-hook` flags) must build their WaitSets with
+//! `WaitSetBuilder::termination_signals(false)`: once a WaitSet with termination
+//! handling was created, action 1 above terminates the process whenever no such
+//! WaitSet is alive or a request is pending, after the program's own handlers ran
+//! (the handlers share one `sigaction`, and an installed handler cannot be taken back
+//! without leaving the signals ignored). The rule is stated on the builder too.
+//!
 //! Decisions: a socket per WaitSet rather than one process-wide pipe, so every WaitSet
 //! in every thread wakes and none consumes another's notice. A stream socket pair: the
 //! zero-byte probe `signal-hook` sends at registration creates nothing on a stream
