@@ -9,9 +9,14 @@
 //!   listener wake-up latency, iox vs iceoryx2, both sides blocking on their
 //!   listeners, against the floor of a futex word bounced between two processes.
 //!
+//! - `cargo run --release -p iox_benches --bin instructions`: instructions per message
+//!   counted with callgrind (deterministic), iox and iceoryx2 side by side; needs
+//!   valgrind. The loops it counts are in [`counted`].
+//!
 //! Modules: [`endpoint`] (the trait every transport implements and the ping-pong
 //! loops), one module per transport ([`event_transport`] for the event benchmark), [`report`] (histograms, table, CSV).
 
+pub mod counted;
 pub mod endpoint;
 pub mod event_transport;
 pub mod floor_transport;
