@@ -304,14 +304,15 @@ impl Pool {
     /// so this checks and returns `None` then).
     #[inline]
     pub fn chunk(&self, handle: ChunkHandle) -> Option<(*mut u8, usize)> {
-        let c = self.layout.classes().get(handle.class())?;
-        if handle.index >= c.count {
+        let t = self.book.tables.get(handle.class())?;
+        if handle.index >= t.count {
             return None;
         }
-        let offset = self.layout.chunk_offset(handle.class(), handle.index);
+        let offset = t.payload + handle.index as usize * t.chunk_size;
         // SAFETY: offset + chunk_size <= payload_len == mapped length (checked at
-        // create/open), so the pointer stays inside the mapping.
-        Some((unsafe { self.payload.as_ptr().add(offset) }, c.chunk_size))
+        // create/open; the table holds the layout's class offsets and sizes), so the
+        // pointer stays inside the mapping.
+        Some((unsafe { self.payload.as_ptr().add(offset) }, t.chunk_size))
     }
 
     /// The payload mapping as a region, e.g. to pin it; read-only if the payload is

@@ -21,9 +21,11 @@
 //! that never hand out the descriptor never arm it: their publishers never ring.
 //!
 //! Creating a subscriber drains whatever a previous owner of the slot left in its
-//! queues. Dropping it marks the slot closing (publishers stop delivering) and drains
-//! its queues; the slot is freed when the last sample received through it is dropped
-//! too.
+//! queues, then marks the slot active and sets its bit in the connected-subscriber set
+//! (`shm::connected`), which is what publishers deliver by. Dropping it clears that
+//! bit and marks the slot closing (publishers stop delivering, and drain what they
+//! pushed meanwhile) and drains its queues; the slot is freed when the last sample
+//! received through it is dropped too.
 //!
 //! Decision (removed services): when `receive` finds nothing, and before
 //! `receive_timeout` sleeps, the subscriber looks at the service's lifecycle word (one
@@ -175,6 +177,8 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
         };
         subscriber.port.drain();
         port::activate(subscriber.port.header(), generation, subscriber.port.pin.as_ref());
+        // Publishers deliver from now on (see `shm::connected`).
+        subscriber.port.service.dynamic().connected().connect(slot);
         port::announce(subscriber.port.service.dynamic());
         Ok(subscriber)
     }
@@ -436,6 +440,7 @@ impl<P: ?Sized> Drop for Subscriber<P> {
         }
         // Publishers stop delivering, and what they queued goes back. Samples still
         // held keep the slot (and their chunks' owner bit) until they are dropped.
+        port.service.dynamic().connected().disconnect(port.slot);
         port::close(port.header(), port.generation);
         port::announce(port.service.dynamic());
         port.drain();
