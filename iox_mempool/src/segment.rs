@@ -429,6 +429,7 @@ impl Segment {
     }
 
     /// Length of the mapping in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.map.len()
     }

@@ -125,7 +125,11 @@ fn a_closing_subscriber_strands_nothing() {
         subscriber.join().unwrap();
         assert_eq!(shared.queue().len(), 0, "an entry was stranded");
         let taken = shared.taken.load(Ordering::Relaxed);
-        assert_eq!(taken, usize::from(pushed != 0), "pushed {pushed:#x}, taken {taken}");
+        assert_eq!(
+            taken,
+            usize::from(pushed != 0),
+            "pushed {pushed:#x}, taken {taken}"
+        );
     });
 }
 

@@ -231,7 +231,8 @@ impl Bookkeeping {
         // 64- and 8-aligned on a page-aligned mapping; the types are atomics only.
         unsafe {
             let cursor = &*base.add(HEADER_LEN).cast::<ClassCursor>().add(class);
-            let chunks = std::slice::from_raw_parts(base.add(self.tables[class].offset).cast::<ChunkMeta>(), count);
+            let chunks =
+                std::slice::from_raw_parts(base.add(self.tables[class].offset).cast::<ChunkMeta>(), count);
             (cursor, chunks)
         }
     }
@@ -243,19 +244,22 @@ impl Bookkeeping {
             class,
             index: handle.index,
         };
-        let table = match self.tables.get(class) {
-            Some(t) if handle.index < t.count => t,
-            _ => return Err(invalid),
-        };
+        self.meta_at(class, handle.index).ok_or(invalid)
+    }
+
+    /// The bookkeeping of chunk `index` of `class`, if both are in range.
+    #[inline]
+    pub(super) fn meta_at(&self, class: usize, index: u32) -> Option<&ChunkMeta> {
+        let table = self.tables.get(class).filter(|t| index < t.count)?;
         // SAFETY: class and index are in range, so the entry lies inside the table
         // checked at create/open; ChunkMeta is atomics only.
-        Ok(unsafe {
+        Some(unsafe {
             &*self
                 .chunks
                 .as_ptr()
                 .add(table.offset)
                 .cast::<ChunkMeta>()
-                .add(handle.index as usize)
+                .add(index as usize)
         })
     }
 

@@ -39,6 +39,7 @@
 //! [`ClassInfo`], [`PoolInfo`]), `errors.rs`.
 
 mod bookkeeping;
+mod chunk_ref;
 mod errors;
 mod handle;
 
@@ -52,6 +53,7 @@ use crate::segment::{self, Access, MakeWritableError, Segment};
 use crate::{MemoryType, PoolLayout};
 
 pub use bookkeeping::{Bookkeeping, CHUNKS_MAGIC, CHUNKS_VERSION};
+pub use chunk_ref::ChunkRef;
 pub use errors::{ChunkError, CreatePoolError, LoanError, OpenPoolError};
 pub use handle::{ChunkHandle, ClassInfo, PoolInfo};
 
@@ -238,26 +240,32 @@ impl Pool {
         if self.payload.access() == Access::ReadOnly {
             return Err(LoanError::ReadOnly);
         }
-        let class = self.layout.class_for(size, *hint).ok_or(LoanError::TooLarge {
-            size,
-            max: self.layout.max_chunk_size(),
-        })?;
+        let Some(class) = self.layout.class_for(size, *hint) else {
+            return Err(LoanError::TooLarge {
+                size,
+                max: self.layout.max_chunk_size(),
+            });
+        };
         *hint = class;
         let (cursor, chunks) = self.class_table(class);
         let count = chunks.len();
-        let start = cursor.next.load(Ordering::Relaxed) as usize % count.max(1);
-        for k in 0..count {
-            let i = if start + k < count {
-                start + k
-            } else {
-                start + k - count
-            };
+        // The cursor is a hint (any value a corrupt file holds only costs a longer
+        // scan): start there, or at 0 when it is out of range. No division.
+        let mut i = cursor.next.load(Ordering::Relaxed) as usize;
+        if i >= count {
+            i = 0;
+        }
+        for _ in 0..count {
             if chunks[i].owners.try_loan(owner) {
                 cursor.next.store((i + 1) as u32, Ordering::Relaxed);
                 return Ok(ChunkHandle {
                     class: class as u8,
                     index: i as u32,
                 });
+            }
+            i += 1;
+            if i == count {
+                i = 0;
             }
         }
         let c = self.layout.classes()[class];

@@ -13,7 +13,8 @@
 //!   it. The subscribers delivered to are the connected-subscriber set of the dynamic
 //!   header (one word, one bit per slot, see `shm::connected`), read once before the
 //!   pushes and once after the fence: slots that are not connected cost nothing.
-//! - A sample dropped without being sent returns its chunk to the pool.
+//! - A sample dropped without being sent becomes the publisher's spare (below) if it
+//!   has none, else it returns its chunk to the pool.
 //! - After `send`, the publisher loans the next chunk of the same class ahead (its
 //!   "spare"), so the next `loan` of that class is local: the pool's CAS happens while
 //!   the message is in flight. The pool is sized with one spare per publisher.
@@ -66,10 +67,10 @@ use thiserror::Error;
 
 use crate::doorbell::Ringer;
 use crate::dynamic::{Dynamic, PortHeader};
-use crate::shm::connected;
 use crate::port::{self, PortCreateError, Shared, WaitForPortsError};
 use crate::queue::{self, Pushed};
 use crate::sample::SampleMutUninit;
+use crate::shm::connected;
 use crate::{Overflow, Payload, ZeroCopySafe};
 
 mod history;
@@ -400,13 +401,21 @@ impl PublisherPort {
         Ok(handle)
     }
 
-    /// Returns an unsent loan to the pool.
+    /// Takes back an unsent loan: it becomes the spare if there is none (it stays
+    /// under our owner bit, as the spare loaned after a send does, so recovery returns
+    /// it like any chunk we hold), else it returns to the pool.
     #[inline]
     pub(crate) fn drop_loan(&self, handle: ChunkHandle) {
         if !self.is_own_process() {
             return; // a forked child's copy: the chunk is the parent's
         }
-        let _ = self.pool.release(handle, self.owner);
+        match self.spare.take() {
+            None => self.spare.set(Some(handle)),
+            Some(spare) => {
+                self.spare.set(Some(spare));
+                let _ = self.pool.release(handle, self.owner);
+            }
+        }
     }
 
     /// After a send, off the latency path: loans the next chunk of the class just used,
@@ -442,7 +451,12 @@ impl PublisherPort {
         let pool = &self.pool;
         let d = self.service.dynamic();
         let drop_oldest = self.drop_oldest;
-        let _ = pool.set_user_word(handle, len as u64);
+        // One lookup of the chunk for its length and its hand-off (a handle we loaned
+        // is in range; one that is not is sent to no one).
+        let Ok(chunk) = pool.chunk_ref(handle) else {
+            return Ok(0);
+        };
+        chunk.set_user_word(len as u64);
         let connected = d.connected();
         let header = self.header();
         let journal = &header.journal;
@@ -477,7 +491,7 @@ impl PublisherPort {
             pushed_to |= connected::bit(s);
         }
         // One step: the queues' holds in, our own out (frees the chunk if no one got it).
-        let _ = pool.hand_off(handle, self.owner, delivered as u32);
+        let _ = chunk.hand_off(self.owner, delivered as u32);
         journal.store(0, Ordering::Relaxed);
         if delivered > 0 {
             self.after_push(d, pushed_to);

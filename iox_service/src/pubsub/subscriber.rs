@@ -335,26 +335,39 @@ impl<P: ?Sized + Payload> Subscriber<P> {
         let port = &self.port;
         let d = port.service.dynamic();
         let publishers = d.layout().max_publishers;
-        let start = self.cursor.get();
-        for k in 0..publishers {
-            let p = (start + k) % publishers;
+        // Round-robin from the cursor, without a division per step.
+        let mut p = self.cursor.get();
+        for _ in 0..publishers {
+            if p >= publishers {
+                p = 0;
+            }
+            let this = p;
+            p += 1;
+            let p = this;
             let mut taken = None;
             let Popped::Took(raw) = d.queue(p, port.slot).pop(queue::BY_CONSUMER, |e| {
-                taken = port::take_entry(&port.pool, e, port.owner)
+                // One lookup of the chunk for the take, its length and its address.
+                taken = port
+                    .pool
+                    .chunk_ref_from_raw(queue::entry_chunk(e))
+                    .filter(|c| c.take_queued(port.owner).is_ok());
             }) else {
                 continue;
             };
             // Start after this publisher next time, so none starves the others.
-            self.cursor.set((p + 1) % publishers);
+            self.cursor.set(p + 1);
             let corrupt = |what| ReceiveError::Corrupt {
                 raw,
                 publisher: p,
                 what,
             };
-            let pool = &port.pool;
-            let handle = taken.ok_or(corrupt("no such chunk, or a duplicate entry"))?;
-            let len = pool.user_word(handle).map_err(|_| corrupt("no such chunk"))?;
-            let (ptr, chunk_size) = pool.chunk(handle).ok_or(corrupt("no such chunk"))?;
+            let chunk = taken.ok_or(corrupt("no such chunk, or a duplicate entry"))?;
+            let len = chunk.user_word();
+            let chunk_size = chunk.size();
+            let Some(ptr) = port.pool.address(&chunk) else {
+                let _ = chunk.release(port.owner);
+                return Err(corrupt("no such chunk"));
+            };
             let elem = size_of::<P::Element>() as u64;
             let fits = if P::IS_SLICE {
                 len.checked_mul(elem).is_some_and(|b| b <= chunk_size as u64)
@@ -362,10 +375,15 @@ impl<P: ?Sized + Payload> Subscriber<P> {
                 len == 1 && size_of::<P::Element>() <= chunk_size
             };
             if !fits {
-                let _ = pool.release(handle, port.owner);
+                let _ = chunk.release(port.owner);
                 return Err(corrupt("payload length does not fit the chunk"));
             }
-            return Ok(Some(Sample::new(Arc::clone(port), handle, ptr, len as usize)));
+            return Ok(Some(Sample::new(
+                Arc::clone(port),
+                chunk.handle(),
+                ptr,
+                len as usize,
+            )));
         }
         Ok(None)
     }

@@ -50,8 +50,8 @@ use iox_mempool::segment::{Access, CreateSegmentError, OpenSegmentError, Segment
 use thiserror::Error;
 
 use crate::queue::{PaddedIndex, Queue};
-use crate::shm::connected::Connected;
 use crate::recovery::robust_mutex::RawRobustMutex;
+use crate::shm::connected::Connected;
 use crate::shm::files;
 use crate::static_config::StaticConfig;
 
@@ -352,7 +352,11 @@ impl DynamicLayout {
             subscribers,
             queues,
             queue_stride,
-            pairs: if queue_stride == 0 { 0 } else { max_publishers * max_subscribers },
+            pairs: if queue_stride == 0 {
+                0
+            } else {
+                max_publishers * max_subscribers
+            },
             history,
             history_queues,
             history_stride,

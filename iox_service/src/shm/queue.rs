@@ -108,7 +108,11 @@ impl Queue<'_> {
     fn slot(&self, index: u64) -> &AtomicU64 {
         let cap = self.cap();
         // A mask for the usual power-of-two buffers: no division on the hot path.
-        let i = if cap.is_power_of_two() { index & (cap - 1) } else { index % cap };
+        let i = if cap.is_power_of_two() {
+            index & (cap - 1)
+        } else {
+            index % cap
+        };
         &self.slots[i as usize]
     }
 
