@@ -12,10 +12,15 @@
 //!   side asleep in a WaitSet (iox vs iceoryx2's WaitSet on an event Listener), 8 B and
 //!   1 MiB; the same with 1,000 subscribers attached; CPU time while idle.
 //!
+//! - `cargo run --release -p iox_benches --bin instructions`: instructions per message
+//!   counted with callgrind (deterministic), iox and iceoryx2 side by side; needs
+//!   valgrind. The loops it counts are in [`counted`].
+//!
 //! Modules: [`endpoint`] (the trait every transport implements and the ping-pong
 //! loops), one module per transport ([`event_transport`] for the event benchmark,
 //! [`waitset_transport`] the blocking pub-sub ones), [`report`] (histograms, table, CSV).
 
+pub mod counted;
 pub mod endpoint;
 pub mod event_transport;
 pub mod floor_transport;

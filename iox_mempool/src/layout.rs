@@ -232,6 +232,7 @@ impl PoolLayout {
 
     /// The smallest class whose chunks hold `size` bytes, or `None` if none does.
     /// Checks `hint` (e.g. the class used last time) first, then binary-searches.
+    #[inline]
     pub fn class_for(&self, size: usize, hint: usize) -> Option<usize> {
         let fits = |i: usize| self.classes[i].chunk_size >= size;
         if hint < self.classes.len() && fits(hint) && (hint == 0 || !fits(hint - 1)) {

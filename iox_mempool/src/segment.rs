@@ -423,11 +423,13 @@ impl Segment {
     }
 
     /// Start of the mapping in this process. Page-aligned.
+    #[inline]
     pub fn as_ptr(&self) -> *mut u8 {
         self.map.as_mut_ptr()
     }
 
     /// Length of the mapping in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.map.len()
     }
@@ -448,6 +450,7 @@ impl Segment {
     }
 
     /// How the segment is mapped now.
+    #[inline]
     pub fn access(&self) -> Access {
         // Acquire: a thread that sees the mapping writable also sees the mprotect
         // that made it so (it happened before the Release store).

@@ -117,12 +117,12 @@ fn each_corruption_gets_its_own_error_and_nothing_is_deleted() {
         ),
         (
             "dynamic segment of another format version",
-            |r| overwrite(&file(r, "dynamic"), 40, &7u32.to_le_bytes()),
+            |r| overwrite(&file(r, "dynamic"), 40, &6u32.to_le_bytes()),
             |e| {
                 matches!(
                     e,
                     OpenError::Corrupt {
-                        problem: Corruption::Version(7),
+                        problem: Corruption::Version(6),
                         ..
                     }
                 )

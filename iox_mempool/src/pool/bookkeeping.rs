@@ -38,8 +38,20 @@ pub struct Bookkeeping {
     pub(super) layout: PoolLayout,
     pub(super) memory_type: MemoryType,
     pub(super) chunks: Segment,
-    /// Byte offset of each class's chunk table in the bookkeeping segment.
-    pub(super) tables: Vec<usize>,
+    /// Where each class's chunk table is in the bookkeeping segment, and its length:
+    /// the one bounds check a handle needs.
+    pub(super) tables: Vec<ClassTable>,
+}
+
+/// A class's chunk table: its byte offset in the bookkeeping segment and its chunks;
+/// and where the class's chunks are in the payload, and their size (from the layout,
+/// kept here so that a handle's address needs one lookup).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ClassTable {
+    pub(super) offset: usize,
+    pub(super) count: u32,
+    pub(super) payload: usize,
+    pub(super) chunk_size: usize,
 }
 
 // SAFETY: as for Pool: the mapping is only accessed through atomics.
@@ -48,11 +60,16 @@ unsafe impl Send for Bookkeeping {}
 unsafe impl Sync for Bookkeeping {}
 
 /// Size of the bookkeeping segment for `layout`, and each class's table offset.
-fn chunks_layout(layout: &PoolLayout) -> (usize, Vec<usize>) {
+fn chunks_layout(layout: &PoolLayout) -> (usize, Vec<ClassTable>) {
     let mut offset = HEADER_LEN + size_of::<ClassCursor>() * layout.classes().len();
     let mut tables = Vec::with_capacity(layout.classes().len());
-    for class in layout.classes() {
-        tables.push(offset);
+    for (i, class) in layout.classes().iter().enumerate() {
+        tables.push(ClassTable {
+            offset,
+            count: class.count,
+            payload: layout.class_offset(i),
+            chunk_size: class.chunk_size,
+        });
         offset += size_of::<ChunkMeta>() * class.count as usize;
     }
     (offset, tables)
@@ -214,30 +231,35 @@ impl Bookkeeping {
         // 64- and 8-aligned on a page-aligned mapping; the types are atomics only.
         unsafe {
             let cursor = &*base.add(HEADER_LEN).cast::<ClassCursor>().add(class);
-            let chunks = std::slice::from_raw_parts(base.add(self.tables[class]).cast::<ChunkMeta>(), count);
+            let chunks =
+                std::slice::from_raw_parts(base.add(self.tables[class].offset).cast::<ChunkMeta>(), count);
             (cursor, chunks)
         }
     }
 
+    #[inline]
     pub(super) fn meta(&self, handle: ChunkHandle) -> Result<&ChunkMeta, ChunkError> {
         let class = handle.class();
         let invalid = ChunkError::InvalidHandle {
             class,
             index: handle.index,
         };
-        let count = self.layout.classes().get(class).ok_or(invalid)?.count;
-        if handle.index >= count {
-            return Err(invalid);
-        }
+        self.meta_at(class, handle.index).ok_or(invalid)
+    }
+
+    /// The bookkeeping of chunk `index` of `class`, if both are in range.
+    #[inline]
+    pub(super) fn meta_at(&self, class: usize, index: u32) -> Option<&ChunkMeta> {
+        let table = self.tables.get(class).filter(|t| index < t.count)?;
         // SAFETY: class and index are in range, so the entry lies inside the table
         // checked at create/open; ChunkMeta is atomics only.
-        Ok(unsafe {
+        Some(unsafe {
             &*self
                 .chunks
                 .as_ptr()
-                .add(self.tables[class])
+                .add(table.offset)
                 .cast::<ChunkMeta>()
-                .add(handle.index as usize)
+                .add(index as usize)
         })
     }
 
@@ -377,8 +399,8 @@ impl Bookkeeping {
     pub fn handle_from_raw(&self, raw: u32) -> Option<ChunkHandle> {
         let class = (raw >> RAW_CLASS_SHIFT) as u8;
         let index = raw & ((1 << RAW_CLASS_SHIFT) - 1);
-        let c = self.layout.classes().get(usize::from(class))?;
-        (index < c.count).then_some(ChunkHandle { class, index })
+        let t = self.tables.get(usize::from(class))?;
+        (index < t.count).then_some(ChunkHandle { class, index })
     }
 
     /// Occupancy of each class (a snapshot).

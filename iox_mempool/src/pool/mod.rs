@@ -39,6 +39,7 @@
 //! [`ClassInfo`], [`PoolInfo`]), `errors.rs`.
 
 mod bookkeeping;
+mod chunk_ref;
 mod errors;
 mod handle;
 
@@ -52,6 +53,7 @@ use crate::segment::{self, Access, MakeWritableError, Segment};
 use crate::{MemoryType, PoolLayout};
 
 pub use bookkeeping::{Bookkeeping, CHUNKS_MAGIC, CHUNKS_VERSION};
+pub use chunk_ref::ChunkRef;
 pub use errors::{ChunkError, CreatePoolError, LoanError, OpenPoolError};
 pub use handle::{ChunkHandle, ClassInfo, PoolInfo};
 
@@ -238,26 +240,32 @@ impl Pool {
         if self.payload.access() == Access::ReadOnly {
             return Err(LoanError::ReadOnly);
         }
-        let class = self.layout.class_for(size, *hint).ok_or(LoanError::TooLarge {
-            size,
-            max: self.layout.max_chunk_size(),
-        })?;
+        let Some(class) = self.layout.class_for(size, *hint) else {
+            return Err(LoanError::TooLarge {
+                size,
+                max: self.layout.max_chunk_size(),
+            });
+        };
         *hint = class;
         let (cursor, chunks) = self.class_table(class);
         let count = chunks.len();
-        let start = cursor.next.load(Ordering::Relaxed) as usize % count.max(1);
-        for k in 0..count {
-            let i = if start + k < count {
-                start + k
-            } else {
-                start + k - count
-            };
+        // The cursor is a hint (any value a corrupt file holds only costs a longer
+        // scan): start there, or at 0 when it is out of range. No division.
+        let mut i = cursor.next.load(Ordering::Relaxed) as usize;
+        if i >= count {
+            i = 0;
+        }
+        for _ in 0..count {
             if chunks[i].owners.try_loan(owner) {
                 cursor.next.store((i + 1) as u32, Ordering::Relaxed);
                 return Ok(ChunkHandle {
                     class: class as u8,
                     index: i as u32,
                 });
+            }
+            i += 1;
+            if i == count {
+                i = 0;
             }
         }
         let c = self.layout.classes()[class];
@@ -304,14 +312,15 @@ impl Pool {
     /// so this checks and returns `None` then).
     #[inline]
     pub fn chunk(&self, handle: ChunkHandle) -> Option<(*mut u8, usize)> {
-        let c = self.layout.classes().get(handle.class())?;
-        if handle.index >= c.count {
+        let t = self.book.tables.get(handle.class())?;
+        if handle.index >= t.count {
             return None;
         }
-        let offset = self.layout.chunk_offset(handle.class(), handle.index);
+        let offset = t.payload + handle.index as usize * t.chunk_size;
         // SAFETY: offset + chunk_size <= payload_len == mapped length (checked at
-        // create/open), so the pointer stays inside the mapping.
-        Some((unsafe { self.payload.as_ptr().add(offset) }, c.chunk_size))
+        // create/open; the table holds the layout's class offsets and sizes), so the
+        // pointer stays inside the mapping.
+        Some((unsafe { self.payload.as_ptr().add(offset) }, t.chunk_size))
     }
 
     /// The payload mapping as a region, e.g. to pin it; read-only if the payload is

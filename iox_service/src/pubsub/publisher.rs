@@ -8,9 +8,13 @@
 //!   line); push the entry into each active subscriber's queue from this publisher;
 //!   then, in one atomic step on the chunk's word, add one queue hold per delivery and
 //!   drop the publisher's own bit; clear the journal. One SeqCst fence; then per
-//!   subscriber: if it closed meanwhile, drain what we pushed (so nothing leaks), and
-//!   if it is blocked in `receive_timeout`, bump its futex word and wake it.
-//! - A sample dropped without being sent returns its chunk to the pool.
+//!   subscriber pushed to: if it closed meanwhile, drain what we pushed (so nothing
+//!   leaks), and if it is blocked in `receive_timeout` or armed its descriptor, wake
+//!   it. The subscribers delivered to are the connected-subscriber set of the dynamic
+//!   header (one word, one bit per slot, see `shm::connected`), read once before the
+//!   pushes and once after the fence: slots that are not connected cost nothing.
+//! - A sample dropped without being sent becomes the publisher's spare (below) if it
+//!   has none, else it returns its chunk to the pool.
 //! - After `send`, the publisher loans the next chunk of the same class ahead (its
 //!   "spare"), so the next `loan` of that class is local: the pool's CAS happens while
 //!   the message is in flight. The pool is sized with one spare per publisher.
@@ -55,17 +59,18 @@ use std::cell::Cell;
 use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{Ordering, fence};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use iox_mempool::{ChunkHandle, Owner, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
 use crate::doorbell::{self, Ringer};
-use crate::dynamic::{self, Dynamic, PortHeader};
+use crate::dynamic::{Dynamic, PortHeader};
 use crate::port::{self, PortCreateError, Shared, WaitForPortsError};
 use crate::queue::{self, Pushed};
 use crate::sample::SampleMutUninit;
+use crate::shm::connected;
 use crate::{Overflow, Payload, ZeroCopySafe};
 
 mod history;
@@ -396,13 +401,21 @@ impl PublisherPort {
         Ok(handle)
     }
 
-    /// Returns an unsent loan to the pool.
+    /// Takes back an unsent loan: it becomes the spare if there is none (it stays
+    /// under our owner bit, as the spare loaned after a send does, so recovery returns
+    /// it like any chunk we hold), else it returns to the pool.
     #[inline]
     pub(crate) fn drop_loan(&self, handle: ChunkHandle) {
         if !self.is_own_process() {
             return; // a forked child's copy: the chunk is the parent's
         }
-        let _ = self.pool.release(handle, self.owner);
+        match self.spare.take() {
+            None => self.spare.set(Some(handle)),
+            Some(spare) => {
+                self.spare.set(Some(spare));
+                let _ = self.pool.release(handle, self.owner);
+            }
+        }
     }
 
     /// After a send, off the latency path: loans the next chunk of the class just used,
@@ -437,10 +450,14 @@ impl PublisherPort {
         self.refill_spare(handle);
         let pool = &self.pool;
         let d = self.service.dynamic();
-        let subs = d.layout().max_subscribers;
         let drop_oldest = self.drop_oldest;
-        let _ = pool.set_user_word(handle, len as u64);
-        let is_active = |w: u64| dynamic::split_state(w).1 == dynamic::ACTIVE;
+        // One lookup of the chunk for its length and its hand-off (a handle we loaned
+        // is in range; one that is not is sent to no one).
+        let Ok(chunk) = pool.chunk_ref(handle) else {
+            return Ok(0);
+        };
+        chunk.set_user_word(len as u64);
+        let connected = d.connected();
         let header = self.header();
         let journal = &header.journal;
         // Only this publisher writes its counter: no RMW needed.
@@ -450,11 +467,8 @@ impl PublisherPort {
         );
         let entry = queue::entry(self.next_seq(), handle);
         journal.store(entry, Ordering::Relaxed);
-        let (mut delivered, mut rejected) = (0, 0);
-        for s in 0..subs {
-            if !is_active(d.subscriber(s).state.load(Ordering::Acquire)) {
-                continue;
-            }
+        let (mut delivered, mut rejected, mut pushed_to) = (0, 0, 0);
+        for s in connected::slots(connected.snapshot()) {
             let mut cached = self.read_cache[s].get();
             let mut taken = None;
             let pushed = d
@@ -474,12 +488,13 @@ impl PublisherPort {
                 Pushed::Busy => continue,
             }
             delivered += 1;
+            pushed_to |= connected::bit(s);
         }
         // One step: the queues' holds in, our own out (frees the chunk if no one got it).
-        let _ = pool.hand_off(handle, self.owner, delivered as u32);
+        let _ = chunk.hand_off(self.owner, delivered as u32);
         journal.store(0, Ordering::Relaxed);
         if delivered > 0 {
-            self.after_push(d);
+            self.after_push(d, pushed_to);
         } else if self.service.is_removed() {
             return Err(SendError::ServiceRemoved);
         }
@@ -489,27 +504,34 @@ impl PublisherPort {
         Ok(delivered)
     }
 
-    /// After pushing to subscribers: drains what we pushed to one that closed
-    /// meanwhile, and wakes those blocked in `receive_timeout`.
-    // Out of line: the send path measured 1070 instructions per message so, 1148 inlined
-    // (msgloop under callgrind, see benches).
-    #[inline(never)]
-    fn after_push(&self, d: Dynamic<'_>) {
-        // Pairs with the SeqCst RMW a subscriber does before it sleeps, and with the
-        // SeqCst store a subscriber does when it closes.
-        fence(Ordering::SeqCst);
-        for s in 0..d.layout().max_subscribers {
+    /// After pushing to the subscribers in `pushed_to`: drains what we pushed to one
+    /// that closed meanwhile, and wakes those blocked in `receive_timeout` or armed.
+    #[inline]
+    fn after_push(&self, d: Dynamic<'_>, pushed_to: u64) {
+        // The fence pairs with the SeqCst RMW a subscriber does before it sleeps or
+        // arms, and with the fence after a subscriber leaves the connected set when
+        // it closes (see `shm::connected`).
+        let still = d.connected().still_connected(pushed_to);
+        for s in connected::slots(still) {
             let header = d.subscriber(s);
-            if dynamic::split_state(header.state.load(Ordering::Relaxed)).1 != dynamic::ACTIVE {
-                // It may have closed after our push and drained before it: drain
-                // what is left so no chunk is stranded.
-                port::drain_queue(&d.queue(self.slot, s), queue::BY_PRODUCER, &self.pool, self.owner);
-            } else {
-                let waiting = header.waiting.load(Ordering::Relaxed);
-                if doorbell::wants_wake(waiting) {
-                    port::wake(header, waiting, &self.ringer, s);
-                }
+            let waiting = header.waiting.load(Ordering::Relaxed);
+            if doorbell::wants_wake(waiting) {
+                port::wake(header, waiting, &self.ringer, s);
             }
+        }
+        if still != pushed_to {
+            self.drain_closed(d, pushed_to & !still);
+        }
+    }
+
+    /// Drains what we pushed to the subscribers in `closed`, which closed after we
+    /// read the connected set and may have drained before our push: so no chunk is
+    /// stranded.
+    #[cold]
+    #[inline(never)]
+    fn drain_closed(&self, d: Dynamic<'_>, closed: u64) {
+        for s in connected::slots(closed) {
+            port::drain_queue(&d.queue(self.slot, s), queue::BY_PRODUCER, &self.pool, self.owner);
         }
     }
 

@@ -21,9 +21,11 @@
 //! that never hand out the descriptor never arm it: their publishers never ring.
 //!
 //! Creating a subscriber drains whatever a previous owner of the slot left in its
-//! queues. Dropping it marks the slot closing (publishers stop delivering) and drains
-//! its queues; the slot is freed when the last sample received through it is dropped
-//! too.
+//! queues, then marks the slot active and sets its bit in the connected-subscriber set
+//! (`shm::connected`), which is what publishers deliver by. Dropping it clears that
+//! bit and marks the slot closing (publishers stop delivering, and drain what they
+//! pushed meanwhile) and drains its queues; the slot is freed when the last sample
+//! received through it is dropped too.
 //!
 //! Decision (removed services): when `receive` finds nothing, and before
 //! `receive_timeout` sleeps, the subscriber looks at the service's lifecycle word (one
@@ -176,6 +178,8 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
         };
         subscriber.port.drain();
         port::activate(subscriber.port.header(), generation, subscriber.port.pin.as_ref());
+        // Publishers deliver from now on (see `shm::connected`).
+        subscriber.port.service.dynamic().connected().connect(slot);
         port::announce(subscriber.port.service.dynamic());
         Ok(subscriber)
     }
@@ -339,26 +343,39 @@ impl<P: ?Sized + Payload> Subscriber<P> {
         let port = &self.port;
         let d = port.service.dynamic();
         let publishers = d.layout().max_publishers;
-        let start = self.cursor.get();
-        for k in 0..publishers {
-            let p = (start + k) % publishers;
+        // Round-robin from the cursor, without a division per step.
+        let mut p = self.cursor.get();
+        for _ in 0..publishers {
+            if p >= publishers {
+                p = 0;
+            }
+            let this = p;
+            p += 1;
+            let p = this;
             let mut taken = None;
             let Popped::Took(raw) = d.queue(p, port.slot).pop(queue::BY_CONSUMER, |e| {
-                taken = port::take_entry(&port.pool, e, port.owner)
+                // One lookup of the chunk for the take, its length and its address.
+                taken = port
+                    .pool
+                    .chunk_ref_from_raw(queue::entry_chunk(e))
+                    .filter(|c| c.take_queued(port.owner).is_ok());
             }) else {
                 continue;
             };
             // Start after this publisher next time, so none starves the others.
-            self.cursor.set((p + 1) % publishers);
+            self.cursor.set(p + 1);
             let corrupt = |what| ReceiveError::Corrupt {
                 raw,
                 publisher: p,
                 what,
             };
-            let pool = &port.pool;
-            let handle = taken.ok_or(corrupt("no such chunk, or a duplicate entry"))?;
-            let len = pool.user_word(handle).map_err(|_| corrupt("no such chunk"))?;
-            let (ptr, chunk_size) = pool.chunk(handle).ok_or(corrupt("no such chunk"))?;
+            let chunk = taken.ok_or(corrupt("no such chunk, or a duplicate entry"))?;
+            let len = chunk.user_word();
+            let chunk_size = chunk.size();
+            let Some(ptr) = port.pool.address(&chunk) else {
+                let _ = chunk.release(port.owner);
+                return Err(corrupt("no such chunk"));
+            };
             let elem = size_of::<P::Element>() as u64;
             let fits = if P::IS_SLICE {
                 len.checked_mul(elem).is_some_and(|b| b <= chunk_size as u64)
@@ -366,10 +383,15 @@ impl<P: ?Sized + Payload> Subscriber<P> {
                 len == 1 && size_of::<P::Element>() <= chunk_size
             };
             if !fits {
-                let _ = pool.release(handle, port.owner);
+                let _ = chunk.release(port.owner);
                 return Err(corrupt("payload length does not fit the chunk"));
             }
-            return Ok(Some(Sample::new(Arc::clone(port), handle, ptr, len as usize)));
+            return Ok(Some(Sample::new(
+                Arc::clone(port),
+                chunk.handle(),
+                ptr,
+                len as usize,
+            )));
         }
         Ok(None)
     }
@@ -444,6 +466,7 @@ impl<P: ?Sized> Drop for Subscriber<P> {
         }
         // Publishers stop delivering, and what they queued goes back. Samples still
         // held keep the slot (and their chunks' owner bit) until they are dropped.
+        port.service.dynamic().connected().disconnect(port.slot);
         port::close(port.header(), port.generation);
         port::announce(port.service.dynamic());
         port.drain();

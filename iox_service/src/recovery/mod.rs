@@ -22,8 +22,9 @@
 //!   the queues, and a re-send of a kept sample is journaled as a send of its own);
 //!   then its bit is cleared on every chunk (loans, the spare, entries it had taken,
 //!   a kept chunk it had joined to re-send) and the slot is freed.
-//! - a dead **subscriber** slot: it is marked closing (publishers stop delivering and
-//!   drain what they pushed after); its claim is finished or undone; its queues are
+//! - a dead **subscriber** slot: its bit in the connected-subscriber set is cleared
+//!   and it is marked closing (publishers stop delivering and drain what they pushed
+//!   after; see `shm::connected`); its claim is finished or undone; its queues are
 //!   drained into its owner bit; its bit is cleared on every chunk (samples it held)
 //!   and the slot is freed.
 //! - event services (no queues, no chunks held): a dead **notifier** slot is closed
@@ -442,6 +443,8 @@ fn recover_subscriber(d: Dynamic<'_>, pool: &Bookkeeping, s: usize, report: &mut
     let publishers = d.layout().max_publishers;
     let owner = port::subscriber_owner(publishers, s);
     let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
+    // Publishers stop delivering to it (and drain what they pushed meanwhile).
+    d.connected().disconnect(s);
     port::close(header, generation);
     for p in 0..publishers {
         let q = d.queue(p, s);

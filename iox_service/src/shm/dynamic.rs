@@ -5,8 +5,10 @@
 //! - header (128 bytes): magic, the hash of the static config text this segment
 //!   belongs to, the lifecycle word, the recovery lock (a 16-byte robust mutex, see
 //!   [`crate::recovery::robust_mutex`]), the format version (always at offset 40), the
-//!   limits it was sized for, the creator's node id and the ports-changed counter
-//!   that waits for ports sleep on;
+//!   limits it was sized for, the creator's node id, the ports-changed counter
+//!   that waits for ports sleep on, and the connected-subscriber set (one bit per
+//!   subscriber slot publishers deliver to, see [`crate::shm::connected`]; since
+//!   format version 7);
 //! - the users table: [`USER_SLOTS`] words, each the node id of one open service
 //!   handle (0 = empty), then as many 32-bit words with the number + 1 of the file
 //!   descriptor under which that handle's process holds a memfd payload (0 = none;
@@ -36,7 +38,8 @@
 //! Port slots: a slot is claimed by a CAS of its `node` word from 0 to the claimer's
 //! node id, and freed by storing 0 there last. Its `state` word is
 //! `generation << 8 | phase` (phase [`CLAIMING`], [`ACTIVE`], [`CLOSING`], [`FREE`]);
-//! publishers deliver only to `ACTIVE` subscribers. A publisher's `journal` names the
+//! publishers deliver only to `ACTIVE` subscribers, which they find in the
+//! connected-subscriber set of the header rather than by reading every state word. A publisher's `journal` names the
 //! queue entry it is sending (0 = none), so recovery can finish a send its process
 //! died in (see [`crate::recovery`]).
 
@@ -48,13 +51,14 @@ use thiserror::Error;
 
 use crate::queue::{PaddedIndex, Queue};
 use crate::recovery::robust_mutex::RawRobustMutex;
+use crate::shm::connected::Connected;
 use crate::shm::files;
 use crate::static_config::StaticConfig;
 
 /// Magic of a dynamic segment.
 pub const DYNAMIC_MAGIC: u64 = u64::from_le_bytes(*b"IOXDYN\x00\x04");
 /// Version of the dynamic segment format.
-pub const DYNAMIC_VERSION: u32 = 6;
+pub const DYNAMIC_VERSION: u32 = 7;
 pub(crate) const HEADER_LEN: usize = 128;
 /// Open service handles (one per process and `open`) a service can have at once.
 pub const USER_SLOTS: usize = 128;
@@ -98,10 +102,15 @@ pub(crate) struct Header {
     /// Event services: `event_id_max + 1`, the bits of each listener's pending set
     /// (0 for other patterns).
     pub(crate) event_ids: AtomicU32,
+    /// Publish-subscribe: one bit per subscriber slot that publishers deliver to (see
+    /// [`crate::shm::connected`]). On the header's second line, which is written only
+    /// when ports come and go.
+    pub(crate) subscribers_connected: AtomicU64,
 }
 const _: () = assert!(size_of::<Header>() <= HEADER_LEN);
 const _: () = assert!(std::mem::offset_of!(Header, version) == 40);
 const _: () = assert!(std::mem::offset_of!(Header, max_publishers) == 44);
+const _: () = assert!(std::mem::offset_of!(Header, subscribers_connected) >= 64);
 
 /// The fixed part of a port slot, on its own cache line.
 #[repr(C, align(64))]
@@ -244,6 +253,9 @@ pub(crate) struct DynamicLayout {
     pub(crate) queues: usize,
     /// 0 when the service has no queues (event services).
     pub(crate) queue_stride: usize,
+    /// Publisher-subscriber queues: `max_publishers x max_subscribers`, 0 for event
+    /// services.
+    pub(crate) pairs: usize,
     /// Samples each publisher keeps for late subscribers (0 = no history queues).
     pub(crate) history: usize,
     /// Offset of publisher 0's history queue (the end of the pair queues).
@@ -284,6 +296,7 @@ impl DynamicLayout {
             subscribers: publishers,
             queues: publishers,
             queue_stride: 0,
+            pairs: 0,
             history: 0,
             history_queues: publishers,
             history_stride: 0,
@@ -339,6 +352,11 @@ impl DynamicLayout {
             subscribers,
             queues,
             queue_stride,
+            pairs: if queue_stride == 0 {
+                0
+            } else {
+                max_publishers * max_subscribers
+            },
             history,
             history_queues,
             history_stride,
@@ -520,6 +538,12 @@ impl<'a> Dynamic<'a> {
         self.at(0)
     }
 
+    /// The connected-subscriber set (see [`crate::shm::connected`]).
+    #[inline]
+    pub(crate) fn connected(&self) -> Connected<'a> {
+        Connected::new(&self.header().subscribers_connected, self.layout.max_subscribers)
+    }
+
     /// The users table: one node id per open service handle.
     pub(crate) fn users(&self) -> &'a [AtomicU64] {
         self.table(self.layout.users, USER_SLOTS)
@@ -557,16 +581,21 @@ impl<'a> Dynamic<'a> {
         )
     }
 
+    /// The queue from publisher slot `p` to subscriber slot `s`.
+    #[inline]
     pub(crate) fn queue(&self, p: usize, s: usize) -> Queue<'a> {
-        assert!(p < self.layout.max_publishers && s < self.layout.max_subscribers);
-        assert!(self.layout.queue_stride != 0, "an event service has no queues");
-        let off = self.layout.queues + (p * self.layout.max_subscribers + s) * self.layout.queue_stride;
+        let l = self.layout;
+        debug_assert!(p < l.max_publishers && s < l.max_subscribers);
+        // One check keeps the queue inside the mapping (an event service has no
+        // queues: its `pairs` is 0); callers pass slot indices in range.
+        let pair = p.wrapping_mul(l.max_subscribers).wrapping_add(s);
+        assert!(pair < l.pairs, "queue ({p}, {s}) out of range");
+        let off = l.queues + pair * l.queue_stride;
         let read: &PaddedIndex = self.at(off);
-        let rest = self.table(off + 64, 1 + self.layout.buffer);
         Queue {
-            write: &rest[0],
+            write: self.at(off + 64),
             read: &read.value,
-            slots: &rest[1..],
+            slots: self.table(off + 72, l.buffer),
         }
     }
 

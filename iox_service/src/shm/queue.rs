@@ -104,8 +104,16 @@ impl Queue<'_> {
         self.slots.len() as u64
     }
 
+    #[inline]
     fn slot(&self, index: u64) -> &AtomicU64 {
-        &self.slots[(index % self.cap()) as usize]
+        let cap = self.cap();
+        // A mask for the usual power-of-two buffers: no division on the hot path.
+        let i = if cap.is_power_of_two() {
+            index & (cap - 1)
+        } else {
+            index % cap
+        };
+        &self.slots[i as usize]
     }
 
     /// Producer only: appends `value`, dropping the oldest entry if full and

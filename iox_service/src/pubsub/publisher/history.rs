@@ -56,6 +56,7 @@ use super::{PublisherPort, SendError};
 use crate::dynamic::{self, Dynamic};
 use crate::port;
 use crate::queue::{self, Pushed};
+use crate::shm::connected;
 
 /// The recorded state word of a subscriber slot we never gave the history to: no
 /// state word is this (the generation has 56 bits, the phase is at most 3).
@@ -138,7 +139,7 @@ impl PublisherPort {
         let _ = self.pool.hand_off(handle, self.owner, (delivered + kept) as u32);
         header.journal.store(0, Ordering::Relaxed);
         if delivered + given > 0 {
-            self.after_push(d);
+            self.after_push(d, connected::all(d.layout().max_subscribers));
         }
         if delivered == 0 && self.service.is_removed() {
             return Err(SendError::ServiceRemoved);
@@ -158,7 +159,7 @@ impl PublisherPort {
         let d = self.service.dynamic();
         let given = self.give_history(history, d);
         if given > 0 {
-            self.after_push(d);
+            self.after_push(d, connected::all(d.layout().max_subscribers));
         }
         given
     }
