@@ -73,6 +73,7 @@ pub use port::{PortCreateError, WaitForPortsError};
 pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError, UpdateConnectionsError};
 #[cfg(feature = "tokio")]
 pub use pubsub::receive_async::ReceiveAsyncError;
+pub use pubsub::raw::{RawLoan, RawSample};
 pub use pubsub::service::{PubSubBuilder, PubSubService};
 pub use recovery::CleanupReport;
 pub use recovery::robust_mutex;
