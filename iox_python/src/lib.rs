@@ -16,6 +16,7 @@
 mod array;
 mod errors;
 mod event;
+mod inspect;
 mod pubsub;
 mod publisher;
 
@@ -27,5 +28,6 @@ fn _iox(m: &Bound<'_, PyModule>) -> PyResult<()> {
     pubsub::register(m)?;
     publisher::register(m)?;
     event::register(m)?;
+    inspect::register(m)?;
     Ok(())
 }

@@ -100,7 +100,11 @@ impl PyPublisher {
         {
             np.call_method1("frombuffer", (data, self.spec.dtype.bind(py)))?
         } else {
-            np.call_method1("ascontiguousarray", (data, self.spec.dtype.bind(py)))?
+            // asarray, not ascontiguousarray (which makes a 0-d array 1-d).
+            let kw = pyo3::types::PyDict::new(py);
+            kw.set_item("dtype", self.spec.dtype.bind(py))?;
+            kw.set_item("order", "C")?;
+            np.getattr("asarray")?.call((data,), Some(&kw))?
         };
         let src = src.cast_into::<PyUntypedArray>()?;
         if let Some(shape) = &self.spec.shape
@@ -113,7 +117,7 @@ impl PyPublisher {
         }
         let bytes = src.len() * self.spec.itemsize;
         let mut loan = self.loan_bytes(bytes)?;
-        // SAFETY: `src` is a C-contiguous array of `bytes` bytes (ascontiguousarray /
+        // SAFETY: `src` is a C-contiguous array of `bytes` bytes (asarray order="C" /
         // frombuffer with our dtype), alive for this call; the loan's chunk holds
         // `bytes` bytes and is ours alone; they cannot overlap (the source is not in a
         // loaned chunk: loans are never viewed by arrays once sent, and a live loan's

@@ -16,6 +16,7 @@ the GIL.
 from __future__ import annotations
 
 import enum
+import os
 
 import numpy as np
 
@@ -30,11 +31,16 @@ from ._types import Type, array_name, element
 from ._waitset import WaitSet
 
 __all__ = [
-    "Service", "MemoryType", "Type", "WaitSet", "wait_async", "Error", "IncompatibleService",
+    "Service", "MemoryType", "pool_usage", "Type", "WaitSet", "wait_async", "Error", "IncompatibleService",
     "ServiceNotFound", "ServiceExists", "PoolExhausted", "LimitReached", "ViewsAlive",
     "PubSubService", "Publisher", "Loan", "Subscriber", "Sample", "EventService", "Notifier",
     "Listener",
 ]
+
+
+def pool_usage(name: str, root: str | None = None) -> list[tuple[int, int, int]]:
+    """``[(chunk_size, count, in_use), ...]`` of a service's pool, from its files."""
+    return _iox.pool_usage(name, root or os.environ.get("IOX_ROOT") or "/dev/shm")
 
 
 class MemoryType(enum.IntEnum):
