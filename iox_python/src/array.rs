@@ -27,7 +27,11 @@ pub(crate) unsafe fn view<'py>(
     owner: Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let mut dims: Vec<npy_intp> = shape.iter().map(|&d| d as npy_intp).collect();
-    let flags = if writable { NPY_ARRAY_CARRAY } else { NPY_ARRAY_CARRAY_RO };
+    let flags = if writable {
+        NPY_ARRAY_CARRAY
+    } else {
+        NPY_ARRAY_CARRAY_RO
+    };
     // PyArray_NewFromDescr steals a reference to the descriptor.
     let descr = dtype.clone().into_dtype_ptr();
     // SAFETY: numpy's C API (imported by the numpy crate under the GIL, which `py`

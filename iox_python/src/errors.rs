@@ -13,13 +13,48 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
-create_exception!(iox, Error, PyException, "Any error of iox (the message is iox's).");
-create_exception!(iox, IncompatibleService, Error, "The service exists with another payload, memory type or limits.");
-create_exception!(iox, ServiceNotFound, Error, "`open()` of a service that does not exist.");
-create_exception!(iox, ServiceExists, Error, "`create()` of a service that exists already.");
-create_exception!(iox, PoolExhausted, Error, "No free chunk in the size class a loan needs.");
-create_exception!(iox, LimitReached, Error, "A port's limit: loans (`max_loans`) or held samples (`max_held`).");
-create_exception!(iox, ViewsAlive, Error, "`send()` refused: numpy views of the loan are still alive.");
+create_exception!(
+    iox,
+    Error,
+    PyException,
+    "Any error of iox (the message is iox's)."
+);
+create_exception!(
+    iox,
+    IncompatibleService,
+    Error,
+    "The service exists with another payload, memory type or limits."
+);
+create_exception!(
+    iox,
+    ServiceNotFound,
+    Error,
+    "`open()` of a service that does not exist."
+);
+create_exception!(
+    iox,
+    ServiceExists,
+    Error,
+    "`create()` of a service that exists already."
+);
+create_exception!(
+    iox,
+    PoolExhausted,
+    Error,
+    "No free chunk in the size class a loan needs."
+);
+create_exception!(
+    iox,
+    LimitReached,
+    Error,
+    "A port's limit: loans (`max_loans`) or held samples (`max_held`)."
+);
+create_exception!(
+    iox,
+    ViewsAlive,
+    Error,
+    "`send()` refused: numpy views of the loan are still alive."
+);
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();

@@ -112,7 +112,9 @@ impl PyListener {
             let l = self.inner.lock().unwrap_or_else(|p| p.into_inner());
             match timeout {
                 None => l.try_wait_all(|id| ids.push(id.as_value())),
-                Some(t) => l.timed_wait_all(|id| ids.push(id.as_value()), Duration::from_secs_f64(t.max(0.0))),
+                Some(t) => {
+                    l.timed_wait_all(|id| ids.push(id.as_value()), Duration::from_secs_f64(t.max(0.0)))
+                }
             }
         })
         .map_err(errors::other)?;

@@ -14,6 +14,12 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// `[(chunk_size, count, in_use), ...]` for the service `name` under `root`.
 #[pyfunction]
 fn pool_usage(py: Python<'_>, name: &str, root: PathBuf) -> PyResult<Vec<(usize, u32, u32)>> {
-    let info = py.detach(|| iox_service::inspect::inspect_in(&root, name)).map_err(errors::other)?;
-    Ok(info.classes.iter().map(|c| (c.chunk_size, c.count, c.in_use)).collect())
+    let info = py
+        .detach(|| iox_service::inspect::inspect_in(&root, name))
+        .map_err(errors::other)?;
+    Ok(info
+        .classes
+        .iter()
+        .map(|c| (c.chunk_size, c.count, c.in_use))
+        .collect())
 }

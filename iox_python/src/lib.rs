@@ -17,8 +17,8 @@ mod array;
 mod errors;
 mod event;
 mod inspect;
-mod pubsub;
 mod publisher;
+mod pubsub;
 
 use pyo3::prelude::*;
 

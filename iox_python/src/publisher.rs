@@ -40,12 +40,21 @@ pub(crate) struct PyPublisher {
 
 impl PyPublisher {
     pub(crate) fn new(svc: &PyPubSubService, pin: bool) -> PyResult<Self> {
-        let inner = svc.inner.publisher_builder().pin_memory(pin).create().map_err(errors::other)?;
+        let inner = svc
+            .inner
+            .publisher_builder()
+            .pin_memory(pin)
+            .create()
+            .map_err(errors::other)?;
         let fixed = match &svc.inner.static_config().payload {
             iox_service::PayloadType::Typed { size, .. } => Some(*size as usize),
             iox_service::PayloadType::Slice { .. } => None,
         };
-        Ok(Self { inner, spec: svc.spec.clone(), fixed })
+        Ok(Self {
+            inner,
+            spec: svc.spec.clone(),
+            fixed,
+        })
     }
 
     fn loan_bytes(&self, bytes: usize) -> PyResult<RawLoan> {
@@ -57,7 +66,7 @@ impl PyPublisher {
             )));
         }
         let item = self.spec.itemsize.max(1);
-        if bytes % item != 0 {
+        if !bytes.is_multiple_of(item) {
             return Err(PyValueError::new_err(format!(
                 "{bytes} bytes is not a whole number of {item}-byte elements"
             )));
@@ -75,17 +84,27 @@ impl PyPublisher {
         let bytes = match (self.fixed, n) {
             (Some(size), None) => size,
             (Some(_), Some(_)) => {
-                return Err(PyTypeError::new_err("a fixed-shape service's loan() takes no length"));
+                return Err(PyTypeError::new_err(
+                    "a fixed-shape service's loan() takes no length",
+                ));
             }
             (None, Some(n)) => n
                 .checked_mul(self.spec.itemsize)
                 .ok_or_else(|| PyValueError::new_err("length overflows"))?,
             (None, None) => {
-                return Err(PyTypeError::new_err("a slice service's loan(n) needs the number of elements"));
+                return Err(PyTypeError::new_err(
+                    "a slice service's loan(n) needs the number of elements",
+                ));
             }
         };
         let loan = self.loan_bytes(bytes)?;
-        let cell = Py::new(py, LoanCell { loan: RefCell::new(Some(loan)), spec: self.spec.clone() })?;
+        let cell = Py::new(
+            py,
+            LoanCell {
+                loan: RefCell::new(Some(loan)),
+                spec: self.spec.clone(),
+            },
+        )?;
         Ok(PyLoan { cell: Some(cell) })
     }
 
@@ -186,7 +205,16 @@ impl PyLoan {
         // loaned to us alone; the cell (the base) owns it until it is destroyed, and
         // `send` refuses while any array with this base lives, so nobody else reads
         // or writes the chunk while a writable array exists.
-        unsafe { array::view(py, c.spec.dtype.bind(py), &shape, loan.as_mut_ptr(), true, cell.clone().into_any()) }
+        unsafe {
+            array::view(
+                py,
+                c.spec.dtype.bind(py),
+                &shape,
+                loan.as_mut_ptr(),
+                true,
+                cell.clone().into_any(),
+            )
+        }
     }
 
     /// Sends the sample; returns how many subscribers got it. Refused with

@@ -66,8 +66,16 @@ fn open_pubsub(
     opts: &Bound<'_, PyDict>,
 ) -> PyResult<PyPubSubService> {
     let payload = match kind {
-        "typed" => PayloadType::Typed { type_name, size, alignment },
-        "slice" => PayloadType::Slice { element: type_name, size, alignment },
+        "typed" => PayloadType::Typed {
+            type_name,
+            size,
+            alignment,
+        },
+        "slice" => PayloadType::Slice {
+            element: type_name,
+            size,
+            alignment,
+        },
         _ => return Err(PyValueError::new_err(format!("unknown payload kind {kind:?}"))),
     };
     let mut service = Service::named(name).map_err(errors::other)?;
@@ -78,7 +86,11 @@ fn open_pubsub(
     // SAFETY: the ports built from this service (here and in publisher.rs) loan only
     // with `loan_raw`, receive only with `receive_raw`, and read samples only through
     // their addresses (numpy views), as `raw_payload_type` requires.
-    let mut b = unsafe { service.publish_subscribe::<[u8]>().raw_payload_type(payload.clone()) };
+    let mut b = unsafe {
+        service
+            .publish_subscribe::<[u8]>()
+            .raw_payload_type(payload.clone())
+    };
     if let Some(v) = get("memory_type") {
         b = b.memory_type(memory_type(v.extract()?)?);
     }
@@ -89,7 +101,15 @@ fn open_pubsub(
             }
         )*};
     }
-    limit!(max_publishers, max_subscribers, subscriber_buffer, max_loans, max_held, history, permissions);
+    limit!(
+        max_publishers,
+        max_subscribers,
+        subscriber_buffer,
+        max_loans,
+        max_held,
+        history,
+        permissions
+    );
     if let Some(v) = get("size_classes") {
         b = b.size_classes(&v.extract::<Vec<(usize, usize)>>()?);
     }
@@ -114,7 +134,11 @@ fn open_pubsub(
     let itemsize = dtype.itemsize();
     Ok(PyPubSubService {
         inner,
-        spec: Arc::new(ArraySpec { dtype: dtype.unbind(), shape, itemsize }),
+        spec: Arc::new(ArraySpec {
+            dtype: dtype.unbind(),
+            shape,
+            itemsize,
+        }),
     })
 }
 
@@ -162,8 +186,16 @@ impl PyPubSubService {
     /// registration on a `CUDA_PINNED` service built with the `cuda` feature).
     #[pyo3(signature = (pin = false))]
     fn subscriber(&self, pin: bool) -> PyResult<PySubscriber> {
-        let sub = self.inner.subscriber_builder().pin_memory(pin).create().map_err(errors::other)?;
-        Ok(PySubscriber { inner: Mutex::new(sub), spec: self.spec.clone() })
+        let sub = self
+            .inner
+            .subscriber_builder()
+            .pin_memory(pin)
+            .create()
+            .map_err(errors::other)?;
+        Ok(PySubscriber {
+            inner: Mutex::new(sub),
+            spec: self.spec.clone(),
+        })
     }
     /// A publisher (owned by the calling thread). See `iox.Publisher`.
     #[pyo3(signature = (pin = false))]
@@ -171,7 +203,11 @@ impl PyPubSubService {
         crate::publisher::PyPublisher::new(self, pin)
     }
     fn __repr__(&self) -> String {
-        format!("<iox.PubSubService {:?} carrying {}>", self.inner.name(), self.inner.static_config().payload)
+        format!(
+            "<iox.PubSubService {:?} carrying {}>",
+            self.inner.name(),
+            self.inner.static_config().payload
+        )
     }
 }
 
@@ -203,16 +239,22 @@ impl PySubscriber {
         let got = match timeout {
             None => self.lock().receive_raw().map_err(|e| errors::receive(&e))?,
             Some(t) if t.is_nan() || t < 0.0 => {
-                return Err(PyValueError::new_err(format!("timeout must be >= 0 seconds, not {t}")));
+                return Err(PyValueError::new_err(format!(
+                    "timeout must be >= 0 seconds, not {t}"
+                )));
             }
             Some(t) => {
-                let deadline = Duration::try_from_secs_f64(t).ok().and_then(|d| Instant::now().checked_add(d));
+                let deadline = Duration::try_from_secs_f64(t)
+                    .ok()
+                    .and_then(|d| Instant::now().checked_add(d));
                 loop {
                     let slice = match deadline {
                         Some(d) => d.saturating_duration_since(Instant::now()).min(SIGNAL_SLICE),
                         None => SIGNAL_SLICE,
                     };
-                    let got = py.detach(|| self.lock().receive_timeout_raw(slice)).map_err(|e| errors::receive(&e))?;
+                    let got = py
+                        .detach(|| self.lock().receive_timeout_raw(slice))
+                        .map_err(|e| errors::receive(&e))?;
                     if got.is_some() || deadline.is_some_and(|d| Instant::now() >= d) {
                         break got;
                     }
@@ -220,7 +262,10 @@ impl PySubscriber {
                 }
             }
         };
-        Ok(got.map(|inner| PySample { inner, spec: self.spec.clone() }))
+        Ok(got.map(|inner| PySample {
+            inner,
+            spec: self.spec.clone(),
+        }))
     }
     /// The readiness descriptor, for `select`, `selectors` or asyncio's
     /// `loop.add_reader`: readable when a sample may be waiting. On readability,
@@ -236,12 +281,16 @@ impl PySubscriber {
     /// Waits up to `timeout` seconds until `n` publishers are connected; returns how many are.
     fn wait_for_publishers(&self, py: Python<'_>, n: usize, timeout: f64) -> PyResult<usize> {
         let t = Duration::from_secs_f64(timeout.max(0.0));
-        py.detach(|| self.lock().wait_for_publishers(n, t)).map_err(errors::other)
+        py.detach(|| self.lock().wait_for_publishers(n, t))
+            .map_err(errors::other)
     }
     /// `await sub.receive_async()`: the next sample, waiting on the descriptor in the
     /// running asyncio loop (see `iox._aio`).
     fn receive_async<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        slf.py().import("iox._aio")?.getattr("receive_async")?.call1((slf,))
+        slf.py()
+            .import("iox._aio")?
+            .getattr("receive_async")?
+            .call1((slf,))
     }
 }
 
@@ -266,7 +315,16 @@ impl PySample {
         // and dtype x shape is that size: the service records it), aligned for the
         // recorded type; the sample (the base) holds the chunk until it is destroyed,
         // and the view is read-only (publishers do not write a sent chunk).
-        unsafe { array::view(py, me.spec.dtype.bind(py), &shape, me.inner.as_ptr(), false, slf.clone().into_any()) }
+        unsafe {
+            array::view(
+                py,
+                me.spec.dtype.bind(py),
+                &shape,
+                me.inner.as_ptr(),
+                false,
+                slf.clone().into_any(),
+            )
+        }
     }
     /// Payload bytes.
     #[getter]
@@ -305,9 +363,17 @@ impl PySample {
         (1, 0)
     }
     fn __len__(&self) -> usize {
-        self.spec.shape_for(self.inner.len_bytes()).first().copied().unwrap_or(1)
+        self.spec
+            .shape_for(self.inner.len_bytes())
+            .first()
+            .copied()
+            .unwrap_or(1)
     }
     fn __repr__(&self) -> String {
-        format!("<iox.Sample {} bytes at offset {}>", self.inner.len_bytes(), self.inner.offset())
+        format!(
+            "<iox.Sample {} bytes at offset {}>",
+            self.inner.len_bytes(),
+            self.inner.offset()
+        )
     }
 }

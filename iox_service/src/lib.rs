@@ -71,9 +71,9 @@ pub use iox_mempool::{
 pub use name::{NameError, ServiceName};
 pub use port::{PortCreateError, WaitForPortsError};
 pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError, UpdateConnectionsError};
+pub use pubsub::raw::{RawLoan, RawSample};
 #[cfg(feature = "tokio")]
 pub use pubsub::receive_async::ReceiveAsyncError;
-pub use pubsub::raw::{RawLoan, RawSample};
 pub use pubsub::service::{PubSubBuilder, PubSubService};
 pub use recovery::CleanupReport;
 pub use recovery::robust_mutex;

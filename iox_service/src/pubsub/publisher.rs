@@ -340,7 +340,10 @@ impl<P: ?Sized + Payload> Publisher<P> {
     /// Loans a chunk of at least `bytes` bytes: a new owner of the port, the chunk and
     /// its address.
     #[inline]
-    pub(crate) fn loan_bytes(&self, bytes: usize) -> Result<(Rc<PublisherPort>, ChunkHandle, *mut u8), LoanError> {
+    pub(crate) fn loan_bytes(
+        &self,
+        bytes: usize,
+    ) -> Result<(Rc<PublisherPort>, ChunkHandle, *mut u8), LoanError> {
         if !self.port.is_own_process() {
             return Err(LoanError::ForkedProcess);
         }

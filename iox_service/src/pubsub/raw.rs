@@ -17,12 +17,10 @@
 //! The inner loan/sample is typed `[u8]` with the user word as its length, which is
 //! never more than the bytes (so its own accessors stay in bounds), but is not used.
 
-
-
+use crate::PayloadType;
 use crate::publisher::{LoanError, Publisher, SendError};
 use crate::sample::{DevicePtrError, Sample, SampleMutUninit};
 use crate::subscriber::{ReceiveError, Subscriber};
-use crate::PayloadType;
 
 /// A loaned chunk of a raw-payload service, written through its address.
 #[derive(Debug)]
@@ -111,7 +109,7 @@ impl Publisher<[u8]> {
         let word = match payload {
             PayloadType::Typed { .. } if bytes == element => 1,
             PayloadType::Slice { .. } if element == 0 && bytes == 0 => 0,
-            PayloadType::Slice { .. } if element > 0 && bytes % element == 0 => bytes / element,
+            PayloadType::Slice { .. } if element > 0 && bytes.is_multiple_of(element) => bytes / element,
             _ => {
                 return Err(LoanError::SliceTooLong {
                     len: bytes,
@@ -135,7 +133,10 @@ impl Subscriber<[u8]> {
     }
 
     /// [`receive_timeout`](Subscriber::receive_timeout) for a raw-payload service.
-    pub fn receive_timeout_raw(&self, timeout: std::time::Duration) -> Result<Option<RawSample>, ReceiveError> {
+    pub fn receive_timeout_raw(
+        &self,
+        timeout: std::time::Duration,
+    ) -> Result<Option<RawSample>, ReceiveError> {
         self.receive_timeout(timeout)?.map(|s| self.to_raw(s)).transpose()
     }
 
@@ -151,4 +152,3 @@ impl Subscriber<[u8]> {
         }
     }
 }
-

@@ -44,10 +44,10 @@ use std::time::Duration;
 use iox_mempool::segment;
 use iox_mempool::{Backing, MemfdIdentity, MemoryType, PoolInfo, PoolLayout};
 
-use crate::{Payload, PayloadType};
 use crate::dynamic;
 use crate::service::{self, CreateError, OpenError, OpenOrCreateError, Pattern, ServiceShared, Target};
 use crate::static_config::{self, InvalidConfig, MessagingPattern, Overflow, PayloadBacking, StaticConfig};
+use crate::{Payload, PayloadType};
 
 /// Builds, opens or creates a publish-subscribe service. Settings other than the
 /// payload type are applied when creating; when opening, those the caller set are
