@@ -116,7 +116,8 @@ fn open_pubsub(
     if let Some(v) = get("chunk_sizes") {
         b = b.chunk_sizes(&v.extract::<Vec<usize>>()?);
     }
-    if let Some(v) = get("max_bytes") {
+    // In elements of the recorded payload (the builder multiplies by its size).
+    if let Some(v) = get("max_len") {
         b = b.max_slice_len(v.extract()?);
     }
     if let Some(v) = get("allow_pool_exhaustion") {

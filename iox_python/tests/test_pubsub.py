@@ -143,6 +143,10 @@ def test_bytes_and_slices(root):
     assert big.nbytes == 300_000 and big.array.shape == (300_000,)
     f = iox.Service("f32s", root=root).publish_subscribe(np.float32, max_len=1000).open_or_create()
     fp, fs = f.publisher(), f.subscriber()
+    # max_len counts elements on open too (the service holds 1000 float32s).
+    iox.Service("f32s", root=root).publish_subscribe(np.float32, max_len=1000).open()
+    with pytest.raises(iox.IncompatibleService, match="largest sample"):
+        iox.Service("f32s", root=root).publish_subscribe(np.float32, max_len=100_000).open()
     with fp.loan(10) as s:
         s.array[:] = np.arange(10)
         s.send()

@@ -104,7 +104,7 @@ class PubSubBuilder(_Builder):
             self._payload = ("slice", name, dtype.itemsize, alignment)
             self._shape = None
             self._opts.update(size_classes=size_classes, chunk_sizes=chunk_sizes,
-                              max_bytes=None if max_len is None else int(max_len) * dtype.itemsize)
+                              max_len=max_len)
         else:
             shape = () if shape is None else tuple(int(n) for n in np.atleast_1d(shape)) if not isinstance(shape, int) else (shape,)
             size = dtype.itemsize * int(np.prod(shape, dtype=np.int64))

@@ -457,8 +457,8 @@ impl PubSubBuilder<[u8]> {
     /// payload as bytes through [`Publisher::loan_raw`](crate::Publisher::loan_raw) and
     /// [`Subscriber::receive_raw`](crate::Subscriber::receive_raw) (see `pubsub::raw`).
     /// A `Typed` payload gets one size class of its size; a `Slice` payload takes its
-    /// classes from `size_classes` / `chunk_sizes` / `max_slice_len` (in elements of
-    /// `payload`'s size... given here in bytes, as for `[u8]`).
+    /// classes from `size_classes` / `chunk_sizes` (bytes) or `max_slice_len` (elements
+    /// of `payload`, as for a Rust `[T]` service).
     ///
     /// # Safety
     /// The ports built from this service must loan only with `loan_raw` and receive
