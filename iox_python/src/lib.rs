@@ -9,9 +9,13 @@
 //! programs that use the real type share it.
 //!
 //! Threading rule: a publisher and its loans belong to the thread that made them
-//! (`unsendable`: using them from another thread raises). Services, subscribers,
-//! samples, listeners and notifiers may be used from any thread; blocking calls
-//! (`receive(timeout=...)`, `Listener.wait`, opening a service) release the GIL.
+//! (`unsendable`: using them from another thread raises pyo3's `PanicException`; if
+//! the last reference to one, or to an array viewing a loan, goes away on another
+//! thread, pyo3 does not drop it and reports an unraisable `RuntimeError`: its chunk
+//! or port stays taken until the process exits, when crash recovery reclaims it).
+//! Services, subscribers, samples, listeners and notifiers may be used from any
+//! thread; blocking calls (`receive(timeout=...)`, `Listener.wait`, opening a
+//! service) release the GIL.
 
 mod array;
 mod errors;
