@@ -2,6 +2,7 @@
 
 pub(crate) mod port;
 pub(crate) mod publisher;
+pub(crate) mod raw;
 #[cfg(feature = "tokio")]
 pub(crate) mod receive_async;
 pub(crate) mod sample;

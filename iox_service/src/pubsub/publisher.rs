@@ -345,7 +345,10 @@ impl<P: ?Sized + Payload> Publisher<P> {
     /// Loans a chunk of at least `bytes` bytes: a new owner of the port, the chunk and
     /// its address.
     #[inline]
-    fn loan_bytes(&self, bytes: usize) -> Result<(Rc<PublisherPort>, ChunkHandle, *mut u8), LoanError> {
+    pub(crate) fn loan_bytes(
+        &self,
+        bytes: usize,
+    ) -> Result<(Rc<PublisherPort>, ChunkHandle, *mut u8), LoanError> {
         if !self.port.is_own_process() {
             return Err(LoanError::ForkedProcess);
         }
@@ -540,6 +543,13 @@ impl PublisherPort {
         if let Some(h) = taken {
             let _ = self.pool.release(h, self.owner);
         }
+    }
+}
+
+impl<P: ?Sized> Publisher<P> {
+    /// The payload recorded in the service's static config (`pubsub::raw`).
+    pub(crate) fn recorded_payload(&self) -> &crate::PayloadType {
+        &self.port.service.config.payload
     }
 }
 

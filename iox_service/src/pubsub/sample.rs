@@ -230,6 +230,16 @@ impl<P: ?Sized + Payload> Sample<P> {
         }
     }
 
+    /// The user word: elements for a slice, 1 for a typed payload (no `Deref`).
+    pub(crate) fn word(&self) -> usize {
+        self.len
+    }
+
+    /// Bytes in the sample's chunk (0 if the handle is not the pool's).
+    pub(crate) fn chunk_size(&self) -> usize {
+        self.port.pool().chunk(self.handle).map_or(0, |(_, size)| size)
+    }
+
     /// The chunk's offset from the pool's base (the same in every process).
     pub fn offset(&self) -> usize {
         self.ptr as usize - self.port.pool().payload_region().addr() as usize

@@ -44,10 +44,10 @@ use std::time::Duration;
 use iox_mempool::segment;
 use iox_mempool::{Backing, MemfdIdentity, MemoryType, PoolInfo, PoolLayout};
 
-use crate::Payload;
 use crate::dynamic;
 use crate::service::{self, CreateError, OpenError, OpenOrCreateError, Pattern, ServiceShared, Target};
 use crate::static_config::{self, InvalidConfig, MessagingPattern, Overflow, PayloadBacking, StaticConfig};
+use crate::{Payload, PayloadType};
 
 /// Builds, opens or creates a publish-subscribe service. Settings other than the
 /// payload type are applied when creating; when opening, those the caller set are
@@ -69,6 +69,8 @@ pub struct PubSubBuilder<P: ?Sized> {
     max_slice_len: Option<usize>,
     allow_pool_exhaustion: bool,
     backing: Option<Backing>,
+    /// Recorded instead of `P::payload_type()` (`raw_payload_type`, bindings only).
+    raw_payload: Option<PayloadType>,
     _payload: PhantomData<fn() -> Box<P>>,
 }
 
@@ -89,8 +91,14 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             max_slice_len: None,
             allow_pool_exhaustion: false,
             backing: None,
+            raw_payload: None,
             _payload: PhantomData,
         }
+    }
+
+    /// The payload recorded in (or checked against) the static config.
+    fn payload_type(&self) -> PayloadType {
+        self.raw_payload.clone().unwrap_or_else(P::payload_type)
     }
 }
 
@@ -208,9 +216,9 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
     /// The pool layout, with `counts` chunks for every class whose count is derived;
     /// a count the user gave below `counts` is refused unless they allowed exhaustion.
     fn layout(&self, counts: usize) -> Result<PoolLayout, CreateError> {
-        let payload = P::payload_type();
+        let payload = self.payload_type();
         let alignment = payload.alignment().max(iox_mempool::layout::DEFAULT_ALIGNMENT);
-        let classes = if !P::IS_SLICE {
+        let classes = if matches!(payload, PayloadType::Typed { .. }) {
             vec![(payload.element_size().max(1), counts)]
         } else if let Some(classes) = &self.size_classes {
             let mut out = Vec::with_capacity(classes.len());
@@ -254,7 +262,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             version: static_config::CONFIG_VERSION,
             name: self.target.name.to_string(),
             pattern: MessagingPattern::PublishSubscribe,
-            payload: P::payload_type(),
+            payload: self.payload_type(),
             memory_type,
             layout: PoolLayout::new(&[(64, 1)]).expect("constant layout"),
             max_publishers: self.max_publishers.unwrap_or(2),
@@ -318,10 +326,10 @@ impl<P: ?Sized + Payload> Pattern for PubSubBuilder<P> {
 
     fn check_compatible(&self, target: &Target, c: &StaticConfig) -> Result<(), OpenError> {
         let name = || target.name.to_string();
-        if c.payload != P::payload_type() {
+        if c.payload != self.payload_type() {
             return Err(OpenError::IncompatiblePayload {
                 name: name(),
-                requested: P::payload_type(),
+                requested: self.payload_type(),
                 found: c.payload.clone(),
             });
         }
@@ -437,6 +445,29 @@ impl<T: crate::ZeroCopySafe> PubSubBuilder<[T]> {
     /// On open: the service's largest chunk must hold this many.
     pub fn max_slice_len(mut self, len: usize) -> Self {
         self.max_slice_len = Some(len);
+        self
+    }
+}
+
+impl PubSubBuilder<[u8]> {
+    /// Records `payload` in the static config instead of `[u8]` (and checks an existing
+    /// service against it): for language bindings, whose payload types are known only
+    /// at run time (a numpy dtype and shape). The service is then the one a Rust
+    /// program opens with the type `payload` describes, and this side's ports move its
+    /// payload as bytes through [`Publisher::loan_raw`](crate::Publisher::loan_raw) and
+    /// [`Subscriber::receive_raw`](crate::Subscriber::receive_raw) (see `pubsub::raw`).
+    /// A `Typed` payload gets one size class of its size; a `Slice` payload takes its
+    /// classes from `size_classes` / `chunk_sizes` (bytes) or `max_slice_len` (elements
+    /// of `payload`, as for a Rust `[T]` service).
+    ///
+    /// # Safety
+    /// The ports built from this service must loan only with `loan_raw` and receive
+    /// only with `receive_raw` (the other methods record or read lengths in bytes,
+    /// not in elements of `payload`), and must read samples only through their
+    /// addresses ([`RawSample::as_ptr`](crate::RawSample::as_ptr)), since a payload
+    /// written as another type may have padding bytes that are not initialised.
+    pub unsafe fn raw_payload_type(mut self, payload: PayloadType) -> Self {
+        self.raw_payload = Some(payload);
         self
     }
 }

@@ -451,6 +451,13 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     }
 }
 
+impl<P: ?Sized> Subscriber<P> {
+    /// The payload recorded in the service's static config (`pubsub::raw`).
+    pub(crate) fn recorded_payload(&self) -> &crate::PayloadType {
+        &self.port.service.config.payload
+    }
+}
+
 impl<T: ZeroCopySafe> Subscriber<[T]> {
     /// Most elements one sample can hold.
     pub fn max_slice_len(&self) -> usize {

@@ -1,0 +1,159 @@
+"""iox: zero-copy numpy arrays between processes over shared-memory services.
+
+    svc = iox.Service("camera/front").publish_subscribe(np.uint8, shape=(480, 640, 3)).open_or_create()
+    pub = svc.publisher()
+    with pub.loan() as s:
+        s.array[...] = frame
+        s.send()
+    sample = svc.subscriber().receive(timeout=0.1)   # None on timeout
+    a = sample.array                                 # read-only view of the chunk
+
+Threading: a Publisher and its loans belong to the thread that made them; services,
+subscribers, samples, listeners and notifiers may be shared. Blocking calls release
+the GIL.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+
+import numpy as np
+
+from . import _iox
+from ._aio import wait_async
+from ._iox import (  # noqa: F401
+    Error, IncompatibleService, LimitReached, Loan, Listener, Notifier, PoolExhausted,
+    Publisher, PubSubService, EventService, Sample, ServiceExists, ServiceNotFound,
+    Subscriber, ViewsAlive,
+)
+from ._types import Type, array_name, element
+from ._waitset import WaitSet
+
+__all__ = [
+    "Service", "MemoryType", "pool_usage", "Type", "WaitSet", "wait_async", "Error", "IncompatibleService",
+    "ServiceNotFound", "ServiceExists", "PoolExhausted", "LimitReached", "ViewsAlive",
+    "PubSubService", "Publisher", "Loan", "Subscriber", "Sample", "EventService", "Notifier",
+    "Listener",
+]
+
+
+def pool_usage(name: str, root: str | None = None) -> list[tuple[int, int, int]]:
+    """``[(chunk_size, count, in_use), ...]`` of a service's pool, from its files."""
+    return _iox.pool_usage(name, root or os.environ.get("IOX_ROOT") or "/dev/shm")
+
+
+class MemoryType(enum.IntEnum):
+    """Where a service's pool lives (codes as in Rust's ``MemoryType``).
+    ``MemoryType(code)`` for codes >= 0x100 is not an enum member: pass the int."""
+
+    CPU = 0
+    LOCKED = 1
+    CUDA_PINNED = 2
+
+
+class Service:
+    """A service by name; ``root`` (a directory) instead of ``$IOX_ROOT`` or /dev/shm."""
+
+    def __init__(self, name: str, root: str | None = None):
+        self.name = name
+        self.root = root
+
+    def publish_subscribe(self, payload, shape=None, *, size_classes=None, chunk_sizes=None,
+                          max_len=None) -> "PubSubBuilder":
+        """A publish-subscribe builder. ``payload``: a numpy dtype (or scalar type),
+        ``bytes`` or an ``iox.Type``. With ``shape``: fixed-shape arrays. Without:
+        one value, unless ``size_classes`` / ``chunk_sizes`` (bytes) / ``max_len``
+        (elements) make it a slice service of 1-D arrays of any length."""
+        return PubSubBuilder(self, payload, shape, size_classes, chunk_sizes, max_len)
+
+    def event(self) -> "EventBuilder":
+        return EventBuilder(self)
+
+
+class _Builder:
+    def __init__(self, service: Service):
+        self._service = service
+        self._opts: dict = {"root": service.root}
+
+    def _set(self, key, value):
+        self._opts[key] = value
+        return self
+
+    def timeout(self, seconds: float):
+        return self._set("timeout", float(seconds))
+
+    def open(self):
+        return self._open("open")
+
+    def create(self):
+        return self._open("create")
+
+    def open_or_create(self):
+        return self._open("open_or_create")
+
+
+class PubSubBuilder(_Builder):
+    def __init__(self, service, payload, shape, size_classes, chunk_sizes, max_len):
+        super().__init__(service)
+        name, dtype, alignment = element(payload)
+        slice_ = payload is bytes or any(x is not None for x in (size_classes, chunk_sizes, max_len))
+        if slice_ and shape is not None:
+            raise TypeError("a fixed shape and size classes exclude each other")
+        if slice_:
+            self._payload = ("slice", name, dtype.itemsize, alignment)
+            self._shape = None
+            self._opts.update(size_classes=size_classes, chunk_sizes=chunk_sizes,
+                              max_len=max_len)
+        else:
+            shape = () if shape is None else tuple(int(n) for n in np.atleast_1d(shape)) if not isinstance(shape, int) else (shape,)
+            size = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+            self._payload = ("typed", array_name(name, shape), size, alignment)
+            self._shape = list(shape)
+        self._dtype = dtype
+
+    def memory_type(self, memory_type: int):
+        return self._set("memory_type", int(memory_type))
+
+    def max_publishers(self, n: int):
+        return self._set("max_publishers", n)
+
+    def max_subscribers(self, n: int):
+        return self._set("max_subscribers", n)
+
+    def subscriber_buffer(self, n: int):
+        return self._set("subscriber_buffer", n)
+
+    def max_loans(self, n: int):
+        return self._set("max_loans", n)
+
+    def max_held(self, n: int):
+        return self._set("max_held", n)
+
+    def history(self, n: int):
+        return self._set("history", n)
+
+    def permissions(self, mode: int):
+        return self._set("permissions", mode)
+
+    def allow_pool_exhaustion(self, allow: bool = True):
+        return self._set("allow_pool_exhaustion", allow)
+
+    def _open(self, mode):
+        kind, name, size, alignment = self._payload
+        return _iox.open_pubsub(self._service.name, mode, kind, name, size, alignment,
+                                self._dtype, self._shape, self._opts)
+
+
+class EventBuilder(_Builder):
+    def max_notifiers(self, n: int):
+        return self._set("max_notifiers", n)
+
+    def max_listeners(self, n: int):
+        return self._set("max_listeners", n)
+
+    def event_id_max(self, n: int):
+        return self._set("event_id_max", n)
+
+    def _open(self, mode):
+        return _iox.open_event(self._service.name, mode, self._opts)

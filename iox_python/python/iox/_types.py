@@ -1,0 +1,57 @@
+"""Payload identity: numpy dtypes and shapes to the type names iox records.
+
+A fixed-shape service records the Rust type of the whole array
+(``np.uint8, shape=(480, 640, 3)`` is ``[[[u8; 3]; 640]; 480]``), a slice service
+its element (``bytes`` is ``[u8]``), so Rust programs using those types share the
+service. Structured dtypes need a stable name: ``iox.Type("Pose", dtype)``, which
+meets a Rust ``#[iox(type_name = "Pose")]`` type of the same size and alignment.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_RUST_NAMES = {
+    "b1": "bool", "i1": "i8", "u1": "u8", "i2": "i16", "u2": "u16", "i4": "i32",
+    "u4": "u32", "i8": "i64", "u8": "u64", "f4": "f32", "f8": "f64",
+}
+
+
+class Type:
+    """A payload type with a stable name: ``Type("Pose", np.dtype([...], align=True))``.
+
+    Size and alignment are the dtype's (``alignment`` overrides the latter); they must
+    equal the Rust type's, or opening is ``IncompatibleService`` naming both sides.
+    """
+
+    def __init__(self, name: str, dtype, alignment: int | None = None):
+        self.name = str(name)
+        self.dtype = np.dtype(dtype)
+        self.alignment = int(alignment if alignment is not None else self.dtype.alignment)
+
+    def __repr__(self) -> str:
+        return f"iox.Type({self.name!r}, {self.dtype!r})"
+
+
+def element(spec) -> tuple[str, np.dtype, int]:
+    """(Rust name, dtype, alignment) of one element."""
+    if isinstance(spec, Type):
+        return spec.name, spec.dtype, spec.alignment
+    if spec is bytes:
+        return "u8", np.dtype(np.uint8), 1
+    dt = np.dtype(spec)
+    if dt.fields is not None:
+        raise TypeError(f"structured dtype {dt}: give it a stable name with iox.Type('Name', dtype)")
+    if dt.byteorder == (">" if np.little_endian else "<"):
+        raise TypeError(f"dtype {dt} is not in native byte order")
+    name = _RUST_NAMES.get(dt.kind + str(dt.itemsize))
+    if name is None:
+        raise TypeError(f"dtype {dt} has no Rust counterpart; use iox.Type('Name', dtype)")
+    return name, dt, dt.alignment
+
+
+def array_name(name: str, shape) -> str:
+    """Rust's name of an array of ``shape`` (innermost dimension last)."""
+    for n in reversed(tuple(shape)):
+        name = f"[{name}; {int(n)}]"
+    return name

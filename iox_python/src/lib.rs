@@ -1,0 +1,37 @@
+//! `iox` for Python: the extension module `iox._iox` (the package `iox` in
+//! `python/iox/` wraps it with the builder API, asyncio helpers and a WaitSet).
+//!
+//! What lives here: the ports and samples (`pubsub`, `event`), numpy views of chunks
+//! (`array`), and the exception hierarchy (`errors`). The payload's numpy dtype and
+//! shape are decided in Python (`iox/_types.py`) and arrive here as a
+//! [`iox_service::PayloadType`] plus a dtype and shape; the service is a `[u8]` service
+//! that records that payload type (`PubSubBuilder::raw_payload_type`), so Rust
+//! programs that use the real type share it.
+//!
+//! Threading rule: a publisher and its loans belong to the thread that made them
+//! (`unsendable`: using them from another thread raises pyo3's `PanicException`; if
+//! the last reference to one, or to an array viewing a loan, goes away on another
+//! thread, pyo3 does not drop it and reports an unraisable `RuntimeError`: its chunk
+//! or port stays taken until the process exits, when crash recovery reclaims it).
+//! Services, subscribers, samples, listeners and notifiers may be used from any
+//! thread; blocking calls (`receive(timeout=...)`, `Listener.wait`, opening a
+//! service) release the GIL.
+
+mod array;
+mod errors;
+mod event;
+mod inspect;
+mod publisher;
+mod pubsub;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _iox(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::register(m)?;
+    pubsub::register(m)?;
+    publisher::register(m)?;
+    event::register(m)?;
+    inspect::register(m)?;
+    Ok(())
+}

@@ -1,0 +1,154 @@
+//! Payloads as bytes, for language bindings (the Python package): a service whose
+//! static config records a type known only at run time (a numpy dtype and shape), with
+//! ports that move it as bytes.
+//!
+//! Such a service is built with the `unsafe`
+//! [`PubSubBuilder::<[u8]>::raw_payload_type`](crate::PubSubBuilder::raw_payload_type):
+//! it records the given [`PayloadType`] (so a Rust program opening the service with
+//! that type meets it, and a mismatch is `OpenError::IncompatiblePayload` on either
+//! side). Its ports are `Publisher<[u8]>` / `Subscriber<[u8]>`, used only through
+//! [`Publisher::loan_raw`] and [`Subscriber::receive_raw`] here.
+//!
+//! Invariant: the chunk's user word keeps the meaning the recorded type gives it
+//! (1 for a typed payload, the element count for a slice), so Rust ports of the real
+//! type read what these ports write and the other way round. A [`RawLoan`] and a
+//! [`RawSample`] know their length in bytes and hand out addresses only: the bytes may
+//! include another writer's padding, which Rust may not read as initialised `u8`s.
+//! The inner loan/sample is typed `[u8]` with the user word as its length, which is
+//! never more than the bytes (so its own accessors stay in bounds), but is not used.
+
+use crate::PayloadType;
+use crate::publisher::{LoanError, Publisher, SendError};
+use crate::sample::{DevicePtrError, Sample, SampleMutUninit};
+use crate::subscriber::{ReceiveError, Subscriber};
+
+/// A loaned chunk of a raw-payload service, written through its address.
+#[derive(Debug)]
+pub struct RawLoan {
+    loan: SampleMutUninit<[u8]>,
+    ptr: *mut u8,
+    bytes: usize,
+}
+
+impl RawLoan {
+    /// The payload's first byte (aligned for the recorded type).
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// The payload's length in bytes.
+    pub fn len_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Sends the chunk to every connected subscriber; returns how many got it.
+    ///
+    /// # Safety
+    /// All [`len_bytes`](Self::len_bytes) bytes must have been written, with a valid
+    /// value of the recorded type.
+    pub unsafe fn send(self) -> Result<usize, SendError> {
+        // SAFETY: the caller wrote the payload (this function's contract).
+        unsafe { self.loan.assume_init() }.send()
+    }
+}
+
+/// A received sample of a raw-payload service, read through its address.
+#[derive(Debug)]
+pub struct RawSample {
+    sample: Sample<[u8]>,
+    bytes: usize,
+}
+
+impl RawSample {
+    /// The payload's first byte.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.sample.as_ptr()
+    }
+
+    /// The payload's length in bytes.
+    pub fn len_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The payload's length in elements of the recorded type (1 for a typed payload).
+    pub fn len(&self) -> usize {
+        self.sample.word()
+    }
+
+    /// Whether the payload has no elements (an empty slice).
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+
+    /// See [`Sample::device_ptr`].
+    pub fn device_ptr(&self) -> Result<u64, DevicePtrError> {
+        self.sample.device_ptr()
+    }
+
+    /// See [`Sample::offset`].
+    pub fn offset(&self) -> usize {
+        self.sample.offset()
+    }
+}
+
+/// Bytes of `len` elements (a slice) or of the value (typed, `len` must be 1).
+fn payload_bytes(payload: &PayloadType, len: usize) -> Option<usize> {
+    match payload {
+        PayloadType::Typed { size, .. } => (len == 1).then_some(*size as usize),
+        PayloadType::Slice { size, .. } => len.checked_mul(*size as usize),
+    }
+}
+
+impl Publisher<[u8]> {
+    /// Loans a chunk for `bytes` bytes of the recorded payload: its size for a typed
+    /// payload, a multiple of the element size for a slice (else
+    /// [`LoanError::SliceTooLong`] names the nearest fitting length in elements).
+    pub fn loan_raw(&self, bytes: usize) -> Result<RawLoan, LoanError> {
+        let payload = self.recorded_payload();
+        let element = payload.element_size();
+        let word = match payload {
+            PayloadType::Typed { .. } if bytes == element => 1,
+            PayloadType::Slice { .. } if element == 0 && bytes == 0 => 0,
+            PayloadType::Slice { .. } if element > 0 && bytes.is_multiple_of(element) => bytes / element,
+            _ => {
+                return Err(LoanError::SliceTooLong {
+                    len: bytes,
+                    max: self.max_slice_len() / element.max(1) * element.max(1),
+                });
+            }
+        };
+        let (port, handle, ptr) = self.loan_bytes(bytes)?;
+        Ok(RawLoan {
+            loan: SampleMutUninit::new(port, handle, ptr, word),
+            ptr,
+            bytes,
+        })
+    }
+}
+
+impl Subscriber<[u8]> {
+    /// [`receive`](Subscriber::receive) for a raw-payload service.
+    pub fn receive_raw(&self) -> Result<Option<RawSample>, ReceiveError> {
+        self.receive()?.map(|s| self.to_raw(s)).transpose()
+    }
+
+    /// [`receive_timeout`](Subscriber::receive_timeout) for a raw-payload service.
+    pub fn receive_timeout_raw(
+        &self,
+        timeout: std::time::Duration,
+    ) -> Result<Option<RawSample>, ReceiveError> {
+        self.receive_timeout(timeout)?.map(|s| self.to_raw(s)).transpose()
+    }
+
+    /// The sample's length in bytes from its user word, checked against its chunk.
+    fn to_raw(&self, sample: Sample<[u8]>) -> Result<RawSample, ReceiveError> {
+        match payload_bytes(self.recorded_payload(), sample.word()) {
+            Some(bytes) if bytes <= sample.chunk_size() => Ok(RawSample { sample, bytes }),
+            _ => Err(ReceiveError::Corrupt {
+                raw: sample.word() as u64,
+                publisher: usize::MAX,
+                what: "payload length (in elements of the recorded type) does not fit the chunk",
+            }),
+        }
+    }
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The Python package's tests (iox_python/tests, pytest) on a fresh machine: a new
+# virtual environment, maturin, numpy and pytest from PyPI, the extension built in
+# place (`maturin develop`, into the workspace's target/), then pytest. Needs python3
+# (3.9+, with venv) and cargo. The Rust example programs the interop tests run are
+# built by the tests if `cargo test --workspace` has not built them already.
+# IOX_PY_VENV=DIR reuses (or creates) a venv there instead of a temporary one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python=${PYTHON:-python3}
+command -v "$python" >/dev/null || { echo "python-tests: $python not found (install Python 3.9+ with venv)" >&2; exit 1; }
+venv=${IOX_PY_VENV:-}
+if [ -z "$venv" ]; then
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    venv=$tmp/venv
+fi
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check maturin numpy pytest
+(cd iox_python && VIRTUAL_ENV=$venv PATH=$venv/bin:$PATH maturin develop -q)
+"$venv/bin/python" -m pytest -q -p no:cacheprovider iox_python/tests
