@@ -56,7 +56,8 @@ pub struct PortInfo {
     pub pinned: bool,
     /// Publishers: samples sent since the port was created; notifiers: notifications.
     pub sent: u64,
-    /// Subscribers: samples waiting in its queues; listeners: event ids pending.
+    /// Subscribers: samples waiting in its queues; listeners: event ids pending;
+    /// servers: requests waiting; clients: requests in flight.
     pub pending: u64,
     /// Listeners: the event ids pending (empty for other ports).
     pub pending_ids: Vec<u32>,
@@ -443,6 +444,8 @@ fn read_ports(d: Dynamic<'_>, alive: &mut Alive, info: &mut ServiceInfo) {
     let l = *d.layout();
     let (sender, receiver) = if l.is_event() {
         ("notifier", "listener")
+    } else if l.is_request_response() {
+        ("client", "server")
     } else {
         ("publisher", "subscriber")
     };
@@ -468,6 +471,8 @@ fn read_ports(d: Dynamic<'_>, alive: &mut Alive, info: &mut ServiceInfo) {
         let pending = match kind {
             "subscriber" => (0..l.max_publishers).map(|p| d.queue(p, slot).len()).sum(),
             "listener" => pending_ids.len() as u64,
+            "server" => (0..l.max_publishers).map(|c| d.queue(c, slot).len()).sum(),
+            "client" => crate::reqres::recovery::client_in_flight(d, slot) as u64,
             _ => 0,
         };
         info.ports.push(PortInfo {
