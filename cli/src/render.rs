@@ -145,7 +145,12 @@ pub fn show(s: &ServiceInfo) -> String {
         let _ = writeln!(out, "payload   {}", c.payload);
         if let Some(r) = &c.request_response {
             let _ = writeln!(out, "response  {}", r.response);
-            let in_flight: u64 = s.ports.iter().filter(|p| p.kind == "client").map(|p| p.pending).sum();
+            let in_flight: u64 = s
+                .ports
+                .iter()
+                .filter(|p| p.kind == "client")
+                .map(|p| p.pending)
+                .sum();
             let _ = writeln!(
                 out,
                 "limits    {} clients, {} servers, {} active requests per client, response buffer {}",
@@ -158,16 +163,16 @@ pub fn show(s: &ServiceInfo) -> String {
             Ok(())
         } else {
             writeln!(
-            out,
-            "limits    {} publishers, {} subscribers, buffer {}, {} loans, {} held, overflow {:?}, history {}",
-            c.max_publishers,
-            c.max_subscribers,
-            c.subscriber_buffer,
-            c.max_loans,
-            c.max_held,
-            c.overflow,
-            c.history
-        )
+                out,
+                "limits    {} publishers, {} subscribers, buffer {}, {} loans, {} held, overflow {:?}, history {}",
+                c.max_publishers,
+                c.max_subscribers,
+                c.subscriber_buffer,
+                c.max_loans,
+                c.max_held,
+                c.overflow,
+                c.history
+            )
         };
         let _ = writeln!(out, "mode      {:o}", c.permissions);
         let _ = match c.backing {

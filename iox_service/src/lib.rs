@@ -76,18 +76,18 @@ pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError, UpdateCon
 pub use pubsub::receive_async::ReceiveAsyncError;
 pub use pubsub::service::{PubSubBuilder, PubSubService};
 pub use recovery::CleanupReport;
+pub use recovery::robust_mutex;
 pub use reqres::{
     ActiveRequest, Client, ClientBuilder, MAX_ACTIVE_REQUESTS, PendingResponse, RequestMut, RequestMutUninit,
-    RequestResponseBuilder, RequestResponseService, RequestSendError, Response, ResponseMut, ResponseMutUninit,
-    ResponseReceiveError, ResponseSendError, Server, ServerBuilder, ServerReceiveError,
+    RequestResponseBuilder, RequestResponseService, RequestSendError, Response, ResponseMut,
+    ResponseMutUninit, ResponseReceiveError, ResponseSendError, Server, ServerBuilder, ServerReceiveError,
 };
-pub use recovery::robust_mutex;
 pub use sample::{DevicePtrError, Sample, SampleMut, SampleMutUninit};
 pub use service::{CreateError, OpenError, OpenOrCreateError, RootError, Service};
 pub use shm::dynamic::Corruption;
 pub use static_config::{
-    ConfigError, EventConfig, InvalidConfig, MessagingPattern, Overflow, PayloadBacking, RequestResponseConfig,
-    StaticConfig,
+    ConfigError, EventConfig, InvalidConfig, MessagingPattern, Overflow, PayloadBacking,
+    RequestResponseConfig, StaticConfig,
 };
 pub use subscriber::{ReceiveError, Subscriber, SubscriberBuilder};
 pub use waitset::{

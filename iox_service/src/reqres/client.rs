@@ -60,7 +60,9 @@ pub enum RequestSendError {
         server: usize,
     },
     /// This process is a fork of the one that made the client.
-    #[error("this client belongs to the process this one was forked from; open the service again in this process")]
+    #[error(
+        "this client belongs to the process this one was forked from; open the service again in this process"
+    )]
     ForkedProcess,
 }
 
@@ -85,8 +87,12 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ClientBuilder<Req, Resp> {
         let d = self.service.dynamic();
         let l = *d.layout();
         let _ = crate::recovery::recover(&self.service);
-        let (slot, generation) =
-            port::claim(&self.service, (0..l.max_publishers).map(|c| d.publisher(c)), "client", l.max_publishers)?;
+        let (slot, generation) = port::claim(
+            &self.service,
+            (0..l.max_publishers).map(|c| d.publisher(c)),
+            "client",
+            l.max_publishers,
+        )?;
         let fail = |e| {
             port::free(d.publisher(slot), generation);
             Err(e)
@@ -98,7 +104,13 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ClientBuilder<Req, Resp> {
             });
         }
         let s = &self.service;
-        let doorbell = match Doorbell::bind(&s.root, &s.stem, l.max_subscribers + slot, s.node_id(), s.config.permissions) {
+        let doorbell = match Doorbell::bind(
+            &s.root,
+            &s.stem,
+            l.max_subscribers + slot,
+            s.node_id(),
+            s.config.permissions,
+        ) {
             Ok(b) => b,
             Err(source) => {
                 return fail(PortCreateError::Doorbell {
@@ -203,7 +215,12 @@ impl ClientPort {
     fn drain_responses(&self) {
         let d = self.service.dynamic();
         for s in 0..d.layout().max_subscribers {
-            port::drain_queue(&d.response_queue(s, self.slot), queue::BY_CONSUMER, &self.pool, self.owner);
+            port::drain_queue(
+                &d.response_queue(s, self.slot),
+                queue::BY_CONSUMER,
+                &self.pool,
+                self.owner,
+            );
         }
     }
 
@@ -212,7 +229,9 @@ impl ClientPort {
             return Err(LoanError::ForkedProcess);
         }
         if self.loans.get() >= MAX_LOANS as usize {
-            return Err(LoanError::TooManyLoans { max: MAX_LOANS as usize });
+            return Err(LoanError::TooManyLoans {
+                max: MAX_LOANS as usize,
+            });
         }
         let mut hint = self.hint.get();
         let handle = self.pool.loan(bytes, &mut hint, self.owner)?;
@@ -243,8 +262,8 @@ impl ClientPort {
         let d = self.service.dynamic();
         let words = d.request_words(self.slot);
         let in_use = self.in_use.get();
-        let Some(k) = (0..self.max_active)
-            .find(|&k| in_use & (1 << k) == 0 && words[k].load(Ordering::Acquire) == 0)
+        let Some(k) =
+            (0..self.max_active).find(|&k| in_use & (1 << k) == 0 && words[k].load(Ordering::Acquire) == 0)
         else {
             return fail(RequestSendError::TooManyActiveRequests { max: self.max_active });
         };
@@ -265,7 +284,10 @@ impl ClientPort {
         let seq = slots::seq(rid, k);
         let _ = self.pool.set_user_word(handle, len as u64);
         let header = self.header();
-        header.sent.store(header.sent.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        header.sent.store(
+            header.sent.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Relaxed,
+        );
         // The slot word first: the server reads it after taking the entry (whose push
         // is a Release store of the write index).
         words[k].store(slots::word(s, seq), Ordering::Release);
@@ -452,7 +474,12 @@ impl<T: ZeroCopySafe, Resp: ?Sized + Payload> RequestMutUninit<[T], Resp> {
 
     /// Copies `src` in (its length must be the loaned length) and returns the request.
     pub fn write_from_slice(self, src: &[T]) -> RequestMut<[T], Resp> {
-        assert_eq!(self.len, src.len(), "write_from_slice: the loan holds {} elements", self.len);
+        assert_eq!(
+            self.len,
+            src.len(),
+            "write_from_slice: the loan holds {} elements",
+            self.len
+        );
         self.write_from_fn(|i| src[i])
     }
 }

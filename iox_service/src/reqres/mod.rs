@@ -78,5 +78,8 @@ pub const MAX_ACTIVE_REQUESTS: u32 = 64;
 
 pub use client::{Client, ClientBuilder, RequestMut, RequestMutUninit, RequestSendError};
 pub use pending::{PendingResponse, Response, ResponseReceiveError};
-pub use server::{ActiveRequest, ResponseMut, ResponseMutUninit, ResponseSendError, Server, ServerBuilder, ServerReceiveError};
+pub use server::{
+    ActiveRequest, ResponseMut, ResponseMutUninit, ResponseSendError, Server, ServerBuilder,
+    ServerReceiveError,
+};
 pub use service::{RequestResponseBuilder, RequestResponseService};

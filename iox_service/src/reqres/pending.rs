@@ -33,7 +33,9 @@ pub enum ResponseReceiveError {
     /// The server handling the request went away (its process died, or it dropped
     /// the request unreceived) before ending the stream. Responses that reached the
     /// client were returned first; the request's chunk was recovered.
-    #[error("the server handling this request is gone (its process died or it closed) before ending the stream")]
+    #[error(
+        "the server handling this request is gone (its process died or it closed) before ending the stream"
+    )]
     ServerGone,
     /// A queue held something that is not a valid response of this service.
     #[error("corrupt response entry {raw:#x}: {what}")]
@@ -113,7 +115,12 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> PendingResponse<Req, Resp> {
         if !self.port.is_own_process() {
             return Err(ResponseReceiveError::ForkedProcess);
         }
-        slots::wait(self.port.header(), timeout, || self.look(), ResponseReceiveError::Wait)
+        slots::wait(
+            self.port.header(),
+            timeout,
+            || self.look(),
+            ResponseReceiveError::Wait,
+        )
     }
 
     fn look(&self) -> Result<Step<Response<Resp>>, ResponseReceiveError> {
@@ -164,7 +171,11 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> PendingResponse<Req, Resp> {
     /// Takes this request's next response from the stash or the queue.
     fn take(&self) -> Result<Option<Response<Resp>>, ResponseReceiveError> {
         let port = &self.port;
-        let stashed = port.stash.borrow_mut().get_mut(&self.seq).and_then(|q| q.pop_front());
+        let stashed = port
+            .stash
+            .borrow_mut()
+            .get_mut(&self.seq)
+            .and_then(|q| q.pop_front());
         if let Some(h) = stashed {
             return self.response(h, 0).map(Some);
         }
@@ -172,8 +183,9 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> PendingResponse<Req, Resp> {
         let q = d.response_queue(self.server, port.slot);
         loop {
             let mut taken = None;
-            let Popped::Took(raw) = q.pop(queue::BY_CONSUMER, |e| taken = port::take_entry(&port.pool, e, port.owner))
-            else {
+            let Popped::Took(raw) = q.pop(queue::BY_CONSUMER, |e| {
+                taken = port::take_entry(&port.pool, e, port.owner)
+            }) else {
                 return Ok(None);
             };
             let Some(h) = taken else {
@@ -256,8 +268,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Drop for PendingResponse<Req
             return;
         }
         // The server still has it (queued or active): it frees the slot when done.
-        if w
-            .compare_exchange(seen, seen | slots::ABANDONED, Ordering::SeqCst, Ordering::Relaxed)
+        if w.compare_exchange(seen, seen | slots::ABANDONED, Ordering::SeqCst, Ordering::Relaxed)
             .is_err()
         {
             // It ended meanwhile (FIN): free it.

@@ -82,8 +82,20 @@ pub(crate) fn recover_client(d: Dynamic<'_>, pool: &Bookkeeping, c: usize, repor
     let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
     port::close(header, generation);
     let servers = l.max_subscribers;
-    resolve((0..servers).map(|s| d.response_queue(s, c)), queue::BY_CONSUMER, pool, owner, report);
-    resolve((0..servers).map(|s| d.queue(c, s)), queue::BY_PRODUCER, pool, owner, report);
+    resolve(
+        (0..servers).map(|s| d.response_queue(s, c)),
+        queue::BY_CONSUMER,
+        pool,
+        owner,
+        report,
+    );
+    resolve(
+        (0..servers).map(|s| d.queue(c, s)),
+        queue::BY_PRODUCER,
+        pool,
+        owner,
+        report,
+    );
     let journal = header.journal.load(Ordering::Relaxed);
     finish_send(journal, (0..servers).map(|s| d.queue(c, s)), pool, owner, report);
     header.journal.store(0, Ordering::Relaxed);
@@ -102,22 +114,47 @@ pub(crate) fn recover_client(d: Dynamic<'_>, pool: &Bookkeeping, c: usize, repor
 }
 
 /// Recovers dead server slot `s`, then wakes the active clients.
-pub(crate) fn recover_server(d: Dynamic<'_>, pool: &Bookkeeping, s: usize, ringer: &Ringer, report: &mut CleanupReport) {
+pub(crate) fn recover_server(
+    d: Dynamic<'_>,
+    pool: &Bookkeeping,
+    s: usize,
+    ringer: &Ringer,
+    report: &mut CleanupReport,
+) {
     let l = d.layout();
     let header = d.subscriber(s);
     let clients = l.max_publishers;
     let owner = port::subscriber_owner(clients, s);
     let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
     port::close(header, generation);
-    resolve((0..clients).map(|c| d.queue(c, s)), queue::BY_CONSUMER, pool, owner, report);
-    resolve((0..clients).map(|c| d.response_queue(s, c)), queue::BY_PRODUCER, pool, owner, report);
+    resolve(
+        (0..clients).map(|c| d.queue(c, s)),
+        queue::BY_CONSUMER,
+        pool,
+        owner,
+        report,
+    );
+    resolve(
+        (0..clients).map(|c| d.response_queue(s, c)),
+        queue::BY_PRODUCER,
+        pool,
+        owner,
+        report,
+    );
     let journal = header.journal.load(Ordering::Relaxed);
-    finish_send(journal, (0..clients).map(|c| d.response_queue(s, c)), pool, owner, report);
+    finish_send(
+        journal,
+        (0..clients).map(|c| d.response_queue(s, c)),
+        pool,
+        owner,
+        report,
+    );
     header.journal.store(0, Ordering::Relaxed);
     for c in 0..clients {
         report.chunks_freed += port::drain_queue(&d.queue(c, s), queue::BY_CONSUMER, pool, owner);
         if !is_active(d.publisher(c)) {
-            report.chunks_freed += port::drain_queue(&d.response_queue(s, c), queue::BY_PRODUCER, pool, owner);
+            report.chunks_freed +=
+                port::drain_queue(&d.response_queue(s, c), queue::BY_PRODUCER, pool, owner);
         }
         for w in d.request_words(c) {
             slots::free_abandoned(w, s);

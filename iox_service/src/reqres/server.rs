@@ -53,7 +53,9 @@ pub enum ServerReceiveError {
         what: &'static str,
     },
     /// This process is a fork of the one that made the server.
-    #[error("this server belongs to the process this one was forked from; open the service again in this process")]
+    #[error(
+        "this server belongs to the process this one was forked from; open the service again in this process"
+    )]
     ForkedProcess,
     /// Waiting on the futex failed.
     #[error("waiting for a request failed: {0}")]
@@ -97,8 +99,12 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ServerBuilder<Req, Resp> {
         let d = self.service.dynamic();
         let l = *d.layout();
         let _ = crate::recovery::recover(&self.service);
-        let (slot, generation) =
-            port::claim(&self.service, (0..l.max_subscribers).map(|s| d.subscriber(s)), "server", l.max_subscribers)?;
+        let (slot, generation) = port::claim(
+            &self.service,
+            (0..l.max_subscribers).map(|s| d.subscriber(s)),
+            "server",
+            l.max_subscribers,
+        )?;
         let fail = |e| {
             port::free(d.subscriber(slot), generation);
             Err(e)
@@ -206,9 +212,9 @@ impl ServerPort {
             let q = d.queue(c, self.slot);
             loop {
                 let mut taken = None;
-                let Popped::Took(raw) =
-                    q.pop(queue::BY_CONSUMER, |e| taken = port::take_entry(&self.pool, e, self.owner))
-                else {
+                let Popped::Took(raw) = q.pop(queue::BY_CONSUMER, |e| {
+                    taken = port::take_entry(&self.pool, e, self.owner)
+                }) else {
                     break;
                 };
                 let Some(h) = taken else {
@@ -242,7 +248,9 @@ impl ServerPort {
             return Err(LoanError::ForkedProcess);
         }
         if self.loans.get() >= MAX_LOANS as usize {
-            return Err(LoanError::TooManyLoans { max: MAX_LOANS as usize });
+            return Err(LoanError::TooManyLoans {
+                max: MAX_LOANS as usize,
+            });
         }
         let mut hint = self.hint.get();
         let handle = self.pool.loan(bytes, &mut hint, self.owner)?;
@@ -322,7 +330,10 @@ impl ServerPort {
         }
         let _ = self.pool.hand_off(handle, self.owner, 1);
         header.journal.store(0, Ordering::Relaxed);
-        header.sent.store(header.sent.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        header.sent.store(
+            header.sent.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Relaxed,
+        );
         self.after_push(r);
         Ok(())
     }
@@ -335,7 +346,12 @@ impl ServerPort {
         fence(Ordering::SeqCst);
         let ch = d.publisher(r.client);
         if slots::slot_state(ch).1 != dynamic::ACTIVE {
-            port::drain_queue(&d.response_queue(self.slot, r.client), queue::BY_PRODUCER, &self.pool, self.owner);
+            port::drain_queue(
+                &d.response_queue(self.slot, r.client),
+                queue::BY_PRODUCER,
+                &self.pool,
+                self.owner,
+            );
         } else {
             let waiting = ch.waiting.load(Ordering::Relaxed);
             if waiting != 0 {
@@ -376,11 +392,19 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Server<Req, Resp> {
 
     /// Takes the next request, waiting up to `timeout` (futex, no busy-waiting);
     /// `None` on timeout.
-    pub fn receive_timeout(&self, timeout: Duration) -> Result<Option<ActiveRequest<Req, Resp>>, ServerReceiveError> {
+    pub fn receive_timeout(
+        &self,
+        timeout: Duration,
+    ) -> Result<Option<ActiveRequest<Req, Resp>>, ServerReceiveError> {
         if !self.port.is_own_process() {
             return Err(ServerReceiveError::ForkedProcess);
         }
-        slots::wait(self.port.header(), timeout, || self.look(), ServerReceiveError::Wait)
+        slots::wait(
+            self.port.header(),
+            timeout,
+            || self.look(),
+            ServerReceiveError::Wait,
+        )
     }
 
     fn look(&self) -> Result<Step<ActiveRequest<Req, Resp>>, ServerReceiveError> {
@@ -638,7 +662,12 @@ impl<'a, Req: ?Sized + Payload, T: ZeroCopySafe> ResponseMutUninit<'a, Req, [T]>
 
     /// Copies `src` in (its length must be the loaned length) and returns the response.
     pub fn write_from_slice(self, src: &[T]) -> ResponseMut<'a, Req, [T]> {
-        assert_eq!(self.len, src.len(), "write_from_slice: the loan holds {} elements", self.len);
+        assert_eq!(
+            self.len,
+            src.len(),
+            "write_from_slice: the loan holds {} elements",
+            self.len
+        );
         self.write_from_fn(|i| src[i])
     }
 }

@@ -172,7 +172,11 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestResponseBuilder<Req, 
     }
 
     /// Bytes of one payload of `P`: the type, or `slice_len` elements.
-    fn bytes<P: ?Sized + Payload>(&self, slice_len: Option<usize>, what: &'static str) -> Result<usize, CreateError> {
+    fn bytes<P: ?Sized + Payload>(
+        &self,
+        slice_len: Option<usize>,
+        what: &'static str,
+    ) -> Result<usize, CreateError> {
         let size = P::payload_type().element_size();
         if !P::IS_SLICE {
             return Ok(size.max(1));
@@ -186,7 +190,11 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestResponseBuilder<Req, 
         match len.checked_mul(size) {
             Some(b) => Ok(b.max(1)),
             None => self.fail(InvalidConfig::Overflow {
-                what: if what == "request" { "request_slice_len" } else { "response_slice_len" },
+                what: if what == "request" {
+                    "request_slice_len"
+                } else {
+                    "response_slice_len"
+                },
                 value: len,
             }),
         }
@@ -228,7 +236,10 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Pattern for RequestResponseB
         {
             return self.fail(e);
         }
-        let (c, s) = (u64::from(config.max_publishers), u64::from(config.max_subscribers));
+        let (c, s) = (
+            u64::from(config.max_publishers),
+            u64::from(config.max_subscribers),
+        );
         let a = u64::from(config.subscriber_buffer);
         let r = u64::from(self.max_response_buffer.unwrap_or(16));
         let l = u64::from(MAX_LOANS);
@@ -244,10 +255,11 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Pattern for RequestResponseB
             .alignment()
             .max(Resp::payload_type().alignment())
             .max(iox_mempool::layout::DEFAULT_ALIGNMENT);
-        config.layout = PoolLayout::with_alignment(align, &classes).map_err(|source| CreateError::Layout {
-            name: target.name.to_string(),
-            source,
-        })?;
+        config.layout =
+            PoolLayout::with_alignment(align, &classes).map_err(|source| CreateError::Layout {
+                name: target.name.to_string(),
+                source,
+            })?;
         let memfd = match self.backing {
             Some(b) => b == Backing::Memfd,
             None => permissions & 0o077 == 0,
@@ -304,8 +316,16 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Pattern for RequestResponseB
         let limits = [
             ("max_clients", self.max_clients, c.max_publishers),
             ("max_servers", self.max_servers, c.max_subscribers),
-            ("max_active_requests_per_client", self.max_active, c.subscriber_buffer),
-            ("max_response_buffer", self.max_response_buffer, rr.max_response_buffer),
+            (
+                "max_active_requests_per_client",
+                self.max_active,
+                c.subscriber_buffer,
+            ),
+            (
+                "max_response_buffer",
+                self.max_response_buffer,
+                rr.max_response_buffer,
+            ),
         ];
         for (what, requested, found) in limits {
             if let Some(r) = requested
@@ -322,7 +342,12 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Pattern for RequestResponseB
 /// them clients, servers and active requests.
 fn rename_limits(e: InvalidConfig) -> InvalidConfig {
     match e {
-        InvalidConfig::Limit { what, value, max, rule } => InvalidConfig::Limit {
+        InvalidConfig::Limit {
+            what,
+            value,
+            max,
+            rule,
+        } => InvalidConfig::Limit {
             what: match what {
                 "max_publishers" => "max_clients",
                 "max_subscribers" => "max_servers",

@@ -114,7 +114,12 @@ pub(crate) fn wait<T, E>(
                     tv_sec: slice.as_secs() as _,
                     tv_nsec: slice.subsec_nanos() as _,
                 };
-                rustix::thread::futex::wait(&header.wake, rustix::thread::futex::Flags::empty(), seen, Some(&ts))
+                rustix::thread::futex::wait(
+                    &header.wake,
+                    rustix::thread::futex::Flags::empty(),
+                    seen,
+                    Some(&ts),
+                )
             }
             _ => Ok(()),
         };

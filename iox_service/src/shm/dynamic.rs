@@ -231,9 +231,9 @@ fn event_ids(c: &StaticConfig) -> u32 {
 
 /// The depth of each response queue of a request-response service (0 for others).
 fn response_buffer(c: &StaticConfig) -> usize {
-    c.request_response
-        .as_ref()
-        .map_or(0, |r| c.subscriber_buffer as usize * r.max_response_buffer as usize)
+    c.request_response.as_ref().map_or(0, |r| {
+        c.subscriber_buffer as usize * r.max_response_buffer as usize
+    })
 }
 
 /// Builds a lifecycle word.
