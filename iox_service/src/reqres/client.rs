@@ -7,6 +7,7 @@
 //! consumer of its response queues). Responses taken from a response queue for
 //! another pending response of the same client wait in the client's stash, in order.
 
+use super::Types;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::marker::PhantomData;
@@ -34,7 +35,7 @@ use crate::{Payload, ZeroCopySafe};
 pub struct ClientBuilder<Req: ?Sized, Resp: ?Sized> {
     service: Shared,
     pin: bool,
-    _payload: PhantomData<fn() -> (Box<Req>, Box<Resp>)>,
+    _payload: PhantomData<Types<Req, Resp>>,
 }
 
 /// Why sending a request failed (the request is dropped, its chunk returned).
@@ -163,7 +164,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ClientBuilder<Req, Resp> {
 #[derive(Debug)]
 pub struct Client<Req: ?Sized, Resp: ?Sized> {
     port: Rc<ClientPort>,
-    _payload: PhantomData<fn() -> (Box<Req>, Box<Resp>)>,
+    _payload: PhantomData<Types<Req, Resp>>,
 }
 
 /// The state of a client port, shared by the client, its loans and its pending
@@ -419,7 +420,7 @@ pub struct RequestMutUninit<Req: ?Sized + Payload, Resp: ?Sized + Payload> {
     handle: Option<ChunkHandle>,
     ptr: *mut u8,
     len: usize,
-    _payload: PhantomData<fn() -> (Box<Req>, Box<Resp>)>,
+    _payload: PhantomData<Types<Req, Resp>>,
 }
 
 /// A loaned, initialised request, ready to send.

@@ -83,3 +83,7 @@ pub use server::{
     ServerReceiveError,
 };
 pub use service::{RequestResponseBuilder, RequestResponseService};
+
+/// The payload types of a port or loan, as a marker: neither owned nor shared, so
+/// the types impose no auto traits of their own.
+pub(crate) type Types<Req, Resp> = fn() -> (Box<Req>, Box<Resp>);

@@ -9,6 +9,7 @@
 //! ([`ResponseReceiveError::ServerGone`], after one more look too). While it waits it
 //! looks at the server's node lock every 10 ms and recovers a dead server itself.
 
+use super::Types;
 use std::marker::PhantomData;
 use std::ops::Deref;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
@@ -63,7 +64,7 @@ pub struct PendingResponse<Req: ?Sized + Payload, Resp: ?Sized + Payload> {
     seq: u32,
     finished: std::cell::Cell<bool>,
     server_gone: std::cell::Cell<bool>,
-    _payload: PhantomData<fn() -> (Box<Req>, Box<Resp>)>,
+    _payload: PhantomData<Types<Req, Resp>>,
 }
 
 impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> PendingResponse<Req, Resp> {

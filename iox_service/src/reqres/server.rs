@@ -8,6 +8,7 @@
 //! see it gone; dropping the `Server` drains the requests it did not receive (their
 //! clients see [`super::ResponseReceiveError::ServerGone`]).
 
+use super::Types;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
@@ -35,7 +36,7 @@ use crate::{Payload, ZeroCopySafe};
 pub struct ServerBuilder<Req: ?Sized, Resp: ?Sized> {
     service: Shared,
     pin: bool,
-    _payload: PhantomData<fn() -> (Box<Req>, Box<Resp>)>,
+    _payload: PhantomData<Types<Req, Resp>>,
 }
 
 /// Why receiving a request failed.
@@ -160,7 +161,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ServerBuilder<Req, Resp> {
 #[derive(Debug)]
 pub struct Server<Req: ?Sized, Resp: ?Sized> {
     port: Rc<ServerPort>,
-    _payload: PhantomData<fn() -> (Box<Req>, Box<Resp>)>,
+    _payload: PhantomData<Types<Req, Resp>>,
 }
 
 #[derive(Debug)]
@@ -530,7 +531,7 @@ pub struct ActiveRequest<Req: ?Sized + Payload, Resp: ?Sized + Payload> {
     ptr: *mut u8,
     len: usize,
     r: RequestRef,
-    _payload: PhantomData<fn() -> (Box<Req>, Box<Resp>)>,
+    _payload: PhantomData<Types<Req, Resp>>,
 }
 
 impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ActiveRequest<Req, Resp> {

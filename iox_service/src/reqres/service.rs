@@ -12,6 +12,7 @@
 //! chunks. A client holding more responses than that can make a server's loan fail
 //! with `PoolExhausted`.
 
+use super::Types;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,7 +74,7 @@ pub struct RequestResponseBuilder<Req: ?Sized, Resp: ?Sized> {
     response_slice_len: Option<usize>,
     permissions: Option<u32>,
     backing: Option<Backing>,
-    _payload: PhantomData<fn() -> (Box<Req>, Box<Resp>)>,
+    _payload: PhantomData<Types<Req, Resp>>,
 }
 
 impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestResponseBuilder<Req, Resp> {
@@ -371,7 +372,7 @@ fn rename_limits(e: InvalidConfig) -> InvalidConfig {
 #[derive(Debug)]
 pub struct RequestResponseService<Req: ?Sized, Resp: ?Sized> {
     pub(crate) shared: Arc<ServiceShared>,
-    _payload: PhantomData<fn() -> (Box<Req>, Box<Resp>)>,
+    _payload: PhantomData<Types<Req, Resp>>,
 }
 
 impl<Req: ?Sized, Resp: ?Sized> Clone for RequestResponseService<Req, Resp> {
