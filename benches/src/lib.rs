@@ -11,6 +11,9 @@
 //! - `cargo run --release -p iox_benches --bin wakeup`: blocking wake-up latency, each
 //!   side asleep in a WaitSet (iox vs iceoryx2's WaitSet on an event Listener), 8 B and
 //!   1 MiB; the same with 1,000 subscribers attached; CPU time while idle.
+//! - `cargo run --release -p iox_benches --bin rrpingpong`: request -> response round
+//!   trip, iox vs iceoryx2's request-response, 8 B and 1 MiB, busy-polling and
+//!   blocking.
 //!
 //! Modules: [`endpoint`] (the trait every transport implements and the ping-pong
 //! loops), one module per transport ([`event_transport`] for the event benchmark,
@@ -22,5 +25,6 @@ pub mod floor_transport;
 pub mod iceoryx2_transport;
 pub mod iox_transport;
 pub mod report;
+pub mod reqres_transport;
 pub mod socket_transport;
 pub mod waitset_transport;
