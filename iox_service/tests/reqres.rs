@@ -569,3 +569,137 @@ fn server_waits_in_a_waitset_on_a_subscriber_and_its_server() {
     drop((sub_guard, srv_guard));
     wait_ok(child.into_inner(), LIMIT);
 }
+
+#[test]
+fn concurrent_requests_of_one_client_each_get_their_own_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = Service::named("reqres/interleaved")
+        .unwrap()
+        .root(dir.path())
+        .request_response::<u64, u64>()
+        .max_active_requests_per_client(3)
+        .max_response_buffer(4)
+        .create()
+        .unwrap();
+    let server = svc.server_builder().create().unwrap();
+    let client = svc.client_builder().create().unwrap();
+    let pendings: Vec<_> = (0..3u64)
+        .map(|i| client.loan_uninit().unwrap().write_payload(i).send().unwrap())
+        .collect();
+    assert_eq!(svc.requests_in_flight(), 3);
+    let actives: Vec<_> = (0..3).map(|_| server.receive().unwrap().unwrap()).collect();
+    // Interleaved: request 2's responses first in each round, then 0, then 1.
+    for round in 0..4u64 {
+        for a in [&actives[2], &actives[0], &actives[1]] {
+            a.loan_uninit()
+                .unwrap()
+                .write_payload(**a * 100 + round)
+                .send()
+                .unwrap();
+        }
+    }
+    drop(actives);
+    // The last pending reads first: the others' responses wait in the client's stash.
+    for i in [1usize, 2, 0] {
+        let got: Vec<u64> = std::iter::from_fn(|| pendings[i].receive().unwrap().map(|r| *r)).collect();
+        assert_eq!(got, (0..4).map(|r| i as u64 * 100 + r).collect::<Vec<_>>());
+        assert!(pendings[i].is_finished());
+    }
+    drop(pendings);
+    assert_eq!(svc.requests_in_flight(), 0);
+    let info = iox_service::inspect::inspect_in(dir.path(), "reqres/interleaved").unwrap();
+    assert_eq!(info.classes.iter().map(|c| c.in_use).sum::<u32>(), 0);
+}
+
+#[test]
+fn a_server_dropped_with_requests_unreceived_reports_server_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = Service::named("reqres/server-drop")
+        .unwrap()
+        .root(dir.path())
+        .request_response::<u64, u64>()
+        .create()
+        .unwrap();
+    let server = svc.server_builder().create().unwrap();
+    let client = svc.client_builder().create().unwrap();
+    let received = client.loan_uninit().unwrap().write_payload(1).send().unwrap();
+    let active = server.receive().unwrap().unwrap();
+    let unreceived = client.loan_uninit().unwrap().write_payload(2).send().unwrap();
+    drop(server);
+    // The request being handled still completes; the other one's server is gone.
+    active.loan_uninit().unwrap().write_payload(10).send().unwrap();
+    assert!(
+        unreceived.receive().unwrap().is_none(),
+        "the slot lives while a request is active"
+    );
+    drop(active);
+    assert_eq!(*received.receive().unwrap().unwrap(), 10);
+    assert!(received.receive().unwrap().is_none() && received.is_finished());
+    assert!(!received.is_server_gone());
+    assert!(matches!(
+        unreceived.receive(),
+        Err(ResponseReceiveError::ServerGone)
+    ));
+    drop((received, unreceived));
+    assert_eq!(svc.requests_in_flight(), 0);
+    let info = iox_service::inspect::inspect_in(dir.path(), "reqres/server-drop").unwrap();
+    assert_eq!(info.classes.iter().map(|c| c.in_use).sum::<u32>(), 0);
+}
+
+#[test]
+fn open_checks_types_and_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let _svc = Service::named("reqres/open")
+        .unwrap()
+        .root(dir.path())
+        .request_response::<u64, u32>()
+        .max_clients(2)
+        .create()
+        .unwrap();
+    let wrong = Service::named("reqres/open")
+        .unwrap()
+        .root(dir.path())
+        .request_response::<u64, u64>()
+        .open();
+    assert!(
+        matches!(wrong, Err(iox_service::OpenError::IncompatiblePayload { .. })),
+        "{wrong:?}"
+    );
+    let more = Service::named("reqres/open")
+        .unwrap()
+        .root(dir.path())
+        .request_response::<u64, u32>()
+        .max_clients(3)
+        .open();
+    assert!(
+        matches!(
+            more,
+            Err(iox_service::OpenError::IncompatibleLimit {
+                what: "max_clients",
+                ..
+            })
+        ),
+        "{more:?}"
+    );
+    let pubsub = Service::named("reqres/open")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<u64>()
+        .open();
+    assert!(
+        matches!(pubsub, Err(iox_service::OpenError::WrongPattern { .. })),
+        "{pubsub:?}"
+    );
+    let too_many = Service::named("reqres/too-many")
+        .unwrap()
+        .root(dir.path())
+        .request_response::<u64, u64>()
+        .max_active_requests_per_client(65)
+        .create();
+    assert!(
+        too_many
+            .unwrap_err()
+            .to_string()
+            .contains("max_active_requests_per_client")
+    );
+}

@@ -245,17 +245,19 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Pattern for RequestResponseB
         let r = u64::from(self.max_response_buffer.unwrap_or(16));
         let l = u64::from(MAX_LOANS);
         let w = c * (a + l) + s * l + s * c * a * r + c * a * r;
-        let req = self.bytes::<Req>(self.request_slice_len, "request")?;
-        let resp = self.bytes::<Resp>(self.response_slice_len, "response")?;
+        let align = Req::payload_type()
+            .alignment()
+            .max(Resp::payload_type().alignment())
+            .max(iox_mempool::layout::DEFAULT_ALIGNMENT);
+        // One class per distinct chunk size (sizes round up to the alignment).
+        let round = |b: usize| b.checked_next_multiple_of(align).unwrap_or(b);
+        let req = round(self.bytes::<Req>(self.request_slice_len, "request")?);
+        let resp = round(self.bytes::<Resp>(self.response_slice_len, "response")?);
         let mut classes = vec![(req, w as usize)];
         if resp != req {
             classes.push((resp, w as usize));
         }
         classes.sort_unstable();
-        let align = Req::payload_type()
-            .alignment()
-            .max(Resp::payload_type().alignment())
-            .max(iox_mempool::layout::DEFAULT_ALIGNMENT);
         config.layout =
             PoolLayout::with_alignment(align, &classes).map_err(|source| CreateError::Layout {
                 name: target.name.to_string(),
