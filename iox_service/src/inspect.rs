@@ -40,7 +40,8 @@ pub enum Health {
 /// A port slot in use.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PortInfo {
-    /// "publisher" or "subscriber"; in event services "notifier" or "listener".
+    /// "publisher" or "subscriber"; in event services "notifier" or "listener"; in
+    /// request-response services "client" or "server".
     pub kind: &'static str,
     /// The slot index.
     pub slot: usize,
@@ -128,9 +129,11 @@ pub struct ServiceInfo {
     pub problems: Vec<String>,
     /// Port slots in use.
     pub ports: Vec<PortInfo>,
-    /// The publishers (event services: notifiers) among `ports`, live and dead apart.
+    /// The publishers (event services: notifiers; request-response: clients) among
+    /// `ports`, live and dead apart.
     pub publishers: PortCount,
-    /// The subscribers (event services: listeners) among `ports`, live and dead apart.
+    /// The subscribers (event services: listeners; request-response: servers) among
+    /// `ports`, live and dead apart.
     pub subscribers: PortCount,
     /// Open service handles.
     pub users: Vec<UserInfo>,
@@ -158,7 +161,7 @@ impl ServiceInfo {
 
     /// The ports of `kinds` (e.g. "publisher" and "notifier") in `ports`, live and
     /// dead apart.
-    fn count(&self, kinds: [&str; 2]) -> PortCount {
+    fn count(&self, kinds: [&str; 3]) -> PortCount {
         let mut n = PortCount::default();
         for p in self.ports.iter().filter(|p| kinds.contains(&p.kind)) {
             if p.alive {
@@ -525,8 +528,8 @@ fn processes(info: &ServiceInfo) -> Vec<ProcessPinning> {
 
 fn finish(mut info: ServiceInfo) -> ServiceInfo {
     info.processes = processes(&info);
-    info.publishers = info.count(["publisher", "notifier"]);
-    info.subscribers = info.count(["subscriber", "listener"]);
+    info.publishers = info.count(["publisher", "notifier", "client"]);
+    info.subscribers = info.count(["subscriber", "listener", "server"]);
     let dead_ports = info.ports.iter().filter(|p| !p.alive).count();
     let dead_users = info.users.iter().filter(|u| !u.alive).count();
     if dead_ports > 0 {
