@@ -161,6 +161,21 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ClientBuilder<Req, Resp> {
 
 /// Sends requests of `Req` to the service's servers and receives responses of `Resp`.
 /// Not `Send`: see the module docs.
+///
+/// ```
+/// use iox_service::{RequestSendError, Service};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let svc = Service::named("doc/client")?
+/// #   .root(dir.path())
+///     .request_response::<[u8], u64>()
+///     .request_slice_len(1024)
+///     .open_or_create()?;
+/// let client = svc.client_builder().create()?;
+/// let request = client.loan_slice_uninit(3)?.write_from_slice(b"abc");
+/// // No server yet: a specific error (the request's chunk goes back to the pool).
+/// assert_eq!(request.send().unwrap_err(), RequestSendError::NoServer);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct Client<Req: ?Sized, Resp: ?Sized> {
     port: Rc<ClientPort>,

@@ -56,6 +56,26 @@ pub enum ResponseReceiveError {
 
 /// The stream of responses to one request. Dropping it before the end abandons the
 /// request (the server's next send reports [`super::ResponseSendError::Abandoned`]).
+///
+/// ```
+/// use std::time::Duration;
+/// use iox_service::Service;
+/// # let dir = tempfile::tempdir().unwrap();
+/// let svc = Service::named("doc/pending")?
+/// #   .root(dir.path())
+///     .request_response::<u8, u8>()
+///     .open_or_create()?;
+/// let server = svc.server_builder().create()?;
+/// let client = svc.client_builder().create()?;
+/// let pending = client.loan_uninit()?.write_payload(1).send()?;
+/// // Nothing yet: a timeout, not the end.
+/// assert!(pending.receive_timeout(Duration::from_millis(1))?.is_none());
+/// assert!(!pending.is_finished());
+/// drop(server.receive()?); // answered with no response at all
+/// assert!(pending.receive_timeout(Duration::from_secs(1))?.is_none());
+/// assert!(pending.is_finished()); // the end
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct PendingResponse<Req: ?Sized + Payload, Resp: ?Sized + Payload> {
     port: Rc<ClientPort>,

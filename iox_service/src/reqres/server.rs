@@ -158,6 +158,25 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ServerBuilder<Req, Resp> {
 }
 
 /// Receives requests of `Req` and answers them with responses of `Resp`.
+///
+/// ```
+/// use std::time::Duration;
+/// use iox_service::Service;
+/// # let dir = tempfile::tempdir().unwrap();
+/// let svc = Service::named("doc/server")?
+/// #   .root(dir.path())
+///     .request_response::<u32, u32>()
+///     .open_or_create()?;
+/// let server = svc.server_builder().create()?;
+/// assert!(server.receive_timeout(Duration::from_millis(1))?.is_none()); // nothing yet
+/// let client = svc.client_builder().create()?;
+/// let pending = client.loan_uninit()?.write_payload(21).send()?;
+/// let active = server.receive()?.expect("the request");
+/// active.loan_uninit()?.write_payload(*active * 2).send()?;
+/// drop(active); // the end of the stream
+/// assert_eq!(*pending.receive()?.unwrap(), 42);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct Server<Req: ?Sized, Resp: ?Sized> {
     port: Rc<ServerPort>,
