@@ -63,8 +63,9 @@
 //! the servers' (`max_servers + c`).
 //!
 //! Files: `service.rs` (builder, sizing, [`RequestResponseService`]), `slots.rs`
-//! (request-slot words, entries, waiting), `client.rs`, `pending.rs`, `server.rs`,//! `recovery.rs`.
+//! (request-slot words, entries, waiting), `client.rs`, `pending.rs`, `server.rs`, `active.rs` (active requests, response loans),//! `recovery.rs`.
 
+pub(crate) mod active;
 pub(crate) mod client;
 pub(crate) mod pending;
 pub(crate) mod recovery;
@@ -76,12 +77,10 @@ pub(crate) mod slots;
 /// index travels in 8 bits of the queue entry).
 pub const MAX_ACTIVE_REQUESTS: u32 = 64;
 
+pub use active::{ActiveRequest, ResponseMut, ResponseMutUninit};
 pub use client::{Client, ClientBuilder, RequestMut, RequestMutUninit, RequestSendError};
 pub use pending::{PendingResponse, Response, ResponseReceiveError};
-pub use server::{
-    ActiveRequest, ResponseMut, ResponseMutUninit, ResponseSendError, Server, ServerBuilder,
-    ServerReceiveError,
-};
+pub use server::{ResponseSendError, Server, ServerBuilder, ServerReceiveError};
 pub use service::{RequestResponseBuilder, RequestResponseService};
 
 /// The payload types of a port or loan, as a marker: neither owned nor shared, so

@@ -139,6 +139,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> PendingResponse<Req, Resp> {
         slots::wait(
             self.port.header(),
             timeout,
+            true,
             || self.look(),
             ResponseReceiveError::Wait,
         )

@@ -86,11 +86,14 @@ pub(crate) enum Step<T> {
 }
 
 /// Blocks on `header`'s futex word until `look` finds something or the timeout
-/// passes (then `Ok(None)`); `look` runs at least every [`LIVENESS_PERIOD`] so that it
-/// can notice dead peers. The waiter protocol of `Subscriber::receive_timeout`.
+/// passes (then `Ok(None)`); with `watch_peer`, `look` runs at least every
+/// [`LIVENESS_PERIOD`] so that it can notice a dead peer (a pending response waiting
+/// on its server); without, the sleep lasts until a wake or the timeout. The waiter
+/// protocol of `Subscriber::receive_timeout`.
 pub(crate) fn wait<T, E>(
     header: &PortHeader,
     timeout: Duration,
+    watch_peer: bool,
     mut look: impl FnMut() -> Result<Step<T>, E>,
     wait_error: impl Fn(std::io::Error) -> E,
 ) -> Result<Option<T>, E> {
@@ -109,16 +112,20 @@ pub(crate) fn wait<T, E>(
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let result = match &again {
             Ok(Step::Nothing) if left != Some(Duration::ZERO) => {
-                let slice = left.map_or(LIVENESS_PERIOD, |l| l.min(LIVENESS_PERIOD));
-                let ts = rustix::fs::Timespec {
-                    tv_sec: slice.as_secs() as _,
-                    tv_nsec: slice.subsec_nanos() as _,
+                let slice = match (left, watch_peer) {
+                    (Some(l), true) => Some(l.min(LIVENESS_PERIOD)),
+                    (None, true) => Some(LIVENESS_PERIOD),
+                    (left, false) => left,
                 };
+                let ts = slice.map(|s| rustix::fs::Timespec {
+                    tv_sec: s.as_secs() as _,
+                    tv_nsec: s.subsec_nanos() as _,
+                });
                 rustix::thread::futex::wait(
                     &header.wake,
                     rustix::thread::futex::Flags::empty(),
                     seen,
-                    Some(&ts),
+                    ts.as_ref(),
                 )
             }
             _ => Ok(()),
