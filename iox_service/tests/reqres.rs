@@ -720,7 +720,7 @@ fn a_pending_response_in_a_waitset_wakes_for_responses_and_the_end() {
     let guard = ws.attach_notification(&pending).unwrap();
     let active = server.receive().unwrap().unwrap();
     let mut got = Vec::new();
-    let mut round = |ws: &WaitSet, got: &mut Vec<u64>| {
+    let round = |ws: &WaitSet, got: &mut Vec<u64>| {
         ws.wait_and_process_once_with_timeout(
             |id| {
                 if id.has_event_from(&guard) {
