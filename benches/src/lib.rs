@@ -11,6 +11,9 @@
 //! - `cargo run --release -p iox_benches --bin wakeup`: blocking wake-up latency, each
 //!   side asleep in a WaitSet (iox vs iceoryx2's WaitSet on an event Listener), 8 B and
 //!   1 MiB; the same with 1,000 subscribers attached; CPU time while idle.
+//! - `cargo run --release -p iox_benches --bin rrpingpong`: request -> response round
+//!   trip, iox vs iceoryx2's request-response, 8 B and 1 MiB, busy-polling and
+//!   blocking.
 //!
 //! - `cargo run --release -p iox_benches --bin instructions`: instructions per message
 //!   counted with callgrind (deterministic), iox and iceoryx2 side by side; needs
@@ -27,5 +30,6 @@ pub mod floor_transport;
 pub mod iceoryx2_transport;
 pub mod iox_transport;
 pub mod report;
+pub mod reqres_transport;
 pub mod socket_transport;
 pub mod waitset_transport;

@@ -52,7 +52,10 @@ pub fn list(all: &RootInfo) -> String {
                 ),
                 Some(c) => (
                     format!("{:?}", c.pattern),
-                    c.payload.to_string(),
+                    match &c.request_response {
+                        Some(r) => format!("{} -> {}", c.payload, r.response),
+                        None => c.payload.to_string(),
+                    },
                     c.memory_type.to_string(),
                 ),
                 None => ("?".into(), "?".into(), "?".into()),
@@ -140,18 +143,37 @@ pub fn show(s: &ServiceInfo) -> String {
         let _ = writeln!(out, "mode      {:o}", c.permissions);
     } else if let Some(c) = &s.config {
         let _ = writeln!(out, "payload   {}", c.payload);
+        if let Some(r) = &c.request_response {
+            let _ = writeln!(out, "response  {}", r.response);
+            let in_flight: u64 = s
+                .ports
+                .iter()
+                .filter(|p| p.kind == "client")
+                .map(|p| p.pending)
+                .sum();
+            let _ = writeln!(
+                out,
+                "limits    {} clients, {} servers, {} active requests per client, response buffer {}",
+                c.max_publishers, c.max_subscribers, c.subscriber_buffer, r.max_response_buffer
+            );
+            let _ = writeln!(out, "requests  {in_flight} in flight");
+        }
         let _ = writeln!(out, "memory    {}", c.memory_type);
-        let _ = writeln!(
-            out,
-            "limits    {} publishers, {} subscribers, buffer {}, {} loans, {} held, overflow {:?}, history {}",
-            c.max_publishers,
-            c.max_subscribers,
-            c.subscriber_buffer,
-            c.max_loans,
-            c.max_held,
-            c.overflow,
-            c.history
-        );
+        let _ = if c.request_response.is_some() {
+            Ok(())
+        } else {
+            writeln!(
+                out,
+                "limits    {} publishers, {} subscribers, buffer {}, {} loans, {} held, overflow {:?}, history {}",
+                c.max_publishers,
+                c.max_subscribers,
+                c.subscriber_buffer,
+                c.max_loans,
+                c.max_held,
+                c.overflow,
+                c.history
+            )
+        };
         let _ = writeln!(out, "mode      {:o}", c.permissions);
         let _ = match c.backing {
             iox_service::PayloadBacking::File => writeln!(out, "backing   file ({}.pool)", s.stem),

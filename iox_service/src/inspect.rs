@@ -40,7 +40,8 @@ pub enum Health {
 /// A port slot in use.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PortInfo {
-    /// "publisher" or "subscriber"; in event services "notifier" or "listener".
+    /// "publisher" or "subscriber"; in event services "notifier" or "listener"; in
+    /// request-response services "client" or "server".
     pub kind: &'static str,
     /// The slot index.
     pub slot: usize,
@@ -56,7 +57,8 @@ pub struct PortInfo {
     pub pinned: bool,
     /// Publishers: samples sent since the port was created; notifiers: notifications.
     pub sent: u64,
-    /// Subscribers: samples waiting in its queues; listeners: event ids pending.
+    /// Subscribers: samples waiting in its queues; listeners: event ids pending;
+    /// servers: requests waiting; clients: requests in flight.
     pub pending: u64,
     /// Listeners: the event ids pending (empty for other ports).
     pub pending_ids: Vec<u32>,
@@ -127,9 +129,11 @@ pub struct ServiceInfo {
     pub problems: Vec<String>,
     /// Port slots in use.
     pub ports: Vec<PortInfo>,
-    /// The publishers (event services: notifiers) among `ports`, live and dead apart.
+    /// The publishers (event services: notifiers; request-response: clients) among
+    /// `ports`, live and dead apart.
     pub publishers: PortCount,
-    /// The subscribers (event services: listeners) among `ports`, live and dead apart.
+    /// The subscribers (event services: listeners; request-response: servers) among
+    /// `ports`, live and dead apart.
     pub subscribers: PortCount,
     /// Open service handles.
     pub users: Vec<UserInfo>,
@@ -157,7 +161,7 @@ impl ServiceInfo {
 
     /// The ports of `kinds` (e.g. "publisher" and "notifier") in `ports`, live and
     /// dead apart.
-    fn count(&self, kinds: [&str; 2]) -> PortCount {
+    fn count(&self, kinds: [&str; 3]) -> PortCount {
         let mut n = PortCount::default();
         for p in self.ports.iter().filter(|p| kinds.contains(&p.kind)) {
             if p.alive {
@@ -443,6 +447,8 @@ fn read_ports(d: Dynamic<'_>, alive: &mut Alive, info: &mut ServiceInfo) {
     let l = *d.layout();
     let (sender, receiver) = if l.is_event() {
         ("notifier", "listener")
+    } else if l.is_request_response() {
+        ("client", "server")
     } else {
         ("publisher", "subscriber")
     };
@@ -468,6 +474,8 @@ fn read_ports(d: Dynamic<'_>, alive: &mut Alive, info: &mut ServiceInfo) {
         let pending = match kind {
             "subscriber" => (0..l.max_publishers).map(|p| d.queue(p, slot).len()).sum(),
             "listener" => pending_ids.len() as u64,
+            "server" => (0..l.max_publishers).map(|c| d.queue(c, slot).len()).sum(),
+            "client" => crate::reqres::recovery::client_in_flight(d, slot) as u64,
             _ => 0,
         };
         info.ports.push(PortInfo {
@@ -520,8 +528,8 @@ fn processes(info: &ServiceInfo) -> Vec<ProcessPinning> {
 
 fn finish(mut info: ServiceInfo) -> ServiceInfo {
     info.processes = processes(&info);
-    info.publishers = info.count(["publisher", "notifier"]);
-    info.subscribers = info.count(["subscriber", "listener"]);
+    info.publishers = info.count(["publisher", "notifier", "client"]);
+    info.subscribers = info.count(["subscriber", "listener", "server"]);
     let dead_ports = info.ports.iter().filter(|p| !p.alive).count();
     let dead_users = info.users.iter().filter(|u| !u.alive).count();
     if dead_ports > 0 {

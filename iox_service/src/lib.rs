@@ -36,6 +36,7 @@ pub mod inspect;
 pub mod name;
 mod pubsub;
 mod recovery;
+mod reqres;
 mod service;
 mod shm;
 pub mod static_config;
@@ -77,11 +78,17 @@ pub use pubsub::receive_async::ReceiveAsyncError;
 pub use pubsub::service::{PubSubBuilder, PubSubService};
 pub use recovery::CleanupReport;
 pub use recovery::robust_mutex;
+pub use reqres::{
+    ActiveRequest, Client, ClientBuilder, MAX_ACTIVE_REQUESTS, PendingResponse, RequestMut, RequestMutUninit,
+    RequestResponseBuilder, RequestResponseService, RequestSendError, Response, ResponseMut,
+    ResponseMutUninit, ResponseReceiveError, ResponseSendError, Server, ServerBuilder, ServerReceiveError,
+};
 pub use sample::{DevicePtrError, Sample, SampleMut, SampleMutUninit};
 pub use service::{CreateError, OpenError, OpenOrCreateError, RootError, Service};
 pub use shm::dynamic::Corruption;
 pub use static_config::{
-    ConfigError, EventConfig, InvalidConfig, MessagingPattern, Overflow, PayloadBacking, StaticConfig,
+    ConfigError, EventConfig, InvalidConfig, MessagingPattern, Overflow, PayloadBacking,
+    RequestResponseConfig, StaticConfig,
 };
 pub use subscriber::{ReceiveError, Subscriber, SubscriberBuilder};
 pub use waitset::{

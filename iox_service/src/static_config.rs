@@ -54,6 +54,9 @@ pub enum MessagingPattern {
     /// Notifiers signal event ids to every listener (no payload; see
     /// [`EventConfig`]).
     Event,
+    /// Clients send requests to one server each, servers stream responses back to
+    /// the client that asked (see [`RequestResponseConfig`]).
+    RequestResponse,
 }
 
 impl std::fmt::Display for MessagingPattern {
@@ -61,6 +64,7 @@ impl std::fmt::Display for MessagingPattern {
         f.write_str(match self {
             Self::PublishSubscribe => "publish-subscribe",
             Self::Event => "event",
+            Self::RequestResponse => "request-response",
         })
     }
 }
@@ -119,7 +123,26 @@ pub struct StaticConfig {
     /// static configs are unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event: Option<EventConfig>,
+    /// Request-response services only (pattern [`MessagingPattern::RequestResponse`]):
+    /// the response payload and buffer. Absent from the file of other services.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_response: Option<RequestResponseConfig>,
 }
+
+/// What a request-response service fixes beyond the limits every service has. Its
+/// `payload` is the request type, `max_publishers` its maximum of clients,
+/// `max_subscribers` its maximum of servers (they use those port slots) and
+/// `subscriber_buffer` its maximum of active requests per client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestResponseConfig {
+    /// The response payload.
+    pub response: PayloadType,
+    /// Responses queued per request before the server's send waits for the client.
+    pub max_response_buffer: u32,
+}
+
+/// Most responses queued per request (`max_response_buffer`).
+pub const MAX_RESPONSE_BUFFER: u32 = 4096;
 
 /// Largest `event_id_max` a service may have: each listener has one pending bit per
 /// id in the dynamic segment (8 KiB per listener at this maximum).
@@ -325,6 +348,15 @@ pub enum InvalidConfig {
         /// Whether an event section is there.
         has_event: bool,
     },
+    /// A request-response service without its request-response section, or another
+    /// service with one.
+    #[error("pattern {pattern} {}", if *present { "must not have a request_response section" } else { "needs a request_response section (response payload and buffer)" })]
+    RequestResponseSection {
+        /// The pattern recorded.
+        pattern: MessagingPattern,
+        /// Whether the section is there.
+        present: bool,
+    },
     /// An event id setting above `event_id_max`, or `event_id_max` above
     /// [`MAX_EVENT_ID`].
     #[error("{what} is {value}; it must be at most {max}")]
@@ -435,7 +467,63 @@ impl StaticConfig {
                 chunk: self.layout.max_chunk_size(),
             });
         }
-        self.check_event()
+        self.check_event()?;
+        self.check_request_response()
+    }
+
+    /// The request-response section: present exactly for request-response services,
+    /// its buffer in range, the response payload fitting the pool.
+    fn check_request_response(&self) -> Result<(), InvalidConfig> {
+        let rr = match (self.pattern, &self.request_response) {
+            (MessagingPattern::RequestResponse, Some(r)) => r,
+            (MessagingPattern::RequestResponse, None) | (_, Some(_)) => {
+                return Err(InvalidConfig::RequestResponseSection {
+                    pattern: self.pattern,
+                    present: self.request_response.is_some(),
+                });
+            }
+            (_, None) => return Ok(()),
+        };
+        if rr.max_response_buffer == 0 || rr.max_response_buffer > MAX_RESPONSE_BUFFER {
+            return Err(InvalidConfig::Limit {
+                what: "max_response_buffer",
+                value: rr.max_response_buffer,
+                max: MAX_RESPONSE_BUFFER,
+                rule: "; responses queued per request",
+            });
+        }
+        if self.subscriber_buffer > crate::reqres::MAX_ACTIVE_REQUESTS {
+            return Err(InvalidConfig::Limit {
+                what: "max_active_requests_per_client",
+                value: self.subscriber_buffer,
+                max: crate::reqres::MAX_ACTIVE_REQUESTS,
+                rule: "; each active request has a slot in the dynamic segment",
+            });
+        }
+        let slots = u64::from(self.max_publishers)
+            * u64::from(self.max_subscribers)
+            * u64::from(self.subscriber_buffer)
+            * u64::from(rr.max_response_buffer);
+        if slots > MAX_QUEUE_SLOTS {
+            return Err(InvalidConfig::TooManyQueueSlots {
+                slots,
+                max: MAX_QUEUE_SLOTS,
+            });
+        }
+        let (size, align) = (rr.response.element_size(), rr.response.alignment());
+        if !align.is_power_of_two() || align > self.layout.alignment() {
+            return Err(InvalidConfig::PayloadAlignment {
+                align,
+                pool: self.layout.alignment(),
+            });
+        }
+        if size > self.layout.max_chunk_size() {
+            return Err(InvalidConfig::PayloadSize {
+                size,
+                chunk: self.layout.max_chunk_size(),
+            });
+        }
+        Ok(())
     }
 
     /// The event section: present exactly for event services, ids in range.

@@ -188,6 +188,7 @@ impl Pattern for EventBuilder {
                 notifier_dropped_event: self.dropped,
                 notifier_dead_event: self.dead,
             }),
+            request_response: None,
         };
         config.check().map_err(|e| CreateError::InvalidSetting {
             name: target.name.to_string(),

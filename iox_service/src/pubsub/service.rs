@@ -279,6 +279,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
             event: None,
+            request_response: None,
         };
         if let Err(e) = config.check() {
             // Limits first, so a zero count is reported as such, not as a layout error.

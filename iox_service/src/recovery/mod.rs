@@ -31,6 +31,8 @@
 //!   and freed, and the service's `notifier_dead_event`, if it has one, is emitted to
 //!   the listeners by the process recovering it (`crate::event::pending`); a dead
 //!   **listener** slot is closed, its pending set cleared, and freed.
+//! - request-response services: dead clients and servers, see
+//!   `crate::reqres::recovery`.
 //! - a dead **user** (service handle) is unregistered; a service left without users is
 //!   then removed by whoever found it so (the lifecycle module).
 //!
@@ -281,6 +283,11 @@ fn recover_locked(
     }
     let _lock = lock(&d.header().recovery, wait, live)?;
     let l = d.layout();
+    if l.is_request_response() {
+        crate::reqres::recovery::recover_ports(d, stem, pool, live, &mut report);
+        report.users += recover_users(d, live);
+        return Ok(report);
+    }
     if l.is_event() {
         recover_event_ports(d, stem, live, &mut report);
         report.users += recover_users(d, live);

@@ -119,6 +119,19 @@ impl Service {
         })
     }
 
+    /// A request-response service: clients send requests of `Req`, servers stream
+    /// responses of `Resp` back (each a `T: ZeroCopySafe` or a slice `[T]`; see
+    /// [`crate::RequestResponseBuilder`]).
+    pub fn request_response<Req: ?Sized + Payload, Resp: ?Sized + Payload>(
+        self,
+    ) -> crate::RequestResponseBuilder<Req, Resp> {
+        crate::RequestResponseBuilder::new(Target {
+            name: self.name,
+            root: self.root,
+            timeout: DEFAULT_TIMEOUT,
+        })
+    }
+
     /// Whether a service called `name` exists under the default root.
     pub fn exists(name: &str) -> Result<bool, NameError> {
         Self::exists_in(&iox_mempool::root::root_dir(), name)

@@ -23,6 +23,12 @@
 //!   publisher keeps for subscribers that connect later (see
 //!   `pubsub::publisher::history`). Without history there is none, and the segment is
 //!   exactly as before history existed.
+//! - request-response services (see [`crate::reqres`]): clients take the publisher
+//!   slots, servers the subscriber slots, and the pair queues carry requests (client
+//!   to server, `max_active_requests_per_client` deep); after them, per client slot
+//!   its request-slot words (one per active request), then one response queue per
+//!   (server, client) pair, `max_active_requests_per_client x max_response_buffer`
+//!   deep, laid out like the others.
 //! - event services instead (see [`crate::event`]): no queues (notifiers use the
 //!   publisher slots, listeners the subscriber slots), then per listener slot its
 //!   pending-event bit set, `event_id_max + 1` bits in 64-bit words, each set on its
@@ -106,6 +112,9 @@ pub(crate) struct Header {
     /// [`crate::shm::connected`]). On the header's second line, which is written only
     /// when ports come and go.
     pub(crate) subscribers_connected: AtomicU64,
+    /// Request-response services: the depth of each response queue
+    /// (`max_active_requests_per_client x max_response_buffer`; 0 for other patterns).
+    pub(crate) response_buffer: AtomicU32,
 }
 const _: () = assert!(size_of::<Header>() <= HEADER_LEN);
 const _: () = assert!(std::mem::offset_of!(Header, version) == 40);
@@ -208,6 +217,7 @@ fn check_limits(h: &Header, c: &StaticConfig) -> Result<(), Corruption> {
         ("max_held", &h.max_held, c.max_held),
         ("user_slots", &h.user_slots, USER_SLOTS as u32),
         ("event ids", &h.event_ids, event_ids(c)),
+        ("response buffer", &h.response_buffer, response_buffer(c) as u32),
     ];
     for (what, field, expected) in fields {
         let found = field.load(Ordering::Relaxed);
@@ -226,6 +236,13 @@ fn check_limits(h: &Header, c: &StaticConfig) -> Result<(), Corruption> {
 /// 0 for others.
 fn event_ids(c: &StaticConfig) -> u32 {
     c.event.map_or(0, |e| e.event_id_max + 1)
+}
+
+/// The depth of each response queue of a request-response service (0 for others).
+fn response_buffer(c: &StaticConfig) -> usize {
+    c.request_response.as_ref().map_or(0, |r| {
+        c.subscriber_buffer as usize * r.max_response_buffer as usize
+    })
 }
 
 /// Builds a lifecycle word.
@@ -270,6 +287,15 @@ pub(crate) struct DynamicLayout {
     pub(crate) dead_event: Option<u32>,
     /// Event services: `event_id_max + 1` (0 for other patterns).
     pub(crate) event_ids: u32,
+    /// Request-response services (all 0 for other patterns): where the clients'
+    /// request-slot words start (`buffer` words per client, each client's on its own
+    /// line(s), see `crate::reqres::slots`), where the response queues start (one per
+    /// (server, client) pair, row-major by server) and their depth and stride.
+    pub(crate) request_words: usize,
+    pub(crate) request_words_stride: usize,
+    pub(crate) responses: usize,
+    pub(crate) response_buffer: usize,
+    pub(crate) response_stride: usize,
     pub(crate) len: usize,
 }
 
@@ -305,8 +331,18 @@ impl DynamicLayout {
             pending_stride: 0,
             dead_event: None,
             event_ids: 0,
+            request_words: publishers,
+            request_words_stride: 0,
+            responses: publishers,
+            response_buffer: 0,
+            response_stride: 0,
             len: publishers,
         }
+    }
+
+    /// Whether this is a request-response service's layout.
+    pub(crate) fn is_request_response(&self) -> bool {
+        self.response_buffer != 0
     }
 
     /// Whether this is an event service's layout (pending sets, no queues).
@@ -339,7 +375,18 @@ impl DynamicLayout {
         };
         let pending = history_queues + history_stride * max_publishers;
         let pending_stride = table_bytes(pending_words);
-        let len = pending + pending_stride * max_subscribers;
+        let request_words = pending + pending_stride * max_subscribers;
+        let response_buffer = response_buffer(c);
+        let (request_words_stride, response_stride) = if response_buffer == 0 {
+            (0, 0)
+        } else {
+            (
+                table_bytes(buffer),
+                size_of::<PaddedIndex>() + table_bytes(1 + response_buffer),
+            )
+        };
+        let responses = request_words + request_words_stride * max_publishers;
+        let len = responses + response_stride * max_publishers * max_subscribers;
         Self {
             max_publishers,
             max_subscribers,
@@ -365,6 +412,11 @@ impl DynamicLayout {
             pending_stride,
             dead_event: c.event.and_then(|e| e.notifier_dead_event),
             event_ids: event_ids(c),
+            request_words,
+            request_words_stride,
+            responses,
+            response_buffer,
+            response_stride,
             len,
         }
     }
@@ -469,6 +521,7 @@ impl DynamicSegment {
             (&h.max_held, layout.max_held),
             (&h.user_slots, USER_SLOTS as u32),
             (&h.event_ids, layout.event_ids),
+            (&h.response_buffer, layout.response_buffer as u32),
         ];
         for (field, value) in limits {
             field.store(value, Ordering::Relaxed);
@@ -605,6 +658,30 @@ impl<'a> Dynamic<'a> {
         let off = self.layout.history_queues + p * self.layout.history_stride;
         let read: &PaddedIndex = self.at(off);
         let rest = self.table(off + 64, 1 + self.layout.history);
+        Queue {
+            write: &rest[0],
+            read: &read.value,
+            slots: &rest[1..],
+        }
+    }
+
+    /// Request-response services: client slot `c`'s request-slot words.
+    pub(crate) fn request_words(&self, c: usize) -> &'a [AtomicU64] {
+        assert!(c < self.layout.max_publishers && self.layout.is_request_response());
+        self.table(
+            self.layout.request_words + c * self.layout.request_words_stride,
+            self.layout.buffer,
+        )
+    }
+
+    /// Request-response services: the response queue from server slot `s` to client
+    /// slot `c`.
+    pub(crate) fn response_queue(&self, s: usize, c: usize) -> Queue<'a> {
+        let l = self.layout;
+        assert!(c < l.max_publishers && s < l.max_subscribers && l.is_request_response());
+        let off = l.responses + (s * l.max_publishers + c) * l.response_stride;
+        let read: &PaddedIndex = self.at(off);
+        let rest = self.table(off + 64, 1 + l.response_buffer);
         Queue {
             write: &rest[0],
             read: &read.value,

@@ -1,0 +1,228 @@
+//! Active requests (the server's side of one request: read it, respond, drop it to
+//! end the stream) and response loans.
+
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
+use std::ops::Deref;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+
+use iox_mempool::ChunkHandle;
+
+use super::Types;
+use super::server::{ResponseSendError, ServerPort};
+use super::slots;
+use crate::publisher::LoanError;
+use crate::{Payload, ZeroCopySafe};
+
+/// Which request an active request is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RequestRef {
+    pub(crate) client: usize,
+    pub(crate) client_generation: u64,
+    pub(crate) seq: u32,
+    /// The request slot word while the request is active.
+    pub(crate) token: u64,
+}
+
+/// A request being handled. Derefs to the request payload; respond with
+/// `loan_uninit()?.write_payload(..).send()` any number of times; dropping it ends the
+/// stream (the client's pending response sees the end after the last response).
+#[derive(Debug)]
+pub struct ActiveRequest<Req: ?Sized + Payload, Resp: ?Sized + Payload> {
+    port: Rc<ServerPort>,
+    handle: ChunkHandle,
+    ptr: *mut u8,
+    len: usize,
+    r: RequestRef,
+    _payload: PhantomData<Types<Req, Resp>>,
+}
+
+impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ActiveRequest<Req, Resp> {
+    pub(crate) fn new(
+        port: Rc<ServerPort>,
+        handle: ChunkHandle,
+        ptr: *mut u8,
+        len: usize,
+        r: RequestRef,
+    ) -> Self {
+        Self {
+            port,
+            handle,
+            ptr,
+            len,
+            r,
+            _payload: PhantomData,
+        }
+    }
+
+    /// Whether the client still waits for responses (a snapshot; a send says for
+    /// sure).
+    pub fn is_connected(&self) -> bool {
+        self.port.check(&self.r).is_ok()
+    }
+
+    /// The client slot that sent the request.
+    pub fn client_slot(&self) -> usize {
+        self.r.client
+    }
+
+    fn loan_bytes(&self, bytes: usize, len: usize) -> Result<ResponseMutUninit<'_, Req, Resp>, LoanError> {
+        let (handle, ptr) = self.port.loan(bytes)?;
+        Ok(ResponseMutUninit {
+            request: self,
+            handle: Some(handle),
+            ptr,
+            len,
+        })
+    }
+}
+
+impl<Req: ?Sized + Payload, T: ZeroCopySafe> ActiveRequest<Req, T> {
+    /// Loans uninitialised memory for one response (never zero-filled).
+    pub fn loan_uninit(&self) -> Result<ResponseMutUninit<'_, Req, T>, LoanError> {
+        self.loan_bytes(size_of::<T>(), 1)
+    }
+}
+
+impl<Req: ?Sized + Payload, T: ZeroCopySafe> ActiveRequest<Req, [T]> {
+    /// Loans uninitialised memory for a response of `len` elements.
+    pub fn loan_slice_uninit(&self, len: usize) -> Result<ResponseMutUninit<'_, Req, [T]>, LoanError> {
+        let max = self.port.pool.layout().max_chunk_size() / size_of::<T>().max(1);
+        if len > max && size_of::<T>() > 0 {
+            return Err(LoanError::SliceTooLong { len, max });
+        }
+        self.loan_bytes(len * size_of::<T>(), len)
+    }
+}
+
+impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Deref for ActiveRequest<Req, Resp> {
+    type Target = Req;
+    fn deref(&self) -> &Req {
+        // SAFETY: the client finished writing before its Release push, which our
+        // Acquire pop saw; our owner bit keeps the chunk; the length was checked.
+        unsafe { &*Req::payload_ptr(self.ptr, self.len) }
+    }
+}
+
+impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Drop for ActiveRequest<Req, Resp> {
+    fn drop(&mut self) {
+        let port = &self.port;
+        if !port.is_own_process() {
+            return;
+        }
+        let _ = port.pool.release(self.handle, port.owner);
+        let d = port.service.dynamic();
+        let w = &d.request_words(self.r.client)[slots::slot_of(self.r.seq)];
+        let token = self.r.token;
+        // Release: every response pushed before is visible to a client that sees FIN.
+        match w.compare_exchange(token, token | slots::FIN, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => port.after_push(&self.r),
+            Err(seen) if seen == token | slots::ABANDONED => {
+                let _ = w.compare_exchange(seen, 0, Ordering::AcqRel, Ordering::Relaxed);
+            }
+            Err(_) => {} // the client is gone
+        }
+    }
+}
+
+/// A loaned, not yet initialised response.
+#[derive(Debug)]
+pub struct ResponseMutUninit<'a, Req: ?Sized + Payload, Resp: ?Sized + Payload> {
+    request: &'a ActiveRequest<Req, Resp>,
+    handle: Option<ChunkHandle>,
+    ptr: *mut u8,
+    len: usize,
+}
+
+/// A loaned, initialised response, ready to send.
+#[derive(Debug)]
+pub struct ResponseMut<'a, Req: ?Sized + Payload, Resp: ?Sized + Payload> {
+    inner: ResponseMutUninit<'a, Req, Resp>,
+}
+
+impl<'a, Req: ?Sized + Payload, Resp: ?Sized + Payload> ResponseMutUninit<'a, Req, Resp> {
+    /// Declares the payload initialised.
+    ///
+    /// # Safety
+    /// Every byte of the payload must have been written (through `payload_mut`).
+    pub unsafe fn assume_init(self) -> ResponseMut<'a, Req, Resp> {
+        ResponseMut { inner: self }
+    }
+}
+
+impl<'a, Req: ?Sized + Payload, T: ZeroCopySafe> ResponseMutUninit<'a, Req, T> {
+    /// The uninitialised payload.
+    pub fn payload_mut(&mut self) -> &mut MaybeUninit<T> {
+        // SAFETY: loaned to this server alone, at least size_of::<T>() bytes, aligned.
+        unsafe { &mut *self.ptr.cast::<MaybeUninit<T>>() }
+    }
+
+    /// Writes `value` and returns the response, ready to send.
+    pub fn write_payload(mut self, value: T) -> ResponseMut<'a, Req, T> {
+        self.payload_mut().write(value);
+        // SAFETY: just written in full.
+        unsafe { self.assume_init() }
+    }
+}
+
+impl<'a, Req: ?Sized + Payload, T: ZeroCopySafe> ResponseMutUninit<'a, Req, [T]> {
+    /// The uninitialised payload, `len` elements.
+    pub fn payload_mut(&mut self) -> &mut [MaybeUninit<T>] {
+        // SAFETY: loaned to us alone, len * size_of::<T>() bytes (checked), aligned.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.cast::<MaybeUninit<T>>(), self.len) }
+    }
+
+    /// Writes element `i` as `f(i)` for every `i` and returns the response.
+    pub fn write_from_fn(mut self, mut f: impl FnMut(usize) -> T) -> ResponseMut<'a, Req, [T]> {
+        for (i, e) in self.payload_mut().iter_mut().enumerate() {
+            e.write(f(i));
+        }
+        // SAFETY: every element was just written.
+        unsafe { self.assume_init() }
+    }
+
+    /// Copies `src` in (its length must be the loaned length) and returns the response.
+    pub fn write_from_slice(self, src: &[T]) -> ResponseMut<'a, Req, [T]> {
+        assert_eq!(
+            self.len,
+            src.len(),
+            "write_from_slice: the loan holds {} elements",
+            self.len
+        );
+        self.write_from_fn(|i| src[i])
+    }
+}
+
+impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Drop for ResponseMutUninit<'_, Req, Resp> {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            self.request.port.drop_loan(h);
+        }
+    }
+}
+
+impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ResponseMut<'_, Req, Resp> {
+    /// Sends the response to the client that asked. Waits while the request's
+    /// response buffer is full (see the module docs).
+    pub fn send(mut self) -> Result<(), ResponseSendError> {
+        let handle = self.inner.handle.take().expect("a loan is sent at most once");
+        let request = self.inner.request;
+        request.port.send(&request.r, handle, self.inner.len)
+    }
+}
+
+impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Deref for ResponseMut<'_, Req, Resp> {
+    type Target = Resp;
+    fn deref(&self) -> &Resp {
+        // SAFETY: initialised (assume_init's contract), loaned to us alone, in range.
+        unsafe { &*Resp::payload_ptr(self.inner.ptr, self.inner.len) }
+    }
+}
+
+impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> std::ops::DerefMut for ResponseMut<'_, Req, Resp> {
+    fn deref_mut(&mut self) -> &mut Resp {
+        // SAFETY: as for deref; the chunk is loaned to this server alone.
+        unsafe { &mut *Resp::payload_ptr(self.inner.ptr, self.inner.len) }
+    }
+}

@@ -1,0 +1,544 @@
+//! Servers: take requests from every client's queue, respond through the
+//! [`ActiveRequest`], end the stream by dropping it.
+//!
+//! A `Server`, its active requests and their response loans share the port's state
+//! through an `Rc` (the server slot is the single consumer of its request queues and
+//! the single producer of its response queues), so they stay on one thread. The
+//! server slot stays claimed while an active request lives, so its clients do not
+//! see it gone; dropping the `Server` drains the requests it did not receive (their
+//! clients see [`super::ResponseReceiveError::ServerGone`]).
+
+use super::Types;
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{Ordering, fence};
+use std::time::Duration;
+
+use iox_mempool::{ChunkHandle, Owner, Pool, PoolInfo, PoolPin};
+use thiserror::Error;
+
+use super::ActiveRequest;
+use super::active::RequestRef;
+use super::service::MAX_LOANS;
+use super::slots::{self, LivenessClock, Step};
+use crate::Payload;
+use crate::doorbell::{Doorbell, Ringer};
+use crate::dynamic::{self, PortHeader};
+use crate::port::{self, PortCreateError, Shared};
+use crate::publisher::LoanError;
+use crate::queue::{self, Popped, Pushed};
+
+/// Builds a [`Server`].
+#[derive(Debug)]
+pub struct ServerBuilder<Req: ?Sized, Resp: ?Sized> {
+    pub(crate) service: Shared,
+    pin: bool,
+    _payload: PhantomData<Types<Req, Resp>>,
+}
+
+/// Why receiving a request failed.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ServerReceiveError {
+    /// A queue held something that is not a valid request of this service.
+    #[error("corrupt request entry {raw:#x} from client slot {client}: {what}")]
+    Corrupt {
+        /// The entry.
+        raw: u64,
+        /// The client slot it came from.
+        client: usize,
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// This process is a fork of the one that made the server.
+    #[error(
+        "this server belongs to the process this one was forked from; open the service again in this process"
+    )]
+    ForkedProcess,
+    /// Waiting on the futex failed.
+    #[error("waiting for a request failed: {0}")]
+    Wait(std::io::Error),
+}
+
+/// Why sending a response failed (the response is dropped, its chunk returned).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum ResponseSendError {
+    /// The client that sent the request is gone (its process died or it closed):
+    /// stop working on the request and drop it.
+    #[error("the client that sent this request is gone; drop the request")]
+    ClientGone,
+    /// The client dropped its pending response: nobody reads the stream any more.
+    #[error("the client dropped its pending response to this request; drop the request")]
+    Abandoned,
+    /// This process is a fork of the one that made the server.
+    #[error("this request belongs to the process this one was forked from; nothing was sent")]
+    ForkedProcess,
+}
+
+impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ServerBuilder<Req, Resp> {
+    pub(crate) fn new(service: Shared) -> Self {
+        Self {
+            service,
+            pin: false,
+            _payload: PhantomData,
+        }
+    }
+
+    /// Pins the service's pool (once per process) when the server is created.
+    pub fn pin_memory(mut self, pin: bool) -> Self {
+        self.pin = pin;
+        self
+    }
+
+    /// Claims a server slot (and pins, if asked).
+    pub fn create(self) -> Result<Server<Req, Resp>, PortCreateError> {
+        port::check_own_process(&self.service)?;
+        let d = self.service.dynamic();
+        let l = *d.layout();
+        let _ = crate::recovery::recover(&self.service);
+        let (slot, generation) = port::claim(
+            &self.service,
+            (0..l.max_subscribers).map(|s| d.subscriber(s)),
+            "server",
+            l.max_subscribers,
+        )?;
+        let fail = |e| {
+            port::free(d.subscriber(slot), generation);
+            Err(e)
+        };
+        if let Err(source) = self.service.pool.make_payload_writable() {
+            return fail(PortCreateError::MapWritable {
+                service: self.service.name.to_string(),
+                source,
+            });
+        }
+        let s = &self.service;
+        let doorbell = match Doorbell::bind(
+            &s.root,
+            &s.stem,
+            slot,
+            generation,
+            s.node_id(),
+            s.config.permissions,
+        ) {
+            Ok(b) => b,
+            Err(source) => {
+                return fail(PortCreateError::Doorbell {
+                    service: s.name.to_string(),
+                    source,
+                });
+            }
+        };
+        let pin = match port::pin(&self.service, self.pin) {
+            Ok(p) => p,
+            Err(e) => return fail(e),
+        };
+        let port = ServerPort {
+            ringer: Ringer::new(&s.root, &s.stem, l.max_subscribers + l.max_publishers),
+            read_cache: (0..l.max_publishers).map(|_| Cell::new(0)).collect(),
+            fork_generation: s.fork_generation,
+            pool: Arc::clone(&s.pool),
+            owner: port::subscriber_owner(l.max_publishers, slot),
+            service: Arc::clone(&self.service),
+            slot,
+            generation,
+            doorbell,
+            pin,
+            armed: Cell::new(false),
+            cursor: Cell::new(0),
+            hint: Cell::new(0),
+            loans: Cell::new(0),
+            liveness: LivenessClock::default(),
+        };
+        port.drain_requests();
+        port::activate(d.subscriber(slot), generation, port.pin.as_ref());
+        port::announce(d);
+        Ok(Server {
+            port: Rc::new(port),
+            _payload: PhantomData,
+        })
+    }
+}
+
+/// Receives requests of `Req` and answers them with responses of `Resp`.
+///
+/// ```
+/// use std::time::Duration;
+/// use iox_service::Service;
+/// # let dir = tempfile::tempdir().unwrap();
+/// let svc = Service::named("doc/server")?
+/// #   .root(dir.path())
+///     .request_response::<u32, u32>()
+///     .open_or_create()?;
+/// let server = svc.server_builder().create()?;
+/// assert!(server.receive_timeout(Duration::from_millis(1))?.is_none()); // nothing yet
+/// let client = svc.client_builder().create()?;
+/// let pending = client.loan_uninit()?.write_payload(21).send()?;
+/// let active = server.receive()?.expect("the request");
+/// active.loan_uninit()?.write_payload(*active * 2).send()?;
+/// drop(active); // the end of the stream
+/// assert_eq!(*pending.receive()?.unwrap(), 42);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Server<Req: ?Sized, Resp: ?Sized> {
+    port: Rc<ServerPort>,
+    _payload: PhantomData<Types<Req, Resp>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct ServerPort {
+    // Field order: the pin guard drops before the service (and its mapping).
+    pin: Option<PoolPin>,
+    pub(crate) service: Shared,
+    pub(crate) slot: usize,
+    generation: u64,
+    pub(crate) owner: Owner,
+    fork_generation: u64,
+    pub(crate) pool: Arc<Pool>,
+    doorbell: Doorbell,
+    armed: Cell<bool>,
+    /// Connections to the clients' doorbells (slot `max_servers + c`).
+    ringer: Ringer,
+    /// Per client slot: our lower bound of that response queue's read index.
+    read_cache: Box<[Cell<u64>]>,
+    cursor: Cell<usize>,
+    hint: Cell<usize>,
+    loans: Cell<usize>,
+    liveness: LivenessClock,
+}
+
+impl ServerPort {
+    pub(crate) fn is_own_process(&self) -> bool {
+        crate::recovery::fork::is_same_process(self.fork_generation)
+    }
+
+    fn header(&self) -> &PortHeader {
+        self.service.dynamic().subscriber(self.slot)
+    }
+
+    /// Releases every request queued for this slot (requests not received).
+    fn drain_requests(&self) {
+        let d = self.service.dynamic();
+        for c in 0..d.layout().max_publishers {
+            port::drain_queue(&d.queue(c, self.slot), queue::BY_CONSUMER, &self.pool, self.owner);
+        }
+    }
+
+    /// Takes the next live request: (handle, raw entry, client, client generation).
+    fn take(&self) -> Result<Option<(ChunkHandle, u64, usize, u64)>, ServerReceiveError> {
+        let d = self.service.dynamic();
+        let clients = d.layout().max_publishers;
+        let start = self.cursor.get();
+        for i in 0..clients {
+            let c = (start + i) % clients;
+            let q = d.queue(c, self.slot);
+            loop {
+                let mut taken = None;
+                let Popped::Took(raw) = q.pop(queue::BY_CONSUMER, |e| {
+                    taken = port::take_entry(&self.pool, e, self.owner)
+                }) else {
+                    break;
+                };
+                let Some(h) = taken else {
+                    return Err(ServerReceiveError::Corrupt {
+                        raw,
+                        client: c,
+                        what: "no such chunk, or a duplicate entry",
+                    });
+                };
+                let seq = slots::seq_of(raw);
+                let words = d.request_words(c);
+                let expected = slots::word(self.slot, seq);
+                let (client_generation, _) = slots::slot_state(d.publisher(c));
+                match words.get(slots::slot_of(seq)) {
+                    Some(w) if w.load(Ordering::Acquire) == expected => {
+                        self.cursor.set((c + 1) % clients);
+                        return Ok(Some((h, raw, c, client_generation)));
+                    }
+                    // Abandoned before we took it: free the slot, skip it.
+                    Some(w) => slots::free_abandoned(w, self.slot),
+                    None => {}
+                }
+                let _ = self.pool.release(h, self.owner);
+            }
+        }
+        Ok(None)
+    }
+
+    pub(crate) fn loan(&self, bytes: usize) -> Result<(ChunkHandle, *mut u8), LoanError> {
+        if !self.is_own_process() {
+            return Err(LoanError::ForkedProcess);
+        }
+        if self.loans.get() >= MAX_LOANS as usize {
+            return Err(LoanError::TooManyLoans {
+                max: MAX_LOANS as usize,
+            });
+        }
+        let mut hint = self.hint.get();
+        let handle = self.pool.loan(bytes, &mut hint, self.owner)?;
+        self.hint.set(hint);
+        self.loans.set(self.loans.get() + 1);
+        let (ptr, _) = self.pool.chunk(handle).expect("a handle just loaned is in range");
+        Ok((handle, ptr))
+    }
+
+    pub(crate) fn drop_loan(&self, handle: ChunkHandle) {
+        self.loans.set(self.loans.get() - 1);
+        if self.is_own_process() {
+            let _ = self.pool.release(handle, self.owner);
+        }
+    }
+
+    /// Whether request `r` is still wanted: `Err` says why not. Looks at the client's
+    /// node lock at most every 10 ms (recovering a dead client).
+    pub(crate) fn check(&self, r: &RequestRef) -> Result<(), ResponseSendError> {
+        let d = self.service.dynamic();
+        let w = &d.request_words(r.client)[slots::slot_of(r.seq)];
+        let ch = d.publisher(r.client);
+        if w.load(Ordering::Acquire) == r.token && self.liveness.due() {
+            let node = ch.node.load(Ordering::Acquire);
+            if node != 0 && !crate::node::is_alive(&self.service.root, node) {
+                let _ = crate::recovery::recover(&self.service);
+            }
+        }
+        let seen = w.load(Ordering::Acquire);
+        if seen == r.token {
+            Ok(())
+        } else if seen == r.token | slots::ABANDONED && slots::same_port(ch, r.client_generation) {
+            Err(ResponseSendError::Abandoned)
+        } else {
+            Err(ResponseSendError::ClientGone)
+        }
+    }
+
+    /// Sends a written response chunk of `len` elements for request `r`.
+    pub(crate) fn send(
+        &self,
+        r: &RequestRef,
+        handle: ChunkHandle,
+        len: usize,
+    ) -> Result<(), ResponseSendError> {
+        self.loans.set(self.loans.get() - 1);
+        if !self.is_own_process() {
+            return Err(ResponseSendError::ForkedProcess);
+        }
+        let fail = |e| {
+            let _ = self.pool.release(handle, self.owner);
+            Err(e)
+        };
+        if let Err(e) = self.check(r) {
+            return fail(e);
+        }
+        let d = self.service.dynamic();
+        let _ = self.pool.set_user_word(handle, len as u64);
+        let header = self.header();
+        let entry = queue::entry(r.seq, handle);
+        let q = d.response_queue(self.slot, r.client);
+        let mut pause = 0u32;
+        loop {
+            header.journal.store(entry, Ordering::Relaxed);
+            let mut cached = self.read_cache[r.client].get();
+            let pushed = q.push(entry, false, &mut cached, |_| {});
+            self.read_cache[r.client].set(cached);
+            if matches!(pushed, Pushed::Stored) {
+                break;
+            }
+            header.journal.store(0, Ordering::Relaxed);
+            // Full: wait for the client to take one (documented in the module docs).
+            if let Err(e) = self.check(r) {
+                return fail(e);
+            }
+            pause = (pause + 1).min(200);
+            if pause < 100 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(u64::from(pause - 99)));
+            }
+        }
+        let _ = self.pool.hand_off(handle, self.owner, 1);
+        header.journal.store(0, Ordering::Relaxed);
+        header.sent.store(
+            header.sent.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Relaxed,
+        );
+        self.after_push(r);
+        Ok(())
+    }
+
+    /// After a push or the end of a stream: drains what we pushed to a client that
+    /// closed, or wakes it.
+    pub(crate) fn after_push(&self, r: &RequestRef) {
+        let d = self.service.dynamic();
+        // Pairs with the SeqCst fence of a client going to sleep, and with its close.
+        fence(Ordering::SeqCst);
+        let ch = d.publisher(r.client);
+        if slots::slot_state(ch).1 != dynamic::ACTIVE {
+            port::drain_queue(
+                &d.response_queue(self.slot, r.client),
+                queue::BY_PRODUCER,
+                &self.pool,
+                self.owner,
+            );
+        } else {
+            let waiting = ch.waiting.load(Ordering::Relaxed);
+            if crate::doorbell::wants_wake(waiting) {
+                port::wake(ch, waiting, &self.ringer, d.layout().max_subscribers + r.client);
+            }
+        }
+    }
+}
+
+impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Server<Req, Resp> {
+    /// The pool: address in this process, length, memory type, classes.
+    pub fn pool_info(&self) -> PoolInfo {
+        self.port.pool.info()
+    }
+
+    /// Whether this server pinned the pool.
+    pub fn is_pinned(&self) -> bool {
+        self.port.pin.as_ref().is_some_and(PoolPin::is_pinned)
+    }
+
+    /// Requests waiting in this server's queues (a snapshot).
+    pub fn pending_requests(&self) -> usize {
+        let d = self.port.service.dynamic();
+        (0..d.layout().max_publishers)
+            .map(|c| d.queue(c, self.port.slot).len() as usize)
+            .sum()
+    }
+
+    /// Takes the next request, if one is waiting (round robin over the clients).
+    /// Never blocks. Once the readiness descriptor was handed out, a receive that
+    /// finds nothing re-arms it.
+    pub fn receive(&self) -> Result<Option<ActiveRequest<Req, Resp>>, ServerReceiveError> {
+        match self.look()? {
+            Step::Got(r) => Ok(Some(r)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Takes the next request, waiting up to `timeout` (futex, no busy-waiting);
+    /// `None` on timeout.
+    pub fn receive_timeout(
+        &self,
+        timeout: Duration,
+    ) -> Result<Option<ActiveRequest<Req, Resp>>, ServerReceiveError> {
+        if !self.port.is_own_process() {
+            return Err(ServerReceiveError::ForkedProcess);
+        }
+        slots::wait(
+            self.port.header(),
+            timeout,
+            false,
+            || self.look(),
+            ServerReceiveError::Wait,
+        )
+    }
+
+    fn look(&self) -> Result<Step<ActiveRequest<Req, Resp>>, ServerReceiveError> {
+        let port = &self.port;
+        if !port.is_own_process() {
+            return Err(ServerReceiveError::ForkedProcess);
+        }
+        let mut got = port.take()?;
+        if got.is_none() && port.armed.get() {
+            port.doorbell.rearm(&port.header().waiting);
+            got = port.take()?;
+        }
+        let Some((h, raw, client, client_generation)) = got else {
+            return Ok(Step::Nothing);
+        };
+        let pool = &port.pool;
+        let corrupt = |what| {
+            let _ = pool.release(h, port.owner);
+            Err(ServerReceiveError::Corrupt { raw, client, what })
+        };
+        let Ok(len) = pool.user_word(h) else {
+            return corrupt("no such chunk");
+        };
+        let Some((ptr, chunk_size)) = pool.chunk(h) else {
+            return corrupt("no such chunk");
+        };
+        let elem = size_of::<Req::Element>() as u64;
+        let fits = if Req::IS_SLICE {
+            len.checked_mul(elem).is_some_and(|b| b <= chunk_size as u64)
+        } else {
+            len == 1 && size_of::<Req::Element>() <= chunk_size
+        };
+        if !fits {
+            return corrupt("payload length does not fit the chunk");
+        }
+        let seq = slots::seq_of(raw);
+        let r = RequestRef {
+            client,
+            client_generation,
+            seq,
+            token: slots::word(port.slot, seq),
+        };
+        Ok(Step::Got(ActiveRequest::new(
+            Rc::clone(port),
+            h,
+            ptr,
+            len as usize,
+            r,
+        )))
+    }
+}
+
+impl<Req: ?Sized, Resp: ?Sized> Drop for Server<Req, Resp> {
+    fn drop(&mut self) {
+        let port = &self.port;
+        if !port.service.is_own_process() {
+            return;
+        }
+        // No new requests; those not received go back (their clients see the server
+        // gone). Active requests keep the slot until they are dropped.
+        port::close(port.header(), port.generation);
+        port::announce(port.service.dynamic());
+        port.drain_requests();
+    }
+}
+
+impl Drop for ServerPort {
+    fn drop(&mut self) {
+        if !self.service.is_own_process() {
+            return;
+        }
+        let d = self.service.dynamic();
+        self.drain_requests();
+        for c in 0..d.layout().max_publishers {
+            for w in d.request_words(c) {
+                slots::free_abandoned(w, self.slot);
+            }
+        }
+        self.pool.release_all(self.owner);
+        port::free(self.header(), self.generation);
+        port::announce(d);
+    }
+}
+
+/// The readiness descriptor: readable when a request may be waiting. On
+/// readability, receive until `None`.
+impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> AsFd for Server<Req, Resp> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        let port = &self.port;
+        if !port.armed.replace(true) {
+            port.doorbell.rearm(&port.header().waiting);
+            if self.pending_requests() > 0 {
+                port.doorbell.ring_self();
+            }
+        }
+        port.doorbell.as_fd()
+    }
+}
+
+impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> AsRawFd for Server<Req, Resp> {
+    fn as_raw_fd(&self) -> RawFd {
+        self.as_fd().as_raw_fd()
+    }
+}

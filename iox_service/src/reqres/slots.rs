@@ -1,0 +1,169 @@
+//! Request-slot words, queue entries of requests and responses, and waiting.
+//!
+//! A request slot word (one per active request of a client, in the dynamic
+//! segment) is 0 when free, else `server << 40 | flags << 32 | seq`:
+//! - `seq` (32 bits, never 0): `rid << 8 | k`, where `k` is the slot's index and `rid`
+//!   a 23-bit per-client counter started at random, so a stale entry of an earlier
+//!   request of the same slot never matches (ABA needs 2^23 requests through one slot
+//!   while one entry waits);
+//! - [`FIN`]: the server ended the stream (set by dropping the `ActiveRequest`);
+//! - [`ABANDONED`]: the client dropped its pending response before the end; whoever
+//!   finishes with the request last (the server's drop or receive, recovery of the
+//!   server, the client seeing the server gone) stores 0.
+//!
+//! Who writes: the client (0 -> request, request -> ABANDONED or 0), the server
+//! handling it (request -> FIN, ABANDONED -> 0), recovery of either. Every change
+//! after the first is a CAS from the exact word seen, so a word reused for a new
+//! request is never changed by someone acting on the old one.
+
+use std::sync::atomic::{AtomicU64, Ordering, fence};
+use std::time::{Duration, Instant};
+
+use crate::dynamic::{self, PortHeader};
+
+/// The server ended the stream.
+pub(crate) const FIN: u64 = 1 << 32;
+/// The client dropped its pending response before the end.
+pub(crate) const ABANDONED: u64 = 1 << 33;
+
+/// The word of a request with `seq` sent to server slot `s`.
+pub(crate) fn word(s: usize, seq: u32) -> u64 {
+    ((s as u64) << 40) | u64::from(seq)
+}
+
+/// The server slot a word names.
+pub(crate) fn server_of(word: u64) -> usize {
+    ((word >> 40) & 0xff) as usize
+}
+
+/// The request-slot index a `seq` names.
+pub(crate) fn slot_of(seq: u32) -> usize {
+    (seq & 0xff) as usize
+}
+
+/// The `seq` of queue entry `entry`.
+pub(crate) fn seq_of(entry: u64) -> u32 {
+    (entry >> 32) as u32
+}
+
+/// The `seq` for request number `rid` in slot `k`.
+pub(crate) fn seq(rid: u32, k: usize) -> u32 {
+    ((rid & 0x7f_ffff) << 8) | k as u32
+}
+
+/// Frees a request slot left ABANDONED for server slot `s` (the server is gone or
+/// dropped the request): CAS from the exact word, so a reused slot is left alone.
+pub(crate) fn free_abandoned(w: &AtomicU64, s: usize) {
+    let seen = w.load(Ordering::Acquire);
+    if seen & ABANDONED != 0 && server_of(seen) == s {
+        let _ = w.compare_exchange(seen, 0, Ordering::AcqRel, Ordering::Relaxed);
+    }
+}
+
+/// The (generation, phase) of a port slot, Acquire (pairs with `port::close`'s SeqCst
+/// store and `port::free`'s Release of the node word).
+pub(crate) fn slot_state(h: &PortHeader) -> (u64, u64) {
+    dynamic::split_state(h.state.load(Ordering::Acquire))
+}
+
+/// Whether the port in slot `h` is still the one seen in `generation`, and active.
+pub(crate) fn same_port(h: &PortHeader, generation: u64) -> bool {
+    slot_state(h) == (generation, dynamic::ACTIVE)
+}
+
+/// How often a port looks at a peer's node lock (a few system calls) while it waits
+/// on it or sends to it.
+pub(crate) const LIVENESS_PERIOD: Duration = Duration::from_millis(10);
+
+/// What one look for work found.
+pub(crate) enum Step<T> {
+    /// Something to return.
+    Got(T),
+    /// Nothing, and nothing will come (end of stream).
+    Done,
+    /// Nothing yet.
+    Nothing,
+}
+
+/// Blocks on `header`'s futex word until `look` finds something or the timeout
+/// passes (then `Ok(None)`); with `watch_peer`, `look` runs at least every
+/// [`LIVENESS_PERIOD`] so that it can notice a dead peer (a pending response waiting
+/// on its server); without, the sleep lasts until a wake or the timeout. The waiter
+/// protocol of `Subscriber::receive_timeout`.
+pub(crate) fn wait<T, E>(
+    header: &PortHeader,
+    timeout: Duration,
+    watch_peer: bool,
+    mut look: impl FnMut() -> Result<Step<T>, E>,
+    wait_error: impl Fn(std::io::Error) -> E,
+) -> Result<Option<T>, E> {
+    let deadline = Instant::now().checked_add(timeout);
+    loop {
+        match look()? {
+            Step::Got(t) => return Ok(Some(t)),
+            Step::Done => return Ok(None),
+            Step::Nothing => {}
+        }
+        let seen = header.wake.load(Ordering::Acquire);
+        header.waiting.fetch_add(1, Ordering::SeqCst);
+        // Pairs with the sender's fence after its push (store-buffering pattern).
+        fence(Ordering::SeqCst);
+        let again = look();
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let result = match &again {
+            Ok(Step::Nothing) if left != Some(Duration::ZERO) => {
+                let slice = match (left, watch_peer) {
+                    (Some(l), true) => Some(l.min(LIVENESS_PERIOD)),
+                    (None, true) => Some(LIVENESS_PERIOD),
+                    (left, false) => left,
+                };
+                let ts = slice.map(|s| rustix::fs::Timespec {
+                    tv_sec: s.as_secs() as _,
+                    tv_nsec: s.subsec_nanos() as _,
+                });
+                rustix::thread::futex::wait(
+                    &header.wake,
+                    rustix::thread::futex::Flags::empty(),
+                    seen,
+                    ts.as_ref(),
+                )
+            }
+            _ => Ok(()),
+        };
+        header.waiting.fetch_sub(1, Ordering::Relaxed);
+        match again? {
+            Step::Got(t) => return Ok(Some(t)),
+            Step::Done => return Ok(None),
+            Step::Nothing => {}
+        }
+        match result {
+            Ok(())
+            | Err(rustix::io::Errno::AGAIN | rustix::io::Errno::TIMEDOUT | rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(wait_error(e.into())),
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return match look()? {
+                Step::Got(t) => Ok(Some(t)),
+                _ => Ok(None),
+            };
+        }
+    }
+}
+
+/// Rate limit for looking at a peer's liveness.
+#[derive(Debug, Default)]
+pub(crate) struct LivenessClock(std::cell::Cell<Option<Instant>>);
+
+impl LivenessClock {
+    /// Whether it is time to look again (and if so, the clock restarts).
+    pub(crate) fn due(&self) -> bool {
+        let now = Instant::now();
+        match self.0.get() {
+            Some(t) if now.duration_since(t) < LIVENESS_PERIOD => false,
+            _ => {
+                self.0.set(Some(now));
+                true
+            }
+        }
+    }
+}
