@@ -69,6 +69,8 @@ use crate::sample::SampleMutUninit;
 use crate::{Overflow, Payload, ZeroCopySafe};
 
 mod history;
+mod bytes;
+pub use bytes::SendBytesError;
 
 /// Builds a [`Publisher`].
 #[derive(Debug)]

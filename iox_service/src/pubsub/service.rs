@@ -69,6 +69,9 @@ pub struct PubSubBuilder<P: ?Sized> {
     max_slice_len: Option<usize>,
     allow_pool_exhaustion: bool,
     backing: Option<Backing>,
+    /// Byte services only: the payload identity to record and check instead of
+    /// `[u8]`'s (see [`PubSubBuilder::carry_payload_type`]).
+    carried: Option<crate::PayloadType>,
     _payload: PhantomData<fn() -> Box<P>>,
 }
 
@@ -89,8 +92,15 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             max_slice_len: None,
             allow_pool_exhaustion: false,
             backing: None,
+            carried: None,
             _payload: PhantomData,
         }
+    }
+
+    /// The payload identity this builder records (when creating) and requires (when
+    /// opening): `P`'s, or the one given to `carry_payload_type`.
+    fn payload_type(&self) -> crate::PayloadType {
+        self.carried.clone().unwrap_or_else(P::payload_type)
     }
 }
 
@@ -208,7 +218,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
     /// The pool layout, with `counts` chunks for every class whose count is derived;
     /// a count the user gave below `counts` is refused unless they allowed exhaustion.
     fn layout(&self, counts: usize) -> Result<PoolLayout, CreateError> {
-        let payload = P::payload_type();
+        let payload = self.payload_type();
         let alignment = payload.alignment().max(iox_mempool::layout::DEFAULT_ALIGNMENT);
         let classes = if !P::IS_SLICE {
             vec![(payload.element_size().max(1), counts)]
@@ -254,7 +264,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             version: static_config::CONFIG_VERSION,
             name: self.target.name.to_string(),
             pattern: MessagingPattern::PublishSubscribe,
-            payload: P::payload_type(),
+            payload: self.payload_type(),
             memory_type,
             layout: PoolLayout::new(&[(64, 1)]).expect("constant layout"),
             max_publishers: self.max_publishers.unwrap_or(2),
@@ -318,10 +328,10 @@ impl<P: ?Sized + Payload> Pattern for PubSubBuilder<P> {
 
     fn check_compatible(&self, target: &Target, c: &StaticConfig) -> Result<(), OpenError> {
         let name = || target.name.to_string();
-        if c.payload != P::payload_type() {
+        if c.payload != self.payload_type() {
             return Err(OpenError::IncompatiblePayload {
                 name: name(),
-                requested: P::payload_type(),
+                requested: self.payload_type(),
                 found: c.payload.clone(),
             });
         }
@@ -437,6 +447,41 @@ impl<T: crate::ZeroCopySafe> PubSubBuilder<[T]> {
     /// On open: the service's largest chunk must hold this many.
     pub fn max_slice_len(mut self, len: usize) -> Self {
         self.max_slice_len = Some(len);
+        self
+    }
+}
+
+impl PubSubBuilder<[u8]> {
+    /// Carries the payload as bytes while recording (when creating) and requiring
+    /// (when opening) the identity `payload` instead of `[u8]`'s: for programs that move
+    /// a service's samples without knowing its type, such as a bridge recreating a
+    /// remote service with the exporter's payload type. Give the pool's size classes in
+    /// bytes ([`size_classes`](Self::size_classes) or
+    /// [`chunk_sizes`](Self::chunk_sizes)); the pool's alignment is at least
+    /// `payload`'s. Samples of such a service are read with
+    /// [`Sample::payload_bytes`](crate::Sample::payload_bytes) and sent with
+    /// [`Publisher::send_payload_bytes`](crate::Publisher::send_payload_bytes), which
+    /// count in the recorded type's elements. Typed programs open the service as
+    /// usual.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use iox_service::{Payload, Service};
+    /// let bytes = Service::named("doc/carry")?.root(dir.path())
+    ///     .publish_subscribe::<[u8]>()
+    ///     .carry_payload_type(<u64 as Payload>::payload_type())
+    ///     .chunk_sizes(&[8])
+    ///     .create()?;
+    /// let typed = Service::named("doc/carry")?.root(dir.path())
+    ///     .publish_subscribe::<u64>().open()?;
+    /// let subscriber = typed.subscriber_builder().create()?;
+    /// let publisher = bytes.publisher_builder().create()?;
+    /// publisher.send_payload_bytes(&7u64.to_ne_bytes())?;
+    /// assert_eq!(*subscriber.receive()?.unwrap(), 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn carry_payload_type(mut self, payload: crate::PayloadType) -> Self {
+        self.carried = Some(payload);
         self
     }
 }

@@ -243,6 +243,11 @@ impl SubscriberPort {
         &self.pool
     }
 
+    /// Bytes per payload element, as the static config records it.
+    pub(crate) fn element_size(&self) -> usize {
+        self.service.config.payload.element_size()
+    }
+
     /// The device address of the pool's first byte, if this port pinned the pool with
     /// a pinner that gives one (learned at pinning; no call into the pinner here).
     #[inline]
@@ -368,7 +373,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
                 let _ = pool.release(handle, port.owner);
                 return Err(corrupt("payload length does not fit the chunk"));
             }
-            return Ok(Some(Sample::new(Arc::clone(port), handle, ptr, len as usize)));
+            return Ok(Some(Sample::new(Arc::clone(port), handle, ptr, len as usize, p)));
         }
         Ok(None)
     }
