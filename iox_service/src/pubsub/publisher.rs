@@ -68,8 +68,8 @@ use crate::queue::{self, Pushed};
 use crate::sample::SampleMutUninit;
 use crate::{Overflow, Payload, ZeroCopySafe};
 
-mod history;
 mod bytes;
+mod history;
 pub use bytes::SendBytesError;
 
 /// Builds a [`Publisher`].

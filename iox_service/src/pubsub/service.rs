@@ -476,7 +476,7 @@ impl PubSubBuilder<[u8]> {
     ///     .publish_subscribe::<u64>().open()?;
     /// let subscriber = typed.subscriber_builder().create()?;
     /// let publisher = bytes.publisher_builder().create()?;
-    /// publisher.send_payload_bytes(&7u64.to_ne_bytes())?;
+    /// publisher.send_payload_bytes(&[&7u64.to_ne_bytes()])?;
     /// assert_eq!(*subscriber.receive()?.unwrap(), 7);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```

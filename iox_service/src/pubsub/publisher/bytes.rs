@@ -52,38 +52,41 @@ impl<P: ?Sized + crate::Payload> Publisher<P> {
 }
 
 impl Publisher<[u8]> {
-    /// Copies `payload` into a loaned chunk and sends it; returns how many subscribers
-    /// got it. `payload` must be a whole payload of the type recorded in the static
+    /// Copies the payload, the concatenation of `parts` (e.g. the fragments of a
+    /// network buffer), into a loaned chunk and sends it; returns how many subscribers
+    /// got it. The payload must be a whole payload of the type recorded in the static
     /// config (see [`carry_payload_type`](crate::PubSubBuilder::carry_payload_type)):
     /// its size for a typed payload, a multiple of the element size for a slice.
-    pub fn send_payload_bytes(&self, payload: &[u8]) -> Result<usize, SendBytesError> {
+    pub fn send_payload_bytes(&self, parts: &[&[u8]]) -> Result<usize, SendBytesError> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
         let recorded = &self.port.service.config.payload;
         let element = recorded.element_size();
         let elements = match recorded {
-            crate::PayloadType::Typed { .. } => (payload.len() == element).then_some(1),
-            crate::PayloadType::Slice { .. } if element == 0 => payload.is_empty().then_some(0),
-            crate::PayloadType::Slice { .. } => (payload.len() % element == 0).then(|| payload.len() / element),
+            crate::PayloadType::Typed { .. } => (len == element).then_some(1),
+            crate::PayloadType::Slice { .. } if element == 0 => (len == 0).then_some(0),
+            crate::PayloadType::Slice { .. } => len.is_multiple_of(element).then(|| len / element),
         };
         let Some(elements) = elements else {
             return Err(SendBytesError::Length {
-                len: payload.len(),
+                len,
                 payload: recorded.to_string(),
             });
         };
         let max = self.port.service.pool.layout().max_chunk_size();
-        if payload.len() > max {
-            return Err(SendBytesError::TooLarge {
-                len: payload.len(),
-                max,
-            });
+        if len > max {
+            return Err(SendBytesError::TooLarge { len, max });
         }
-        let (port, handle, ptr) = self.loan_bytes(payload.len())?;
-        // SAFETY: `ptr` starts a chunk loaned to this publisher alone that holds at
-        // least `payload.len()` bytes (the pool gave a class that fits them); `payload`
-        // is ordinary memory of this process, so the two do not overlap.
-        unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), ptr, payload.len()) };
+        let (port, handle, ptr) = self.loan_bytes(len)?;
+        let mut at = 0;
+        for part in parts {
+            // SAFETY: `ptr` starts a chunk loaned to this publisher alone that holds at
+            // least `len` bytes (the pool gave a class that fits them), and the parts
+            // add up to `len`; the parts are this process's own memory, never the chunk.
+            unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), ptr.add(at), part.len()) };
+            at += part.len();
+        }
         let sample = SampleMutUninit::<[u8]>::new(port, handle, ptr, elements);
-        // SAFETY: the payload's `elements x element` bytes (= `payload.len()`) were
+        // SAFETY: the payload's `elements x element` bytes (= `len`) were
         // just written; the sample is only sent, never read through its `[u8]` view.
         Ok(unsafe { sample.assume_init() }.send()?)
     }
