@@ -5,9 +5,13 @@
 //! futex, the wait the hot path already supports; no readiness socket is armed, so
 //! local publishers never ring one for the bridge) and moves each sample into a small
 //! ring; the sender takes from the ring and puts it on Zenoh (`CongestionControl::Block`,
-//! reliable). A slow or absent network thus blocks only the sender: the receiver keeps
-//! draining the service's queues, and when the ring is full it drops the oldest sample
-//! and counts it ([`ExportStats::dropped`]). The ring holds at most `max_held - 1`
+//! reliable). A slow or absent network thus blocks only the sender, never a local
+//! publisher: the service's queue to the bridge buffers as for any subscriber, and once
+//! it is full (`subscriber_buffer` entries waiting) while the ring is full too, the
+//! receiver drops the oldest sample of the ring and counts it
+//! ([`ExportStats::dropped`]). The receiver looks every millisecond while the ring is
+//! full, so a publisher sending faster than that into a full queue can also have the
+//! service's own drop-oldest act in the queue, uncounted: the count is a lower bound. The ring holds at most `max_held - 1`
 //! samples (one more is in the sender's hands), so the bridge never exceeds the
 //! service's `max_held`.
 //!
@@ -84,6 +88,7 @@ impl Export {
             .create()
             .map_err(|e| format!("cannot create the bridge subscriber of {name:?}: {e}"))?;
         let max_held = service.static_config().max_held as usize;
+        let buffer = service.static_config().subscriber_buffer as usize;
         let ring = Arc::new(Ring {
             queue: Mutex::new(VecDeque::new()),
             ready: Condvar::new(),
@@ -95,7 +100,7 @@ impl Export {
             let (ring, stop, stats, name) = (ring.clone(), stop.clone(), stats.clone(), name.clone());
             std::thread::Builder::new()
                 .name(format!("export-rx {name}"))
-                .spawn(move || receive(subscriber, &ring, &stop, &stats, &own, &name))
+                .spawn(move || receive(subscriber, &ring, &stop, &stats, &own, &name, buffer))
                 .map_err(|e| e.to_string())?
         };
         let sender = {
@@ -133,17 +138,20 @@ fn receive(
     stats: &ExportStats,
     own: &AtomicUsize,
     name: &str,
+    buffer: usize,
 ) {
     while !stop.load(Ordering::Relaxed) {
         {
             let mut q = ring.queue.lock().expect("export ring");
             if q.len() >= ring.capacity {
-                if subscriber.pending() > 0 {
-                    // The network is behind and a newer sample waits: drop the oldest.
+                if subscriber.pending() >= buffer {
+                    // The network is behind and the service's queue to the bridge is
+                    // full: drop the oldest here, counted, rather than in the queue.
                     q.pop_front();
                     stats.dropped.fetch_add(1, Ordering::Relaxed);
                 } else {
-                    let _ = ring.ready.wait_timeout(q, Duration::from_millis(5));
+                    // The queue still has room: let it buffer (as for any subscriber).
+                    let _ = ring.ready.wait_timeout(q, Duration::from_millis(1));
                     continue;
                 }
             }
