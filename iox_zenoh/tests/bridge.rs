@@ -332,3 +332,58 @@ fn incompatible_remote_config_is_skipped_and_others_flow() {
     ba.stop();
     bb.stop();
 }
+
+#[test]
+fn malformed_config_and_oversized_payload_are_logged_and_skipped() {
+    let a = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let ba = bridge(a.path(), &[], &["in/*"], Some(port), None);
+    let mut config = zenoh::Config::default();
+    config
+        .insert_json5("scouting/multicast/enabled", "false")
+        .unwrap();
+    config
+        .insert_json5("connect/endpoints", &format!("[\"tcp/127.0.0.1:{port}\"]"))
+        .unwrap();
+    let session = zenoh::open(config).wait().unwrap();
+    // A "bridge" that answers with a config that is not one.
+    let _q = session
+        .declare_queryable("iox-config/in/bad")
+        .callback(|q| {
+            q.reply(q.key_expr().clone(), "StaticConfig(version: 2, nonsense")
+                .wait()
+                .unwrap();
+        })
+        .wait()
+        .unwrap();
+    let ok = iox_testkit::wait_until(Duration::from_secs(20), || {
+        session.put("iox/in/bad", vec![1u8; 16]).wait().unwrap();
+        // Oversized for the default classes (16 MiB at most).
+        session
+            .put("iox/in/big", vec![2u8; (16 << 20) + 1])
+            .wait()
+            .unwrap();
+        session.put("iox/in/ok", vec![3u8; 16]).wait().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let s = ba.status();
+        let bad = s
+            .skipped
+            .iter()
+            .any(|(n, why)| n == "in/bad" && why.contains("malformed") && why.contains("in/bad"));
+        let big = s
+            .imported
+            .iter()
+            .any(|(n, _, _, failed)| n == "in/big" && *failed > 0);
+        let good = s
+            .imported
+            .iter()
+            .any(|(n, _, published, _)| n == "in/ok" && *published > 0);
+        bad && big && good
+    });
+    assert!(
+        ok,
+        "malformed config skipped, oversized payload counted, the rest flows: {}",
+        ba.status()
+    );
+    ba.stop();
+}
