@@ -138,8 +138,10 @@ impl std::fmt::Display for Status {
 
 struct Exports {
     running: HashMap<String, Export>,
-    /// Names refused (cannot travel, or could not be opened), with the reason.
+    /// Names refused (cannot travel as keys), with the reason.
     refused: HashMap<String, String>,
+    /// Names whose export failed to start (logged once; retried every scan).
+    failing: HashSet<String>,
 }
 
 /// A running bridge. [`Bridge::stop`] ends it (dropping it leaves threads running
@@ -209,6 +211,7 @@ impl Bridge {
         let exports = Arc::new(Mutex::new(Exports {
             running: HashMap::new(),
             refused: HashMap::new(),
+            failing: HashSet::new(),
         }));
         let configs: Arc<Mutex<HashMap<String, String>>> = Arc::default();
         let queryable = {
@@ -419,11 +422,17 @@ impl Scanner {
             match started {
                 Ok(e) => {
                     eprintln!("iox-zenoh: exporting {name:?}");
+                    exports.failing.remove(&name);
                     self.configs.lock().expect("configs").insert(name.clone(), text);
                     exports.running.insert(name, e);
                 }
-                // Not remembered: it may be mid-creation; the next scan tries again.
-                Err(e) => eprintln!("iox-zenoh: {name:?} not exported yet: {e}"),
+                // Not remembered: it may be mid-creation; the next scan tries again
+                // (logged once per name).
+                Err(e) => {
+                    if exports.failing.insert(name.clone()) {
+                        eprintln!("iox-zenoh: {name:?} not exported yet (retrying every scan): {e}");
+                    }
+                }
             }
         }
         // Names refused earlier whose service is gone may come back valid-less: forget.

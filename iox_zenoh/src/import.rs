@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use iox_service::{Publisher, StaticConfig};
+use iox_service::{Publisher, SendBytesError, SendError, StaticConfig};
 use zenoh::Wait;
 use zenoh::sample::Locality;
 
@@ -125,6 +125,12 @@ pub fn run(session: zenoh::Session, pattern: Pattern, shared: Arc<ImportShared>)
         match publisher.send_payload_bytes(&parts) {
             Ok(_) => {
                 stats.published.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(SendBytesError::Send(SendError::ServiceRemoved)) => {
+                // Removed locally (`iox remove --force`): open it afresh next time.
+                stats.failed.fetch_add(1, Ordering::Relaxed);
+                eprintln!("iox-zenoh: local service {name:?} was removed; it is opened again");
+                locals.remove(name);
             }
             Err(e) => {
                 if stats.failed.fetch_add(1, Ordering::Relaxed) % 1000 == 0 {
