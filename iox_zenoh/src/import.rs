@@ -130,6 +130,7 @@ pub fn run(session: zenoh::Session, pattern: Pattern, shared: Arc<ImportShared>)
                 // Removed locally (`iox remove --force`): open it afresh next time.
                 stats.failed.fetch_add(1, Ordering::Relaxed);
                 eprintln!("iox-zenoh: local service {name:?} was removed; it is opened again");
+                own_slot(&shared.own_slots, name).store(usize::MAX, Ordering::Relaxed);
                 locals.remove(name);
             }
             Err(e) => {
