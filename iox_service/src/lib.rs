@@ -71,7 +71,9 @@ pub use iox_mempool::{
 };
 pub use name::{NameError, ServiceName};
 pub use port::{PortCreateError, WaitForPortsError};
-pub use publisher::{LoanError, Publisher, PublisherBuilder, SendError, UpdateConnectionsError};
+pub use publisher::{
+    LoanError, Publisher, PublisherBuilder, SendBytesError, SendError, UpdateConnectionsError,
+};
 pub use pubsub::raw::{RawLoan, RawSample};
 #[cfg(feature = "tokio")]
 pub use pubsub::receive_async::ReceiveAsyncError;

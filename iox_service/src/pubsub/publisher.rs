@@ -73,7 +73,9 @@ use crate::sample::SampleMutUninit;
 use crate::shm::connected;
 use crate::{Overflow, Payload, ZeroCopySafe};
 
+mod bytes;
 mod history;
+pub use bytes::SendBytesError;
 
 /// Builds a [`Publisher`].
 #[derive(Debug)]

@@ -172,6 +172,8 @@ pub struct Sample<P: ?Sized + Payload> {
     handle: ChunkHandle,
     ptr: *const u8,
     len: usize,
+    /// The publisher slot whose queue it came from (see [`Sample::publisher_slot`]).
+    publisher: u32,
     _payload: PhantomData<fn() -> Box<P>>,
 }
 
@@ -190,14 +192,54 @@ const _: () = {
 };
 
 impl<P: ?Sized + Payload> Sample<P> {
-    pub(crate) fn new(port: Arc<SubscriberPort>, handle: ChunkHandle, ptr: *mut u8, len: usize) -> Self {
+    pub(crate) fn new(
+        port: Arc<SubscriberPort>,
+        handle: ChunkHandle,
+        ptr: *mut u8,
+        len: usize,
+        publisher: usize,
+    ) -> Self {
         Self {
             port,
             handle,
             ptr,
             len,
+            publisher: publisher as u32,
             _payload: PhantomData,
         }
+    }
+
+    /// The slot of the publisher that sent it: the queue the subscriber took it from
+    /// (recorded at receive, one register store; nothing is added to the queue entry).
+    /// Compare with [`Publisher::publisher_slot`](crate::Publisher::publisher_slot) of
+    /// one's own publishers to tell one's own samples apart, as a bridge does so as not
+    /// to send back what it received. A slot is one live publisher at a time; a sample
+    /// that a dead publisher left queued reports that slot too, even after a new
+    /// publisher took it over.
+    #[inline]
+    pub fn publisher_slot(&self) -> usize {
+        self.publisher as usize
+    }
+
+    /// The payload as bytes, whatever its type: `len x` the element size recorded in
+    /// the static config (the whole value for typed payloads), so a program that opened
+    /// the service as `[u8]` with
+    /// [`carry_payload_type`](crate::PubSubBuilder::carry_payload_type) reads the
+    /// whole payload. `None` if that length does not fit the chunk (a corrupt entry).
+    /// Padding bytes of a typed payload are included as the publisher left them.
+    pub fn payload_bytes(&self) -> Option<&[u8]> {
+        let element = self.port.element_size();
+        let bytes = self.len.checked_mul(element)?;
+        let (_, chunk) = self.port.pool().chunk(self.handle)?;
+        if bytes > chunk {
+            return None;
+        }
+        // SAFETY: `bytes` bytes from `ptr` lie inside the chunk (checked above), which
+        // our owner bit keeps from reuse; the publisher wrote them before its Release
+        // push that our Acquire pop saw. The chunk lives in shared memory another
+        // process wrote, so every byte, padding included, has a value for this process
+        // (as the bytes of a mapped file do).
+        Some(unsafe { std::slice::from_raw_parts(self.ptr, bytes) })
     }
 
     /// The chunk's address in this process (e.g. for a device pointer lookup).

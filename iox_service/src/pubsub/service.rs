@@ -69,8 +69,10 @@ pub struct PubSubBuilder<P: ?Sized> {
     max_slice_len: Option<usize>,
     allow_pool_exhaustion: bool,
     backing: Option<Backing>,
-    /// Recorded instead of `P::payload_type()` (`raw_payload_type`, bindings only).
-    raw_payload: Option<PayloadType>,
+    /// Recorded (when creating) and required (when opening) instead of
+    /// `P::payload_type()`: set by `raw_payload_type` (language bindings) or
+    /// `carry_payload_type` (bridges).
+    payload_override: Option<PayloadType>,
     _payload: PhantomData<fn() -> Box<P>>,
 }
 
@@ -91,14 +93,15 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             max_slice_len: None,
             allow_pool_exhaustion: false,
             backing: None,
-            raw_payload: None,
+            payload_override: None,
             _payload: PhantomData,
         }
     }
 
-    /// The payload recorded in (or checked against) the static config.
+    /// The payload recorded in (or checked against) the static config: `P`'s, or the
+    /// one given to `raw_payload_type` / `carry_payload_type`.
     fn payload_type(&self) -> PayloadType {
-        self.raw_payload.clone().unwrap_or_else(P::payload_type)
+        self.payload_override.clone().unwrap_or_else(P::payload_type)
     }
 }
 
@@ -468,7 +471,40 @@ impl PubSubBuilder<[u8]> {
     /// addresses ([`RawSample::as_ptr`](crate::RawSample::as_ptr)), since a payload
     /// written as another type may have padding bytes that are not initialised.
     pub unsafe fn raw_payload_type(mut self, payload: PayloadType) -> Self {
-        self.raw_payload = Some(payload);
+        self.payload_override = Some(payload);
+        self
+    }
+
+    /// Carries the payload as bytes while recording (when creating) and requiring
+    /// (when opening) the identity `payload` instead of `[u8]`'s: for programs that move
+    /// a service's samples without knowing its type, such as a bridge recreating a
+    /// remote service with the exporter's payload type. Give the pool's size classes in
+    /// bytes ([`size_classes`](Self::size_classes) or
+    /// [`chunk_sizes`](Self::chunk_sizes)); the pool's alignment is at least
+    /// `payload`'s. Samples of such a service are read with
+    /// [`Sample::payload_bytes`](crate::Sample::payload_bytes) and sent with
+    /// [`Publisher::send_payload_bytes`](crate::Publisher::send_payload_bytes), which
+    /// count in the recorded type's elements. Typed programs open the service as
+    /// usual.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use iox_service::{Payload, Service};
+    /// let bytes = Service::named("doc/carry")?.root(dir.path())
+    ///     .publish_subscribe::<[u8]>()
+    ///     .carry_payload_type(<u64 as Payload>::payload_type())
+    ///     .chunk_sizes(&[8])
+    ///     .create()?;
+    /// let typed = Service::named("doc/carry")?.root(dir.path())
+    ///     .publish_subscribe::<u64>().open()?;
+    /// let subscriber = typed.subscriber_builder().create()?;
+    /// let publisher = bytes.publisher_builder().create()?;
+    /// publisher.send_payload_bytes(&[&7u64.to_ne_bytes()])?;
+    /// assert_eq!(*subscriber.receive()?.unwrap(), 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn carry_payload_type(mut self, payload: crate::PayloadType) -> Self {
+        self.payload_override = Some(payload);
         self
     }
 }

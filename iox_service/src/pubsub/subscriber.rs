@@ -248,6 +248,11 @@ impl SubscriberPort {
         &self.pool
     }
 
+    /// Bytes per payload element, as the static config records it.
+    pub(crate) fn element_size(&self) -> usize {
+        self.service.config.payload.element_size()
+    }
+
     /// The device address of the pool's first byte, if this port pinned the pool with
     /// a pinner that gives one (learned at pinning; no call into the pinner here).
     #[inline]
@@ -391,6 +396,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
                 chunk.handle(),
                 ptr,
                 len as usize,
+                p,
             )));
         }
         Ok(None)

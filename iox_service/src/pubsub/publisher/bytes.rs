@@ -1,0 +1,93 @@
+//! Sending a payload given as bytes, whatever the service's payload type: for programs
+//! that move samples without knowing their type (a bridge re-publishing what arrived
+//! from the network into a service opened with
+//! [`carry_payload_type`](crate::PubSubBuilder::carry_payload_type)).
+//!
+//! The bytes are copied into a loaned chunk (one copy) and sent; the length recorded
+//! for subscribers is counted in the recorded type's elements (1 for a typed payload),
+//! so typed subscribers of the same service read a well-formed sample. The ordinary
+//! loan path is untouched.
+
+use thiserror::Error;
+
+use super::{LoanError, Publisher, SendError};
+use crate::sample::SampleMutUninit;
+
+/// Why [`Publisher::send_payload_bytes`] sent nothing (or not to everyone).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum SendBytesError {
+    /// The byte count is not a whole payload of the recorded type.
+    #[error(
+        "{len} bytes are not a payload of {payload}: a typed payload needs exactly its size, a slice a multiple of the element size"
+    )]
+    Length {
+        /// Bytes given.
+        len: usize,
+        /// The payload type recorded in the static config.
+        payload: String,
+    },
+    /// Larger than the service's largest chunk.
+    #[error("{len} bytes do not fit the service's largest chunk ({max} bytes)")]
+    TooLarge {
+        /// Bytes given.
+        len: usize,
+        /// The largest chunk.
+        max: usize,
+    },
+    /// The loan failed.
+    #[error(transparent)]
+    Loan(#[from] LoanError),
+    /// The send did not reach everyone.
+    #[error(transparent)]
+    Send(#[from] SendError),
+}
+
+impl<P: ?Sized + crate::Payload> Publisher<P> {
+    /// The slot this publisher occupies: what [`crate::Sample::publisher_slot`] reports
+    /// for the samples it sends, as long as it lives.
+    pub fn publisher_slot(&self) -> usize {
+        self.port.slot
+    }
+}
+
+impl Publisher<[u8]> {
+    /// Copies the payload, the concatenation of `parts` (e.g. the fragments of a
+    /// network buffer), into a loaned chunk and sends it; returns how many subscribers
+    /// got it. The payload must be a whole payload of the type recorded in the static
+    /// config (see [`carry_payload_type`](crate::PubSubBuilder::carry_payload_type)):
+    /// its size for a typed payload, a multiple of the element size for a slice.
+    pub fn send_payload_bytes(&self, parts: &[&[u8]]) -> Result<usize, SendBytesError> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let recorded = &self.port.service.config.payload;
+        let element = recorded.element_size();
+        let elements = match recorded {
+            crate::PayloadType::Typed { .. } => (len == element).then_some(1),
+            crate::PayloadType::Slice { .. } if element == 0 => (len == 0).then_some(0),
+            crate::PayloadType::Slice { .. } => len.is_multiple_of(element).then(|| len / element),
+        };
+        let Some(elements) = elements else {
+            return Err(SendBytesError::Length {
+                len,
+                payload: recorded.to_string(),
+            });
+        };
+        let max = self.port.service.pool.layout().max_chunk_size();
+        if len > max {
+            return Err(SendBytesError::TooLarge { len, max });
+        }
+        let (port, handle, ptr) = self.loan_bytes(len)?;
+        let mut at = 0;
+        for part in parts {
+            // SAFETY: `ptr` starts a chunk loaned to this publisher alone that holds at
+            // least `len` bytes (the pool gave a class that fits them), and the parts
+            // add up to `len`; the parts are this process's own memory, never the chunk.
+            unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), ptr.add(at), part.len()) };
+            at += part.len();
+        }
+        let sample = SampleMutUninit::<[u8]>::new(port, handle, ptr, elements);
+        // SAFETY: the payload's `elements x element` bytes (= `len`) were
+        // just written; the sample is only sent, never read through its `[u8]` view.
+        Ok(unsafe { sample.assume_init() }.send()?)
+    }
+}

@@ -1,0 +1,353 @@
+//! The bridge against plain Zenoh, side by side, one run:
+//!
+//! `cargo run --release -p iox_zenoh --example bridge_bench`
+//!
+//! - Latency: ping-pong, reported as one-way (round trip / 2), median and p99.
+//!   Plain: Zenoh session A puts `ping`, session B's subscriber puts the payload back on
+//!   `pong` (zero-copy, the received `ZBytes`). Bridge: an iox publisher on host A
+//!   (root A) -> bridge A -> Zenoh -> bridge B -> iox subscriber on host B, which
+//!   publishes the same bytes on `pong` (one copy into a loan, as an iox program
+//!   would) -> bridge B -> bridge A -> the subscriber on host A.
+//! - Throughput: A sends as fast as it can for a while, B counts what arrives; payload
+//!   bytes received per second at B.
+//!
+//! Everything on 127.0.0.1 TCP, explicit endpoints, no scouting; sizes 8 B, 64 KiB,
+//! 16 MiB. Copies per sample on the bridge path, beside Zenoh's own: 0 on export (the
+//! put's buffer is the sample), 1 on import (Zenoh's buffer into a loaned chunk).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use iox_service::{PubSubService, Service};
+use iox_zenoh::{Bridge, Options};
+use zenoh::Wait;
+use zenoh::qos::CongestionControl;
+
+const SIZES: [usize; 3] = [8, 64 << 10, 16 << 20];
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn zconfig(listen: Option<u16>, connect: Option<u16>) -> zenoh::Config {
+    let mut c = zenoh::Config::default();
+    c.insert_json5("scouting/multicast/enabled", "false").unwrap();
+    if let Some(p) = listen {
+        c.insert_json5("listen/endpoints", &format!("[\"tcp/127.0.0.1:{p}\"]"))
+            .unwrap();
+    }
+    if let Some(p) = connect {
+        c.insert_json5("connect/endpoints", &format!("[\"tcp/127.0.0.1:{p}\"]"))
+            .unwrap();
+    }
+    c
+}
+
+fn rounds(len: usize) -> usize {
+    match len {
+        8 => 5000,
+        l if l <= 64 << 10 => 2000,
+        _ => 50,
+    }
+}
+
+fn report(hist: &Histogram<u64>) -> (f64, f64) {
+    (
+        hist.value_at_quantile(0.5) as f64 / 1000.0,
+        hist.value_at_quantile(0.99) as f64 / 1000.0,
+    )
+}
+
+/// Plain Zenoh ping-pong: one-way latencies in ns.
+fn plain_latency(len: usize) -> Histogram<u64> {
+    let port = free_port();
+    let a = zenoh::open(zconfig(Some(port), None)).wait().unwrap();
+    let b = zenoh::open(zconfig(None, Some(port))).wait().unwrap();
+    let b2 = b.clone();
+    let _echo = b
+        .declare_subscriber("bench/ping")
+        .callback(move |s| {
+            b2.put("bench/pong", s.payload().clone())
+                .congestion_control(CongestionControl::Block)
+                .wait()
+                .unwrap();
+        })
+        .wait()
+        .unwrap();
+    let pong = a.declare_subscriber("bench/pong").wait().unwrap();
+    let data = vec![7u8; len];
+    // Warm up until the route exists.
+    loop {
+        a.put("bench/ping", data.clone()).wait().unwrap();
+        if pong.recv_timeout(Duration::from_millis(100)).unwrap().is_some() {
+            break;
+        }
+    }
+    while pong.try_recv().unwrap().is_some() {}
+    let mut hist = Histogram::<u64>::new(3).unwrap();
+    for _ in 0..rounds(len) {
+        let t = Instant::now();
+        a.put("bench/ping", data.clone())
+            .congestion_control(CongestionControl::Block)
+            .wait()
+            .unwrap();
+        let s = pong.recv().unwrap();
+        assert_eq!(s.payload().len(), len);
+        hist.record(t.elapsed().as_nanos() as u64 / 2).unwrap();
+    }
+    let _ = a.close().wait();
+    let _ = b.close().wait();
+    hist
+}
+
+/// Plain Zenoh throughput, bytes per second at the receiver.
+fn plain_throughput(len: usize, secs: f64) -> f64 {
+    let port = free_port();
+    let a = zenoh::open(zconfig(Some(port), None)).wait().unwrap();
+    let b = zenoh::open(zconfig(None, Some(port))).wait().unwrap();
+    let bytes = Arc::new(AtomicU64::new(0));
+    let counter = bytes.clone();
+    let _sub = b
+        .declare_subscriber("bench/tp")
+        .callback(move |s| {
+            counter.fetch_add(s.payload().len() as u64, Ordering::Relaxed);
+        })
+        .wait()
+        .unwrap();
+    let data = zenoh::bytes::ZBytes::from(vec![7u8; len]);
+    while bytes.load(Ordering::Relaxed) == 0 {
+        a.put("bench/tp", data.clone()).wait().unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let (start_bytes, t) = (bytes.load(Ordering::Relaxed), Instant::now());
+    while t.elapsed().as_secs_f64() < secs {
+        a.put("bench/tp", data.clone())
+            .congestion_control(CongestionControl::Block)
+            .wait()
+            .unwrap();
+    }
+    let rate = (bytes.load(Ordering::Relaxed) - start_bytes) as f64 / t.elapsed().as_secs_f64();
+    let _ = a.close().wait();
+    let _ = b.close().wait();
+    rate
+}
+
+fn service(root: &std::path::Path, name: &str) -> PubSubService<[u8]> {
+    Service::named(name)
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<[u8]>()
+        .max_publishers(2)
+        .max_subscribers(3)
+        .subscriber_buffer(8)
+        .max_loans(2)
+        .max_held(4)
+        .chunk_sizes(&[64, 64 << 10, 16 << 20])
+        .open_or_create()
+        .unwrap()
+}
+
+fn bridges(
+    a: &std::path::Path,
+    b: &std::path::Path,
+    a_ex: &str,
+    a_im: &str,
+    b_ex: &str,
+    b_im: &str,
+) -> (Bridge, Bridge) {
+    let port = free_port();
+    let mk = |root: &std::path::Path, ex: &str, im: &str, listen: bool| {
+        let mut o = Options::new();
+        o.root = root.to_path_buf();
+        o.export = [ex]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .map(|s| s.to_string())
+            .collect();
+        o.import = [im]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .map(|s| s.to_string())
+            .collect();
+        let ep = vec![format!("tcp/127.0.0.1:{port}")];
+        if listen {
+            o.listen = ep
+        } else {
+            o.connect = ep
+        }
+        Bridge::start(o).unwrap()
+    };
+    let ba = mk(a, a_ex, a_im, true);
+    let bb = mk(b, b_ex, b_im, false);
+    (ba, bb)
+}
+
+/// Ping-pong over two bridges: one-way latencies in ns.
+fn bridge_latency(len: usize) -> Histogram<u64> {
+    let (ra, rb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (ping_a, pong_a) = (service(ra.path(), "bench/ping"), service(ra.path(), "bench/pong"));
+    let (ping_b, pong_b) = (service(rb.path(), "bench/ping"), service(rb.path(), "bench/pong"));
+    let (ba, bb) = bridges(
+        ra.path(),
+        rb.path(),
+        "bench/ping",
+        "bench/pong",
+        "bench/pong",
+        "bench/ping",
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let echo = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let sub = ping_b.subscriber_builder().create().unwrap();
+            let publisher = pong_b.publisher_builder().create().unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                if let Some(s) = sub.receive_timeout(Duration::from_millis(50)).unwrap() {
+                    publisher
+                        .loan_slice_uninit(s.len())
+                        .unwrap()
+                        .write_from_slice(&s)
+                        .send()
+                        .unwrap();
+                }
+            }
+        })
+    };
+    let publisher = ping_a.publisher_builder().create().unwrap();
+    let pong = pong_a.subscriber_builder().create().unwrap();
+    let data = vec![7u8; len];
+    let send = || {
+        publisher
+            .loan_slice_uninit(len)
+            .unwrap()
+            .write_from_slice(&data)
+            .send()
+            .unwrap()
+    };
+    loop {
+        send();
+        if pong
+            .receive_timeout(Duration::from_millis(100))
+            .unwrap()
+            .is_some()
+        {
+            break;
+        }
+    }
+    while pong
+        .receive_timeout(Duration::from_millis(300))
+        .unwrap()
+        .is_some()
+    {}
+    let mut hist = Histogram::<u64>::new(3).unwrap();
+    for _ in 0..rounds(len) {
+        let t = Instant::now();
+        send();
+        let s = pong
+            .receive_timeout(Duration::from_secs(5))
+            .unwrap()
+            .expect("a pong was lost");
+        assert_eq!(s.len(), len);
+        hist.record(t.elapsed().as_nanos() as u64 / 2).unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    echo.join().unwrap();
+    ba.stop();
+    bb.stop();
+    hist
+}
+
+/// Throughput over two bridges, bytes per second at host B.
+fn bridge_throughput(len: usize, secs: f64) -> (f64, u64) {
+    let (ra, rb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (tp_a, tp_b) = (service(ra.path(), "bench/tp"), service(rb.path(), "bench/tp"));
+    let (ba, bb) = bridges(ra.path(), rb.path(), "bench/tp", "", "", "bench/tp");
+    let bytes = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (bytes, stop) = (bytes.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let sub = tp_b.subscriber_builder().create().unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                if let Some(s) = sub.receive_timeout(Duration::from_millis(50)).unwrap() {
+                    bytes.fetch_add(s.len() as u64, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let publisher = tp_a.publisher_builder().create().unwrap();
+    let data = vec![7u8; len];
+    let send = || {
+        publisher
+            .loan_slice_uninit(len)
+            .unwrap()
+            .write_from_slice(&data)
+            .send()
+            .unwrap()
+    };
+    while bytes.load(Ordering::Relaxed) == 0 {
+        send();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let (start_bytes, t) = (bytes.load(Ordering::Relaxed), Instant::now());
+    while t.elapsed().as_secs_f64() < secs {
+        send();
+        // The publisher never blocks; a sender faster than the bridge loses the oldest
+        // samples in the bridge's queue, so pace it only by the loan limit.
+    }
+    let rate = (bytes.load(Ordering::Relaxed) - start_bytes) as f64 / t.elapsed().as_secs_f64();
+    let dropped: u64 = ba.status().exported.iter().map(|e| e.2).sum();
+    stop.store(true, Ordering::Relaxed);
+    reader.join().unwrap();
+    ba.stop();
+    bb.stop();
+    (rate, dropped)
+}
+
+fn size_name(len: usize) -> String {
+    match len {
+        l if l >= 1 << 20 => format!("{} MiB", l >> 20),
+        l if l >= 1 << 10 => format!("{} KiB", l >> 10),
+        l => format!("{l} B"),
+    }
+}
+
+fn main() {
+    let secs = 3.0;
+    println!(
+        "| payload | plain Zenoh one-way median / p99 (us) | bridge one-way median / p99 (us) | bridge / plain median |"
+    );
+    println!("|---|---|---|---|");
+    for len in SIZES {
+        let (pm, p99) = report(&plain_latency(len));
+        let (bm, b99) = report(&bridge_latency(len));
+        println!(
+            "| {} | {pm:.1} / {p99:.1} | {bm:.1} / {b99:.1} | {:.0}% |",
+            size_name(len),
+            100.0 * bm / pm
+        );
+    }
+    println!();
+    println!("| payload | plain Zenoh (MB/s) | bridge (MB/s) | bridge / plain | bridge drops |");
+    println!("|---|---|---|---|---|");
+    for len in SIZES {
+        let p = plain_throughput(len, secs) / 1e6;
+        let (b, dropped) = bridge_throughput(len, secs);
+        let b = b / 1e6;
+        println!(
+            "| {} | {p:.1} | {b:.1} | {:.0}% | {dropped} |",
+            size_name(len),
+            100.0 * b / p
+        );
+    }
+    println!();
+    println!("copies per sample on the bridge path (beside Zenoh's own serialisation): export 0, import 1");
+}

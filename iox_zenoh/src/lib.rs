@@ -1,0 +1,33 @@
+//! # iox_zenoh: iox services across machines, over Zenoh
+//!
+//! A bridge process (`iox-zenoh`) carries selected publish-subscribe services over a
+//! Zenoh session in both directions, so a subscriber on host B receives what a
+//! publisher on host A sends, with no change to either program.
+//!
+//! - Export (local -> Zenoh, [`export`]): each local service matching an export pattern
+//!   gets a bridge subscriber; each sample is one Zenoh put on `<prefix>/<name>`, its
+//!   buffer the received sample itself (no copy by the bridge).
+//! - Import (Zenoh -> local, [`import`]): each key matching an import pattern is
+//!   published into the local service of the same name, created with the exporter's
+//!   static config (fetched from the exporting bridge) or, for plain Zenoh publishers,
+//!   as a `[u8]` service with [`local::DEFAULT_CLASSES`]; one copy per sample.
+//! - No echo: the bridge's own publishers are told apart on receive by
+//!   [`iox_service::Sample::publisher_slot`], so two bridges exporting and importing the
+//!   same service neither loop nor duplicate.
+//! - Names ([`keys`]): `camera/front` travels as `iox/camera/front`; names that are not
+//!   valid key expressions are refused, naming them.
+//!
+//! Waiting: plain threads blocking in the subscriber's futex wait (`receive_timeout`)
+//! and in Zenoh's FIFO channel (`recv_timeout`); Zenoh's own tokio runtime runs beside
+//! them. Decision: iox publishers and loans are not `Send`, so an import's publishers
+//! live on its thread; a thread per export keeps a slow service from delaying others.
+//!
+//! The core crates never depend on this one.
+
+pub mod bridge;
+pub mod export;
+pub mod import;
+pub mod keys;
+pub mod local;
+
+pub use bridge::{Bridge, Options, StartError, Status};

@@ -1,0 +1,162 @@
+//! Opening the local end of a bridged service as bytes, whatever its payload type.
+//!
+//! The bridge never knows payload types at compile time: it opens every service as
+//! `[u8]` with [`PubSubBuilder::carry_payload_type`], so the service keeps the identity
+//! its programs use (a typed subscriber on host B opens what the bridge created from
+//! host A's config), and samples move as bytes.
+//!
+//! Importing (Zenoh -> local): with the exporter's static config, the bridge creates
+//! the service with the same payload identity, memory type, size classes (counts as
+//! given), limits, overflow, history, permissions and backing kind. If the service
+//! already exists locally it must be compatible: same payload identity and memory type,
+//! and a largest chunk at least the exporter's; other limits are the local service's
+//! business (the bridge needs one publisher port). Without an exporter config (a plain
+//! Zenoh publisher), the service is `[u8]` with [`DEFAULT_CLASSES`].
+
+use std::path::Path;
+
+use iox_service::{OpenError, PubSubService, Service, StaticConfig};
+
+/// Size classes (bytes per chunk, count) of a `[u8]` service the bridge creates for a
+/// key with no exporter config (a plain Zenoh publisher): 4 KiB x 64, 64 KiB x 32,
+/// 1 MiB x 16, 16 MiB x 4 (about 97 MiB of address space, committed as used). The
+/// counts are a fixed budget (pool exhaustion allowed): a loan that finds a class
+/// exhausted drops that sample, logged and counted.
+pub const DEFAULT_CLASSES: [(usize, usize); 4] = [(4096, 64), (65536, 32), (1 << 20, 16), (16 << 20, 4)];
+
+/// Why the local end of a service could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    /// The name is not a valid service name.
+    #[error(transparent)]
+    Name(#[from] iox_service::NameError),
+    /// An existing local service does not match (payload, memory type, chunk size).
+    #[error("local service {name:?} is incompatible with the remote one: {source}")]
+    Incompatible {
+        /// The service.
+        name: String,
+        /// What differs.
+        source: Box<OpenError>,
+    },
+    /// Opening or creating failed otherwise.
+    #[error("cannot open or create local service {name:?}: {message}")]
+    Other {
+        /// The service.
+        name: String,
+        /// The error.
+        message: String,
+    },
+}
+
+/// Opens an existing local service for export: as bytes, with its recorded payload.
+pub fn open_for_export(root: &Path, config: &StaticConfig) -> Result<PubSubService<[u8]>, LocalError> {
+    Service::named(&config.name)?
+        .root(root)
+        .publish_subscribe::<[u8]>()
+        .carry_payload_type(config.payload.clone())
+        .open()
+        .map_err(|e| LocalError::Other {
+            name: config.name.clone(),
+            message: e.to_string(),
+        })
+}
+
+/// Opens the local service like the remote `config` for import, creating it with that
+/// config if it does not exist (see the module docs for what must match).
+pub fn open_like(root: &Path, config: &StaticConfig) -> Result<PubSubService<[u8]>, LocalError> {
+    let name = config.name.as_str();
+    let largest = config.layout.max_chunk_size();
+    let lenient = || -> Result<_, LocalError> {
+        Ok(Service::named(name)?
+            .root(root)
+            .publish_subscribe::<[u8]>()
+            .carry_payload_type(config.payload.clone())
+            .memory_type(config.memory_type)
+            .chunk_sizes(&[largest]))
+    };
+    let classes: Vec<(usize, usize)> = config
+        .layout
+        .classes()
+        .iter()
+        .map(|c| (c.chunk_size, c.count as usize))
+        .collect();
+    let create = || -> Result<_, LocalError> {
+        Ok(Service::named(name)?
+            .root(root)
+            .publish_subscribe::<[u8]>()
+            .carry_payload_type(config.payload.clone())
+            .memory_type(config.memory_type)
+            .max_publishers(config.max_publishers)
+            .max_subscribers(config.max_subscribers)
+            .subscriber_buffer(config.subscriber_buffer)
+            .max_loans(config.max_loans)
+            .max_held(config.max_held)
+            .overflow(config.overflow)
+            .history(config.history)
+            .permissions(config.permissions)
+            .backing(config.backing.kind())
+            .size_classes(&classes)
+            .allow_pool_exhaustion(true))
+    };
+    open_or_create(name, || Ok(lenient()?.open()), || Ok(create()?.create()))
+}
+
+/// Opens with `open`, or creates with `create` if the service does not exist; retries
+/// when another process creates or removes it meanwhile.
+fn open_or_create(
+    name: &str,
+    open: impl Fn() -> Result<Result<PubSubService<[u8]>, OpenError>, LocalError>,
+    create: impl Fn() -> Result<Result<PubSubService<[u8]>, iox_service::CreateError>, LocalError>,
+) -> Result<PubSubService<[u8]>, LocalError> {
+    for _ in 0..3 {
+        match open()? {
+            Ok(s) => return Ok(s),
+            Err(OpenError::DoesNotExist(_)) => {}
+            Err(
+                e @ (OpenError::IncompatiblePayload { .. }
+                | OpenError::IncompatibleMemoryType { .. }
+                | OpenError::IncompatibleLimit { .. }),
+            ) => {
+                return Err(LocalError::Incompatible {
+                    name: name.to_owned(),
+                    source: Box::new(e),
+                });
+            }
+            Err(e) => return Err(other(name, e)),
+        }
+        match create()? {
+            Ok(s) => return Ok(s),
+            // Someone else created it meanwhile: open it (next round).
+            Err(iox_service::CreateError::AlreadyExists(_)) => {}
+            Err(e) => return Err(other(name, e)),
+        }
+    }
+    Err(LocalError::Other {
+        name: name.to_owned(),
+        message: "it kept being created and removed by other processes".into(),
+    })
+}
+
+/// Opens the local `[u8]` service `name` for a key with no exporter config, creating it
+/// with [`DEFAULT_CLASSES`] if needed. An existing service must carry `[u8]`.
+pub fn open_default(root: &Path, name: &str) -> Result<PubSubService<[u8]>, LocalError> {
+    let builder =
+        || -> Result<_, LocalError> { Ok(Service::named(name)?.root(root).publish_subscribe::<[u8]>()) };
+    open_or_create(
+        name,
+        || Ok(builder()?.open()),
+        || {
+            Ok(builder()?
+                .size_classes(&DEFAULT_CLASSES)
+                .allow_pool_exhaustion(true)
+                .create())
+        },
+    )
+}
+
+fn other(name: &str, e: impl std::fmt::Display) -> LocalError {
+    LocalError::Other {
+        name: name.to_owned(),
+        message: e.to_string(),
+    }
+}
