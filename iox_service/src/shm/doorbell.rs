@@ -134,10 +134,10 @@ impl Doorbell {
         Ok(bell)
     }
 
-    /// Consumes one queued token, if there is one (one system call). At most one
-    /// sender rings per arming and a receiver drains once per arming, so tokens do not
-    /// pile up; one left over (a ring that raced a self-ring) only makes the next wait
-    /// wake early, find nothing, and drain it then.
+    /// Consumes one queued token, if there is one (one system call). Tokens do not
+    /// pile up: an arming is rung once, or a few times when senders race on it (each
+    /// rings before it clears the bit), and a receiver drains once per arming; a token
+    /// left over only makes the next wait wake early, find nothing, and drain it then.
     pub(crate) fn drain(&self) {
         let mut buf = [0u8; 8];
         let _ = self.socket.recv(&mut buf);
