@@ -23,7 +23,8 @@
 //!   already). A dead receiver's socket file is removed by recovery or by a root
 //!   cleanup (the name ends in its node id, as temporary files do).
 //!
-//! **Arming.** The receiver slot's `waiting` word holds, from the top: bit [`ARMED`]
+//! **Arming** (the atomics are in [`crate::shm::arming`], model-checked by
+//! `tests/loom_arming.rs`). The receiver slot's `waiting` word holds, from the top: bit `ARMED`
 //! (the receiver waits on its descriptor), a 15-bit arming epoch, and the count of
 //! threads asleep on the futex (16 bits). A sender rings only when the receiver is
 //! armed. The receiver, when it finds nothing, consumes a token, sets the bit with a
@@ -53,24 +54,11 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, Ordering, fence};
+use std::sync::atomic::AtomicU32;
 
-use crate::shm::files;
+use crate::shm::{arming, files};
 
-/// Bit of a receiver slot's `waiting` word: the receiver waits on its descriptor and
-/// the next sender rings.
-pub(crate) const ARMED: u32 = 1 << 31;
-/// The arming epoch's bits in the `waiting` word (15 bits below [`ARMED`]).
-const EPOCH: u32 = 0x7fff << 16;
-/// The count of threads asleep on the futex (the low 16 bits).
-pub(crate) const SLEEPERS: u32 = 0xffff;
-
-/// Whether a sender that read `seen` must wake the receiver (futex sleepers, or an
-/// armed descriptor).
-#[inline]
-pub(crate) fn wants_wake(seen: u32) -> bool {
-    seen & (ARMED | SLEEPERS) != 0
-}
+pub(crate) use crate::shm::arming::{SLEEPERS, ring_armed, wants_wake};
 
 /// The longest path a Unix socket address holds.
 const MAX_SOCKET_PATH: usize = 107;
@@ -149,21 +137,11 @@ impl Doorbell {
     }
 
     /// The receiver's side of arming, called when it found nothing: consumes a token
-    /// and sets [`ARMED`] in `waiting` with a new epoch. The caller must look for work
+    /// and sets `ARMED` in `waiting` with a new epoch. The caller must look for work
     /// once more afterwards (see the module docs).
     pub(crate) fn rearm(&self, waiting: &AtomicU32) {
         self.drain();
-        let mut seen = waiting.load(Ordering::Relaxed);
-        loop {
-            let epoch = (seen & EPOCH).wrapping_add(1 << 16) & EPOCH;
-            let armed = ARMED | epoch | (seen & SLEEPERS);
-            match waiting.compare_exchange_weak(seen, armed, Ordering::SeqCst, Ordering::Relaxed) {
-                Ok(_) => break,
-                Err(now) => seen = now,
-            }
-        }
-        // Pairs with the sender's fence after its push (store-buffering pattern).
-        fence(Ordering::SeqCst);
+        arming::arm(waiting);
     }
 }
 
@@ -176,16 +154,6 @@ impl AsFd for Doorbell {
 impl Drop for Doorbell {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(self.root.join(&self.name));
-    }
-}
-
-/// The sender's side of arming, after its push and SeqCst fence, given the `waiting`
-/// word it read: if the receiver is armed, rings it (`ring` returns whether a token
-/// went out or the receiver's buffer is full, i.e. it is readable) and then clears
-/// that arming, unless the receiver re-armed meanwhile (see the module docs).
-pub(crate) fn ring_armed(waiting: &AtomicU32, seen: u32, ring: impl FnOnce() -> bool) {
-    if seen & ARMED != 0 && ring() {
-        let _ = waiting.compare_exchange(seen, seen & !ARMED, Ordering::Relaxed, Ordering::Relaxed);
     }
 }
 

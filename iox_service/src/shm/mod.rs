@@ -1,6 +1,7 @@
 //! The files of a service and what lives in them: the dynamic segment, the queues,
 //! and the lifecycle of a service's files.
 
+pub(crate) mod arming;
 pub(crate) mod connected;
 pub(crate) mod doorbell;
 pub(crate) mod dynamic;
@@ -8,11 +9,11 @@ pub(crate) mod files;
 pub(crate) mod lifecycle;
 pub(crate) mod queue;
 
-/// The atomics of the queue and connected-set protocols (`queue.rs`,
-/// `connected.rs`): std's here; the loom models (`tests/loom_queue.rs`,
-/// `tests/loom_connected.rs`) compile those files next to a module of this name with
-/// loom's.
+/// The atomics of the queue, connected-set and arming protocols (`queue.rs`,
+/// `connected.rs`, `arming.rs`): std's here; the loom models (`tests/loom_queue.rs`,
+/// `tests/loom_connected.rs`, `tests/loom_arming.rs`) compile those files next to a
+/// module of this name with loom's.
 mod sync {
     pub(crate) use std::hint::spin_loop;
-    pub(crate) use std::sync::atomic::{AtomicU64, Ordering, fence};
+    pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 }

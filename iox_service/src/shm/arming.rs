@@ -1,0 +1,54 @@
+//! The arming protocol of readiness descriptors, on the receiver slot's `waiting` word
+//! (see [`crate::doorbell`] for the protocol and why): the word's layout, the
+//! receiver's arming and the sender's ring-then-clear. Atomics only, no sockets, so
+//! the loom model (`tests/loom_arming.rs`) compiles this file against loom's atomics.
+//!
+//! Word: bit [`ARMED`], a 15-bit arming epoch, the count of futex sleepers
+//! ([`SLEEPERS`], 16 bits). Invariant: a sender that read the word with [`ARMED`] set
+//! clears that bit only after it rang, and only from the exact word it read (CAS), so
+//! an arming is never cleared without a ring by the sender that clears it, and a newer
+//! arming (new epoch) is never cleared by a sender that read an older one.
+
+use super::sync::{AtomicU32, Ordering, fence};
+
+/// Bit of a receiver slot's `waiting` word: the receiver waits on its descriptor and
+/// the next sender rings.
+pub(crate) const ARMED: u32 = 1 << 31;
+/// The arming epoch's bits in the `waiting` word (15 bits below [`ARMED`]).
+const EPOCH: u32 = 0x7fff << 16;
+/// The count of threads asleep on the futex (the low 16 bits).
+pub(crate) const SLEEPERS: u32 = 0xffff;
+
+/// Whether a sender that read `seen` must wake the receiver (futex sleepers, or an
+/// armed descriptor).
+#[inline]
+pub(crate) fn wants_wake(seen: u32) -> bool {
+    seen & (ARMED | SLEEPERS) != 0
+}
+
+/// The receiver's side, called when it found nothing (after consuming a token): sets
+/// [`ARMED`] with a new epoch (SeqCst), then fences. The caller must look for work
+/// once more afterwards.
+pub(crate) fn arm(waiting: &AtomicU32) {
+    let mut seen = waiting.load(Ordering::Relaxed);
+    loop {
+        let epoch = (seen & EPOCH).wrapping_add(1 << 16) & EPOCH;
+        let armed = ARMED | epoch | (seen & SLEEPERS);
+        match waiting.compare_exchange_weak(seen, armed, Ordering::SeqCst, Ordering::Relaxed) {
+            Ok(_) => break,
+            Err(now) => seen = now,
+        }
+    }
+    // Pairs with the sender's fence after its push (store-buffering pattern).
+    fence(Ordering::SeqCst);
+}
+
+/// The sender's side, after its push and SeqCst fence, given the `waiting` word it
+/// read: if the receiver is armed, rings it (`ring` returns whether the arming is
+/// served: a token went out, the receiver is readable already, or it is gone) and
+/// then clears that arming, unless the receiver re-armed meanwhile.
+pub(crate) fn ring_armed(waiting: &AtomicU32, seen: u32, ring: impl FnOnce() -> bool) {
+    if seen & ARMED != 0 && ring() {
+        let _ = waiting.compare_exchange(seen, seen & !ARMED, Ordering::Relaxed, Ordering::Relaxed);
+    }
+}
