@@ -244,20 +244,11 @@ impl Listener {
             let result = if ready || left == Some(Duration::ZERO) {
                 Ok(())
             } else {
-                let ts = left.map(|left| rustix::fs::Timespec {
-                    tv_sec: left.as_secs() as _,
-                    tv_nsec: left.subsec_nanos() as _,
-                });
-                rustix::thread::futex::wait(
-                    &header.wake,
-                    rustix::thread::futex::Flags::empty(),
-                    seen,
-                    ts.as_ref(),
-                )
+                port::futex_sleep(&header.wake, seen, left)
             };
             header.waiting.fetch_sub(1, Ordering::Relaxed);
             let interrupted = match result {
-                Ok(()) | Err(rustix::io::Errno::AGAIN | rustix::io::Errno::TIMEDOUT) => false,
+                Ok(()) => false,
                 Err(rustix::io::Errno::INTR) => true,
                 Err(e) => return Err(ListenError::Wait(e.into())),
             };

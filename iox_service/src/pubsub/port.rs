@@ -238,6 +238,25 @@ pub(crate) fn wake(header: &PortHeader, seen: u32, ringer: &Ringer, slot: usize)
     });
 }
 
+/// Sleeps on the shared futex `word` while it holds `seen`, at most `timeout` (`None`:
+/// no limit). A wake, a changed word or the timeout all return `Ok`; an interrupting
+/// signal returns `Err(INTR)` (callers decide whether that ends their wait).
+pub(crate) fn futex_sleep(
+    word: &std::sync::atomic::AtomicU32,
+    seen: u32,
+    timeout: Option<std::time::Duration>,
+) -> rustix::io::Result<()> {
+    let ts = timeout.map(|t| rustix::fs::Timespec {
+        tv_sec: t.as_secs() as _,
+        tv_nsec: t.subsec_nanos() as _,
+    });
+    // Shared (no PRIVATE flag): sleepers and wakers are in different processes.
+    match rustix::thread::futex::wait(word, rustix::thread::futex::Flags::empty(), seen, ts.as_ref()) {
+        Ok(()) | Err(rustix::io::Errno::AGAIN | rustix::io::Errno::TIMEDOUT) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Tells whoever waits for ports (`wait_for_subscribers`, `wait_for_publishers`)
 /// that a port became active, closed or was freed.
 pub(crate) fn announce(d: Dynamic<'_>) {
@@ -282,13 +301,8 @@ pub(crate) fn wait_for_ports(
         if found >= n || left == Some(std::time::Duration::ZERO) {
             return Ok(found);
         }
-        let ts = left.map(|left| rustix::fs::Timespec {
-            tv_sec: left.as_secs() as _,
-            tv_nsec: left.subsec_nanos() as _,
-        });
-        match rustix::thread::futex::wait(word, rustix::thread::futex::Flags::empty(), seen, ts.as_ref()) {
-            Ok(())
-            | Err(rustix::io::Errno::AGAIN | rustix::io::Errno::TIMEDOUT | rustix::io::Errno::INTR) => {}
+        match futex_sleep(word, seen, left) {
+            Ok(()) | Err(rustix::io::Errno::INTR) => {}
             Err(e) => return Err(WaitForPortsError::Wait(e.into())),
         }
     }

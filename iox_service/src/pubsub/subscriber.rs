@@ -430,21 +430,11 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             let result = if ready || left == Some(Duration::ZERO) {
                 Ok(())
             } else {
-                let ts = left.map(|left| rustix::fs::Timespec {
-                    tv_sec: left.as_secs() as _,
-                    tv_nsec: left.subsec_nanos() as _,
-                });
-                rustix::thread::futex::wait(
-                    &header.wake,
-                    rustix::thread::futex::Flags::empty(),
-                    seen,
-                    ts.as_ref(),
-                )
+                port::futex_sleep(&header.wake, seen, left)
             };
             header.waiting.fetch_sub(1, Ordering::Relaxed);
             match result {
-                Ok(())
-                | Err(rustix::io::Errno::AGAIN | rustix::io::Errno::TIMEDOUT | rustix::io::Errno::INTR) => {}
+                Ok(()) | Err(rustix::io::Errno::INTR) => {}
                 Err(e) => return Err(ReceiveError::Wait(e.into())),
             }
             if let Some(s) = self.receive()? {

@@ -117,16 +117,7 @@ pub(crate) fn wait<T, E>(
                     (None, true) => Some(LIVENESS_PERIOD),
                     (left, false) => left,
                 };
-                let ts = slice.map(|s| rustix::fs::Timespec {
-                    tv_sec: s.as_secs() as _,
-                    tv_nsec: s.subsec_nanos() as _,
-                });
-                rustix::thread::futex::wait(
-                    &header.wake,
-                    rustix::thread::futex::Flags::empty(),
-                    seen,
-                    ts.as_ref(),
-                )
+                crate::port::futex_sleep(&header.wake, seen, slice)
             }
             _ => Ok(()),
         };
@@ -137,8 +128,7 @@ pub(crate) fn wait<T, E>(
             Step::Nothing => {}
         }
         match result {
-            Ok(())
-            | Err(rustix::io::Errno::AGAIN | rustix::io::Errno::TIMEDOUT | rustix::io::Errno::INTR) => {}
+            Ok(()) | Err(rustix::io::Errno::INTR) => {}
             Err(e) => return Err(wait_error(e.into())),
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {

@@ -59,6 +59,8 @@ use crate::queue::{PaddedIndex, Queue};
 use crate::recovery::robust_mutex::RawRobustMutex;
 use crate::shm::connected::Connected;
 use crate::shm::files;
+pub(crate) use crate::shm::layout::DynamicLayout;
+use crate::shm::layout::{event_ids, response_buffer};
 use crate::static_config::StaticConfig;
 
 /// Magic of a dynamic segment.
@@ -232,19 +234,6 @@ fn check_limits(h: &Header, c: &StaticConfig) -> Result<(), Corruption> {
     Ok(())
 }
 
-/// The bits of each listener's pending set: `event_id_max + 1` for event services,
-/// 0 for others.
-fn event_ids(c: &StaticConfig) -> u32 {
-    c.event.map_or(0, |e| e.event_id_max + 1)
-}
-
-/// The depth of each response queue of a request-response service (0 for others).
-fn response_buffer(c: &StaticConfig) -> usize {
-    c.request_response.as_ref().map_or(0, |r| {
-        c.subscriber_buffer as usize * r.max_response_buffer as usize
-    })
-}
-
 /// Builds a lifecycle word.
 pub(crate) fn lifecycle_word(node: u64, phase: u64) -> u64 {
     (node << 2) | phase
@@ -253,173 +242,6 @@ pub(crate) fn lifecycle_word(node: u64, phase: u64) -> u64 {
 /// Splits a lifecycle word into (node, phase).
 pub(crate) fn split_lifecycle(word: u64) -> (u64, u64) {
     (word >> 2, word & 3)
-}
-
-/// Where everything lives in a dynamic segment sized for one static config.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct DynamicLayout {
-    pub(crate) max_publishers: usize,
-    pub(crate) max_subscribers: usize,
-    pub(crate) buffer: usize,
-    pub(crate) max_loans: u32,
-    pub(crate) max_held: u32,
-    pub(crate) users: usize,
-    pub(crate) user_fds: usize,
-    pub(crate) publishers: usize,
-    pub(crate) subscribers: usize,
-    pub(crate) queues: usize,
-    /// 0 when the service has no queues (event services).
-    pub(crate) queue_stride: usize,
-    /// Publisher-subscriber queues: `max_publishers x max_subscribers`, 0 for event
-    /// services.
-    pub(crate) pairs: usize,
-    /// Samples each publisher keeps for late subscribers (0 = no history queues).
-    pub(crate) history: usize,
-    /// Offset of publisher 0's history queue (the end of the pair queues).
-    pub(crate) history_queues: usize,
-    pub(crate) history_stride: usize,
-    /// Event services: where the listeners' pending sets start, and each one's
-    /// words and stride in bytes (all 0 for other patterns).
-    pub(crate) pending: usize,
-    pub(crate) pending_words: usize,
-    pub(crate) pending_stride: usize,
-    /// Event services: the event id recovery emits for a dead notifier.
-    pub(crate) dead_event: Option<u32>,
-    /// Event services: `event_id_max + 1` (0 for other patterns).
-    pub(crate) event_ids: u32,
-    /// Request-response services (all 0 for other patterns): where the clients'
-    /// request-slot words start (`buffer` words per client, each client's on its own
-    /// line(s), see `crate::reqres::slots`), where the response queues start (one per
-    /// (server, client) pair, row-major by server) and their depth and stride.
-    pub(crate) request_words: usize,
-    pub(crate) request_words_stride: usize,
-    pub(crate) responses: usize,
-    pub(crate) response_buffer: usize,
-    pub(crate) response_stride: usize,
-    pub(crate) len: usize,
-}
-
-fn table_bytes(entries: usize) -> usize {
-    (entries * 8).next_multiple_of(64)
-}
-
-impl DynamicLayout {
-    /// A layout covering the header and users table only (for tools and recovery
-    /// steps that touch nothing else).
-    pub(crate) fn header_only() -> Self {
-        let users = HEADER_LEN;
-        let user_fds = users + USER_SLOTS * 8;
-        let publishers = user_fds + USER_SLOTS * 4;
-        Self {
-            max_publishers: 0,
-            max_subscribers: 0,
-            buffer: 0,
-            max_loans: 0,
-            max_held: 0,
-            users,
-            user_fds,
-            publishers,
-            subscribers: publishers,
-            queues: publishers,
-            queue_stride: 0,
-            pairs: 0,
-            history: 0,
-            history_queues: publishers,
-            history_stride: 0,
-            pending: publishers,
-            pending_words: 0,
-            pending_stride: 0,
-            dead_event: None,
-            event_ids: 0,
-            request_words: publishers,
-            request_words_stride: 0,
-            responses: publishers,
-            response_buffer: 0,
-            response_stride: 0,
-            len: publishers,
-        }
-    }
-
-    /// Whether this is a request-response service's layout.
-    pub(crate) fn is_request_response(&self) -> bool {
-        self.response_buffer != 0
-    }
-
-    /// Whether this is an event service's layout (pending sets, no queues).
-    pub(crate) fn is_event(&self) -> bool {
-        self.event_ids != 0
-    }
-
-    pub(crate) fn new(c: &StaticConfig) -> Self {
-        let (max_publishers, max_subscribers) = (c.max_publishers as usize, c.max_subscribers as usize);
-        let buffer = c.subscriber_buffer as usize;
-        // Read word alone on a line; write index and slots together, so a push moves
-        // one line to the consumer (for buffers up to 7).
-        let pending_words = (event_ids(c) as usize).div_ceil(64);
-        let queue_stride = if pending_words != 0 {
-            0 // an event service has no queues
-        } else {
-            size_of::<PaddedIndex>() + table_bytes(1 + buffer)
-        };
-        let users = HEADER_LEN;
-        let user_fds = users + USER_SLOTS * 8;
-        let publishers = user_fds + USER_SLOTS * 4;
-        let subscribers = publishers + 64 * max_publishers;
-        let queues = subscribers + 64 * max_subscribers;
-        let history = c.history as usize;
-        let history_queues = queues + queue_stride * max_publishers * max_subscribers;
-        let history_stride = if history == 0 {
-            0
-        } else {
-            size_of::<PaddedIndex>() + table_bytes(1 + history)
-        };
-        let pending = history_queues + history_stride * max_publishers;
-        let pending_stride = table_bytes(pending_words);
-        let request_words = pending + pending_stride * max_subscribers;
-        let response_buffer = response_buffer(c);
-        let (request_words_stride, response_stride) = if response_buffer == 0 {
-            (0, 0)
-        } else {
-            (
-                table_bytes(buffer),
-                size_of::<PaddedIndex>() + table_bytes(1 + response_buffer),
-            )
-        };
-        let responses = request_words + request_words_stride * max_publishers;
-        let len = responses + response_stride * max_publishers * max_subscribers;
-        Self {
-            max_publishers,
-            max_subscribers,
-            buffer,
-            max_loans: c.max_loans,
-            max_held: c.max_held,
-            users,
-            user_fds,
-            publishers,
-            subscribers,
-            queues,
-            queue_stride,
-            pairs: if queue_stride == 0 {
-                0
-            } else {
-                max_publishers * max_subscribers
-            },
-            history,
-            history_queues,
-            history_stride,
-            pending,
-            pending_words,
-            pending_stride,
-            dead_event: c.event.and_then(|e| e.notifier_dead_event),
-            event_ids: event_ids(c),
-            request_words,
-            request_words_stride,
-            responses,
-            response_buffer,
-            response_stride,
-            len,
-        }
-    }
 }
 
 /// Why a dynamic segment could not be used.

@@ -6,6 +6,7 @@ pub(crate) mod connected;
 pub(crate) mod doorbell;
 pub(crate) mod dynamic;
 pub(crate) mod files;
+pub(crate) mod layout;
 pub(crate) mod lifecycle;
 pub(crate) mod queue;
 
