@@ -207,13 +207,13 @@ pub fn show(s: &ServiceInfo) -> String {
     }
     let _ = writeln!(
         out,
-        "\n{:<11} {:>4} {:>8} {:<6} {:<9} {:<6} {:>10} {:>7}",
-        "PORT", "SLOT", "PID", "ALIVE", "PHASE", "PINNED", "SENT", "PENDING"
+        "\n{:<11} {:>4} {:>8} {:<6} {:<9} {:<6} {:>10} {:>8} {:>7}",
+        "PORT", "SLOT", "PID", "ALIVE", "PHASE", "PINNED", "SENT", "MISSED", "PENDING"
     );
     for p in &s.ports {
         let _ = writeln!(
             out,
-            "{:<11} {:>4} {:>8} {:<6} {:<9} {:<6} {:>10} {:>7}",
+            "{:<11} {:>4} {:>8} {:<6} {:<9} {:<6} {:>10} {:>8} {:>7}",
             p.kind,
             p.slot,
             p.pid,
@@ -221,6 +221,7 @@ pub fn show(s: &ServiceInfo) -> String {
             p.phase,
             if p.pinned { "yes" } else { "no" },
             p.sent,
+            p.missed,
             p.pending
         );
     }

@@ -95,6 +95,7 @@ fn list_and_show_describe_a_live_service_in_text_and_json() {
         .find(|p| p["kind"] == "subscriber")
         .unwrap();
     assert_eq!(sub["pending"], 3);
+    assert_eq!(sub["missed"], 0);
     assert_eq!(sub["pid"], std::process::id());
     let publisher = v["ports"]
         .as_array()

@@ -57,6 +57,9 @@ pub struct PortInfo {
     pub pinned: bool,
     /// Publishers: samples sent since the port was created; notifiers: notifications.
     pub sent: u64,
+    /// Subscribers: samples missed because their queue was full (see
+    /// [`crate::Subscriber::missed`]); 0 for other ports.
+    pub missed: u64,
     /// Subscribers: samples waiting in its queues; listeners: event ids pending;
     /// servers: requests waiting; clients: requests in flight.
     pub pending: u64,
@@ -488,6 +491,11 @@ fn read_ports(d: Dynamic<'_>, alive: &mut Alive, info: &mut ServiceInfo) {
             pinned: h.flags.load(Ordering::Relaxed) & dynamic::PINNED != 0,
             sent: if kind == sender {
                 h.sent.load(Ordering::Relaxed)
+            } else {
+                0
+            },
+            missed: if kind == "subscriber" {
+                h.missed.load(Ordering::Relaxed)
             } else {
                 0
             },

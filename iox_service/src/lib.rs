@@ -72,7 +72,8 @@ pub use iox_mempool::{
 pub use name::{NameError, ServiceName};
 pub use port::{PortCreateError, WaitForPortsError};
 pub use publisher::{
-    LoanError, Publisher, PublisherBuilder, SendBytesError, SendError, UpdateConnectionsError,
+    LoanError, Publisher, PublisherBuilder, SendBytesError, SendError, SendablePublisher,
+    UpdateConnectionsError,
 };
 pub use pubsub::raw::{RawLoan, RawSample};
 #[cfg(feature = "tokio")]

@@ -288,8 +288,51 @@ fn overflow_drops_oldest_across_processes_and_pool_is_full_after() {
     );
     let got: Vec<u32> = std::iter::from_fn(|| s.receive().unwrap().map(|x| *x)).collect();
     assert_eq!(got, vec![7, 8, 9]);
+    // The other process counted what it dropped, exactly.
+    assert_eq!(s.missed(), 7);
+    drop(s);
+    // A subscriber taking the freed slot starts from 0.
+    let again = svc.subscriber_builder().create().unwrap();
+    assert_eq!(again.missed(), 0);
     let info = svc.pool_info();
     assert_eq!(info.free_chunks(), info.total_chunks());
+}
+
+#[test]
+fn rejected_samples_count_as_missed_across_processes() {
+    let open = |b: Service| {
+        b.publish_subscribe::<u32>()
+            .subscriber_buffer(2)
+            .overflow(Overflow::Reject)
+            .open_or_create()
+            .unwrap()
+    };
+    if role().as_deref() == Some("publisher") {
+        let svc = open(Service::named("reject").unwrap());
+        let p = svc.publisher_builder().create().unwrap();
+        let mut refused = 0;
+        for i in 0..6 {
+            if let Err(SendError::QueueFull { rejected, .. }) =
+                p.loan_uninit().unwrap().write_payload(i).send()
+            {
+                refused += rejected;
+            }
+        }
+        assert_eq!(refused, 4);
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let svc = open(Service::named("reject").unwrap().root(dir.path()));
+    let full = svc.subscriber_builder().create().unwrap();
+    let child = spawn_self(
+        "rejected_samples_count_as_missed_across_processes",
+        "publisher",
+        &[root_env(&dir)],
+    );
+    wait_ok(child, LIMIT);
+    let got: Vec<u32> = std::iter::from_fn(|| full.receive().unwrap().map(|x| *x)).collect();
+    assert_eq!(got, vec![0, 1]);
+    assert_eq!(full.missed(), 4);
 }
 
 #[test]

@@ -8,8 +8,17 @@
 //!   (root A) -> bridge A -> Zenoh -> bridge B -> iox subscriber on host B, which
 //!   publishes the same bytes on `pong` (one copy into a loan, as an iox program
 //!   would) -> bridge B -> bridge A -> the subscriber on host A.
-//! - Throughput: A sends as fast as it can for a while, B counts what arrives; payload
-//!   bytes received per second at B.
+//! - Throughput: payload bytes received per second at B, after 1.5 s of the same
+//!   traffic unmeasured (steady state: every pool chunk and Zenoh buffer touched once).
+//!   Plain: A puts with `CongestionControl::Block` as fast as Zenoh takes it, two
+//!   producers: one writes each payload into a fresh buffer (as the iox publisher
+//!   writes each loan, and as the latency runs do), one puts the same prebuilt buffer
+//!   again (a reference count per put, no payload written). Bridge: an iox publisher
+//!   never blocks, so A keeps at most [`WINDOW`] samples between its send and B's
+//!   reader (a window, as any loss-free sender over a non-blocking hop needs); without
+//!   it the publisher would spend a core writing samples the bridge can only drop.
+//!   `cargo run --release -p iox_zenoh --example bridge_bench -- --only throughput
+//!   --sizes 16777216` runs a part.
 //!
 //! Everything on 127.0.0.1 TCP, explicit endpoints, no scouting; sizes 8 B, 64 KiB,
 //! 16 MiB. Copies per sample on the bridge path, beside Zenoh's own: 0 on export (the
@@ -26,6 +35,11 @@ use zenoh::Wait;
 use zenoh::qos::CongestionControl;
 
 const SIZES: [usize; 3] = [8, 64 << 10, 16 << 20];
+/// Samples in flight at most in the bridge throughput run: the subscriber buffer of
+/// [`service`], so the reader's queue never overflows.
+const WINDOW: u64 = 8;
+/// Sending before the throughput is measured.
+const WARM_UP: Duration = Duration::from_millis(1500);
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -106,8 +120,17 @@ fn plain_latency(len: usize) -> Histogram<u64> {
     hist
 }
 
+/// How the plain Zenoh publisher makes each payload.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Producer {
+    /// Puts one prebuilt buffer again and again (a reference count per put).
+    Resent,
+    /// Writes each payload into a fresh buffer, as the iox publisher writes each loan.
+    Written,
+}
+
 /// Plain Zenoh throughput, bytes per second at the receiver.
-fn plain_throughput(len: usize, secs: f64) -> f64 {
+fn plain_throughput(len: usize, secs: f64, producer: Producer) -> f64 {
     let port = free_port();
     let a = zenoh::open(zconfig(Some(port), None)).wait().unwrap();
     let b = zenoh::open(zconfig(None, Some(port))).wait().unwrap();
@@ -125,14 +148,23 @@ fn plain_throughput(len: usize, secs: f64) -> f64 {
         a.put("bench/tp", data.clone()).wait().unwrap();
         std::thread::sleep(Duration::from_millis(10));
     }
-    std::thread::sleep(Duration::from_millis(200));
+    let fresh = vec![7u8; len];
+    let run_for = |d: Duration| {
+        let t = Instant::now();
+        while t.elapsed() < d {
+            let payload = match producer {
+                Producer::Resent => data.clone(),
+                Producer::Written => zenoh::bytes::ZBytes::from(fresh.clone()),
+            };
+            a.put("bench/tp", payload)
+                .congestion_control(CongestionControl::Block)
+                .wait()
+                .unwrap();
+        }
+    };
+    run_for(WARM_UP);
     let (start_bytes, t) = (bytes.load(Ordering::Relaxed), Instant::now());
-    while t.elapsed().as_secs_f64() < secs {
-        a.put("bench/tp", data.clone())
-            .congestion_control(CongestionControl::Block)
-            .wait()
-            .unwrap();
-    }
+    run_for(Duration::from_secs_f64(secs));
     let rate = (bytes.load(Ordering::Relaxed) - start_bytes) as f64 / t.elapsed().as_secs_f64();
     let _ = a.close().wait();
     let _ = b.close().wait();
@@ -271,13 +303,16 @@ fn bridge_throughput(len: usize, secs: f64) -> (f64, u64) {
     let (ba, bb) = bridges(ra.path(), rb.path(), "bench/tp", "", "", "bench/tp");
     let bytes = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
+    let got = Arc::new((std::sync::Mutex::new(0u64), std::sync::Condvar::new()));
     let reader = {
-        let (bytes, stop) = (bytes.clone(), stop.clone());
+        let (bytes, stop, got) = (bytes.clone(), stop.clone(), got.clone());
         std::thread::spawn(move || {
             let sub = tp_b.subscriber_builder().create().unwrap();
             while !stop.load(Ordering::Relaxed) {
                 if let Some(s) = sub.receive_timeout(Duration::from_millis(50)).unwrap() {
                     bytes.fetch_add(s.len() as u64, Ordering::Relaxed);
+                    *got.0.lock().unwrap() += 1;
+                    got.1.notify_one();
                 }
             }
         })
@@ -296,13 +331,32 @@ fn bridge_throughput(len: usize, secs: f64) -> (f64, u64) {
         send();
         std::thread::sleep(Duration::from_millis(10));
     }
-    std::thread::sleep(Duration::from_millis(200));
+    // At most WINDOW samples between the publisher and the reader at B (the
+    // publisher never blocks; without a window it would spend a core writing samples
+    // the bridge can only drop).
+    let mut sent = *got.0.lock().unwrap();
+    let mut run_for = |d: Duration| {
+        let t = Instant::now();
+        while t.elapsed() < d {
+            {
+                let mut g = got.0.lock().unwrap();
+                while sent - *g >= WINDOW {
+                    let (next, timeout) = got.1.wait_timeout(g, Duration::from_millis(100)).unwrap();
+                    g = next;
+                    if timeout.timed_out() {
+                        sent = *g; // a sample was lost: counted in the drops
+                    }
+                }
+            }
+            send();
+            sent += 1;
+        }
+    };
+    // Steady state first: every chunk of both pools touched (page faults), as in a
+    // program that has been running.
+    run_for(WARM_UP);
     let (start_bytes, t) = (bytes.load(Ordering::Relaxed), Instant::now());
-    while t.elapsed().as_secs_f64() < secs {
-        send();
-        // The publisher never blocks; a sender faster than the bridge loses the oldest
-        // samples in the bridge's queue, so pace it only by the loan limit.
-    }
+    run_for(Duration::from_secs_f64(secs));
     let rate = (bytes.load(Ordering::Relaxed) - start_bytes) as f64 / t.elapsed().as_secs_f64();
     let dropped: u64 = ba.status().exported.iter().map(|e| e.2).sum();
     stop.store(true, Ordering::Relaxed);
@@ -320,34 +374,61 @@ fn size_name(len: usize) -> String {
     }
 }
 
+/// The bridge against plain Zenoh, side by side.
+#[derive(clap::Parser)]
+struct Args {
+    /// Only this part: latency or throughput.
+    #[arg(long, value_parser = ["latency", "throughput"])]
+    only: Option<String>,
+    /// Payload sizes in bytes (default 8, 64 KiB, 16 MiB).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Vec<usize>,
+    /// Seconds each throughput run is measured.
+    #[arg(long, default_value_t = 3.0)]
+    secs: f64,
+}
+
 fn main() {
-    let secs = 3.0;
-    println!(
-        "| payload | plain Zenoh one-way median / p99 (us) | bridge one-way median / p99 (us) | bridge / plain median |"
-    );
-    println!("|---|---|---|---|");
-    for len in SIZES {
-        let (pm, p99) = report(&plain_latency(len));
-        let (bm, b99) = report(&bridge_latency(len));
+    let args = <Args as clap::Parser>::parse();
+    let sizes = if args.sizes.is_empty() {
+        SIZES.to_vec()
+    } else {
+        args.sizes.clone()
+    };
+    if args.only.as_deref() != Some("throughput") {
         println!(
-            "| {} | {pm:.1} / {p99:.1} | {bm:.1} / {b99:.1} | {:.0}% |",
-            size_name(len),
-            100.0 * bm / pm
+            "| payload | plain Zenoh one-way median / p99 (us) | bridge one-way median / p99 (us) | bridge / plain median |"
         );
+        println!("|---|---|---|---|");
+        for &len in &sizes {
+            let (pm, p99) = report(&plain_latency(len));
+            let (bm, b99) = report(&bridge_latency(len));
+            println!(
+                "| {} | {pm:.1} / {p99:.1} | {bm:.1} / {b99:.1} | {:.0}% |",
+                size_name(len),
+                100.0 * bm / pm
+            );
+        }
+        println!();
     }
-    println!();
-    println!("| payload | plain Zenoh (MB/s) | bridge (MB/s) | bridge / plain | bridge drops |");
-    println!("|---|---|---|---|---|");
-    for len in SIZES {
-        let p = plain_throughput(len, secs) / 1e6;
-        let (b, dropped) = bridge_throughput(len, secs);
-        let b = b / 1e6;
+    if args.only.as_deref() != Some("latency") {
         println!(
-            "| {} | {p:.1} | {b:.1} | {:.0}% | {dropped} |",
-            size_name(len),
-            100.0 * b / p
+            "| payload | plain Zenoh, written per put (MB/s) | plain Zenoh, one buffer re-sent (MB/s) | bridge (MB/s) | bridge / written | bridge / re-sent | bridge drops |"
         );
+        println!("|---|---|---|---|---|---|---|");
+        for &len in &sizes {
+            let w = plain_throughput(len, args.secs, Producer::Written) / 1e6;
+            let r = plain_throughput(len, args.secs, Producer::Resent) / 1e6;
+            let (b, dropped) = bridge_throughput(len, args.secs);
+            let b = b / 1e6;
+            println!(
+                "| {} | {w:.1} | {r:.1} | {b:.1} | {:.0}% | {:.0}% | {dropped} |",
+                size_name(len),
+                100.0 * b / w,
+                100.0 * b / r
+            );
+        }
+        println!();
     }
-    println!();
     println!("copies per sample on the bridge path (beside Zenoh's own serialisation): export 0, import 1");
 }

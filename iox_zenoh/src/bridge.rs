@@ -1,6 +1,7 @@
-//! The bridge: one Zenoh session, the import threads (one per import pattern), the
-//! exports (two threads per exported service, see [`crate::export`]) and a scanner that
-//! finds the services to export.
+//! The bridge: one Zenoh session, the imports (per import pattern a Zenoh subscriber
+//! that publishes from its callback and a thread that opens local services, see
+//! [`crate::import`]), the exports (one thread per exported service, see
+//! [`crate::export`]) and a scanner that finds the services to export.
 //!
 //! The scanner lists the root every [`Options::scan_interval`] (250 ms by default, so a
 //! service created after the bridge started is exported within 1 s) with

@@ -1,19 +1,38 @@
 //! Export (local -> Zenoh): one bridge subscriber per exported service, each sample
 //! one Zenoh put whose buffer *is* the received sample (no copy on the send side).
 //!
-//! Two threads per service. The receiver blocks in `receive_timeout` (the subscriber's
-//! futex, the wait the hot path already supports; no readiness socket is armed, so
-//! local publishers never ring one for the bridge) and moves each sample into a small
-//! ring; the sender takes from the ring and puts it on Zenoh (`CongestionControl::Block`,
-//! reliable). A slow or absent network thus blocks only the sender, never a local
-//! publisher: the service's queue to the bridge buffers as for any subscriber, and once
-//! it is full (`subscriber_buffer` entries waiting) while the ring is full too, the
-//! receiver drops the oldest sample of the ring and counts it
-//! ([`ExportStats::dropped`]). The receiver looks every millisecond while the ring is
-//! full, so a publisher sending faster than that into a full queue can also have the
-//! service's own drop-oldest act in the queue, uncounted: the count is a lower bound. The ring holds at most `max_held - 1`
-//! samples (one more is in the sender's hands), so the bridge never exceeds the
-//! service's `max_held`.
+//! One thread per service: it blocks in `receive_timeout` (the subscriber's futex, the
+//! wait the hot path already supports; no readiness socket is armed, so local
+//! publishers never ring one for the bridge) and puts each sample on Zenoh itself
+//! (`CongestionControl::Block`, reliable), with no hand-off to another thread: the
+//! sample travels from the local publisher to the socket with one thread wake-up,
+//! the bridge's.
+//!
+//! A slow or absent network never blocks a local publisher: while a put waits for the
+//! network, the service's queue to the bridge buffers as for any subscriber
+//! (`subscriber_buffer` entries), and once it is full the service's overflow policy
+//! acts there, in the publisher's send, which never waits: under
+//! `Overflow::DropOldest` (the default) the oldest sample waiting for the bridge is
+//! dropped; under `Overflow::Reject` the publisher's send reports the bridge's queue
+//! as full, the policy that service chose. Either way the publishers count the
+//! samples the bridge missed in shared memory
+//! ([`Subscriber::missed`](iox_service::Subscriber::missed)), so
+//! [`ExportStats::dropped`] is exact, and `iox show` lists it for the bridge's
+//! subscriber too. (Before, a second thread took samples out of the queue into a ring
+//! and put them; that hand-off cost one more wake-up per sample, a third of the
+//! bridge's added latency, for a drop count that was only a lower bound.)
+//!
+//! The bridge's own copy of that count ([`ExportStats::dropped`]) is refreshed after
+//! each put and at least every 100 ms; while a put is blocked it lags, and the live
+//! count is the one in shared memory (`iox show`).
+//!
+//! What the bridge cannot count: Zenoh closes a link whose sends stay blocked for 5 s
+//! (its `wait_before_close`, settable with `--config`), and the samples its queue held
+//! for that link are lost with it, after the put returned. A peer stalled for seconds
+//! rather than a slow one shows as a reconnection in Zenoh's log, not as drops here.
+//!
+//! Zenoh may hold a sample's buffer after the put returns (until it is on the link);
+//! while the bridge holds `max_held` samples, its receive waits for Zenoh to let go.
 //!
 //! Zero copy: the `Sample` is `'static + Send + Sync`, so it is moved into a
 //! `bytes::Bytes` (`Bytes::from_owner`), which backs the `ZBytes` of the put; the chunk
@@ -22,13 +41,12 @@
 //! No echo: samples whose [`publisher_slot`](iox_service::Sample::publisher_slot) is the
 //! slot of this bridge's own import publisher for the service are not exported.
 
-use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use iox_service::{PubSubService, ReceiveError, Sample};
+use iox_service::{PubSubService, ReceiveError, Sample, Subscriber};
 use zenoh::Wait;
 use zenoh::key_expr::OwnedKeyExpr;
 use zenoh::qos::CongestionControl;
@@ -39,7 +57,9 @@ use zenoh::sample::Locality;
 pub struct ExportStats {
     /// Samples put on Zenoh.
     pub sent: AtomicU64,
-    /// Samples dropped because the network did not keep up (oldest first).
+    /// Samples dropped because the network did not keep up: the bridge subscriber's
+    /// [`missed`](iox_service::Subscriber::missed) count, exact as of the last
+    /// refresh (see the module docs).
     pub dropped: AtomicU64,
     /// Samples not exported because this bridge published them (imported).
     pub echo_skipped: AtomicU64,
@@ -55,23 +75,26 @@ struct Held(Sample<[u8]>);
 
 impl AsRef<[u8]> for Held {
     fn as_ref(&self) -> &[u8] {
-        // Checked to be Some before wrapping (see `sender`).
+        // Checked to be Some before wrapping (see `put`).
         self.0.payload_bytes().unwrap_or_default()
     }
-}
-
-struct Ring {
-    queue: Mutex<VecDeque<Sample<[u8]>>>,
-    ready: Condvar,
-    capacity: usize,
 }
 
 /// A running export of one service; dropping it does not stop it, [`Export::stop`] does.
 pub struct Export {
     stop: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
+    thread: JoinHandle<()>,
     /// Its counters.
     pub stats: Arc<ExportStats>,
+}
+
+/// What the export thread works with.
+struct Exporter {
+    session: zenoh::Session,
+    key: OwnedKeyExpr,
+    stats: Arc<ExportStats>,
+    own: OwnSlot,
+    name: String,
 }
 
 impl Export {
@@ -87,136 +110,79 @@ impl Export {
             .subscriber_builder()
             .create()
             .map_err(|e| format!("cannot create the bridge subscriber of {name:?}: {e}"))?;
-        let max_held = service.static_config().max_held as usize;
-        let buffer = service.static_config().subscriber_buffer as usize;
-        let ring = Arc::new(Ring {
-            queue: Mutex::new(VecDeque::new()),
-            ready: Condvar::new(),
-            capacity: max_held.saturating_sub(1).max(1),
-        });
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(ExportStats::default());
-        let receiver = {
-            let (ring, stop, stats, name) = (ring.clone(), stop.clone(), stats.clone(), name.clone());
+        let exporter = Exporter {
+            session,
+            key,
+            stats: stats.clone(),
+            own,
+            name: name.clone(),
+        };
+        let thread = {
+            let stop = stop.clone();
             std::thread::Builder::new()
-                .name(format!("export-rx {name}"))
-                .spawn(move || receive(subscriber, &ring, &stop, &stats, &own, &name, buffer))
+                .name(format!("export {name}"))
+                .spawn(move || exporter.run(subscriber, &stop))
                 .map_err(|e| e.to_string())?
         };
-        let sender = {
-            let (ring, stop, stats) = (ring.clone(), stop.clone(), stats.clone());
-            std::thread::Builder::new()
-                .name(format!("export-tx {name}"))
-                .spawn(move || send(&session, &key, &ring, &stop, &stats, &name))
-                .map_err(|e| e.to_string())?
-        };
-        Ok(Self {
-            stop,
-            threads: vec![receiver, sender],
-            stats,
-        })
+        Ok(Self { stop, thread, stats })
     }
 
     /// Whether it ended on its own (the service was removed locally).
     pub fn is_finished(&self) -> bool {
-        self.threads.iter().any(|t| t.is_finished())
+        self.thread.is_finished()
     }
 
-    /// Stops both threads and waits for them.
+    /// Stops the thread and waits for it.
     pub fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads {
-            let _ = t.join();
-        }
+        let _ = self.thread.join();
     }
 }
 
-fn receive(
-    subscriber: iox_service::Subscriber<[u8]>,
-    ring: &Ring,
-    stop: &AtomicBool,
-    stats: &ExportStats,
-    own: &AtomicUsize,
-    name: &str,
-    buffer: usize,
-) {
-    while !stop.load(Ordering::Relaxed) {
-        {
-            let mut q = ring.queue.lock().expect("export ring");
-            if q.len() >= ring.capacity {
-                if subscriber.pending() >= buffer {
-                    // The network is behind and the service's queue to the bridge is
-                    // full: drop the oldest here, counted, rather than in the queue.
-                    q.pop_front();
-                    stats.dropped.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    // The queue still has room: let it buffer (as for any subscriber).
-                    let _ = ring.ready.wait_timeout(q, Duration::from_millis(1));
-                    continue;
+impl Exporter {
+    fn run(&self, subscriber: Subscriber<[u8]>, stop: &AtomicBool) {
+        while !stop.load(Ordering::Relaxed) {
+            let received = subscriber.receive_timeout(Duration::from_millis(100));
+            self.stats.dropped.store(subscriber.missed(), Ordering::Relaxed);
+            match received {
+                Ok(Some(sample)) => {
+                    if sample.publisher_slot() == self.own.load(Ordering::Relaxed) {
+                        self.stats.echo_skipped.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        self.put(sample);
+                    }
                 }
-            }
-        }
-        match subscriber.receive_timeout(Duration::from_millis(100)) {
-            Ok(Some(sample)) => {
-                if sample.publisher_slot() == own.load(Ordering::Relaxed) {
-                    stats.echo_skipped.fetch_add(1, Ordering::Relaxed);
-                    continue;
+                Ok(None) => {}
+                // Zenoh still holds `max_held` of our samples: wait for it to let go.
+                Err(ReceiveError::TooManyHeld { .. }) => std::thread::sleep(Duration::from_millis(1)),
+                Err(ReceiveError::ServiceRemoved) => {
+                    eprintln!(
+                        "iox-zenoh: export of {:?} ends: the service was removed",
+                        self.name
+                    );
+                    break;
                 }
-                ring.queue.lock().expect("export ring").push_back(sample);
-                ring.ready.notify_all();
-            }
-            Ok(None) => {}
-            // The sender holds one more than the ring: wait for it.
-            Err(ReceiveError::TooManyHeld { .. }) => std::thread::sleep(Duration::from_millis(1)),
-            Err(ReceiveError::ServiceRemoved) => {
-                eprintln!("iox-zenoh: export of {name:?} ends: the service was removed");
-                break;
-            }
-            Err(e) => {
-                eprintln!("iox-zenoh: export of {name:?} ends: {e}");
-                break;
+                Err(e) => {
+                    eprintln!("iox-zenoh: export of {:?} ends: {e}", self.name);
+                    break;
+                }
             }
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    ring.ready.notify_all();
-}
 
-fn send(
-    session: &zenoh::Session,
-    key: &OwnedKeyExpr,
-    ring: &Ring,
-    stop: &AtomicBool,
-    stats: &ExportStats,
-    name: &str,
-) {
-    loop {
-        let sample = {
-            let mut q = ring.queue.lock().expect("export ring");
-            loop {
-                if let Some(s) = q.pop_front() {
-                    break Some(s);
-                }
-                if stop.load(Ordering::Relaxed) {
-                    break None;
-                }
-                q = ring
-                    .ready
-                    .wait_timeout(q, Duration::from_millis(100))
-                    .expect("export ring")
-                    .0;
-            }
-        };
-        let Some(sample) = sample else { return };
-        // The receiver may wait for room in the ring.
-        ring.ready.notify_all();
+    /// Puts one sample on Zenoh, its chunk backing the buffer.
+    fn put(&self, sample: Sample<[u8]>) {
+        let (name, key, stats) = (&self.name, &self.key, &self.stats);
         if sample.payload_bytes().is_none() {
             stats.failed.fetch_add(1, Ordering::Relaxed);
             eprintln!("iox-zenoh: {name:?}: a sample's length does not fit its chunk; not exported");
-            continue;
+            return;
         }
         let payload = zenoh::bytes::ZBytes::from(bytes::Bytes::from_owner(Held(sample)));
-        let put = session
+        let put = self
+            .session
             .put(key, payload)
             .congestion_control(CongestionControl::Block)
             .allowed_destination(Locality::Remote)

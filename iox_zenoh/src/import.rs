@@ -1,29 +1,47 @@
-//! Import (Zenoh -> local): one thread per import pattern, holding one Zenoh subscriber
-//! on the pattern's keys and the local publishers of the services it has seen.
+//! Import (Zenoh -> local): one Zenoh subscriber per import pattern, whose callback
+//! publishes each sample into the local service on the Zenoh thread that delivered it,
+//! and one set-up thread per pattern that opens the local services.
 //!
-//! The first sample of a key looks up the service: the exporting bridge's static config
-//! (a query on `<prefix>-config/<name>`, answered by the exporter's queryable), then
-//! [`local::open_like`] opens or creates the local service to match; with no answer
-//! (a plain Zenoh publisher) [`local::open_default`] gives a `[u8]` service. Each
-//! payload is copied once, from Zenoh's buffer fragments into a loaned chunk
+//! Publishing in Zenoh's callback means no thread hand-off between the network and
+//! the local subscribers (before, a thread of the bridge took each sample from Zenoh's
+//! channel: one more wake-up per sample). Zenoh runs a subscriber's callbacks on
+//! whichever of its threads received the sample, so the local publishers are kept as
+//! [`SendablePublisher`]s in one `Mutex`: a callback takes the one of its service out,
+//! sends, and puts it back. Samples of one key from one peer arrive in order on one
+//! link and their callbacks do not overlap, so the order per publisher is kept.
+//!
+//! The first sample of a key must not wait in the callback (that would hold up
+//! Zenoh's receive path, and the config query's reply travels on it): it is held
+//! (at most [`HELD_WHILE_OPENING`] per service, the oldest dropped beyond and counted
+//! as failed) and the service's name goes to the set-up thread, which asks the
+//! exporting bridge for the static config (a query on `<prefix>-config/<name>`,
+//! answered by the exporter's queryable), opens or creates the local service to match
+//! with [`local::open_like`] (or, with no answer, a plain Zenoh publisher's,
+//! [`local::open_default`] gives a `[u8]` service), creates the publisher, publishes
+//! what was held, in order, and only then lets the callbacks publish directly.
+//! Each payload is copied once, from Zenoh's buffer fragments into a loaned chunk
 //! ([`Publisher::send_payload_bytes`](iox_service::Publisher::send_payload_bytes)).
+//! A publisher never blocks (its overflow policy drops or refuses), so neither does
+//! the callback.
 //!
 //! The subscriber accepts remote samples only (`Locality::Remote`), so what this
 //! bridge exports is never imported back through its own session.
 //!
-//! Bad input never stops the thread: an incompatible or malformed config marks the
+//! Bad input never stops the import: an incompatible or malformed config marks the
 //! service skipped (logged once with its name and the reason; looked up again after
 //! [`RETRY`]), a payload the local pool cannot take is logged and counted, and every
 //! other service keeps flowing.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use iox_service::{Publisher, SendBytesError, SendError, StaticConfig};
+use iox_service::{SendBytesError, SendError, SendablePublisher, StaticConfig};
 use zenoh::Wait;
+use zenoh::bytes::ZBytes;
 use zenoh::sample::Locality;
 
 use crate::export::OwnSlot;
@@ -34,6 +52,8 @@ use crate::local;
 pub const RETRY: Duration = Duration::from_secs(5);
 /// How long the bridge waits for an exporter's config.
 pub const CONFIG_TIMEOUT: Duration = Duration::from_secs(1);
+/// Samples of one service held while its local end is being opened.
+pub const HELD_WHILE_OPENING: usize = 64;
 
 /// Counters of one imported service.
 #[derive(Debug, Default)]
@@ -42,7 +62,8 @@ pub struct ImportStats {
     pub received: AtomicU64,
     /// Samples published locally.
     pub published: AtomicU64,
-    /// Samples that could not be published (too large, wrong length, pool exhausted).
+    /// Samples that could not be published (too large, wrong length, pool exhausted,
+    /// or more than [`HELD_WHILE_OPENING`] arriving while the service was opened).
     pub failed: AtomicU64,
 }
 
@@ -78,9 +99,16 @@ pub fn own_slot(map: &Mutex<HashMap<String, OwnSlot>>, name: &str) -> OwnSlot {
         .clone()
 }
 
+/// The local end of one imported service.
 enum Local {
+    /// The set-up thread is opening it; samples wait here.
+    Opening {
+        held: VecDeque<ZBytes>,
+        stats: Arc<ImportStats>,
+    },
     Open {
-        publisher: Publisher<[u8]>,
+        /// `None` only while a callback sends through it (never seen outside the lock).
+        publisher: Option<SendablePublisher<[u8]>>,
         stats: Arc<ImportStats>,
         // Kept after the publisher (field order): the service handle.
         _service: iox_service::PubSubService<[u8]>,
@@ -90,94 +118,186 @@ enum Local {
     },
 }
 
-/// Runs the import of `pattern` until `shared.stop` is set.
+/// One import pattern's state, shared by Zenoh's callbacks and the set-up thread.
+struct Importer {
+    shared: Arc<ImportShared>,
+    locals: Mutex<HashMap<String, Local>>,
+    /// Names for the set-up thread to open.
+    to_open: mpsc::Sender<String>,
+}
+
+/// Runs the import of `pattern` until `shared.stop` is set: declares the subscriber,
+/// then opens local services as their first samples arrive.
 pub fn run(session: zenoh::Session, pattern: Pattern, shared: Arc<ImportShared>) -> Result<(), String> {
     let key = shared.keys.data_pattern(&pattern);
-    let subscriber = session
-        .declare_subscriber(&key)
-        .allowed_origin(Locality::Remote)
-        .wait()
-        .map_err(|e| format!("cannot subscribe to {key}: {e}"))?;
-    let mut locals: HashMap<String, Local> = HashMap::new();
+    let (to_open, opening) = mpsc::channel();
+    let importer = Arc::new(Importer {
+        shared: shared.clone(),
+        locals: Mutex::new(HashMap::new()),
+        to_open,
+    });
+    let subscriber = {
+        let importer = importer.clone();
+        session
+            .declare_subscriber(&key)
+            .allowed_origin(Locality::Remote)
+            .callback(move |sample| importer.on_sample(&sample))
+            .wait()
+            .map_err(|e| format!("cannot subscribe to {key}: {e}"))?
+    };
     while !shared.stop.load(Ordering::Relaxed) {
-        let sample = match subscriber.recv_timeout(Duration::from_millis(100)) {
-            Ok(Some(s)) => s,
-            Ok(None) => continue,
-            Err(e) => return Err(format!("the subscriber on {key} closed: {e}")),
-        };
-        let Some(name) = shared.keys.service_of(sample.key_expr()) else {
-            continue;
-        };
-        let retry = match locals.get(name) {
-            Some(Local::Skipped { since }) => since.elapsed() >= RETRY,
-            Some(Local::Open { .. }) => false,
-            None => true,
-        };
-        if retry {
-            let local = open(&session, &shared, name);
-            locals.insert(name.to_owned(), local);
-        }
-        let Some(Local::Open { publisher, stats, .. }) = locals.get(name) else {
-            continue;
-        };
-        stats.received.fetch_add(1, Ordering::Relaxed);
-        let parts: Vec<&[u8]> = sample.payload().slices().collect();
-        match publisher.send_payload_bytes(&parts) {
-            Ok(_) => {
-                stats.published.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(SendBytesError::Send(SendError::ServiceRemoved)) => {
-                // Removed locally (`iox remove --force`): open it afresh next time.
-                stats.failed.fetch_add(1, Ordering::Relaxed);
-                eprintln!("iox-zenoh: local service {name:?} was removed; it is opened again");
-                own_slot(&shared.own_slots, name).store(usize::MAX, Ordering::Relaxed);
-                locals.remove(name);
-            }
-            Err(e) => {
-                if stats.failed.fetch_add(1, Ordering::Relaxed) % 1000 == 0 {
-                    eprintln!("iox-zenoh: import of {name:?}: a sample was not published: {e}");
-                }
-            }
+        match opening.recv_timeout(Duration::from_millis(100)) {
+            Ok(name) => importer.open_local(&session, &name),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
         }
     }
+    // No callback runs after this; the publishers go with the last `Arc`.
+    let _ = subscriber.undeclare().wait();
     Ok(())
 }
 
-/// Looks up the service's config, opens the local end, creates the publisher.
-fn open(session: &zenoh::Session, shared: &ImportShared, name: &str) -> Local {
-    let opened = fetch_config(session, shared, name).and_then(|config| {
-        let service = match &config {
-            Some(c) => local::open_like(&shared.root, c),
-            None => local::open_default(&shared.root, name),
-        }
-        .map_err(|e| e.to_string())?;
-        let publisher = service
-            .publisher_builder()
-            .create()
-            .map_err(|e| format!("cannot create the bridge publisher of {name:?}: {e}"))?;
-        Ok((service, publisher))
-    });
-    let mut status = shared.status.lock().expect("import status");
-    match opened {
-        Ok((service, publisher)) => {
-            own_slot(&shared.own_slots, name).store(publisher.publisher_slot(), Ordering::Relaxed);
-            let stats = Arc::new(ImportStats::default());
-            status.insert(name.to_owned(), ImportState::Flowing(stats.clone()));
-            eprintln!("iox-zenoh: importing {name:?}");
-            Local::Open {
-                publisher,
-                stats,
-                _service: service,
+impl Importer {
+    /// Zenoh's callback: publish, or hold the sample while the service is opened.
+    fn on_sample(&self, sample: &zenoh::sample::Sample) {
+        let Some(name) = self.shared.keys.service_of(sample.key_expr()) else {
+            return;
+        };
+        let mut locals = self.locals.lock().expect("import locals");
+        match locals.get_mut(name) {
+            Some(Local::Open { publisher, stats, .. }) => {
+                stats.received.fetch_add(1, Ordering::Relaxed);
+                if publish(name, publisher, stats, sample.payload()) == Published::ServiceRemoved {
+                    // Removed locally (`iox remove --force`): open it afresh next time.
+                    eprintln!("iox-zenoh: local service {name:?} was removed; it is opened again");
+                    own_slot(&self.shared.own_slots, name).store(usize::MAX, Ordering::Relaxed);
+                    locals.remove(name);
+                }
             }
-        }
-        Err(why) => {
-            eprintln!("iox-zenoh: import of {name:?} skipped: {why}");
-            status.insert(name.to_owned(), ImportState::Skipped(why));
-            Local::Skipped {
-                since: Instant::now(),
+            Some(Local::Opening { held, stats }) => {
+                stats.received.fetch_add(1, Ordering::Relaxed);
+                if held.len() == HELD_WHILE_OPENING {
+                    held.pop_front();
+                    stats.failed.fetch_add(1, Ordering::Relaxed);
+                }
+                held.push_back(sample.payload().clone());
+            }
+            Some(Local::Skipped { since }) if since.elapsed() < RETRY => {}
+            _ => {
+                let stats = Arc::new(ImportStats::default());
+                stats.received.fetch_add(1, Ordering::Relaxed);
+                let held = VecDeque::from([sample.payload().clone()]);
+                locals.insert(name.to_owned(), Local::Opening { held, stats });
+                // The set-up thread is gone only when the import stops.
+                let _ = self.to_open.send(name.to_owned());
             }
         }
     }
+
+    /// The set-up thread: opens the local end of `name`, publishes what was held.
+    fn open_local(&self, session: &zenoh::Session, name: &str) {
+        let opened = open(session, &self.shared, name);
+        let mut locals = self.locals.lock().expect("import locals");
+        let Some(Local::Opening { held, stats }) = locals.remove(name) else {
+            return;
+        };
+        let local = match opened {
+            Ok((service, publisher)) => {
+                let mut publisher = Some(publisher);
+                for payload in &held {
+                    if publish(name, &mut publisher, &stats, payload) == Published::ServiceRemoved {
+                        // Removed in between: the next sample opens it afresh.
+                        own_slot(&self.shared.own_slots, name).store(usize::MAX, Ordering::Relaxed);
+                        return;
+                    }
+                }
+                self.shared
+                    .status
+                    .lock()
+                    .expect("import status")
+                    .insert(name.to_owned(), ImportState::Flowing(stats.clone()));
+                eprintln!("iox-zenoh: importing {name:?}");
+                Local::Open {
+                    publisher,
+                    stats,
+                    _service: service,
+                }
+            }
+            Err(why) => {
+                eprintln!("iox-zenoh: import of {name:?} skipped: {why}");
+                self.shared
+                    .status
+                    .lock()
+                    .expect("import status")
+                    .insert(name.to_owned(), ImportState::Skipped(why));
+                Local::Skipped {
+                    since: Instant::now(),
+                }
+            }
+        };
+        locals.insert(name.to_owned(), local);
+    }
+}
+
+#[derive(PartialEq, Eq)]
+enum Published {
+    Done,
+    ServiceRemoved,
+}
+
+/// Publishes one payload through the service's publisher (taken out of its slot for
+/// the send, put back after: no loan outlives `send_payload_bytes`).
+fn publish(
+    name: &str,
+    slot: &mut Option<SendablePublisher<[u8]>>,
+    stats: &ImportStats,
+    payload: &ZBytes,
+) -> Published {
+    let Some(publisher) = slot.take().map(SendablePublisher::into_publisher) else {
+        return Published::ServiceRemoved;
+    };
+    let parts: Vec<&[u8]> = payload.slices().collect();
+    let sent = publisher.send_payload_bytes(&parts);
+    *slot = publisher.into_sendable().ok();
+    match sent {
+        Ok(_) => {
+            stats.published.fetch_add(1, Ordering::Relaxed);
+            Published::Done
+        }
+        Err(SendBytesError::Send(SendError::ServiceRemoved)) => {
+            stats.failed.fetch_add(1, Ordering::Relaxed);
+            Published::ServiceRemoved
+        }
+        Err(e) => {
+            if stats.failed.fetch_add(1, Ordering::Relaxed).is_multiple_of(1000) {
+                eprintln!("iox-zenoh: import of {name:?}: a sample was not published: {e}");
+            }
+            Published::Done
+        }
+    }
+}
+
+/// A local service opened for import, and the bridge's publisher of it.
+type Opened = (iox_service::PubSubService<[u8]>, SendablePublisher<[u8]>);
+
+/// Looks up the service's config, opens the local end, creates the publisher (and
+/// records its slot for the exporters' echo filter).
+fn open(session: &zenoh::Session, shared: &ImportShared, name: &str) -> Result<Opened, String> {
+    let config = fetch_config(session, shared, name)?;
+    let service = match &config {
+        Some(c) => local::open_like(&shared.root, c),
+        None => local::open_default(&shared.root, name),
+    }
+    .map_err(|e| e.to_string())?;
+    let publisher = service
+        .publisher_builder()
+        .create()
+        .map_err(|e| format!("cannot create the bridge publisher of {name:?}: {e}"))?;
+    own_slot(&shared.own_slots, name).store(publisher.publisher_slot(), Ordering::Relaxed);
+    let publisher = publisher
+        .into_sendable()
+        .map_err(|_| format!("the bridge publisher of {name:?} has a loan alive"))?;
+    Ok((service, publisher))
 }
 
 /// The exporter's static config of `name`: `Ok(None)` when no exporter answers.

@@ -17,10 +17,13 @@
 //! - Names ([`keys`]): `camera/front` travels as `iox/camera/front`; names that are not
 //!   valid key expressions are refused, naming them.
 //!
-//! Waiting: plain threads blocking in the subscriber's futex wait (`receive_timeout`)
-//! and in Zenoh's FIFO channel (`recv_timeout`); Zenoh's own tokio runtime runs beside
-//! them. Decision: iox publishers and loans are not `Send`, so an import's publishers
-//! live on its thread; a thread per export keeps a slow service from delaying others.
+//! Waiting: one thread per export blocks in its subscriber's futex wait
+//! (`receive_timeout`) and puts each sample itself; imports publish from Zenoh's
+//! subscriber callbacks (the publishers move between Zenoh's threads as
+//! [`iox_service::SendablePublisher`]s), and one thread per import pattern opens local
+//! services off Zenoh's threads. So a sample wakes one bridge thread per direction
+//! beyond Zenoh's own (before: two threads on each side, each a wake-up). A thread per
+//! export keeps a slow service from delaying others.
 //!
 //! The core crates never depend on this one.
 

@@ -134,6 +134,7 @@ pub(crate) fn claim<'a>(
         header.waiting.store(0, Ordering::Relaxed);
         header.journal.store(0, Ordering::Relaxed);
         header.sent.store(0, Ordering::Relaxed);
+        header.missed.store(0, Ordering::Relaxed);
         header.flags.store(0, Ordering::Relaxed);
         return Ok((i, generation));
     }

@@ -75,7 +75,10 @@ use crate::{Overflow, Payload, ZeroCopySafe};
 
 mod bytes;
 mod history;
+mod sendable;
+
 pub use bytes::SendBytesError;
+pub use sendable::SendablePublisher;
 
 /// Builds a [`Publisher`].
 #[derive(Debug)]
@@ -484,13 +487,20 @@ impl PublisherPort {
             self.read_cache[s].set(cached);
             match pushed {
                 Pushed::Stored => {}
-                Pushed::DroppedOldest => self.release_taken(taken),
+                Pushed::DroppedOldest => {
+                    missed(d, s);
+                    self.release_taken(taken)
+                }
                 Pushed::Full => {
+                    missed(d, s);
                     rejected += 1;
                     continue;
                 }
                 // Documented above: the subscriber is stuck mid-take; skip it.
-                Pushed::Busy => continue,
+                Pushed::Busy => {
+                    missed(d, s);
+                    continue;
+                }
             }
             delivered += 1;
             pushed_to |= connected::bit(s);
@@ -546,6 +556,14 @@ impl PublisherPort {
             let _ = self.pool.release(h, self.owner);
         }
     }
+}
+
+/// Counts a sample subscriber `s` missed because its queue from us was full (off the
+/// common path: a send that fits never comes here).
+#[cold]
+#[inline(never)]
+fn missed(d: Dynamic<'_>, s: usize) {
+    d.subscriber(s).missed.fetch_add(1, Ordering::Relaxed);
 }
 
 impl<P: ?Sized> Publisher<P> {

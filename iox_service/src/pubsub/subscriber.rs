@@ -294,6 +294,40 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             .sum()
     }
 
+    /// Samples this subscriber missed because its queue was full when a publisher
+    /// sent, since the subscriber was created: under `Overflow::DropOldest` the oldest
+    /// entries dropped to make room, under `Overflow::Reject` the samples refused (and
+    /// a sample is also missed when the subscriber was caught in the middle of taking
+    /// its oldest entry). Publishers count it in shared memory, only on that path,
+    /// so the count is exact across processes and costs a send that fits nothing.
+    /// `iox show` lists it per subscriber.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use iox_service::Service;
+    /// let svc = Service::named("doc/missed")?
+    ///     .root(dir.path())
+    ///     .publish_subscribe::<u64>()
+    ///     .subscriber_buffer(2)
+    ///     .create()?;
+    /// let subscriber = svc.subscriber_builder().create()?;
+    /// let publisher = svc.publisher_builder().create()?;
+    /// for i in 0..5 {
+    ///     publisher.loan_uninit()?.write_payload(i).send()?;
+    /// }
+    /// assert_eq!(subscriber.missed(), 3); // 0, 1 and 2 were dropped for 3 and 4
+    /// assert_eq!(*subscriber.receive()?.unwrap(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn missed(&self) -> u64 {
+        self.port
+            .service
+            .dynamic()
+            .subscriber(self.port.slot)
+            .missed
+            .load(Ordering::Relaxed)
+    }
+
     /// Waits until at least `n` publishers are connected, at most `timeout`, and
     /// returns how many are (fewer than `n` on timeout). Sleeps while it waits (see
     /// [`crate::Publisher::wait_for_subscribers`]).

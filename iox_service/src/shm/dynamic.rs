@@ -15,7 +15,9 @@
 //!   written by the registrant after it claims the entry, cleared before an entry is
 //!   released; readers only follow entries of live nodes, read the `/proc` link
 //!   before opening, and verify what they open);
-//! - one 64-byte port header per publisher slot, then one per subscriber slot;
+//! - one 64-byte port header per publisher slot, then one per subscriber slot (a
+//!   subscriber's header counts the samples its publishers could not deliver to it
+//!   because its queue was full, `missed`; since format version 8);
 //! - one [`crate::queue`] per (publisher, subscriber) pair, row-major by publisher:
 //!   the read word on its own line, then the write index followed by the slots;
 //! - for a service with history (`history > 0` in the static config), one history
@@ -66,7 +68,7 @@ use crate::static_config::StaticConfig;
 /// Magic of a dynamic segment.
 pub const DYNAMIC_MAGIC: u64 = u64::from_le_bytes(*b"IOXDYN\x00\x04");
 /// Version of the dynamic segment format.
-pub const DYNAMIC_VERSION: u32 = 7;
+pub const DYNAMIC_VERSION: u32 = 8;
 pub(crate) const HEADER_LEN: usize = 128;
 /// Open service handles (one per process and `open`) a service can have at once.
 pub const USER_SLOTS: usize = 128;
@@ -141,6 +143,11 @@ pub(crate) struct PortHeader {
     pub(crate) wake: AtomicU32,
     /// [`PINNED`] if the port pinned the pool (for tools).
     pub(crate) flags: AtomicU32,
+    /// Subscribers: samples publishers could not deliver to this port because its
+    /// queue from them was full (the oldest dropped, the new one rejected, or the
+    /// port caught mid-take), since the port was created. Publishers add to it only
+    /// on that path, so a send that fits never touches it.
+    pub(crate) missed: AtomicU64,
 }
 
 /// Port flag: the port pinned the service's pool in its process.

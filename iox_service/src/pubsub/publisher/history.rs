@@ -215,8 +215,13 @@ impl PublisherPort {
                 taken = port::take_entry(&self.pool, old, self.owner)
             });
         self.read_cache[s].set(cached);
-        if let Pushed::DroppedOldest = pushed {
-            self.release_taken(taken);
+        match pushed {
+            Pushed::Stored => {}
+            Pushed::DroppedOldest => {
+                super::missed(d, s);
+                self.release_taken(taken);
+            }
+            Pushed::Full | Pushed::Busy => super::missed(d, s),
         }
         pushed
     }
