@@ -415,7 +415,7 @@ impl Scanner {
                 .and_then(|service| {
                     Export::start(
                         service,
-                        self.session.clone(),
+                        &self.session,
                         key,
                         import::own_slot(&self.shared.own_slots, &name),
                     )

@@ -90,7 +90,10 @@ pub struct Export {
 
 /// What the export thread works with.
 struct Exporter {
-    session: zenoh::Session,
+    /// Declared once per exported service: Zenoh resolves the key's routing at
+    /// declaration, and each put then travels under the declared key's numeric id
+    /// instead of resolving and sending the whole key expression again.
+    publisher: zenoh::pubsub::Publisher<'static>,
     key: OwnedKeyExpr,
     stats: Arc<ExportStats>,
     own: OwnSlot,
@@ -101,7 +104,7 @@ impl Export {
     /// Starts exporting `service` on `key`.
     pub fn start(
         service: PubSubService<[u8]>,
-        session: zenoh::Session,
+        session: &zenoh::Session,
         key: OwnedKeyExpr,
         own: OwnSlot,
     ) -> Result<Self, String> {
@@ -110,10 +113,16 @@ impl Export {
             .subscriber_builder()
             .create()
             .map_err(|e| format!("cannot create the bridge subscriber of {name:?}: {e}"))?;
+        let publisher = session
+            .declare_publisher(key.clone())
+            .congestion_control(CongestionControl::Block)
+            .allowed_destination(Locality::Remote)
+            .wait()
+            .map_err(|e| format!("cannot declare the Zenoh publisher of {name:?} on {key}: {e}"))?;
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(ExportStats::default());
         let exporter = Exporter {
-            session,
+            publisher,
             key,
             stats: stats.clone(),
             own,
@@ -181,12 +190,7 @@ impl Exporter {
             return;
         }
         let payload = zenoh::bytes::ZBytes::from(bytes::Bytes::from_owner(Held(sample)));
-        let put = self
-            .session
-            .put(key, payload)
-            .congestion_control(CongestionControl::Block)
-            .allowed_destination(Locality::Remote)
-            .wait();
+        let put = self.publisher.put(payload).wait();
         match put {
             Ok(()) => stats.sent.fetch_add(1, Ordering::Relaxed),
             Err(e) => {
