@@ -63,11 +63,7 @@ impl Shared {
     }
 
     fn queue(&self) -> Queue<'_> {
-        Queue {
-            write: &self.write,
-            read: &self.read,
-            slots: &self.slots,
-        }
+        Queue::new(&self.write, &self.read, &self.slots)
     }
 
     fn drain(&self, claim_as: u64) {

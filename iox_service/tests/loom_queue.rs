@@ -65,11 +65,7 @@ impl Shared {
     }
 
     fn queue(&self) -> Queue<'_> {
-        Queue {
-            write: &self.write,
-            read: &self.read,
-            slots: &self.slots,
-        }
+        Queue::new(&self.write, &self.read, &self.slots)
     }
 
     fn write_payload(&self, v: u64) {

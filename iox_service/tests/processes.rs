@@ -373,6 +373,127 @@ fn blocking_receive_is_woken_by_another_process() {
 }
 
 #[test]
+fn a_subscriber_that_sleeps_again_is_woken_again() {
+    // The first sleep sets the subscriber's may-wait bit; later sleeps find it set
+    // (it is sticky) and publishers must still wake them, each time. The subscriber
+    // acknowledges each sample on a second service, so the publisher sends the next
+    // one only into a new sleep.
+    const ROUNDS: u64 = 5;
+    let open = |b: Service, name: &str| {
+        b.publish_subscribe::<u64>()
+            .open_or_create()
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    if role().as_deref() == Some("publisher") {
+        let svc = open(Service::named("wake-again").unwrap(), "data");
+        let acks = open(Service::named("wake-again/ack").unwrap(), "acks");
+        let p = svc.publisher_builder().create().unwrap();
+        let ack = acks.subscriber_builder().create().unwrap();
+        for i in 0..ROUNDS {
+            if i > 0 {
+                let got = ack.receive_timeout(LIMIT).unwrap().expect("an ack");
+                assert_eq!(*got, i - 1);
+            }
+            assert!(wait_until(LIMIT, || svc.waiting_subscribers() > 0));
+            p.loan_uninit().unwrap().write_payload(i).send().unwrap();
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let svc = open(Service::named("wake-again").unwrap().root(dir.path()), "data");
+    let acks = open(Service::named("wake-again/ack").unwrap().root(dir.path()), "acks");
+    let s = svc.subscriber_builder().create().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let ack = acks.publisher_builder().create().unwrap();
+        assert!(wait_until(LIMIT, || acks.port_counts().1 == 1));
+        for _ in 0..ROUNDS {
+            let got = s
+                .receive_timeout(Duration::from_secs(24 * 3600))
+                .unwrap()
+                .map(|v| *v);
+            if let Some(v) = got {
+                ack.loan_uninit().unwrap().write_payload(v).send().unwrap();
+            }
+            let _ = tx.send(got);
+        }
+    });
+    let child = spawn_self(
+        "a_subscriber_that_sleeps_again_is_woken_again",
+        "publisher",
+        &[root_env(&dir)],
+    );
+    for i in 0..ROUNDS {
+        let got = rx
+            .recv_timeout(LIMIT)
+            .unwrap_or_else(|_| panic!("sleep {i} was not woken within {LIMIT:?}"));
+        assert_eq!(got, Some(i));
+    }
+    wait_ok(child, LIMIT);
+}
+
+#[test]
+fn a_busy_polling_subscriber_receives_a_new_slots_publisher_and_what_it_left() {
+    // The parent holds the first two publisher slots idle, so the child publishes
+    // from the third, which no publisher had when the subscriber started polling;
+    // the child exits with samples still queued. A subscriber that only ever calls
+    // `receive` (never waits) must get every one, in order.
+    const N: u64 = 2_000;
+    let open = |b: Service| {
+        b.publish_subscribe::<u64>()
+            .max_publishers(3)
+            .subscriber_buffer(64)
+            .overflow(Overflow::Reject)
+            .open_or_create()
+            .unwrap()
+    };
+    if role().as_deref() == Some("publisher") {
+        let svc = open(Service::named("new-slot").unwrap());
+        let p = svc.publisher_builder().create().unwrap();
+        assert_eq!(p.publisher_slot(), 2);
+        for i in 0..N {
+            send_reliably(|| p.loan_uninit().unwrap().write_payload(i).send());
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let svc = open(Service::named("new-slot").unwrap().root(dir.path()));
+    let idle = [
+        svc.publisher_builder().create().unwrap(),
+        svc.publisher_builder().create().unwrap(),
+    ];
+    let s = svc.subscriber_builder().create().unwrap();
+    assert!(s.receive().unwrap().is_none());
+    let child = spawn_self(
+        "a_busy_polling_subscriber_receives_a_new_slots_publisher_and_what_it_left",
+        "publisher",
+        &[root_env(&dir)],
+    );
+    let start = Instant::now();
+    let mut next = 0;
+    let mut child = Some(child);
+    while next < N {
+        if next == N - 64
+            && let Some(child) = child.take()
+        {
+            // The last 64 fit the queue: the publisher sends them and exits.
+            wait_ok(child, LIMIT);
+            assert_eq!(s.pending(), 64);
+        }
+        match s.receive().unwrap() {
+            Some(v) => {
+                assert_eq!((*v, v.publisher_slot()), (next, 2));
+                next += 1;
+            }
+            None => std::thread::yield_now(),
+        }
+        assert!(start.elapsed() < LIMIT, "received {next} of {N}");
+    }
+    assert!(s.receive().unwrap().is_none());
+    drop(idle);
+}
+
+#[test]
 fn wrong_payload_type_from_another_process_is_refused() {
     if role().as_deref() == Some("opener") {
         let e = Service::named("typed-x")

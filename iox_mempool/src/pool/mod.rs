@@ -278,31 +278,46 @@ impl Pool {
     /// Like [`Pool::loan`], for a chunk of `near`'s class, trying first the chunks whose
     /// ownership words share a cache line with `near`'s: a publisher that loans its next
     /// chunk while sending `near` then touches one line of bookkeeping, not two.
+    ///
+    /// The line is tried with one bounds check (against the class's table) and a plain
+    /// loop, as that is the common case of every send; the whole-class scan of
+    /// [`Pool::loan`] is the fallback, out of line.
     #[inline]
     pub fn loan_near(&self, near: ChunkHandle, owner: Owner) -> Result<ChunkHandle, LoanError> {
         if self.payload.access() == Access::ReadOnly {
             return Err(LoanError::ReadOnly);
         }
-        let class = near.class();
-        let Some(c) = self.layout.classes().get(class) else {
+        const PER_LINE: u32 = (64 / size_of::<ChunkMeta>()) as u32;
+        if let Some(t) = self.tables.get(near.class()) {
+            // The index with its low bits flipped: the other chunks of the group of
+            // four `near` is in, which is one cache line where the class's table
+            // starts on a line (the first class's always does; a later one when the
+            // counts before it are multiples of four). A heuristic only: any free
+            // chunk of the class would do.
+            for flip in 1..PER_LINE {
+                let index = near.index ^ flip;
+                if index < t.count && self.meta_in(t, index).owners.try_loan(owner) {
+                    return Ok(ChunkHandle {
+                        class: near.class,
+                        index,
+                    });
+                }
+            }
+        }
+        self.loan_near_slow(near, owner)
+    }
+
+    /// [`Pool::loan_near`] when `near`'s line has no free chunk: a loan of its class.
+    #[cold]
+    #[inline(never)]
+    fn loan_near_slow(&self, near: ChunkHandle, owner: Owner) -> Result<ChunkHandle, LoanError> {
+        let Some(c) = self.layout.classes().get(near.class()) else {
             return Err(LoanError::TooLarge {
                 size: usize::MAX,
                 max: self.layout.max_chunk_size(),
             });
         };
-        let (_, chunks) = self.class_table(class);
-        const PER_LINE: usize = 64 / size_of::<ChunkMeta>();
-        let first = near.index as usize & !(PER_LINE - 1);
-        let line = chunks.iter().enumerate().skip(first).take(PER_LINE);
-        for (i, meta) in line {
-            if i != near.index as usize && meta.owners.try_loan(owner) {
-                return Ok(ChunkHandle {
-                    class: class as u8,
-                    index: i as u32,
-                });
-            }
-        }
-        let mut hint = class;
+        let mut hint = near.class();
         self.loan(c.chunk_size, &mut hint, owner)
     }
 

@@ -62,6 +62,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use iox_mempool::pool::ChunkRef;
 use iox_mempool::{ChunkHandle, Owner, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
@@ -76,6 +77,7 @@ use crate::{Overflow, Payload, ZeroCopySafe};
 mod bytes;
 mod history;
 mod sendable;
+mod spare;
 
 pub use bytes::SendBytesError;
 pub use sendable::SendablePublisher;
@@ -177,6 +179,8 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
         let _ = crate::recovery::recover(&self.service);
         let (slot, generation) =
             port::claim(&self.service, (0..max).map(|p| d.publisher(p)), "publisher", max)?;
+        // Before any push: subscribers poll this slot's queues from now on.
+        d.publishers_seen().mark(slot);
         // This process publishes: its mapping of the payload becomes writable (only
         // once a slot is ours, so a refused publisher leaves a subscriber-only process
         // read-only).
@@ -197,7 +201,7 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
         port::activate(d.publisher(slot), generation, pin.as_ref());
         port::announce(d);
         let ringer = Ringer::new(&self.service.root, &self.service.stem, max_subscribers);
-        let read_cache = (0..max_subscribers).map(|_| Cell::new(0)).collect();
+        let read_cache = Box::new(std::array::from_fn(|_| Cell::new(0)));
         let history =
             (self.service.config.history > 0).then(|| Box::new(history::State::new(max_subscribers)));
         Ok(Publisher {
@@ -217,7 +221,7 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
                 owner: port::publisher_owner(slot),
                 seq: Cell::new(crate::node::random_u32() | 1),
                 hint: Cell::new(0),
-                spare: Cell::new(None),
+                spare: spare::Spare::new(),
                 read_cache,
                 ringer,
                 pin,
@@ -274,9 +278,11 @@ pub(crate) struct PublisherPort {
     seq: Cell<u32>,
     hint: Cell<usize>,
     /// A chunk loaned ahead after the last send.
-    spare: Cell<Option<ChunkHandle>>,
-    /// Per subscriber slot: our lower bound of that queue's read index.
-    read_cache: Box<[Cell<u64>]>,
+    spare: spare::Spare,
+    /// Per subscriber slot: our lower bound of that queue's read index. One entry per
+    /// bit of the connected set (a slot number from it indexes with no bounds check;
+    /// slots past `max_subscribers` are never used).
+    read_cache: Box<[Cell<u64>; 64]>,
     /// Connections to the subscribers' readiness sockets, for those that arm them.
     ringer: Ringer,
 }
@@ -382,21 +388,27 @@ impl PublisherPort {
     /// Loans a chunk of at least `bytes` bytes.
     #[inline]
     fn loan_bytes(&self, bytes: usize) -> Result<(ChunkHandle, *mut u8), LoanError> {
-        let handle = match self.spare.take() {
+        match self.spare.take_for(bytes, self.pool.layout()) {
             // The spare loaned ahead after the last send fits: no shared line touched.
-            Some(h) if self.pool.layout().class_for(bytes, h.class()) == Some(h.class()) => h,
-            spare => {
-                if let Some(h) = spare {
-                    let _ = self.pool.release(h, self.owner);
-                }
-                self.loan_chunk(bytes)?
-            }
-        };
-        let (ptr, _) = self
-            .service
-            .pool
-            .chunk(handle)
-            .expect("a handle just loaned is in range");
+            Ok(spare) => Ok(spare),
+            Err(other) => self.loan_from_pool(bytes, other),
+        }
+    }
+
+    /// A loan without a fitting spare (`other`, a spare of another class, returns to
+    /// the pool): out of line, so the common loan stays small.
+    #[cold]
+    #[inline(never)]
+    fn loan_from_pool(
+        &self,
+        bytes: usize,
+        other: Option<ChunkHandle>,
+    ) -> Result<(ChunkHandle, *mut u8), LoanError> {
+        if let Some(h) = other {
+            let _ = self.pool.release(h, self.owner);
+        }
+        let handle = self.loan_chunk(bytes)?;
+        let (ptr, _) = self.pool.chunk(handle).expect("a handle just loaned is in range");
         Ok((handle, ptr))
     }
 
@@ -413,26 +425,26 @@ impl PublisherPort {
     /// under our owner bit, as the spare loaned after a send does, so recovery returns
     /// it like any chunk we hold), else it returns to the pool.
     #[inline]
-    pub(crate) fn drop_loan(&self, handle: ChunkHandle) {
+    pub(crate) fn drop_loan(&self, handle: ChunkHandle, ptr: *mut u8) {
         if !self.is_own_process() {
             return; // a forked child's copy: the chunk is the parent's
         }
-        match self.spare.take() {
-            None => self.spare.set(Some(handle)),
-            Some(spare) => {
-                self.spare.set(Some(spare));
-                let _ = self.pool.release(handle, self.owner);
-            }
+        if self.spare.is_empty() {
+            self.spare.put(handle, ptr);
+        } else {
+            let _ = self.pool.release(handle, self.owner);
         }
     }
 
-    /// After a send, off the latency path: loans the next chunk of the class just used,
-    /// so the next `loan` takes it without touching a shared cache line. Best effort:
-    /// an exhausted pool just leaves no spare.
+    /// After a send, off the latency path: loans the next chunk of the class just used
+    /// (`sent`), so the next `loan` takes it without touching a shared cache line.
+    /// Best effort: an exhausted pool just leaves no spare.
     #[inline]
-    pub(crate) fn refill_spare(&self, class_of: ChunkHandle) {
-        if self.spare.get().is_none() {
-            self.spare.set(self.pool.loan_near(class_of, self.owner).ok());
+    pub(crate) fn refill_spare(&self, sent: &ChunkRef<'_>) {
+        if self.spare.is_empty()
+            && let Ok((handle, ptr)) = self.pool.loan_near_ref(sent, self.owner)
+        {
+            self.spare.put(handle, ptr);
         }
     }
 
@@ -452,18 +464,18 @@ impl PublisherPort {
         if !crate::recovery::fork::is_same_process(self.send_generation) {
             return self.send_other(handle, len);
         }
-        // The next chunk is loaned first, while the subscribers are not touching the
-        // ownership words (they are waiting for this sample): the hand-off below then
-        // finds the line here, and no loan of ours races their take and release.
-        self.refill_spare(handle);
         let pool = &self.pool;
-        let d = self.service.dynamic();
-        let drop_oldest = self.drop_oldest;
-        // One lookup of the chunk for its length and its hand-off (a handle we loaned
-        // is in range; one that is not is sent to no one).
+        // One lookup of the chunk for the spare's address, its length and its hand-off
+        // (a handle we loaned is in range; one that is not is sent to no one).
         let Ok(chunk) = pool.chunk_ref(handle) else {
             return Ok(0);
         };
+        // The next chunk is loaned first, while the subscribers are not touching the
+        // ownership words (they are waiting for this sample): the hand-off below then
+        // finds the line here, and no loan of ours races their take and release.
+        self.refill_spare(&chunk);
+        let d = self.service.dynamic();
+        let drop_oldest = self.drop_oldest;
         chunk.set_user_word(len as u64);
         let connected = d.connected();
         let header = self.header();
@@ -476,15 +488,15 @@ impl PublisherPort {
         let entry = queue::entry(self.next_seq(), handle);
         journal.store(entry, Ordering::Relaxed);
         let (mut delivered, mut rejected, mut pushed_to) = (0, 0, 0);
+        let queues = d.queue_row(self.slot);
         for s in connected::slots(connected.snapshot()) {
-            let mut cached = self.read_cache[s].get();
+            let read_cache = &self.read_cache[s % 64];
+            let mut cached = read_cache.get();
             let mut taken = None;
-            let pushed = d
-                .queue(self.slot, s)
-                .push(entry, drop_oldest, &mut cached, |old| {
-                    taken = port::take_entry(pool, old, self.owner)
-                });
-            self.read_cache[s].set(cached);
+            let pushed = queues.to(s).push(entry, drop_oldest, &mut cached, |old| {
+                taken = port::take_entry(pool, old, self.owner)
+            });
+            read_cache.set(cached);
             match pushed {
                 Pushed::Stored => {}
                 Pushed::DroppedOldest => {
@@ -527,7 +539,9 @@ impl PublisherPort {
         // arms, and with the fence after a subscriber leaves the connected set when
         // it closes (see `shm::connected`).
         let still = d.connected().still_connected(pushed_to);
-        for s in connected::slots(still) {
+        // Only subscribers that may wait have a `waiting` word worth reading (see
+        // `shm::may_wait`): one load for all the others.
+        for s in connected::slots(d.may_wait().among(still)) {
             let header = d.subscriber(s);
             let waiting = header.waiting.load(Ordering::Relaxed);
             if doorbell::wants_wake(waiting) {

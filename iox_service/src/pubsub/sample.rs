@@ -112,7 +112,7 @@ impl<T: ZeroCopySafe> SampleMutUninit<[T]> {
 impl<P: ?Sized + Payload> Drop for SampleMutUninit<P> {
     fn drop(&mut self) {
         if let Some(handle) = self.handle.take() {
-            self.port.drop_loan(handle);
+            self.port.drop_loan(handle, self.ptr);
         }
     }
 }

@@ -2,7 +2,13 @@
 //!
 //! `receive` polls the queue from each publisher slot, round-robin from where it last
 //! found a sample, so samples of one publisher arrive in the order they were sent and
-//! no publisher starves another. Taking an entry moves its hold on the chunk to this
+//! no publisher starves another (publishers with samples waiting take turns). It
+//! skips the slots no publisher ever had (the publishers-seen set of the dynamic
+//! header, see `shm::publishers_seen`): a service has room for several publishers
+//! (two by default) and often one sends, and looking at a queue nobody ever pushed to
+//! was a third of a receive's instructions. A receive that finds nothing looks at
+//! every queue once more before it says so, so a set read a moment too early never
+//! hides a sample. Taking an entry moves its hold on the chunk to this
 //! subscriber's owner bit (see [`crate::queue`]); dropping the sample clears the bit,
 //! which frees the chunk if no one else holds it. Recovery of a dead subscriber clears
 //! its bit everywhere, so nothing it held or had queued is lost.
@@ -177,6 +183,8 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
             _payload: PhantomData,
         };
         subscriber.port.drain();
+        // A bit the slot's previous subscriber left (see `shm::may_wait`).
+        subscriber.port.service.dynamic().may_wait().reset(slot);
         port::activate(subscriber.port.header(), generation, subscriber.port.pin.as_ref());
         // Publishers deliver from now on (see `shm::connected`).
         subscriber.port.service.dynamic().connected().connect(slot);
@@ -189,6 +197,7 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
 #[derive(Debug)]
 pub struct Subscriber<P: ?Sized> {
     port: Arc<SubscriberPort>,
+    /// The publisher slot to look at first.
     cursor: Cell<usize>,
     /// The readiness descriptor was handed out: an empty receive arms it.
     armed_mode: Cell<bool>,
@@ -224,6 +233,13 @@ impl SubscriberPort {
 
     fn header(&self) -> &PortHeader {
         self.service.dynamic().subscriber(self.slot)
+    }
+
+    /// Before arming the descriptor or sleeping: publishers look at this port's
+    /// `waiting` word from now on (see `shm::may_wait`).
+    #[inline]
+    fn may_wait(&self) {
+        self.service.dynamic().may_wait().announce(self.slot);
     }
 
     /// Releases everything queued for this slot (entries someone else is taking right
@@ -351,22 +367,28 @@ impl<P: ?Sized + Payload> Subscriber<P> {
         if port.held() >= port.max_held {
             return Err(ReceiveError::TooManyHeld { max: port.max_held });
         }
-        if let Some(sample) = self.take()? {
+        let seen = port.service.dynamic().publishers_seen().load();
+        if let Some(sample) = self.take(seen)? {
             return Ok(Some(sample));
         }
         self.found_nothing()
     }
 
-    /// The end of a receive that found nothing, off the hot path: re-arms the
+    /// The end of a receive that found nothing, off the hot path: looks at every
+    /// queue once (not only those of the publishers-seen set it read), re-arms the
     /// readiness descriptor if it is in use, and looks at the service's lifecycle.
     #[cold]
     #[inline(never)]
     fn found_nothing(&self) -> Result<Option<Sample<P>>, ReceiveError> {
         let port = &self.port;
+        if let Some(sample) = self.take(u64::MAX)? {
+            return Ok(Some(sample));
+        }
         if self.armed_mode.get() {
+            port.may_wait();
             port.doorbell.rearm(&port.header().waiting);
             // Armed: a publisher that pushed before it saw the bit is found here.
-            if let Some(sample) = self.take()? {
+            if let Some(sample) = self.take(u64::MAX)? {
                 return Ok(Some(sample));
             }
         }
@@ -376,13 +398,15 @@ impl<P: ?Sized + Payload> Subscriber<P> {
         Ok(None)
     }
 
-    /// Takes the next sample from the queues, round-robin over the publishers.
+    /// Takes the next sample from the queues of the publisher slots in `slots` (a bit
+    /// each), round-robin.
     #[inline(always)]
-    fn take(&self) -> Result<Option<Sample<P>>, ReceiveError> {
+    fn take(&self, slots: u64) -> Result<Option<Sample<P>>, ReceiveError> {
         let port = &self.port;
         let d = port.service.dynamic();
         let publishers = d.layout().max_publishers;
-        // Round-robin from the cursor, without a division per step.
+        // Round-robin from the cursor, without a division per step, over the slots in
+        // `slots` (a bit per publisher slot).
         let mut p = self.cursor.get();
         for _ in 0..publishers {
             if p >= publishers {
@@ -391,6 +415,9 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             let this = p;
             p += 1;
             let p = this;
+            if slots & (1 << (p % 64)) == 0 {
+                continue;
+            }
             let mut taken = None;
             let Popped::Took(raw) = d.queue(p, port.slot).pop(queue::BY_CONSUMER, |e| {
                 // One lookup of the chunk for the take, its length and its address.
@@ -456,6 +483,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
                 return Err(ReceiveError::ServiceRemoved);
             }
             let seen = header.wake.load(Ordering::Acquire);
+            self.port.may_wait();
             header.waiting.fetch_add(1, Ordering::SeqCst);
             // Pairs with the publisher's fence after its push (store-buffering pattern).
             fence(Ordering::SeqCst);
@@ -518,6 +546,7 @@ impl<P: ?Sized> Drop for Subscriber<P> {
 impl<P: ?Sized + Payload> AsFd for Subscriber<P> {
     fn as_fd(&self) -> BorrowedFd<'_> {
         if !self.armed_mode.replace(true) {
+            self.port.may_wait();
             self.port.doorbell.rearm(&self.port.header().waiting);
             if self.pending() > 0 {
                 self.port.doorbell.ring_self();

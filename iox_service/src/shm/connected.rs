@@ -82,11 +82,16 @@ pub(crate) fn slots(mut bits: u64) -> impl Iterator<Item = usize> {
 impl<'a> Connected<'a> {
     /// The set in `word`, for a service with `slots` subscriber slots.
     #[inline]
+    #[allow(dead_code)] // the loom model builds its sets this way
     pub(crate) fn new(word: &'a AtomicU64, slots: usize) -> Self {
-        Self {
-            word,
-            mask: all(slots),
-        }
+        Self::with_mask(word, all(slots))
+    }
+
+    /// The set in `word`, whose slots are the bits of `mask` (`all(slots)`, computed
+    /// ahead).
+    #[inline]
+    pub(crate) fn with_mask(word: &'a AtomicU64, mask: u64) -> Self {
+        Self { word, mask }
     }
 
     /// The subscribers to deliver to now. Acquire: pairs with [`Self::connect`].

@@ -8,7 +8,10 @@
 //!   limits it was sized for, the creator's node id, the ports-changed counter
 //!   that waits for ports sleep on, and the connected-subscriber set (one bit per
 //!   subscriber slot publishers deliver to, see [`crate::shm::connected`]; since
-//!   format version 7);
+//!   format version 7), the may-wait set (one bit per subscriber slot whose
+//!   `waiting` word a publisher must read, see [`crate::shm::may_wait`]) and the
+//!   publishers-seen set (one bit per publisher slot ever taken, see
+//!   [`crate::shm::publishers_seen`]; both since format version 9);
 //! - the users table: [`USER_SLOTS`] words, each the node id of one open service
 //!   handle (0 = empty), then as many 32-bit words with the number + 1 of the file
 //!   descriptor under which that handle's process holds a memfd payload (0 = none;
@@ -63,12 +66,14 @@ use crate::shm::connected::Connected;
 use crate::shm::files;
 pub(crate) use crate::shm::layout::DynamicLayout;
 use crate::shm::layout::{event_ids, response_buffer};
+use crate::shm::may_wait::MayWait;
+use crate::shm::publishers_seen::PublishersSeen;
 use crate::static_config::StaticConfig;
 
 /// Magic of a dynamic segment.
 pub const DYNAMIC_MAGIC: u64 = u64::from_le_bytes(*b"IOXDYN\x00\x04");
 /// Version of the dynamic segment format.
-pub const DYNAMIC_VERSION: u32 = 8;
+pub const DYNAMIC_VERSION: u32 = 9;
 pub(crate) const HEADER_LEN: usize = 128;
 /// Open service handles (one per process and `open`) a service can have at once.
 pub const USER_SLOTS: usize = 128;
@@ -116,6 +121,13 @@ pub(crate) struct Header {
     /// [`crate::shm::connected`]). On the header's second line, which is written only
     /// when ports come and go.
     pub(crate) subscribers_connected: AtomicU64,
+    /// Publish-subscribe: one bit per subscriber slot whose subscriber may sleep or
+    /// arm its descriptor (see [`crate::shm::may_wait`]). Same line: written once per
+    /// subscriber that ever waits.
+    pub(crate) subscribers_may_wait: AtomicU64,
+    /// Publish-subscribe: one bit per publisher slot some publisher ever had (see
+    /// [`crate::shm::publishers_seen`]). Same line: written once per slot.
+    pub(crate) publishers_seen: AtomicU64,
     /// Request-response services: the depth of each response queue
     /// (`max_active_requests_per_client x max_response_buffer`; 0 for other patterns).
     pub(crate) response_buffer: AtomicU32,
@@ -423,7 +435,19 @@ impl<'a> Dynamic<'a> {
     /// The connected-subscriber set (see [`crate::shm::connected`]).
     #[inline]
     pub(crate) fn connected(&self) -> Connected<'a> {
-        Connected::new(&self.header().subscribers_connected, self.layout.max_subscribers)
+        Connected::with_mask(&self.header().subscribers_connected, self.layout.subscriber_mask)
+    }
+
+    /// The may-wait set (see [`crate::shm::may_wait`]).
+    #[inline]
+    pub(crate) fn may_wait(&self) -> MayWait<'a> {
+        MayWait::new(&self.header().subscribers_may_wait)
+    }
+
+    /// The publishers-seen set (see [`crate::shm::publishers_seen`]).
+    #[inline]
+    pub(crate) fn publishers_seen(&self) -> PublishersSeen<'a> {
+        PublishersSeen::new(&self.header().publishers_seen)
     }
 
     /// The users table: one node id per open service handle.
@@ -472,13 +496,36 @@ impl<'a> Dynamic<'a> {
         // queues: its `pairs` is 0); callers pass slot indices in range.
         let pair = p.wrapping_mul(l.max_subscribers).wrapping_add(s);
         assert!(pair < l.pairs, "queue ({p}, {s}) out of range");
-        let off = l.queues + pair * l.queue_stride;
-        let read: &PaddedIndex = self.at(off);
-        Queue {
-            write: self.at(off + 64),
-            read: &read.value,
-            slots: self.table(off + 72, l.buffer),
+        self.queue_at(l.queues + pair * l.queue_stride)
+    }
+
+    /// The queues from publisher slot `p` to every subscriber slot (what a send
+    /// walks): the row's offset is computed once, each queue of it with one check.
+    #[inline]
+    pub(crate) fn queue_row(&self, p: usize) -> QueueRow<'a> {
+        let l = self.layout;
+        assert!(
+            p < l.max_publishers && l.pairs != 0,
+            "publisher slot {p} has no queues"
+        );
+        QueueRow {
+            d: *self,
+            offset: l.queues + p * l.queue_row_stride,
         }
+    }
+
+    /// The pair queue at byte offset `off` (computed from the layout for a pair in
+    /// range).
+    #[inline]
+    fn queue_at(&self, off: usize) -> Queue<'a> {
+        let l = self.layout;
+        let read: &PaddedIndex = self.at(off);
+        Queue::with_mask(
+            self.at(off + 64),
+            &read.value,
+            self.table(off + 72, l.buffer),
+            l.buffer_mask,
+        )
     }
 
     /// Publisher `p`'s history queue (only for a service with history).
@@ -487,11 +534,7 @@ impl<'a> Dynamic<'a> {
         let off = self.layout.history_queues + p * self.layout.history_stride;
         let read: &PaddedIndex = self.at(off);
         let rest = self.table(off + 64, 1 + self.layout.history);
-        Queue {
-            write: &rest[0],
-            read: &read.value,
-            slots: &rest[1..],
-        }
+        Queue::new(&rest[0], &read.value, &rest[1..])
     }
 
     /// Request-response services: client slot `c`'s request-slot words.
@@ -511,15 +554,28 @@ impl<'a> Dynamic<'a> {
         let off = l.responses + (s * l.max_publishers + c) * l.response_stride;
         let read: &PaddedIndex = self.at(off);
         let rest = self.table(off + 64, 1 + l.response_buffer);
-        Queue {
-            write: &rest[0],
-            read: &read.value,
-            slots: &rest[1..],
-        }
+        Queue::new(&rest[0], &read.value, &rest[1..])
     }
 
     pub(crate) fn layout(&self) -> &'a DynamicLayout {
         self.layout
+    }
+}
+
+/// The pair queues of one publisher slot, from [`Dynamic::queue_row`].
+#[derive(Clone, Copy)]
+pub(crate) struct QueueRow<'a> {
+    d: Dynamic<'a>,
+    offset: usize,
+}
+
+impl<'a> QueueRow<'a> {
+    /// The queue to subscriber slot `s`.
+    #[inline]
+    pub(crate) fn to(&self, s: usize) -> Queue<'a> {
+        let l = self.d.layout;
+        assert!(s < l.max_subscribers, "subscriber slot {s} out of range");
+        self.d.queue_at(self.offset + s * l.queue_stride)
     }
 }
 

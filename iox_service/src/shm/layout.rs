@@ -5,7 +5,7 @@
 //! reads the same static config finds the same offsets. The segment itself, its
 //! header and the views over it are in [`crate::dynamic`].
 
-use crate::queue::PaddedIndex;
+use crate::queue::{PaddedIndex, index_mask};
 use crate::shm::dynamic::{HEADER_LEN, USER_SLOTS};
 use crate::static_config::StaticConfig;
 
@@ -27,6 +27,11 @@ pub(crate) struct DynamicLayout {
     pub(crate) max_publishers: usize,
     pub(crate) max_subscribers: usize,
     pub(crate) buffer: usize,
+    /// `queue::index_mask(buffer)`, computed once.
+    pub(crate) buffer_mask: u64,
+    /// The bits of the connected-subscriber set that name a slot
+    /// (`connected::all(max_subscribers)`), computed once.
+    pub(crate) subscriber_mask: u64,
     pub(crate) max_loans: u32,
     pub(crate) max_held: u32,
     pub(crate) users: usize,
@@ -36,6 +41,8 @@ pub(crate) struct DynamicLayout {
     pub(crate) queues: usize,
     /// 0 when the service has no queues (event services).
     pub(crate) queue_stride: usize,
+    /// `max_subscribers x queue_stride`: from one publisher's queues to the next's.
+    pub(crate) queue_row_stride: usize,
     /// Publisher-subscriber queues: `max_publishers x max_subscribers`, 0 for event
     /// services.
     pub(crate) pairs: usize,
@@ -80,6 +87,8 @@ impl DynamicLayout {
             max_publishers: 0,
             max_subscribers: 0,
             buffer: 0,
+            buffer_mask: index_mask(0),
+            subscriber_mask: 0,
             max_loans: 0,
             max_held: 0,
             users,
@@ -88,6 +97,7 @@ impl DynamicLayout {
             subscribers: publishers,
             queues: publishers,
             queue_stride: 0,
+            queue_row_stride: 0,
             pairs: 0,
             history: 0,
             history_queues: publishers,
@@ -157,6 +167,8 @@ impl DynamicLayout {
             max_publishers,
             max_subscribers,
             buffer,
+            buffer_mask: index_mask(buffer),
+            subscriber_mask: crate::shm::connected::all(max_subscribers),
             max_loans: c.max_loans,
             max_held: c.max_held,
             users,
@@ -165,6 +177,7 @@ impl DynamicLayout {
             subscribers,
             queues,
             queue_stride,
+            queue_row_stride: max_subscribers * queue_stride,
             pairs: if queue_stride == 0 {
                 0
             } else {

@@ -73,6 +73,22 @@ pub(crate) struct Queue<'a> {
     pub(crate) write: &'a AtomicU64,
     pub(crate) read: &'a AtomicU64,
     pub(crate) slots: &'a [AtomicU64],
+    /// [`index_mask`] of `slots.len()`: kept with the view so a push or pop does not
+    /// test the capacity each time.
+    mask: u64,
+}
+
+/// What [`index_mask`] gives for a capacity that is not a power of two.
+const NOT_A_POWER_OF_TWO: u64 = u64::MAX;
+
+/// The mask that turns an index into a slot for a queue of `cap` slots (`cap - 1`),
+/// or [`NOT_A_POWER_OF_TWO`] (then the slot is the remainder).
+pub(crate) const fn index_mask(cap: usize) -> u64 {
+    if cap.is_power_of_two() {
+        cap as u64 - 1
+    } else {
+        NOT_A_POWER_OF_TWO
+    }
 }
 
 /// Result of a push.
@@ -99,19 +115,41 @@ pub(crate) enum Popped {
     Took(u64),
 }
 
-impl Queue<'_> {
+impl<'a> Queue<'a> {
+    /// The queue of these words.
+    pub(crate) fn new(write: &'a AtomicU64, read: &'a AtomicU64, slots: &'a [AtomicU64]) -> Self {
+        Self::with_mask(write, read, slots, index_mask(slots.len()))
+    }
+
+    /// [`Queue::new`] with the mask computed ahead (`index_mask(slots.len())`, e.g. once
+    /// per layout).
+    #[inline]
+    pub(crate) fn with_mask(
+        write: &'a AtomicU64,
+        read: &'a AtomicU64,
+        slots: &'a [AtomicU64],
+        mask: u64,
+    ) -> Self {
+        debug_assert_eq!(mask, index_mask(slots.len()));
+        Self {
+            write,
+            read,
+            slots,
+            mask,
+        }
+    }
+
     fn cap(&self) -> u64 {
         self.slots.len() as u64
     }
 
     #[inline]
     fn slot(&self, index: u64) -> &AtomicU64 {
-        let cap = self.cap();
         // A mask for the usual power-of-two buffers: no division on the hot path.
-        let i = if cap.is_power_of_two() {
-            index & (cap - 1)
+        let i = if self.mask != NOT_A_POWER_OF_TWO {
+            index & self.mask
         } else {
-            index % cap
+            index % self.cap()
         };
         &self.slots[i as usize]
     }

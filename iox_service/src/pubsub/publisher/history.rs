@@ -107,10 +107,12 @@ impl PublisherPort {
     ) -> Result<usize, SendError> {
         // The spare, loaned first as in `send_chunk` (through `loan`: `loan_near` keeps
         // its single call site, inlined into `send_chunk`).
-        if self.spare.get().is_none()
+        if self.spare.is_empty()
             && let Some(class) = self.pool.layout().classes().get(handle.class())
+            && let Ok(spare) = self.loan_chunk(class.chunk_size)
+            && let Some((ptr, _)) = self.pool.chunk(spare)
         {
-            self.spare.set(self.loan_chunk(class.chunk_size).ok());
+            self.spare.put(spare, ptr);
         }
         let d = self.service.dynamic();
         let _ = self.pool.set_user_word(handle, len as u64);
