@@ -4,7 +4,9 @@
 //!
 //! - Latency: ping-pong, reported as one-way (round trip / 2), median and p99.
 //!   Plain: Zenoh session A puts `ping`, session B's subscriber puts the payload back on
-//!   `pong` (zero-copy, the received `ZBytes`). Bridge: an iox publisher on host A
+//!   `pong` (zero-copy, the received `ZBytes`; `--plain-echo copy` writes it into a new
+//!   buffer instead, the same work as the bridge side's echo, which writes it into a new
+//!   loan: on this VM both measure the same at 64 KiB). Bridge: an iox publisher on host A
 //!   (root A) -> bridge A -> Zenoh -> bridge B -> iox subscriber on host B, which
 //!   publishes the same bytes on `pong` (one copy into a loan, as an iox program
 //!   would) -> bridge B -> bridge A -> the subscriber on host A.
@@ -79,8 +81,19 @@ fn report(hist: &Histogram<u64>) -> (f64, f64) {
     )
 }
 
+/// How the plain Zenoh echo makes its reply.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Echo {
+    /// Writes the received bytes into a new buffer and puts that: the same work as
+    /// the bridge's echo program, which writes them into a new loan.
+    Copy,
+    /// Puts the received buffer itself back (no copy; no iox program can do this
+    /// across two services, so the two echoes then do different work).
+    Forward,
+}
+
 /// Plain Zenoh ping-pong: one-way latencies in ns.
-fn plain_latency(len: usize) -> Histogram<u64> {
+fn plain_latency(len: usize, echo: Echo) -> Histogram<u64> {
     let port = free_port();
     let a = zenoh::open(zconfig(Some(port), None)).wait().unwrap();
     let b = zenoh::open(zconfig(None, Some(port))).wait().unwrap();
@@ -88,7 +101,11 @@ fn plain_latency(len: usize) -> Histogram<u64> {
     let _echo = b
         .declare_subscriber("bench/ping")
         .callback(move |s| {
-            b2.put("bench/pong", s.payload().clone())
+            let reply = match echo {
+                Echo::Copy => zenoh::bytes::ZBytes::from(s.payload().to_bytes().into_owned()),
+                Echo::Forward => s.payload().clone(),
+            };
+            b2.put("bench/pong", reply)
                 .congestion_control(CongestionControl::Block)
                 .wait()
                 .unwrap();
@@ -391,6 +408,10 @@ struct Args {
     /// Seconds each throughput run is measured.
     #[arg(long, default_value_t = 3.0)]
     secs: f64,
+    /// How the plain Zenoh echo replies: `forward` (default) puts the received buffer
+    /// back; `copy` writes a new buffer, as the bridge side's echo program does.
+    #[arg(long, value_enum, default_value_t = Echo::Forward)]
+    plain_echo: Echo,
     /// Runs per size, plain and bridge alternated; with more than one, the median of
     /// the ratios within each run is reported too.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
@@ -415,7 +436,7 @@ fn main() {
             // placement costs drift between runs, so a ratio is taken within a pair.
             let mut ratios = Vec::new();
             for _ in 0..args.repeat {
-                let (pm, p99) = report(&plain_latency(len));
+                let (pm, p99) = report(&plain_latency(len, args.plain_echo));
                 let (bm, b99) = report(&bridge_latency(len));
                 ratios.push(bm / pm);
                 println!(

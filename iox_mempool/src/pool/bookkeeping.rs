@@ -263,27 +263,6 @@ impl Bookkeeping {
         })
     }
 
-    /// The bookkeeping of chunk `index` of the class whose table is `t` (one of
-    /// `self.tables`).
-    ///
-    /// # Panics
-    /// If `index` is not below the class's count (callers loop below it).
-    #[inline]
-    pub(super) fn meta_in(&self, t: &ClassTable, index: u32) -> &ChunkMeta {
-        assert!(index < t.count, "chunk index {index} out of range");
-        // SAFETY: `t` is one of this segment's class tables (checked at create/open to
-        // lie inside it) and `index` is below its count, so the entry is inside the
-        // mapping; ChunkMeta is atomics only, valid for any bytes.
-        unsafe {
-            &*self
-                .chunks
-                .as_ptr()
-                .add(t.offset)
-                .cast::<ChunkMeta>()
-                .add(index as usize)
-        }
-    }
-
     /// The pool's layout.
     pub fn layout(&self) -> &PoolLayout {
         &self.layout

@@ -116,40 +116,6 @@ impl ChunkRef<'_> {
 }
 
 impl Pool {
-    /// [`Pool::loan_near`] of the chunk `near` was looked up for, with the address of
-    /// the chunk loaned: a chunk of the same class lies `index` chunk sizes from the
-    /// class's start, which `near` gives without a second table lookup (what a
-    /// publisher loaning its next chunk while it sends `near` needs).
-    #[inline]
-    pub fn loan_near_ref(
-        &self,
-        near: &ChunkRef<'_>,
-        owner: Owner,
-    ) -> Result<(ChunkHandle, *mut u8), super::LoanError> {
-        let handle = self.loan_near(near.handle, owner)?;
-        if handle.class != near.handle.class {
-            // Not from the class's own table (cannot happen with sizes strictly
-            // increasing, see `PoolLayout`): look it up.
-            let (ptr, _) = self.chunk(handle).ok_or(super::LoanError::TooLarge {
-                size: near.size,
-                max: self.layout.max_chunk_size(),
-            })?;
-            return Ok((handle, ptr));
-        }
-        let class_start = near.offset - near.handle.index as usize * near.size;
-        let offset = class_start + handle.index as usize * near.size;
-        if offset + near.size > self.payload.len() {
-            // Only for a `near` of another pool: give the chunk back.
-            let _ = self.release(handle, owner);
-            return Err(super::LoanError::TooLarge {
-                size: near.size,
-                max: self.layout.max_chunk_size(),
-            });
-        }
-        // SAFETY: offset + size lies inside the payload mapping (checked just above).
-        Ok((handle, unsafe { self.payload.as_ptr().add(offset) }))
-    }
-
     /// The address of a chunk looked up in this pool, in this process (`None` for
     /// one of another pool that does not fit this payload).
     #[inline]

@@ -288,20 +288,20 @@ impl Pool {
             return Err(LoanError::ReadOnly);
         }
         const PER_LINE: u32 = (64 / size_of::<ChunkMeta>()) as u32;
-        if let Some(t) = self.tables.get(near.class()) {
-            // The index with its low bits flipped: the other chunks of the group of
-            // four `near` is in, which is one cache line where the class's table
-            // starts on a line (the first class's always does; a later one when the
-            // counts before it are multiples of four). A heuristic only: any free
-            // chunk of the class would do.
-            for flip in 1..PER_LINE {
-                let index = near.index ^ flip;
-                if index < t.count && self.meta_in(t, index).owners.try_loan(owner) {
-                    return Ok(ChunkHandle {
-                        class: near.class,
-                        index,
-                    });
-                }
+        // The index with its low bits flipped: the other chunks of the group of four
+        // `near` is in, which is one cache line where the class's table starts on a
+        // line (the first class's always does; a later one when the counts before it
+        // are multiples of four). A heuristic only: any free chunk of the class would
+        // do. `meta_at` checks each index against the class's table.
+        for flip in 1..PER_LINE {
+            let index = near.index ^ flip;
+            if let Some(meta) = self.meta_at(near.class(), index)
+                && meta.owners.try_loan(owner)
+            {
+                return Ok(ChunkHandle {
+                    class: near.class,
+                    index,
+                });
             }
         }
         self.loan_near_slow(near, owner)

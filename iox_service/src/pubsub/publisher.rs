@@ -62,7 +62,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use iox_mempool::pool::ChunkRef;
 use iox_mempool::{ChunkHandle, Owner, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
@@ -440,11 +439,17 @@ impl PublisherPort {
     /// (`sent`), so the next `loan` takes it without touching a shared cache line.
     /// Best effort: an exhausted pool just leaves no spare.
     #[inline]
-    pub(crate) fn refill_spare(&self, sent: &ChunkRef<'_>) {
+    pub(crate) fn refill_spare(&self, sent: ChunkHandle) {
         if self.spare.is_empty()
-            && let Ok((handle, ptr)) = self.pool.loan_near_ref(sent, self.owner)
+            && let Ok(handle) = self.pool.loan_near(sent, self.owner)
         {
-            self.spare.put(handle, ptr);
+            match self.pool.chunk(handle) {
+                Some((ptr, _)) => self.spare.put(handle, ptr),
+                // A handle just loaned is in range; never leave one held unused.
+                None => {
+                    let _ = self.pool.release(handle, self.owner);
+                }
+            }
         }
     }
 
@@ -465,15 +470,15 @@ impl PublisherPort {
             return self.send_other(handle, len);
         }
         let pool = &self.pool;
-        // One lookup of the chunk for the spare's address, its length and its hand-off
-        // (a handle we loaned is in range; one that is not is sent to no one).
+        // One lookup of the chunk for its length and its hand-off (a handle we loaned
+        // is in range; one that is not is sent to no one).
         let Ok(chunk) = pool.chunk_ref(handle) else {
             return Ok(0);
         };
         // The next chunk is loaned first, while the subscribers are not touching the
         // ownership words (they are waiting for this sample): the hand-off below then
         // finds the line here, and no loan of ours races their take and release.
-        self.refill_spare(&chunk);
+        self.refill_spare(handle);
         let d = self.service.dynamic();
         let drop_oldest = self.drop_oldest;
         chunk.set_user_word(len as u64);

@@ -371,17 +371,21 @@ impl<P: ?Sized + Payload> Subscriber<P> {
         if let Some(sample) = self.take(seen)? {
             return Ok(Some(sample));
         }
-        self.found_nothing()
+        self.found_nothing(seen)
     }
 
-    /// The end of a receive that found nothing, off the hot path: looks at every
-    /// queue once (not only those of the publishers-seen set it read), re-arms the
-    /// readiness descriptor if it is in use, and looks at the service's lifecycle.
+    /// The end of a receive that found nothing in the queues of the publisher slots
+    /// in `seen` (the publishers-seen set it read), off the hot path: looks at the
+    /// other queues too, re-arms the readiness descriptor if it is in use, and looks
+    /// at the service's lifecycle.
     #[cold]
     #[inline(never)]
-    fn found_nothing(&self) -> Result<Option<Sample<P>>, ReceiveError> {
+    fn found_nothing(&self, seen: u64) -> Result<Option<Sample<P>>, ReceiveError> {
         let port = &self.port;
-        if let Some(sample) = self.take(u64::MAX)? {
+        let unseen = !seen & crate::shm::connected::all(port.service.dynamic().layout().max_publishers);
+        if unseen != 0
+            && let Some(sample) = self.take(unseen)?
+        {
             return Ok(Some(sample));
         }
         if self.armed_mode.get() {

@@ -133,6 +133,11 @@ pub(crate) struct Header {
     pub(crate) response_buffer: AtomicU32,
 }
 const _: () = assert!(size_of::<Header>() <= HEADER_LEN);
+// The header's slot sets hold one bit per slot in one word (connected, may-wait,
+// publishers-seen; and readers index `s % 64`): the slot limits must fit, or two slots
+// would share a bit (a `reset` could then clear a live waiter's).
+const _: () =
+    assert!(crate::static_config::MAX_SUBSCRIBERS <= 64 && crate::static_config::MAX_PUBLISHERS <= 64);
 const _: () = assert!(std::mem::offset_of!(Header, version) == 40);
 const _: () = assert!(std::mem::offset_of!(Header, max_publishers) == 44);
 const _: () = assert!(std::mem::offset_of!(Header, subscribers_connected) >= 64);

@@ -17,7 +17,11 @@
 //! that adds holds is a hand-off.
 //!
 //! A send with history:
-//! 1. subscribers that connected since we last looked get the history (below);
+//! 1. subscribers that connected since we last looked get the history (below):
+//!    `ACTIVE` ones whose bit is in the connected set (`shm::connected`), which is
+//!    what `after_push` checks afterwards; one that is `ACTIVE` but not in the set
+//!    yet gets it at a later send, not now (else its bit, still clear after the
+//!    fence, would make `after_push` drain what it was just given);
 //! 2. the sample is journaled and pushed to each subscriber we gave the history to:
 //!    its slot's state word (generation and `ACTIVE`) is the one we recorded then. One
 //!    that connected after step 1 is skipped: it gets this sample with the history at
@@ -110,13 +114,21 @@ impl PublisherPort {
         if self.spare.is_empty()
             && let Some(class) = self.pool.layout().classes().get(handle.class())
             && let Ok(spare) = self.loan_chunk(class.chunk_size)
-            && let Some((ptr, _)) = self.pool.chunk(spare)
         {
-            self.spare.put(spare, ptr);
+            match self.pool.chunk(spare) {
+                Some((ptr, _)) => self.spare.put(spare, ptr),
+                // A handle just loaned is in range; never leave one held unused.
+                None => {
+                    let _ = self.pool.release(spare, self.owner);
+                }
+            }
         }
         let d = self.service.dynamic();
         let _ = self.pool.set_user_word(handle, len as u64);
-        let given = self.give_history(history, d);
+        // Only subscribers in the connected set (as for `send_chunk`): one that is
+        // `ACTIVE` but has not joined the set yet gets the history once it has.
+        let set = d.connected().snapshot();
+        let (given, mut pushed_to) = self.give_history(history, d, set);
         let header = self.header();
         header.sent.store(
             header.sent.load(Ordering::Relaxed).wrapping_add(1),
@@ -126,11 +138,16 @@ impl PublisherPort {
         header.journal.store(entry, Ordering::Relaxed);
         let (mut delivered, mut rejected) = (0, 0);
         for (s, connected) in history.connected.iter().enumerate() {
-            if d.subscriber(s).state.load(Ordering::Acquire) != connected.get() {
+            if set & connected::bit(s) == 0
+                || d.subscriber(s).state.load(Ordering::Acquire) != connected.get()
+            {
                 continue;
             }
             match self.push_to(d, s, entry, self.drop_oldest) {
-                Pushed::Stored | Pushed::DroppedOldest => delivered += 1,
+                Pushed::Stored | Pushed::DroppedOldest => {
+                    delivered += 1;
+                    pushed_to |= connected::bit(s);
+                }
                 Pushed::Full => rejected += 1,
                 // As in `send_chunk`: the subscriber is stuck mid-take; skip it.
                 Pushed::Busy => {}
@@ -141,7 +158,7 @@ impl PublisherPort {
         let _ = self.pool.hand_off(handle, self.owner, (delivered + kept) as u32);
         header.journal.store(0, Ordering::Relaxed);
         if delivered + given > 0 {
-            self.after_push(d, connected::all(d.layout().max_subscribers));
+            self.after_push(d, pushed_to);
         }
         if delivered == 0 && self.service.is_removed() {
             return Err(SendError::ServiceRemoved);
@@ -159,29 +176,38 @@ impl PublisherPort {
             return 0;
         };
         let d = self.service.dynamic();
-        let given = self.give_history(history, d);
+        let (given, pushed_to) = self.give_history(history, d, d.connected().snapshot());
         if given > 0 {
-            self.after_push(d, connected::all(d.layout().max_subscribers));
+            self.after_push(d, pushed_to);
         }
         given
     }
 
-    /// Gives the history to each active subscriber whose state word is not the one we
-    /// recorded (it connected since we last looked), and records it. Returns how many
-    /// entries it pushed.
-    fn give_history(&self, history: &State, d: Dynamic<'_>) -> usize {
-        let mut given = 0;
+    /// Gives the history to each active subscriber of the connected set `set` whose
+    /// state word is not the one we recorded (it connected since we last looked), and
+    /// records it. Returns how many entries it pushed, and the subscribers it pushed
+    /// to (a bit each). A subscriber that is `ACTIVE` but not in the set yet is left
+    /// for a later send: were it given the history now, `after_push` would find its
+    /// bit clear and drain what it was given, and it would never get it again.
+    fn give_history(&self, history: &State, d: Dynamic<'_>, set: u64) -> (usize, u64) {
+        let (mut given, mut pushed_to) = (0, 0);
         for (s, connected) in history.connected.iter().enumerate() {
             let state = d.subscriber(s).state.load(Ordering::Acquire);
-            if dynamic::split_state(state).1 != dynamic::ACTIVE || state == connected.get() {
+            if set & connected::bit(s) == 0
+                || dynamic::split_state(state).1 != dynamic::ACTIVE
+                || state == connected.get()
+            {
                 continue;
             }
             connected.set(state);
             for kept in d.history_queue(self.slot).entries() {
-                given += usize::from(self.resend(d, s, kept));
+                if self.resend(d, s, kept) {
+                    given += 1;
+                    pushed_to |= connected::bit(s);
+                }
             }
         }
-        given
+        (given, pushed_to)
     }
 
     /// Sends the chunk of history entry `kept` once more, to subscriber `s` alone, as

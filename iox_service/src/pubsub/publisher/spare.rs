@@ -46,6 +46,9 @@ impl Spare {
     #[inline]
     pub(super) fn put(&self, handle: ChunkHandle, ptr: *mut u8) {
         debug_assert!(self.is_empty());
+        // A chunk's address in a live mapping is never null; were it, the chunk would
+        // stay held (under our bit) until the port goes, never handed out wrong.
+        debug_assert!(!ptr.is_null());
         self.chunk.set(NonNull::new(ptr).map(|p| (handle, p)));
     }
 
