@@ -11,9 +11,11 @@
 //!
 //! Run: `cargo test -p iox_service --test loom_arming`.
 
+mod loom_common;
 use loom::sync::Arc;
 use loom::sync::atomic::AtomicUsize;
 use loom::thread;
+use loom_common::model;
 
 /// What `arming.rs` sees as `super::sync`: loom's atomics.
 mod sync {
@@ -67,14 +69,6 @@ fn check(s: &Shared, slept: bool) {
             "a push the sleeper never hears of"
         );
     }
-}
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(3);
-    }
-    b.check(f);
 }
 
 #[test]

@@ -13,9 +13,11 @@
 //! Run: `cargo test -p iox_service --test loom_connected` (LOOM_MAX_PREEMPTIONS
 //! overrides the bound set here).
 
+mod loom_common;
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicU32, AtomicUsize};
 use loom::thread;
+use loom_common::model;
 
 /// What `queue.rs` and `connected.rs` see as `super::sync`: loom's atomics.
 mod sync {
@@ -90,14 +92,6 @@ impl Shared {
         }
         (pushed, still)
     }
-}
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(3);
-    }
-    builder.check(f);
 }
 
 /// A subscriber closes while the publisher sends: whatever the interleaving, the

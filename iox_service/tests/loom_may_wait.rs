@@ -12,9 +12,11 @@
 //!
 //! Run: `cargo test -p iox_service --test loom_may_wait`.
 
+mod loom_common;
 use loom::sync::Arc;
 use loom::sync::atomic::AtomicUsize;
 use loom::thread;
+use loom_common::model;
 
 /// What the protocol files see as `super::sync`: loom's atomics.
 mod sync {
@@ -99,14 +101,6 @@ fn check(s: &Shared, slept: bool) {
             "a push the sleeper never hears of"
         );
     }
-}
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(3);
-    }
-    b.check(f);
 }
 
 /// One publisher against a subscriber that waits as `how`, its bit set beforehand

@@ -16,10 +16,12 @@
 //! Run: `cargo test -p iox_service --test loom_queue` (LOOM_MAX_PREEMPTIONS overrides
 //! the bound set here).
 
+mod loom_common;
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::sync::atomic::AtomicUsize;
 use loom::thread;
+use loom_common::model;
 
 /// What `queue.rs` sees as `super::sync`: loom's atomics and spin hint (a yield).
 mod sync {
@@ -118,14 +120,6 @@ impl Shared {
 }
 
 /// Explores `f` with a preemption bound of 3 unless LOOM_MAX_PREEMPTIONS says otherwise.
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(3);
-    }
-    builder.check(f);
-}
-
 /// The producer pushes two entries while the consumer pops twice: FIFO, each taken
 /// once, payloads visible.
 #[test]
