@@ -61,7 +61,7 @@ impl Shared {
     }
 
     fn connected(&self) -> Connected<'_> {
-        Connected::new(&self.set, 1)
+        Connected::with_mask(&self.set, connected::all(1))
     }
 
     fn queue(&self) -> Queue<'_> {

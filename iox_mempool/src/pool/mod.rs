@@ -279,8 +279,8 @@ impl Pool {
     /// ownership words share a cache line with `near`'s: a publisher that loans its next
     /// chunk while sending `near` then touches one line of bookkeeping, not two.
     ///
-    /// The line is tried with one bounds check (against the class's table) and a plain
-    /// loop, as that is the common case of every send; the whole-class scan of
+    /// The line's three other chunks are tried first, each checked against the class's
+    /// table, as that is the common case of every send; the whole-class scan of
     /// [`Pool::loan`] is the fallback, out of line.
     #[inline]
     pub fn loan_near(&self, near: ChunkHandle, owner: Owner) -> Result<ChunkHandle, LoanError> {

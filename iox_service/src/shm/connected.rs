@@ -80,15 +80,8 @@ pub(crate) fn slots(mut bits: u64) -> impl Iterator<Item = usize> {
 }
 
 impl<'a> Connected<'a> {
-    /// The set in `word`, for a service with `slots` subscriber slots.
-    #[inline]
-    #[allow(dead_code)] // the loom model builds its sets this way
-    pub(crate) fn new(word: &'a AtomicU64, slots: usize) -> Self {
-        Self::with_mask(word, all(slots))
-    }
-
-    /// The set in `word`, whose slots are the bits of `mask` (`all(slots)`, computed
-    /// ahead).
+    /// The set in `word`, whose slots are the bits of `mask` (`all(slots)` for a
+    /// service with `slots` subscriber slots, computed once per layout).
     #[inline]
     pub(crate) fn with_mask(word: &'a AtomicU64, mask: u64) -> Self {
         Self { word, mask }
