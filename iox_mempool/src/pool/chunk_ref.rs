@@ -1,22 +1,25 @@
 //! [`ChunkRef`]: a chunk looked up once, so that a port doing several things with one
-//! chunk (a send: store its length, hand it off; a receive: take the entry, read the
-//! length, find the address) bounds-checks its handle once instead of at each step.
+//! chunk (a receive: take the entry, read the length, find the address) bounds-checks
+//! its handle once instead of at each step. The lookup goes through the class spans
+//! the pool worked out when it was mapped (see [`super::located`]): one check of the
+//! index against the class's count.
 
-use super::handle::RAW_CLASS_SHIFT;
+use std::ptr::NonNull;
+
+use super::located::Located;
 use super::{Bookkeeping, ChunkError, ChunkHandle, Pool};
 use crate::owners::{ChunkMeta, Owner};
 use std::sync::atomic::Ordering;
 
 /// A chunk of one pool, its handle checked against that pool: its ownership word and
-/// user word, and where it lies in the payload. Borrowed from the pool it was looked
-/// up in; every operation is the same single atomic step as the pool's method of the
-/// same name.
+/// user word, its address in this process and its size. Borrowed from the pool it was
+/// looked up in; every operation is the same single atomic step as the pool's method
+/// of the same name.
 #[derive(Debug, Clone, Copy)]
 pub struct ChunkRef<'a> {
     handle: ChunkHandle,
     meta: &'a ChunkMeta,
-    /// Offset of the chunk in the payload, and its size.
-    offset: usize,
+    addr: NonNull<u8>,
     size: usize,
 }
 
@@ -28,7 +31,7 @@ impl std::fmt::Debug for ChunkMeta {
     }
 }
 
-impl Bookkeeping {
+impl Pool {
     /// Looks `handle` up once (see [`ChunkRef`]).
     #[inline]
     pub fn chunk_ref(&self, handle: ChunkHandle) -> Result<ChunkRef<'_>, ChunkError> {
@@ -36,17 +39,19 @@ impl Bookkeeping {
             class: handle.class(),
             index: handle.index,
         };
-        let (Some(meta), Some(t)) = (
-            self.meta_at(handle.class(), handle.index),
-            self.tables.get(handle.class()),
-        ) else {
+        let Some((span, located)) = self
+            .spans
+            .get(handle.class())
+            .and_then(|span| Some((span, span.locate(handle.class, handle.index)?)))
+        else {
             return Err(invalid);
         };
         Ok(ChunkRef {
             handle,
-            meta,
-            offset: t.payload + handle.index as usize * t.chunk_size,
-            size: t.chunk_size,
+            // SAFETY: located by this pool, which the returned borrow keeps mapped.
+            meta: unsafe { located.meta_ref() },
+            addr: located.addr_non_null(),
+            size: span.chunk_size,
         })
     }
 
@@ -54,11 +59,13 @@ impl Bookkeeping {
     /// once, if it names a chunk of this pool.
     #[inline]
     pub fn chunk_ref_from_raw(&self, raw: u32) -> Option<ChunkRef<'_>> {
-        let handle = ChunkHandle {
-            class: (raw >> RAW_CLASS_SHIFT) as u8,
-            index: raw & ((1 << RAW_CLASS_SHIFT) - 1),
-        };
-        self.chunk_ref(handle).ok()
+        self.chunk_ref(ChunkHandle::from_raw_unchecked(raw)).ok()
+    }
+
+    /// `handle` located (see [`Located`]), if it names a chunk of this pool.
+    #[inline]
+    pub fn locate(&self, handle: ChunkHandle) -> Option<Located> {
+        self.spans.get(handle.class())?.locate(handle.class, handle.index)
     }
 }
 
@@ -73,6 +80,19 @@ impl ChunkRef<'_> {
     #[inline]
     pub fn size(&self) -> usize {
         self.size
+    }
+
+    /// Its payload's address in this process.
+    #[inline]
+    pub fn addr(&self) -> *mut u8 {
+        self.addr.as_ptr()
+    }
+
+    /// The chunk located, for a holder that keeps it past this borrow (see
+    /// [`Located`]).
+    #[inline]
+    pub fn located(&self) -> Located {
+        Located::new(self.handle, NonNull::from(self.meta), self.addr)
     }
 
     /// As [`Bookkeeping::take_queued`].
@@ -112,18 +132,5 @@ impl ChunkRef<'_> {
     #[inline]
     pub fn set_user_word(&self, value: u64) {
         self.meta.user.store(value, Ordering::Relaxed);
-    }
-}
-
-impl Pool {
-    /// The address of a chunk looked up in this pool, in this process (`None` for
-    /// one of another pool that does not fit this payload).
-    #[inline]
-    pub fn address(&self, chunk: &ChunkRef<'_>) -> Option<*mut u8> {
-        if chunk.offset + chunk.size > self.payload.len() {
-            return None;
-        }
-        // SAFETY: offset + size lies inside the payload mapping (checked just above).
-        Some(unsafe { self.payload.as_ptr().add(chunk.offset) })
     }
 }

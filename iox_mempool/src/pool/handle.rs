@@ -39,6 +39,16 @@ impl ChunkHandle {
     pub const fn to_raw(self) -> u32 {
         ((self.class as u32) << RAW_CLASS_SHIFT) | self.index
     }
+
+    /// The handle `raw` encodes, unchecked (for an encoding this crate made itself
+    /// from a valid handle; [`Bookkeeping::handle_from_raw`] checks one from elsewhere).
+    #[inline]
+    pub(crate) const fn from_raw_unchecked(raw: u32) -> Self {
+        Self {
+            class: (raw >> RAW_CLASS_SHIFT) as u8,
+            index: raw & ((1 << RAW_CLASS_SHIFT) - 1),
+        }
+    }
 }
 
 /// Where the class starts in [`ChunkHandle::to_raw`].

@@ -42,8 +42,10 @@ mod bookkeeping;
 mod chunk_ref;
 mod errors;
 mod handle;
+mod located;
 
 use std::path::Path;
+use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -56,6 +58,8 @@ pub use bookkeeping::{Bookkeeping, CHUNKS_MAGIC, CHUNKS_VERSION};
 pub use chunk_ref::ChunkRef;
 pub use errors::{ChunkError, CreatePoolError, LoanError, OpenPoolError};
 pub use handle::{ChunkHandle, ClassInfo, PoolInfo};
+use located::ClassSpan;
+pub use located::Located;
 
 /// A mapped pool. Cheap to share behind an [`Arc`]; all methods take `&self` and are
 /// safe to call from any number of threads and processes at once.
@@ -78,6 +82,8 @@ pub use handle::{ChunkHandle, ClassInfo, PoolInfo};
 pub struct Pool {
     book: Bookkeeping,
     payload: Segment,
+    /// Each class's ownership words and chunks in this process (see `located`).
+    spans: Box<[ClassSpan]>,
 }
 
 // SAFETY: the raw mappings inside the segments are only ever accessed through atomics
@@ -149,8 +155,7 @@ impl Pool {
             });
         }
         let book = Bookkeeping::create(dir, stem, layout, memory_type, mode, tag)?;
-        let pool = Self { book, payload };
-        Ok(pool)
+        Ok(Self::with_spans(book, payload))
     }
 
     /// [`Pool::open_tagged`] around a payload the caller obtained and checked (e.g.
@@ -171,7 +176,31 @@ impl Pool {
     /// A pool from validated bookkeeping and a payload of exactly its length.
     fn assemble(book: Bookkeeping, payload: Segment) -> Result<Self, OpenPoolError> {
         payload.expect_len(book.layout.payload_len())?;
-        Ok(Self { book, payload })
+        Ok(Self::with_spans(book, payload))
+    }
+
+    /// The pool of `book` and a payload of exactly its layout's length, with its class
+    /// spans worked out.
+    fn with_spans(book: Bookkeeping, payload: Segment) -> Self {
+        debug_assert_eq!(payload.len(), book.layout.payload_len());
+        let metas = book.chunks.as_ptr();
+        let spans = book
+            .tables
+            .iter()
+            .map(|t| ClassSpan {
+                // SAFETY: the table offsets come from the layout the bookkeeping
+                // segment was created or checked with (every class's table lies inside
+                // it), and the class offsets from the layout whose payload length the
+                // payload mapping has (checked by the callers): both stay inside their
+                // mappings. Mappings are never null.
+                metas: unsafe { NonNull::new_unchecked(metas.add(t.offset).cast()) },
+                // SAFETY: as above.
+                payload: unsafe { NonNull::new_unchecked(payload.as_ptr().add(t.payload)) },
+                count: t.count,
+                chunk_size: t.chunk_size,
+            })
+            .collect();
+        Self { book, payload, spans }
     }
 
     /// Opens the pool `dir/stem` that must have `layout` (and `memory_type`, if given).
@@ -277,31 +306,32 @@ impl Pool {
 
     /// Like [`Pool::loan`], for a chunk of `near`'s class, trying first the chunks whose
     /// ownership words share a cache line with `near`'s: a publisher that loans its next
-    /// chunk while sending `near` then touches one line of bookkeeping, not two.
+    /// chunk while sending `near` then touches one line of bookkeeping, not two. The
+    /// chunk comes located (see [`Located`]).
     ///
     /// The line's three other chunks are tried first, each checked against the class's
-    /// table, as that is the common case of every send; the whole-class scan of
+    /// count, as that is the common case of every send; the whole-class scan of
     /// [`Pool::loan`] is the fallback, out of line.
     #[inline]
-    pub fn loan_near(&self, near: ChunkHandle, owner: Owner) -> Result<ChunkHandle, LoanError> {
+    pub fn loan_near(&self, near: ChunkHandle, owner: Owner) -> Result<Located, LoanError> {
         if self.payload.access() == Access::ReadOnly {
             return Err(LoanError::ReadOnly);
         }
         const PER_LINE: u32 = (64 / size_of::<ChunkMeta>()) as u32;
+        let Some(span) = self.spans.get(near.class()) else {
+            return self.loan_near_slow(near, owner);
+        };
         // The index with its low bits flipped: the other chunks of the group of four
         // `near` is in, which is one cache line where the class's table starts on a
         // line (the first class's always does; a later one when the counts before it
         // are multiples of four). A heuristic only: any free chunk of the class would
-        // do. `meta_at` checks each index against the class's table.
+        // do. `locate` checks each index against the class's count.
         for flip in 1..PER_LINE {
-            let index = near.index ^ flip;
-            if let Some(meta) = self.meta_at(near.class(), index)
-                && meta.owners.try_loan(owner)
+            if let Some(chunk) = span.locate(near.class, near.index ^ flip)
+                // SAFETY: located just now in this pool, which `&self` keeps mapped.
+                && unsafe { chunk.meta_ref() }.owners.try_loan(owner)
             {
-                return Ok(ChunkHandle {
-                    class: near.class,
-                    index,
-                });
+                return Ok(chunk);
             }
         }
         self.loan_near_slow(near, owner)
@@ -310,7 +340,7 @@ impl Pool {
     /// [`Pool::loan_near`] when `near`'s line has no free chunk: a loan of its class.
     #[cold]
     #[inline(never)]
-    fn loan_near_slow(&self, near: ChunkHandle, owner: Owner) -> Result<ChunkHandle, LoanError> {
+    fn loan_near_slow(&self, near: ChunkHandle, owner: Owner) -> Result<Located, LoanError> {
         let Some(c) = self.layout.classes().get(near.class()) else {
             return Err(LoanError::TooLarge {
                 size: usize::MAX,
@@ -318,7 +348,10 @@ impl Pool {
             });
         };
         let mut hint = near.class();
-        self.loan(c.chunk_size, &mut hint, owner)
+        let handle = self.loan(c.chunk_size, &mut hint, owner)?;
+        Ok(self
+            .locate(handle)
+            .expect("a chunk just loaned from this pool is in range"))
     }
 
     /// The address of a chunk in this process, and its size. `handle` must come from
@@ -327,15 +360,8 @@ impl Pool {
     /// so this checks and returns `None` then).
     #[inline]
     pub fn chunk(&self, handle: ChunkHandle) -> Option<(*mut u8, usize)> {
-        let t = self.book.tables.get(handle.class())?;
-        if handle.index >= t.count {
-            return None;
-        }
-        let offset = t.payload + handle.index as usize * t.chunk_size;
-        // SAFETY: offset + chunk_size <= payload_len == mapped length (checked at
-        // create/open; the table holds the layout's class offsets and sizes), so the
-        // pointer stays inside the mapping.
-        Some((unsafe { self.payload.as_ptr().add(offset) }, t.chunk_size))
+        let span = self.spans.get(handle.class())?;
+        Some((span.locate(handle.class, handle.index)?.addr(), span.chunk_size))
     }
 
     /// The payload mapping as a region, e.g. to pin it; read-only if the payload is

@@ -62,7 +62,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use iox_mempool::{ChunkHandle, Owner, Pool, PoolInfo, PoolPin};
+use iox_mempool::{ChunkHandle, Located, Owner, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
 use crate::doorbell::{self, Ringer};
@@ -352,13 +352,10 @@ impl<P: ?Sized + Payload> Publisher<P> {
         Ok(self.port.update_connections())
     }
 
-    /// Loans a chunk of at least `bytes` bytes: a new owner of the port, the chunk and
-    /// its address.
+    /// Loans a chunk of at least `bytes` bytes: a new owner of the port, and the chunk
+    /// located.
     #[inline]
-    pub(crate) fn loan_bytes(
-        &self,
-        bytes: usize,
-    ) -> Result<(Rc<PublisherPort>, ChunkHandle, *mut u8), LoanError> {
+    pub(crate) fn loan_bytes(&self, bytes: usize) -> Result<(Rc<PublisherPort>, Located), LoanError> {
         if !self.port.is_own_process() {
             return Err(LoanError::ForkedProcess);
         }
@@ -368,8 +365,8 @@ impl<P: ?Sized + Payload> Publisher<P> {
                 max: self.port.max_loans,
             });
         }
-        let (handle, ptr) = self.port.loan_bytes(bytes)?;
-        Ok((Rc::clone(&self.port), handle, ptr))
+        let chunk = self.port.loan_bytes(bytes)?;
+        Ok((Rc::clone(&self.port), chunk))
     }
 }
 
@@ -386,7 +383,7 @@ impl PublisherPort {
 
     /// Loans a chunk of at least `bytes` bytes.
     #[inline]
-    fn loan_bytes(&self, bytes: usize) -> Result<(ChunkHandle, *mut u8), LoanError> {
+    fn loan_bytes(&self, bytes: usize) -> Result<Located, LoanError> {
         match self.spare.take_for(bytes, self.pool.layout()) {
             // The spare loaned ahead after the last send fits: no shared line touched.
             Ok(spare) => Ok(spare),
@@ -398,17 +395,15 @@ impl PublisherPort {
     /// the pool): out of line, so the common loan stays small.
     #[cold]
     #[inline(never)]
-    fn loan_from_pool(
-        &self,
-        bytes: usize,
-        other: Option<ChunkHandle>,
-    ) -> Result<(ChunkHandle, *mut u8), LoanError> {
+    fn loan_from_pool(&self, bytes: usize, other: Option<ChunkHandle>) -> Result<Located, LoanError> {
         if let Some(h) = other {
             let _ = self.pool.release(h, self.owner);
         }
         let handle = self.loan_chunk(bytes)?;
-        let (ptr, _) = self.pool.chunk(handle).expect("a handle just loaned is in range");
-        Ok((handle, ptr))
+        Ok(self
+            .pool
+            .locate(handle)
+            .expect("a handle just loaned is in range"))
     }
 
     /// Loans a chunk from the pool under this publisher's owner bit.
@@ -424,14 +419,14 @@ impl PublisherPort {
     /// under our owner bit, as the spare loaned after a send does, so recovery returns
     /// it like any chunk we hold), else it returns to the pool.
     #[inline]
-    pub(crate) fn drop_loan(&self, handle: ChunkHandle, ptr: *mut u8) {
+    pub(crate) fn drop_loan(&self, chunk: Located) {
         if !self.is_own_process() {
             return; // a forked child's copy: the chunk is the parent's
         }
         if self.spare.is_empty() {
-            self.spare.put(handle, ptr);
+            self.spare.put(chunk);
         } else {
-            let _ = self.pool.release(handle, self.owner);
+            let _ = self.pool.release(chunk.handle(), self.owner);
         }
     }
 
@@ -441,15 +436,9 @@ impl PublisherPort {
     #[inline]
     pub(crate) fn refill_spare(&self, sent: ChunkHandle) {
         if self.spare.is_empty()
-            && let Ok(handle) = self.pool.loan_near(sent, self.owner)
+            && let Ok(next) = self.pool.loan_near(sent, self.owner)
         {
-            match self.pool.chunk(handle) {
-                Some((ptr, _)) => self.spare.put(handle, ptr),
-                // A handle just loaned is in range; never leave one held unused.
-                None => {
-                    let _ = self.pool.release(handle, self.owner);
-                }
-            }
+            self.spare.put(next);
         }
     }
 
@@ -463,25 +452,25 @@ impl PublisherPort {
         seq
     }
 
-    /// Delivers a written chunk of `len` elements to every subscriber.
-    pub(crate) fn send_chunk(&self, handle: ChunkHandle, len: usize) -> Result<usize, SendError> {
+    /// Delivers a written chunk of `len` elements, loaned from this port (so located
+    /// by its pool), to every subscriber.
+    #[inline]
+    pub(crate) fn send_chunk(&self, chunk: Located, len: usize) -> Result<usize, SendError> {
+        let handle = chunk.handle();
         // The fork check, and the history test (see `send_generation`).
         if !crate::recovery::fork::is_same_process(self.send_generation) {
             return self.send_other(handle, len);
         }
         let pool = &self.pool;
-        // One lookup of the chunk for its length and its hand-off (a handle we loaned
-        // is in range; one that is not is sent to no one).
-        let Ok(chunk) = pool.chunk_ref(handle) else {
-            return Ok(0);
-        };
         // The next chunk is loaned first, while the subscribers are not touching the
         // ownership words (they are waiting for this sample): the hand-off below then
         // finds the line here, and no loan of ours races their take and release.
         self.refill_spare(handle);
         let d = self.service.dynamic();
         let drop_oldest = self.drop_oldest;
-        chunk.set_user_word(len as u64);
+        // SAFETY: the chunk was loaned from, and located by, `self.pool`, which this
+        // port keeps mapped.
+        unsafe { chunk.set_user_word(len as u64) };
         let connected = d.connected();
         let header = self.header();
         let journal = &header.journal;
@@ -490,7 +479,7 @@ impl PublisherPort {
             header.sent.load(Ordering::Relaxed).wrapping_add(1),
             Ordering::Relaxed,
         );
-        let entry = queue::entry(self.next_seq(), handle);
+        let entry = queue::entry_of_raw(self.next_seq(), chunk.raw());
         journal.store(entry, Ordering::Relaxed);
         let (mut delivered, mut rejected, mut pushed_to) = (0, 0, 0);
         let queues = d.queue_row(self.slot);
@@ -523,7 +512,8 @@ impl PublisherPort {
             pushed_to |= connected::bit(s);
         }
         // One step: the queues' holds in, our own out (frees the chunk if no one got it).
-        let _ = chunk.hand_off(self.owner, delivered as u32);
+        // SAFETY: as for the user word above.
+        let _ = unsafe { chunk.hand_off(self.owner, delivered as u32) };
         journal.store(0, Ordering::Relaxed);
         if delivered > 0 {
             self.after_push(d, pushed_to);
@@ -594,9 +584,10 @@ impl<P: ?Sized> Publisher<P> {
 
 impl<T: ZeroCopySafe> Publisher<T> {
     /// Loans uninitialised memory for one `T` (never zero-filled).
+    #[inline]
     pub fn loan_uninit(&self) -> Result<SampleMutUninit<T>, LoanError> {
-        let (port, handle, ptr) = self.loan_bytes(size_of::<T>())?;
-        Ok(SampleMutUninit::new(port, handle, ptr, 1))
+        let (port, chunk) = self.loan_bytes(size_of::<T>())?;
+        Ok(SampleMutUninit::new(port, chunk, 1))
     }
 }
 
@@ -613,8 +604,8 @@ impl<T: ZeroCopySafe> Publisher<[T]> {
         if len > max && size_of::<T>() > 0 {
             return Err(LoanError::SliceTooLong { len, max });
         }
-        let (port, handle, ptr) = self.loan_bytes(len * size_of::<T>())?;
-        Ok(SampleMutUninit::new(port, handle, ptr, len))
+        let (port, chunk) = self.loan_bytes(len * size_of::<T>())?;
+        Ok(SampleMutUninit::new(port, chunk, len))
     }
 }
 

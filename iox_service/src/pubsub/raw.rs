@@ -117,9 +117,10 @@ impl Publisher<[u8]> {
                 });
             }
         };
-        let (port, handle, ptr) = self.loan_bytes(bytes)?;
+        let (port, chunk) = self.loan_bytes(bytes)?;
+        let ptr = chunk.addr();
         Ok(RawLoan {
-            loan: SampleMutUninit::new(port, handle, ptr, word),
+            loan: SampleMutUninit::new(port, chunk, word),
             ptr,
             bytes,
         })

@@ -13,7 +13,7 @@ use std::ops::{Deref, DerefMut};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use iox_mempool::ChunkHandle;
+use iox_mempool::Located;
 
 use crate::publisher::{PublisherPort, SendError};
 use crate::subscriber::SubscriberPort;
@@ -23,8 +23,11 @@ use crate::{Payload, ZeroCopySafe};
 #[derive(Debug)]
 pub struct SampleMutUninit<P: ?Sized + Payload> {
     port: Rc<PublisherPort>,
+    /// The chunk, located by the port's pool (its addresses, see `iox_mempool::Located`);
     /// `None` once sent (then dropping it returns nothing).
-    handle: Option<ChunkHandle>,
+    chunk: Option<Located>,
+    /// The payload's address (the chunk's), kept apart so that writing it needs no
+    /// test of `chunk`.
     ptr: *mut u8,
     len: usize,
     _payload: PhantomData<fn() -> Box<P>>,
@@ -37,11 +40,11 @@ pub struct SampleMut<P: ?Sized + Payload> {
 }
 
 impl<P: ?Sized + Payload> SampleMutUninit<P> {
-    pub(crate) fn new(port: Rc<PublisherPort>, handle: ChunkHandle, ptr: *mut u8, len: usize) -> Self {
+    pub(crate) fn new(port: Rc<PublisherPort>, chunk: Located, len: usize) -> Self {
         Self {
             port,
-            handle: Some(handle),
-            ptr,
+            ptr: chunk.addr(),
+            chunk: Some(chunk),
             len,
             _payload: PhantomData,
         }
@@ -111,8 +114,8 @@ impl<T: ZeroCopySafe> SampleMutUninit<[T]> {
 
 impl<P: ?Sized + Payload> Drop for SampleMutUninit<P> {
     fn drop(&mut self) {
-        if let Some(handle) = self.handle.take() {
-            self.port.drop_loan(handle, self.ptr);
+        if let Some(chunk) = self.chunk.take() {
+            self.port.drop_loan(chunk);
         }
     }
 }
@@ -121,10 +124,10 @@ impl<P: ?Sized + Payload> SampleMut<P> {
     /// Sends the sample to every connected subscriber; returns how many got it.
     #[inline]
     pub fn send(mut self) -> Result<usize, SendError> {
-        let Some(handle) = self.inner.handle.take() else {
+        let Some(chunk) = self.inner.chunk.take() else {
             unreachable!("a loan is sent at most once (send consumes it)")
         };
-        self.inner.port.send_chunk(handle, self.inner.len)
+        self.inner.port.send_chunk(chunk, self.inner.len)
     }
 }
 
@@ -169,8 +172,9 @@ pub enum DevicePtrError {
 #[derive(Debug)]
 pub struct Sample<P: ?Sized + Payload> {
     port: Arc<SubscriberPort>,
-    handle: ChunkHandle,
-    ptr: *const u8,
+    /// The chunk, located by the port's pool at receive (its ownership word's and its
+    /// payload's addresses), so that dropping the sample looks nothing up.
+    chunk: Located,
     len: usize,
     /// The publisher slot whose queue it came from (see [`Sample::publisher_slot`]).
     publisher: u32,
@@ -180,7 +184,8 @@ pub struct Sample<P: ?Sized + Payload> {
 // SAFETY: a Sample only reads its payload (`&P`, and `P`'s elements are ZeroCopySafe,
 // hence Send + Sync) through a mapping its `Arc` keeps alive, and dropping it is an
 // atomic release on the chunk's ownership word plus the `Arc`'s atomic count; nothing in
-// it is tied to the thread that received it.
+// it is tied to the thread that received it. (These impls are needed for the
+// `PhantomData<fn() -> Box<P>>` with unsized `P`; `Located` is Send + Sync itself.)
 unsafe impl<P: ?Sized + Payload> Send for Sample<P> {}
 // SAFETY: `&Sample` only gives `&P` and addresses; see Send.
 unsafe impl<P: ?Sized + Payload> Sync for Sample<P> {}
@@ -192,17 +197,10 @@ const _: () = {
 };
 
 impl<P: ?Sized + Payload> Sample<P> {
-    pub(crate) fn new(
-        port: Arc<SubscriberPort>,
-        handle: ChunkHandle,
-        ptr: *mut u8,
-        len: usize,
-        publisher: usize,
-    ) -> Self {
+    pub(crate) fn new(port: Arc<SubscriberPort>, chunk: Located, len: usize, publisher: usize) -> Self {
         Self {
             port,
-            handle,
-            ptr,
+            chunk,
             len,
             publisher: publisher as u32,
             _payload: PhantomData,
@@ -230,7 +228,7 @@ impl<P: ?Sized + Payload> Sample<P> {
     pub fn payload_bytes(&self) -> Option<&[u8]> {
         let element = self.port.element_size();
         let bytes = self.len.checked_mul(element)?;
-        let (_, chunk) = self.port.pool().chunk(self.handle)?;
+        let (_, chunk) = self.port.pool().chunk(self.chunk.handle())?;
         if bytes > chunk {
             return None;
         }
@@ -239,12 +237,12 @@ impl<P: ?Sized + Payload> Sample<P> {
         // push that our Acquire pop saw. The chunk lives in shared memory another
         // process wrote, so every byte, padding included, has a value for this process
         // (as the bytes of a mapped file do).
-        Some(unsafe { std::slice::from_raw_parts(self.ptr, bytes) })
+        Some(unsafe { std::slice::from_raw_parts(self.chunk.addr(), bytes) })
     }
 
     /// The chunk's address in this process (e.g. for a device pointer lookup).
     pub fn as_ptr(&self) -> *const u8 {
-        self.ptr
+        self.chunk.addr()
     }
 
     /// The device address of the sample, for a kernel or copy to use it in place: the
@@ -279,12 +277,15 @@ impl<P: ?Sized + Payload> Sample<P> {
 
     /// Bytes in the sample's chunk (0 if the handle is not the pool's).
     pub(crate) fn chunk_size(&self) -> usize {
-        self.port.pool().chunk(self.handle).map_or(0, |(_, size)| size)
+        self.port
+            .pool()
+            .chunk(self.chunk.handle())
+            .map_or(0, |(_, size)| size)
     }
 
     /// The chunk's offset from the pool's base (the same in every process).
     pub fn offset(&self) -> usize {
-        self.ptr as usize - self.port.pool().payload_region().addr() as usize
+        self.chunk.addr() as usize - self.port.pool().payload_region().addr() as usize
     }
 }
 
@@ -294,12 +295,12 @@ impl<P: ?Sized + Payload> Deref for Sample<P> {
         // SAFETY: the publisher finished writing before its Release push, which our
         // Acquire pop saw; our owner bit is set on the chunk, so it is not reused; the length
         // was checked against the chunk size at receive.
-        unsafe { &*P::payload_ptr(self.ptr.cast_mut(), self.len) }
+        unsafe { &*P::payload_ptr(self.chunk.addr(), self.len) }
     }
 }
 
 impl<P: ?Sized + Payload> Drop for Sample<P> {
     fn drop(&mut self) {
-        self.port.drop_sample(self.handle);
+        self.port.drop_sample(&self.chunk);
     }
 }

@@ -57,7 +57,7 @@ use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
 
-use iox_mempool::{ChunkHandle, Owner, Pool, PoolInfo, PoolPin};
+use iox_mempool::{Located, Owner, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
 use crate::doorbell::Doorbell;
@@ -253,11 +253,13 @@ impl SubscriberPort {
 
     /// Releases a received sample's chunk.
     #[inline]
-    pub(crate) fn drop_sample(&self, handle: ChunkHandle) {
+    pub(crate) fn drop_sample(&self, chunk: &Located) {
         if !self.is_own_process() {
             return; // a forked child's copy: the chunk is the parent's
         }
-        let _ = self.pool.release(handle, self.owner);
+        // SAFETY: the chunk was located by `self.pool` at receive, which this port
+        // keeps mapped.
+        let _ = unsafe { chunk.release(self.owner) };
     }
 
     pub(crate) fn pool(&self) -> &iox_mempool::Pool {
@@ -359,6 +361,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     /// Once the readiness descriptor was handed out ([`AsFd`]), a receive that finds
     /// nothing also re-arms it: the descriptor becomes readable when the next sample
     /// arrives. So an event loop receives until `None`, then waits for readability.
+    #[inline]
     pub fn receive(&self) -> Result<Option<Sample<P>>, ReceiveError> {
         let port = &self.port;
         if !port.is_own_process() {
@@ -408,20 +411,18 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     fn take(&self, slots: u64) -> Result<Option<Sample<P>>, ReceiveError> {
         let port = &self.port;
         let d = port.service.dynamic();
-        let publishers = d.layout().max_publishers;
-        // Round-robin from the cursor, without a division per step, over the slots in
-        // `slots` (a bit per publisher slot).
-        let mut p = self.cursor.get();
-        for _ in 0..publishers {
-            if p >= publishers {
-                p = 0;
+        // Round-robin over the slots in `slots` (a bit per publisher slot; those past
+        // `max_publishers` dropped), from the cursor on and around: the set rotated
+        // so the cursor's bit is bit 0, each slot then found with one bit scan (no
+        // step per empty slot; the cursor is at most 64, so `& 63` wraps it).
+        let cursor = self.cursor.get();
+        let mut rotated = (slots & d.layout().publisher_mask).rotate_right(cursor as u32);
+        loop {
+            if rotated == 0 {
+                return Ok(None);
             }
-            let this = p;
-            p += 1;
-            let p = this;
-            if slots & (1 << (p % 64)) == 0 {
-                continue;
-            }
+            let p = (rotated.trailing_zeros() as usize + cursor) & 63;
+            rotated &= rotated - 1;
             let mut taken = None;
             let Popped::Took(raw) = d.queue(p, port.slot).pop(queue::BY_CONSUMER, |e| {
                 // One lookup of the chunk for the take, its length and its address.
@@ -442,10 +443,6 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             let chunk = taken.ok_or(corrupt("no such chunk, or a duplicate entry"))?;
             let len = chunk.user_word();
             let chunk_size = chunk.size();
-            let Some(ptr) = port.pool.address(&chunk) else {
-                let _ = chunk.release(port.owner);
-                return Err(corrupt("no such chunk"));
-            };
             let elem = size_of::<P::Element>() as u64;
             let fits = if P::IS_SLICE {
                 len.checked_mul(elem).is_some_and(|b| b <= chunk_size as u64)
@@ -458,13 +455,11 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             }
             return Ok(Some(Sample::new(
                 Arc::clone(port),
-                chunk.handle(),
-                ptr,
+                chunk.located(),
                 len as usize,
                 p,
             )));
         }
-        Ok(None)
     }
 
     /// Takes the next sample, waiting up to `timeout` for one to arrive. Sleeps on a

@@ -32,6 +32,9 @@ pub(crate) struct DynamicLayout {
     /// The bits of the connected-subscriber set that name a slot
     /// (`connected::all(max_subscribers)`), computed once.
     pub(crate) subscriber_mask: u64,
+    /// The bits of a publisher-slot set that name a slot
+    /// (`connected::all(max_publishers)`), computed once.
+    pub(crate) publisher_mask: u64,
     pub(crate) max_loans: u32,
     pub(crate) max_held: u32,
     pub(crate) users: usize,
@@ -89,6 +92,7 @@ impl DynamicLayout {
             buffer: 0,
             buffer_mask: index_mask(0),
             subscriber_mask: 0,
+            publisher_mask: 0,
             max_loans: 0,
             max_held: 0,
             users,
@@ -169,6 +173,7 @@ impl DynamicLayout {
             buffer,
             buffer_mask: index_mask(buffer),
             subscriber_mask: crate::shm::connected::all(max_subscribers),
+            publisher_mask: crate::shm::connected::all(max_publishers),
             max_loans: c.max_loans,
             max_held: c.max_held,
             users,

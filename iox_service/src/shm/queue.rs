@@ -55,7 +55,13 @@ const CLAIM_SPINS: u32 = 64;
 /// The queue entry for `handle` sent with sequence number `seq`:
 /// `seq << 32 | handle.to_raw()`.
 pub(crate) fn entry(seq: u32, handle: ChunkHandle) -> u64 {
-    (u64::from(seq) << 32) | u64::from(handle.to_raw())
+    entry_of_raw(seq, handle.to_raw())
+}
+
+/// [`entry`] of a chunk given as [`ChunkHandle::to_raw`].
+#[inline]
+pub(crate) fn entry_of_raw(seq: u32, raw: u32) -> u64 {
+    (u64::from(seq) << 32) | u64::from(raw)
 }
 
 /// The chunk of an entry, as [`ChunkHandle::to_raw`] encodes it (turned back into a

@@ -76,7 +76,8 @@ impl Publisher<[u8]> {
         if len > max {
             return Err(SendBytesError::TooLarge { len, max });
         }
-        let (port, handle, ptr) = self.loan_bytes(len)?;
+        let (port, chunk) = self.loan_bytes(len)?;
+        let ptr = chunk.addr();
         let mut at = 0;
         for part in parts {
             // SAFETY: `ptr` starts a chunk loaned to this publisher alone that holds at
@@ -85,7 +86,7 @@ impl Publisher<[u8]> {
             unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), ptr.add(at), part.len()) };
             at += part.len();
         }
-        let sample = SampleMutUninit::<[u8]>::new(port, handle, ptr, elements);
+        let sample = SampleMutUninit::<[u8]>::new(port, chunk, elements);
         // SAFETY: the payload's `elements x element` bytes (= `len`) were
         // just written; the sample is only sent, never read through its `[u8]` view.
         Ok(unsafe { sample.assume_init() }.send()?)

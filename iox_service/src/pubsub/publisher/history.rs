@@ -115,8 +115,8 @@ impl PublisherPort {
             && let Some(class) = self.pool.layout().classes().get(handle.class())
             && let Ok(spare) = self.loan_chunk(class.chunk_size)
         {
-            match self.pool.chunk(spare) {
-                Some((ptr, _)) => self.spare.put(spare, ptr),
+            match self.pool.locate(spare) {
+                Some(located) => self.spare.put(located),
                 // A handle just loaned is in range; never leave one held unused.
                 None => {
                     let _ = self.pool.release(spare, self.owner);

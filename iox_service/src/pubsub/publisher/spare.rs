@@ -1,32 +1,28 @@
 //! The publisher's spare: one chunk loaned ahead (after each send, off the latency
-//! path, see the publisher's module docs), kept with its address in this process, so
-//! that the next loan of its class touches no shared line and looks nothing up.
+//! path, see the publisher's module docs), kept located (its ownership word's and its
+//! payload's addresses in this process, see [`iox_mempool::Located`]), so that the
+//! next loan of its class touches no shared line and looks nothing up, and neither
+//! does the send of that loan.
 //!
 //! Invariants: the spare is held under the publisher's owner bit (recovery returns it
-//! like any chunk the publisher holds); its address is the one the pool gave for it
-//! in this process, valid while the port's `Arc<Pool>` keeps the mapping.
+//! like any chunk the publisher holds); it was located by the port's pool, whose
+//! `Arc<Pool>` keeps the mapping its addresses point into.
 //!
 //! The loan's class test is memoised: `(bytes, class)` of the last loan whose size was
 //! found to need exactly the spare's class, so a publisher loaning one size (every
 //! typed publisher) finds its class with two comparisons instead of a search.
 
 use std::cell::Cell;
-use std::ptr::NonNull;
 
-use iox_mempool::{ChunkHandle, PoolLayout};
+use iox_mempool::{ChunkHandle, Located, PoolLayout};
 
 /// See the module docs.
 #[derive(Debug)]
 pub(super) struct Spare {
-    chunk: Cell<Option<(ChunkHandle, NonNull<u8>)>>,
+    chunk: Cell<Option<Located>>,
     /// A loan size and the class it needs, last found by `class_for`.
     memo: Cell<(usize, usize)>,
 }
-
-// SAFETY: the address is into the pool's mapping, which is shared by every thread of
-// the process; nothing about it is tied to the thread that stored it. (`Cell` keeps
-// the type `!Sync`: one thread uses it at a time.)
-unsafe impl Send for Spare {}
 
 impl Spare {
     pub(super) fn new() -> Self {
@@ -42,32 +38,26 @@ impl Spare {
         self.chunk.get().is_none()
     }
 
-    /// Keeps `handle` (at `ptr` in this process) as the spare, replacing none.
+    /// Keeps `chunk` as the spare, replacing none.
     #[inline]
-    pub(super) fn put(&self, handle: ChunkHandle, ptr: *mut u8) {
+    pub(super) fn put(&self, chunk: Located) {
         debug_assert!(self.is_empty());
-        // A chunk's address in a live mapping is never null; were it, the chunk would
-        // stay held (under our bit) until the port goes, never handed out wrong.
-        debug_assert!(!ptr.is_null());
-        self.chunk.set(NonNull::new(ptr).map(|p| (handle, p)));
+        self.chunk.set(Some(chunk));
     }
 
     /// Takes the spare if a loan of `bytes` needs its class (the smallest that holds
-    /// them): `Ok` with its address; else `Err` with the spare taken out, if any, for
+    /// them): `Ok` with it; else `Err` with the spare's handle, if there was one, for
     /// the caller to return.
     #[inline]
-    pub(super) fn take_for(
-        &self,
-        bytes: usize,
-        layout: &PoolLayout,
-    ) -> Result<(ChunkHandle, *mut u8), Option<ChunkHandle>> {
-        let Some((handle, ptr)) = self.chunk.take() else {
+    pub(super) fn take_for(&self, bytes: usize, layout: &PoolLayout) -> Result<Located, Option<ChunkHandle>> {
+        let Some(chunk) = self.chunk.take() else {
             return Err(None);
         };
-        if self.memo.get() != (bytes, handle.class()) && !self.learn(bytes, handle.class(), layout) {
-            return Err(Some(handle));
+        let class = chunk.handle().class();
+        if self.memo.get() != (bytes, class) && !self.learn(bytes, class, layout) {
+            return Err(Some(chunk.handle()));
         }
-        Ok((handle, ptr.as_ptr()))
+        Ok(chunk)
     }
 
     /// Whether a loan of `bytes` needs `class`; remembered if so.
@@ -83,6 +73,6 @@ impl Spare {
 
     /// Takes the spare, whatever its class.
     pub(super) fn take(&self) -> Option<ChunkHandle> {
-        self.chunk.take().map(|(h, _)| h)
+        self.chunk.take().map(|c| c.handle())
     }
 }
