@@ -5,7 +5,6 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use super::handle::RAW_CLASS_SHIFT;
 use super::{ChunkError, ChunkHandle, ClassInfo, OpenPoolError, chunks_name};
 use crate::owners::{ChunkMeta, ClassCursor, Owner, WordError};
 use crate::segment::{Access, CreateSegmentError, Segment};
@@ -397,10 +396,9 @@ impl Bookkeeping {
     /// this pool.
     #[inline]
     pub fn handle_from_raw(&self, raw: u32) -> Option<ChunkHandle> {
-        let class = (raw >> RAW_CLASS_SHIFT) as u8;
-        let index = raw & ((1 << RAW_CLASS_SHIFT) - 1);
-        let t = self.tables.get(usize::from(class))?;
-        (index < t.count).then_some(ChunkHandle { class, index })
+        let handle = ChunkHandle::from_raw_unchecked(raw);
+        let t = self.tables.get(handle.class())?;
+        (handle.index < t.count).then_some(handle)
     }
 
     /// Occupancy of each class (a snapshot).

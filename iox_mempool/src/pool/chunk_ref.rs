@@ -39,13 +39,8 @@ impl Pool {
             class: handle.class(),
             index: handle.index,
         };
-        let Some((span, located)) = self
-            .spans
-            .get(handle.class())
-            .and_then(|span| Some((span, span.locate(handle.class, handle.index)?)))
-        else {
-            return Err(invalid);
-        };
+        let span = self.spans.get(handle.class()).ok_or(invalid)?;
+        let located = span.locate(handle.class, handle.index).ok_or(invalid)?;
         Ok(ChunkRef {
             handle,
             // SAFETY: located by this pool, which the returned borrow keeps mapped.
@@ -63,6 +58,25 @@ impl Pool {
     }
 
     /// `handle` located (see [`Located`]), if it names a chunk of this pool.
+    ///
+    /// ```
+    /// use iox_mempool::{MemoryType, Owner, Pool, PoolLayout};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let layout = PoolLayout::new(&[(64, 4)]).unwrap();
+    /// let pool = Pool::create(dir.path(), "loc", &layout, MemoryType::Cpu, 0o600).unwrap();
+    /// let me = Owner::new(0).unwrap();
+    /// let handle = pool.loan(8, &mut 0, me).unwrap();
+    /// let chunk = pool.locate(handle).unwrap();
+    /// assert_eq!(chunk.handle(), handle);
+    /// assert_eq!(Some(chunk.addr()), pool.chunk(handle).map(|(ptr, _)| ptr));
+    /// // SAFETY: `pool`, which located the chunk, is still mapped.
+    /// assert!(unsafe { chunk.release(me) }.unwrap());
+    /// // A handle of another layout, out of this pool's range, locates nothing.
+    /// let other = PoolLayout::new(&[(64, 8)]).unwrap();
+    /// let big = Pool::create(dir.path(), "big", &other, MemoryType::Cpu, 0o600).unwrap();
+    /// let far = (0..8).map(|_| big.loan(8, &mut 0, me).unwrap()).last().unwrap();
+    /// assert!(pool.locate(far).is_none());
+    /// ```
     #[inline]
     pub fn locate(&self, handle: ChunkHandle) -> Option<Located> {
         self.spans.get(handle.class())?.locate(handle.class, handle.index)

@@ -40,8 +40,9 @@ impl ChunkHandle {
         ((self.class as u32) << RAW_CLASS_SHIFT) | self.index
     }
 
-    /// The handle `raw` encodes, unchecked (for an encoding this crate made itself
-    /// from a valid handle; [`Bookkeeping::handle_from_raw`] checks one from elsewhere).
+    /// The handle `raw` encodes, not checked against any pool: the one decoding, for
+    /// callers that check the result next ([`Bookkeeping::handle_from_raw`],
+    /// [`Pool::chunk_ref_from_raw`]) or that encoded a checked handle themselves.
     #[inline]
     pub(crate) const fn from_raw_unchecked(raw: u32) -> Self {
         Self {
