@@ -1,34 +1,107 @@
 //! Test hooks, compiled in only with the `testing` cargo feature (which iox's own tests
 //! enable); without it, stall points compile to nothing and none of this is public.
 //!
-//! Stall points are places where a crash test can make a process stop, so it can be
-//! killed there deterministically. A stall point does nothing unless the environment
-//! variable [`STALL_ENV`] names it; then the thread parks forever (until the test kills
-//! the process). Points: `create-before-rename` (the dynamic segment is built under its
-//! temporary name), `create-before-config` (the dynamic segment and pool exist, the
-//! static config does not), `recovery-after-first-port` (holding the recovery lock, one
-//! dead port recovered), `history-send-before-hand-off` (a send with history pushed to
-//! the subscribers and the history queue, not handed off) and
-//! `history-resend-before-hand-off` (a kept sample re-sent to a late subscriber, not
-//! handed off) and `wake-before-ring` (a sender found a receiver armed and is about to
-//! ring its descriptor).
+//! Stall points are places where a test holds a process still, so another process can
+//! act inside a race window deterministically. A stall point does nothing unless it is
+//! armed: by the environment variable [`STALL_ENV`] naming it (for a whole child
+//! process), or by [`stall_at`] (from inside the process, once it has done what must
+//! not stall). Armed without a gate, the thread parks forever (until the test kills
+//! the process). Armed with a gate (a directory: [`GATE_ENV`], or `stall_at`'s
+//! argument), the thread creates `<gate>/reached`, waits (polling, bounded by
+//! [`GATE_LIMIT`]) until `<gate>/open` exists, and goes on; a gated point stalls once
+//! per process, later passes go straight through.
+//!
+//! Points:
+//! - `create-before-rename`: the dynamic segment is built under its temporary name;
+//! - `create-before-config`: the dynamic segment and pool exist, the static config
+//!   does not;
+//! - `recovery-after-first-port`: holding the recovery lock, one dead port recovered;
+//! - `history-send-before-hand-off`: a send with history pushed to the subscribers and
+//!   the history queue, not handed off;
+//! - `history-send-before-push`: a send with history checked a subscriber's state
+//!   word and is about to push to it;
+//! - `history-resend-before-hand-off`: a kept sample re-sent to a late subscriber, not
+//!   handed off;
+//! - `wake-before-ring`: a sender found a receiver armed and is about to ring its
+//!   descriptor;
+//! - `wake-after-ring`: a sender rang an armed receiver and is about to clear the
+//!   arming it read;
+//! - `probe-after-open`: a liveness probe opened a node file and is about to test its
+//!   lock;
+//! - `queue-drop-oldest-claimed`: a publisher claimed a full queue's oldest entry to
+//!   drop it, and has not taken it yet.
 
 /// The environment variable naming the stall point a test wants.
 #[cfg(feature = "testing")]
 pub const STALL_ENV: &str = "IOX_TEST_STALL";
 
+/// The environment variable naming the gate directory of the stall point of
+/// [`STALL_ENV`] (unset: the point parks forever).
+#[cfg(feature = "testing")]
+pub const GATE_ENV: &str = "IOX_TEST_GATE";
+
+/// How long a gated stall point waits for its gate to open before it goes on anyway
+/// (a test that never opens it has failed already; the process must not hang CI).
+#[cfg(feature = "testing")]
+pub const GATE_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Node liveness, for tests that check how dead processes are told from live ones.
 #[cfg(feature = "testing")]
-pub use crate::recovery::node::is_alive;
+pub use crate::recovery::node::{is_alive, process_node_id};
 #[cfg(feature = "testing")]
 pub use crate::shm::files::parse_node_file_name;
 
-/// Parks the thread forever if the test asked for this stall point.
+#[cfg(feature = "testing")]
+mod armed {
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    /// The point armed by `stall_at`, with its gate; taken (disarmed) when it stalls.
+    pub(super) static ARMED: Mutex<Option<(String, PathBuf)>> = Mutex::new(None);
+    /// Whether the environment's gated point has stalled already (it stalls once).
+    pub(super) static ENV_DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+    /// Stops at the gate `dir`: says so, waits for it to open (bounded).
+    pub(super) fn wait_at(dir: &Path) {
+        let _ = std::fs::write(dir.join("reached"), b"");
+        let start = std::time::Instant::now();
+        while !dir.join("open").exists() && start.elapsed() < super::GATE_LIMIT {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}
+
+/// Arms stall point `point` in this process with the gate directory `gate`: the next
+/// thread that passes it stops there until `<gate>/open` exists (see the module docs).
+#[cfg(feature = "testing")]
+pub fn stall_at(point: &str, gate: &std::path::Path) {
+    *armed::ARMED.lock().unwrap_or_else(|e| e.into_inner()) = Some((point.to_string(), gate.to_path_buf()));
+}
+
+/// Stops the thread if the test armed this stall point (see the module docs).
 #[cfg(feature = "testing")]
 pub(crate) fn stall_point(name: &str) {
+    let armed = {
+        let mut armed = armed::ARMED.lock().unwrap_or_else(|e| e.into_inner());
+        match armed.as_ref() {
+            Some((point, _)) if point == name => armed.take(),
+            _ => None,
+        }
+    };
+    if let Some((_, gate)) = armed {
+        armed::wait_at(&gate);
+        return;
+    }
     if std::env::var_os(STALL_ENV).is_some_and(|v| v == name) {
-        loop {
-            std::thread::park();
+        match std::env::var_os(GATE_ENV) {
+            Some(gate) => {
+                if !armed::ENV_DONE.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    armed::wait_at(std::path::Path::new(&gate));
+                }
+            }
+            None => loop {
+                std::thread::park();
+            },
         }
     }
 }

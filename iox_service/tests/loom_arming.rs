@@ -152,3 +152,35 @@ fn a_receiver_that_re_arms_keeps_its_new_arming() {
         );
     });
 }
+
+#[test]
+fn a_new_port_in_the_slot_keeps_its_first_arming() {
+    // The slot's port armed and was rung by a sender still between its ring and its
+    // clear; the port went (free), a new one claimed the slot (claim) and armed for the
+    // first time. The stale clear must not take that arming: a later push rings it.
+    model(|| {
+        let s = shared();
+        arming::arm(&s.waiting);
+        let stale = s.waiting.load(Ordering::Relaxed);
+        let t = {
+            let s = Arc::clone(&s);
+            thread::spawn(move || {
+                arming::ring_armed(&s.waiting, stale, || {
+                    s.tokens.fetch_add(1, Ordering::Relaxed);
+                    true
+                });
+            })
+        };
+        arming::reset(&s.waiting); // the old port frees the slot
+        arming::reset(&s.waiting); // the new port claims it
+        arming::arm(&s.waiting);
+        let slept = s.pushed.load(Ordering::Relaxed) == 0;
+        t.join().unwrap();
+        let tokens_before = s.tokens.load(Ordering::Relaxed);
+        send(&s, true);
+        assert!(
+            !slept || s.tokens.load(Ordering::Relaxed) > tokens_before,
+            "the new port's arming was cleared by a sender of the old one"
+        );
+    });
+}

@@ -4,13 +4,11 @@
 //! leaves no socket behind, long roots work, and waiting for ports sleeps until a port
 //! of another process appears.
 
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use iox_service::{PubSubService, Service};
-use iox_testkit::{Reaped, env, role, spawn_self, wait_ok, wait_until};
-use rustix::event::{PollFd, PollFlags, poll};
+use iox_testkit::{Reaped, env, readable, role, spawn_self, wait_ok, wait_until};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -21,20 +19,6 @@ fn open(root: &Path, name: &str) -> PubSubService<u64> {
         .publish_subscribe::<u64>()
         .open_or_create()
         .unwrap()
-}
-
-/// Whether `fd` becomes readable within `timeout`.
-fn readable(fd: &impl AsFd, timeout: Duration) -> bool {
-    let ts = rustix::event::Timespec {
-        tv_sec: timeout.as_secs() as _,
-        tv_nsec: timeout.subsec_nanos() as _,
-    };
-    let mut fds = [PollFd::new(fd, PollFlags::IN)];
-    match poll(&mut fds, Some(&ts)) {
-        Ok(n) => n == 1 && fds[0].revents().contains(PollFlags::IN),
-        Err(rustix::io::Errno::INTR) => false,
-        Err(e) => panic!("poll: {e}"),
-    }
 }
 
 fn sockets(root: &Path) -> Vec<String> {

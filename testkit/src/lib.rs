@@ -364,3 +364,60 @@ pub fn fill(root: &std::path::Path) {
         }
     }
 }
+
+/// The test's side of a gated stall point (iox_service's `testing` module): a
+/// directory where the stalled process says it arrived (`reached`) and waits until
+/// the test opens it (`open`). Hand [`Gate::path`] to the process (`IOX_TEST_GATE`, or
+/// `testing::stall_at` in the process itself), wait with [`Gate::wait_reached`], act
+/// inside the window, then [`Gate::open`].
+#[derive(Debug)]
+pub struct Gate {
+    dir: std::path::PathBuf,
+}
+
+impl Gate {
+    /// A fresh gate directory named `name` under `parent` (a test's temp directory).
+    pub fn new(parent: &std::path::Path, name: &str) -> Self {
+        let dir = parent.join(name);
+        std::fs::create_dir_all(&dir).expect("create the gate directory");
+        Self { dir }
+    }
+
+    /// The directory, for the stalled process.
+    pub fn path(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    /// The gate as the env pair a child needs to stall at `point`.
+    pub fn env(&self, point: &str) -> [(&'static str, String); 2] {
+        [
+            ("IOX_TEST_STALL", point.to_string()),
+            ("IOX_TEST_GATE", self.dir.display().to_string()),
+        ]
+    }
+
+    /// Whether a process stopped at the gate, waiting up to `limit`.
+    pub fn wait_reached(&self, limit: Duration) -> bool {
+        wait_until(limit, || self.dir.join("reached").exists())
+    }
+
+    /// Lets the stalled process go on.
+    pub fn open(&self) {
+        std::fs::write(self.dir.join("open"), b"").expect("open the gate");
+    }
+}
+
+/// Whether `fd` becomes readable within `timeout` (poll(2); an interrupted poll
+/// counts as not readable).
+pub fn readable(fd: &impl std::os::fd::AsFd, timeout: Duration) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut pfd = libc::pollfd {
+        fd: fd.as_fd().as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: one valid pollfd, borrowed for the call; the descriptor is alive (`fd`).
+    let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+    n == 1 && pfd.revents & libc::POLLIN != 0
+}

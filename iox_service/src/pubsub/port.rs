@@ -131,7 +131,7 @@ pub(crate) fn claim<'a>(
             Ordering::Relaxed,
         );
         header.pid.store(std::process::id(), Ordering::Relaxed);
-        header.waiting.store(0, Ordering::Relaxed);
+        doorbell::reset_arming(&header.waiting);
         header.journal.store(0, Ordering::Relaxed);
         header.sent.store(0, Ordering::Relaxed);
         header.missed.store(0, Ordering::Relaxed);
@@ -172,7 +172,7 @@ pub(crate) fn close(header: &PortHeader, generation: u64) {
 pub(crate) fn free(header: &PortHeader, generation: u64) {
     header.pid.store(0, Ordering::Relaxed);
     header.journal.store(0, Ordering::Relaxed);
-    header.waiting.store(0, Ordering::Relaxed);
+    doorbell::reset_arming(&header.waiting);
     header
         .state
         .store(dynamic::state_word(generation, dynamic::FREE), Ordering::Relaxed);
@@ -235,7 +235,9 @@ pub(crate) fn wake(header: &PortHeader, seen: u32, ringer: &Ringer, slot: usize)
     doorbell::ring_armed(&header.waiting, seen, || {
         crate::testing::stall_point("wake-before-ring");
         let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
-        ringer.ring(slot, header.node.load(Ordering::Relaxed), generation)
+        let served = ringer.ring(slot, header.node.load(Ordering::Relaxed), generation);
+        crate::testing::stall_point("wake-after-ring");
+        served
     });
 }
 

@@ -314,25 +314,59 @@ fn probe(root: &Path, id: u64) -> Probe {
 /// Whether the `flock` of the file at `path` is free (its holder, if any, is gone):
 /// `None` if there is no such file; `Some(false)` if it is held, or on anything
 /// unexpected (counts as alive). The only place iox probes a lock.
+///
+/// The lock is tested on the file the path names *after* the test: a node that drops
+/// its last use of the root unlinks its file (still locked) and may make a new one
+/// under the same name at once (the id is per process). A probe that opened the old
+/// file would find its lock free although the node lives; so a free lock counts only
+/// if the path still names the file that was locked ([`same_inode`]). A file that is
+/// linked there with its lock free has been free since its owner went: node files
+/// arrive locked (renamed into place) and are unlinked before they are unlocked.
+/// Otherwise the probe starts again on the new file (or finds none).
 pub(crate) fn lock_is_free(path: &Path) -> Option<bool> {
-    let fd = match rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
-        Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT) => return None,
-        Err(_) => return Some(false),
-    };
-    match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
-        // We got the lock: its owner is gone. Drop it explicitly: a child this process
-        // forks before closing the fd would otherwise share it until it execs, and
-        // make the dead node look alive to others meanwhile.
-        Ok(()) => {
-            let _ = rustix::fs::flock(&fd, FlockOperation::Unlock);
-            Some(true)
+    for _ in 0..PROBE_ATTEMPTS {
+        let fd = match rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => return None,
+            Err(_) => return Some(false),
+        };
+        crate::testing::stall_point("probe-after-open");
+        match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
+            // We got the lock. Drop it explicitly: a child this process forks before
+            // closing the fd would otherwise share it until it execs, and make the
+            // dead node look alive to others meanwhile.
+            Ok(()) => {
+                let still = same_inode(&fd, path);
+                let _ = rustix::fs::flock(&fd, FlockOperation::Unlock);
+                match still {
+                    Some(true) => return Some(true),
+                    // Replaced or removed since we opened it: look again.
+                    Some(false) => continue,
+                    None => return Some(false),
+                }
+            }
+            Err(_) => return Some(false),
         }
-        Err(_) => Some(false),
+    }
+    // Replaced again and again: a live node coming and going.
+    Some(false)
+}
+
+/// How often a probe looks again at a node file that was replaced under it.
+const PROBE_ATTEMPTS: usize = 8;
+
+/// Whether `path` (not following a link) names the file open as `fd`: `Some(false)`
+/// if it names another file or none, `None` if either cannot be looked at.
+fn same_inode(fd: &impl std::os::fd::AsFd, path: &Path) -> Option<bool> {
+    let open = rustix::fs::fstat(fd).ok()?;
+    match rustix::fs::lstat(path) {
+        Ok(now) => Some(now.st_dev == open.st_dev && now.st_ino == open.st_ino),
+        Err(rustix::io::Errno::NOENT) => Some(false),
+        Err(_) => None,
     }
 }
 
@@ -398,7 +432,10 @@ pub fn remove_if_dead(root: &Path, id: u64) -> bool {
     for _ in 0..20 {
         match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => {
-                let removed = std::fs::remove_file(&path).is_ok();
+                // Only the file we hold: the name may have passed to a new node file
+                // of the same (live) node since we opened it (see `lock_is_free`).
+                // Once this says so, nothing can replace it: its owner is dead.
+                let removed = same_inode(&fd, &path) == Some(true) && std::fs::remove_file(&path).is_ok();
                 let _ = rustix::fs::flock(&fd, FlockOperation::Unlock);
                 return removed;
             }

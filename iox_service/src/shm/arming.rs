@@ -7,7 +7,10 @@
 //! ([`SLEEPERS`], 16 bits). Invariant: a sender that read the word with [`ARMED`] set
 //! clears that bit only after it rang, and only from the exact word it read (CAS), so
 //! an arming is never cleared without a ring by the sender that clears it, and a newer
-//! arming (new epoch) is never cleared by a sender that read an older one.
+//! arming (new epoch) is never cleared by a sender that read an older one. The epoch
+//! belongs to the slot, not to the port: a slot passing to a new port keeps counting
+//! ([`reset`]), so a sender that read the previous port's arming can never clear the
+//! new port's first one.
 
 use super::sync::{AtomicU32, Ordering, fence};
 
@@ -41,6 +44,20 @@ pub(crate) fn arm(waiting: &AtomicU32) {
     }
     // Pairs with the sender's fence after its push (store-buffering pattern).
     fence(Ordering::SeqCst);
+}
+
+/// A slot changing hands (claimed by a new port, or freed): no arming, no sleepers,
+/// and the epoch moved on, so no word a sender read before is this one or the new
+/// port's next arming.
+pub(crate) fn reset(waiting: &AtomicU32) {
+    let mut seen = waiting.load(Ordering::Relaxed);
+    loop {
+        let fresh = (seen & EPOCH).wrapping_add(1 << 16) & EPOCH;
+        match waiting.compare_exchange_weak(seen, fresh, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => break,
+            Err(now) => seen = now,
+        }
+    }
 }
 
 /// The sender's side, after its push and SeqCst fence, given the `waiting` word it

@@ -58,7 +58,7 @@ use std::sync::atomic::AtomicU32;
 
 use crate::shm::{arming, files};
 
-pub(crate) use crate::shm::arming::{SLEEPERS, ring_armed, wants_wake};
+pub(crate) use crate::shm::arming::{SLEEPERS, reset as reset_arming, ring_armed, wants_wake};
 
 /// The longest path a Unix socket address holds.
 const MAX_SOCKET_PATH: usize = 107;

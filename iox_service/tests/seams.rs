@@ -1,0 +1,124 @@
+//! Regression tests for the seam bugs: each holds a race window open across real
+//! processes with a gated stall point (`iox_service::testing`), acts inside it, and
+//! checks that nothing live was taken for dead, nothing was delivered twice or lost,
+//! no value invalid for its type reached safe code, and no receiver spun.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use iox_service::{PortCreateError, PubSubService, Service};
+use iox_testkit::{Gate, env, role, spawn_self, wait_ok};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn open_u64(root: &Path, name: &str, publishers: u32) -> PubSubService<u64> {
+    Service::named(name)
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<u64>()
+        .max_publishers(publishers)
+        .max_subscribers(2)
+        .open_or_create()
+        .unwrap()
+}
+
+/// Bug 1: a liveness probe opened a node's file; the node dropped its last service
+/// (its file unlinked) and opened another (a new file under the same name); the
+/// probe then took the lock of the old, unlinked file. The node lives: its new
+/// publisher must keep its slot and its loan.
+#[test]
+fn a_node_that_replaced_its_file_during_a_probe_is_alive() {
+    const TEST: &str = "a_node_that_replaced_its_file_during_a_probe_is_alive";
+    if role().as_deref() == Some("cleaner") {
+        let root: PathBuf = env("ROOT");
+        let gate: PathBuf = env("GATE");
+        // A user of the service, so it outlives the other process's drop of it.
+        let svc = open_u64(&root, "seam/node", 1);
+        iox_service::testing::stall_at("probe-after-open", &gate);
+        let report = Service::cleanup_dead_in(&root, "seam/node").unwrap();
+        assert_eq!(report.ports, 0, "a live node's port was recovered: {report:?}");
+        match svc.publisher_builder().create() {
+            Err(PortCreateError::TooManyPorts { .. }) => {}
+            Err(e) => panic!("unexpected error: {e}"),
+            Ok(_) => panic!("got the live process's publisher slot"),
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let gate = Gate::new(dir.path(), "gate");
+    let svc = open_u64(&root, "seam/node", 1);
+    let publisher = svc.publisher_builder().create().unwrap();
+    let cleaner = spawn_self(
+        TEST,
+        "cleaner",
+        &[
+            ("ROOT", root.display().to_string()),
+            ("GATE", gate.path().display().to_string()),
+        ],
+    );
+    // The cleaner has opened our node file and stopped before testing its lock.
+    assert!(gate.wait_reached(LIMIT), "the cleaner never probed our node");
+    // Our last use of the root goes (the node file is unlinked), then a new one comes
+    // (a new node file, same name), with a publisher holding a loan.
+    drop(publisher);
+    drop(svc);
+    let svc = open_u64(&root, "seam/node", 1);
+    let publisher = svc.publisher_builder().create().unwrap();
+    let loan = publisher.loan_uninit().unwrap();
+    gate.open();
+    wait_ok(cleaner, LIMIT);
+    // Our loan is still ours: it sends.
+    loan.write_payload(7).send().unwrap();
+}
+
+/// Bug 4: a publisher read an armed subscriber's `waiting` word and rang it; before
+/// it cleared that arming, the subscriber went and a new one took its slot and armed.
+/// The stale clear must not consume the new subscriber's arming: the next send rings.
+#[test]
+fn a_stale_sender_does_not_clear_the_arming_of_a_new_port_in_the_slot() {
+    const TEST: &str = "a_stale_sender_does_not_clear_the_arming_of_a_new_port_in_the_slot";
+    if role().as_deref() == Some("publisher") {
+        let root: PathBuf = env("ROOT");
+        let svc = open_one_subscriber(&root, "seam/wake");
+        let p = svc.publisher_builder().create().unwrap();
+        assert_eq!(p.wait_for_subscribers(1, LIMIT).unwrap(), 1);
+        // Rings the armed subscriber, then stops at the gate before clearing.
+        p.loan_uninit().unwrap().write_payload(1).send().unwrap();
+        // The gate opened: the slot has a new subscriber, armed.
+        p.loan_uninit().unwrap().write_payload(2).send().unwrap();
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let gate = Gate::new(dir.path(), "gate");
+    let svc = open_one_subscriber(&root, "seam/wake");
+    let first = svc.subscriber_builder().create().unwrap();
+    assert!(!iox_testkit::readable(&first, Duration::ZERO)); // armed
+    let mut envs = vec![("ROOT", root.display().to_string())];
+    envs.extend(gate.env("wake-after-ring"));
+    let publisher = spawn_self(TEST, "publisher", &envs);
+    assert!(gate.wait_reached(LIMIT), "the publisher never rang");
+    drop(first);
+    let second = svc.subscriber_builder().create().unwrap();
+    assert!(!iox_testkit::readable(&second, Duration::ZERO)); // armed, nothing queued
+    gate.open();
+    wait_ok(publisher, LIMIT);
+    assert!(
+        iox_testkit::readable(&second, Duration::ZERO),
+        "the second send did not ring: its arming was cleared by the first"
+    );
+    assert_eq!(*second.receive().unwrap().unwrap(), 2);
+}
+
+fn open_one_subscriber(root: &Path, name: &str) -> PubSubService<u64> {
+    Service::named(name)
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<u64>()
+        .max_subscribers(1)
+        .open_or_create()
+        .unwrap()
+}
