@@ -122,3 +122,73 @@ fn open_one_subscriber(root: &Path, name: &str) -> PubSubService<u64> {
         .open_or_create()
         .unwrap()
 }
+
+/// This thread's CPU time (user + system).
+fn thread_cpu() -> Duration {
+    // SAFETY: getrusage writes one rusage, which we own.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_THREAD is valid on Linux.
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) }, 0);
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// Bug 5: a publisher stopped (then SIGKILLed) inside its drop-oldest claim on a full
+/// queue. While it lives, a blocking receive sleeps instead of spinning on the claim;
+/// once it is dead, the receiver resolves the claim itself (no third process) and gets
+/// what was queued.
+#[test]
+fn a_receiver_behind_a_claim_sleeps_and_resolves_a_dead_claimer() {
+    const TEST: &str = "a_receiver_behind_a_claim_sleeps_and_resolves_a_dead_claimer";
+    if role().as_deref() == Some("publisher") {
+        let root: PathBuf = env("ROOT");
+        let svc = open_buffer_two(&root, "seam/claim");
+        let p = svc.publisher_builder().create().unwrap();
+        assert_eq!(p.wait_for_subscribers(1, LIMIT).unwrap(), 1);
+        for i in 1..=3 {
+            // The third finds the queue full and claims its oldest entry: the gate.
+            p.loan_uninit().unwrap().write_payload(i).send().unwrap();
+        }
+        unreachable!("killed at the gate");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let gate = Gate::new(dir.path(), "gate");
+    let svc = open_buffer_two(&root, "seam/claim");
+    let s = svc.subscriber_builder().create().unwrap();
+    let mut envs = vec![("ROOT", root.display().to_string())];
+    envs.extend(gate.env("queue-drop-oldest-claimed"));
+    let publisher = iox_testkit::Reaped::new(spawn_self(TEST, "publisher", &envs));
+    assert!(gate.wait_reached(LIMIT), "the publisher never claimed");
+    // A live claimer: the entry behind its claim waits, and the receiver sleeps.
+    let wall = Duration::from_millis(300);
+    let cpu = thread_cpu();
+    let started = std::time::Instant::now();
+    assert!(s.receive_timeout(wall).unwrap().is_none());
+    let (spent, waited) = (thread_cpu() - cpu, started.elapsed());
+    assert!(
+        spent < waited / 2,
+        "receive_timeout spun: {spent:?} of CPU in {waited:?}"
+    );
+    // Dead: the receiver resolves the claim and gets both samples, in order.
+    publisher.kill();
+    let got: Vec<u64> = (0..2)
+        .map(|_| {
+            *s.receive_timeout(Duration::from_secs(10))
+                .unwrap()
+                .expect("a sample")
+        })
+        .collect();
+    assert_eq!(got, vec![1, 2]);
+}
+
+fn open_buffer_two(root: &Path, name: &str) -> PubSubService<u64> {
+    Service::named(name)
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<u64>()
+        .subscriber_buffer(2)
+        .open_or_create()
+        .unwrap()
+}

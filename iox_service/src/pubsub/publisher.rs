@@ -488,6 +488,7 @@ impl PublisherPort {
             let mut cached = read_cache.get();
             let mut taken = None;
             let pushed = queues.to(s).push(entry, drop_oldest, &mut cached, |old| {
+                crate::testing::stall_point("queue-drop-oldest-claimed");
                 taken = port::take_entry(pool, old, self.owner)
             });
             read_cache.set(cached);

@@ -67,6 +67,10 @@ use crate::queue::{self, Popped};
 use crate::sample::Sample;
 use crate::{Payload, ZeroCopySafe};
 
+/// How often a subscriber whose queue is claimed by someone else looks for a dead
+/// claimer (runs the service's recovery; see `Subscriber::resolve_stuck`).
+const STUCK_RECOVERY_PERIOD: Duration = Duration::from_millis(10);
+
 /// Builds a [`Subscriber`].
 #[derive(Debug)]
 pub struct SubscriberBuilder<P: ?Sized> {
@@ -180,6 +184,8 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
             }),
             cursor: Cell::new(0),
             armed_mode: Cell::new(false),
+            stuck: Cell::new(0),
+            last_recovery: Cell::new(None),
             _payload: PhantomData,
         };
         subscriber.port.drain();
@@ -201,6 +207,12 @@ pub struct Subscriber<P: ?Sized> {
     cursor: Cell<usize>,
     /// The readiness descriptor was handed out: an empty receive arms it.
     armed_mode: Cell<bool>,
+    /// Publisher slots whose queue to us the last receive found claimed by someone
+    /// else (a bit each): a live claimer finishes within instructions, a dead one never
+    /// does (see [`Subscriber::resolve_stuck`]).
+    stuck: Cell<u64>,
+    /// When this subscriber last ran recovery for a stuck queue.
+    last_recovery: Cell<Option<Instant>>,
     _payload: PhantomData<fn() -> Box<P>>,
 }
 
@@ -385,6 +397,12 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     #[inline(never)]
     fn found_nothing(&self, seen: u64) -> Result<Option<Sample<P>>, ReceiveError> {
         let port = &self.port;
+        if self.stuck.get() != 0 && self.resolve_stuck() {
+            // A dead claimer's claim was resolved: what was behind it is ours now.
+            if let Some(sample) = self.take(u64::MAX)? {
+                return Ok(Some(sample));
+            }
+        }
         let unseen = !seen & crate::shm::connected::all(port.service.dynamic().layout().max_publishers);
         if unseen != 0
             && let Some(sample) = self.take(unseen)?
@@ -403,6 +421,37 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             return Err(ReceiveError::ServiceRemoved);
         }
         Ok(None)
+    }
+
+    /// A queue from publisher slot `p` was claimed by someone else (see `stuck`).
+    #[cold]
+    #[inline(never)]
+    fn note_stuck(&self, p: usize) {
+        self.stuck.set(self.stuck.get() | crate::shm::connected::bit(p));
+    }
+
+    /// Queues were found claimed by someone else: a live claimer (a publisher dropping
+    /// the oldest entry, a port draining) finishes within instructions, but one that
+    /// died holding the claim never does, and what is queued behind it would wait for
+    /// some other process's recovery. So, at most once per [`STUCK_RECOVERY_PERIOD`],
+    /// this subscriber runs the service's recovery itself (which resolves a dead
+    /// claimer's claim, see `crate::recovery`). Returns whether it resolved anything;
+    /// the stuck set is cleared when recovery runs (a later receive that finds a claim
+    /// again says so again).
+    #[cold]
+    #[inline(never)]
+    fn resolve_stuck(&self) -> bool {
+        let now = Instant::now();
+        if self
+            .last_recovery
+            .get()
+            .is_some_and(|t| now.duration_since(t) < STUCK_RECOVERY_PERIOD)
+        {
+            return false;
+        }
+        self.stuck.set(0);
+        self.last_recovery.set(Some(now));
+        crate::recovery::recover(&self.port.service).is_ok_and(|r| r.takes_resolved + r.ports > 0)
     }
 
     /// Takes the next sample from the queues of the publisher slots in `slots` (a bit
@@ -424,14 +473,19 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             let p = (rotated.trailing_zeros() as usize + cursor) & 63;
             rotated &= rotated - 1;
             let mut taken = None;
-            let Popped::Took(raw) = d.queue(p, port.slot).pop(queue::BY_CONSUMER, |e| {
+            let raw = match d.queue(p, port.slot).pop(queue::BY_CONSUMER, |e| {
                 // One lookup of the chunk for the take, its length and its address.
                 taken = port
                     .pool
                     .chunk_ref_from_raw(queue::entry_chunk(e))
                     .filter(|c| c.take_queued(port.owner).is_ok());
-            }) else {
-                continue;
+            }) {
+                Popped::Took(raw) => raw,
+                Popped::Empty => continue,
+                Popped::Busy => {
+                    self.note_stuck(p);
+                    continue;
+                }
             };
             // Start after this publisher next time, so none starves the others.
             self.cursor.set(p + 1);
@@ -474,6 +528,8 @@ impl<P: ?Sized + Payload> Subscriber<P> {
         loop {
             // Only try when something is queued, or to report TooManyHeld.
             let worth_trying = self.pending() > 0 || self.port.held() >= self.port.max_held;
+            // Whether this round finds a queue claimed by someone else.
+            self.stuck.set(0);
             if worth_trying && let Some(s) = self.receive()? {
                 return Ok(Some(s));
             }
@@ -486,8 +542,15 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             header.waiting.fetch_add(1, Ordering::SeqCst);
             // Pairs with the publisher's fence after its push (store-buffering pattern).
             fence(Ordering::SeqCst);
-            let ready = self.pending() > 0;
-            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            // Entries queued behind someone else's claim are not ready: sleep (the
+            // claimer's push wakes us if it lives; if it died, the next receive after
+            // at most a recovery period resolves its claim).
+            let stuck = self.stuck.get() != 0;
+            let ready = self.pending() > 0 && !stuck;
+            let mut left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if stuck {
+                left = Some(left.map_or(STUCK_RECOVERY_PERIOD, |l| l.min(STUCK_RECOVERY_PERIOD)));
+            }
             let result = if ready || left == Some(Duration::ZERO) {
                 Ok(())
             } else {
