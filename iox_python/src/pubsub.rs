@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use iox_service::{MemoryType, PayloadType, PubSubService, RawSample, Service, Subscriber};
-use numpy::PyArrayDescr;
+use numpy::{PyArrayDescr, PyArrayDescrMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
@@ -49,6 +49,37 @@ pub(crate) fn memory_type(code: u16) -> PyResult<MemoryType> {
     MemoryType::from_code(code).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
+/// Whether every byte string of `dtype`'s size is a value of it, as Rust's
+/// `ZeroCopySafe::ANY_BIT_PATTERN` says of a type: integers, floats and complex
+/// numbers; sub-arrays of them; structured dtypes whose fields are such and cover
+/// every byte once (no padding). Not `bool` (`?`), objects, strings or datetimes
+/// (conservatively). Recorded in the payload's identity, so it matches what a Rust
+/// program's type records.
+fn any_bit_pattern(dtype: &Bound<'_, PyArrayDescr>) -> bool {
+    if dtype.has_subarray() {
+        return any_bit_pattern(&dtype.base());
+    }
+    let Some(names) = dtype.names() else {
+        return matches!(dtype.kind(), b'i' | b'u' | b'f' | b'c');
+    };
+    let mut fields = Vec::with_capacity(names.len());
+    for name in &names {
+        match dtype.get_field(name) {
+            Ok((field, offset)) if any_bit_pattern(&field) => fields.push((offset, field.itemsize())),
+            _ => return false,
+        }
+    }
+    fields.sort_unstable();
+    let mut end = 0;
+    for (offset, size) in fields {
+        if offset != end {
+            return false; // padding before this field, or fields that overlap
+        }
+        end = offset + size;
+    }
+    end == dtype.itemsize()
+}
+
 /// Opens, creates or opens-or-creates a publish-subscribe service.
 #[pyfunction]
 #[pyo3(signature = (name, mode, kind, type_name, size, alignment, dtype, shape, opts))]
@@ -65,16 +96,19 @@ fn open_pubsub(
     shape: Option<Vec<usize>>,
     opts: &Bound<'_, PyDict>,
 ) -> PyResult<PyPubSubService> {
+    let invalid_bit_patterns = !any_bit_pattern(&dtype);
     let payload = match kind {
         "typed" => PayloadType::Typed {
             type_name,
             size,
             alignment,
+            invalid_bit_patterns,
         },
         "slice" => PayloadType::Slice {
             element: type_name,
             size,
             alignment,
+            invalid_bit_patterns,
         },
         _ => return Err(PyValueError::new_err(format!("unknown payload kind {kind:?}"))),
     };
@@ -142,8 +176,6 @@ fn open_pubsub(
         }),
     })
 }
-
-use numpy::PyArrayDescrMethods;
 
 /// An open publish-subscribe service (`iox.PubSubService`).
 #[pyclass(name = "PubSubService", module = "iox", frozen)]

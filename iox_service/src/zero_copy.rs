@@ -77,7 +77,12 @@
 //!     .unwrap();
 //! assert_eq!(
 //!     service.static_config().payload,
-//!     iox_service::PayloadType::Typed { type_name: "Pose".into(), size: 24, alignment: 8 }
+//!     iox_service::PayloadType::Typed {
+//!         type_name: "Pose".into(),
+//!         size: 24,
+//!         alignment: 8,
+//!         invalid_bit_patterns: false,
+//!     }
 //! );
 //! let publisher = service.publisher_builder().create().unwrap();
 //! let subscriber = service.subscriber_builder().create().unwrap();
@@ -229,6 +234,16 @@ zero_copy_safe_tuple!(A, B, C);
 zero_copy_safe_tuple!(A, B, C, D);
 
 /// What a service carries, as recorded in its static config.
+///
+/// Besides name, size and alignment, the identity says whether some byte strings of
+/// the payload's size are not values of it (`invalid_bit_patterns`: padding, or a
+/// `bool`, whose bytes other than 0 and 1 are no value): the opposite of
+/// `ZeroCopySafe`'s hidden `ANY_BIT_PATTERN`. It is part of the identity, so a
+/// program that reads a `bool` never opens a service that someone recorded as
+/// carrying bytes of any value; and code that writes or reads a payload as bytes
+/// (a bridge: [`crate::Publisher::send_payload_bytes`], [`crate::Sample::payload_bytes`])
+/// does so only for payloads without such bytes. Written to the static config only
+/// when set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PayloadType {
     /// One value of a type.
@@ -239,6 +254,9 @@ pub enum PayloadType {
         size: u64,
         /// `align_of` the type.
         alignment: u64,
+        /// The type has padding or bytes that are no value (not `ANY_BIT_PATTERN`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        invalid_bit_patterns: bool,
     },
     /// A slice of elements of a type, any length up to the pool's largest chunk.
     Slice {
@@ -248,6 +266,9 @@ pub enum PayloadType {
         size: u64,
         /// `align_of` the element.
         alignment: u64,
+        /// The element has padding or bytes that are no value (not `ANY_BIT_PATTERN`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        invalid_bit_patterns: bool,
     },
 }
 
@@ -267,6 +288,19 @@ impl PayloadType {
             }
         }
     }
+
+    /// Whether every byte string of the payload's size is a value of it (no padding,
+    /// no invalid bit patterns): what writing or reading it as bytes requires.
+    pub fn any_bit_pattern(&self) -> bool {
+        match self {
+            PayloadType::Typed {
+                invalid_bit_patterns, ..
+            }
+            | PayloadType::Slice {
+                invalid_bit_patterns, ..
+            } => !invalid_bit_patterns,
+        }
+    }
 }
 
 impl std::fmt::Display for PayloadType {
@@ -276,12 +310,19 @@ impl std::fmt::Display for PayloadType {
                 type_name,
                 size,
                 alignment,
-            } => write!(f, "{type_name} (size {size}, alignment {alignment})"),
+                ..
+            } => write!(f, "{type_name} (size {size}, alignment {alignment}")?,
             PayloadType::Slice {
                 element,
                 size,
                 alignment,
-            } => write!(f, "[{element}] (element size {size}, alignment {alignment})"),
+                ..
+            } => write!(f, "[{element}] (element size {size}, alignment {alignment}")?,
+        }
+        if self.any_bit_pattern() {
+            write!(f, ")")
+        } else {
+            write!(f, ", not valid for every bit pattern)")
         }
     }
 }
@@ -315,6 +356,7 @@ impl<T: ZeroCopySafe> Payload for T {
             type_name: T::type_name().into_owned(),
             size: size_of::<T>() as u64,
             alignment: align_of::<T>() as u64,
+            invalid_bit_patterns: !T::ANY_BIT_PATTERN,
         }
     }
     fn payload_ptr(ptr: *mut u8, _len: usize) -> *mut Self {
@@ -330,6 +372,7 @@ impl<T: ZeroCopySafe> Payload for [T] {
             element: T::type_name().into_owned(),
             size: size_of::<T>() as u64,
             alignment: align_of::<T>() as u64,
+            invalid_bit_patterns: !T::ANY_BIT_PATTERN,
         }
     }
     fn payload_ptr(ptr: *mut u8, len: usize) -> *mut Self {
@@ -426,7 +469,8 @@ mod tests {
             PayloadType::Slice {
                 element: "Inner".into(),
                 size: 8,
-                alignment: 4
+                alignment: 4,
+                invalid_bit_patterns: false,
             }
         );
         assert_eq!(<(Inner, u8)>::type_name(), "(Inner, u8)");

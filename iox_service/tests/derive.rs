@@ -133,7 +133,8 @@ fn pose_with_type_name_crosses_programs() {
         PayloadType::Typed {
             type_name: "Pose".into(),
             size: 24,
-            alignment: 8
+            alignment: 8,
+            invalid_bit_patterns: false,
         }
     );
     let s = svc.subscriber_builder().create().unwrap();
@@ -185,7 +186,8 @@ fn same_struct_without_type_name_is_refused() {
         PayloadType::Typed {
             type_name: std::any::type_name::<posesub::Plain>().into(),
             size: 16,
-            alignment: 8
+            alignment: 8,
+            invalid_bit_patterns: false,
         }
     );
     let child = spawn_self(
@@ -258,7 +260,8 @@ fn arrays_and_slices_use_the_element_name() {
         PayloadType::Slice {
             element: "Pose".into(),
             size: 24,
-            alignment: 8
+            alignment: 8,
+            invalid_bit_patterns: false,
         }
     );
     Service::named("slice")

@@ -19,6 +19,7 @@ fn pose_type() -> PayloadType {
         type_name: "Pose".into(),
         size: 24,
         alignment: 8,
+        invalid_bit_patterns: false,
     }
 }
 
@@ -79,6 +80,7 @@ fn slice_raw_counts_elements_and_mismatches_are_refused() {
         element: "f32".into(),
         size: 4,
         alignment: 4,
+        invalid_bit_patterns: false,
     };
     // SAFETY: as above.
     let raw = unsafe { named().publish_subscribe::<[u8]>().raw_payload_type(f32s) }

@@ -192,3 +192,136 @@ fn open_buffer_two(root: &Path, name: &str) -> PubSubService<u64> {
         .open_or_create()
         .unwrap()
 }
+
+/// Bug 2: a `[u8]` carrier of `bool`'s identity wrote bytes that are no `bool`, and a
+/// `Subscriber<bool>` in another process handed safe code a `&bool` holding 2. Bytes
+/// are now sent only as payloads valid for every bit pattern, and that validity is
+/// part of the identity: a carrier recording `bool` is refused at the send, and one
+/// claiming `bool` is valid for every bit pattern never meets a `bool` reader.
+#[test]
+fn bytes_never_become_an_invalid_value_of_a_typed_reader() {
+    const TEST: &str = "bytes_never_become_an_invalid_value_of_a_typed_reader";
+    if role().as_deref() == Some("carrier") {
+        let root: PathBuf = env("ROOT");
+        let carrier = Service::named("seam/bool")
+            .unwrap()
+            .root(&root)
+            .publish_subscribe::<[u8]>()
+            .carry_payload_type(<bool as iox_service::Payload>::payload_type())
+            .chunk_sizes(&[1])
+            .open()
+            .unwrap();
+        let p = carrier.publisher_builder().create().unwrap();
+        match p.send_payload_bytes(&[&[2u8]]) {
+            Err(iox_service::SendBytesError::NotEveryBitPattern { payload }) => {
+                assert!(payload.contains("bool"), "{payload}")
+            }
+            other => panic!("bytes sent as a bool: {other:?}"),
+        }
+        // A peer that lies about the type (say, a remote bridge) meets another identity.
+        let forged = iox_service::PayloadType::Typed {
+            type_name: "bool".into(),
+            size: 1,
+            alignment: 1,
+            invalid_bit_patterns: false,
+        };
+        let lied = Service::named("seam/bool")
+            .unwrap()
+            .root(&root)
+            .publish_subscribe::<[u8]>()
+            .carry_payload_type(forged)
+            .chunk_sizes(&[1])
+            .open();
+        assert!(
+            matches!(lied, Err(iox_service::OpenError::IncompatiblePayload { .. })),
+            "{lied:?}"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let typed = Service::named("seam/bool")
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<bool>()
+        .create()
+        .unwrap();
+    let s = typed.subscriber_builder().create().unwrap();
+    wait_ok(
+        spawn_self(TEST, "carrier", &[("ROOT", root.display().to_string())]),
+        LIMIT,
+    );
+    assert!(s.receive().unwrap().is_none(), "a sample reached the bool reader");
+    // And a bool sample is not read back as bytes either (no padding question asked).
+    let p = typed.publisher_builder().create().unwrap();
+    p.loan_uninit().unwrap().write_payload(true).send().unwrap();
+    let got = s.receive().unwrap().unwrap();
+    assert!(*got);
+    assert!(got.payload_bytes().is_none());
+}
+
+/// Bug 3: a publisher with history checked a subscriber slot's state word, then
+/// pushed; in between the subscriber went and a new one took the slot. The push
+/// landed in the new subscriber's queue, and the history it was then given held the
+/// same sample again: a duplicate out of order, and a chunk lost to `AlreadyHeld`.
+/// The new subscriber must see the history once, in order, then the live samples.
+#[test]
+fn a_slot_changing_hands_mid_send_gets_the_history_once_in_order() {
+    const TEST: &str = "a_slot_changing_hands_mid_send_gets_the_history_once_in_order";
+    if role().as_deref() == Some("publisher") {
+        let root: PathBuf = env("ROOT");
+        let gate: PathBuf = env("GATE");
+        let svc = open_history(&root, "seam/history");
+        let p = svc.publisher_builder().create().unwrap();
+        assert_eq!(p.wait_for_subscribers(1, LIMIT).unwrap(), 1);
+        p.loan_uninit().unwrap().write_payload(1).send().unwrap();
+        // The next send stops between its look at the slot and its push.
+        iox_service::testing::stall_at("history-send-before-push", &gate);
+        p.loan_uninit().unwrap().write_payload(2).send().unwrap();
+        // The slot has a new subscriber now: it gets the history, then this.
+        p.loan_uninit().unwrap().write_payload(3).send().unwrap();
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let gate = Gate::new(dir.path(), "gate");
+    let svc = open_history(&root, "seam/history");
+    let first = svc.subscriber_builder().create().unwrap();
+    let publisher = spawn_self(
+        TEST,
+        "publisher",
+        &[
+            ("ROOT", root.display().to_string()),
+            ("GATE", gate.path().display().to_string()),
+        ],
+    );
+    assert!(gate.wait_reached(LIMIT), "the publisher never reached its push");
+    assert_eq!(*first.receive().unwrap().unwrap(), 1);
+    drop(first);
+    let second = svc.subscriber_builder().create().unwrap();
+    gate.open();
+    wait_ok(publisher, LIMIT);
+    let mut got = Vec::new();
+    while let Some(s) = second.receive().unwrap() {
+        got.push(*s);
+    }
+    assert_eq!(got, vec![1, 2, 3], "history once, in order, then live");
+    // Nothing leaked: every chunk is back once the ports are gone.
+    drop(second);
+    let info = svc.pool_info();
+    assert_eq!(info.free_chunks(), info.total_chunks(), "chunks lost");
+}
+
+fn open_history(root: &Path, name: &str) -> PubSubService<u64> {
+    Service::named(name)
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<u64>()
+        .max_publishers(1)
+        .max_subscribers(1)
+        .subscriber_buffer(4)
+        .history(2)
+        .open_or_create()
+        .unwrap()
+}

@@ -224,7 +224,7 @@ impl Bridge {
                     let Some(name) = query.key_expr().as_str().strip_prefix(&prefix) else {
                         return;
                     };
-                    let text = configs.lock().expect("configs").get(name).cloned();
+                    let text = crate::lock(&configs).get(name).cloned();
                     if let Some(text) = text {
                         let _ = query.reply(query.key_expr().clone(), text).wait();
                     }
@@ -280,7 +280,7 @@ impl Bridge {
     /// What flows now.
     pub fn status(&self) -> Status {
         let mut s = Status::default();
-        let exports = self.exports.lock().expect("exports");
+        let exports = crate::lock(&self.exports);
         let get = |st: &ExportStats| {
             (
                 st.sent.load(Ordering::Relaxed),
@@ -296,7 +296,7 @@ impl Bridge {
         for (name, why) in &exports.refused {
             s.skipped.push((name.clone(), why.clone()));
         }
-        for (name, state) in self.shared.status.lock().expect("import status").iter() {
+        for (name, state) in crate::lock(&self.shared.status).iter() {
             match state {
                 ImportState::Flowing(st) => s.imported.push((
                     name.clone(),
@@ -319,7 +319,7 @@ impl Bridge {
         for t in self.threads {
             let _ = t.join();
         }
-        let running = std::mem::take(&mut self.exports.lock().expect("exports").running);
+        let running = std::mem::take(&mut crate::lock(&self.exports).running);
         for (_, e) in running {
             e.stop();
         }
@@ -357,7 +357,7 @@ impl Scanner {
     }
 
     fn scan(&self, info: iox_service::inspect::RootInfo) {
-        let mut exports = self.exports.lock().expect("exports");
+        let mut exports = crate::lock(&self.exports);
         // Exports whose service went away end on their own: forget them.
         let ended: Vec<String> = exports
             .running
@@ -369,7 +369,7 @@ impl Scanner {
             if let Some(e) = exports.running.remove(&name) {
                 e.stop();
             }
-            self.configs.lock().expect("configs").remove(&name);
+            crate::lock(&self.configs).remove(&name);
         }
         let mut seen = HashSet::new();
         for service in info.services {
@@ -424,7 +424,7 @@ impl Scanner {
                 Ok(e) => {
                     eprintln!("iox-zenoh: exporting {name:?}");
                     exports.failing.remove(&name);
-                    self.configs.lock().expect("configs").insert(name.clone(), text);
+                    crate::lock(&self.configs).insert(name.clone(), text);
                     exports.running.insert(name, e);
                 }
                 // Not remembered: it may be mid-creation; the next scan tries again

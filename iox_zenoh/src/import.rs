@@ -92,8 +92,7 @@ pub enum ImportState {
 
 /// The slot cell of service `name` (created on first use).
 pub fn own_slot(map: &Mutex<HashMap<String, OwnSlot>>, name: &str) -> OwnSlot {
-    map.lock()
-        .expect("own slots")
+    crate::lock(map)
         .entry(name.to_owned())
         .or_insert_with(|| Arc::new(usize::MAX.into()))
         .clone()
@@ -163,7 +162,7 @@ impl Importer {
         let Some(name) = self.shared.keys.service_of(sample.key_expr()) else {
             return;
         };
-        let mut locals = self.locals.lock().expect("import locals");
+        let mut locals = crate::lock(&self.locals);
         match locals.get_mut(name) {
             Some(Local::Open { publisher, stats, .. }) => {
                 stats.received.fetch_add(1, Ordering::Relaxed);
@@ -197,7 +196,7 @@ impl Importer {
     /// The set-up thread: opens the local end of `name`, publishes what was held.
     fn open_local(&self, session: &zenoh::Session, name: &str) {
         let opened = open(session, &self.shared, name);
-        let mut locals = self.locals.lock().expect("import locals");
+        let mut locals = crate::lock(&self.locals);
         let Some(Local::Opening { held, stats }) = locals.remove(name) else {
             return;
         };
@@ -211,11 +210,7 @@ impl Importer {
                         return;
                     }
                 }
-                self.shared
-                    .status
-                    .lock()
-                    .expect("import status")
-                    .insert(name.to_owned(), ImportState::Flowing(stats.clone()));
+                crate::lock(&self.shared.status).insert(name.to_owned(), ImportState::Flowing(stats.clone()));
                 eprintln!("iox-zenoh: importing {name:?}");
                 Local::Open {
                     publisher,
@@ -225,11 +220,7 @@ impl Importer {
             }
             Err(why) => {
                 eprintln!("iox-zenoh: import of {name:?} skipped: {why}");
-                self.shared
-                    .status
-                    .lock()
-                    .expect("import status")
-                    .insert(name.to_owned(), ImportState::Skipped(why));
+                crate::lock(&self.shared.status).insert(name.to_owned(), ImportState::Skipped(why));
                 Local::Skipped {
                     since: Instant::now(),
                 }

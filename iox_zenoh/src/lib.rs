@@ -34,3 +34,29 @@ pub mod keys;
 pub mod local;
 
 pub use bridge::{Bridge, Options, StartError, Status};
+
+/// Locks one of the bridge's mutexes, whatever a panicking thread left in it: each
+/// holds maps that every step leaves whole (an insert, a remove, a lookup), so a
+/// thread that panicked while holding one (a bug in Zenoh's callback, say) must not
+/// stop every other export and import through a poisoned lock.
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    /// A thread that panics while holding one of the bridge's locks leaves it usable.
+    #[test]
+    fn a_poisoned_lock_still_locks() {
+        let m = std::sync::Arc::new(std::sync::Mutex::new(vec![1]));
+        let held = std::sync::Arc::clone(&m);
+        let _ = std::thread::spawn(move || {
+            let _guard = held.lock().unwrap();
+            panic!("a callback bug");
+        })
+        .join();
+        assert!(m.is_poisoned());
+        super::lock(&m).push(2);
+        assert_eq!(*super::lock(&m), vec![1, 2]);
+    }
+}

@@ -12,6 +12,13 @@
 //! and a largest chunk at least the exporter's; other limits are the local service's
 //! business (the bridge needs one publisher port). Without an exporter config (a plain
 //! Zenoh publisher), the service is `[u8]` with [`DEFAULT_CLASSES`].
+//!
+//! Only payload types valid for every bit pattern are bridged
+//! ([`iox_service::PayloadType::any_bit_pattern`]): bytes that arrive from the network
+//! are then always a value of the type, whoever sent them. A service whose type has
+//! padding or invalid bit patterns (a `bool`) is refused on both ends
+//! ([`LocalError::NotBridgeable`]); `#[derive(ZeroCopySafe)]` with a stable name, and
+//! integers, floats and arrays of them, are always bridgeable.
 
 use std::path::Path;
 
@@ -38,6 +45,16 @@ pub enum LocalError {
         /// What differs.
         source: Box<OpenError>,
     },
+    /// The payload type is not valid for every bit pattern (see the module docs).
+    #[error(
+        "service {name:?} carries {payload}, which has padding or invalid bit patterns: bytes from the network could be an invalid value of it, so it is not bridged (use a type valid for every bit pattern: integers, floats, #[derive(ZeroCopySafe)] structs without bool and padding)"
+    )]
+    NotBridgeable {
+        /// The service.
+        name: String,
+        /// Its payload type.
+        payload: String,
+    },
     /// Opening or creating failed otherwise.
     #[error("cannot open or create local service {name:?}: {message}")]
     Other {
@@ -50,6 +67,7 @@ pub enum LocalError {
 
 /// Opens an existing local service for export: as bytes, with its recorded payload.
 pub fn open_for_export(root: &Path, config: &StaticConfig) -> Result<PubSubService<[u8]>, LocalError> {
+    bridgeable(config)?;
     Service::named(&config.name)?
         .root(root)
         .publish_subscribe::<[u8]>()
@@ -64,6 +82,7 @@ pub fn open_for_export(root: &Path, config: &StaticConfig) -> Result<PubSubServi
 /// Opens the local service like the remote `config` for import, creating it with that
 /// config if it does not exist (see the module docs for what must match).
 pub fn open_like(root: &Path, config: &StaticConfig) -> Result<PubSubService<[u8]>, LocalError> {
+    bridgeable(config)?;
     let name = config.name.as_str();
     let largest = config.layout.max_chunk_size();
     let lenient = || -> Result<_, LocalError> {
@@ -158,5 +177,18 @@ fn other(name: &str, e: impl std::fmt::Display) -> LocalError {
     LocalError::Other {
         name: name.to_owned(),
         message: e.to_string(),
+    }
+}
+
+/// Refuses a payload type that bytes from the network could break (see the module
+/// docs).
+fn bridgeable(config: &StaticConfig) -> Result<(), LocalError> {
+    if config.payload.any_bit_pattern() {
+        Ok(())
+    } else {
+        Err(LocalError::NotBridgeable {
+            name: config.name.clone(),
+            payload: config.payload.to_string(),
+        })
     }
 }

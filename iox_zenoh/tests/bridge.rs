@@ -387,3 +387,37 @@ fn malformed_config_and_oversized_payload_are_logged_and_skipped() {
     );
     ba.stop();
 }
+
+/// A service whose payload is not valid for every bit pattern (here `bool`) is not
+/// bridged: bytes from the network could be no value of it. Refused on both ends with
+/// an error that says why; a `u8` service of the same shape is bridged.
+#[test]
+fn payloads_not_valid_for_every_bit_pattern_are_not_bridged() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = iox_service::Service::named("bridge/flag")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<bool>()
+        .create()
+        .unwrap();
+    let config = svc.static_config().clone();
+    for result in [
+        iox_zenoh::local::open_for_export(dir.path(), &config),
+        iox_zenoh::local::open_like(dir.path(), &config),
+    ] {
+        match result {
+            Err(e @ iox_zenoh::local::LocalError::NotBridgeable { .. }) => {
+                assert!(e.to_string().contains("bool"), "{e}")
+            }
+            other => panic!("a bool service was bridged: {other:?}"),
+        }
+    }
+    let bytes = iox_service::Service::named("bridge/byte")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<u8>()
+        .create()
+        .unwrap();
+    let config = bytes.static_config().clone();
+    assert!(iox_zenoh::local::open_for_export(dir.path(), &config).is_ok());
+}

@@ -142,6 +142,7 @@ fn no_payload() -> PayloadType {
         type_name: "(no payload: event)".into(),
         size: 0,
         alignment: 1,
+        invalid_bit_patterns: false,
     }
 }
 

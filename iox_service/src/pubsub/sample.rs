@@ -223,9 +223,14 @@ impl<P: ?Sized + Payload> Sample<P> {
     /// the static config (the whole value for typed payloads), so a program that opened
     /// the service as `[u8]` with
     /// [`carry_payload_type`](crate::PubSubBuilder::carry_payload_type) reads the
-    /// whole payload. `None` if that length does not fit the chunk (a corrupt entry).
-    /// Padding bytes of a typed payload are included as the publisher left them.
+    /// whole payload. `None` if that length does not fit the chunk (a corrupt entry),
+    /// or if the recorded payload type has padding or invalid bit patterns
+    /// ([`PayloadType::any_bit_pattern`](crate::PayloadType::any_bit_pattern)): padding
+    /// bytes a writer left are not initialised memory, which no `&[u8]` may show.
     pub fn payload_bytes(&self) -> Option<&[u8]> {
+        if !self.port.recorded_payload().any_bit_pattern() {
+            return None;
+        }
         let element = self.port.element_size();
         let bytes = self.len.checked_mul(element)?;
         let (_, chunk) = self.port.pool().chunk(self.chunk.handle())?;
@@ -234,9 +239,8 @@ impl<P: ?Sized + Payload> Sample<P> {
         }
         // SAFETY: `bytes` bytes from `ptr` lie inside the chunk (checked above), which
         // our owner bit keeps from reuse; the publisher wrote them before its Release
-        // push that our Acquire pop saw. The chunk lives in shared memory another
-        // process wrote, so every byte, padding included, has a value for this process
-        // (as the bytes of a mapped file do).
+        // push that our Acquire pop saw. The recorded type has no padding (checked
+        // above), so every one of them was written as part of a value.
         Some(unsafe { std::slice::from_raw_parts(self.chunk.addr(), bytes) })
     }
 

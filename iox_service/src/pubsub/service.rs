@@ -485,7 +485,11 @@ impl PubSubBuilder<[u8]> {
     /// [`Sample::payload_bytes`](crate::Sample::payload_bytes) and sent with
     /// [`Publisher::send_payload_bytes`](crate::Publisher::send_payload_bytes), which
     /// count in the recorded type's elements. Typed programs open the service as
-    /// usual.
+    /// usual. Bytes travel only for payloads valid for every bit pattern
+    /// ([`PayloadType::any_bit_pattern`](crate::PayloadType::any_bit_pattern)): for
+    /// others (padding, a `bool`) `send_payload_bytes` refuses and `payload_bytes` is
+    /// `None`, so no byte string ever becomes an invalid value of a typed reader (the
+    /// validity is part of the identity a typed program must match).
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();

@@ -174,6 +174,7 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
             port: Arc::new(SubscriberPort {
                 fork_generation: self.service.fork_generation,
                 max_held: self.service.config.max_held as usize,
+                history: l.history > 0,
                 pool: Arc::clone(&self.service.pool),
                 service: self.service,
                 slot,
@@ -230,6 +231,9 @@ pub(crate) struct SubscriberPort {
     /// here beside the other hot fields.
     fork_generation: u64,
     max_held: usize,
+    /// The service keeps a history per publisher: entries from a publisher count only
+    /// once it gave this port its history ([`SubscriberPort::given_history_by`]).
+    history: bool,
     /// The service's pool (the same as `service.pool`, one pointer closer).
     pool: Arc<Pool>,
     /// The readiness socket (see [`crate::doorbell`]); removed when the port goes.
@@ -245,6 +249,19 @@ impl SubscriberPort {
 
     fn header(&self) -> &PortHeader {
         self.service.dynamic().subscriber(self.slot)
+    }
+
+    /// Whether publisher slot `p` gave this port its history (a service with history):
+    /// entries it pushed before are strays, meant for an earlier port of this slot.
+    #[cold]
+    fn given_history_by(&self, p: usize) -> bool {
+        // Relaxed: the pop's Acquire of the write index orders the publisher's store
+        // of this word (before its pushes to us) before our look.
+        self.service
+            .dynamic()
+            .history_given(p, self.slot)
+            .load(Ordering::Relaxed)
+            == self.generation
     }
 
     /// Before arming the descriptor or sleeping: publishers look at this port's
@@ -281,6 +298,11 @@ impl SubscriberPort {
     /// Bytes per payload element, as the static config records it.
     pub(crate) fn element_size(&self) -> usize {
         self.service.config.payload.element_size()
+    }
+
+    /// The payload type the static config records.
+    pub(crate) fn recorded_payload(&self) -> &crate::PayloadType {
+        &self.service.config.payload
     }
 
     /// The device address of the pool's first byte, if this port pinned the pool with
@@ -473,12 +495,16 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             let p = (rotated.trailing_zeros() as usize + cursor) & 63;
             rotated &= rotated - 1;
             let mut taken = None;
+            let mut stray = false;
             let raw = match d.queue(p, port.slot).pop(queue::BY_CONSUMER, |e| {
                 // One lookup of the chunk for the take, its length and its address.
                 taken = port
                     .pool
                     .chunk_ref_from_raw(queue::entry_chunk(e))
                     .filter(|c| c.take_queued(port.owner).is_ok());
+                // With history: an entry is ours only once this publisher gave us its
+                // history; looked at under our claim (see `pubsub::publisher::history`).
+                stray = port.history && taken.is_some() && !port.given_history_by(p);
             }) {
                 Popped::Took(raw) => raw,
                 Popped::Empty => continue,
@@ -495,6 +521,12 @@ impl<P: ?Sized + Payload> Subscriber<P> {
                 what,
             };
             let chunk = taken.ok_or(corrupt("no such chunk, or a duplicate entry"))?;
+            if stray {
+                let _ = chunk.release(port.owner);
+                // This publisher's queue once more: what follows may be ours.
+                rotated |= 1 << (p.wrapping_sub(cursor) & 63);
+                continue;
+            }
             let len = chunk.user_word();
             let chunk_size = chunk.size();
             let elem = size_of::<P::Element>() as u64;

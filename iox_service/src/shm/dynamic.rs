@@ -23,11 +23,11 @@
 //!   because its queue was full, `missed`; since format version 8);
 //! - one [`crate::queue`] per (publisher, subscriber) pair, row-major by publisher:
 //!   the read word on its own line, then the write index followed by the slots;
-//! - for a service with history (`history > 0` in the static config), one history
-//!   queue of `history` slots per publisher, laid out like the others: what the
-//!   publisher keeps for subscribers that connect later (see
-//!   `pubsub::publisher::history`). Without history there is none, and the segment is
-//!   exactly as before history existed.
+//! - for a service with history (`history > 0` in the static config), per publisher
+//!   slot: one history queue of `history` slots, laid out like the others (what the
+//!   publisher keeps for subscribers that connect later), then one word per
+//!   subscriber slot, the generation of the subscriber it last gave its history to
+//!   (see `pubsub::publisher::history`). Without history there is none of this.
 //! - request-response services (see [`crate::reqres`]): clients take the publisher
 //!   slots, servers the subscriber slots, and the pair queues carry requests (client
 //!   to server, `max_active_requests_per_client` deep); after them, per client slot
@@ -73,7 +73,7 @@ use crate::static_config::StaticConfig;
 /// Magic of a dynamic segment.
 pub const DYNAMIC_MAGIC: u64 = u64::from_le_bytes(*b"IOXDYN\x00\x04");
 /// Version of the dynamic segment format.
-pub const DYNAMIC_VERSION: u32 = 9;
+pub const DYNAMIC_VERSION: u32 = 10;
 pub(crate) const HEADER_LEN: usize = 128;
 /// Open service handles (one per process and `open`) a service can have at once.
 pub const USER_SLOTS: usize = 128;
@@ -540,6 +540,21 @@ impl<'a> Dynamic<'a> {
         let read: &PaddedIndex = self.at(off);
         let rest = self.table(off + 64, 1 + self.layout.history);
         Queue::new(&rest[0], &read.value, &rest[1..])
+    }
+
+    /// Publisher `p`'s history-given word for subscriber slot `s` (only for a service
+    /// with history): the generation of the subscriber in slot `s` that `p` gave its
+    /// history to (0 = none). Written by `p` alone, read by the subscriber at each take
+    /// from `p` (see `pubsub::publisher::history`).
+    #[inline]
+    pub(crate) fn history_given(&self, p: usize, s: usize) -> &'a AtomicU64 {
+        let l = self.layout;
+        assert!(p < l.max_publishers && s < l.max_subscribers && l.history > 0);
+        let off = l.history_queues
+            + p * l.history_stride
+            + size_of::<PaddedIndex>()
+            + crate::shm::layout::table_bytes(1 + l.history);
+        &self.table(off, l.max_subscribers)[s]
     }
 
     /// Request-response services: client slot `c`'s request-slot words.

@@ -75,7 +75,7 @@ pub(crate) struct DynamicLayout {
     pub(crate) len: usize,
 }
 
-fn table_bytes(entries: usize) -> usize {
+pub(crate) fn table_bytes(entries: usize) -> usize {
     (entries * 8).next_multiple_of(64)
 }
 
@@ -148,10 +148,12 @@ impl DynamicLayout {
         let queues = subscribers + 64 * max_subscribers;
         let history = c.history as usize;
         let history_queues = queues + queue_stride * max_publishers * max_subscribers;
+        // Per publisher: its history queue, then one word per subscriber slot (the
+        // generation of the subscriber it gave its history to, see `history_given`).
         let history_stride = if history == 0 {
             0
         } else {
-            size_of::<PaddedIndex>() + table_bytes(1 + history)
+            size_of::<PaddedIndex>() + table_bytes(1 + history) + table_bytes(max_subscribers)
         };
         let pending = history_queues + history_stride * max_publishers;
         let pending_stride = table_bytes(pending_words);

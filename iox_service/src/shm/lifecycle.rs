@@ -21,6 +21,14 @@
 //! leave moves the lifecycle to `DESTROYING` and then checks the table is still empty
 //! (both sides SeqCst, so at least one sees the other), backing off if not.
 //!
+//! That back-off makes a `DESTROYING` that reverts to `ALIVE`. Who can see it: only an
+//! opener between its registration and its look at the lifecycle, and it retries the
+//! open from the start (`RegisterError::NotAlive`), finding the service alive (or
+//! gone, and creating it). A port never sees it: ports are built from a registered
+//! handle, and a remover's *first* look at the table (SeqCst, after that
+//! registration) finds the handle's entry and stops before it writes the lifecycle.
+//! So a port's `ServiceRemoved` always means a removal that will not be undone.
+//!
 //! Removal as seen by live ports ([`is_removed`]). An explicit remove (`iox remove
 //! --force`, [`crate::Service::remove`]) marks the lifecycle `DESTROYING` and unlinks
 //! the files while processes still map them. Those processes must find out rather

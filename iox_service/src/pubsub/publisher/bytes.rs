@@ -3,6 +3,14 @@
 //! from the network into a service opened with
 //! [`carry_payload_type`](crate::PubSubBuilder::carry_payload_type)).
 //!
+//! Only payloads valid for every bit pattern are sent this way
+//! ([`crate::PayloadType::any_bit_pattern`]): bytes from anywhere (the network) are
+//! then always a value of the recorded type, so a typed subscriber of the same service
+//! never sees an invalid one (a `bool` holding 2). Others are refused with
+//! [`SendBytesError::NotEveryBitPattern`]; since validity is part of the payload's
+//! identity, a typed program whose type is not valid for every bit pattern never
+//! opens a service recorded as carrying one that is.
+//!
 //! The bytes are copied into a loaned chunk (one copy) and sent; the length recorded
 //! for subscribers is counted in the recorded type's elements (1 for a typed payload),
 //! so typed subscribers of the same service read a well-formed sample. The ordinary
@@ -24,6 +32,15 @@ pub enum SendBytesError {
     Length {
         /// Bytes given.
         len: usize,
+        /// The payload type recorded in the static config.
+        payload: String,
+    },
+    /// The recorded payload type has padding or bit patterns that are no value (a
+    /// `bool`): bytes from elsewhere could be an invalid value of it.
+    #[error(
+        "cannot send bytes as {payload}: not every byte string is a value of it (padding, or a bool); only payloads valid for every bit pattern travel as bytes"
+    )]
+    NotEveryBitPattern {
         /// The payload type recorded in the static config.
         payload: String,
     },
@@ -56,10 +73,17 @@ impl Publisher<[u8]> {
     /// network buffer), into a loaned chunk and sends it; returns how many subscribers
     /// got it. The payload must be a whole payload of the type recorded in the static
     /// config (see [`carry_payload_type`](crate::PubSubBuilder::carry_payload_type)):
-    /// its size for a typed payload, a multiple of the element size for a slice.
+    /// its size for a typed payload, a multiple of the element size for a slice; and
+    /// the recorded type must be valid for every bit pattern
+    /// ([`SendBytesError::NotEveryBitPattern`] otherwise, see the module docs).
     pub fn send_payload_bytes(&self, parts: &[&[u8]]) -> Result<usize, SendBytesError> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let recorded = &self.port.service.config.payload;
+        if !recorded.any_bit_pattern() {
+            return Err(SendBytesError::NotEveryBitPattern {
+                payload: recorded.to_string(),
+            });
+        }
         let element = recorded.element_size();
         let elements = match recorded {
             crate::PayloadType::Typed { .. } => (len == element).then_some(1),

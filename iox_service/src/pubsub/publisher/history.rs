@@ -44,6 +44,33 @@
 //! queue full is skipped (only if the subscriber's slot changed hands between our look
 //! and our push, as a send can also race), not reported.
 //!
+//! Which subscriber an entry is for. A publisher looks at a slot's state word and then
+//! pushes; the slot can change hands in between (its subscriber goes, a new one
+//! claims the slot, drains its queues and connects), and the push then lands in the
+//! new subscriber's queue although it was meant for the old one: a *stray*. Given the
+//! history later, the new subscriber would see that sample twice and out of order. So
+//! per (publisher slot, subscriber slot) there is one more word in shared memory, the
+//! *history-given* word (`Dynamic::history_given`): the generation of the subscriber
+//! this publisher last gave its history to, written by the publisher alone.
+//! - Giving the history to a subscriber of a new generation, the publisher first takes
+//!   back everything still queued from it to that slot (strays; as producer, claim by
+//!   claim), then stores the generation (Release), then pushes the history. If someone
+//!   holds a claim on the queue meanwhile, it leaves that subscriber for a later send.
+//! - A subscriber of a service with history, taking an entry from publisher `p`,
+//!   compares `p`'s history-given word for its slot with its own generation *while it
+//!   holds the claim on the entry*; if they differ, the entry is a stray: it releases
+//!   the chunk and looks again.
+//! Why no stray is ever taken as one's own: a stray was pushed before the publisher's
+//! store of the new generation. Either the subscriber's claim on it ended before the
+//! publisher's drain claimed (then the subscriber's look, before its claim ended,
+//! happens-before the store, and sees the old value), or the drain took it first. An
+//! entry pushed after the store is found with the store visible (the pop's Acquire of
+//! the write index). A publisher SIGKILLed anywhere in this leaves nothing new to
+//! recover: the drain is claims and releases like any drain, the store is one word,
+//! and the next publisher of the slot keeps the word as it is (its first history,
+//! empty, goes to the same generation; a subscriber whose generation is already there
+//! keeps what the dead publisher queued for it).
+//!
 //! Dropping the publisher drains its history queue: each kept chunk returns to the pool
 //! once no subscriber holds it; samples already queued for subscribers stay theirs.
 //!
@@ -59,7 +86,7 @@ use iox_mempool::ChunkHandle;
 use super::{PublisherPort, SendError};
 use crate::dynamic::{self, Dynamic};
 use crate::port;
-use crate::queue::{self, Pushed};
+use crate::queue::{self, Popped, Pushed};
 use crate::shm::connected;
 
 /// The recorded state word of a subscriber slot we never gave the history to: no
@@ -143,6 +170,9 @@ impl PublisherPort {
             {
                 continue;
             }
+            // The slot may change hands from here to the push: then the entry is a
+            // stray, which the new subscriber drops (see the module docs).
+            crate::testing::stall_point("history-send-before-push");
             match self.push_to(d, s, entry, self.drop_oldest) {
                 Pushed::Stored | Pushed::DroppedOldest => {
                     delivered += 1;
@@ -199,6 +229,18 @@ impl PublisherPort {
             {
                 continue;
             }
+            let generation = dynamic::split_state(state).0;
+            let given_to = d.history_given(self.slot, s);
+            if given_to.load(Ordering::Relaxed) != generation {
+                // Strays we pushed while the slot changed hands: gone before the new
+                // subscriber can take any of them as ours. Someone mid-take: later.
+                if !self.drain_strays(d, s) {
+                    continue;
+                }
+                // Release, and before the pushes below: a take that finds this
+                // generation here finds only entries for it.
+                given_to.store(generation, Ordering::Release);
+            }
             connected.set(state);
             for kept in d.history_queue(self.slot).entries() {
                 if self.resend(d, s, kept) {
@@ -208,6 +250,25 @@ impl PublisherPort {
             }
         }
         (given, pushed_to)
+    }
+
+    /// Takes back everything queued from us to subscriber slot `s` (entries pushed to
+    /// an earlier subscriber of the slot, which it did not take), before the slot's
+    /// new subscriber is given our history. Whether the queue is empty now (false if
+    /// someone holds a claim on it: a take in progress, or a dead taker's claim that
+    /// recovery resolves).
+    fn drain_strays(&self, d: Dynamic<'_>, s: usize) -> bool {
+        let q = d.queue(self.slot, s);
+        loop {
+            let mut taken = None;
+            match q.pop(queue::BY_PRODUCER, |e| {
+                taken = port::take_entry(&self.pool, e, self.owner)
+            }) {
+                Popped::Took(_) => self.release_taken(taken),
+                Popped::Empty => return true,
+                Popped::Busy => return false,
+            }
+        }
     }
 
     /// Sends the chunk of history entry `kept` once more, to subscriber `s` alone, as
