@@ -32,7 +32,7 @@ use thiserror::Error;
 use super::{EventId, pending};
 use crate::doorbell::Doorbell;
 use crate::dynamic::PortHeader;
-use crate::port::{self, PortCreateError, Shared};
+use crate::port::{self, PortCreateError, Shared, Side, SlotClaim};
 
 /// Builds a [`Listener`].
 #[derive(Debug)]
@@ -69,38 +69,13 @@ impl ListenerBuilder {
     /// Claims a listener slot and binds its readiness socket. The listener sees the
     /// events notified from now on.
     pub fn create(self) -> Result<Listener, PortCreateError> {
-        port::check_own_process(&self.service)?;
+        let claim = SlotClaim::new(&self.service, Side::Receiving, "listener")?;
         let d = self.service.dynamic();
         let l = *d.layout();
-        let _ = crate::recovery::recover(&self.service);
-        let (slot, generation) = port::claim(
-            &self.service,
-            (0..l.max_subscribers).map(|s| d.subscriber(s)),
-            "listener",
-            l.max_subscribers,
-        )?;
-        let service = &self.service;
-        let doorbell = match Doorbell::bind(
-            &service.root,
-            &service.stem,
-            slot,
-            generation,
-            service.node_id(),
-            service.config.permissions,
-        ) {
-            Ok(b) => b,
-            Err(source) => {
-                port::free(d.subscriber(slot), generation);
-                return Err(PortCreateError::Doorbell {
-                    service: service.name.to_string(),
-                    source,
-                });
-            }
-        };
+        let doorbell = claim.doorbell(claim.slot())?;
         // What a previous owner of the slot left is not for us.
-        pending::clear(d.pending(slot));
-        port::activate(d.subscriber(slot), generation, None);
-        port::announce(d);
+        pending::clear(d.pending(claim.slot()));
+        let (slot, generation) = claim.activate(None);
         Ok(Listener {
             fork_generation: self.service.fork_generation,
             ids: l.event_ids,

@@ -18,7 +18,7 @@ use thiserror::Error;
 use super::{EventId, pending};
 use crate::doorbell::Ringer;
 use crate::dynamic::PortHeader;
-use crate::port::{self, PortCreateError, Shared};
+use crate::port::{self, PortCreateError, Shared, Side, SlotClaim};
 
 /// Builds a [`Notifier`].
 #[derive(Debug)]
@@ -72,20 +72,11 @@ impl NotifierBuilder {
     /// Claims a notifier slot. Emits the service's `notifier_created_event`, if it
     /// has one.
     pub fn create(self) -> Result<Notifier, PortCreateError> {
-        port::check_own_process(&self.service)?;
-        let d = self.service.dynamic();
-        let l = *d.layout();
-        // Free the slots of dead processes first (best effort, as for publishers); a
-        // dead notifier found here emits the dead event.
-        let _ = crate::recovery::recover(&self.service);
-        let (slot, generation) = port::claim(
-            &self.service,
-            (0..l.max_publishers).map(|p| d.publisher(p)),
-            "notifier",
-            l.max_publishers,
-        )?;
-        port::activate(d.publisher(slot), generation, None);
-        port::announce(d);
+        // Claiming recovers dead participants first; a dead notifier found there
+        // emits the dead event.
+        let claim = SlotClaim::new(&self.service, Side::Sending, "notifier")?;
+        let l = *self.service.dynamic().layout();
+        let (slot, generation) = claim.activate(None);
         let event = self
             .service
             .config

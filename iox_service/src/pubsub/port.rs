@@ -1,5 +1,7 @@
-//! What publishers and subscribers share: claiming a port slot in the dynamic segment,
-//! owner bits, pinning the pool, and the error of port creation.
+//! What every port kind shares: claiming a port slot in the dynamic segment (one guard,
+//! [`SlotClaim`], for publishers, subscribers, notifiers, listeners, clients and
+//! servers), owner bits, pinning the pool, waking receivers, and the error of port
+//! creation.
 //!
 //! A slot is claimed with a CAS of its `node` word from 0 to the claimer's node id;
 //! the claimer bumps the generation in the state word (`CLAIMING`), fills in its pid,
@@ -17,7 +19,7 @@ use std::sync::atomic::{Ordering, fence};
 use iox_mempool::{Bookkeeping, ChunkHandle, MemoryType, Owner, PinError, PoolPin};
 use thiserror::Error;
 
-use crate::doorbell::{self, Ringer};
+use crate::doorbell::{self, Doorbell, Ringer};
 use crate::dynamic::{self, Dynamic, PortHeader};
 use crate::queue::{self, Popped, Queue};
 use crate::service::ServiceShared;
@@ -102,8 +104,155 @@ pub(crate) fn check_own_process(service: &ServiceShared) -> Result<(), PortCreat
     }
 }
 
+/// Which slots of a service a port takes: the sending side's (publishers, notifiers,
+/// clients; owner bit = slot) or the receiving side's (subscribers, listeners,
+/// servers; owner bit = `max_publishers + slot`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// The publisher slots.
+    Sending,
+    /// The subscriber slots.
+    Receiving,
+}
+
+/// A port slot being set up: the one way every port kind is created. [`SlotClaim::new`]
+/// checks the handle is this process's, recovers dead participants (best effort: a
+/// live recoverer or an unreadable file only means no slot is freed now), and claims a
+/// free slot of the side; the steps that can fail (a writable payload, the readiness
+/// socket, pinning) come through it; [`SlotClaim::activate`] makes the port visible.
+/// Dropped before that (any failure, a panic), the claim frees the slot again, so a
+/// failed creation leaves nothing behind. A process SIGKILLed while it holds one
+/// leaves a claimed, not active slot of its node, which recovery frees like any dead
+/// port's.
+pub(crate) struct SlotClaim<'a> {
+    service: &'a ServiceShared,
+    side: Side,
+    slot: usize,
+    generation: u64,
+    /// Activated: the slot is the port's now, not the claim's.
+    done: bool,
+}
+
+impl<'a> SlotClaim<'a> {
+    /// Claims a free slot of `side` for a port of `kind` ("publisher", "listener"...).
+    pub(crate) fn new(
+        service: &'a ServiceShared,
+        side: Side,
+        kind: &'static str,
+    ) -> Result<Self, PortCreateError> {
+        check_own_process(service)?;
+        let _ = crate::recovery::recover(service);
+        let d = service.dynamic();
+        let l = d.layout();
+        let (slot, generation) = match side {
+            Side::Sending => claim(
+                service,
+                (0..l.max_publishers).map(|p| d.publisher(p)),
+                kind,
+                l.max_publishers,
+            )?,
+            Side::Receiving => claim(
+                service,
+                (0..l.max_subscribers).map(|s| d.subscriber(s)),
+                kind,
+                l.max_subscribers,
+            )?,
+        };
+        Ok(Self {
+            service,
+            side,
+            slot,
+            generation,
+            done: false,
+        })
+    }
+
+    /// The slot claimed.
+    pub(crate) fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// The owner bit of the port in this slot.
+    pub(crate) fn owner(&self) -> Owner {
+        match self.side {
+            Side::Sending => publisher_owner(self.slot),
+            Side::Receiving => subscriber_owner(self.service.dynamic().layout().max_publishers, self.slot),
+        }
+    }
+
+    fn header(&self) -> &'a PortHeader {
+        let d = self.service.dynamic();
+        match self.side {
+            Side::Sending => d.publisher(self.slot),
+            Side::Receiving => d.subscriber(self.slot),
+        }
+    }
+
+    /// This process writes payloads: its mapping of the pool becomes writable (only
+    /// once a slot is ours, so a refused port leaves a reading process read-only).
+    pub(crate) fn make_writable(&self) -> Result<(), PortCreateError> {
+        self.service
+            .pool
+            .make_payload_writable()
+            .map_err(|source| PortCreateError::MapWritable {
+                service: self.service.name.to_string(),
+                source,
+            })
+    }
+
+    /// Binds the port's readiness socket as doorbell slot `doorbell_slot` (see
+    /// [`crate::doorbell`]; receivers use their slot, request-response clients theirs
+    /// after the servers').
+    pub(crate) fn doorbell(&self, doorbell_slot: usize) -> Result<Doorbell, PortCreateError> {
+        let s = self.service;
+        Doorbell::bind(
+            &s.root,
+            &s.stem,
+            doorbell_slot,
+            self.generation,
+            s.node_id(),
+            s.config.permissions,
+        )
+        .map_err(|source| PortCreateError::Doorbell {
+            service: s.name.to_string(),
+            source,
+        })
+    }
+
+    /// Pins the service's pool if asked to (see [`pin`]).
+    pub(crate) fn pin(&self, requested: bool) -> Result<Option<PoolPin>, PortCreateError> {
+        pin(self.service, requested)
+    }
+
+    /// Marks the slot active (recording whether the port pinned) and tells waiters;
+    /// from here on the port owns the slot and frees it when it goes. Returns the
+    /// slot and its generation. Build the port right after: nothing between may fail.
+    pub(crate) fn activate(self, pin: Option<&PoolPin>) -> (usize, u64) {
+        self.activate_then(pin, || {})
+    }
+
+    /// [`SlotClaim::activate`], running `then` between the activation and the news to
+    /// waiters (a subscriber joins the connected set there, so a publisher woken by
+    /// the news delivers to it).
+    pub(crate) fn activate_then(mut self, pin: Option<&PoolPin>, then: impl FnOnce()) -> (usize, u64) {
+        activate(self.header(), self.generation, pin);
+        then();
+        announce(self.service.dynamic());
+        self.done = true;
+        (self.slot, self.generation)
+    }
+}
+
+impl Drop for SlotClaim<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            free(self.header(), self.generation);
+        }
+    }
+}
+
 /// Claims a free slot among `slots`, returning its index and generation.
-pub(crate) fn claim<'a>(
+fn claim<'a>(
     service: &ServiceShared,
     slots: impl Iterator<Item = &'a PortHeader>,
     kind: &'static str,
@@ -147,7 +296,7 @@ pub(crate) fn claim<'a>(
 
 /// Marks a claimed slot active; publishers see it from now on. Records whether the
 /// port pinned the pool, for tools.
-pub(crate) fn activate(header: &PortHeader, generation: u64, pin: Option<&PoolPin>) {
+fn activate(header: &PortHeader, generation: u64, pin: Option<&PoolPin>) {
     if pin.is_some_and(PoolPin::is_pinned) {
         header.flags.store(dynamic::PINNED, Ordering::Relaxed);
     }
@@ -198,6 +347,16 @@ pub(crate) fn subscriber_owner(max_publishers: usize, s: usize) -> Owner {
 pub(crate) fn take_entry(pool: &Bookkeeping, entry: u64, owner: Owner) -> Option<ChunkHandle> {
     let h = pool.handle_from_raw(queue::entry_chunk(entry))?;
     pool.take_queued(h, owner).ok().map(|()| h)
+}
+
+/// Releases everything queued for receiver slot `slot` (a subscriber's samples, a
+/// server's requests) from every sender slot, as its `owner`; entries someone else
+/// is taking right now stay for them. What a new receiver does before it activates
+/// (a previous owner's leftovers are not for it) and a closing one after.
+pub(crate) fn drain_receiver_queues(d: Dynamic<'_>, pool: &Bookkeeping, slot: usize, owner: Owner) {
+    for p in 0..d.layout().max_publishers {
+        drain_queue(&d.queue(p, slot), queue::BY_CONSUMER, pool, owner);
+    }
 }
 
 /// Takes every entry of `q` as `claim_as` into `owner` and releases it at once;

@@ -67,7 +67,7 @@ use thiserror::Error;
 
 use crate::doorbell::{self, Ringer};
 use crate::dynamic::{Dynamic, PortHeader};
-use crate::port::{self, PortCreateError, Shared, WaitForPortsError};
+use crate::port::{self, PortCreateError, Shared, Side, SlotClaim, WaitForPortsError};
 use crate::queue::{self, Pushed};
 use crate::sample::SampleMutUninit;
 use crate::shm::connected;
@@ -170,35 +170,15 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
 
     /// Claims a publisher slot (and pins, if asked).
     pub fn create(self) -> Result<Publisher<P>, PortCreateError> {
-        port::check_own_process(&self.service)?;
+        let claim = SlotClaim::new(&self.service, Side::Sending, "publisher")?;
         let d = self.service.dynamic();
-        let (max, max_subscribers) = (d.layout().max_publishers, d.layout().max_subscribers);
-        // Free the slots of dead processes first (best effort: a live recoverer or an
-        // unreadable file only means no slot is freed now).
-        let _ = crate::recovery::recover(&self.service);
-        let (slot, generation) =
-            port::claim(&self.service, (0..max).map(|p| d.publisher(p)), "publisher", max)?;
+        let max_subscribers = d.layout().max_subscribers;
         // Before any push: subscribers poll this slot's queues from now on.
-        d.publishers_seen().mark(slot);
-        // This process publishes: its mapping of the payload becomes writable (only
-        // once a slot is ours, so a refused publisher leaves a subscriber-only process
-        // read-only).
-        if let Err(source) = self.service.pool.make_payload_writable() {
-            port::free(d.publisher(slot), generation);
-            return Err(PortCreateError::MapWritable {
-                service: self.service.name.to_string(),
-                source,
-            });
-        }
-        let pin = match port::pin(&self.service, self.pin) {
-            Ok(p) => p,
-            Err(e) => {
-                port::free(d.publisher(slot), generation);
-                return Err(e);
-            }
-        };
-        port::activate(d.publisher(slot), generation, pin.as_ref());
-        port::announce(d);
+        d.publishers_seen().mark(claim.slot());
+        claim.make_writable()?;
+        let pin = claim.pin(self.pin)?;
+        let owner = claim.owner();
+        let (slot, generation) = claim.activate(pin.as_ref());
         let ringer = Ringer::new(&self.service.root, &self.service.stem, max_subscribers);
         let read_cache = Box::new(std::array::from_fn(|_| Cell::new(0)));
         let history =
@@ -217,7 +197,7 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
                 service: self.service,
                 slot,
                 generation,
-                owner: port::publisher_owner(slot),
+                owner,
                 seq: Cell::new(crate::node::random_u32() | 1),
                 hint: Cell::new(0),
                 spare: spare::Spare::new(),

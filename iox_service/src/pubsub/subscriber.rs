@@ -62,7 +62,7 @@ use thiserror::Error;
 
 use crate::doorbell::Doorbell;
 use crate::dynamic::PortHeader;
-use crate::port::{self, PortCreateError, Shared, WaitForPortsError};
+use crate::port::{self, PortCreateError, Shared, Side, SlotClaim, WaitForPortsError};
 use crate::queue::{self, Popped};
 use crate::sample::Sample;
 use crate::{Payload, ZeroCopySafe};
@@ -134,43 +134,20 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
 
     /// Claims a subscriber slot (and pins, if asked).
     pub fn create(self) -> Result<Subscriber<P>, PortCreateError> {
-        port::check_own_process(&self.service)?;
+        let claim = SlotClaim::new(&self.service, Side::Receiving, "subscriber")?;
         let d = self.service.dynamic();
         let l = *d.layout();
-        // Free the slots of dead processes first (best effort, as for publishers).
-        let _ = crate::recovery::recover(&self.service);
-        let (slot, generation) = port::claim(
-            &self.service,
-            (0..l.max_subscribers).map(|s| d.subscriber(s)),
-            "subscriber",
-            l.max_subscribers,
-        )?;
-        let fail = |e| {
-            port::free(d.subscriber(slot), generation);
-            Err(e)
-        };
-        let service = &self.service;
-        let doorbell = match Doorbell::bind(
-            &service.root,
-            &service.stem,
-            slot,
-            generation,
-            service.node_id(),
-            service.config.permissions,
-        ) {
-            Ok(b) => b,
-            Err(source) => {
-                return fail(PortCreateError::Doorbell {
-                    service: service.name.to_string(),
-                    source,
-                });
-            }
-        };
-        let pin = match port::pin(&self.service, self.pin) {
-            Ok(p) => p,
-            Err(e) => return fail(e),
-        };
-        let subscriber = Subscriber {
+        let doorbell = claim.doorbell(claim.slot())?;
+        let pin = claim.pin(self.pin)?;
+        let (owner, slot) = (claim.owner(), claim.slot());
+        // What a previous owner of the slot left in its queues is not for us, and
+        // neither is its may-wait bit (see `shm::may_wait`).
+        port::drain_receiver_queues(d, &self.service.pool, slot, owner);
+        d.may_wait().reset(slot);
+        // Publishers deliver from the connected set on (see `shm::connected`): joined
+        // before waiters hear of the port, so a publisher they wake delivers to it.
+        let (slot, generation) = claim.activate_then(pin.as_ref(), || d.connected().connect(slot));
+        Ok(Subscriber {
             port: Arc::new(SubscriberPort {
                 fork_generation: self.service.fork_generation,
                 max_held: self.service.config.max_held as usize,
@@ -179,7 +156,7 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
                 service: self.service,
                 slot,
                 generation,
-                owner: port::subscriber_owner(l.max_publishers, slot),
+                owner,
                 doorbell,
                 pin,
             }),
@@ -188,15 +165,7 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
             stuck: Cell::new(0),
             last_recovery: Cell::new(None),
             _payload: PhantomData,
-        };
-        subscriber.port.drain();
-        // A bit the slot's previous subscriber left (see `shm::may_wait`).
-        subscriber.port.service.dynamic().may_wait().reset(slot);
-        port::activate(subscriber.port.header(), generation, subscriber.port.pin.as_ref());
-        // Publishers deliver from now on (see `shm::connected`).
-        subscriber.port.service.dynamic().connected().connect(slot);
-        port::announce(subscriber.port.service.dynamic());
-        Ok(subscriber)
+        })
     }
 }
 
@@ -274,10 +243,7 @@ impl SubscriberPort {
     /// Releases everything queued for this slot (entries someone else is taking right
     /// now stay for them).
     fn drain(&self) {
-        let d = self.service.dynamic();
-        for p in 0..d.layout().max_publishers {
-            port::drain_queue(&d.queue(p, self.slot), queue::BY_CONSUMER, &self.pool, self.owner);
-        }
+        port::drain_receiver_queues(self.service.dynamic(), &self.pool, self.slot, self.owner);
     }
 
     /// Releases a received sample's chunk.

@@ -25,7 +25,7 @@ use super::slots::{self, LivenessClock};
 use super::{PendingResponse, service::MAX_LOANS};
 use crate::doorbell::{Doorbell, Ringer};
 use crate::dynamic::{self, PortHeader};
-use crate::port::{self, PortCreateError, Shared};
+use crate::port::{self, PortCreateError, Shared, Side, SlotClaim};
 use crate::publisher::LoanError;
 use crate::queue::{self, Pushed};
 use crate::{Payload, ZeroCopySafe};
@@ -84,53 +84,27 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ClientBuilder<Req, Resp> {
 
     /// Claims a client slot (and pins, if asked).
     pub fn create(self) -> Result<Client<Req, Resp>, PortCreateError> {
-        port::check_own_process(&self.service)?;
+        let claim = SlotClaim::new(&self.service, Side::Sending, "client")?;
         let d = self.service.dynamic();
         let l = *d.layout();
-        let _ = crate::recovery::recover(&self.service);
-        let (slot, generation) = port::claim(
-            &self.service,
-            (0..l.max_publishers).map(|c| d.publisher(c)),
-            "client",
-            l.max_publishers,
-        )?;
-        let fail = |e| {
-            port::free(d.publisher(slot), generation);
-            Err(e)
-        };
-        if let Err(source) = self.service.pool.make_payload_writable() {
-            return fail(PortCreateError::MapWritable {
-                service: self.service.name.to_string(),
-                source,
-            });
+        claim.make_writable()?;
+        // Client doorbells come after the servers' (see `crate::reqres`).
+        let doorbell = claim.doorbell(l.max_subscribers + claim.slot())?;
+        let pin = claim.pin(self.pin)?;
+        let owner = claim.owner();
+        // What a previous owner of the slot left: its request slots and responses.
+        for w in d.request_words(claim.slot()) {
+            w.store(0, Ordering::Relaxed);
         }
+        drain_responses(d, &self.service.pool, claim.slot(), owner);
+        let (slot, generation) = claim.activate(pin.as_ref());
         let s = &self.service;
-        let doorbell = match Doorbell::bind(
-            &s.root,
-            &s.stem,
-            l.max_subscribers + slot,
-            generation,
-            s.node_id(),
-            s.config.permissions,
-        ) {
-            Ok(b) => b,
-            Err(source) => {
-                return fail(PortCreateError::Doorbell {
-                    service: s.name.to_string(),
-                    source,
-                });
-            }
-        };
-        let pin = match port::pin(&self.service, self.pin) {
-            Ok(p) => p,
-            Err(e) => return fail(e),
-        };
         let port = ClientPort {
             ringer: Ringer::new(&s.root, &s.stem, l.max_subscribers),
             read_cache: (0..l.max_subscribers).map(|_| Cell::new(0)).collect(),
             fork_generation: s.fork_generation,
             pool: Arc::clone(&s.pool),
-            owner: port::publisher_owner(slot),
+            owner,
             max_active: l.buffer,
             service: Arc::clone(&self.service),
             slot,
@@ -146,17 +120,23 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ClientBuilder<Req, Resp> {
             stash: RefCell::new(HashMap::new()),
             liveness: LivenessClock::default(),
         };
-        // What a previous owner of the slot left: its request slots and responses.
-        for w in d.request_words(slot) {
-            w.store(0, Ordering::Relaxed);
-        }
-        port.drain_responses();
-        port::activate(d.publisher(slot), generation, port.pin.as_ref());
-        port::announce(d);
         Ok(Client {
             port: Rc::new(port),
             _payload: PhantomData,
         })
+    }
+}
+
+/// Releases every response queued for client slot `slot` (as its `owner`), from every
+/// server.
+fn drain_responses(
+    d: crate::dynamic::Dynamic<'_>,
+    pool: &iox_mempool::Bookkeeping,
+    slot: usize,
+    owner: Owner,
+) {
+    for s in 0..d.layout().max_subscribers {
+        port::drain_queue(&d.response_queue(s, slot), queue::BY_CONSUMER, pool, owner);
     }
 }
 
@@ -230,15 +210,7 @@ impl ClientPort {
 
     /// Releases everything queued for this client by any server.
     fn drain_responses(&self) {
-        let d = self.service.dynamic();
-        for s in 0..d.layout().max_subscribers {
-            port::drain_queue(
-                &d.response_queue(s, self.slot),
-                queue::BY_CONSUMER,
-                &self.pool,
-                self.owner,
-            );
-        }
+        drain_responses(self.service.dynamic(), &self.pool, self.slot, self.owner);
     }
 
     fn loan(&self, bytes: usize) -> Result<(ChunkHandle, *mut u8), LoanError> {

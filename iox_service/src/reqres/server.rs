@@ -27,7 +27,7 @@ use super::slots::{self, LivenessClock, Step};
 use crate::Payload;
 use crate::doorbell::{Doorbell, Ringer};
 use crate::dynamic::{self, PortHeader};
-use crate::port::{self, PortCreateError, Shared};
+use crate::port::{self, PortCreateError, Shared, Side, SlotClaim};
 use crate::publisher::LoanError;
 use crate::queue::{self, Popped, Pushed};
 
@@ -96,53 +96,23 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ServerBuilder<Req, Resp> {
 
     /// Claims a server slot (and pins, if asked).
     pub fn create(self) -> Result<Server<Req, Resp>, PortCreateError> {
-        port::check_own_process(&self.service)?;
+        let claim = SlotClaim::new(&self.service, Side::Receiving, "server")?;
         let d = self.service.dynamic();
         let l = *d.layout();
-        let _ = crate::recovery::recover(&self.service);
-        let (slot, generation) = port::claim(
-            &self.service,
-            (0..l.max_subscribers).map(|s| d.subscriber(s)),
-            "server",
-            l.max_subscribers,
-        )?;
-        let fail = |e| {
-            port::free(d.subscriber(slot), generation);
-            Err(e)
-        };
-        if let Err(source) = self.service.pool.make_payload_writable() {
-            return fail(PortCreateError::MapWritable {
-                service: self.service.name.to_string(),
-                source,
-            });
-        }
+        claim.make_writable()?;
+        let doorbell = claim.doorbell(claim.slot())?;
+        let pin = claim.pin(self.pin)?;
+        let owner = claim.owner();
+        // What a previous owner of the slot left: its requests.
+        port::drain_receiver_queues(d, &self.service.pool, claim.slot(), owner);
+        let (slot, generation) = claim.activate(pin.as_ref());
         let s = &self.service;
-        let doorbell = match Doorbell::bind(
-            &s.root,
-            &s.stem,
-            slot,
-            generation,
-            s.node_id(),
-            s.config.permissions,
-        ) {
-            Ok(b) => b,
-            Err(source) => {
-                return fail(PortCreateError::Doorbell {
-                    service: s.name.to_string(),
-                    source,
-                });
-            }
-        };
-        let pin = match port::pin(&self.service, self.pin) {
-            Ok(p) => p,
-            Err(e) => return fail(e),
-        };
         let port = ServerPort {
             ringer: Ringer::new(&s.root, &s.stem, l.max_subscribers + l.max_publishers),
             read_cache: (0..l.max_publishers).map(|_| Cell::new(0)).collect(),
             fork_generation: s.fork_generation,
             pool: Arc::clone(&s.pool),
-            owner: port::subscriber_owner(l.max_publishers, slot),
+            owner,
             service: Arc::clone(&self.service),
             slot,
             generation,
@@ -154,9 +124,6 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ServerBuilder<Req, Resp> {
             loans: Cell::new(0),
             liveness: LivenessClock::default(),
         };
-        port.drain_requests();
-        port::activate(d.subscriber(slot), generation, port.pin.as_ref());
-        port::announce(d);
         Ok(Server {
             port: Rc::new(port),
             _payload: PhantomData,
@@ -223,10 +190,7 @@ impl ServerPort {
 
     /// Releases every request queued for this slot (requests not received).
     fn drain_requests(&self) {
-        let d = self.service.dynamic();
-        for c in 0..d.layout().max_publishers {
-            port::drain_queue(&d.queue(c, self.slot), queue::BY_CONSUMER, &self.pool, self.owner);
-        }
+        port::drain_receiver_queues(self.service.dynamic(), &self.pool, self.slot, self.owner);
     }
 
     /// Takes the next live request: (handle, raw entry, client, client generation).

@@ -60,6 +60,7 @@
 //!   compares `p`'s history-given word for its slot with its own generation *while it
 //!   holds the claim on the entry*; if they differ, the entry is a stray: it releases
 //!   the chunk and looks again.
+//!
 //! Why no stray is ever taken as one's own: a stray was pushed before the publisher's
 //! store of the new generation. Either the subscriber's claim on it ended before the
 //! publisher's drain claimed (then the subscriber's look, before its claim ended,
