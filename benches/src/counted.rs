@@ -7,7 +7,9 @@
 //! The cases ([`Case`]): one publisher and one subscriber with default limits; the
 //! same with `max_subscribers(1)` and `max_subscribers(16)` (one connected: what slots
 //! that are not connected cost); fan-out to four connected subscribers (each message
-//! is sent once and received four times); and a loan released without sending.
+//! is sent once and received four times); a loan released without sending; and a
+//! request-response round trip (one client, one server, `u64` both ways: request
+//! loaned, sent, received, answered with one response, received, everything dropped).
 
 use std::hint::black_box;
 
@@ -24,11 +26,21 @@ pub enum Case {
     Fanout4,
     /// Loan a sample and drop it unsent (default limits).
     Loan,
+    /// One request and its one response (1 client, 1 server, 2 active requests, a
+    /// response buffer of 1): a message here is the whole round trip.
+    Reqres,
 }
 
 impl Case {
     /// Every case, in table order.
-    pub const ALL: [Case; 5] = [Case::One, Case::Max1, Case::Max16, Case::Fanout4, Case::Loan];
+    pub const ALL: [Case; 6] = [
+        Case::One,
+        Case::Max1,
+        Case::Max16,
+        Case::Fanout4,
+        Case::Loan,
+        Case::Reqres,
+    ];
 
     /// Its name on the command line and in the table.
     pub fn name(self) -> &'static str {
@@ -38,6 +50,7 @@ impl Case {
             Case::Max16 => "max16",
             Case::Fanout4 => "fanout4",
             Case::Loan => "loan",
+            Case::Reqres => "reqres",
         }
     }
 
@@ -54,7 +67,7 @@ impl Case {
     fn subscribers(self) -> usize {
         match self {
             Case::Fanout4 => 4,
-            Case::Loan => 0,
+            Case::Loan | Case::Reqres => 0,
             _ => 1,
         }
     }
@@ -90,6 +103,9 @@ pub fn run(library: Library, case: Case, n: u64) -> u64 {
 
 fn run_iox(case: Case, n: u64) -> u64 {
     let dir = tempfile::tempdir().expect("a temporary root");
+    if case == Case::Reqres {
+        return run_iox_reqres(dir.path(), n);
+    }
     let mut builder = iox_service::Service::named("counted")
         .expect("a valid name")
         .root(dir.path())
@@ -113,6 +129,42 @@ fn run_iox(case: Case, n: u64) -> u64 {
         for s in &subscribers {
             sum = sum.wrapping_add(counted_receive_iox(s));
         }
+    }
+    sum
+}
+
+fn run_iox_reqres(root: &std::path::Path, n: u64) -> u64 {
+    let svc = iox_service::Service::named("counted-rr")
+        .expect("a valid name")
+        .root(root)
+        .request_response::<u64, u64>()
+        .max_clients(1)
+        .max_servers(1)
+        .max_active_requests_per_client(2)
+        .max_response_buffer(1)
+        .open_or_create()
+        .expect("the service");
+    let client = svc.client_builder().create().expect("a client");
+    let server = svc.server_builder().create().expect("a server");
+    let mut sum = 0u64;
+    for i in 0..n {
+        let pending = client
+            .loan_uninit()
+            .expect("a request loan")
+            .write_payload(i)
+            .send()
+            .expect("the request sent");
+        let active = server.receive().expect("received").expect("a request");
+        let answer = *active + 1;
+        active
+            .loan_uninit()
+            .expect("a response loan")
+            .write_payload(answer)
+            .send()
+            .expect("the response sent");
+        drop(active);
+        let response = pending.receive().expect("received").expect("a response");
+        sum = sum.wrapping_add(*response);
     }
     sum
 }
@@ -142,6 +194,9 @@ fn run_iceoryx2(case: Case, n: u64) -> u64 {
         .create::<ipc::Service>()
         .expect("iceoryx2 node");
     let name = format!("iox-counted/{}", std::process::id());
+    if case == Case::Reqres {
+        return run_iceoryx2_reqres(&node, &name, n);
+    }
     let mut builder = node
         .service_builder(&name.as_str().try_into().expect("a service name"))
         .publish_subscribe::<u64>();
@@ -164,6 +219,45 @@ fn run_iceoryx2(case: Case, n: u64) -> u64 {
         for s in &subscribers {
             sum = sum.wrapping_add(counted_receive_iceoryx2(s));
         }
+    }
+    sum
+}
+
+fn run_iceoryx2_reqres(
+    node: &iceoryx2::node::Node<iceoryx2::prelude::ipc::Service>,
+    name: &str,
+    n: u64,
+) -> u64 {
+    let svc = node
+        .service_builder(&name.try_into().expect("a service name"))
+        .request_response::<u64, u64>()
+        .max_clients(1)
+        .max_servers(1)
+        .max_active_requests_per_client(2)
+        .max_response_buffer_size(1)
+        .open_or_create()
+        .expect("iceoryx2 service");
+    let client = svc.client_builder().create().expect("iceoryx2 client");
+    let server = svc.server_builder().create().expect("iceoryx2 server");
+    let mut sum = 0u64;
+    for i in 0..n {
+        let pending = client
+            .loan_uninit()
+            .expect("iceoryx2 loan")
+            .write_payload(i)
+            .send()
+            .expect("iceoryx2 request");
+        let active = server.receive().expect("iceoryx2 receive").expect("a request");
+        let answer = *active.payload() + 1;
+        active
+            .loan_uninit()
+            .expect("iceoryx2 loan")
+            .write_payload(answer)
+            .send()
+            .expect("iceoryx2 response");
+        drop(active);
+        let response = pending.receive().expect("iceoryx2 receive").expect("a response");
+        sum = sum.wrapping_add(*response.payload());
     }
     sum
 }

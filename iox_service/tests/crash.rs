@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use iox_service::{Backing, PubSubBuilder, PubSubService, Publisher, Service, Subscriber};
-use iox_testkit::{Reaped, Rng, env, role, wait_ok, wait_until};
+use iox_testkit::{Reaped, Rng, env, role, root_env, wait_ok, wait_until};
 
 const NAME: &str = "crash/rounds";
 const LIMIT: Duration = Duration::from_secs(20);
@@ -23,10 +23,6 @@ fn builder(root: &Path) -> PubSubBuilder<u64> {
         .subscriber_buffer(4)
         .max_loans(3)
         .max_held(3)
-}
-
-fn root_env(root: &Path) -> (&'static str, String) {
-    ("IOX_ROOT", root.display().to_string())
 }
 
 /// The roles a child can take; each loops until it is killed.

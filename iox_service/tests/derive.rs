@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use iox_service::{OpenError, Overflow, PayloadType, PubSubService, SendError, Service, ZeroCopySafe};
-use iox_testkit::{role, spawn_self, wait_ok, wait_until};
+use iox_testkit::{role, root_env, spawn_self, wait_ok, wait_until};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -77,10 +77,6 @@ mod posebad {
     pub struct PoseAlign4 {
         pub words: [u32; 6],
     }
-}
-
-fn root_env(dir: &tempfile::TempDir) -> (&'static str, String) {
-    ("IOX_ROOT", dir.path().display().to_string())
 }
 
 fn pose(i: u32) -> (f64, f64, f32, u32) {

@@ -10,13 +10,9 @@ use iox_service::{
     ConfigError, CreateError, EventId, EventService, InvalidConfig, NotifyError, OpenError,
     OpenOrCreateError, Service,
 };
-use iox_testkit::{Reaped, env, role, spawn_self, wait_ok, wait_until};
+use iox_testkit::{Reaped, env, role, root_env, spawn_self, wait_ok, wait_until};
 
 const LIMIT: Duration = Duration::from_secs(60);
-
-fn root_env(root: &Path) -> (&'static str, String) {
-    ("IOX_ROOT", root.display().to_string())
-}
 
 fn open(name: &str) -> EventService {
     Service::named(name).unwrap().event().open().unwrap()

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use iox_service::{Backing, CreateError, OpenError, PubSubBuilder, Service, ServiceName};
-use iox_testkit::{Reaped, env, role, spawn_self, wait_ok, wait_until};
+use iox_testkit::{Reaped, env, role, root_env, spawn_self, wait_ok, wait_until};
 
 const LIMIT: Duration = Duration::from_secs(20);
 const POOL_MIB: usize = 48;
@@ -58,10 +58,6 @@ fn holders(name: &str) -> Vec<u32> {
         }
     }
     pids
-}
-
-fn root_env(root: &Path) -> (&'static str, String) {
-    ("IOX_ROOT", root.display().to_string())
 }
 
 #[test]

@@ -5,13 +5,9 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use iox_service::{MemoryType, OpenError, Overflow, PubSubService, SendError, Service};
-use iox_testkit::{env, role, self_command, spawn_self, vm_lck_kib, wait_ok, wait_until};
+use iox_testkit::{env, role, root_env, self_command, spawn_self, vm_lck_kib, wait_ok, wait_until};
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn root_env(dir: &tempfile::TempDir) -> (&'static str, String) {
-    ("IOX_ROOT", dir.path().display().to_string())
-}
 
 /// Calls `send` until the sample reaches the one subscriber (Reject policy: a full
 /// queue refuses, and we try again once the subscriber has read).

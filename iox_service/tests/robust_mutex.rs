@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use iox_mempool::segment::{Access, Segment};
 use iox_service::robust_mutex::{Locked, NodeLiveness, RawRobustMutex};
-use iox_testkit::{Reaped, env, role, spawn_self, wait_ok, wait_until};
+use iox_testkit::{Reaped, env, role, root_env, spawn_self, wait_ok, wait_until};
 use lock_api::RawMutex;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -52,10 +52,6 @@ impl Mapped {
         // long as `self`; Shared is atomics and a u64, valid for any bytes.
         unsafe { &*self.seg.as_ptr().cast::<Shared>() }
     }
-}
-
-fn root_env(root: &Path) -> (&'static str, String) {
-    ("IOX_ROOT", root.display().to_string())
 }
 
 fn child_root() -> std::path::PathBuf {

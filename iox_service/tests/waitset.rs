@@ -14,7 +14,7 @@ use iox_service::{
     CallbackProgression, Overflow, PubSubService, SendError, Service, Subscriber, WaitSet,
     WaitSetAttachError, WaitSetRunResult,
 };
-use iox_testkit::{Reaped, env, role, self_command, spawn_self, wait_ok, wait_until};
+use iox_testkit::{Reaped, env, role, root_env, self_command, spawn_self, wait_ok, wait_until};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -24,10 +24,6 @@ type Msg = [u64; 2];
 /// A child's root (its `IOX_ROOT`).
 fn child_root() -> PathBuf {
     env::<String>("IOX_ROOT").into()
-}
-
-fn root_env(dir: &tempfile::TempDir) -> (&'static str, String) {
-    ("IOX_ROOT", dir.path().display().to_string())
 }
 
 fn open(root: &Path, name: &str, subscribers: u32) -> PubSubService<Msg> {

@@ -22,7 +22,7 @@
 //! subscriber callbacks (the publishers move between Zenoh's threads as
 //! [`iox_service::SendablePublisher`]s), and one thread per import pattern opens local
 //! services off Zenoh's threads. So a sample wakes one bridge thread per direction
-//! beyond Zenoh's own (before: two threads on each side, each a wake-up). A thread per
+//! beyond Zenoh's own, and no hand-off between bridge threads. A thread per
 //! export keeps a slow service from delaying others.
 //!
 //! The core crates never depend on this one.

@@ -421,3 +421,8 @@ pub fn readable(fd: &impl std::os::fd::AsFd, timeout: Duration) -> bool {
     let n = unsafe { libc::poll(&mut pfd, 1, ms) };
     n == 1 && pfd.revents & libc::POLLIN != 0
 }
+
+/// The env pair that gives a child process the test's root (`IOX_ROOT`).
+pub fn root_env(root: impl AsRef<std::path::Path>) -> (&'static str, String) {
+    ("IOX_ROOT", root.as_ref().display().to_string())
+}

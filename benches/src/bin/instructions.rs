@@ -203,4 +203,11 @@ fn print_targets(table: &[(Case, Vec<Option<f64>>)], col: usize) {
             verdict(loan <= 80.0)
         );
     }
+    if let (Some(rr), Some(one)) = (get(Case::Reqres), get(Case::One)) {
+        let ratio = rr / one;
+        println!(
+            "target: request-response round trip <= 2x a pub-sub one-way: {rr:.1} = {ratio:.2}x ({})",
+            verdict(ratio <= 2.0)
+        );
+    }
 }

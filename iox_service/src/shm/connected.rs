@@ -1,11 +1,11 @@
 //! The connected-subscriber set: one bit per subscriber slot, in one word of the
 //! dynamic header, set while that subscriber is `ACTIVE` (publishers deliver to it).
 //!
-//! Why: a send used to load the state word of every subscriber slot, twice (before
-//! its pushes, to choose the queues, and after its fence, to drain queues of
-//! subscribers that closed meanwhile), so slots that were never connected cost as much
-//! as connected ones. Now a send loads this word twice and touches the slots of
-//! connected subscribers only.
+//! Why: a send must know, before its pushes and again after its fence, which
+//! subscribers to deliver to and which closed meanwhile. Reading every slot's state
+//! word for that would make slots that are not connected cost as much as connected
+//! ones; with the set, a send loads this word twice and touches the slots of connected
+//! subscribers only.
 //!
 //! Protocol (the state word stays what recovery, inspection and the history path
 //! read; this set follows it):

@@ -7,11 +7,11 @@
 //!   [`crate::recovery::robust_mutex`]), the format version (always at offset 40), the
 //!   limits it was sized for, the creator's node id, the ports-changed counter
 //!   that waits for ports sleep on, and the connected-subscriber set (one bit per
-//!   subscriber slot publishers deliver to, see [`crate::shm::connected`]; since
-//!   format version 7), the may-wait set (one bit per subscriber slot whose
+//!   subscriber slot publishers deliver to, see [`crate::shm::connected`]), the
+//!   may-wait set (one bit per subscriber slot whose
 //!   `waiting` word a publisher must read, see [`crate::shm::may_wait`]) and the
 //!   publishers-seen set (one bit per publisher slot ever taken, see
-//!   [`crate::shm::publishers_seen`]; both since format version 9);
+//!   [`crate::shm::publishers_seen`]);
 //! - the users table: [`USER_SLOTS`] words, each the node id of one open service
 //!   handle (0 = empty), then as many 32-bit words with the number + 1 of the file
 //!   descriptor under which that handle's process holds a memfd payload (0 = none;
@@ -20,7 +20,7 @@
 //!   before opening, and verify what they open);
 //! - one 64-byte port header per publisher slot, then one per subscriber slot (a
 //!   subscriber's header counts the samples its publishers could not deliver to it
-//!   because its queue was full, `missed`; since format version 8);
+//!   because its queue was full, `missed`);
 //! - one [`crate::queue`] per (publisher, subscriber) pair, row-major by publisher:
 //!   the read word on its own line, then the write index followed by the slots;
 //! - for a service with history (`history > 0` in the static config), per publisher

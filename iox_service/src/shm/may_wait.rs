@@ -4,9 +4,9 @@
 //! word instead of the `waiting` word of every subscriber it pushed to.
 //!
 //! Why: those `waiting` words are on each subscriber's own port line; a send to `n`
-//! subscribers that busy-poll (they never wait) used to load all `n` to find that
-//! nobody needs waking. Now it loads this word once, and the `waiting` words only of
-//! subscribers whose bit is set.
+//! subscribers that busy-poll (they never wait) would load all `n` to find that
+//! nobody needs waking. With the set it loads this word once, and the `waiting` words
+//! only of subscribers whose bit is set.
 //!
 //! Protocol (on top of the arming protocol of [`super::arming`] and the futex
 //! sleepers' count, both on the `waiting` word, unchanged):

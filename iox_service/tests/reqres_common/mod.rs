@@ -2,7 +2,6 @@
 //! the payloads, a planner service, a server loop and a stream collector.
 #![allow(dead_code)] // each test file uses a part
 
-use std::path::Path;
 use std::time::Duration;
 
 use iox_service::{RequestResponseService, Service};
@@ -10,9 +9,7 @@ use iox_service::{RequestResponseService, Service};
 pub const LIMIT: Duration = Duration::from_secs(60);
 pub const WAIT: Duration = Duration::from_secs(20);
 
-pub fn root_env(root: &Path) -> (&'static str, String) {
-    ("IOX_ROOT", root.display().to_string())
-}
+pub use iox_testkit::root_env;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, iox_service::ZeroCopySafe)]
 #[repr(C)]
