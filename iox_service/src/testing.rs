@@ -20,8 +20,8 @@
 //!   the history queue, not handed off;
 //! - `history-send-before-push`: a send with history checked a subscriber's state
 //!   word and is about to push to it;
-//! - `history-resend-before-hand-off`: a kept sample re-sent to a late subscriber, not
-//!   handed off;
+//! - `send-one-before-hand-off`: a send into one queue (a history sample re-sent to a
+//!   late subscriber, a request, a response) pushed, not handed off;
 //! - `wake-before-ring`: a sender found a receiver armed and is about to ring its
 //!   descriptor;
 //! - `wake-after-ring`: a sender rang an armed receiver and is about to clear the

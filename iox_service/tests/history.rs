@@ -188,7 +188,7 @@ fn a_publisher_killed_mid_send_or_mid_resend_leaks_no_chunk() {
         // Stalls in its first send, which pushes sample 0.
         ("history-send-before-hand-off", 1, false),
         // Sends 0..6 (keeps 2..=5), then stalls re-sending 2 to the late subscriber.
-        ("history-resend-before-hand-off", 6, true),
+        ("send-one-before-hand-off", 6, true),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();

@@ -376,6 +376,37 @@ pub(crate) fn drain_queue(q: &Queue<'_>, claim_as: u64, pool: &Bookkeeping, owne
     freed
 }
 
+/// The journaled hand-off of one chunk into one queue: a request, a response, a
+/// history sample re-sent to one late subscriber. `entry` (naming `chunk`, held by
+/// `owner`) is journaled in the sender's slot, pushed into `q` (never dropping an
+/// entry: the oldest could name the very chunk), and if it went in, one hand-off
+/// gives the queue its hold and drops `owner`'s; the journal is cleared. Returns
+/// whether it was pushed; if not, the chunk is still `owner`'s. A sender killed
+/// anywhere in here is finished by `recovery::finish_journaled_send`: the queue whose
+/// last entry is the journaled one got it, and the hand-off happens only while the
+/// sender's bit is set. (A send to many queues, pub-sub's, journals once for all.)
+#[inline]
+pub(crate) fn send_one(
+    journal: &std::sync::atomic::AtomicU64,
+    q: &Queue<'_>,
+    read_cache: &std::cell::Cell<u64>,
+    pool: &Bookkeeping,
+    chunk: ChunkHandle,
+    owner: Owner,
+    entry: u64,
+) -> bool {
+    journal.store(entry, Ordering::Relaxed);
+    let mut cached = read_cache.get();
+    let pushed = matches!(q.push(entry, false, &mut cached, |_| {}), queue::Pushed::Stored);
+    read_cache.set(cached);
+    if pushed {
+        crate::testing::stall_point("send-one-before-hand-off");
+        let _ = pool.hand_off(chunk, owner, 1);
+    }
+    journal.store(0, Ordering::Relaxed);
+    pushed
+}
+
 /// Wakes receiver slot `slot` (`header`), whose `waiting` word the sender read as
 /// `seen` (non-zero) after its push and fence: threads sleeping in `receive_timeout`
 /// (it bumps the futex word, so a sleeper that has not slept yet sees it changed, and

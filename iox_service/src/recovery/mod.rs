@@ -53,7 +53,7 @@ use iox_mempool::Bookkeeping;
 
 use crate::dynamic::{self, Dynamic};
 use crate::port;
-use crate::queue;
+use crate::queue::{self, Queue};
 use crate::service::ServiceShared;
 use robust_mutex::RawRobustMutex;
 
@@ -391,6 +391,53 @@ fn held_by(pool: &Bookkeeping, entry: u64, owner: iox_mempool::Owner) -> bool {
         .is_some_and(|w| w & owner.bit() != 0)
 }
 
+/// Resolves the claims a dead port left as `claimer` on `queues` (see
+/// `Queue::resolve_claim`: finished if the chunk already carries the port's bit,
+/// undone if not). The one place any pattern's recovery resolves claims.
+pub(crate) fn resolve_claims<'a>(
+    queues: impl Iterator<Item = Queue<'a>>,
+    claimer: u64,
+    pool: &Bookkeeping,
+    owner: iox_mempool::Owner,
+    report: &mut CleanupReport,
+) {
+    for q in queues {
+        // A finished take leaves the entry's hold on the dead port's bit, which is
+        // cleared with the rest of its holds.
+        if q.resolve_claim(claimer, |e| held_by(pool, e, owner)).is_some() {
+            report.takes_resolved += 1;
+        }
+    }
+}
+
+/// Finishes the send a dead sender (slot `header`, owner `owner`) was in the middle
+/// of, if its journal names one, into the `queues` it sends to, and clears the
+/// journal: the queues whose last entry is the journaled one got it, and one hand-off
+/// adds their holds and drops the sender's bit, only if that bit is still set (so a
+/// send that finished, or a second recoverer, changes nothing). The one place any
+/// pattern's recovery finishes a journaled send.
+pub(crate) fn finish_journaled_send<'a>(
+    header: &crate::dynamic::PortHeader,
+    queues: impl Iterator<Item = Queue<'a>>,
+    pool: &Bookkeeping,
+    owner: iox_mempool::Owner,
+    report: &mut CleanupReport,
+) {
+    let journal = header.journal.load(Ordering::Relaxed);
+    if journal != 0
+        && let Some(chunk) = pool.handle_from_raw(queue::entry_chunk(journal))
+        && held_by(pool, journal, owner)
+    {
+        let delivered = queues.filter(|q| q.last_pushed() == Some(journal)).count();
+        // An Err means another recoverer finished it between our looks.
+        if let Ok(freed) = pool.hand_off(chunk, owner, delivered as u32) {
+            report.sends_finished += 1;
+            report.chunks_freed += u64::from(freed);
+        }
+    }
+    header.journal.store(0, Ordering::Relaxed);
+}
+
 /// Recovers dead publisher slot `p`.
 fn recover_publisher(d: Dynamic<'_>, pool: &Bookkeeping, p: usize, report: &mut CleanupReport) {
     let header = d.publisher(p);
@@ -400,32 +447,9 @@ fn recover_publisher(d: Dynamic<'_>, pool: &Bookkeeping, p: usize, report: &mut 
     let subs = d.layout().max_subscribers;
     // Its history queue, if the service keeps one: one more queue it pushed to.
     let history = || (d.layout().history > 0).then(|| d.history_queue(p));
-    for q in (0..subs).map(|s| d.queue(p, s)).chain(history()) {
-        // A finished take leaves the entry's hold on the dead publisher's bit, which
-        // is cleared below with the rest.
-        if q.resolve_claim(queue::BY_PRODUCER, |e| held_by(pool, e, owner))
-            .is_some()
-        {
-            report.takes_resolved += 1;
-        }
-    }
-    let journal = header.journal.load(Ordering::Relaxed);
-    if journal != 0
-        && let Some(chunk) = pool.handle_from_raw(queue::entry_chunk(journal))
-        && held_by(pool, journal, owner)
-    {
-        let delivered = (0..subs)
-            .map(|s| d.queue(p, s))
-            .chain(history())
-            .filter(|q| q.last_pushed() == Some(journal))
-            .count();
-        // An Err means another recoverer finished it between our looks.
-        if let Ok(freed) = pool.hand_off(chunk, owner, delivered as u32) {
-            report.sends_finished += 1;
-            report.chunks_freed += u64::from(freed);
-        }
-    }
-    header.journal.store(0, Ordering::Relaxed);
+    let queues = || (0..subs).map(|s| d.queue(p, s)).chain(history());
+    resolve_claims(queues(), queue::BY_PRODUCER, pool, owner, report);
+    finish_journaled_send(header, queues(), pool, owner, report);
     // Queues to subscribers that are not active (they left, or are being set up)
     // have no consumer to drain them: the dead publisher may have pushed after they
     // left, or died in its own post-send drain. Drain them into its bit.

@@ -27,7 +27,7 @@ use crate::doorbell::{Doorbell, Ringer};
 use crate::dynamic::{self, PortHeader};
 use crate::port::{self, PortCreateError, Shared, Side, SlotClaim};
 use crate::publisher::LoanError;
-use crate::queue::{self, Pushed};
+use crate::queue;
 use crate::{Payload, ZeroCopySafe};
 
 /// Builds a [`Client`].
@@ -281,18 +281,19 @@ impl ClientPort {
         // is a Release store of the write index).
         words[k].store(slots::word(s, seq), Ordering::Release);
         let entry = queue::entry(seq, handle);
-        header.journal.store(entry, Ordering::Relaxed);
         let q = d.queue(self.slot, s);
-        let mut cached = self.read_cache[s].get();
-        let pushed = q.push(entry, false, &mut cached, |_| {});
-        self.read_cache[s].set(cached);
-        if !matches!(pushed, Pushed::Stored) {
-            header.journal.store(0, Ordering::Relaxed);
+        if !port::send_one(
+            &header.journal,
+            &q,
+            &self.read_cache[s],
+            &self.pool,
+            handle,
+            self.owner,
+            entry,
+        ) {
             words[k].store(0, Ordering::Release);
             return fail(RequestSendError::ServerBusy { server: s });
         }
-        let _ = self.pool.hand_off(handle, self.owner, 1);
-        header.journal.store(0, Ordering::Relaxed);
         self.in_use.set(in_use | (1 << k));
         self.stash.borrow_mut().insert(seq, VecDeque::new());
         // Pairs with the SeqCst fence of a server going to sleep, and with its close.

@@ -18,57 +18,14 @@
 
 use std::sync::atomic::Ordering;
 
-use iox_mempool::{Bookkeeping, Owner};
+use iox_mempool::Bookkeeping;
 
 use super::slots;
 use crate::doorbell::Ringer;
 use crate::dynamic::{self, Dynamic};
 use crate::port;
-use crate::queue::{self, Queue};
-use crate::recovery::CleanupReport;
-
-/// Whether the chunk of `entry` carries `owner`'s bit.
-fn held_by(pool: &Bookkeeping, entry: u64, owner: Owner) -> bool {
-    pool.handle_from_raw(queue::entry_chunk(entry))
-        .and_then(|h| pool.owners(h).ok())
-        .is_some_and(|w| w & owner.bit() != 0)
-}
-
-/// Resolves a dead port's claims as `claimer` on `queues`.
-fn resolve<'a>(
-    queues: impl Iterator<Item = Queue<'a>>,
-    claimer: u64,
-    pool: &Bookkeeping,
-    owner: Owner,
-    report: &mut CleanupReport,
-) {
-    for q in queues {
-        if q.resolve_claim(claimer, |e| held_by(pool, e, owner)).is_some() {
-            report.takes_resolved += 1;
-        }
-    }
-}
-
-/// Finishes a send journaled in `journal` by `owner` into one of `queues`.
-fn finish_send<'a>(
-    journal: u64,
-    queues: impl Iterator<Item = Queue<'a>>,
-    pool: &Bookkeeping,
-    owner: Owner,
-    report: &mut CleanupReport,
-) {
-    if journal == 0 || !held_by(pool, journal, owner) {
-        return;
-    }
-    let Some(chunk) = pool.handle_from_raw(queue::entry_chunk(journal)) else {
-        return;
-    };
-    let delivered = queues.filter(|q| q.last_pushed() == Some(journal)).count();
-    if let Ok(freed) = pool.hand_off(chunk, owner, delivered as u32) {
-        report.sends_finished += 1;
-        report.chunks_freed += u64::from(freed);
-    }
-}
+use crate::queue;
+use crate::recovery::{CleanupReport, finish_journaled_send, resolve_claims as resolve};
 
 fn is_active(h: &crate::dynamic::PortHeader) -> bool {
     dynamic::split_state(h.state.load(Ordering::Acquire)).1 == dynamic::ACTIVE
@@ -96,9 +53,7 @@ pub(crate) fn recover_client(d: Dynamic<'_>, pool: &Bookkeeping, c: usize, repor
         owner,
         report,
     );
-    let journal = header.journal.load(Ordering::Relaxed);
-    finish_send(journal, (0..servers).map(|s| d.queue(c, s)), pool, owner, report);
-    header.journal.store(0, Ordering::Relaxed);
+    finish_journaled_send(header, (0..servers).map(|s| d.queue(c, s)), pool, owner, report);
     for s in 0..servers {
         report.chunks_freed += port::drain_queue(&d.response_queue(s, c), queue::BY_CONSUMER, pool, owner);
         if !is_active(d.subscriber(s)) {
@@ -141,15 +96,13 @@ pub(crate) fn recover_server(
         owner,
         report,
     );
-    let journal = header.journal.load(Ordering::Relaxed);
-    finish_send(
-        journal,
+    finish_journaled_send(
+        header,
         (0..clients).map(|c| d.response_queue(s, c)),
         pool,
         owner,
         report,
     );
-    header.journal.store(0, Ordering::Relaxed);
     for c in 0..clients {
         report.chunks_freed += port::drain_queue(&d.queue(c, s), queue::BY_CONSUMER, pool, owner);
         if !is_active(d.publisher(c)) {

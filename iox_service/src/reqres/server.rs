@@ -29,7 +29,7 @@ use crate::doorbell::{Doorbell, Ringer};
 use crate::dynamic::{self, PortHeader};
 use crate::port::{self, PortCreateError, Shared, Side, SlotClaim};
 use crate::publisher::LoanError;
-use crate::queue::{self, Popped, Pushed};
+use crate::queue::{self, Popped};
 
 /// Builds a [`Server`].
 #[derive(Debug)]
@@ -304,15 +304,8 @@ impl ServerPort {
         let entry = queue::entry(r.seq, handle);
         let q = d.response_queue(self.slot, r.client);
         let mut pause = 0u32;
-        loop {
-            header.journal.store(entry, Ordering::Relaxed);
-            let mut cached = self.read_cache[r.client].get();
-            let pushed = q.push(entry, false, &mut cached, |_| {});
-            self.read_cache[r.client].set(cached);
-            if matches!(pushed, Pushed::Stored) {
-                break;
-            }
-            header.journal.store(0, Ordering::Relaxed);
+        let cache = &self.read_cache[r.client];
+        while !port::send_one(&header.journal, &q, cache, &self.pool, handle, self.owner, entry) {
             // Full: wait for the client to take one (documented in the module docs).
             if let Err(e) = self.check(r) {
                 return fail(e);
@@ -324,8 +317,6 @@ impl ServerPort {
                 std::thread::sleep(Duration::from_micros(u64::from(pause - 99)));
             }
         }
-        let _ = self.pool.hand_off(handle, self.owner, 1);
-        header.journal.store(0, Ordering::Relaxed);
         header.sent.store(
             header.sent.load(Ordering::Relaxed).wrapping_add(1),
             Ordering::Relaxed,

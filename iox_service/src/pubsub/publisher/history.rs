@@ -174,7 +174,7 @@ impl PublisherPort {
             // The slot may change hands from here to the push: then the entry is a
             // stray, which the new subscriber drops (see the module docs).
             crate::testing::stall_point("history-send-before-push");
-            match self.push_to(d, s, entry, self.drop_oldest) {
+            match self.push_to(d, &d.queue(self.slot, s), s, entry, self.drop_oldest) {
                 Pushed::Stored | Pushed::DroppedOldest => {
                     delivered += 1;
                     pushed_to |= connected::bit(s);
@@ -278,40 +278,27 @@ impl PublisherPort {
         let Some(chunk) = self.pool.handle_from_raw(queue::entry_chunk(kept)) else {
             return false;
         };
-        let journal = &self.header().journal;
-        let entry = queue::entry(self.next_seq(), chunk);
-        journal.store(entry, Ordering::Relaxed);
+        // Join the chunk our history entry keeps, so it can be handed off once more
+        // (killed before the send, our bit is cleared by recovery like any other).
         if self.pool.hold_queued(chunk, self.owner).is_err() {
             // Not a chunk our history keeps (corrupt memory): leave it alone.
-            journal.store(0, Ordering::Relaxed);
             return false;
         }
-        // Never drops: the oldest entry could name the very chunk we hold now.
-        let pushed = matches!(self.push_to(d, s, entry, false), Pushed::Stored);
-        crate::testing::stall_point("history-resend-before-hand-off");
-        let _ = self.pool.hand_off(chunk, self.owner, u32::from(pushed));
-        journal.store(0, Ordering::Relaxed);
-        pushed
-    }
-
-    /// Pushes `entry` into subscriber `s`'s queue from us; a dropped oldest entry's
-    /// chunk is released.
-    fn push_to(&self, d: Dynamic<'_>, s: usize, entry: u64, drop_oldest: bool) -> Pushed {
-        let mut cached = self.read_cache[s].get();
-        let mut taken = None;
-        let pushed = d
-            .queue(self.slot, s)
-            .push(entry, drop_oldest, &mut cached, |old| {
-                taken = port::take_entry(&self.pool, old, self.owner)
-            });
-        self.read_cache[s].set(cached);
-        match pushed {
-            Pushed::Stored => {}
-            Pushed::DroppedOldest => {
-                super::missed(d, s);
-                self.release_taken(taken);
-            }
-            Pushed::Full | Pushed::Busy => super::missed(d, s),
+        let entry = queue::entry(self.next_seq(), chunk);
+        let pushed = port::send_one(
+            &self.header().journal,
+            &d.queue(self.slot, s),
+            &self.read_cache[s % 64],
+            &self.pool,
+            chunk,
+            self.owner,
+            entry,
+        );
+        if !pushed {
+            // Only if the slot changed hands since our look (its queue is fresh
+            // otherwise): counted as missed, and our joined hold goes.
+            super::missed(d, s);
+            let _ = self.pool.release(chunk, self.owner);
         }
         pushed
     }
