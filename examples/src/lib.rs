@@ -19,8 +19,10 @@ use iox_service::{
     CallbackProgression, OpenOrCreateError, PubSubService, Service, WaitSet, WaitSetRunResult, ZeroCopySafe,
 };
 
-/// The payload of the `publisher`/`subscriber` examples.
-#[derive(Debug, Clone, Copy)]
+/// The payload of the `publisher`/`subscriber` examples. Derived, so iox knows every bit
+/// pattern of it is a value (two plain numbers, no padding): Python's matching dtype
+/// (`iox_python/tests`) records the same identity, and a bridge may carry it.
+#[derive(Debug, Clone, Copy, ZeroCopySafe)]
 #[repr(C)]
 pub struct Reading {
     /// Sequence number.
@@ -28,9 +30,6 @@ pub struct Reading {
     /// A value that changes with it.
     pub value: f64,
 }
-
-// SAFETY: repr(C), plain numbers only.
-unsafe impl ZeroCopySafe for Reading {}
 
 /// The service name the examples use.
 pub const SERVICE: &str = "examples/readings";

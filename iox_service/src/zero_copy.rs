@@ -148,7 +148,10 @@ use serde::{Deserialize, Serialize};
 /// in the same order, or (what the derive's attribute requires) each must accept
 /// every bit pattern and have no padding. The hidden `ANY_BIT_PATTERN` constant
 /// defaults to `false`; an impl that sets it to `true` promises exactly that: no
-/// padding, and every bit pattern a valid value.
+/// padding, and every bit pattern a valid value. It is part of the recorded identity,
+/// so a hand-written impl of a plain-numbers struct does not open a service created by
+/// the derived impl or by Python's matching dtype (both say "every bit pattern"):
+/// prefer `#[derive(ZeroCopySafe)]`, which works it out.
 ///
 /// ```
 /// #[derive(Clone, Copy)]
@@ -300,6 +303,20 @@ impl PayloadType {
                 invalid_bit_patterns, ..
             } => !invalid_bit_patterns,
         }
+    }
+
+    /// The identity with the bit-pattern flag cleared: name, size and alignment alone.
+    pub(crate) fn without_bit_patterns(&self) -> PayloadType {
+        let mut plain = self.clone();
+        match &mut plain {
+            PayloadType::Typed {
+                invalid_bit_patterns, ..
+            }
+            | PayloadType::Slice {
+                invalid_bit_patterns, ..
+            } => *invalid_bit_patterns = false,
+        }
+        plain
     }
 }
 

@@ -70,6 +70,23 @@ mod posebad {
         pub z: f64,
     }
 
+    /// The same fields, written by hand: claims nothing about bit patterns.
+    #[derive(Clone, Copy)]
+    #[repr(C)]
+    pub struct PoseByHand {
+        pub x: f64,
+        pub y: f64,
+        pub yaw: f32,
+        pub seq: u32,
+    }
+
+    // SAFETY: repr(C), plain numbers; the same name as the derived `Pose` and its layout.
+    unsafe impl ZeroCopySafe for PoseByHand {
+        fn type_name() -> std::borrow::Cow<'static, str> {
+            "Pose".into()
+        }
+    }
+
     /// The same size (24), another alignment (4).
     #[derive(ZeroCopySafe, Clone, Copy)]
     #[repr(C)]
@@ -201,6 +218,20 @@ fn same_type_name_other_layout_is_refused() {
     match role().as_deref() {
         Some("bigger") => return expect_refused::<posebad::Pose>("pose"),
         Some("aligned") => return expect_refused::<posebad::PoseAlign4>("pose"),
+        Some("by-hand") => {
+            // The same layout, differing only in the bit-pattern claim: refused, and
+            // the message says how to make the two agree.
+            let err = Service::named("pose")
+                .unwrap()
+                .publish_subscribe::<posebad::PoseByHand>()
+                .open()
+                .err()
+                .expect("a hand-written impl does not open a derived type's service");
+            assert!(matches!(err, OpenError::IncompatiblePayload { .. }), "{err}");
+            let text = err.to_string();
+            assert!(text.contains("#[derive(ZeroCopySafe)]"), "{text}");
+            return;
+        }
         _ => {}
     }
     assert_eq!(size_of::<posebad::PoseAlign4>(), size_of::<posepub::Pose>());
@@ -211,7 +242,7 @@ fn same_type_name_other_layout_is_refused() {
         .publish_subscribe::<posepub::Pose>()
         .create()
         .unwrap();
-    for role in ["bigger", "aligned"] {
+    for role in ["bigger", "aligned", "by-hand"] {
         let child = spawn_self("same_type_name_other_layout_is_refused", role, &[root_env(&dir)]);
         wait_ok(child, LIMIT);
     }

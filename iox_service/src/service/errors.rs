@@ -193,6 +193,21 @@ pub enum CreateError {
     },
 }
 
+/// The advice an [`OpenError::IncompatiblePayload`] adds when the two identities differ
+/// only in whether every bit pattern is a value: the usual cause is a hand-written
+/// `unsafe impl ZeroCopySafe` (which claims nothing) against a derived type or a
+/// Python dtype (which work it out from the fields).
+fn bit_pattern_hint(requested: &PayloadType, found: &PayloadType) -> &'static str {
+    if requested.any_bit_pattern() == found.any_bit_pattern()
+        || requested.without_bit_patterns() != found.without_bit_patterns()
+    {
+        return "";
+    }
+    "; they differ only in whether every bit pattern is a valid value: \
+     `#[derive(ZeroCopySafe)]` on the Rust type works that out from its fields (a \
+     hand-written `unsafe impl` claims nothing), and both sides must agree"
+}
+
 /// Why opening a service failed.
 #[derive(Debug, Error)]
 #[non_exhaustive]
@@ -226,7 +241,10 @@ pub enum OpenError {
         found: MessagingPattern,
     },
     /// The service carries another payload type.
-    #[error("service {name:?} carries {found}, not {requested}")]
+    #[error(
+        "service {name:?} carries {found}, not {requested}{}",
+        bit_pattern_hint(.requested, .found)
+    )]
     IncompatiblePayload {
         /// The service.
         name: String,
