@@ -58,6 +58,11 @@ mod armed {
 
     /// The point armed by `stall_at`, with its gate; taken (disarmed) when it stalls.
     pub(super) static ARMED: Mutex<Option<(String, PathBuf)>> = Mutex::new(None);
+    /// Whether `ARMED` holds a point (looked at before taking its lock).
+    pub(super) static ANY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    /// The environment's point and gate, read at the first pass.
+    pub(super) static FROM_ENV: std::sync::OnceLock<Option<(String, Option<PathBuf>)>> =
+        std::sync::OnceLock::new();
     /// Whether the environment's gated point has stalled already (it stalls once).
     pub(super) static ENV_DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -76,27 +81,42 @@ mod armed {
 #[cfg(feature = "testing")]
 pub fn stall_at(point: &str, gate: &std::path::Path) {
     *armed::ARMED.lock().unwrap_or_else(|e| e.into_inner()) = Some((point.to_string(), gate.to_path_buf()));
+    armed::ANY.store(true, std::sync::atomic::Ordering::Release);
 }
 
-/// Stops the thread if the test armed this stall point (see the module docs).
+/// Stops the thread if the test armed this stall point (see the module docs). A pass
+/// with nothing armed is two loads (points sit inside claims and sends: no lock, no
+/// environment lookup there).
 #[cfg(feature = "testing")]
 pub(crate) fn stall_point(name: &str) {
-    let armed = {
-        let mut armed = armed::ARMED.lock().unwrap_or_else(|e| e.into_inner());
-        match armed.as_ref() {
-            Some((point, _)) if point == name => armed.take(),
-            _ => None,
+    use std::sync::atomic::Ordering;
+    if armed::ANY.load(Ordering::Acquire) {
+        let armed = {
+            let mut armed = armed::ARMED.lock().unwrap_or_else(|e| e.into_inner());
+            match armed.as_ref() {
+                Some((point, _)) if point == name => {
+                    armed::ANY.store(false, Ordering::Relaxed);
+                    armed.take()
+                }
+                _ => None,
+            }
+        };
+        if let Some((_, gate)) = armed {
+            armed::wait_at(&gate);
+            return;
         }
-    };
-    if let Some((_, gate)) = armed {
-        armed::wait_at(&gate);
-        return;
     }
-    if std::env::var_os(STALL_ENV).is_some_and(|v| v == name) {
-        match std::env::var_os(GATE_ENV) {
+    let from_env = armed::FROM_ENV.get_or_init(|| {
+        let point = std::env::var(STALL_ENV).ok()?;
+        Some((point, std::env::var_os(GATE_ENV).map(std::path::PathBuf::from)))
+    });
+    if let Some((point, gate)) = from_env
+        && point == name
+    {
+        match gate {
             Some(gate) => {
-                if !armed::ENV_DONE.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                    armed::wait_at(std::path::Path::new(&gate));
+                if !armed::ENV_DONE.swap(true, Ordering::Relaxed) {
+                    armed::wait_at(gate);
                 }
             }
             None => loop {

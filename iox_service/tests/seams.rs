@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use iox_service::{PortCreateError, PubSubService, Service};
-use iox_testkit::{Gate, env, role, spawn_self, wait_ok};
+use iox_testkit::{Gate, env, role, spawn_self, wait_ok, wait_until};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -183,12 +183,62 @@ fn a_receiver_behind_a_claim_sleeps_and_resolves_a_dead_claimer() {
     assert_eq!(got, vec![1, 2]);
 }
 
+/// Bug 5, a queue of one: the only entry is the one a publisher, stopped (then
+/// SIGKILLed) in its drop-oldest claim, was taking, so nothing is queued outside the
+/// claim. A blocking receive still looks, finds the claim, and resolves it once the
+/// claimer is dead: the entry is back (the claimer had not taken it) and arrives.
+#[test]
+fn a_receiver_of_one_behind_a_dead_claimer_gets_its_entry() {
+    const TEST: &str = "a_receiver_of_one_behind_a_dead_claimer_gets_its_entry";
+    if role().as_deref() == Some("publisher") {
+        let root: PathBuf = env("ROOT");
+        let svc = open_buffer(&root, "seam/claim-one", 1);
+        let p = svc.publisher_builder().create().unwrap();
+        assert_eq!(p.wait_for_subscribers(1, LIMIT).unwrap(), 1);
+        for i in 1..=2 {
+            // The second finds the queue full and claims its only entry: the gate.
+            p.loan_uninit().unwrap().write_payload(i).send().unwrap();
+        }
+        unreachable!("killed at the gate");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let gate = Gate::new(dir.path(), "gate");
+    let svc = open_buffer(&root, "seam/claim-one", 1);
+    let s = svc.subscriber_builder().create().unwrap();
+    let mut envs = vec![("ROOT", root.display().to_string())];
+    envs.extend(gate.env("queue-drop-oldest-claimed"));
+    let publisher = iox_testkit::Reaped::new(spawn_self(TEST, "publisher", &envs));
+    assert!(gate.wait_reached(LIMIT), "the publisher never claimed");
+    assert_eq!(s.pending(), 0, "the claimed entry is not counted as pending");
+    publisher.kill();
+    // Well before the deadline (a receive that never looks behind the claim gets the
+    // entry only from its last look, at the deadline).
+    let deadline = Duration::from_secs(60);
+    let started = std::time::Instant::now();
+    let got = s
+        .receive_timeout(deadline)
+        .unwrap()
+        .expect("the entry behind the dead claim");
+    assert_eq!(*got, 1);
+    assert!(
+        started.elapsed() < deadline / 2,
+        "the entry came only at the deadline ({:?})",
+        started.elapsed()
+    );
+}
+
 fn open_buffer_two(root: &Path, name: &str) -> PubSubService<u64> {
+    open_buffer(root, name, 2)
+}
+
+fn open_buffer(root: &Path, name: &str, buffer: u32) -> PubSubService<u64> {
     Service::named(name)
         .unwrap()
         .root(root)
         .publish_subscribe::<u64>()
-        .subscriber_buffer(2)
+        .subscriber_buffer(buffer)
         .open_or_create()
         .unwrap()
 }
@@ -308,6 +358,72 @@ fn a_slot_changing_hands_mid_send_gets_the_history_once_in_order() {
     }
     assert_eq!(got, vec![1, 2, 3], "history once, in order, then live");
     // Nothing leaked: every chunk is back once the ports are gone.
+    drop(second);
+    let info = svc.pool_info();
+    assert_eq!(info.free_chunks(), info.total_chunks(), "chunks lost");
+}
+
+/// Bug 3, the subscriber's side: as above, but the new subscriber receives between
+/// the stray push and the publisher's next send (which would drain the stray first).
+/// The stray is found under the subscriber's claim, before this publisher gave it
+/// its history, and dropped (not delivered); the history then arrives once, in order.
+#[test]
+fn a_stray_from_before_the_history_is_dropped_by_the_new_subscriber() {
+    const TEST: &str = "a_stray_from_before_the_history_is_dropped_by_the_new_subscriber";
+    if role().as_deref() == Some("publisher") {
+        let root: PathBuf = env("ROOT");
+        let gate: PathBuf = env("GATE");
+        let after: PathBuf = env("AFTER");
+        let svc = open_history(&root, "seam/stray");
+        let p = svc.publisher_builder().create().unwrap();
+        assert_eq!(p.wait_for_subscribers(1, LIMIT).unwrap(), 1);
+        p.loan_uninit().unwrap().write_payload(1).send().unwrap();
+        iox_service::testing::stall_at("history-send-before-push", &gate);
+        p.loan_uninit().unwrap().write_payload(2).send().unwrap();
+        // The stray is pushed: hold the next send until the new subscriber looked.
+        std::fs::write(after.join("reached"), b"").unwrap();
+        assert!(
+            wait_until(LIMIT, || after.join("open").exists()),
+            "never let go on"
+        );
+        p.loan_uninit().unwrap().write_payload(3).send().unwrap();
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let gate = Gate::new(dir.path(), "gate");
+    let after = Gate::new(dir.path(), "after");
+    let svc = open_history(&root, "seam/stray");
+    let first = svc.subscriber_builder().create().unwrap();
+    let publisher = spawn_self(
+        TEST,
+        "publisher",
+        &[
+            ("ROOT", root.display().to_string()),
+            ("GATE", gate.path().display().to_string()),
+            ("AFTER", after.path().display().to_string()),
+        ],
+    );
+    assert!(gate.wait_reached(LIMIT), "the publisher never reached its push");
+    assert_eq!(*first.receive().unwrap().unwrap(), 1);
+    drop(first);
+    let second = svc.subscriber_builder().create().unwrap();
+    gate.open();
+    assert!(after.wait_reached(LIMIT), "the publisher never pushed the stray");
+    assert_eq!(second.pending(), 1, "the stray is queued");
+    assert!(
+        second.receive().unwrap().is_none(),
+        "a stray from before the history was delivered"
+    );
+    assert_eq!(second.pending(), 0, "the stray was dropped");
+    after.open();
+    wait_ok(publisher, LIMIT);
+    let mut got = Vec::new();
+    while let Some(s) = second.receive().unwrap() {
+        got.push(*s);
+    }
+    assert_eq!(got, vec![1, 2, 3], "history once, in order, then live");
     drop(second);
     let info = svc.pool_info();
     assert_eq!(info.free_chunks(), info.total_chunks(), "chunks lost");

@@ -19,6 +19,19 @@
 //! sample fences (SeqCst) and then reads `waiting`; so either the publisher sees the
 //! waiter and wakes it, or the waiter's second check sees the sample.
 //!
+//! Claims held by others: a publisher dropping the oldest entry of a full queue, or a
+//! port draining, claims the queue's read word for a few instructions (see
+//! [`crate::queue`]); a claimer that died holds it for good. A receive that finds a
+//! claim notes it; `receive_timeout` then sleeps at most `STUCK_RECOVERY_PERIOD`
+//! (10 ms; a live claimer's push wakes it sooner) and runs the service's recovery
+//! itself at most that often, so what a dead claimer held back arrives without a third
+//! process. It looks at queued entries including one under a claim (a queue of one
+//! whose entry is claimed has nothing "pending" but still something to get). Decision:
+//! a receive armed for an event loop runs that recovery at once when it still finds a
+//! claim (the descriptor has no timer to bring it back); a claimer that dies after
+//! that receive leaves its entry until the loop's next wake (a push by any publisher,
+//! or `receive_timeout`/`iox clean`): the descriptor cannot become readable by itself.
+//!
 //! Readiness descriptor: every subscriber binds a socket under the root (see
 //! [`crate::doorbell`] for why a socket, and the arming protocol). The descriptor
 //! (`AsFd`) is armed from the first `as_fd()` on; from then on a `receive` that finds
@@ -385,7 +398,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     #[inline(never)]
     fn found_nothing(&self, seen: u64) -> Result<Option<Sample<P>>, ReceiveError> {
         let port = &self.port;
-        if self.stuck.get() != 0 && self.resolve_stuck() {
+        if self.still_stuck() && self.resolve_stuck(false) {
             // A dead claimer's claim was resolved: what was behind it is ours now.
             if let Some(sample) = self.take(u64::MAX)? {
                 return Ok(Some(sample));
@@ -404,6 +417,16 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             if let Some(sample) = self.take(u64::MAX)? {
                 return Ok(Some(sample));
             }
+            // An event loop waits for the descriptor alone, with no timer to come back
+            // by: if a queue is still claimed, look for a dead claimer now (a live one
+            // pushes and rings when it is done; a dead one would leave what is behind
+            // its claim unread until some other process recovered it).
+            if self.still_stuck()
+                && self.resolve_stuck(true)
+                && let Some(sample) = self.take(u64::MAX)?
+            {
+                return Ok(Some(sample));
+            }
         }
         if port.service.is_removed() {
             return Err(ReceiveError::ServiceRemoved);
@@ -418,22 +441,55 @@ impl<P: ?Sized + Payload> Subscriber<P> {
         self.stuck.set(self.stuck.get() | crate::shm::connected::bit(p));
     }
 
+    /// Drops from the stuck set the queues no longer claimed (their claimer finished
+    /// since the receive that found them claimed); returns whether any are left. Off
+    /// the hot path: `stuck` is only ever set by a receive that found a claim.
+    #[cold]
+    #[inline(never)]
+    fn still_stuck(&self) -> bool {
+        let mut stuck = self.stuck.get();
+        if stuck == 0 {
+            return false;
+        }
+        let d = self.port.service.dynamic();
+        let mut left = stuck;
+        while left != 0 {
+            let p = left.trailing_zeros() as usize;
+            left &= left - 1;
+            if !d.queue(p, self.port.slot).is_claimed() {
+                stuck &= !crate::shm::connected::bit(p);
+            }
+        }
+        self.stuck.set(stuck);
+        stuck != 0
+    }
+
+    /// Whether anything is queued to this subscriber, entries someone is taking right
+    /// now included (unlike [`Subscriber::pending`]): a queue of one whose only entry
+    /// a dead publisher claimed still has it, and a receive must look to find the claim.
+    fn queued_or_claimed(&self) -> bool {
+        let d = self.port.service.dynamic();
+        (0..d.layout().max_publishers).any(|p| d.queue(p, self.port.slot).queued() > 0)
+    }
+
     /// Queues were found claimed by someone else: a live claimer (a publisher dropping
     /// the oldest entry, a port draining) finishes within instructions, but one that
     /// died holding the claim never does, and what is queued behind it would wait for
-    /// some other process's recovery. So, at most once per [`STUCK_RECOVERY_PERIOD`],
-    /// this subscriber runs the service's recovery itself (which resolves a dead
-    /// claimer's claim, see `crate::recovery`). Returns whether it resolved anything;
-    /// the stuck set is cleared when recovery runs (a later receive that finds a claim
-    /// again says so again).
+    /// some other process's recovery. So, at most once per [`STUCK_RECOVERY_PERIOD`]
+    /// (or at once, with `now_anyway`: a receive armed for an event loop, which has no
+    /// timer to come back by), this subscriber runs the service's recovery itself (which
+    /// resolves a dead claimer's claim, see `crate::recovery`). Returns whether it
+    /// resolved anything; the stuck set is cleared when recovery runs (a later receive
+    /// that finds a claim again says so again).
     #[cold]
     #[inline(never)]
-    fn resolve_stuck(&self) -> bool {
+    fn resolve_stuck(&self, now_anyway: bool) -> bool {
         let now = Instant::now();
-        if self
-            .last_recovery
-            .get()
-            .is_some_and(|t| now.duration_since(t) < STUCK_RECOVERY_PERIOD)
+        if !now_anyway
+            && self
+                .last_recovery
+                .get()
+                .is_some_and(|t| now.duration_since(t) < STUCK_RECOVERY_PERIOD)
         {
             return false;
         }
@@ -524,8 +580,9 @@ impl<P: ?Sized + Payload> Subscriber<P> {
         }
         let header = self.port.header();
         loop {
-            // Only try when something is queued, or to report TooManyHeld.
-            let worth_trying = self.pending() > 0 || self.port.held() >= self.port.max_held;
+            // Only try when something is queued (a claimed entry too: the try finds the
+            // claim), or to report TooManyHeld.
+            let worth_trying = self.queued_or_claimed() || self.port.held() >= self.port.max_held;
             // Whether this round finds a queue claimed by someone else.
             self.stuck.set(0);
             if worth_trying && let Some(s) = self.receive()? {
@@ -542,8 +599,11 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             fence(Ordering::SeqCst);
             // Entries queued behind someone else's claim are not ready: sleep (the
             // claimer's push wakes us if it lives; if it died, the next receive after
-            // at most a recovery period resolves its claim).
-            let stuck = self.stuck.get() != 0;
+            // at most a recovery period resolves its claim). A claim looked at again
+            // after the fence: one that ended before it let through what was behind it
+            // (ready), and one that ends after it is followed by its claimer's push,
+            // whose fence sees us waiting and wakes us.
+            let stuck = self.still_stuck();
             let ready = self.pending() > 0 && !stuck;
             let mut left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             if stuck {

@@ -292,6 +292,22 @@ impl<'a> Queue<'a> {
         }
     }
 
+    /// Number of entries queued, the one being taken right now included (a snapshot;
+    /// 0 for corrupt indices): what a consumer that finds the queue claimed waits for.
+    pub(crate) fn queued(&self) -> u64 {
+        let (r, _) = split(self.read.load(Ordering::Acquire));
+        let w = self.write.load(Ordering::Acquire);
+        match w.wrapping_sub(r) {
+            n if n > self.cap() => 0,
+            n => n,
+        }
+    }
+
+    /// Whether someone is taking an entry right now (a snapshot).
+    pub(crate) fn is_claimed(&self) -> bool {
+        split(self.read.load(Ordering::Acquire)).1 != IDLE
+    }
+
     /// Recovery of a dead taker that claimed as `claimer`: if the claim is still
     /// there, finishes it (the index moves on) when `taken(entry)` says the entry's
     /// hold already moved to the taker, and undoes it otherwise. Returns the entry if
