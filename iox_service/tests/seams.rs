@@ -317,7 +317,28 @@ fn bytes_never_become_an_invalid_value_of_a_typed_reader() {
 /// The new subscriber must see the history once, in order, then the live samples.
 #[test]
 fn a_slot_changing_hands_mid_send_gets_the_history_once_in_order() {
-    const TEST: &str = "a_slot_changing_hands_mid_send_gets_the_history_once_in_order";
+    slot_changes_hands_mid_send(
+        "a_slot_changing_hands_mid_send_gets_the_history_once_in_order",
+        false,
+    );
+}
+
+/// Bug 3, the subscriber's side: as above, but the new subscriber receives between
+/// the stray push and the publisher's next send (which would drain the stray first).
+/// The stray is found under the subscriber's claim, before this publisher gave it
+/// its history, and dropped (not delivered); the history then arrives once, in order.
+#[test]
+fn a_stray_from_before_the_history_is_dropped_by_the_new_subscriber() {
+    slot_changes_hands_mid_send(
+        "a_stray_from_before_the_history_is_dropped_by_the_new_subscriber",
+        true,
+    );
+}
+
+/// The two tests above: a publisher (a child) sends 1, stops before pushing 2 while
+/// the subscriber slot changes hands, then sends 3; with `look_between`, it stops once
+/// more after pushing 2 (the stray) while the new subscriber receives.
+fn slot_changes_hands_mid_send(test: &str, look_between: bool) {
     if role().as_deref() == Some("publisher") {
         let root: PathBuf = env("ROOT");
         let gate: PathBuf = env("GATE");
@@ -328,6 +349,15 @@ fn a_slot_changing_hands_mid_send_gets_the_history_once_in_order() {
         // The next send stops between its look at the slot and its push.
         iox_service::testing::stall_at("history-send-before-push", &gate);
         p.loan_uninit().unwrap().write_payload(2).send().unwrap();
+        if look_between {
+            // The stray is pushed: hold the next send until the new subscriber looked.
+            let after: PathBuf = env("AFTER");
+            std::fs::write(after.join("reached"), b"").unwrap();
+            assert!(
+                wait_until(LIMIT, || after.join("open").exists()),
+                "never let go on"
+            );
+        }
         // The slot has a new subscriber now: it gets the history, then this.
         p.loan_uninit().unwrap().write_payload(3).send().unwrap();
         return;
@@ -336,68 +366,11 @@ fn a_slot_changing_hands_mid_send_gets_the_history_once_in_order() {
     let root = dir.path().join("root");
     std::fs::create_dir(&root).unwrap();
     let gate = Gate::new(dir.path(), "gate");
+    let after = Gate::new(dir.path(), "after");
     let svc = open_history(&root, "seam/history");
     let first = svc.subscriber_builder().create().unwrap();
     let publisher = spawn_self(
-        TEST,
-        "publisher",
-        &[
-            ("ROOT", root.display().to_string()),
-            ("GATE", gate.path().display().to_string()),
-        ],
-    );
-    assert!(gate.wait_reached(LIMIT), "the publisher never reached its push");
-    assert_eq!(*first.receive().unwrap().unwrap(), 1);
-    drop(first);
-    let second = svc.subscriber_builder().create().unwrap();
-    gate.open();
-    wait_ok(publisher, LIMIT);
-    let mut got = Vec::new();
-    while let Some(s) = second.receive().unwrap() {
-        got.push(*s);
-    }
-    assert_eq!(got, vec![1, 2, 3], "history once, in order, then live");
-    // Nothing leaked: every chunk is back once the ports are gone.
-    drop(second);
-    let info = svc.pool_info();
-    assert_eq!(info.free_chunks(), info.total_chunks(), "chunks lost");
-}
-
-/// Bug 3, the subscriber's side: as above, but the new subscriber receives between
-/// the stray push and the publisher's next send (which would drain the stray first).
-/// The stray is found under the subscriber's claim, before this publisher gave it
-/// its history, and dropped (not delivered); the history then arrives once, in order.
-#[test]
-fn a_stray_from_before_the_history_is_dropped_by_the_new_subscriber() {
-    const TEST: &str = "a_stray_from_before_the_history_is_dropped_by_the_new_subscriber";
-    if role().as_deref() == Some("publisher") {
-        let root: PathBuf = env("ROOT");
-        let gate: PathBuf = env("GATE");
-        let after: PathBuf = env("AFTER");
-        let svc = open_history(&root, "seam/stray");
-        let p = svc.publisher_builder().create().unwrap();
-        assert_eq!(p.wait_for_subscribers(1, LIMIT).unwrap(), 1);
-        p.loan_uninit().unwrap().write_payload(1).send().unwrap();
-        iox_service::testing::stall_at("history-send-before-push", &gate);
-        p.loan_uninit().unwrap().write_payload(2).send().unwrap();
-        // The stray is pushed: hold the next send until the new subscriber looked.
-        std::fs::write(after.join("reached"), b"").unwrap();
-        assert!(
-            wait_until(LIMIT, || after.join("open").exists()),
-            "never let go on"
-        );
-        p.loan_uninit().unwrap().write_payload(3).send().unwrap();
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    std::fs::create_dir(&root).unwrap();
-    let gate = Gate::new(dir.path(), "gate");
-    let after = Gate::new(dir.path(), "after");
-    let svc = open_history(&root, "seam/stray");
-    let first = svc.subscriber_builder().create().unwrap();
-    let publisher = spawn_self(
-        TEST,
+        test,
         "publisher",
         &[
             ("ROOT", root.display().to_string()),
@@ -410,20 +383,23 @@ fn a_stray_from_before_the_history_is_dropped_by_the_new_subscriber() {
     drop(first);
     let second = svc.subscriber_builder().create().unwrap();
     gate.open();
-    assert!(after.wait_reached(LIMIT), "the publisher never pushed the stray");
-    assert_eq!(second.pending(), 1, "the stray is queued");
-    assert!(
-        second.receive().unwrap().is_none(),
-        "a stray from before the history was delivered"
-    );
-    assert_eq!(second.pending(), 0, "the stray was dropped");
-    after.open();
+    if look_between {
+        assert!(after.wait_reached(LIMIT), "the publisher never pushed the stray");
+        assert_eq!(second.pending(), 1, "the stray is queued");
+        assert!(
+            second.receive().unwrap().is_none(),
+            "a stray from before the history was delivered"
+        );
+        assert_eq!(second.pending(), 0, "the stray was dropped");
+        after.open();
+    }
     wait_ok(publisher, LIMIT);
     let mut got = Vec::new();
     while let Some(s) = second.receive().unwrap() {
         got.push(*s);
     }
     assert_eq!(got, vec![1, 2, 3], "history once, in order, then live");
+    // Nothing leaked: every chunk is back once the ports are gone.
     drop(second);
     let info = svc.pool_info();
     assert_eq!(info.free_chunks(), info.total_chunks(), "chunks lost");
