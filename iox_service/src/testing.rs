@@ -30,6 +30,8 @@
 //!   lock;
 //! - `queue-drop-oldest-claimed`: a publisher claimed a full queue's oldest entry to
 //!   drop it, and has not taken it yet.
+//! - `server-left-before-scan`: a server leaving stored its slot's FREE state and has
+//!   not yet freed the request words ABANDONED for it.
 
 /// The environment variable naming the stall point a test wants.
 #[cfg(feature = "testing")]

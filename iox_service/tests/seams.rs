@@ -417,3 +417,61 @@ fn open_history(root: &Path, name: &str) -> PubSubService<u64> {
         .open_or_create()
         .unwrap()
 }
+
+/// A request slot lost to a leaving server: a client dropped its pending response
+/// while the server it went to was dropping (the request queued, never handled). The
+/// server freed the words ABANDONED for it before its slot said FREE, so a client
+/// that looked in between marked its word ABANDONED for a server that never looked
+/// again: with one active request per client, the client could never send again.
+/// The server now says FREE first; stopped right after, the client's drop frees the
+/// word, and the client sends to the next server.
+#[test]
+fn a_request_abandoned_while_its_server_leaves_frees_its_slot() {
+    const TEST: &str = "a_request_abandoned_while_its_server_leaves_frees_its_slot";
+    if role().as_deref() == Some("server") {
+        let root: PathBuf = env("ROOT");
+        let gate: PathBuf = env("GATE");
+        let svc = open_one_request(&root);
+        let server = svc.server_builder().create().unwrap();
+        assert!(
+            wait_until(LIMIT, || server.pending_requests() == 1),
+            "no request came"
+        );
+        iox_service::testing::stall_at("server-left-before-scan", &gate);
+        drop(server);
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let gate = Gate::new(dir.path(), "gate");
+    let svc = open_one_request(&root);
+    let client = svc.client_builder().create().unwrap();
+    let child = spawn_self(
+        TEST,
+        "server",
+        &[
+            ("ROOT", root.display().to_string()),
+            ("GATE", gate.path().display().to_string()),
+        ],
+    );
+    assert!(wait_until(LIMIT, || svc.port_counts().1 == 1), "no server came");
+    let pending = client.loan_uninit().unwrap().write_payload(1).send().unwrap();
+    assert!(gate.wait_reached(LIMIT), "the server never left");
+    drop(pending);
+    gate.open();
+    wait_ok(child, LIMIT);
+    let _server = svc.server_builder().create().unwrap();
+    let again = client.loan_uninit().unwrap().write_payload(2).send();
+    assert!(again.is_ok(), "the request slot was lost: {:?}", again.err());
+}
+
+fn open_one_request(root: &Path) -> iox_service::RequestResponseService<u64, u64> {
+    Service::named("seam/request-slot")
+        .unwrap()
+        .root(root)
+        .request_response::<u64, u64>()
+        .max_active_requests_per_client(1)
+        .open_or_create()
+        .unwrap()
+}

@@ -5,11 +5,11 @@ use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::ops::Deref;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 
 use iox_mempool::ChunkHandle;
 
 use super::Types;
+use super::request_word;
 use super::server::{ResponseSendError, ServerPort};
 use super::slots;
 use crate::publisher::LoanError;
@@ -114,14 +114,8 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Drop for ActiveRequest<Req, 
         let _ = port.pool.release(self.handle, port.owner);
         let d = port.service.dynamic();
         let w = &d.request_words(self.r.client)[slots::slot_of(self.r.seq)];
-        let token = self.r.token;
-        // Release: every response pushed before is visible to a client that sees FIN.
-        match w.compare_exchange(token, token | slots::FIN, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => port.after_push(&self.r),
-            Err(seen) if seen == token | slots::ABANDONED => {
-                let _ = w.compare_exchange(seen, 0, Ordering::AcqRel, Ordering::Relaxed);
-            }
-            Err(_) => {} // the client is gone
+        if request_word::end(w, self.r.token) == request_word::Ended::Fin {
+            port.after_push(&self.r);
         }
     }
 }

@@ -21,6 +21,7 @@ use std::sync::atomic::{Ordering, fence};
 use iox_mempool::{ChunkHandle, Owner, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
+use super::request_word;
 use super::slots::{self, LivenessClock};
 use super::{PendingResponse, service::MAX_LOANS};
 use crate::doorbell::{Doorbell, Ringer};
@@ -279,7 +280,7 @@ impl ClientPort {
         );
         // The slot word first: the server reads it after taking the entry (whose push
         // is a Release store of the write index).
-        words[k].store(slots::word(s, seq), Ordering::Release);
+        request_word::open(&words[k], request_word::word(s, seq));
         let entry = queue::entry(seq, handle);
         let q = d.queue(self.slot, s);
         if !port::send_one(

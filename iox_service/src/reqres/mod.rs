@@ -13,7 +13,7 @@
 //! - Response path: one more queue per (server `s`, client `c`),
 //!   `max_active_requests_per_client x max_response_buffer` deep, server the producer.
 //! - Request slots: per client slot, `max_active_requests_per_client` words in the
-//!   dynamic segment ([`slots`]): the state of each active request, shared by the
+//!   dynamic segment ([`request_word`]): the state of each active request, shared by the
 //!   client and the server handling it. A queue entry (request or response) is
 //!   `seq << 32 | chunk`, `seq` naming the request (its request slot and a per-client
 //!   counter), so responses find their request and stale ones are recognised.
@@ -69,9 +69,17 @@ pub(crate) mod active;
 pub(crate) mod client;
 pub(crate) mod pending;
 pub(crate) mod recovery;
+pub(crate) mod request_word;
 pub(crate) mod server;
 pub(crate) mod service;
 pub(crate) mod slots;
+
+/// The atomics of the request-word protocol (`request_word.rs`): std's here; the loom
+/// model (`tests/loom_request_word.rs`) compiles that file next to a module of this
+/// name with loom's.
+mod sync {
+    pub(crate) use std::sync::atomic::{AtomicU64, Ordering, fence};
+}
 
 /// Most active requests per client a service may allow (each has a slot word, and its
 /// index travels in 8 bits of the queue entry).

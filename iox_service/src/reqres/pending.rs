@@ -21,6 +21,7 @@ use iox_mempool::ChunkHandle;
 use thiserror::Error;
 
 use super::client::ClientPort;
+use super::request_word;
 use super::slots::{self, Step};
 use crate::Payload;
 use crate::dynamic;
@@ -166,15 +167,15 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> PendingResponse<Req, Resp> {
             let (generation, phase) = slots::slot_state(sh);
             generation != self.server_generation || phase == dynamic::FREE
         };
-        let mut server_gone = word & slots::FIN == 0 && gone(sh);
-        if word & slots::FIN == 0 && !server_gone && port.liveness.due() {
+        let mut server_gone = word & request_word::FIN == 0 && gone(sh);
+        if word & request_word::FIN == 0 && !server_gone && port.liveness.due() {
             let node = sh.node.load(Ordering::Acquire);
             if node != 0 && !crate::node::is_alive(&port.service.root, node) {
                 let _ = crate::recovery::recover(&port.service);
                 server_gone = gone(sh);
             }
         }
-        if word & slots::FIN == 0 && !server_gone {
+        if word & request_word::FIN == 0 && !server_gone {
             return Ok(Step::Nothing);
         }
         // Ended or gone: what was pushed before is visible now; take it first.
@@ -275,36 +276,11 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Drop for PendingResponse<Req
             }
         }
         let d = port.service.dynamic();
-        let w = &d.request_words(port.slot)[k];
-        let seen = w.load(Ordering::Acquire);
-        if seen & 0xffff_ffff != u64::from(self.seq) {
-            return; // not ours any more (recovered)
-        }
         let sh = d.subscriber(self.server);
-        let gone = || {
+        request_word::abandon(&d.request_words(port.slot)[k], self.seq, self.server, || {
             let (generation, phase) = slots::slot_state(sh);
             generation != self.server_generation || phase == dynamic::FREE
-        };
-        if seen & slots::FIN != 0 || gone() {
-            let _ = w.compare_exchange(seen, 0, Ordering::AcqRel, Ordering::Relaxed);
-            return;
-        }
-        // The server still has it (queued or active): it frees the slot when done.
-        if w.compare_exchange(seen, seen | slots::ABANDONED, Ordering::SeqCst, Ordering::Relaxed)
-            .is_err()
-        {
-            // It ended meanwhile (FIN): free it.
-            let now = w.load(Ordering::Acquire);
-            if now & slots::FIN != 0 {
-                let _ = w.compare_exchange(now, 0, Ordering::AcqRel, Ordering::Relaxed);
-            }
-            return;
-        }
-        // Pairs with the close of a server going away: it frees ABANDONED slots after
-        // its close, or we see it gone here.
-        if gone() {
-            slots::free_abandoned(w, self.server);
-        }
+        });
     }
 }
 

@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering;
 
 use iox_mempool::Bookkeeping;
 
-use super::slots;
+use super::request_word;
 use crate::doorbell::Ringer;
 use crate::dynamic::{self, Dynamic};
 use crate::port;
@@ -109,12 +109,11 @@ pub(crate) fn recover_server(
             report.chunks_freed +=
                 port::drain_queue(&d.response_queue(s, c), queue::BY_PRODUCER, pool, owner);
         }
-        for w in d.request_words(c) {
-            slots::free_abandoned(w, s);
-        }
     }
     report.chunks_freed += pool.release_all(owner).1;
     port::free(header, generation);
+    // After the state says FREE, as a server leaving by itself (see `request_word`).
+    request_word::server_left((0..clients).flat_map(|c| d.request_words(c)), s);
     port::announce(d);
     for c in 0..clients {
         let ch = d.publisher(c);
@@ -162,7 +161,7 @@ pub(crate) fn requests_in_flight(d: Dynamic<'_>) -> usize {
         .flat_map(|c| d.request_words(c))
         .filter(|w| {
             let w = w.load(Ordering::Relaxed);
-            w != 0 && w & slots::FIN == 0
+            w != 0 && w & request_word::FIN == 0
         })
         .count()
 }
@@ -173,7 +172,7 @@ pub(crate) fn client_in_flight(d: Dynamic<'_>, c: usize) -> usize {
         .iter()
         .filter(|w| {
             let w = w.load(Ordering::Relaxed);
-            w != 0 && w & slots::FIN == 0
+            w != 0 && w & request_word::FIN == 0
         })
         .count()
 }

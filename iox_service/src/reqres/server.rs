@@ -22,6 +22,7 @@ use thiserror::Error;
 
 use super::ActiveRequest;
 use super::active::RequestRef;
+use super::request_word;
 use super::service::MAX_LOANS;
 use super::slots::{self, LivenessClock, Step};
 use crate::Payload;
@@ -217,7 +218,7 @@ impl ServerPort {
                 };
                 let seq = slots::seq_of(raw);
                 let words = d.request_words(c);
-                let expected = slots::word(self.slot, seq);
+                let expected = request_word::word(self.slot, seq);
                 let (client_generation, _) = slots::slot_state(d.publisher(c));
                 match words.get(slots::slot_of(seq)) {
                     Some(w) if w.load(Ordering::Acquire) == expected => {
@@ -225,7 +226,7 @@ impl ServerPort {
                         return Ok(Some((h, raw, c, client_generation)));
                     }
                     // Abandoned before we took it: free the slot, skip it.
-                    Some(w) => slots::free_abandoned(w, self.slot),
+                    Some(w) => request_word::free_abandoned(w, self.slot),
                     None => {}
                 }
                 let _ = self.pool.release(h, self.owner);
@@ -273,7 +274,7 @@ impl ServerPort {
         let seen = w.load(Ordering::Acquire);
         if seen == r.token {
             Ok(())
-        } else if seen == r.token | slots::ABANDONED && slots::same_port(ch, r.client_generation) {
+        } else if seen == r.token | request_word::ABANDONED && slots::same_port(ch, r.client_generation) {
             Err(ResponseSendError::Abandoned)
         } else {
             Err(ResponseSendError::ClientGone)
@@ -433,7 +434,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Server<Req, Resp> {
             client,
             client_generation,
             seq,
-            token: slots::word(port.slot, seq),
+            token: request_word::word(port.slot, seq),
         };
         Ok(Step::Got(ActiveRequest::new(
             Rc::clone(port),
@@ -466,13 +467,13 @@ impl Drop for ServerPort {
         }
         let d = self.service.dynamic();
         self.drain_requests();
-        for c in 0..d.layout().max_publishers {
-            for w in d.request_words(c) {
-                slots::free_abandoned(w, self.slot);
-            }
-        }
         self.pool.release_all(self.owner);
         port::free(self.header(), self.generation);
+        // Clients look at the slot's state before they leave a request to us: after
+        // it says FREE (see `request_word`).
+        crate::testing::stall_point("server-left-before-scan");
+        let clients = d.layout().max_publishers;
+        request_word::server_left((0..clients).flat_map(|c| d.request_words(c)), self.slot);
         port::announce(d);
     }
 }

@@ -1,40 +1,10 @@
-//! Request-slot words, queue entries of requests and responses, and waiting.
-//!
-//! A request slot word (one per active request of a client, in the dynamic
-//! segment) is 0 when free, else `server << 40 | flags << 32 | seq`:
-//! - `seq` (32 bits, never 0): `rid << 8 | k`, where `k` is the slot's index and `rid`
-//!   a 23-bit per-client counter started at random, so a stale entry of an earlier
-//!   request of the same slot never matches (ABA needs 2^23 requests through one slot
-//!   while one entry waits);
-//! - [`FIN`]: the server ended the stream (set by dropping the `ActiveRequest`);
-//! - [`ABANDONED`]: the client dropped its pending response before the end; whoever
-//!   finishes with the request last (the server's drop or receive, recovery of the
-//!   server, the client seeing the server gone) stores 0.
-//!
-//! Who writes: the client (0 -> request, request -> ABANDONED or 0), the server
-//! handling it (request -> FIN, ABANDONED -> 0), recovery of either. Every change
-//! after the first is a CAS from the exact word seen, so a word reused for a new
-//! request is never changed by someone acting on the old one.
+//! Queue entries of requests and responses, port slot states, and waiting. The
+//! request-slot word itself is [`super::request_word`].
 
-use std::sync::atomic::{AtomicU64, Ordering, fence};
+use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
 
 use crate::dynamic::{self, PortHeader};
-
-/// The server ended the stream.
-pub(crate) const FIN: u64 = 1 << 32;
-/// The client dropped its pending response before the end.
-pub(crate) const ABANDONED: u64 = 1 << 33;
-
-/// The word of a request with `seq` sent to server slot `s`.
-pub(crate) fn word(s: usize, seq: u32) -> u64 {
-    ((s as u64) << 40) | u64::from(seq)
-}
-
-/// The server slot a word names.
-pub(crate) fn server_of(word: u64) -> usize {
-    ((word >> 40) & 0xff) as usize
-}
 
 /// The request-slot index a `seq` names.
 pub(crate) fn slot_of(seq: u32) -> usize {
@@ -49,15 +19,6 @@ pub(crate) fn seq_of(entry: u64) -> u32 {
 /// The `seq` for request number `rid` in slot `k`.
 pub(crate) fn seq(rid: u32, k: usize) -> u32 {
     ((rid & 0x7f_ffff) << 8) | k as u32
-}
-
-/// Frees a request slot left ABANDONED for server slot `s` (the server is gone or
-/// dropped the request): CAS from the exact word, so a reused slot is left alone.
-pub(crate) fn free_abandoned(w: &AtomicU64, s: usize) {
-    let seen = w.load(Ordering::Acquire);
-    if seen & ABANDONED != 0 && server_of(seen) == s {
-        let _ = w.compare_exchange(seen, 0, Ordering::AcqRel, Ordering::Relaxed);
-    }
 }
 
 /// The (generation, phase) of a port slot, Acquire (pairs with `port::close`'s SeqCst
