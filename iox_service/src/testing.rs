@@ -29,9 +29,13 @@
 //! - `probe-after-open`: a liveness probe opened a node file and is about to test its
 //!   lock;
 //! - `queue-drop-oldest-claimed`: a publisher claimed a full queue's oldest entry to
-//!   drop it, and has not taken it yet.
+//!   drop it, and has not taken it yet;
 //! - `server-left-before-scan`: a server leaving stored its slot's FREE state and has
 //!   not yet freed the request words ABANDONED for it.
+//! - `receive-before-wait`: a blocking receive found nothing to take and has not yet
+//!   said it waits;
+//! - `receive-before-sleep`: a blocking receive found nothing ready after its fence
+//!   and is about to sleep on its wake word.
 
 /// The environment variable naming the stall point a test wants.
 #[cfg(feature = "testing")]

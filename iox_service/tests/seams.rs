@@ -11,6 +11,37 @@ use iox_testkit::{Gate, env, role, spawn_self, wait_ok, wait_until};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
+/// A test's temp directory: the service root (`root/`) and the gates beside it.
+struct Scene {
+    dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Scene {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        Self { dir, root }
+    }
+
+    fn gate(&self, name: &str) -> Gate {
+        Gate::new(self.dir.path(), name)
+    }
+
+    /// This test re-run as `role`, its root in `ROOT` and `envs` besides.
+    fn spawn(&self, test: &str, role: &str, envs: &[(&str, String)]) -> std::process::Child {
+        let mut all = vec![("ROOT", self.root.display().to_string())];
+        all.extend(envs.iter().cloned());
+        spawn_self(test, role, &all)
+    }
+}
+
+/// A gate handed to a child that arms it itself (`testing::stall_at`), as `key`.
+fn gate_env<'a>(key: &'a str, gate: &Gate) -> (&'a str, String) {
+    (key, gate.path().display().to_string())
+}
+
 fn open_u64(root: &Path, name: &str, publishers: u32) -> PubSubService<u64> {
     Service::named(name)
         .unwrap()
@@ -44,27 +75,19 @@ fn a_node_that_replaced_its_file_during_a_probe_is_alive() {
         }
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    std::fs::create_dir(&root).unwrap();
-    let gate = Gate::new(dir.path(), "gate");
-    let svc = open_u64(&root, "seam/node", 1);
+    let scene = Scene::new();
+    let root = &scene.root;
+    let gate = scene.gate("gate");
+    let svc = open_u64(root, "seam/node", 1);
     let publisher = svc.publisher_builder().create().unwrap();
-    let cleaner = spawn_self(
-        TEST,
-        "cleaner",
-        &[
-            ("ROOT", root.display().to_string()),
-            ("GATE", gate.path().display().to_string()),
-        ],
-    );
+    let cleaner = scene.spawn(TEST, "cleaner", &[gate_env("GATE", &gate)]);
     // The cleaner has opened our node file and stopped before testing its lock.
     assert!(gate.wait_reached(LIMIT), "the cleaner never probed our node");
     // Our last use of the root goes (the node file is unlinked), then a new one comes
     // (a new node file, same name), with a publisher holding a loan.
     drop(publisher);
     drop(svc);
-    let svc = open_u64(&root, "seam/node", 1);
+    let svc = open_u64(root, "seam/node", 1);
     let publisher = svc.publisher_builder().create().unwrap();
     let loan = publisher.loan_uninit().unwrap();
     gate.open();
@@ -90,16 +113,12 @@ fn a_stale_sender_does_not_clear_the_arming_of_a_new_port_in_the_slot() {
         p.loan_uninit().unwrap().write_payload(2).send().unwrap();
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    std::fs::create_dir(&root).unwrap();
-    let gate = Gate::new(dir.path(), "gate");
-    let svc = open_one_subscriber(&root, "seam/wake");
+    let scene = Scene::new();
+    let gate = scene.gate("gate");
+    let svc = open_one_subscriber(&scene.root, "seam/wake");
     let first = svc.subscriber_builder().create().unwrap();
     assert!(!iox_testkit::readable(&first, Duration::ZERO)); // armed
-    let mut envs = vec![("ROOT", root.display().to_string())];
-    envs.extend(gate.env("wake-after-ring"));
-    let publisher = spawn_self(TEST, "publisher", &envs);
+    let publisher = scene.spawn(TEST, "publisher", &gate.env("wake-after-ring"));
     assert!(gate.wait_reached(LIMIT), "the publisher never rang");
     drop(first);
     let second = svc.subscriber_builder().create().unwrap();
@@ -151,15 +170,12 @@ fn a_receiver_behind_a_claim_sleeps_and_resolves_a_dead_claimer() {
         }
         unreachable!("killed at the gate");
     }
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    std::fs::create_dir(&root).unwrap();
-    let gate = Gate::new(dir.path(), "gate");
-    let svc = open_buffer_two(&root, "seam/claim");
+    let scene = Scene::new();
+    let gate = scene.gate("gate");
+    let svc = open_buffer_two(&scene.root, "seam/claim");
     let s = svc.subscriber_builder().create().unwrap();
-    let mut envs = vec![("ROOT", root.display().to_string())];
-    envs.extend(gate.env("queue-drop-oldest-claimed"));
-    let publisher = iox_testkit::Reaped::new(spawn_self(TEST, "publisher", &envs));
+    let publisher =
+        iox_testkit::Reaped::new(scene.spawn(TEST, "publisher", &gate.env("queue-drop-oldest-claimed")));
     assert!(gate.wait_reached(LIMIT), "the publisher never claimed");
     // A live claimer: the entry behind its claim waits, and the receiver sleeps.
     let wall = Duration::from_millis(300);
@@ -201,15 +217,12 @@ fn a_receiver_of_one_behind_a_dead_claimer_gets_its_entry() {
         }
         unreachable!("killed at the gate");
     }
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    std::fs::create_dir(&root).unwrap();
-    let gate = Gate::new(dir.path(), "gate");
-    let svc = open_buffer(&root, "seam/claim-one", 1);
+    let scene = Scene::new();
+    let gate = scene.gate("gate");
+    let svc = open_buffer(&scene.root, "seam/claim-one", 1);
     let s = svc.subscriber_builder().create().unwrap();
-    let mut envs = vec![("ROOT", root.display().to_string())];
-    envs.extend(gate.env("queue-drop-oldest-claimed"));
-    let publisher = iox_testkit::Reaped::new(spawn_self(TEST, "publisher", &envs));
+    let publisher =
+        iox_testkit::Reaped::new(scene.spawn(TEST, "publisher", &gate.env("queue-drop-oldest-claimed")));
     assert!(gate.wait_reached(LIMIT), "the publisher never claimed");
     assert_eq!(s.pending(), 0, "the claimed entry is not counted as pending");
     publisher.kill();
@@ -229,6 +242,78 @@ fn a_receiver_of_one_behind_a_dead_claimer_gets_its_entry() {
     );
 }
 
+/// A blocking receive found one publisher's queue claimed by a live publisher
+/// (stopped in its drop-oldest claim) and nothing else; before it slept, a second
+/// publisher sent. The claim holds back only its own queue: the receive takes the
+/// other sample without going to sleep (it used to count every queued entry as not
+/// ready while any queue was claimed, and slept out its recovery period).
+#[test]
+fn a_claim_on_one_queue_does_not_hold_back_another() {
+    const TEST: &str = "a_claim_on_one_queue_does_not_hold_back_another";
+    const NAME: &str = "seam/claim-other";
+    match role().as_deref() {
+        Some("claimer") => {
+            let svc = open_buffer_two(&env::<PathBuf>("ROOT"), NAME);
+            let p = svc.publisher_builder().create().unwrap();
+            assert_eq!(p.wait_for_subscribers(1, LIMIT).unwrap(), 1);
+            for i in 1..=3 {
+                // The third finds the queue full and claims its oldest entry: the gate.
+                p.loan_uninit().unwrap().write_payload(i).send().unwrap();
+            }
+            unreachable!("killed at the gate");
+        }
+        Some("receiver") => {
+            let svc = open_buffer_two(&env::<PathBuf>("ROOT"), NAME);
+            let s = svc.subscriber_builder().create().unwrap();
+            let go: PathBuf = env("GO");
+            assert!(wait_until(LIMIT, || go.join("open").exists()), "never let go");
+            // The environment stalls this receive at `receive-before-wait`; this
+            // stalls it if it is about to sleep.
+            iox_service::testing::stall_at("receive-before-sleep", &env::<PathBuf>("SLEEPING"));
+            let got = s.receive_timeout(LIMIT).unwrap().map(|s| *s);
+            assert_eq!(got, Some(42), "the other publisher's sample");
+            return;
+        }
+        _ => {}
+    }
+    let scene = Scene::new();
+    let (claimed, go) = (scene.gate("claimed"), scene.gate("go"));
+    let (waiting, sleeping) = (scene.gate("waiting"), scene.gate("sleeping"));
+    let svc = open_buffer_two(&scene.root, NAME);
+    // The second publisher exists before the receive looks.
+    let other = svc.publisher_builder().create().unwrap();
+    let mut envs = vec![gate_env("GO", &go), gate_env("SLEEPING", &sleeping)];
+    envs.extend(waiting.env("receive-before-wait"));
+    let mut receiver = iox_testkit::Reaped::new(scene.spawn(TEST, "receiver", &envs));
+    assert!(
+        wait_until(LIMIT, || svc.port_counts().1 == 1),
+        "no subscriber came"
+    );
+    let _claimer =
+        iox_testkit::Reaped::new(scene.spawn(TEST, "claimer", &claimed.env("queue-drop-oldest-claimed")));
+    assert!(claimed.wait_reached(LIMIT), "the publisher never claimed");
+    go.open();
+    assert!(waiting.wait_reached(LIMIT), "the receive never got to its wait");
+    other.loan_uninit().unwrap().write_payload(42).send().unwrap();
+    waiting.open();
+    let mut exited = None;
+    let decided = wait_until(LIMIT, || {
+        exited = receiver.try_wait();
+        exited.is_some() || sleeping.reached()
+    });
+    assert!(decided, "the receive neither slept nor returned");
+    let slept = sleeping.reached();
+    sleeping.open();
+    assert!(
+        !slept,
+        "the receive slept with a sample ready in an unclaimed queue"
+    );
+    assert!(
+        exited.is_some_and(|s| s.success()),
+        "the receiver failed: {exited:?}"
+    );
+}
+
 fn open_buffer_two(root: &Path, name: &str) -> PubSubService<u64> {
     open_buffer(root, name, 2)
 }
@@ -238,6 +323,7 @@ fn open_buffer(root: &Path, name: &str, buffer: u32) -> PubSubService<u64> {
         .unwrap()
         .root(root)
         .publish_subscribe::<u64>()
+        .max_publishers(2)
         .subscriber_buffer(buffer)
         .open_or_create()
         .unwrap()
@@ -362,21 +448,15 @@ fn slot_changes_hands_mid_send(test: &str, look_between: bool) {
         p.loan_uninit().unwrap().write_payload(3).send().unwrap();
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    std::fs::create_dir(&root).unwrap();
-    let gate = Gate::new(dir.path(), "gate");
-    let after = Gate::new(dir.path(), "after");
-    let svc = open_history(&root, "seam/history");
+    let scene = Scene::new();
+    let gate = scene.gate("gate");
+    let after = scene.gate("after");
+    let svc = open_history(&scene.root, "seam/history");
     let first = svc.subscriber_builder().create().unwrap();
-    let publisher = spawn_self(
+    let publisher = scene.spawn(
         test,
         "publisher",
-        &[
-            ("ROOT", root.display().to_string()),
-            ("GATE", gate.path().display().to_string()),
-            ("AFTER", after.path().display().to_string()),
-        ],
+        &[gate_env("GATE", &gate), gate_env("AFTER", &after)],
     );
     assert!(gate.wait_reached(LIMIT), "the publisher never reached its push");
     assert_eq!(*first.receive().unwrap().unwrap(), 1);
@@ -441,20 +521,11 @@ fn a_request_abandoned_while_its_server_leaves_frees_its_slot() {
         drop(server);
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    std::fs::create_dir(&root).unwrap();
-    let gate = Gate::new(dir.path(), "gate");
-    let svc = open_one_request(&root);
+    let scene = Scene::new();
+    let gate = scene.gate("gate");
+    let svc = open_one_request(&scene.root);
     let client = svc.client_builder().create().unwrap();
-    let child = spawn_self(
-        TEST,
-        "server",
-        &[
-            ("ROOT", root.display().to_string()),
-            ("GATE", gate.path().display().to_string()),
-        ],
-    );
+    let child = scene.spawn(TEST, "server", &[gate_env("GATE", &gate)]);
     assert!(wait_until(LIMIT, || svc.port_counts().1 == 1), "no server came");
     let pending = client.loan_uninit().unwrap().write_payload(1).send().unwrap();
     assert!(gate.wait_reached(LIMIT), "the server never left");

@@ -149,6 +149,11 @@ impl Reaped {
         self.stop();
     }
 
+    /// Its exit status if it has exited (reaped then), `None` while it runs.
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.0.as_mut().and_then(|c| c.try_wait().ok().flatten())
+    }
+
     /// Gives the child back (no kill on drop any more).
     pub fn into_inner(mut self) -> Child {
         self.0.take().expect("child still owned")
@@ -399,6 +404,11 @@ impl Gate {
     /// Whether a process stopped at the gate, waiting up to `limit`.
     pub fn wait_reached(&self, limit: Duration) -> bool {
         wait_until(limit, || self.dir.join("reached").exists())
+    }
+
+    /// Whether a process stopped at the gate (now, without waiting).
+    pub fn reached(&self) -> bool {
+        self.dir.join("reached").exists()
     }
 
     /// Lets the stalled process go on.

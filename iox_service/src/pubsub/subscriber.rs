@@ -464,6 +464,15 @@ impl<P: ?Sized + Payload> Subscriber<P> {
         stuck != 0
     }
 
+    /// Whether a queue outside the stuck set (not claimed by someone else when last
+    /// looked at) has an entry: one a receive takes now, whatever the stuck ones hold.
+    fn ready_outside_stuck(&self) -> bool {
+        let d = self.port.service.dynamic();
+        let stuck = self.stuck.get();
+        (0..d.layout().max_publishers)
+            .any(|p| stuck & crate::shm::connected::bit(p) == 0 && d.queue(p, self.port.slot).len() > 0)
+    }
+
     /// Whether anything is queued to this subscriber, entries someone is taking right
     /// now included (unlike [`Subscriber::pending`]): a queue of one whose only entry
     /// a dead publisher claimed still has it, and a receive must look to find the claim.
@@ -479,8 +488,9 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     /// (or at once, with `now_anyway`: a receive armed for an event loop, which has no
     /// timer to come back by), this subscriber runs the service's recovery itself (which
     /// resolves a dead claimer's claim, see `crate::recovery`). Returns whether it
-    /// resolved anything; the stuck set is cleared when recovery runs (a later receive
-    /// that finds a claim again says so again).
+    /// resolved anything. The stuck set stays: a claim recovery resolved is pruned
+    /// from it by the next look ([`Self::still_stuck`]), and one still held keeps
+    /// its queue out of what is ready.
     #[cold]
     #[inline(never)]
     fn resolve_stuck(&self, now_anyway: bool) -> bool {
@@ -493,7 +503,6 @@ impl<P: ?Sized + Payload> Subscriber<P> {
         {
             return false;
         }
-        self.stuck.set(0);
         self.last_recovery.set(Some(now));
         crate::recovery::recover(&self.port.service).is_ok_and(|r| r.takes_resolved + r.ports > 0)
     }
@@ -588,6 +597,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             if worth_trying && let Some(s) = self.receive()? {
                 return Ok(Some(s));
             }
+            crate::testing::stall_point("receive-before-wait");
             // About to sleep: no publisher of a removed service would wake us.
             if self.port.service.is_removed() {
                 return Err(ReceiveError::ServiceRemoved);
@@ -603,8 +613,10 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             // after the fence: one that ended before it let through what was behind it
             // (ready), and one that ends after it is followed by its claimer's push,
             // whose fence sees us waiting and wakes us.
+            // Ready: an entry in a queue no one else claims (another queue's claim
+            // holds back only what is behind it).
             let stuck = self.still_stuck();
-            let ready = self.pending() > 0 && !stuck;
+            let ready = self.ready_outside_stuck();
             let mut left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             if stuck {
                 left = Some(left.map_or(STUCK_RECOVERY_PERIOD, |l| l.min(STUCK_RECOVERY_PERIOD)));
@@ -612,6 +624,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             let result = if ready || left == Some(Duration::ZERO) {
                 Ok(())
             } else {
+                crate::testing::stall_point("receive-before-sleep");
                 port::futex_sleep(&header.wake, seen, left)
             };
             header.waiting.fetch_sub(1, Ordering::Relaxed);

@@ -280,7 +280,7 @@ impl ClientPort {
         );
         // The slot word first: the server reads it after taking the entry (whose push
         // is a Release store of the write index).
-        request_word::open(&words[k], request_word::word(s, seq));
+        request_word::open(&words[k], request_word::word(s, generation, seq));
         let entry = queue::entry(seq, handle);
         let q = d.queue(self.slot, s);
         if !port::send_one(

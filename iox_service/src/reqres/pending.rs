@@ -277,10 +277,15 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Drop for PendingResponse<Req
         }
         let d = port.service.dynamic();
         let sh = d.subscriber(self.server);
-        request_word::abandon(&d.request_words(port.slot)[k], self.seq, self.server, || {
-            let (generation, phase) = slots::slot_state(sh);
-            generation != self.server_generation || phase == dynamic::FREE
-        });
+        request_word::abandon(
+            &d.request_words(port.slot)[k],
+            self.seq,
+            (self.server, self.server_generation),
+            || {
+                let (generation, phase) = slots::slot_state(sh);
+                generation != self.server_generation || phase == dynamic::FREE
+            },
+        );
     }
 }
 

@@ -113,7 +113,7 @@ pub(crate) fn recover_server(
     report.chunks_freed += pool.release_all(owner).1;
     port::free(header, generation);
     // After the state says FREE, as a server leaving by itself (see `request_word`).
-    request_word::server_left((0..clients).flat_map(|c| d.request_words(c)), s);
+    request_word::server_left((0..clients).flat_map(|c| d.request_words(c)), s, generation);
     port::announce(d);
     for c in 0..clients {
         let ch = d.publisher(c);

@@ -2,7 +2,11 @@
 //! sent it and the server handling it, and every change made to it.
 //!
 //! One word per request slot of a client (in the dynamic segment): 0 when free, else
-//! `server << 40 | flags << 32 | seq`:
+//! `epoch << 48 | server << 40 | flags << 32 | seq`:
+//! - `server` (8 bits): the server slot the request went to, and `epoch` (16 bits)
+//!   the low bits of that slot's generation when it was sent: a server leaving frees
+//!   only words of its own generation, never one ABANDONED for the next server of its
+//!   slot (ABA needs 2^16 servers through one slot while one leaving server scans);
 //! - `seq` (32 bits, never 0): `rid << 8 | k`, where `k` is the slot's index and `rid`
 //!   a 23-bit per-client counter started at random, so a stale entry of an earlier
 //!   request of the same slot never matches (ABA needs 2^23 requests through one slot
@@ -42,14 +46,15 @@ pub(crate) const FIN: u64 = 1 << 32;
 /// The client dropped its pending response before the end.
 pub(crate) const ABANDONED: u64 = 1 << 33;
 
-/// The word of a request with `seq` sent to server slot `s`.
-pub(crate) fn word(s: usize, seq: u32) -> u64 {
-    ((s as u64) << 40) | u64::from(seq)
+/// The word of a request with `seq` sent to the server in slot `s`, generation
+/// `generation`.
+pub(crate) fn word(s: usize, generation: u64, seq: u32) -> u64 {
+    ((generation & 0xffff) << 48) | ((s as u64 & 0xff) << 40) | u64::from(seq)
 }
 
-/// The server slot a word names.
-pub(crate) fn server_of(word: u64) -> usize {
-    ((word >> 40) & 0xff) as usize
+/// Whether word `seen` was sent to the server in slot `s`, generation `generation`.
+pub(crate) fn sent_to(seen: u64, s: usize, generation: u64) -> bool {
+    seen >> 40 == word(s, generation, 0) >> 40
 }
 
 /// The client opens request `word` in free slot `w` (0): before the request's entry
@@ -82,11 +87,16 @@ pub(crate) fn end(w: &AtomicU64, token: u64) -> Ended {
     }
 }
 
-/// The client drops its pending response to request `seq`, sent to server slot
-/// `server`; `server_gone` says whether that server slot is no longer the one it
+/// The client drops its pending response to request `seq`, sent to the server in
+/// slot `server`, generation `generation`; `server_gone` says whether that server slot is no longer the one it
 /// sent to (freed, or taken by another server). Frees the word if the request ended
 /// or its server is gone, and otherwise marks it ABANDONED for the server to free.
-pub(crate) fn abandon(w: &AtomicU64, seq: u32, server: usize, server_gone: impl Fn() -> bool) {
+pub(crate) fn abandon(
+    w: &AtomicU64,
+    seq: u32,
+    (server, generation): (usize, u64),
+    server_gone: impl Fn() -> bool,
+) {
     let mut seen = w.load(Ordering::Acquire);
     loop {
         if seen & 0xffff_ffff != u64::from(seq) || seen & ABANDONED != 0 {
@@ -111,25 +121,27 @@ pub(crate) fn abandon(w: &AtomicU64, seq: u32, server: usize, server_gone: impl 
     // we see it gone here (see the module docs).
     fence(Ordering::SeqCst);
     if server_gone() {
-        free_abandoned(w, server);
+        free_abandoned(w, server, generation);
     }
 }
 
-/// Frees a request slot left ABANDONED for server slot `s` (the server is gone or
-/// dropped the request): CAS from the exact word, so a reused slot is left alone.
-pub(crate) fn free_abandoned(w: &AtomicU64, s: usize) {
+/// Frees a request slot left ABANDONED for the server in slot `s`, generation
+/// `generation` (the server is gone or dropped the request): CAS from the exact
+/// word, so a reused slot is left alone.
+pub(crate) fn free_abandoned(w: &AtomicU64, s: usize, generation: u64) {
     let seen = w.load(Ordering::Acquire);
-    if seen & ABANDONED != 0 && server_of(seen) == s {
+    if seen & ABANDONED != 0 && sent_to(seen, s, generation) {
         let _ = w.compare_exchange(seen, 0, Ordering::AcqRel, Ordering::Relaxed);
     }
 }
 
-/// Server slot `s` was left (its port freed, by itself or by recovery: the slot's
-/// state says so already): frees every word in `words` ABANDONED for it.
-pub(crate) fn server_left<'a>(words: impl IntoIterator<Item = &'a AtomicU64>, s: usize) {
+/// The server in slot `s`, generation `generation`, left (its port freed, by itself
+/// or by recovery: the slot's state says so already): frees every word in `words`
+/// ABANDONED for it. Words of a later server in the same slot are left to that one.
+pub(crate) fn server_left<'a>(words: impl IntoIterator<Item = &'a AtomicU64>, s: usize, generation: u64) {
     // Pairs with the fence in `abandon` (see the module docs).
     fence(Ordering::SeqCst);
     for w in words {
-        free_abandoned(w, s);
+        free_abandoned(w, s, generation);
     }
 }

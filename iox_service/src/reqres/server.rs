@@ -218,7 +218,7 @@ impl ServerPort {
                 };
                 let seq = slots::seq_of(raw);
                 let words = d.request_words(c);
-                let expected = request_word::word(self.slot, seq);
+                let expected = request_word::word(self.slot, self.generation, seq);
                 let (client_generation, _) = slots::slot_state(d.publisher(c));
                 match words.get(slots::slot_of(seq)) {
                     Some(w) if w.load(Ordering::Acquire) == expected => {
@@ -226,7 +226,7 @@ impl ServerPort {
                         return Ok(Some((h, raw, c, client_generation)));
                     }
                     // Abandoned before we took it: free the slot, skip it.
-                    Some(w) => request_word::free_abandoned(w, self.slot),
+                    Some(w) => request_word::free_abandoned(w, self.slot, self.generation),
                     None => {}
                 }
                 let _ = self.pool.release(h, self.owner);
@@ -434,7 +434,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Server<Req, Resp> {
             client,
             client_generation,
             seq,
-            token: request_word::word(port.slot, seq),
+            token: request_word::word(port.slot, port.generation, seq),
         };
         Ok(Step::Got(ActiveRequest::new(
             Rc::clone(port),
@@ -473,7 +473,11 @@ impl Drop for ServerPort {
         // it says FREE (see `request_word`).
         crate::testing::stall_point("server-left-before-scan");
         let clients = d.layout().max_publishers;
-        request_word::server_left((0..clients).flat_map(|c| d.request_words(c)), self.slot);
+        request_word::server_left(
+            (0..clients).flat_map(|c| d.request_words(c)),
+            self.slot,
+            self.generation,
+        );
         port::announce(d);
     }
 }
