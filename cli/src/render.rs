@@ -216,7 +216,7 @@ pub fn show(s: &ServiceInfo) -> String {
             "{:<11} {:>4} {:>8} {:<6} {:<9} {:<6} {:>10} {:>8} {:>7}",
             p.kind,
             p.slot,
-            p.pid,
+            shown_pid(p.pid, p.other_namespace),
             if p.alive { "yes" } else { "DEAD" },
             p.phase,
             if p.pinned { "yes" } else { "no" },
@@ -234,7 +234,7 @@ pub fn show(s: &ServiceInfo) -> String {
         let _ = writeln!(
             out,
             "{:>8} {:<6} {:<6} {:>12}",
-            p.pid,
+            shown_pid(p.pid, p.other_namespace),
             if p.alive { "yes" } else { "DEAD" },
             if p.pinned { "yes" } else { "no" },
             if p.pinned {
@@ -249,10 +249,15 @@ pub fn show(s: &ServiceInfo) -> String {
         "\nhandles   {}",
         s.users
             .iter()
-            .map(|u| format!("pid {}{}", u.pid, if u.alive { "" } else { " (DEAD)" }))
+            .map(|u| format!(
+                "pid {}{}",
+                shown_pid(u.pid, u.other_namespace),
+                if u.alive { "" } else { " (DEAD)" }
+            ))
             .collect::<Vec<_>>()
             .join(", ")
     );
+    out.push_str(&namespace_note(s));
     out
 }
 
@@ -279,7 +284,7 @@ fn event_ports(s: &ServiceInfo) -> String {
             "{:<9} {:>4} {:>8} {:<6} {:<9} {:>10}  {}",
             p.kind,
             p.slot,
-            p.pid,
+            shown_pid(p.pid, p.other_namespace),
             if p.alive { "yes" } else { "DEAD" },
             p.phase,
             notified,
@@ -291,10 +296,15 @@ fn event_ports(s: &ServiceInfo) -> String {
         "\nhandles   {}",
         s.users
             .iter()
-            .map(|u| format!("pid {}{}", u.pid, if u.alive { "" } else { " (DEAD)" }))
+            .map(|u| format!(
+                "pid {}{}",
+                shown_pid(u.pid, u.other_namespace),
+                if u.alive { "" } else { " (DEAD)" }
+            ))
             .collect::<Vec<_>>()
             .join(", ")
     );
+    out.push_str(&namespace_note(s));
     out
 }
 
@@ -402,4 +412,24 @@ pub fn report(r: &CleanupReport) -> String {
         "looked at {} service(s): recovered {} port(s) of dead processes ({} chunk(s) freed, {} interrupted send(s) finished), {} dead handle(s); removed {} service(s) and {} file(s) of dead processes",
         r.services, r.ports, r.chunks_freed, r.sends_finished, r.users, r.services_removed, r.files_removed
     )
+}
+
+/// A pid as its process sees it, starred when that process is in another PID
+/// namespace (another container): there the number names another process, or none.
+fn shown_pid(pid: u32, other_namespace: bool) -> String {
+    if other_namespace {
+        format!("{pid}*")
+    } else {
+        pid.to_string()
+    }
+}
+
+/// The footnote for starred pids, if any are shown.
+fn namespace_note(s: &ServiceInfo) -> String {
+    let starred = s.ports.iter().any(|p| p.other_namespace) || s.users.iter().any(|u| u.other_namespace);
+    if starred {
+        "* pid in another PID namespace (another container), as that process sees it\n".into()
+    } else {
+        String::new()
+    }
 }

@@ -66,15 +66,18 @@ fn listing(root: &Path) -> BTreeSet<String> {
         .collect()
 }
 
-/// The node id of the node file of process `pid` under `root`.
+/// The node id of the node file of process `pid` under `root` (the file's text says
+/// the pid: `pid <pid> pidns <inode>`).
 fn node_of(root: &Path, pid: u32) -> u64 {
     listing(root)
         .iter()
         .filter_map(|n| {
             let hex = n.strip_prefix("iox_node_")?.strip_suffix(".lock")?;
-            u64::from_str_radix(hex, 16).ok()
+            let text = std::fs::read_to_string(root.join(n)).ok()?;
+            let said: u32 = text.split_whitespace().nth(1)?.parse().ok()?;
+            (said == pid).then(|| u64::from_str_radix(hex, 16).ok())?
         })
-        .find(|id| (id >> 40) as u32 == pid)
+        .next()
         .expect("node file of the process")
 }
 

@@ -45,8 +45,11 @@ pub struct PortInfo {
     pub kind: &'static str,
     /// The slot index.
     pub slot: usize,
-    /// The owner's process id.
+    /// The owner's process id, as the owner sees it.
     pub pid: u32,
+    /// Whether the owner is in another PID namespace than this process (another
+    /// container): `pid` then names another process here, or none.
+    pub other_namespace: bool,
     /// The owner's node id.
     pub node: u64,
     /// Whether the owner process is alive.
@@ -70,8 +73,10 @@ pub struct PortInfo {
 /// An open service handle (one process's use of the service).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct UserInfo {
-    /// The process id.
+    /// The process id, as that process sees it (0 if its node file says none).
     pub pid: u32,
+    /// Whether the process is in another PID namespace than this one.
+    pub other_namespace: bool,
     /// The node id.
     pub node: u64,
     /// Whether the process is alive.
@@ -83,8 +88,12 @@ pub struct UserInfo {
 /// asked (see `iox_mempool::pin`), so it is told by the ports' pinned flags.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ProcessPinning {
-    /// The process id.
+    /// The process id, as that process sees it.
     pub pid: u32,
+    /// Whether the process is in another PID namespace than this one.
+    pub other_namespace: bool,
+    /// Its node id (processes are told apart by it: pids repeat across namespaces).
+    pub node: u64,
     /// Whether the process is alive.
     pub alive: bool,
     /// Whether one of its ports pinned the pool.
@@ -241,6 +250,12 @@ struct Alive<'a> {
 }
 
 impl Alive<'_> {
+    /// The pid of `node` as its process sees it, and whether that process is in
+    /// another PID namespace, from its node file (`fallback` when it says nothing).
+    fn pid(&self, node: u64, fallback: u32) -> (u32, bool) {
+        node::pid_hint(self.root, node).map_or((fallback, false), |h| (h.pid, h.other_namespace))
+    }
+
     fn check(&mut self, node: u64) -> bool {
         *self
             .seen
@@ -387,21 +402,22 @@ fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
             };
         }
         dynamic::CREATING | dynamic::DESTROYING => info.stale_reasons.push(format!(
-            "its {} (pid {}) died",
+            "its {} (node {node:016x}) died",
             if phase == dynamic::CREATING {
                 "creator"
             } else {
                 "remover"
             },
-            node::pid_of(node)
         )),
         _ => info.problems.push(format!("{path}: invalid lifecycle word")),
     }
     for user in d.users() {
         let node = user.load(Ordering::Relaxed);
         if node != 0 {
+            let (pid, other_namespace) = alive.pid(node, 0);
             info.users.push(UserInfo {
-                pid: node::pid_of(node),
+                pid,
+                other_namespace,
                 node,
                 alive: alive.check(node),
             });
@@ -481,10 +497,12 @@ fn read_ports(d: Dynamic<'_>, alive: &mut Alive, info: &mut ServiceInfo) {
             "client" => crate::reqres::recovery::client_in_flight(d, slot) as u64,
             _ => 0,
         };
+        let (pid, other_namespace) = alive.pid(node, h.pid.load(Ordering::Relaxed));
         info.ports.push(PortInfo {
             kind,
             slot,
-            pid: h.pid.load(Ordering::Relaxed),
+            pid,
+            other_namespace,
             node,
             alive: alive.check(node),
             phase,
@@ -505,22 +523,31 @@ fn read_ports(d: Dynamic<'_>, alive: &mut Alive, info: &mut ServiceInfo) {
     }
 }
 
-/// One entry per process of `info`'s ports and handles, ordered by pid.
+/// One entry per process (node) of `info`'s ports and handles, ordered by pid.
 fn processes(info: &ServiceInfo) -> Vec<ProcessPinning> {
     let mut out: Vec<ProcessPinning> = Vec::new();
     let seen = info
         .ports
         .iter()
-        .map(|p| (p.pid, p.alive, p.pinned))
-        .chain(info.users.iter().map(|u| (u.pid, u.alive, false)));
-    for (pid, alive, pinned) in seen {
-        match out.iter_mut().find(|p| p.pid == pid) {
+        .map(|p| (p.node, p.pid, p.other_namespace, p.alive, p.pinned))
+        .chain(
+            info.users
+                .iter()
+                .map(|u| (u.node, u.pid, u.other_namespace, u.alive, false)),
+        );
+    for (node, pid, other_namespace, alive, pinned) in seen {
+        match out.iter_mut().find(|p| p.node == node) {
             Some(p) => {
                 p.alive |= alive;
                 p.pinned |= pinned;
+                if p.pid == 0 {
+                    p.pid = pid;
+                }
             }
             None => out.push(ProcessPinning {
                 pid,
+                other_namespace,
+                node,
                 alive,
                 pinned,
                 pinned_bytes: 0,

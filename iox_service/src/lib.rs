@@ -32,6 +32,7 @@
 #[cfg(feature = "tokio")]
 mod async_ready;
 mod event;
+mod handover;
 pub mod inspect;
 pub mod name;
 mod pubsub;

@@ -35,11 +35,27 @@
 //! - `receive-before-wait`: a blocking receive found nothing to take and has not yet
 //!   said it waits;
 //! - `receive-before-sleep`: a blocking receive found nothing ready after its fence
-//!   and is about to sleep on its wake word.
+//!   and is about to sleep on its wake word;
+//! - `handover-before-reply`: a holder's responder read a well-formed request for
+//!   its service and has not yet checked the peer or replied.
+//!
+//! A holder's responder answers wrongly when [`HANDOVER_ENV`] says how (`garbage`,
+//! `no-fd`, `wrong-fd`, `oversized`, `silent`, or a memfd named like the service's
+//! that is `unsealed`, `short`, another inode (`same-name`) or has an `other-nonce`),
+//! from the first request on or from the one [`HANDOVER_FROM_ENV`] counts to.
 
 /// The environment variable naming the stall point a test wants.
 #[cfg(feature = "testing")]
 pub const STALL_ENV: &str = "IOX_TEST_STALL";
+
+/// The environment variable that makes this process's descriptor responder answer
+/// wrongly (see the module docs).
+#[cfg(feature = "testing")]
+pub const HANDOVER_ENV: &str = "IOX_TEST_HANDOVER";
+
+/// With [`HANDOVER_ENV`]: answer the first n requests correctly, then wrongly.
+#[cfg(feature = "testing")]
+pub const HANDOVER_FROM_ENV: &str = "IOX_TEST_HANDOVER_FROM";
 
 /// The environment variable naming the gate directory of the stall point of
 /// [`STALL_ENV`] (unset: the point parks forever).
@@ -54,6 +70,21 @@ pub const GATE_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
 /// Node liveness, for tests that check how dead processes are told from live ones.
 #[cfg(feature = "testing")]
 pub use crate::recovery::node::{is_alive, process_node_id};
+
+/// The files under `root`, sorted, but for this process's own node file: a test
+/// process uses many roots at once (one per test thread), and a node file stays,
+/// locked, while its process still has a node under another root (see the node
+/// module's `RETIRED`).
+#[cfg(feature = "testing")]
+pub fn files_but_own_node(root: &std::path::Path) -> Vec<String> {
+    let own = crate::shm::files::node_file_name(process_node_id());
+    let mut v: Vec<String> = std::fs::read_dir(root)
+        .map(|d| d.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
+        .unwrap_or_default();
+    v.retain(|f| *f != own);
+    v.sort();
+    v
+}
 #[cfg(feature = "testing")]
 pub use crate::shm::files::parse_node_file_name;
 

@@ -32,22 +32,40 @@ fn files_are_laid_out_as_designed_and_removed_with_the_last_port() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     names.sort();
-    // Owner-only permissions: the payload is a sealed memfd, not a file.
-    assert_eq!(names.len(), 4, "{names:?}");
+    // The payload is a sealed memfd, not a file; this process offers it to newcomers
+    // on its hand-over socket.
+    assert_eq!(names.len(), 5, "{names:?}");
     for ext in ["chunks", "dynamic", "service"] {
         assert!(names.contains(&format!("{stem}.{ext}")), "{names:?}");
     }
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with(&format!("{stem}.h.")) && n.ends_with(".sock")),
+        "{names:?}"
+    );
     assert!(text_of(dir.path(), &stem).contains("backing: Memfd("));
-    // Group access: a file under the root, which other users can open.
+    // Group access: a memfd too (handed over after a credentials check).
     let shared = service(&dir, "camera/shared")
         .publish_subscribe::<u64>()
         .permissions(0o660)
         .create()
         .unwrap();
     let shared_stem = iox_service::ServiceName::new("camera/shared").unwrap().stem();
-    assert!(dir.path().join(format!("{shared_stem}.pool")).exists());
-    assert!(text_of(dir.path(), &shared_stem).contains("backing: File"));
+    assert!(!dir.path().join(format!("{shared_stem}.pool")).exists());
+    assert!(text_of(dir.path(), &shared_stem).contains("backing: Memfd("));
     drop(shared);
+    // A file only when asked for.
+    let filed = service(&dir, "camera/filed")
+        .publish_subscribe::<u64>()
+        .permissions(0o660)
+        .backing(iox_service::Backing::File)
+        .create()
+        .unwrap();
+    let filed_stem = iox_service::ServiceName::new("camera/filed").unwrap().stem();
+    assert!(dir.path().join(format!("{filed_stem}.pool")).exists());
+    assert!(text_of(dir.path(), &filed_stem).contains("backing: File"));
+    drop(filed);
     assert!(
         names
             .iter()
@@ -64,10 +82,12 @@ fn files_are_laid_out_as_designed_and_removed_with_the_last_port() {
     );
     drop(publisher);
     assert!(!Service::exists_in(dir.path(), "camera/front").unwrap());
+    // Our node file too, unless this process still uses another root (parallel
+    // tests do): then it stays, locked, until the last one goes.
     assert_eq!(
-        std::fs::read_dir(dir.path()).unwrap().count(),
-        0,
-        "no file left, node file included"
+        iox_service::testing::files_but_own_node(dir.path()),
+        Vec::<String>::new(),
+        "no file left"
     );
 }
 
@@ -528,10 +548,7 @@ fn removes_racing_open_or_create_never_leave_debris() {
     p.loan_uninit().unwrap().write_payload(5).send().unwrap();
     assert_eq!(*s.receive().unwrap().unwrap(), 5);
     drop((p, s, svc));
-    let left: Vec<_> = std::fs::read_dir(&root)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
+    let left = iox_service::testing::files_but_own_node(&root);
     assert!(left.is_empty(), "debris: {left:?}");
 }
 
@@ -628,8 +645,12 @@ fn max_held_counts_samples_wherever_they_are() {
     drop(b);
 }
 
+/// Liveness is the node file's lock alone: no pid is read from a node id (pids repeat
+/// across PID namespaces). The file says the pid and PID namespace, for people; an
+/// id no file names is dead, and so is a node whose file was deleted by hand (which
+/// is why iox only deletes node files it proved dead).
 #[test]
-fn a_deleted_node_file_keeps_its_process_alive_and_a_reused_pid_cannot_fake_life() {
+fn a_node_is_alive_exactly_while_its_locked_file_is_there() {
     let dir = tempfile::tempdir().unwrap();
     let svc = service(&dir, "liveness")
         .publish_subscribe::<u8>()
@@ -642,11 +663,19 @@ fn a_deleted_node_file_keeps_its_process_alive_and_a_reused_pid_cannot_fake_life
         .unwrap();
     let id = iox_service::testing::parse_node_file_name(&file).unwrap();
     assert!(iox_service::testing::is_alive(dir.path(), id));
+    let text = std::fs::read_to_string(dir.path().join(&file)).unwrap();
+    let ns = std::fs::metadata("/proc/self/ns/pid")
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .unwrap();
+    assert_eq!(text.trim(), format!("pid {} pidns {ns}", std::process::id()));
+    assert!(
+        !iox_service::testing::is_alive(dir.path(), id ^ 1),
+        "an id no file names"
+    );
     std::fs::remove_file(dir.path().join(&file)).unwrap();
-    // Same pid and start time: this very process, whose file someone deleted.
-    assert!(iox_service::testing::is_alive(dir.path(), id));
-    // Same pid, another start time: a dead node whose pid was reused.
-    let reused = id ^ (1 << 20);
-    assert!(!iox_service::testing::is_alive(dir.path(), reused));
+    assert!(
+        !iox_service::testing::is_alive(dir.path(), id),
+        "judged by the file alone"
+    );
     drop(svc);
 }

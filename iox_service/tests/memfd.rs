@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use iox_service::{Backing, CreateError, OpenError, PubSubBuilder, Service, ServiceName};
+use iox_service::{Backing, CreateError, PubSubBuilder, Service, ServiceName};
 use iox_testkit::{Reaped, env, role, root_env, spawn_self, wait_ok, wait_until};
 
 const LIMIT: Duration = Duration::from_secs(20);
@@ -289,8 +289,8 @@ fn a_pool_larger_than_a_small_tmpfs_root_works_as_memfd_and_fails_cleanly_as_fil
     assert!(
         matches!(
             &e,
-            CreateError::Segment {
-                source: iox_mempool::segment::CreateSegmentError::NoSpace { .. },
+            CreateError::Root {
+                source: iox_service::RootError::NoSpace { .. },
                 ..
             }
         ),
@@ -302,74 +302,4 @@ fn a_pool_larger_than_a_small_tmpfs_root_works_as_memfd_and_fails_cleanly_as_fil
         "nothing left of the failed create"
     );
     drop((p, s, svc));
-}
-
-#[test]
-fn an_opener_handed_a_wrong_target_gets_a_specific_error() {
-    let _turn = serial();
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::FileExt;
-    const NAME: &str = "memfd/wrong";
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    let keep = builder(root, NAME).create().unwrap();
-    let iox_service::PayloadBacking::Memfd(id) = keep.static_config().backing else {
-        panic!("owner-only services default to a memfd");
-    };
-    let stem = ServiceName::new(NAME).unwrap().stem();
-    let dynamic = root.join(format!("{stem}.dynamic"));
-    // The creator's users-table entry says which fd holds the memfd: point it elsewhere.
-    let point_at = |fd: i32| {
-        let f = std::fs::OpenOptions::new().write(true).open(&dynamic).unwrap();
-        f.write_all_at(&(fd as u32 + 1).to_le_bytes(), 128 + 128 * 8)
-            .unwrap();
-    };
-    let open = || {
-        builder(root, NAME)
-            .timeout(Duration::from_millis(200))
-            .open()
-            .unwrap_err()
-    };
-    // Not this service's memfd at all (a plain file): never opened, only its /proc
-    // link read; reported once the wait ends (it could have been a stale fd number).
-    let plain = std::fs::File::create(root.join("plain")).unwrap();
-    point_at(plain.as_raw_fd());
-    let e = open();
-    assert!(
-        matches!(&e, OpenError::TimedOut { last, .. } if last.contains("not this service's memfd")),
-        "{e}"
-    );
-    // Memfds named like this service's, failing the later checks: specific at once.
-    let named = |nonce: u64, len: u64, seal: bool| {
-        let m = memfd::MemfdOptions::new()
-            .allow_sealing(true)
-            .create(format!("iox:{stem}:{nonce:016x}"))
-            .unwrap();
-        m.as_file().set_len(len).unwrap();
-        if seal {
-            m.add_seals(&[
-                memfd::FileSeal::SealShrink,
-                memfd::FileSeal::SealGrow,
-                memfd::FileSeal::SealSeal,
-            ])
-            .unwrap();
-        }
-        m
-    };
-    let len = (POOL_MIB as u64) << 20;
-    for (what, m, expect) in [
-        ("unsealed", named(id.nonce, len, false), "lacks seals"),
-        ("wrong size", named(id.nonce, 4096, true), "4096 bytes long"),
-        ("another memfd, same name", named(id.nonce, len, true), "inode"),
-        ("another nonce", named(id.nonce ^ 1, len, true), "named"),
-    ] {
-        point_at(m.as_file().as_raw_fd());
-        let e = open();
-        assert!(
-            matches!(&e, OpenError::MemfdUnreachable { tried, .. } if tried[0].contains(expect)),
-            "{what}: {e}"
-        );
-        println!("{what}: {e}");
-    }
-    drop(keep);
 }

@@ -25,7 +25,9 @@ fn sockets(root: &Path) -> Vec<String> {
     std::fs::read_dir(root)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.ends_with(".sock"))
+        // Readiness sockets only (each holder's descriptor hand-over socket, `.h.`, is
+        // another matter).
+        .filter(|n| n.ends_with(".sock") && !n.contains(".h."))
         .collect()
 }
 

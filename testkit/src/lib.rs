@@ -55,6 +55,28 @@ pub fn spawn_self(test: &str, role: &str, envs: &[(&str, String)]) -> Child {
         .expect("spawn child test process")
 }
 
+/// Starts this test binary again as [`spawn_self`] does, as pid 1 of a new PID
+/// namespace with its own `/proc` (`unshare --pid --fork --kill-child --mount-proc`,
+/// root only): what a process in another container sharing the root volume is. The
+/// child returned is `unshare`; killing it kills the namespace's process too.
+pub fn spawn_self_in_pid_namespace(test: &str, role: &str, envs: &[(&str, String)]) -> Child {
+    let inner = self_command(test, role, envs);
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--pid", "--fork", "--kill-child", "--mount-proc"])
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .stdin(Stdio::null());
+    if std::env::var(CHILD_STDOUT).as_deref() != Ok("1") {
+        cmd.stdout(Stdio::null());
+    }
+    for (k, v) in inner.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    cmd.spawn().expect("spawn unshare (util-linux)")
+}
+
 /// Waits for `child` to exit within `limit`, killing it otherwise; panics unless it
 /// succeeded.
 pub fn wait_ok(mut child: Child, limit: Duration) {

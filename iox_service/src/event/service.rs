@@ -153,17 +153,13 @@ impl Pattern for EventBuilder {
         let permissions = self.permissions.unwrap_or(segment::DEFAULT_MODE);
         // The minimal pool (see the module docs): one chunk, never loaned.
         let layout = PoolLayout::new(&[(64, 1)]).expect("constant layout");
-        // Same backing rule as pub-sub: a memfd is reachable by the same user only.
-        let backing = if permissions & 0o077 == 0 {
-            PayloadBacking::Memfd(MemfdIdentity {
-                len: layout.payload_len() as u64,
-                dev: 0,
-                ino: 0,
-                nonce: 0,
-            })
-        } else {
-            PayloadBacking::File
-        };
+        // Memfd, as pub-sub's default: handed over to newcomers (`crate::handover`).
+        let backing = PayloadBacking::Memfd(MemfdIdentity {
+            len: layout.payload_len() as u64,
+            dev: 0,
+            ino: 0,
+            nonce: 0,
+        });
         let config = StaticConfig {
             version: static_config::CONFIG_VERSION,
             name: target.name.to_string(),

@@ -179,9 +179,10 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
         self.permissions = Some(mode);
         self
     }
-    /// Where the pool's payload lives (default: [`Backing::Memfd`] when the
-    /// permissions are owner-only, [`Backing::File`] otherwise, since other users
-    /// cannot reach a memfd through `/proc`). On open: must match if set.
+    /// Where the pool's payload lives (default: [`Backing::Memfd`], for every
+    /// permission mode: a newcomer gets it handed over by a process that holds it,
+    /// after its credentials were checked against the permissions; [`Backing::File`]
+    /// names a file under the root instead). On open: must match if set.
     pub fn backing(mut self, backing: Backing) -> Self {
         self.backing = Some(backing);
         self
@@ -303,11 +304,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
                 + u64::from(config.history))
             + s * u64::from(config.max_held);
         config.layout = self.layout(counts as usize)?;
-        let owner_only = config.permissions & 0o077 == 0;
-        let memfd = match self.backing {
-            Some(b) => b == Backing::Memfd,
-            None => owner_only,
-        };
+        let memfd = self.backing.is_none_or(|b| b == Backing::Memfd);
         if memfd {
             config.backing = PayloadBacking::Memfd(MemfdIdentity {
                 len: config.layout.payload_len() as u64,

@@ -11,21 +11,13 @@
 //!
 //! # Cleaning a full root
 //!
-//! A cleanup needs no new file. It normally joins the root as a node (its node file,
-//! [`crate::node`]), but if the root's file system is full ([`RootError::NoSpace`]) it
-//! runs with this process's node id and no node file, which is exactly what is needed
-//! to free that space. Why that is safe: a node file only serves others, who judge
-//! the recoverer alive by it while it holds a service's recovery lock or a lifecycle
-//! word; this process's own judgements (who is dead) come from the *other* nodes'
-//! files and do not change. A node whose file is missing is judged by the missing-file
-//! rule of [`node::is_alive`]: alive while a process with its pid *and its start time*
-//! runs (and whenever that cannot be told), dead once it is gone. So while the cleaner
-//! runs, every other process sees it alive and waits for it; if it dies holding a
-//! recovery lock or a lifecycle word, the next one takes over once its pid is gone or
-//! reused, just as for a dead node with a file. Nothing live is ever treated as dead:
-//! the cleaner removes only files of nodes proven dead by their free lock (or, with
-//! no file, by their process being gone), as every recovery does. Other root errors
-//! (missing, read-only, not a directory) are returned: nothing could be removed there.
+//! A cleanup joins the root as a node (its node file, [`crate::node`]): others judge
+//! it alive by that file's lock while it holds a service's recovery lock or a
+//! lifecycle word, and a missing file would make it look dead. A node file needs an
+//! inode and no data block (its pid line is written best-effort), so a root whose
+//! space is full still gives one, and a cleanup frees that space. A root out of inodes,
+//! and other root errors (missing, read-only, not a directory), are returned as a
+//! [`RootError`]: nothing could be removed there.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -255,30 +247,22 @@ impl Service {
 /// How long an explicit remove waits for a live creator or remover to finish.
 const REMOVE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// This process as a cleaner under `root`: its node there, or, if the root is full,
-/// its bare node id (see the module docs: why a cleanup needs no node file).
-enum Cleaner {
-    Node(std::sync::Arc<Node>),
-    WithoutFile(u64),
-}
+/// This process as a cleaner under `root`: its node there.
+struct Cleaner(std::sync::Arc<Node>);
 
 impl Cleaner {
     fn id(&self) -> u64 {
-        match self {
-            Self::Node(n) => n.id(),
-            Self::WithoutFile(id) => *id,
-        }
+        self.0.id()
     }
 }
 
 fn node_for(root: &Path) -> Result<Cleaner, CleanupError> {
-    match Node::for_root(root) {
-        Ok(node) => Ok(Cleaner::Node(node)),
-        Err(e) => match RootError::classify(root, "set up the process node file", e) {
-            RootError::NoSpace { .. } => Ok(Cleaner::WithoutFile(node::process_node_id())),
-            e => Err(e.into()),
-        },
-    }
+    // A node file needs an inode and no data block (its text is best effort), so a
+    // full root still gives one; without it this cleaner would look dead to others
+    // (a missing node file is a dead node) and could be overtaken mid-recovery.
+    Node::for_root(root)
+        .map(Cleaner)
+        .map_err(|e| RootError::classify(root, "set up the process node file", e).into())
 }
 
 /// Wakes every subscriber of the service blocked in `receive_timeout` or on an armed

@@ -24,6 +24,8 @@ extern "C" fn forked_child() {
     // Runs in the child right after fork, before fork returns there: one atomic add,
     // safe in that context.
     GENERATION.fetch_add(1, Ordering::Relaxed);
+    // And the child draws its own node id (an atomic store).
+    crate::recovery::node::forget_after_fork();
 }
 
 /// The fork generation of this process: different in a forked child from its parent's.

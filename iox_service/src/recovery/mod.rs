@@ -365,15 +365,15 @@ fn recover_event_ports(d: Dynamic<'_>, stem: &str, live: &mut Liveness, report: 
 /// Unregisters the service handles of dead nodes; returns how many.
 pub(crate) fn recover_users(d: Dynamic<'_>, live: &mut Liveness) -> usize {
     let mut n = 0;
-    for (user, fd) in d.users().iter().zip(d.user_fds()) {
+    for (user, holder) in d.users().iter().zip(d.user_holders()) {
         let node = user.load(Ordering::Acquire);
         if node == 0 || live.alive(node) {
             continue;
         }
-        // The fd first, as a leaving user does. (Should another recoverer free the
-        // entry and a new user take it between this store and our CAS, that user's fd
-        // reads 0 and openers retry through other users until the timeout.)
-        fd.store(0, Ordering::Release);
+        // The holder mark first, as a leaving user does. (Should another recoverer
+        // free the entry and a new user take it between this store and our CAS, that
+        // user's mark reads 0 and openers ask other holders until the timeout.)
+        holder.store(0, Ordering::Release);
         if user
             .compare_exchange(node, 0, Ordering::SeqCst, Ordering::Relaxed)
             .is_ok()

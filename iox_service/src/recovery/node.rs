@@ -1,10 +1,11 @@
 //! Nodes: one id per process, and one node file per root the process uses, proven
 //! alive by a held `flock`.
 //!
-//! A process has one node id for its whole life ([`process_node_id`]), whatever roots
-//! it uses. Under each root it uses, its node is the file `iox_node_<id>.lock`, held
-//! with an exclusive `flock` for as long as any service (or anything else that joined
-//! the root, see [`Node::for_root`]) of the process uses that root. The kernel drops
+//! A process has one node id at a time ([`process_node_id`]), whatever roots it uses
+//! (a new one after its last node went, see [`RETIRED`]). Under each root it uses,
+//! its node is the file `iox_node_<id>.lock`, held with an exclusive `flock` for as long as any service (or anything else that joined
+//! the root, see [`Node::for_root`]) of the process uses that root, and longer while
+//! the process uses another root. The kernel drops
 //! the lock when the process dies, however it dies, so another process that can take
 //! the lock (`LOCK_SH | LOCK_NB`) knows the owner is gone. Ports, users, lifecycle
 //! words and robust mutexes record node ids in shared memory; that is how dead
@@ -14,21 +15,28 @@
 //! node file of X is looked for in every root where this process has a node).
 //!
 //! The file is readable by everyone (0644), so processes of other users that share a
-//! group-access service can test the lock; it holds nothing but the pid, as text, for
-//! tools. It is created under a temporary name, locked, and only then renamed into
-//! place, so no one ever sees an unlocked node file of a live process.
+//! group-access service can test the lock; it holds nothing but, for tools, the pid
+//! as this process sees it and its PID namespace (`pid 12 pidns 4026531836`): a pid
+//! means nothing in another namespace, and iox never uses it. It is created under a
+//! temporary name, locked, and only then renamed into place, so no one ever sees an
+//! unlocked node file of a live process.
 //!
-//! The id is the process id (22 bits), the low 24 bits of the process's start time
-//! (clock ticks since boot, `/proc/<pid>/stat`) and 16 random bits chosen once per
-//! process: a reused pid never produces the id of a dead node, a program `exec`ed in
-//! the same process gets a new id (process statics start afresh), a child forked
-//! without `exec` gets a new id (its pid differs from the one in the cached id), and a
-//! node whose file went missing can still be judged (alive only if a process with that
-//! pid *and that start time* runs). It fits in 62 bits.
+//! The id is 62 random bits, drawn once per process: unique across PID namespaces on
+//! one kernel (two containers sharing a root), where pids repeat. It is never derived
+//! from a pid, and liveness is proven only by the node file's lock (`flock` works
+//! across namespaces on one file): a node whose file is missing is dead (node files
+//! exist before their ids are recorded anywhere, and are removed only by their owner
+//! when its last node anywhere goes, or by a cleaner that proved them dead). A root
+//! the process stops using keeps its file, locked, while the process has a node
+//! elsewhere (see [`RETIRED`]): an id's files never come and go while it is in use,
+//! and once they are gone the process draws a new id. A program
+//! `exec`ed in the same process gets a new id (process statics start afresh), and so
+//! does a child forked without `exec` (the fork handler of `recovery::fork` forgets
+//! the id in the child).
 //!
-//! Should a node file with this process's id already exist under a root (a program
-//! this process ran before an `exec` drew the same 16 random bits and left it
-//! behind), the process draws another id if it has no node anywhere yet; otherwise
+//! Should a node file with this process's id already exist under a root (another
+//! process drew the same 62 bits, or a program this process ran before an `exec`
+//! left it behind), the process draws another id if it has no node anywhere yet; otherwise
 //! the stale file is removed if its lock is free (the records of that earlier program
 //! then look like this process's until it exits: they wait, they are never
 //! corrupted), and creating the node fails if it is held.
@@ -56,13 +64,41 @@ use rustix::fs::{FlockOperation, Mode, OFlags};
 pub struct Node {
     id: u64,
     path: PathBuf,
-    /// The process that made it: a forked child inherits the value but must neither
-    /// use nor delete it.
-    pid: u32,
+    root: PathBuf,
+    /// The fork generation that made it (`recovery::fork`): a forked child inherits
+    /// the value but must neither use nor delete it.
+    fork_generation: u64,
+    /// The locked file (taken when the node is retired, see [`RETIRED`]).
+    file: Option<File>,
+}
+
+/// This process's nodes by root, with the fork generation that made each (read
+/// without upgrading: a `Node` dropped here would take this lock again).
+static NODES: LazyLock<Mutex<NodesByRoot>> = LazyLock::new(Default::default);
+
+/// Per root: the node (weak) and the fork generation that made it.
+type NodesByRoot = HashMap<PathBuf, (Weak<Node>, u64)>;
+
+/// Node files of roots this process stopped using while it still has a node under
+/// another root: kept, locked, until the last node of the process goes. The id is the
+/// process's, so a file removed and made again under the same name would leave a gap
+/// in which the id looks dead (a missing file is a dead node) while a process that
+/// read one of our records earlier acts on it: the file stays instead, and is taken
+/// up again if the process comes back to the root. When the last node goes, every
+/// file of the id is removed and the id forgotten: the next node draws a new one, so
+/// an id that looked dead once stays dead. Locked after `NODES`.
+static RETIRED: Mutex<Vec<Retired>> = Mutex::new(Vec::new());
+
+struct Retired {
+    root: PathBuf,
+    path: PathBuf,
+    fork_generation: u64,
     _file: File,
 }
 
-static NODES: LazyLock<Mutex<HashMap<PathBuf, Weak<Node>>>> = LazyLock::new(Default::default);
+fn is_ours(fork_generation: u64) -> bool {
+    crate::recovery::fork::is_same_process(fork_generation)
+}
 
 pub(crate) use crate::shm::files::{
     node_file_name, parse_node_file_name, parse_temp_file_name, temp_file_name,
@@ -72,64 +108,99 @@ pub(crate) fn random_u32() -> u32 {
     iox_mempool::random::random_u64() as u32
 }
 
-/// This process's node id (cached; 0 = not chosen yet). A cached id whose pid is not
-/// ours was inherited through `fork` and is replaced.
+/// This process's node id (cached; 0 = not chosen yet, or forgotten in a forked
+/// child by [`forget_after_fork`]).
 static PROCESS_ID: AtomicU64 = AtomicU64::new(0);
 
 /// This process's node id: chosen on first use, the same for every root and thread,
 /// a new one in a forked child or an `exec`ed program (see the module docs).
 pub fn process_node_id() -> u64 {
+    // Registers the fork handler that forgets the id in a child, before the first
+    // id is drawn.
+    let _ = crate::recovery::fork::generation();
     // Relaxed: the id is a plain value, nothing else is published with it.
     let id = PROCESS_ID.load(Ordering::Relaxed);
-    if id != 0 && pid_of(id) == std::process::id() {
+    if id != 0 {
         return id;
     }
-    replace_process_id(id)
+    replace_process_id(0)
 }
 
-/// Replaces `stale` (0, an id inherited through `fork`, or one that collided) with a
-/// fresh id, unless another thread did so first; returns the id now in force.
+/// Called in a forked child right after `fork` (one atomic store, allowed there):
+/// the child draws its own id.
+pub(crate) fn forget_after_fork() {
+    PROCESS_ID.store(0, Ordering::Relaxed);
+}
+
+/// Replaces `stale` (0, or an id that collided) with a fresh id, unless another
+/// thread did so first; returns the id now in force.
 fn replace_process_id(stale: u64) -> u64 {
-    let pid = std::process::id();
-    let fresh = new_id(pid);
+    let fresh = new_id();
     match PROCESS_ID.compare_exchange(stale, fresh, Ordering::Relaxed, Ordering::Relaxed) {
         Ok(_) => fresh,
-        Err(other) if other != 0 && pid_of(other) == pid => other,
-        // Still a stale value (cannot really happen: a forked child has one thread).
-        Err(other) => replace_process_id(other),
+        Err(other) if other != 0 => other,
+        Err(_) => replace_process_id(0),
     }
 }
 
-/// A new id for process `pid`: pid | start time | fresh salt.
-fn new_id(pid: u32) -> u64 {
-    // 0 = unknown start time (then a missing file is judged by the pid alone).
-    let start = start_ticks(pid).map_or(0, |t| (t & START_MASK).max(1));
-    // Fresh salt: an `exec`ed program keeps its pid and start time, and must not
-    // inherit the records of the program it replaced.
-    let salt = u64::from(random_u32()) & SALT_MASK;
-    (u64::from(pid) << PID_SHIFT) | (start << START_SHIFT) | salt
+/// A new id: 62 random bits, never 0.
+fn new_id() -> u64 {
+    (iox_mempool::random::random_u64() & ID_MASK).max(1)
 }
+
+/// Node ids fit in 62 bits, so lifecycle words can hold one shifted by 2.
+const ID_MASK: u64 = (1 << 62) - 1;
 
 impl Node {
     /// The node of this process under `root`, created on first use.
     pub fn for_root(root: &Path) -> std::io::Result<Arc<Node>> {
-        let mut nodes = NODES.lock().unwrap_or_else(|e| e.into_inner());
-        let pid = std::process::id();
-        if let Some(node) = nodes.get(root).and_then(Weak::upgrade)
-            && node.pid == pid
-        {
-            return Ok(node);
-        }
-        // No node anywhere yet: the id was not handed out in a node file, so on a
-        // collision another one may be drawn.
-        let first = !nodes.values().any(|n| n.upgrade().is_some_and(|n| n.pid == pid));
-        let node = Arc::new(Self::create(root, first)?);
-        nodes.insert(root.to_owned(), Arc::downgrade(&node));
+        let mut nodes = loop {
+            let nodes = NODES.lock().unwrap_or_else(|e| e.into_inner());
+            match nodes.get(root) {
+                Some((weak, generation)) if is_ours(*generation) => match weak.upgrade() {
+                    Some(node) => return Ok(node),
+                    // Being dropped by another thread, which needs this lock to retire
+                    // or remove its file: let it, then look again.
+                    None => {
+                        drop(nodes);
+                        std::thread::yield_now();
+                    }
+                },
+                _ => break nodes,
+            }
+        };
+        let fork_generation = crate::recovery::fork::generation();
+        let retired = {
+            let mut retired = RETIRED.lock().unwrap_or_else(|e| e.into_inner());
+            retired.retain(|r| is_ours(r.fork_generation)); // a forked child's copies
+            let at = retired.iter().position(|r| r.root == root);
+            at.map(|i| retired.swap_remove(i))
+        };
+        let node = match retired {
+            // Back to a root whose file we kept: the same file, still locked.
+            Some(r) => Node {
+                id: process_node_id(),
+                path: r.path,
+                root: r.root,
+                fork_generation,
+                file: Some(r._file),
+            },
+            None => {
+                // No node anywhere yet: the id was not handed out in a node file, so
+                // on a collision another one may be drawn.
+                let first = !nodes
+                    .values()
+                    .any(|(w, generation)| is_ours(*generation) && w.strong_count() > 0);
+                Self::create(root, first)?
+            }
+        };
+        let node = Arc::new(node);
+        nodes.insert(root.to_owned(), (Arc::downgrade(&node), fork_generation));
         Ok(node)
     }
 
     fn create(root: &Path, may_redraw: bool) -> std::io::Result<Node> {
-        let pid = std::process::id();
+        let fork_generation = crate::recovery::fork::generation();
         loop {
             let id = process_node_id();
             let path = root.join(node_file_name(id));
@@ -145,8 +216,7 @@ impl Node {
                 Err(e) => return Err(e.into()),
             };
             // From here on, a failure removes the temp file before it returns: nothing
-            // of a failed attempt stays behind (on a full root, writing the pid is
-            // what fails).
+            // of a failed attempt stays behind.
             let fail = |e: std::io::Error| {
                 let _ = std::fs::remove_file(&tmp);
                 e
@@ -163,7 +233,9 @@ impl Node {
                 Err(e) => return Err(fail(e.into())),
             }
             let mut file = File::from(fd);
-            writeln!(file, "{pid}").map_err(fail)?;
+            // Best effort: the pid line is for people; the lock is the proof of life,
+            // and an empty file holds it as well (on a full root, writing fails).
+            let _ = writeln!(file, "{}", pid_line());
             // Locked before it gets its real name. NOREPLACE: a name collision must
             // never steal another node's file.
             match crate::shm::files::rename_noreplace(root, &tmp_name, &node_file_name(id)) {
@@ -193,8 +265,9 @@ impl Node {
             return Ok(Node {
                 id,
                 path,
-                pid,
-                _file: file,
+                root: root.to_path_buf(),
+                fork_generation,
+                file: Some(file),
             });
         }
     }
@@ -208,12 +281,43 @@ impl Node {
 impl Drop for Node {
     fn drop(&mut self) {
         // Only the process that made it: a forked child's copy must not delete the
-        // parent's proof of life. Unlink while still holding the lock, so no one sees a
-        // free lock on a file we are about to delete; the lock goes with the file
-        // descriptor right after.
-        if std::process::id() == self.pid {
-            let _ = std::fs::remove_file(&self.path);
+        // parent's proof of life.
+        if !is_ours(self.fork_generation) {
+            return;
         }
+        let mut nodes = NODES.lock().unwrap_or_else(|e| e.into_inner());
+        if nodes
+            .get(&self.root)
+            .is_some_and(|(w, _)| std::ptr::eq(w.as_ptr(), self))
+        {
+            nodes.remove(&self.root);
+        }
+        let mut retired = RETIRED.lock().unwrap_or_else(|e| e.into_inner());
+        retired.retain(|r| is_ours(r.fork_generation));
+        let others = nodes.iter().any(|(root, (w, generation))| {
+            *root != self.root && is_ours(*generation) && w.strong_count() > 0
+        });
+        if others {
+            // Kept, locked (see `RETIRED`).
+            if let Some(file) = self.file.take() {
+                retired.push(Retired {
+                    root: self.root.clone(),
+                    path: self.path.clone(),
+                    fork_generation: self.fork_generation,
+                    _file: file,
+                });
+            }
+            return;
+        }
+        // The last node of the process: every file of the id goes, each unlinked while
+        // still locked (no one sees a free lock on a file about to go; the locks go
+        // with the descriptors right after), and the id is forgotten.
+        for r in retired.drain(..) {
+            let _ = std::fs::remove_file(&r.path);
+        }
+        let _ = std::fs::remove_file(&self.path);
+        nodes.retain(|_, (w, _)| w.strong_count() > 0);
+        PROCESS_ID.store(0, Ordering::Relaxed);
     }
 }
 
@@ -223,30 +327,47 @@ pub fn absolute_root(root: &Path) -> PathBuf {
     std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf())
 }
 
-/// Node id layout: pid (22 bits, Linux pids are below 2^22) | low 24 bits of the
-/// process start time in clock ticks (0 = unknown) | 16 random bits. 62 bits in all,
-/// so lifecycle words can hold a node id shifted by 2.
-const PID_SHIFT: u32 = 40;
-const START_SHIFT: u32 = 16;
-const START_MASK: u64 = (1 << 24) - 1;
-const SALT_MASK: u64 = (1 << 16) - 1;
-
-/// The process id encoded in a node id.
-pub fn pid_of(id: u64) -> u32 {
-    (id >> PID_SHIFT) as u32
+/// What a node file says for tools: this process's pid as it sees it, and its PID
+/// namespace (the inode of `/proc/self/ns/pid`; 0 if unknown).
+fn pid_line() -> String {
+    let ns = std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| std::os::unix::fs::MetadataExt::ino(&m));
+    format!("pid {} pidns {ns}", std::process::id())
 }
 
-/// The start-time bits of a node id (0 = unknown).
-fn start_of(id: u64) -> u64 {
-    (id >> START_SHIFT) & START_MASK
+/// Where a person finds a node's process: its pid as that process saw it, and
+/// whether it is known to be in another PID namespace than this process (then the
+/// pid names another process here, or none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PidHint {
+    /// The pid in the node's own PID namespace.
+    pub pid: u32,
+    /// Known to be another namespace (false when either side's is unknown).
+    pub other_namespace: bool,
 }
 
-/// Whether the node `id` under `root` is alive. Only a lock file that exists and
-/// whose lock this process can take proves a node dead; anything unexpected counts as
-/// alive, since recovering a live node would corrupt its state (a wrong "alive" only
-/// delays recovery):
-/// - the lock file is missing: dead, unless the process that made the node still runs
-///   (same pid and start time: the file was deleted by hand);
+/// The pid hint in node `id`'s file under `root`, if the file says one.
+pub fn pid_hint(root: &Path, id: u64) -> Option<PidHint> {
+    let text = std::fs::read_to_string(root.join(node_file_name(id))).ok()?;
+    let mut words = text.split_whitespace();
+    let (pid, ns) = match (words.next()?, words.next(), words.next(), words.next()) {
+        ("pid", Some(pid), Some("pidns"), Some(ns)) => (pid.parse().ok()?, ns.parse::<u64>().ok()?),
+        // A file of an older iox: the bare pid, in an unknown namespace.
+        (pid, None, None, None) => (pid.parse().ok()?, 0),
+        _ => return None,
+    };
+    let ours = std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| std::os::unix::fs::MetadataExt::ino(&m));
+    Some(PidHint {
+        pid,
+        other_namespace: ns != 0 && ours != 0 && ns != ours,
+    })
+}
+
+/// Whether the node `id` under `root` is alive. A lock file whose lock this process
+/// can take, or no lock file at all, proves a node dead; anything unexpected counts
+/// as alive, since recovering a live node would corrupt its state (a wrong "alive"
+/// only delays recovery):
+/// - the lock file is missing: dead (see the module docs: a live node's file exists
+///   wherever its id is recorded; never delete one by hand);
 /// - it cannot be opened for another reason (another user's file, say): alive;
 /// - `flock` fails other than with "would block" (e.g. no locks on this file system):
 ///   alive.
@@ -255,8 +376,7 @@ fn start_of(id: u64) -> u64 {
 /// directory would find no files and call everyone dead (iox makes roots absolute).
 pub fn is_alive(root: &Path, id: u64) -> bool {
     match probe(root, id) {
-        Probe::Missing => same_process_running(id),
-        Probe::Free => false,
+        Probe::Missing | Probe::Free => false,
         Probe::Held => true,
     }
 }
@@ -266,8 +386,7 @@ pub fn is_alive(root: &Path, id: u64) -> bool {
 /// the robust mutex: a node that records itself in shared memory under a root has a
 /// node file there, and so does this process if it looks at that memory (the contract
 /// of [`crate::recovery::robust_mutex`]). The first root whose file exists decides, as
-/// in [`is_alive`]; with no file in any of them, the missing-file rule of
-/// [`is_alive`] applies.
+/// in [`is_alive`]; with no file in any of them, the node is dead.
 pub fn is_alive_anywhere(id: u64) -> bool {
     if id == process_node_id() {
         return true;
@@ -279,17 +398,23 @@ pub fn is_alive_anywhere(id: u64) -> bool {
             Probe::Held => return true,
         }
     }
-    same_process_running(id)
+    false
 }
 
 /// The roots where this process has a node now.
 fn roots() -> Vec<PathBuf> {
-    let pid = std::process::id();
     let nodes = NODES.lock().unwrap_or_else(|e| e.into_inner());
+    let retired = RETIRED.lock().unwrap_or_else(|e| e.into_inner());
     nodes
         .iter()
-        .filter(|(_, n)| n.upgrade().is_some_and(|n| n.pid == pid))
+        .filter(|(_, (w, generation))| is_ours(*generation) && w.strong_count() > 0)
         .map(|(root, _)| root.clone())
+        .chain(
+            retired
+                .iter()
+                .filter(|r| is_ours(r.fork_generation))
+                .map(|r| r.root.clone()),
+        )
         .collect()
 }
 
@@ -368,51 +493,6 @@ fn same_inode(fd: &impl std::os::fd::AsFd, path: &Path) -> Option<bool> {
         Err(rustix::io::Errno::NOENT) => Some(false),
         Err(_) => None,
     }
-}
-
-/// The start time of process `pid` in clock ticks since boot (field 22 of
-/// `/proc/<pid>/stat`); `Err` with the I/O error kind if it cannot be read.
-fn read_start_ticks(pid: u32) -> Result<u64, std::io::ErrorKind> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|e| e.kind())?;
-    // The command name (field 2) is in parentheses and may hold anything: count
-    // fields from the last ')'.
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r)
-        .ok_or(std::io::ErrorKind::InvalidData)?;
-    rest.split_whitespace()
-        .nth(19)
-        .and_then(|f| f.parse().ok())
-        .ok_or(std::io::ErrorKind::InvalidData)
-}
-
-fn start_ticks(pid: u32) -> Option<u64> {
-    read_start_ticks(pid).ok()
-}
-
-/// For a node whose file is missing: whether the very process that made it still
-/// runs. Same pid and start time: yes; the pid gone: no. Anything this process cannot
-/// tell (unknown start time, `/proc` hiding other users' processes) counts as running.
-fn same_process_running(id: u64) -> bool {
-    let pid = pid_of(id);
-    match read_start_ticks(pid) {
-        Ok(t) if start_of(id) != 0 => (t & START_MASK).max(1) == start_of(id),
-        Ok(_) => true,
-        Err(std::io::ErrorKind::NotFound) => pid_exists(pid),
-        Err(_) => true,
-    }
-}
-
-/// Whether a process with this pid exists (signal 0 probes without sending; a
-/// process of another user answers EPERM, which means it exists).
-fn pid_exists(pid: u32) -> bool {
-    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
-        return false;
-    };
-    !matches!(
-        rustix::process::test_kill_process(pid),
-        Err(rustix::io::Errno::SRCH)
-    )
 }
 
 /// Removes the node file of `id` if its node is dead (its lock is free). Returns

@@ -45,13 +45,14 @@
 //! **Liveness.** [`lock_api::RawMutex`] methods take only `&self`, so "who am I" and
 //! "is holder X alive" come from process-global functions, behind the [`Liveness`]
 //! trait; the mutex is generic over it, with [`NodeLiveness`] (iox's nodes) as the
-//! default and fakes in tests. With [`NodeLiveness`], a process has one node id for
-//! its life ([`crate::recovery::node::process_node_id`]), and "alive" is judged by the
-//! holder's node file in each root where this process has a node. The contract: a
-//! process that holds or waits for a mutex in shared memory under a root has a node
-//! there (iox services and cleanups do; others call [`NodeLiveness::join`]), so the
-//! holder's node file is found there. (Should it be missing, the holder is judged by
-//! pid and start time, as for any missing node file.)
+//! default and fakes in tests. With [`NodeLiveness`], a process has one node id while
+//! it has a node anywhere ([`crate::recovery::node::process_node_id`]), and "alive" is
+//! judged by the holder's node file in each root where this process has a node. The
+//! contract: a process that holds or waits for a mutex in shared memory under a root
+//! has a node there (iox services and cleanups do; others call
+//! [`NodeLiveness::join`]), so the holder's node file is found there, and its id does
+//! not change while it holds the mutex. A holder whose node file is missing everywhere
+//! is dead (node files exist wherever their ids are recorded).
 //!
 //! **fork.** A child forked without `exec` has another node id: it does not hold what
 //! its parent holds (the parent still does), and a guard it inherited unlocks nothing
@@ -106,9 +107,12 @@ pub unsafe trait Liveness {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NodeLiveness;
 
-// SAFETY: node ids are never 0 and one per process for its life (a forked or exec
-// ed program gets a new one); a node is called dead only when its lock is free or, with
-// no file, no process with its pid and start time runs (see `node::is_alive`).
+// SAFETY: node ids are never 0 and one per process while it has a node anywhere (a
+// forked or exec'ed program gets a new one, and an id whose files were all removed is
+// never used again: see `node::RETIRED`); a node is called dead only when its lock is
+// free or its file is missing under every root where this process has a node, which
+// the contract above (a holder has a node under the mutex's root, and so does this
+// process) makes mean that it is gone (see `node::is_alive`).
 unsafe impl Liveness for NodeLiveness {
     fn me() -> u64 {
         node::process_node_id()

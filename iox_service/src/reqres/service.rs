@@ -263,10 +263,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Pattern for RequestResponseB
                 name: target.name.to_string(),
                 source,
             })?;
-        let memfd = match self.backing {
-            Some(b) => b == Backing::Memfd,
-            None => permissions & 0o077 == 0,
-        };
+        let memfd = self.backing.is_none_or(|b| b == Backing::Memfd);
         if memfd {
             config.backing = PayloadBacking::Memfd(MemfdIdentity {
                 len: config.layout.payload_len() as u64,

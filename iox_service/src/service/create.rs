@@ -1,6 +1,7 @@
 //! Step 2 of the protocol (see the parent module): creating a service, or finding out
 //! what the dynamic segment already in place is.
 
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -60,11 +61,12 @@ pub(super) fn try_create(
         me,
         dynamic::CREATING,
     )
-    .map_err(|source| CreateError::Segment { name: name(), source })?;
+    .map_err(|source| segment_error(t, source))?;
     let d = dynamic.view();
     d.users()[0].store(me, Ordering::Relaxed);
-    if let Some(unsealed) = &memfd {
-        d.user_fds()[0].store(unsealed.raw_fd() as u32 + 1, Ordering::Relaxed);
+    if memfd.is_some() {
+        // We offer it before the service says ALIVE (openers ask only then).
+        d.user_holders()[0].store(1, Ordering::Relaxed);
     }
     dynamic.seal_header();
     crate::testing::stall_point("create-before-rename");
@@ -109,13 +111,28 @@ pub(super) fn try_create(
     };
     let mut pool = created.map_err(|e| {
         undo(match e {
-            iox_mempool::CreatePoolError::Segment(source) => CreateError::Segment { name: name(), source },
+            iox_mempool::CreatePoolError::Segment(source) => segment_error(t, source),
             source => CreateError::Pool { name: name(), source },
         })
     })?;
     // The creator holds the payload like any opener: read-only until it publishes.
     pool.make_payload_read_only()
         .map_err(|e| undo(io("map the payload read-only", std::io::Error::other(e))))?;
+    let offer = match config.backing {
+        PayloadBacking::Memfd(_) => Some(
+            crate::handover::offer(
+                &t.root,
+                &stem,
+                hash,
+                me,
+                &[pool.payload_file().as_fd()],
+                dynamic.file().as_fd(),
+                config.permissions,
+            )
+            .map_err(|e| undo(io("offer the memfd payload to other processes", e)))?,
+        ),
+        PayloadBacking::File => None,
+    };
     crate::testing::stall_point("create-before-config");
     let written = config
         .write_atomic(&t.root, &config_name, me)
@@ -145,6 +162,7 @@ pub(super) fn try_create(
         dynamic,
         node,
         user: 0,
+        _offer: offer,
         created: true,
         fork_generation: crate::recovery::fork::generation(),
     }))
@@ -202,7 +220,7 @@ fn existing(t: &Target, stem: &str, me: u64) -> Attempt<ServiceShared, CreateErr
             }
         }
         Phase::Busy { creating: true, .. } => Attempt::Failed(CreateError::AlreadyExists(name())),
-        Phase::Busy { pid, .. } => Attempt::Retry(format!("being removed by process {pid}")),
+        Phase::Busy { node, .. } => Attempt::Retry(format!("being removed by node {node:016x}")),
         Phase::Removed => Attempt::Retry("its creator or remover had died; removed it".into()),
         Phase::Corrupt(word) => corrupt(Corruption::Lifecycle(word)),
     }
@@ -228,5 +246,23 @@ fn remove_dead_temp_files(root: &Path, bases: &[&str], me: u64) {
             let _ = std::fs::remove_file(root.join(name));
             node::remove_if_dead(root, node); // its lock file too
         }
+    }
+}
+
+/// A segment that could not be made under the root: a full root is a [`RootError`]
+/// (it names the root and says what to do), anything else the segment's own error.
+fn segment_error(t: &Target, source: segment::CreateSegmentError) -> CreateError {
+    match source {
+        segment::CreateSegmentError::NoSpace { .. } => CreateError::Root {
+            name: t.name.to_string(),
+            source: RootError::NoSpace {
+                root: t.root.clone(),
+                source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+            },
+        },
+        source => CreateError::Segment {
+            name: t.name.to_string(),
+            source,
+        },
     }
 }

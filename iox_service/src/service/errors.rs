@@ -301,14 +301,23 @@ pub enum OpenError {
         /// Why.
         source: OpenPoolError,
     },
-    /// The service's memfd payload could not be reached through any live process
-    /// that uses it (same-user only: `/proc/<pid>/fd` is not open to other users).
-    #[error("cannot reach the memfd payload of service {name:?} through any live process using it: {}", tried.join("; "))]
+    /// The service's memfd payload could not be had from any live process that holds
+    /// it (each answered wrongly: see `tried`).
+    #[error("cannot get the memfd payload of service {name:?} from any live process holding it: {}", tried.join("; "))]
     MemfdUnreachable {
         /// The service.
         name: String,
         /// What happened with each participant.
         tried: Vec<String>,
+    },
+    /// A process holding the service's memfd payload refused to hand it over: this
+    /// process's user and groups may not read and write the service's files.
+    #[error("service {name:?}: not admitted to its memory: {}; open it as a user the service's permissions admit (its owner, or a member of its group for a group-shared service), or create it with wider `.permissions(..)`", why.join("; "))]
+    MemfdRefused {
+        /// The service.
+        name: String,
+        /// What the holders said (their words name the permissions).
+        why: Vec<String>,
     },
     /// The service has its maximum of open handles
     /// ([`crate::static_config::MAX_OPEN_HANDLES`]).

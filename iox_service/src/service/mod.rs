@@ -213,7 +213,7 @@ pub(crate) fn create(t: &Target, p: &impl Pattern) -> Result<ServiceShared, Crea
 pub(crate) fn open(t: &Target, p: &impl Pattern) -> Result<ServiceShared, OpenError> {
     let start = Instant::now();
     loop {
-        let last = match open::try_open(t, &|c| check(t, p, c)) {
+        let last = match open::try_open(t, &|c| check(t, p, c), start + t.timeout) {
             Attempt::Done(s) => return Ok(s),
             Attempt::Failed(OpenError::Config(ConfigError::NotFound { .. })) => {
                 // Nothing there: say so about the root if it is the root that is missing.
@@ -241,7 +241,7 @@ pub(crate) fn open_or_create(t: &Target, p: &impl Pattern) -> Result<ServiceShar
     let start = Instant::now();
     let mut config = None;
     loop {
-        let last = match open::try_open(t, &|c| check(t, p, c)) {
+        let last = match open::try_open(t, &|c| check(t, p, c), start + t.timeout) {
             Attempt::Done(s) => return Ok(s),
             Attempt::Failed(OpenError::Config(ConfigError::NotFound { .. })) => {
                 let config = match &config {
@@ -313,6 +313,9 @@ pub(crate) struct ServiceShared {
     pub(crate) node: Arc<Node>,
     /// Our entry in the users table.
     pub(crate) user: usize,
+    /// The descriptors this process offers to newcomers (a memfd payload), taken
+    /// back after our user entry is gone (field order: dropped after `drop` ran).
+    pub(crate) _offer: Option<crate::handover::Offer>,
     pub(crate) created: bool,
     /// The fork generation it was opened in (see `recovery::fork`): a forked child's
     /// copies must not act for the parent.

@@ -1,5 +1,6 @@
 //! Step 1 of the protocol (see the parent module): opening an existing service.
 
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -17,6 +18,7 @@ use crate::static_config::{PayloadBacking, StaticConfig};
 pub(super) fn try_open(
     t: &Target,
     check: &dyn Fn(&StaticConfig) -> Result<(), OpenError>,
+    deadline: std::time::Instant,
 ) -> Attempt<ServiceShared, OpenError> {
     let stem = t.name.stem();
     let config_path = t.root.join(files::config_name(&stem));
@@ -82,9 +84,9 @@ pub(super) fn try_open(
     let mut live = Liveness::new(&t.root, node.id());
     match lifecycle::phase(&t.root, &stem, &dynamic, &mut live) {
         Phase::Alive => {}
-        Phase::Busy { pid, creating } => {
+        Phase::Busy { node, creating } => {
             let doing = if creating { "created" } else { "removed" };
-            return Attempt::Retry(format!("being {doing} by process {pid}"));
+            return Attempt::Retry(format!("being {doing} by node {node:016x}"));
         }
         Phase::Removed => return Attempt::Retry("its creator or remover had died; removed it".into()),
         Phase::Corrupt(word) => {
@@ -101,34 +103,46 @@ pub(super) fn try_open(
             Access::ReadOnly,
             hash,
         ),
-        PayloadBacking::Memfd(id) => match memfd_access::reach_memfd(d, &stem, id, &mut live) {
-            Ok(payload) => Pool::open_with_payload(
-                &t.root,
-                &stem,
-                &config.layout,
-                Some(config.memory_type),
-                hash,
-                payload,
-            ),
-            Err(memfd_access::Unreachable { tried, transient }) => {
-                // No live participant let us in: if none is alive, the service is
-                // dead; recovery (on the bookkeeping alone) removes it.
-                if let Ok(book) =
-                    Bookkeeping::open(&t.root, &stem, &config.layout, Some(config.memory_type), hash)
-                {
-                    let _ = recovery::recover_in(d, &stem, &book, &mut live);
+        PayloadBacking::Memfd(id) => {
+            match memfd_access::reach_memfd(&t.root, d, &stem, hash, id, &mut live, deadline) {
+                Ok(payload) => Pool::open_with_payload(
+                    &t.root,
+                    &stem,
+                    &config.layout,
+                    Some(config.memory_type),
+                    hash,
+                    payload,
+                ),
+                Err(memfd_access::Unreachable {
+                    tried,
+                    transient,
+                    refused,
+                }) => {
+                    // No live participant let us in: if none is alive, the service is
+                    // dead; recovery (on the bookkeeping alone) removes it.
+                    if let Ok(book) =
+                        Bookkeeping::open(&t.root, &stem, &config.layout, Some(config.memory_type), hash)
+                    {
+                        let _ = recovery::recover_in(d, &stem, &book, &mut live);
+                    }
+                    if lifecycle::remove_if_unused(&t.root, &stem, &dynamic, node.id()) {
+                        return Attempt::Retry("all its processes had died; removed it".into());
+                    }
+                    let leaving = dynamic::split_lifecycle(d.header().lifecycle.load(Ordering::Acquire)).1
+                        != dynamic::ALIVE;
+                    if refused && !leaving {
+                        return Attempt::Failed(OpenError::MemfdRefused {
+                            name: name(),
+                            why: tried,
+                        });
+                    }
+                    if transient || leaving {
+                        return Attempt::Retry(format!("memfd not reachable yet: {}", tried.join("; ")));
+                    }
+                    return Attempt::Failed(OpenError::MemfdUnreachable { name: name(), tried });
                 }
-                if lifecycle::remove_if_unused(&t.root, &stem, &dynamic, node.id()) {
-                    return Attempt::Retry("all its processes had died; removed it".into());
-                }
-                let leaving = dynamic::split_lifecycle(d.header().lifecycle.load(Ordering::Acquire)).1
-                    != dynamic::ALIVE;
-                if transient || leaving {
-                    return Attempt::Retry(format!("memfd not reachable yet: {}", tried.join("; ")));
-                }
-                return Attempt::Failed(OpenError::MemfdUnreachable { name: name(), tried });
             }
-        },
+        }
     };
     let pool = match opened {
         Ok(p) => p,
@@ -144,8 +158,32 @@ pub(super) fn try_open(
     if lifecycle::remove_if_unused(&t.root, &stem, &dynamic, node.id()) {
         return Attempt::Retry("no live process used it any more; removed it".into());
     }
-    let fd = memfd_access::memfd_fd(&pool, &config);
-    let user = match lifecycle::register_user(d, node.id(), fd) {
+    // Offered before our user entry says we hold it.
+    let offer = match config.backing {
+        PayloadBacking::Memfd(_) => match crate::handover::offer(
+            &t.root,
+            &stem,
+            hash,
+            node.id(),
+            &[pool.payload_file().as_fd()],
+            dynamic.file().as_fd(),
+            config.permissions,
+        ) {
+            Ok(o) => Some(o),
+            Err(source) => {
+                return Attempt::Failed(OpenError::Root {
+                    name: name(),
+                    source: RootError::classify(
+                        &t.root,
+                        "offer the memfd payload to other processes",
+                        source,
+                    ),
+                });
+            }
+        },
+        PayloadBacking::File => None,
+    };
+    let user = match lifecycle::register_user(d, node.id(), offer.is_some()) {
         Ok(i) => i,
         Err(RegisterError::NotAlive) => return Attempt::Retry("being removed".into()),
         Err(RegisterError::Full) => {
@@ -164,6 +202,7 @@ pub(super) fn try_open(
         dynamic,
         node,
         user,
+        _offer: offer,
         created: false,
         fork_generation: crate::recovery::fork::generation(),
     })

@@ -65,7 +65,11 @@ const MAX_SOCKET_PATH: usize = 107;
 
 /// Runs `f` with an address for `root/name` that fits a socket address: the path
 /// itself, or the same file through `/proc/self/fd/<dir>/`.
-fn with_address<T>(root: &Path, name: &str, f: impl FnOnce(&Path) -> io::Result<T>) -> io::Result<T> {
+pub(crate) fn with_address<T>(
+    root: &Path,
+    name: &str,
+    f: impl FnOnce(&Path) -> io::Result<T>,
+) -> io::Result<T> {
     let path = root.join(name);
     if path.as_os_str().len() <= MAX_SOCKET_PATH {
         return f(&path);

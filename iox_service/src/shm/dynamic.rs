@@ -298,6 +298,11 @@ pub(crate) struct DynamicSegment {
 }
 
 impl DynamicSegment {
+    /// The segment's file (its owner, group and mode are the service's).
+    pub(crate) fn file(&self) -> &std::fs::File {
+        self.segment.file()
+    }
+
     /// Opens `root/iox_<H>.dynamic` and checks its header.
     pub(crate) fn open(root: &Path, stem: &str, access: Access) -> Result<Self, DynamicError> {
         let this = Self::open_unverified(root, stem, access)?;
@@ -460,14 +465,15 @@ impl<'a> Dynamic<'a> {
         self.table(self.layout.users, USER_SLOTS)
     }
 
-    /// Per users-table entry: memfd fd number + 1 in that user's process (0 = none).
-    pub(crate) fn user_fds(&self) -> &'a [AtomicU32] {
-        debug_assert!(self.layout.user_fds + USER_SLOTS * 4 <= self.layout.len);
+    /// Per users-table entry: 1 if that user holds the service's descriptors and
+    /// offers them (`crate::handover`), 0 if not.
+    pub(crate) fn user_holders(&self) -> &'a [AtomicU32] {
+        debug_assert!(self.layout.user_holders + USER_SLOTS * 4 <= self.layout.len);
         // SAFETY: as in `at`: the table lies inside the layout (header_only and new
         // both place it before the port slots), 4-aligned, atomics only.
         unsafe {
             std::slice::from_raw_parts(
-                self.base.add(self.layout.user_fds).cast::<AtomicU32>(),
+                self.base.add(self.layout.user_holders).cast::<AtomicU32>(),
                 USER_SLOTS,
             )
         }

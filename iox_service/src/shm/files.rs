@@ -77,7 +77,14 @@ pub(crate) fn socket_name(stem: &str, slot: usize, generation: u64, node: u64) -
 
 const SOCKET_SUFFIX: &str = ".sock";
 
-/// The node id in a readiness socket's name made by [`socket_name`].
+/// The descriptor hand-over socket of `node` for the incarnation of service `stem`
+/// whose static config hashes to `incarnation` (see `crate::handover`);
+/// [`parse_socket_name`] reads its node id too.
+pub(crate) fn handover_socket_name(stem: &str, incarnation: u64, node: u64) -> String {
+    format!("{stem}.h.{incarnation:016x}.{node:016x}{SOCKET_SUFFIX}")
+}
+
+/// The node id in a socket's name made by [`socket_name`] or [`handover_socket_name`].
 pub(crate) fn parse_socket_name(name: &str) -> Option<u64> {
     let rest = name.strip_suffix(SOCKET_SUFFIX)?;
     if !rest.starts_with(STEM_PREFIX) {

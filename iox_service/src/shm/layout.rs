@@ -38,7 +38,7 @@ pub(crate) struct DynamicLayout {
     pub(crate) max_loans: u32,
     pub(crate) max_held: u32,
     pub(crate) users: usize,
-    pub(crate) user_fds: usize,
+    pub(crate) user_holders: usize,
     pub(crate) publishers: usize,
     pub(crate) subscribers: usize,
     pub(crate) queues: usize,
@@ -84,8 +84,8 @@ impl DynamicLayout {
     /// steps that touch nothing else).
     pub(crate) fn header_only() -> Self {
         let users = HEADER_LEN;
-        let user_fds = users + USER_SLOTS * 8;
-        let publishers = user_fds + USER_SLOTS * 4;
+        let user_holders = users + USER_SLOTS * 8;
+        let publishers = user_holders + USER_SLOTS * 4;
         Self {
             max_publishers: 0,
             max_subscribers: 0,
@@ -96,7 +96,7 @@ impl DynamicLayout {
             max_loans: 0,
             max_held: 0,
             users,
-            user_fds,
+            user_holders,
             publishers,
             subscribers: publishers,
             queues: publishers,
@@ -142,8 +142,8 @@ impl DynamicLayout {
             size_of::<PaddedIndex>() + table_bytes(1 + buffer)
         };
         let users = HEADER_LEN;
-        let user_fds = users + USER_SLOTS * 8;
-        let publishers = user_fds + USER_SLOTS * 4;
+        let user_holders = users + USER_SLOTS * 8;
+        let publishers = user_holders + USER_SLOTS * 4;
         let subscribers = publishers + 64 * max_publishers;
         let queues = subscribers + 64 * max_subscribers;
         let history = c.history as usize;
@@ -179,7 +179,7 @@ impl DynamicLayout {
             max_loans: c.max_loans,
             max_held: c.max_held,
             users,
-            user_fds,
+            user_holders,
             publishers,
             subscribers,
             queues,

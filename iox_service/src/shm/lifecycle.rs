@@ -65,16 +65,16 @@ pub(crate) enum RegisterError {
     NotAlive,
 }
 
-/// Registers `me` as a user, holding a memfd payload under `fd` if any; returns
-/// the entry index.
-pub(crate) fn register_user(d: Dynamic<'_>, me: u64, fd: Option<u32>) -> Result<usize, RegisterError> {
+/// Registers `me` as a user, a holder of the service's descriptors if `holder` (it
+/// offers them, see `crate::handover`); returns the entry index.
+pub(crate) fn register_user(d: Dynamic<'_>, me: u64, holder: bool) -> Result<usize, RegisterError> {
     for (i, entry) in d.users().iter().enumerate() {
         if entry.load(Ordering::Relaxed) == 0
             && entry
                 .compare_exchange(0, me, Ordering::SeqCst, Ordering::Relaxed)
                 .is_ok()
         {
-            d.user_fds()[i].store(fd.map_or(0, |fd| fd + 1), Ordering::Release);
+            d.user_holders()[i].store(u32::from(holder), Ordering::Release);
             let (_, phase) = dynamic::split_lifecycle(d.header().lifecycle.load(Ordering::SeqCst));
             if phase != ALIVE {
                 entry.store(0, Ordering::SeqCst);
@@ -100,8 +100,8 @@ fn has_users(d: Dynamic<'_>) -> bool {
 /// Unregisters user entry `index` of `me`; the last user removes the service.
 pub(crate) fn unregister_user(root: &Path, stem: &str, dynamic: &DynamicSegment, index: usize, me: u64) {
     let d = dynamic.view();
-    // The fd first, so no reader pairs our fd number with the next occupant.
-    d.user_fds()[index].store(0, Ordering::Release);
+    // The holder mark first, so no reader takes the next occupant for a holder.
+    d.user_holders()[index].store(0, Ordering::Release);
     let _ = d.users()[index].compare_exchange(me, 0, Ordering::SeqCst, Ordering::Relaxed);
     remove_if_unused(root, stem, dynamic, me);
 }
@@ -144,8 +144,8 @@ pub(crate) fn remove_if_unused(root: &Path, stem: &str, dynamic: &DynamicSegment
 pub(crate) enum Phase {
     /// Usable.
     Alive,
-    /// A live process (this pid) is creating or removing it.
-    Busy { pid: u32, creating: bool },
+    /// A live process (this node) is creating or removing it.
+    Busy { node: u64, creating: bool },
     /// Its creator or remover was dead; we took over and removed it.
     Removed,
     /// The word is no lifecycle this iox writes.
@@ -166,7 +166,7 @@ pub(crate) fn phase(root: &Path, stem: &str, dynamic: &DynamicSegment, live: &mu
         }
         if live.alive(node) {
             return Phase::Busy {
-                pid: crate::node::pid_of(node),
+                node,
                 creating: phase == CREATING,
             };
         }
