@@ -236,10 +236,15 @@ pub enum ConfigError {
         what: InvalidConfig,
     },
     /// Permission denied.
-    #[error("permission denied reading {} (it belongs to another user or lacks group access)", path.display())]
+    #[error(
+        "permission denied reading {} ({access}): open it as its owner or as a member of its group with group access (a service shared with a group is created with `.permissions(0o660)`)",
+        path.display()
+    )]
     PermissionDenied {
         /// The file.
         path: PathBuf,
+        /// Its owner, group and mode, and this process's user, as far as known.
+        access: String,
     },
     /// Another I/O failure.
     #[error("cannot read {}: {source}", path.display())]
@@ -635,6 +640,25 @@ pub fn text_hash(text: &str) -> u64 {
     xxhash_rust::xxh3::xxh3_64(text.as_bytes())
 }
 
+/// Who may read `path` and who is asking: "owned by 1000:50, mode 0600; this process
+/// is uid 65534 gid 65534" (the file's part left out if it cannot be looked at).
+fn access_of(path: &Path) -> String {
+    let me = format!(
+        "this process is uid {} gid {}",
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw()
+    );
+    match rustix::fs::stat(path) {
+        Ok(st) => format!(
+            "owned by {}:{}, mode {:04o}; {me}",
+            st.st_uid,
+            st.st_gid,
+            st.st_mode & 0o7777
+        ),
+        Err(_) => me,
+    }
+}
+
 fn read_bounded(path: &Path) -> Result<String, ConfigError> {
     let p = || path.to_owned();
     let fd = rustix::fs::open(
@@ -645,7 +669,10 @@ fn read_bounded(path: &Path) -> Result<String, ConfigError> {
     .map_err(|e| match e {
         rustix::io::Errno::NOENT => ConfigError::NotFound { path: p() },
         rustix::io::Errno::LOOP => ConfigError::NotRegularFile { path: p() },
-        rustix::io::Errno::ACCESS | rustix::io::Errno::PERM => ConfigError::PermissionDenied { path: p() },
+        rustix::io::Errno::ACCESS | rustix::io::Errno::PERM => ConfigError::PermissionDenied {
+            path: p(),
+            access: access_of(path),
+        },
         e => ConfigError::Io {
             path: p(),
             source: e.into(),

@@ -25,8 +25,11 @@ fn parent_then_fork() {
     let loan = publisher.loan_uninit().unwrap().write_payload(7);
     let free = svc.pool_info().free_chunks();
 
-    // SAFETY: this process has a single thread (the test harness runs one test, with
-    // one test thread, in a re-executed child), so the child may run arbitrary code.
+    let parent_node = iox_service::testing::process_node_id();
+    // SAFETY: this process runs one test thread (the test harness runs one test, with
+    // one test thread, in a re-executed child) and iox's descriptor responder, which
+    // sleeps in `epoll_wait` holding no lock between requests and gets none here; so
+    // the child may run arbitrary code.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed");
     if pid == 0 {
@@ -44,9 +47,23 @@ fn parent_then_fork() {
                 Err(PortCreateError::ForkedProcess { .. })
             ),
         ];
-        let ok = checks.iter().all(|&c| c);
+        // Opening the service itself works: a node id of its own (not its parent's),
+        // the payload handed over by the parent's responder, an offer of its own.
+        let own = Service::named("fork/check")
+            .unwrap()
+            .root(dir.path())
+            .publish_subscribe::<u64>()
+            .open();
+        let reopened = own.as_ref().is_ok_and(|own| {
+            own.subscriber_builder().create().is_ok()
+                && iox_service::testing::process_node_id() != parent_node
+        });
+        drop(own);
+        let ok = checks.iter().all(|&c| c) && reopened;
         if !ok {
-            eprintln!("forked child: checks (loan, receive, receive_timeout, send, create) = {checks:?}");
+            eprintln!(
+                "forked child: checks (loan, receive, receive_timeout, send, create) = {checks:?}, reopened with its own node: {reopened}"
+            );
         }
         drop(sample);
         drop((publisher, subscriber, svc));

@@ -13,6 +13,14 @@ use iox_testkit::{Gate, Reaped, env, role, spawn_self, wait_until};
 const LIMIT: Duration = Duration::from_secs(60);
 const NAME: &str = "handover/camera";
 
+/// A test's temp directory, with the service root `root/` in it (gates go beside it).
+fn scene() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    (dir, root)
+}
+
 fn open_or_create(root: &Path) -> PubSubService<u64> {
     Service::named(NAME)
         .unwrap()
@@ -77,10 +85,8 @@ fn a_holder_that_answers_wrongly_gets_a_specific_error() {
         ("same-name", "inode"),
         ("other-nonce", "named"),
     ] {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, root) = scene();
         let gate = Gate::new(dir.path(), "held");
-        let root = dir.path().join("root");
-        std::fs::create_dir(&root).unwrap();
         let _holder = holder(TEST, &root, &gate, Some(how));
         let started = std::time::Instant::now();
         let e = open(&root, LIMIT)
@@ -104,10 +110,8 @@ fn a_silent_holder_ends_in_a_timeout_that_says_so() {
     if run_holder() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, root) = scene();
     let gate = Gate::new(dir.path(), "held");
-    let root = dir.path().join("root");
-    std::fs::create_dir(&root).unwrap();
     let _holder = holder(TEST, &root, &gate, Some("silent"));
     let Err(e) = open(&root, Duration::from_millis(1500)) else {
         panic!("opened through a silent holder");
@@ -127,9 +131,7 @@ fn a_wrong_holder_is_passed_over_for_a_good_one() {
     if run_holder() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    std::fs::create_dir(&root).unwrap();
+    let (dir, root) = scene();
     let (bad, good) = (Gate::new(dir.path(), "bad"), Gate::new(dir.path(), "good"));
     let envs = [
         ("ROOT", root.display().to_string()),
@@ -161,9 +163,7 @@ fn the_only_holder_killed_mid_exchange_leaves_a_clear_answer() {
     if run_holder() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    std::fs::create_dir(&root).unwrap();
+    let (dir, root) = scene();
     let (held, stall) = (Gate::new(dir.path(), "held"), Gate::new(dir.path(), "stall"));
     let mut envs = vec![
         ("ROOT", root.display().to_string()),
@@ -193,9 +193,7 @@ fn a_dead_holder_is_passed_over_for_a_live_one() {
     if run_holder() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    std::fs::create_dir(&root).unwrap();
+    let (dir, root) = scene();
     let (first, second) = (Gate::new(dir.path(), "first"), Gate::new(dir.path(), "second"));
     let victim = holder(TEST, &root, &first, None);
     let _live = holder(TEST, &root, &second, None);

@@ -37,6 +37,12 @@ fn another_user_is_refused_by_default_and_admitted_with_group_access() {
                     matches!(e, OpenError::Config(ConfigError::PermissionDenied { .. })),
                     "{e}"
                 );
+                // It names the permissions: the files' owner and mode, and who asked.
+                let text = e.to_string();
+                assert!(
+                    text.contains("owned by 0:0, mode 0600") && text.contains("uid 65534"),
+                    "{text}"
+                );
                 println!("refused as expected: {e}");
             }
             "admitted" => {

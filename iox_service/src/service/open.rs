@@ -151,6 +151,12 @@ pub(super) fn try_open(
         Err(
             OpenPoolError::TagMismatch { .. } | OpenPoolError::Segment(OpenSegmentError::NotFound { .. }),
         ) => return Attempt::Retry("service re-created while opening".into()),
+        // Anything else about the pool files is corruption of this incarnation, unless
+        // it is gone: removed meanwhile (while the payload was handed over, say) and
+        // its name taken by a new one whose files are still being made.
+        Err(_) if lifecycle::is_removed(d) || !files::same_file(dynamic.file(), dynamic.path()) => {
+            return Attempt::Retry("service removed and re-created while opening".into());
+        }
         Err(source) => return Attempt::Failed(OpenError::Pool { name: name(), source }),
     };
     // Best effort: a live recoverer busy with it is fine too.
