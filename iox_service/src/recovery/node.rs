@@ -90,6 +90,7 @@ type NodesByRoot = HashMap<PathBuf, (Weak<Node>, u64)>;
 static RETIRED: Mutex<Vec<Retired>> = Mutex::new(Vec::new());
 
 struct Retired {
+    id: u64,
     root: PathBuf,
     path: PathBuf,
     fork_generation: u64,
@@ -130,7 +131,13 @@ pub fn process_node_id() -> u64 {
 /// the child draws its own id.
 pub(crate) fn forget_after_fork() {
     PROCESS_ID.store(0, Ordering::Relaxed);
+    LIVE_NODES.store(0, Ordering::Relaxed);
 }
+
+/// This process's nodes whose drop has not run yet (changed only under `NODES`): a
+/// node counts until its own drop, so two nodes dropped at once never both take
+/// themselves for the last.
+static LIVE_NODES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Replaces `stale` (0, or an id that collided) with a fresh id, unless another
 /// thread did so first; returns the id now in force.
@@ -174,12 +181,20 @@ impl Node {
             let mut retired = RETIRED.lock().unwrap_or_else(|e| e.into_inner());
             retired.retain(|r| is_ours(r.fork_generation)); // a forked child's copies
             let at = retired.iter().position(|r| r.root == root);
-            at.map(|i| retired.swap_remove(i))
+            // Only a file of the id in force (any other is debris: removed).
+            match at.map(|i| retired.swap_remove(i)) {
+                Some(r) if r.id == process_node_id() => Some(r),
+                Some(r) => {
+                    let _ = std::fs::remove_file(&r.path);
+                    None
+                }
+                None => None,
+            }
         };
         let node = match retired {
             // Back to a root whose file we kept: the same file, still locked.
             Some(r) => Node {
-                id: process_node_id(),
+                id: r.id,
                 path: r.path,
                 root: r.root,
                 fork_generation,
@@ -188,12 +203,16 @@ impl Node {
             None => {
                 // No node anywhere yet: the id was not handed out in a node file, so
                 // on a collision another one may be drawn.
-                let first = !nodes
-                    .values()
-                    .any(|(w, generation)| is_ours(*generation) && w.strong_count() > 0);
+                let first = LIVE_NODES.load(Ordering::Relaxed) == 0
+                    && RETIRED
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .iter()
+                        .all(|r| !is_ours(r.fork_generation));
                 Self::create(root, first)?
             }
         };
+        LIVE_NODES.fetch_add(1, Ordering::Relaxed);
         let node = Arc::new(node);
         nodes.insert(root.to_owned(), (Arc::downgrade(&node), fork_generation));
         Ok(node)
@@ -294,13 +313,12 @@ impl Drop for Node {
         }
         let mut retired = RETIRED.lock().unwrap_or_else(|e| e.into_inner());
         retired.retain(|r| is_ours(r.fork_generation));
-        let others = nodes.iter().any(|(root, (w, generation))| {
-            *root != self.root && is_ours(*generation) && w.strong_count() > 0
-        });
-        if others {
+        let others = LIVE_NODES.fetch_sub(1, Ordering::Relaxed).saturating_sub(1) > 0;
+        if others && self.id == PROCESS_ID.load(Ordering::Relaxed) {
             // Kept, locked (see `RETIRED`).
             if let Some(file) = self.file.take() {
                 retired.push(Retired {
+                    id: self.id,
                     root: self.root.clone(),
                     path: self.path.clone(),
                     fork_generation: self.fork_generation,
@@ -312,11 +330,13 @@ impl Drop for Node {
         // The last node of the process: every file of the id goes, each unlinked while
         // still locked (no one sees a free lock on a file about to go; the locks go
         // with the descriptors right after), and the id is forgotten.
+        let _ = std::fs::remove_file(&self.path);
+        if others {
+            return; // a node of an id no longer in force: its file went, nothing more
+        }
         for r in retired.drain(..) {
             let _ = std::fs::remove_file(&r.path);
         }
-        let _ = std::fs::remove_file(&self.path);
-        nodes.retain(|_, (w, _)| w.strong_count() > 0);
         PROCESS_ID.store(0, Ordering::Relaxed);
     }
 }
