@@ -31,6 +31,7 @@
 
 #[cfg(feature = "tokio")]
 mod async_ready;
+mod config_file;
 mod event;
 mod handover;
 pub mod inspect;

@@ -45,7 +45,7 @@
 //! deletes those it proved dead, see [`remove_if_dead`]).
 //!
 //! Known limit: a child forked without `exec` shares its parent's lock (flock locks
-//! belong to the open file description), so exclusive probes fail and a parent killed
+//! belong to the open file description), so probes find it held and a parent killed
 //! while such a child lives looks alive until the child exits: recovery waits, it
 //! never corrupts. (The lock file is close-on-exec, so `fork` + `exec`, as
 //! `std::process::Command` does, is fine.)
@@ -72,8 +72,9 @@ pub struct Node {
     file: Option<File>,
 }
 
-/// This process's nodes by root, with the fork generation that made each (read
-/// without upgrading: a `Node` dropped here would take this lock again).
+/// This process's nodes by root, with the fork generation that made each. An Arc
+/// upgraded from here under the lock is only ever returned, never dropped there (a
+/// `Node` dropped under this lock would take it again).
 static NODES: LazyLock<Mutex<NodesByRoot>> = LazyLock::new(Default::default);
 
 /// Per root: the node (weak) and the fork generation that made it.
@@ -266,8 +267,8 @@ impl Node {
                     continue;
                 }
                 Err(rustix::io::Errno::EXIST) => {
-                    // A node file with our id: left by a program this process ran
-                    // before an `exec` that drew the same salt (see the module docs).
+                    // A node file with our id: another process drew the same 62 bits,
+                    // or a program this process ran before an `exec` left it.
                     let _ = std::fs::remove_file(&tmp);
                     if may_redraw {
                         replace_process_id(id);
@@ -460,9 +461,10 @@ fn probe(root: &Path, id: u64) -> Probe {
 /// `None` if there is no such file; `Some(false)` if it is held, or on anything
 /// unexpected (counts as alive). The only place iox probes a lock.
 ///
-/// The lock is tested on the file the path names *after* the test: a node that drops
-/// its last use of the root unlinks its file (still locked) and may make a new one
-/// under the same name at once (the id is per process). A probe that opened the old
+/// The lock is tested on the file the path names *after* the test: a name can pass to
+/// another file while the probe looks (a colliding id that removed a dead file and
+/// made its own, a cleaner's removal; a live node keeps its file, see [`RETIRED`]). A
+/// probe that opened the old
 /// file would find its lock free although the node lives; so a free lock counts only
 /// if the path still names the file that was locked ([`same_inode`]). A file that is
 /// linked there with its lock free has been free since its owner went: node files
@@ -532,8 +534,8 @@ pub fn remove_if_dead(root: &Path, id: u64) -> bool {
     for _ in 0..20 {
         match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => {
-                // Only the file we hold: the name may have passed to a new node file
-                // of the same (live) node since we opened it (see `lock_is_free`).
+                // Only the file we hold: the name may have passed to another node
+                // file since we opened it (see `lock_is_free`).
                 // Once this says so, nothing can replace it: its owner is dead.
                 let removed = same_inode(&fd, &path) == Some(true) && std::fs::remove_file(&path).is_ok();
                 let _ = rustix::fs::flock(&fd, FlockOperation::Unlock);
