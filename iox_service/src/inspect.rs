@@ -17,6 +17,7 @@ use iox_mempool::segment::Access;
 use serde::Serialize;
 
 use crate::dynamic::{self, Dynamic, DynamicError, DynamicSegment};
+use crate::pattern::Side;
 use crate::shm::files;
 use crate::{NameError, RootError, ServiceName, StaticConfig, node};
 
@@ -464,17 +465,12 @@ fn describe(e: DynamicError) -> String {
 
 fn read_ports(d: Dynamic<'_>, alive: &mut Alive, info: &mut ServiceInfo) {
     let l = *d.layout();
-    let (sender, receiver) = if l.is_event() {
-        ("notifier", "listener")
-    } else if l.is_request_response() {
-        ("client", "server")
-    } else {
-        ("publisher", "subscriber")
-    };
+    let parts = l.pattern.parts();
+    let (sender, receiver) = parts.port_names();
     let ports = (0..l.max_publishers)
-        .map(|p| (sender, p, d.publisher(p)))
-        .chain((0..l.max_subscribers).map(|s| (receiver, s, d.subscriber(s))));
-    for (kind, slot, h) in ports {
+        .map(|p| (Side::Sending, p, d.publisher(p)))
+        .chain((0..l.max_subscribers).map(|s| (Side::Receiving, s, d.subscriber(s))));
+    for (side, slot, h) in ports {
         let node = h.node.load(Ordering::Acquire);
         if node == 0 {
             continue;
@@ -485,21 +481,10 @@ fn read_ports(d: Dynamic<'_>, alive: &mut Alive, info: &mut ServiceInfo) {
             dynamic::CLOSING => "closing",
             _ => "free",
         };
-        let pending_ids = if kind == "listener" {
-            crate::event::pending::snapshot(d.pending(slot), l.event_ids)
-        } else {
-            Vec::new()
-        };
-        let pending = match kind {
-            "subscriber" => (0..l.max_publishers).map(|p| d.queue(p, slot).len()).sum(),
-            "listener" => pending_ids.len() as u64,
-            "server" => (0..l.max_publishers).map(|c| d.queue(c, slot).len()).sum(),
-            "client" => crate::reqres::recovery::client_in_flight(d, slot) as u64,
-            _ => 0,
-        };
+        let backlog = parts.backlog(d, side, slot);
         let (pid, other_namespace) = alive.pid(node, h.pid.load(Ordering::Relaxed));
         info.ports.push(PortInfo {
-            kind,
+            kind: if side == Side::Sending { sender } else { receiver },
             slot,
             pid,
             other_namespace,
@@ -507,18 +492,14 @@ fn read_ports(d: Dynamic<'_>, alive: &mut Alive, info: &mut ServiceInfo) {
             alive: alive.check(node),
             phase,
             pinned: h.flags.load(Ordering::Relaxed) & dynamic::PINNED != 0,
-            sent: if kind == sender {
+            sent: if side == Side::Sending {
                 h.sent.load(Ordering::Relaxed)
             } else {
                 0
             },
-            missed: if kind == "subscriber" {
-                h.missed.load(Ordering::Relaxed)
-            } else {
-                0
-            },
-            pending,
-            pending_ids,
+            missed: backlog.missed,
+            pending: backlog.pending,
+            pending_ids: backlog.pending_ids,
         });
     }
 }

@@ -36,6 +36,8 @@ mod event;
 mod handover;
 pub mod inspect;
 pub mod name;
+mod pattern;
+mod port;
 mod pubsub;
 mod recovery;
 mod reqres;
@@ -55,7 +57,7 @@ mod zero_copy;
 extern crate self as iox_service;
 
 // Crate-internal short paths (the folders above hold the modules).
-pub(crate) use pubsub::{port, publisher, sample, subscriber};
+pub(crate) use pubsub::{publisher, sample, subscriber};
 use recovery::cleanup;
 pub(crate) use recovery::node;
 pub(crate) use shm::{doorbell, dynamic, lifecycle, queue};

@@ -24,12 +24,12 @@
 
 use std::cell::Cell;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering, fence};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
-use super::{EventId, pending};
+use super::{EventId, pending_set};
 use crate::doorbell::Doorbell;
 use crate::dynamic::PortHeader;
 use crate::port::{self, PortCreateError, Shared, Side, SlotClaim};
@@ -71,14 +71,13 @@ impl ListenerBuilder {
     pub fn create(self) -> Result<Listener, PortCreateError> {
         let claim = SlotClaim::new(&self.service, Side::Receiving, "listener")?;
         let d = self.service.dynamic();
-        let l = *d.layout();
         let doorbell = claim.doorbell(claim.slot())?;
         // What a previous owner of the slot left is not for us.
-        pending::clear(d.pending(claim.slot()));
+        pending_set::clear(d.pending(claim.slot()));
         let (slot, generation) = claim.activate(None);
         Ok(Listener {
             fork_generation: self.service.fork_generation,
-            ids: l.event_ids,
+            ids: d.event().event_ids,
             service: self.service,
             slot,
             generation,
@@ -141,36 +140,15 @@ impl Listener {
     /// Takes up to `limit` pending ids (1 or all), calling `f` with each; how many.
     fn take(&self, limit: usize, f: &mut dyn FnMut(EventId)) -> usize {
         let set = self.set();
-        let words = set.len();
-        let mut n = 0;
         if limit == 1 {
-            let start = self.cursor.get();
-            for k in 0..words {
-                let i = (start + k) % words;
-                let bits = set[i].load(Ordering::Relaxed) & pending::valid_bits(i, self.ids);
-                if bits == 0 {
-                    continue;
-                }
-                let bit = bits & bits.wrapping_neg();
-                // Only this listener clears bits, so the bit is still set.
-                set[i].fetch_and(!bit, Ordering::Acquire);
-                self.cursor.set(i);
-                f(EventId::new(i as u32 * 64 + bit.trailing_zeros()));
-                return 1;
-            }
-            return 0;
+            let Some((word, id)) = pending_set::take_one(set, self.ids, self.cursor.get()) else {
+                return 0;
+            };
+            self.cursor.set(word);
+            f(EventId::new(id));
+            return 1;
         }
-        for (i, word) in set.iter().enumerate() {
-            if word.load(Ordering::Relaxed) == 0 {
-                continue;
-            }
-            let bits = word.swap(0, Ordering::Acquire) & pending::valid_bits(i, self.ids);
-            pending::for_each_bit(bits, i, |id| {
-                n += 1;
-                f(EventId::new(id));
-            });
-        }
-        n
+        pending_set::take_all(set, self.ids, |id| f(EventId::new(id)))
     }
 
     /// [`take`](Self::take), then, if nothing was there: re-arm the descriptor (if
@@ -210,11 +188,8 @@ impl Listener {
                 return Ok(n);
             }
             let seen = header.wake.load(Ordering::Acquire);
-            header.waiting.fetch_add(1, Ordering::SeqCst);
-            // Pairs with the notifier's fence after its fetch_or (store-buffering
-            // pattern): it sees us counted, or we see its bit below.
-            fence(Ordering::SeqCst);
-            let ready = pending::any(self.set(), self.ids);
+            // The notifier sees us counted, or we see its bit (`pending_set`).
+            let ready = pending_set::counted_look(self.set(), self.ids, &header.waiting);
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             let result = if ready || left == Some(Duration::ZERO) {
                 Ok(())
@@ -283,7 +258,7 @@ impl Listener {
 
     /// Whether any id is pending (a snapshot; takes nothing).
     pub fn has_pending(&self) -> bool {
-        pending::any(self.set(), self.ids)
+        pending_set::any(self.set(), self.ids)
     }
 
     /// The largest id this service takes.
@@ -306,7 +281,7 @@ impl Drop for Listener {
         let d = self.service.dynamic();
         let header = self.header();
         port::close(header, self.generation);
-        pending::clear(self.set());
+        pending_set::clear(self.set());
         port::free(header, self.generation);
         port::announce(d);
         // The doorbell's socket file goes when the field drops, after this.

@@ -8,7 +8,7 @@
 //! slots (64-byte `PortHeader`s, so slot claiming, liveness, inspection and the
 //! doorbell sockets are shared), and the dynamic segment has no queues; instead each
 //! listener slot has a pending set, one bit per id (`event_id_max + 1` bits in
-//! `AtomicU64` words, see [`pending`]). A notify sets the id's bit in the set of every
+//! `AtomicU64` words, see [`pending_set`]). A notify sets the id's bit in the set of every
 //! active listener (`fetch_or`, Release), fences (SeqCst), and wakes those that sleep
 //! or armed their readiness descriptor (the `waiting` word and the doorbell, as
 //! subscribers use them: [`crate::doorbell`], `port::wake`). A listener takes a word's
@@ -42,16 +42,29 @@
 //! listener's process can call whenever it wants dead notifiers found now.
 //!
 //! Files: `id.rs` ([`EventId`]), `service.rs` (builder, [`EventService`]),
-//! `pending.rs` (the pending sets, fan-out and recovery), `notifier.rs`, `listener.rs`,
-//! `wait_async.rs` (`Listener::wait_async`, the `tokio` feature).
+//! `layout.rs` (the pattern's part of the dynamic segment, and what the core asks of
+//! it), `pending_set.rs` (one pending set and its protocol, loom-checked),
+//! `pending.rs` (the fan-out of a notification), `recovery.rs`, `notifier.rs`,
+//! `listener.rs`, `wait_async.rs` (`Listener::wait_async`, the `tokio` feature).
 
+pub(crate) mod config;
 pub(crate) mod id;
+pub(crate) mod layout;
 pub(crate) mod listener;
 pub(crate) mod notifier;
 pub(crate) mod pending;
+pub(crate) mod pending_set;
+pub(crate) mod recovery;
 pub(crate) mod service;
 #[cfg(feature = "tokio")]
 pub(crate) mod wait_async;
+
+/// The atomics of the pending-set protocol (`pending_set.rs`): std's here; the loom
+/// model (`tests/loom_pending_set.rs`) compiles that file next to a module of this
+/// name with loom's.
+mod sync {
+    pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+}
 
 pub use id::EventId;
 pub use listener::{ListenError, Listener, ListenerBuilder};

@@ -1,10 +1,12 @@
-//! The publish-subscribe pattern: ports, samples and what they share.
+//! The publish-subscribe pattern: its part of the dynamic segment (`layout.rs`),
+//! publishers, subscribers, samples, raw payloads, and the recovery of its ports.
 
-pub(crate) mod port;
+pub(crate) mod layout;
 pub(crate) mod publisher;
 pub(crate) mod raw;
 #[cfg(feature = "tokio")]
 pub(crate) mod receive_async;
+pub(crate) mod recovery;
 pub(crate) mod sample;
 pub(crate) mod service;
 pub(crate) mod subscriber;

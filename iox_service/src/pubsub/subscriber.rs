@@ -151,7 +151,6 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
     pub fn create(self) -> Result<Subscriber<P>, PortCreateError> {
         let claim = SlotClaim::new(&self.service, Side::Receiving, "subscriber")?;
         let d = self.service.dynamic();
-        let l = *d.layout();
         let doorbell = claim.doorbell(claim.slot())?;
         let pin = claim.pin(self.pin)?;
         let (owner, slot) = (claim.owner(), claim.slot());
@@ -166,7 +165,7 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
             port: Arc::new(SubscriberPort {
                 fork_generation: self.service.fork_generation,
                 max_held: self.service.config.max_held as usize,
-                history: l.history > 0,
+                history: d.pubsub().history > 0,
                 pool: Arc::clone(&self.service.pool),
                 service: self.service,
                 slot,

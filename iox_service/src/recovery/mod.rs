@@ -11,28 +11,12 @@
 //! replaced by the next one; the mutex reports that the previous holder died, and
 //! recovery needs nothing special for it: every step is safe to repeat, so the
 //! taker-over simply runs recovery again from the start:
-//! - a dead **publisher** slot: it is marked closing; a claim it held on one of its
-//!   queues (dropping or draining) is finished or undone, depending on whether the
-//!   chunk already carries its owner bit (see the queue module); a send it was in the
-//!   middle of (its journal names the entry) is finished: the queues whose last entry
-//!   is that entry got it, and one atomic hand-off adds their holds and removes the
-//!   publisher's bit, only if that bit is still set; its queues to subscribers that are
-//!   not active are drained (no consumer will), and so is its history queue (a service
-//!   with history: the samples it kept for late subscribers; a send counts it among
-//!   the queues, and a re-send of a kept sample is journaled as a send of its own);
-//!   then its bit is cleared on every chunk (loans, the spare, entries it had taken,
-//!   a kept chunk it had joined to re-send) and the slot is freed.
-//! - a dead **subscriber** slot: its bit in the connected-subscriber set is cleared
-//!   and it is marked closing (publishers stop delivering and drain what they pushed
-//!   after; see `shm::connected`); its claim is finished or undone; its queues are
-//!   drained into its owner bit; its bit is cleared on every chunk (samples it held)
-//!   and the slot is freed.
-//! - event services (no queues, no chunks held): a dead **notifier** slot is closed
-//!   and freed, and the service's `notifier_dead_event`, if it has one, is emitted to
-//!   the listeners by the process recovering it (`crate::event::pending`); a dead
-//!   **listener** slot is closed, its pending set cleared, and freed.
-//! - request-response services: dead clients and servers, see
-//!   `crate::reqres::recovery`.
+//! - dead **port slots**: each pattern recovers its own (`crate::pattern`:
+//!   `pubsub::recovery`, `event::recovery`, `reqres::recovery`), with the steps
+//!   every pattern shares here: resolving the claims a dead port left on queues
+//!   ([`resolve_claims`]: finished if the chunk already carries its owner bit, undone
+//!   if not) and finishing the journaled send it died in
+//!   ([`finish_journaled_send`]);
 //! - a dead **user** (service handle) is unregistered; a service left without users is
 //!   then removed by whoever found it so (the lifecycle module).
 //!
@@ -51,8 +35,7 @@ use std::time::Duration;
 
 use iox_mempool::Bookkeeping;
 
-use crate::dynamic::{self, Dynamic};
-use crate::port;
+use crate::dynamic::Dynamic;
 use crate::queue::{self, Queue};
 use crate::service::ServiceShared;
 use robust_mutex::RawRobustMutex;
@@ -282,84 +265,12 @@ fn recover_locked(
         return Ok(report);
     }
     let _lock = lock(&d.header().recovery, wait, live)?;
-    let l = d.layout();
-    if l.is_request_response() {
-        crate::reqres::recovery::recover_ports(d, stem, pool, live, &mut report);
-        report.users += recover_users(d, live);
-        return Ok(report);
-    }
-    if l.is_event() {
-        recover_event_ports(d, stem, live, &mut report);
-        report.users += recover_users(d, live);
-        return Ok(report);
-    }
-    let mut dead_publishers = false;
-    for p in 0..l.max_publishers {
-        let node = d.publisher(p).node.load(Ordering::Acquire);
-        if node != 0 && !live.alive(node) {
-            recover_publisher(d, pool, p, &mut report);
-            dead_publishers = true;
-            report.ports += 1;
-            if report.ports == 1 {
-                crate::testing::stall_point("recovery-after-first-port");
-            }
-        }
-    }
-    if dead_publishers {
-        // A dead publisher may have pushed (or recovery finished its send) without
-        // waking: wake every subscriber that sleeps or armed its descriptor.
-        wake_receivers(d, stem, live.root());
-    }
-    for s in 0..l.max_subscribers {
-        let node = d.subscriber(s).node.load(Ordering::Acquire);
-        if node != 0 && !live.alive(node) {
-            recover_subscriber(d, pool, s, &mut report);
-            report.ports += 1;
-            if report.ports == 1 {
-                crate::testing::stall_point("recovery-after-first-port");
-            }
-        }
-    }
+    d.layout()
+        .pattern
+        .parts()
+        .recover_ports(d, stem, pool, live, &mut report);
     report.users += recover_users(d, live);
     Ok(report)
-}
-
-/// Wakes every active receiver slot of `d` that sleeps or armed its descriptor (a
-/// spurious wake is harmless: receivers look and find nothing).
-fn wake_receivers(d: Dynamic<'_>, stem: &str, root: &Path) {
-    let subscribers = d.layout().max_subscribers;
-    let ringer = crate::doorbell::Ringer::new(root, stem, subscribers);
-    for s in 0..subscribers {
-        let header = d.subscriber(s);
-        if dynamic::split_state(header.state.load(Ordering::Acquire)).1 != dynamic::ACTIVE {
-            continue;
-        }
-        let seen = header.waiting.load(Ordering::Relaxed);
-        if crate::doorbell::wants_wake(seen) {
-            port::wake(header, seen, &ringer, s);
-        }
-    }
-}
-
-/// Recovers the dead notifier and listener slots of an event service (listeners
-/// first, so a dead listener does not get the dead event).
-fn recover_event_ports(d: Dynamic<'_>, stem: &str, live: &mut Liveness, report: &mut CleanupReport) {
-    let l = d.layout();
-    for s in 0..l.max_subscribers {
-        let node = d.subscriber(s).node.load(Ordering::Acquire);
-        if node != 0 && !live.alive(node) {
-            crate::event::pending::recover_listener(d, s);
-            report.ports += 1;
-        }
-    }
-    let ringer = crate::doorbell::Ringer::new(live.root(), stem, l.max_subscribers);
-    for p in 0..l.max_publishers {
-        let node = d.publisher(p).node.load(Ordering::Acquire);
-        if node != 0 && !live.alive(node) {
-            crate::event::pending::recover_notifier(d, p, &ringer);
-            report.ports += 1;
-        }
-    }
 }
 
 /// Unregisters the service handles of dead nodes; returns how many.
@@ -436,57 +347,4 @@ pub(crate) fn finish_journaled_send<'a>(
         }
     }
     header.journal.store(0, Ordering::Relaxed);
-}
-
-/// Recovers dead publisher slot `p`.
-fn recover_publisher(d: Dynamic<'_>, pool: &Bookkeeping, p: usize, report: &mut CleanupReport) {
-    let header = d.publisher(p);
-    let owner = port::publisher_owner(p);
-    let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
-    port::close(header, generation);
-    let subs = d.layout().max_subscribers;
-    // Its history queue, if the service keeps one: one more queue it pushed to.
-    let history = || (d.layout().history > 0).then(|| d.history_queue(p));
-    let queues = || (0..subs).map(|s| d.queue(p, s)).chain(history());
-    resolve_claims(queues(), queue::BY_PRODUCER, pool, owner, report);
-    finish_journaled_send(header, queues(), pool, owner, report);
-    // Queues to subscribers that are not active (they left, or are being set up)
-    // have no consumer to drain them: the dead publisher may have pushed after they
-    // left, or died in its own post-send drain. Drain them into its bit.
-    for s in 0..subs {
-        if dynamic::split_state(d.subscriber(s).state.load(Ordering::Acquire)).1 == dynamic::ACTIVE {
-            continue;
-        }
-        report.chunks_freed += port::drain_queue(&d.queue(p, s), queue::BY_PRODUCER, pool, owner);
-    }
-    // Nobody else consumes its history queue.
-    if let Some(q) = history() {
-        report.chunks_freed += port::drain_queue(&q, queue::BY_PRODUCER, pool, owner);
-    }
-    report.chunks_freed += pool.release_all(owner).1;
-    port::free(header, generation);
-    port::announce(d);
-}
-
-/// Recovers dead subscriber slot `s`.
-fn recover_subscriber(d: Dynamic<'_>, pool: &Bookkeeping, s: usize, report: &mut CleanupReport) {
-    let header = d.subscriber(s);
-    let publishers = d.layout().max_publishers;
-    let owner = port::subscriber_owner(publishers, s);
-    let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
-    // Publishers stop delivering to it (and drain what they pushed meanwhile).
-    d.connected().disconnect(s);
-    port::close(header, generation);
-    for p in 0..publishers {
-        let q = d.queue(p, s);
-        if q.resolve_claim(queue::BY_CONSUMER, |e| held_by(pool, e, owner))
-            .is_some()
-        {
-            report.takes_resolved += 1;
-        }
-        report.chunks_freed += port::drain_queue(&q, queue::BY_CONSUMER, pool, owner);
-    }
-    report.chunks_freed += pool.release_all(owner).1;
-    port::free(header, generation);
-    port::announce(d);
 }

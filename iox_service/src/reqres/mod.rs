@@ -63,10 +63,14 @@
 //! the servers' (`max_servers + c`).
 //!
 //! Files: `service.rs` (builder, sizing, [`RequestResponseService`]), `slots.rs`
-//! (request-slot words, entries, waiting), `client.rs`, `pending.rs`, `server.rs`, `active.rs` (active requests, response loans),//! `recovery.rs`.
+//! (request-slot words, entries, waiting), `client.rs`, `pending.rs`, `server.rs`, `active.rs` (active requests, response loans),
+//! `layout.rs` (the pattern's part of the dynamic segment, and what the core asks of
+//! it), `recovery.rs`.
 
 pub(crate) mod active;
 pub(crate) mod client;
+pub(crate) mod config;
+pub(crate) mod layout;
 pub(crate) mod pending;
 pub(crate) mod recovery;
 pub(crate) mod request_word;

@@ -153,11 +153,7 @@ pub(crate) fn recover_ports(
 
 /// Requests in flight: request slot words in use (sent, not yet ended and released).
 pub(crate) fn requests_in_flight(d: Dynamic<'_>) -> usize {
-    let l = d.layout();
-    if !l.is_request_response() {
-        return 0;
-    }
-    (0..l.max_publishers)
+    (0..d.layout().max_publishers)
         .flat_map(|c| d.request_words(c))
         .filter(|w| {
             let w = w.load(Ordering::Relaxed);

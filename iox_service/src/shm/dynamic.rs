@@ -21,23 +21,13 @@
 //! - one 64-byte port header per publisher slot, then one per subscriber slot (a
 //!   subscriber's header counts the samples its publishers could not deliver to it
 //!   because its queue was full, `missed`);
-//! - one [`crate::queue`] per (publisher, subscriber) pair, row-major by publisher:
-//!   the read word on its own line, then the write index followed by the slots;
-//! - for a service with history (`history > 0` in the static config), per publisher
-//!   slot: one history queue of `history` slots, laid out like the others (what the
-//!   publisher keeps for subscribers that connect later), then one word per
-//!   subscriber slot, the generation of the subscriber it last gave its history to
-//!   (see `pubsub::publisher::history`). Without history there is none of this.
-//! - request-response services (see [`crate::reqres`]): clients take the publisher
-//!   slots, servers the subscriber slots, and the pair queues carry requests (client
-//!   to server, `max_active_requests_per_client` deep); after them, per client slot
-//!   its request-slot words (one per active request), then one response queue per
-//!   (server, client) pair, `max_active_requests_per_client x max_response_buffer`
-//!   deep, laid out like the others.
-//! - event services instead (see [`crate::event`]): no queues (notifiers use the
-//!   publisher slots, listeners the subscriber slots), then per listener slot its
-//!   pending-event bit set, `event_id_max + 1` bits in 64-bit words, each set on its
-//!   own cache line(s).
+//! - for patterns with pair queues (pub-sub, request-response), one [`crate::queue`]
+//!   per (sending slot, receiving slot) pair, row-major by sending slot: the read word
+//!   on its own line, then the write index followed by the slots;
+//! - then the pattern's own regions, laid out by the pattern
+//!   ([`crate::pattern`]: `pubsub/layout.rs` history queues, `event/layout.rs`
+//!   pending sets, `reqres/layout.rs` request-slot words and response queues), which
+//!   reaches them through its own accessors on [`Dynamic`].
 //!
 //! Lifecycle word: `node << 2 | phase`, phase one of [`CREATING`] (by `node`),
 //! [`ALIVE`] (node 0) or [`DESTROYING`] (by `node`). The dynamic segment is the
@@ -65,7 +55,6 @@ use crate::recovery::robust_mutex::RawRobustMutex;
 use crate::shm::connected::Connected;
 use crate::shm::files;
 pub(crate) use crate::shm::layout::DynamicLayout;
-use crate::shm::layout::{event_ids, response_buffer};
 use crate::shm::may_wait::MayWait;
 use crate::shm::publishers_seen::PublishersSeen;
 use crate::static_config::StaticConfig;
@@ -73,7 +62,7 @@ use crate::static_config::StaticConfig;
 /// Magic of a dynamic segment.
 pub const DYNAMIC_MAGIC: u64 = u64::from_le_bytes(*b"IOXDYN\x00\x04");
 /// Version of the dynamic segment format.
-pub const DYNAMIC_VERSION: u32 = 11;
+pub const DYNAMIC_VERSION: u32 = 12;
 pub(crate) const HEADER_LEN: usize = 128;
 /// Open service handles (one per process and `open`) a service can have at once.
 pub const USER_SLOTS: usize = 128;
@@ -114,9 +103,10 @@ pub(crate) struct Header {
     /// Bumped (and futex-woken) whenever a port becomes active, closes or is freed:
     /// what `wait_for_subscribers` and `wait_for_publishers` sleep on.
     pub(crate) ports_changed: AtomicU32,
-    /// Event services: `event_id_max + 1`, the bits of each listener's pending set
-    /// (0 for other patterns).
-    pub(crate) event_ids: AtomicU32,
+    /// The limit of the pattern's own that its regions were sized for
+    /// (`PatternParts::header_limit`: pub-sub's history, an event service's ids, a
+    /// request-response service's response depth).
+    pub(crate) pattern_limit: AtomicU32,
     /// Publish-subscribe: one bit per subscriber slot that publishers deliver to (see
     /// [`crate::shm::connected`]). On the header's second line, which is written only
     /// when ports come and go.
@@ -128,9 +118,6 @@ pub(crate) struct Header {
     /// Publish-subscribe: one bit per publisher slot some publisher ever had (see
     /// [`crate::shm::publishers_seen`]). Same line: written once per slot.
     pub(crate) publishers_seen: AtomicU64,
-    /// Request-response services: the depth of each response queue
-    /// (`max_active_requests_per_client x max_response_buffer`; 0 for other patterns).
-    pub(crate) response_buffer: AtomicU32,
 }
 const _: () = assert!(size_of::<Header>() <= HEADER_LEN);
 // The header's slot sets hold one bit per slot in one word (connected, may-wait,
@@ -233,19 +220,10 @@ fn check_header(h: &Header) -> Result<(), Corruption> {
     Ok(())
 }
 
-/// Checks that the limits a header says it was sized for are the static config's.
-fn check_limits(h: &Header, c: &StaticConfig) -> Result<(), Corruption> {
-    let fields = [
-        ("max_publishers", &h.max_publishers, c.max_publishers),
-        ("max_subscribers", &h.max_subscribers, c.max_subscribers),
-        ("subscriber_buffer", &h.subscriber_buffer, c.subscriber_buffer),
-        ("max_loans", &h.max_loans, c.max_loans),
-        ("max_held", &h.max_held, c.max_held),
-        ("user_slots", &h.user_slots, USER_SLOTS as u32),
-        ("event ids", &h.event_ids, event_ids(c)),
-        ("response buffer", &h.response_buffer, response_buffer(c) as u32),
-    ];
-    for (what, field, expected) in fields {
+/// Checks that the limits a header says it was sized for are those of `layout` (the
+/// static config's).
+fn check_limits(h: &Header, layout: &DynamicLayout) -> Result<(), Corruption> {
+    for (what, field, expected) in limits(h, layout) {
         let found = field.load(Ordering::Relaxed);
         if found != expected {
             return Err(Corruption::Limit {
@@ -256,6 +234,24 @@ fn check_limits(h: &Header, c: &StaticConfig) -> Result<(), Corruption> {
         }
     }
     Ok(())
+}
+
+/// The header's limit fields, each with its name and the value `layout` gives it.
+fn limits<'h>(h: &'h Header, layout: &DynamicLayout) -> [(&'static str, &'h AtomicU32, u32); 7] {
+    let (pattern_limit, value) = layout.pattern.parts().header_limit();
+    [
+        ("max_publishers", &h.max_publishers, layout.max_publishers as u32),
+        (
+            "max_subscribers",
+            &h.max_subscribers,
+            layout.max_subscribers as u32,
+        ),
+        ("subscriber_buffer", &h.subscriber_buffer, layout.buffer as u32),
+        ("max_loans", &h.max_loans, layout.max_loans),
+        ("max_held", &h.max_held, layout.max_held),
+        ("user_slots", &h.user_slots, USER_SLOTS as u32),
+        (pattern_limit, &h.pattern_limit, value),
+    ]
 }
 
 /// Builds a lifecycle word.
@@ -340,7 +336,7 @@ impl DynamicSegment {
                 expected: layout.len,
             }));
         }
-        check_limits(header, config).map_err(|c| self.corrupt(c))?;
+        check_limits(header, &layout).map_err(|c| self.corrupt(c))?;
         self.layout = layout;
         Ok(())
     }
@@ -364,17 +360,7 @@ impl DynamicSegment {
         h.lifecycle.store(lifecycle_word(me, phase), Ordering::Relaxed);
         h.creator_node.store(me, Ordering::Relaxed);
         h.version.store(DYNAMIC_VERSION, Ordering::Relaxed);
-        let limits = [
-            (&h.max_publishers, layout.max_publishers as u32),
-            (&h.max_subscribers, layout.max_subscribers as u32),
-            (&h.subscriber_buffer, layout.buffer as u32),
-            (&h.max_loans, layout.max_loans),
-            (&h.max_held, layout.max_held),
-            (&h.user_slots, USER_SLOTS as u32),
-            (&h.event_ids, layout.event_ids),
-            (&h.response_buffer, layout.response_buffer as u32),
-        ];
-        for (field, value) in limits {
+        for (_, field, value) in limits(h, &layout) {
             field.store(value, Ordering::Relaxed);
         }
         Ok(this)
@@ -422,17 +408,21 @@ pub(crate) struct Dynamic<'a> {
 }
 
 impl<'a> Dynamic<'a> {
-    fn at<T>(&self, offset: usize) -> &'a T {
+    /// The `T` at byte `offset`. Callers (the core's accessors here, the patterns' in
+    /// their `layout.rs`) pass offsets computed by the layout for indices they
+    /// bounds-checked.
+    pub(crate) fn at<T>(&self, offset: usize) -> &'a T {
         debug_assert!(offset + size_of::<T>() <= self.layout.len);
-        // SAFETY: every caller passes an offset computed by DynamicLayout for an index
-        // it bounds-checked, so the T lies inside the mapping, which the DynamicSegment
+        // SAFETY: every caller passes an offset computed by DynamicLayout (or the
+        // pattern's part of it) for an index it bounds-checked, so the T lies inside the mapping, which the DynamicSegment
         // this view borrows from checked is at least layout.len long and keeps mapped; offsets
         // are multiples of T's alignment on a page-aligned mapping; T is made of
         // atomics only, valid for any bytes and shareable between processes.
         unsafe { &*self.base.add(offset).cast::<T>() }
     }
 
-    fn table(&self, offset: usize, len: usize) -> &'a [AtomicU64] {
+    /// The `len` words at byte `offset` (as [`at`](Self::at)).
+    pub(crate) fn table(&self, offset: usize, len: usize) -> &'a [AtomicU64] {
         debug_assert!(offset + len * 8 <= self.layout.len);
         // SAFETY: as in `at`; the table lies inside the layout.
         unsafe { std::slice::from_raw_parts(self.base.add(offset).cast::<AtomicU64>(), len) }
@@ -489,15 +479,6 @@ impl<'a> Dynamic<'a> {
         self.at(self.layout.subscribers + s * 64)
     }
 
-    /// The pending-event bit set of listener slot `s` (event services only).
-    pub(crate) fn pending(&self, s: usize) -> &'a [AtomicU64] {
-        assert!(s < self.layout.max_subscribers && self.layout.is_event());
-        self.table(
-            self.layout.pending + s * self.layout.pending_stride,
-            self.layout.pending_words,
-        )
-    }
-
     /// The queue from publisher slot `p` to subscriber slot `s`.
     #[inline]
     pub(crate) fn queue(&self, p: usize, s: usize) -> Queue<'a> {
@@ -539,48 +520,13 @@ impl<'a> Dynamic<'a> {
         )
     }
 
-    /// Publisher `p`'s history queue (only for a service with history).
-    pub(crate) fn history_queue(&self, p: usize) -> Queue<'a> {
-        assert!(p < self.layout.max_publishers && self.layout.history > 0);
-        let off = self.layout.history_queues + p * self.layout.history_stride;
-        let read: &PaddedIndex = self.at(off);
-        let rest = self.table(off + 64, 1 + self.layout.history);
-        Queue::new(&rest[0], &read.value, &rest[1..])
-    }
-
-    /// Publisher `p`'s history-given word for subscriber slot `s` (only for a service
-    /// with history): the generation of the subscriber in slot `s` that `p` gave its
-    /// history to (0 = none). Written by `p` alone, read by the subscriber at each take
-    /// from `p` (see `pubsub::publisher::history`).
+    /// A queue region of `depth` slots at byte `off` (read index alone on its line,
+    /// then the write index and the slots; `shm::layout::queue_bytes`), computed by
+    /// the layout for an index in range: what the patterns' own queues are made of.
     #[inline]
-    pub(crate) fn history_given(&self, p: usize, s: usize) -> &'a AtomicU64 {
-        let l = self.layout;
-        assert!(p < l.max_publishers && s < l.max_subscribers && l.history > 0);
-        let off = l.history_queues
-            + p * l.history_stride
-            + size_of::<PaddedIndex>()
-            + crate::shm::layout::table_bytes(1 + l.history);
-        &self.table(off, l.max_subscribers)[s]
-    }
-
-    /// Request-response services: client slot `c`'s request-slot words.
-    pub(crate) fn request_words(&self, c: usize) -> &'a [AtomicU64] {
-        assert!(c < self.layout.max_publishers && self.layout.is_request_response());
-        self.table(
-            self.layout.request_words + c * self.layout.request_words_stride,
-            self.layout.buffer,
-        )
-    }
-
-    /// Request-response services: the response queue from server slot `s` to client
-    /// slot `c`.
-    pub(crate) fn response_queue(&self, s: usize, c: usize) -> Queue<'a> {
-        let l = self.layout;
-        assert!(c < l.max_publishers && s < l.max_subscribers && l.is_request_response());
-        let off = l.responses + (s * l.max_publishers + c) * l.response_stride;
+    pub(crate) fn queue_region(&self, off: usize, depth: usize) -> Queue<'a> {
         let read: &PaddedIndex = self.at(off);
-        let rest = self.table(off + 64, 1 + l.response_buffer);
-        Queue::new(&rest[0], &read.value, &rest[1..])
+        Queue::new(self.at(off + 64), &read.value, self.table(off + 72, depth))
     }
 
     pub(crate) fn layout(&self) -> &'a DynamicLayout {

@@ -1,0 +1,124 @@
+//! What the core asks of a messaging pattern, and the one place it asks it.
+//!
+//! The core (slots, pair queues, the claim protocol, owner bits, liveness, waking,
+//! recovery's lock and its journaled-send and claim steps, inspection's port list)
+//! is the same code for every pattern. What differs is behind [`PatternParts`],
+//! implemented by each pattern's layout in its own folder (`pubsub/layout.rs`,
+//! `event/layout.rs`, `reqres/layout.rs`):
+//! - its regions of the dynamic segment after the core's, and whether it has pair
+//!   queues (the layout's constructor);
+//! - the one limit of its own that the dynamic header records and an opener checks;
+//! - how its dead ports are recovered;
+//! - what its ports have waiting, for tools.
+//!
+//! [`PatternLayout`] is the pattern's part of a [`crate::dynamic::DynamicLayout`];
+//! [`PatternLayout::new`] and [`PatternLayout::parts`] are the only `match`es on the
+//! pattern outside the patterns' folders, and a pattern reaches its own regions
+//! through its own accessor (e.g. `Dynamic::pending`), which refuses a layout of
+//! another pattern. Adding a pattern is a folder, a variant here, and its tests.
+
+use iox_mempool::Bookkeeping;
+
+use crate::dynamic::Dynamic;
+use crate::event::layout::EventLayout;
+pub(crate) use crate::port::Side;
+use crate::pubsub::layout::PubSubLayout;
+use crate::recovery::{CleanupReport, Liveness};
+use crate::reqres::layout::ReqResLayout;
+use crate::static_config::{MessagingPattern, StaticConfig};
+
+/// What a port has waiting for it or in flight, for tools.
+#[derive(Debug, Default)]
+pub(crate) struct Backlog {
+    /// Samples queued for it, ids pending, or requests in flight.
+    pub(crate) pending: u64,
+    /// Event ids pending (listeners only).
+    pub(crate) pending_ids: Vec<u32>,
+    /// Samples its senders could not deliver to it (subscribers only).
+    pub(crate) missed: u64,
+}
+
+/// What the core asks of a pattern (see the module docs).
+pub(crate) trait PatternParts {
+    /// What the pattern's sending and receiving ports are called.
+    fn port_names(&self) -> (&'static str, &'static str);
+    /// The limit of its own that the dynamic header records (its name in errors, and
+    /// its value).
+    fn header_limit(&self) -> (&'static str, u32);
+    /// Where its regions end: the segment's length.
+    fn end(&self) -> usize;
+    /// Recovers the dead port slots of `d` (under the service's recovery lock; every
+    /// step safe to repeat). `stem` reaches the receivers' doorbells.
+    fn recover_ports(
+        &self,
+        d: Dynamic<'_>,
+        stem: &str,
+        pool: &Bookkeeping,
+        live: &mut Liveness,
+        report: &mut CleanupReport,
+    );
+    /// What port slot `slot` on `side` has waiting.
+    fn backlog(&self, d: Dynamic<'_>, side: Side, slot: usize) -> Backlog;
+}
+
+/// The pattern's part of a dynamic layout.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum PatternLayout {
+    /// A segment opened but not attached to its static config (header and users
+    /// table only).
+    Unattached,
+    PublishSubscribe(PubSubLayout),
+    Event(EventLayout),
+    RequestResponse(ReqResLayout),
+}
+
+impl PatternLayout {
+    /// The layout of `c`'s pattern. `place_pairs(has_pairs)` is the core placing the
+    /// pair queues (or none) and answering where they end, which is where the
+    /// pattern's regions begin.
+    pub(crate) fn new(c: &StaticConfig, place_pairs: impl FnOnce(bool) -> usize) -> Self {
+        match c.pattern {
+            MessagingPattern::PublishSubscribe => Self::PublishSubscribe(PubSubLayout::new(c, place_pairs)),
+            MessagingPattern::Event => Self::Event(EventLayout::new(c, place_pairs)),
+            MessagingPattern::RequestResponse => Self::RequestResponse(ReqResLayout::new(c, place_pairs)),
+        }
+    }
+
+    /// The pattern's answers to the core.
+    pub(crate) fn parts(&self) -> &dyn PatternParts {
+        match self {
+            Self::Unattached => &Unattached,
+            Self::PublishSubscribe(p) => p,
+            Self::Event(e) => e,
+            Self::RequestResponse(r) => r,
+        }
+    }
+}
+
+/// The parts of a segment not attached to a static config: no ports, nothing of a
+/// pattern (recovery and inspection run on attached segments only).
+struct Unattached;
+
+impl PatternParts for Unattached {
+    fn port_names(&self) -> (&'static str, &'static str) {
+        ("port", "port")
+    }
+    fn header_limit(&self) -> (&'static str, u32) {
+        ("none", 0)
+    }
+    fn end(&self) -> usize {
+        crate::dynamic::DynamicLayout::header_only().len
+    }
+    fn recover_ports(
+        &self,
+        _: Dynamic<'_>,
+        _: &str,
+        _: &Bookkeeping,
+        _: &mut Liveness,
+        _: &mut CleanupReport,
+    ) {
+    }
+    fn backlog(&self, _: Dynamic<'_>, _: Side, _: usize) -> Backlog {
+        Backlog::default()
+    }
+}

@@ -1,0 +1,131 @@
+//! The publish-subscribe part of a dynamic segment, and what the core asks of the
+//! pattern ([`crate::pattern::PatternParts`]).
+//!
+//! Pub-sub uses the core's pair queues (publisher slot to subscriber slot,
+//! `subscriber_buffer` deep). After them, for a service with history (`history > 0`
+//! in the static config), per publisher slot: one history queue of `history` slots,
+//! laid out like the pair queues (what the publisher keeps for subscribers that
+//! connect later), then one word per subscriber slot, the generation of the
+//! subscriber it last gave its history to (see `pubsub::publisher::history`). Without
+//! history there is nothing after the pair queues. The header limit it records is
+//! `history`.
+
+use std::sync::atomic::AtomicU64;
+
+use iox_mempool::Bookkeeping;
+
+use crate::dynamic::Dynamic;
+use crate::pattern::{Backlog, PatternLayout, PatternParts, Side};
+use crate::queue::Queue;
+use crate::recovery::{CleanupReport, Liveness};
+use crate::shm::layout::{queue_bytes, table_bytes};
+use crate::static_config::StaticConfig;
+
+/// The publish-subscribe regions of a dynamic layout.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PubSubLayout {
+    /// Samples each publisher keeps for late subscribers (0 = no history queues).
+    pub(crate) history: usize,
+    /// Offset of publisher 0's history queue (the end of the pair queues).
+    history_queues: usize,
+    history_stride: usize,
+    /// Offset of the history-given words within one publisher's stride.
+    given: usize,
+    max_subscribers: usize,
+    end: usize,
+}
+
+impl PubSubLayout {
+    pub(crate) fn new(c: &StaticConfig, place_pairs: impl FnOnce(bool) -> usize) -> Self {
+        let history_queues = place_pairs(true);
+        let history = c.history as usize;
+        let max_subscribers = c.max_subscribers as usize;
+        let history_stride = if history == 0 {
+            0
+        } else {
+            queue_bytes(history) + table_bytes(max_subscribers)
+        };
+        Self {
+            history,
+            history_queues,
+            history_stride,
+            given: queue_bytes(history),
+            max_subscribers,
+            end: history_queues + history_stride * c.max_publishers as usize,
+        }
+    }
+}
+
+impl<'a> Dynamic<'a> {
+    /// The pub-sub part of the layout (panics on another pattern's segment: a caller
+    /// of the wrong pattern).
+    #[inline]
+    pub(crate) fn pubsub(&self) -> &'a PubSubLayout {
+        match &self.layout().pattern {
+            PatternLayout::PublishSubscribe(p) => p,
+            other => panic!("a publish-subscribe region asked of {other:?}"),
+        }
+    }
+
+    /// Publisher `p`'s history queue (only for a service with history).
+    pub(crate) fn history_queue(&self, p: usize) -> Queue<'a> {
+        let h = self.pubsub();
+        assert!(p < self.layout().max_publishers && h.history > 0);
+        self.queue_region(h.history_queues + p * h.history_stride, h.history)
+    }
+
+    /// Publisher `p`'s history-given word for subscriber slot `s` (only for a service
+    /// with history): the generation of the subscriber in slot `s` that `p` gave its
+    /// history to (0 = none). Written by `p` alone, read by the subscriber at each take
+    /// from `p` (see `pubsub::publisher::history`).
+    #[inline]
+    pub(crate) fn history_given(&self, p: usize, s: usize) -> &'a AtomicU64 {
+        let h = self.pubsub();
+        assert!(p < self.layout().max_publishers && s < h.max_subscribers && h.history > 0);
+        &self.table(
+            h.history_queues + p * h.history_stride + h.given,
+            h.max_subscribers,
+        )[s]
+    }
+}
+
+impl PatternParts for PubSubLayout {
+    fn port_names(&self) -> (&'static str, &'static str) {
+        ("publisher", "subscriber")
+    }
+
+    fn header_limit(&self) -> (&'static str, u32) {
+        ("history", self.history as u32)
+    }
+
+    fn end(&self) -> usize {
+        self.end
+    }
+
+    fn recover_ports(
+        &self,
+        d: Dynamic<'_>,
+        stem: &str,
+        pool: &Bookkeeping,
+        live: &mut Liveness,
+        report: &mut CleanupReport,
+    ) {
+        super::recovery::recover_ports(d, stem, pool, live, report);
+    }
+
+    fn backlog(&self, d: Dynamic<'_>, side: Side, slot: usize) -> Backlog {
+        match side {
+            Side::Sending => Backlog::default(),
+            Side::Receiving => Backlog {
+                pending: (0..d.layout().max_publishers)
+                    .map(|p| d.queue(p, slot).len())
+                    .sum(),
+                pending_ids: Vec::new(),
+                missed: d
+                    .subscriber(slot)
+                    .missed
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            },
+        }
+    }
+}
