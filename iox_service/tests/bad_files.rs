@@ -188,6 +188,24 @@ fn each_corruption_gets_its_own_error_and_nothing_is_deleted() {
             },
         ),
         (
+            // The pattern's own limit (pub-sub: history) at offset 84 of the header.
+            "dynamic header claims another history than the config",
+            |r| overwrite(&file(r, "dynamic"), 84, &3u32.to_le_bytes()),
+            |e| {
+                matches!(
+                    e,
+                    OpenError::Corrupt {
+                        problem: Corruption::Limit {
+                            what: "history",
+                            found: 3,
+                            ..
+                        },
+                        ..
+                    }
+                )
+            },
+        ),
+        (
             "dynamic lifecycle word is garbage",
             |r| overwrite(&file(r, "dynamic"), 16, &0u64.to_le_bytes()),
             |e| {

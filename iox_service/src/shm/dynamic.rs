@@ -127,6 +127,8 @@ const _: () =
     assert!(crate::static_config::MAX_SUBSCRIBERS <= 64 && crate::static_config::MAX_PUBLISHERS <= 64);
 const _: () = assert!(std::mem::offset_of!(Header, version) == 40);
 const _: () = assert!(std::mem::offset_of!(Header, max_publishers) == 44);
+// Where tests/bad_files.rs corrupts it.
+const _: () = assert!(std::mem::offset_of!(Header, pattern_limit) == 84);
 const _: () = assert!(std::mem::offset_of!(Header, subscribers_connected) >= 64);
 
 /// The fixed part of a port slot, on its own cache line.
