@@ -68,7 +68,7 @@ use thiserror::Error;
 use crate::doorbell::{self, Ringer};
 use crate::dynamic::{Dynamic, PortHeader};
 use crate::port::{self, PortCreateError, Shared, Side, SlotClaim, WaitForPortsError};
-use crate::queue::{self, Pushed, Queue};
+use crate::queue::{self, Pushed};
 use crate::sample::SampleMutUninit;
 use crate::shm::connected;
 use crate::{Overflow, Payload, ZeroCopySafe};
@@ -446,7 +446,6 @@ impl PublisherPort {
         // finds the line here, and no loan of ours races their take and release.
         self.refill_spare(handle);
         let d = self.service.dynamic();
-        let drop_oldest = self.drop_oldest;
         // SAFETY: the chunk was loaned from, and located by, `self.pool`, which this
         // port keeps mapped.
         unsafe { chunk.set_user_word(len as u64) };
@@ -460,39 +459,11 @@ impl PublisherPort {
         );
         let entry = queue::entry_of_raw(self.next_seq(), chunk.raw());
         journal.store(entry, Ordering::Relaxed);
-        let (mut delivered, mut rejected, mut pushed_to) = (0, 0, 0);
-        let queues = d.queue_row(self.slot);
-        let pool = &self.pool;
-        // `push_to`'s step, written out (see there why).
-        for s in connected::slots(connected.snapshot()) {
-            let read_cache = &self.read_cache[s % 64];
-            let mut cached = read_cache.get();
-            let mut taken = None;
-            let pushed = queues.to(s).push(entry, drop_oldest, &mut cached, |old| {
-                crate::testing::stall_point("queue-drop-oldest-claimed");
-                taken = port::take_entry(pool, old, self.owner)
-            });
-            read_cache.set(cached);
-            match pushed {
-                Pushed::Stored => {}
-                Pushed::DroppedOldest => {
-                    missed(d, s);
-                    self.release_taken(taken)
-                }
-                Pushed::Full => {
-                    missed(d, s);
-                    rejected += 1;
-                    continue;
-                }
-                // Documented above: the subscriber is stuck mid-take; skip it.
-                Pushed::Busy => {
-                    missed(d, s);
-                    continue;
-                }
-            }
-            delivered += 1;
-            pushed_to |= connected::bit(s);
-        }
+        let Fanout {
+            delivered,
+            rejected,
+            pushed_to,
+        } = self.push_all(d, entry, connected.snapshot(), |_| true);
         // One step: the queues' holds in, our own out (frees the chunk if no one got it).
         // SAFETY: as for the user word above.
         let _ = unsafe { chunk.hand_off(self.owner, delivered as u32) };
@@ -541,30 +512,54 @@ impl PublisherPort {
         }
     }
 
-    /// The push step of a send with history: `entry` into `q`, its queue to subscriber
-    /// slot `s`, dropping the oldest entry if `drop_oldest` and the queue is full (the
-    /// dropped entry's chunk is released); a sample the subscriber misses is counted
-    /// for it. `send_chunk` writes the same step out in its loop: called there, even
-    /// inlined, it measured 9 instructions more per message (`--bin instructions`).
+    /// The push step of every send (plain, and with history): `entry` into the queue
+    /// to each subscriber slot of the connected set `set` that `admit` lets through,
+    /// dropping the oldest entry where the service says so and the queue is full (the
+    /// dropped entry's chunk is released); a sample a subscriber misses is counted for
+    /// it. `admit` is `|_| true` for a plain send, which compiles away.
     #[inline(always)]
-    fn push_to(&self, d: Dynamic<'_>, q: &Queue<'_>, s: usize, entry: u64, drop_oldest: bool) -> Pushed {
-        let read_cache = &self.read_cache[s % 64];
-        let mut cached = read_cache.get();
-        let mut taken = None;
-        let pushed = q.push(entry, drop_oldest, &mut cached, |old| {
-            crate::testing::stall_point("queue-drop-oldest-claimed");
-            taken = port::take_entry(&self.pool, old, self.owner)
-        });
-        read_cache.set(cached);
-        match pushed {
-            Pushed::Stored => {}
-            Pushed::DroppedOldest => {
-                missed(d, s);
-                self.release_taken(taken)
+    fn push_all(&self, d: Dynamic<'_>, entry: u64, set: u64, mut admit: impl FnMut(usize) -> bool) -> Fanout {
+        let (mut delivered, mut rejected, mut pushed_to) = (0, 0, 0);
+        let queues = d.queue_row(self.slot);
+        let pool = &self.pool;
+        let drop_oldest = self.drop_oldest;
+        for s in connected::slots(set) {
+            if !admit(s) {
+                continue;
             }
-            Pushed::Full | Pushed::Busy => missed(d, s),
+            let read_cache = &self.read_cache[s % 64];
+            let mut cached = read_cache.get();
+            let mut taken = None;
+            let pushed = queues.to(s).push(entry, drop_oldest, &mut cached, |old| {
+                crate::testing::stall_point("queue-drop-oldest-claimed");
+                taken = port::take_entry(pool, old, self.owner)
+            });
+            read_cache.set(cached);
+            match pushed {
+                Pushed::Stored => {}
+                Pushed::DroppedOldest => {
+                    missed(d, s);
+                    self.release_taken(taken)
+                }
+                Pushed::Full => {
+                    missed(d, s);
+                    rejected += 1;
+                    continue;
+                }
+                // Documented above: the subscriber is stuck mid-take; skip it.
+                Pushed::Busy => {
+                    missed(d, s);
+                    continue;
+                }
+            }
+            delivered += 1;
+            pushed_to |= connected::bit(s);
         }
-        pushed
+        Fanout {
+            delivered,
+            rejected,
+            pushed_to,
+        }
     }
 
     /// Releases the hold `take_entry` moved to this publisher, if it did.
@@ -573,6 +568,14 @@ impl PublisherPort {
             let _ = self.pool.release(h, self.owner);
         }
     }
+}
+
+/// What [`PublisherPort::push_all`] did: to how many subscribers it delivered, how
+/// many rejected it (full, `Overflow::Reject`), and the delivered ones' bits.
+struct Fanout {
+    delivered: usize,
+    rejected: usize,
+    pushed_to: u64,
 }
 
 /// Counts a sample subscriber `s` missed because its queue from us was full (off the

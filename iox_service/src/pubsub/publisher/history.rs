@@ -164,26 +164,18 @@ impl PublisherPort {
         );
         let entry = queue::entry(self.next_seq(), handle);
         header.journal.store(entry, Ordering::Relaxed);
-        let (mut delivered, mut rejected) = (0, 0);
-        for (s, connected) in history.connected.iter().enumerate() {
-            if set & connected::bit(s) == 0
-                || d.subscriber(s).state.load(Ordering::Acquire) != connected.get()
-            {
-                continue;
+        // To the subscribers we gave the history to (their state word is the one we
+        // recorded); the slot may change hands from the look to the push: then the
+        // entry is a stray, which the new subscriber drops (see the module docs).
+        let sent = self.push_all(d, entry, set, |s| {
+            let admitted = d.subscriber(s).state.load(Ordering::Acquire) == history.connected[s].get();
+            if admitted {
+                crate::testing::stall_point("history-send-before-push");
             }
-            // The slot may change hands from here to the push: then the entry is a
-            // stray, which the new subscriber drops (see the module docs).
-            crate::testing::stall_point("history-send-before-push");
-            match self.push_to(d, &d.queue(self.slot, s), s, entry, self.drop_oldest) {
-                Pushed::Stored | Pushed::DroppedOldest => {
-                    delivered += 1;
-                    pushed_to |= connected::bit(s);
-                }
-                Pushed::Full => rejected += 1,
-                // As in `send_chunk`: the subscriber is stuck mid-take; skip it.
-                Pushed::Busy => {}
-            }
-        }
+            admitted
+        });
+        let (delivered, rejected) = (sent.delivered, sent.rejected);
+        pushed_to |= sent.pushed_to;
         let kept = self.keep(history, d, entry);
         crate::testing::stall_point("history-send-before-hand-off");
         let _ = self.pool.hand_off(handle, self.owner, (delivered + kept) as u32);
