@@ -24,7 +24,7 @@ fn loan_release(c: &mut Criterion) {
         let me = Owner::new(0).unwrap();
         b.iter(|| {
             let h = pool.loan(black_box(100), &mut hint, me).unwrap();
-            pool.release(black_box(h), me).unwrap();
+            pool.book().release(black_box(h), me).unwrap();
         })
     });
     group.bench_function("loan+release/two-threads", |b| {
@@ -36,7 +36,7 @@ fn loan_release(c: &mut Criterion) {
                 let other = Owner::new(1).unwrap();
                 while !stop.load(Ordering::Relaxed) {
                     let h = pool.loan(100, &mut hint, other).unwrap();
-                    pool.release(h, other).unwrap();
+                    pool.book().release(h, other).unwrap();
                 }
             })
         };
@@ -46,7 +46,7 @@ fn loan_release(c: &mut Criterion) {
             let start = Instant::now();
             for _ in 0..iters {
                 let h = pool.loan(black_box(100), &mut hint, me).unwrap();
-                pool.release(black_box(h), me).unwrap();
+                pool.book().release(black_box(h), me).unwrap();
             }
             start.elapsed()
         });

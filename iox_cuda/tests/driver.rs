@@ -38,7 +38,9 @@ fn without_a_driver_every_entry_point_is_a_typed_error() {
     let h = pool
         .loan(100, &mut hint, iox_mempool::Owner::new(0).unwrap())
         .unwrap();
-    pool.release(h, iox_mempool::Owner::new(0).unwrap()).unwrap();
+    pool.book()
+        .release(h, iox_mempool::Owner::new(0).unwrap())
+        .unwrap();
 }
 
 #[test]
@@ -96,7 +98,9 @@ fn with_a_gpu_a_pool_is_registered_once_and_mapped_for_the_device() {
         .copy_device_to_host(device.device_ptr() + (len - 16) as u64, &mut tail)
         .unwrap();
     assert_eq!(tail, [0x5A; 16]);
-    pool.release(h, iox_mempool::Owner::new(0).unwrap()).unwrap();
+    pool.book()
+        .release(h, iox_mempool::Owner::new(0).unwrap())
+        .unwrap();
     drop((a, b));
     assert!(
         iox_cuda::device_pointer(base).is_err(),

@@ -21,7 +21,7 @@
 //! assert_eq!(len, 256);
 //! // SAFETY: the chunk is loaned to us and 256 bytes long.
 //! unsafe { ptr.write_bytes(7, len) };
-//! pool.release(chunk, me).unwrap();
+//! pool.book().release(chunk, me).unwrap();
 //! ```
 
 pub mod layout;

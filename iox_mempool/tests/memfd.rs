@@ -110,6 +110,6 @@ fn a_pool_works_on_a_memfd_payload() {
     // SAFETY: same chunk through the other mapping; nobody writes it meanwhile.
     assert_eq!(unsafe { other.chunk(h).unwrap().0.read() }, 9);
     assert_eq!(other.info().free_chunks(), 11);
-    other.release(h, me).unwrap();
+    other.book().release(h, me).unwrap();
     assert_eq!(pool.info().free_chunks(), 12);
 }

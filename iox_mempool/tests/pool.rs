@@ -56,12 +56,12 @@ fn churn(pool: &Pool, owner: u64, ops: u64) {
                 (stamp, stamp),
                 "chunk {h:?} was handed to someone else while held"
             );
-            assert_eq!(pool.owners(h).unwrap(), me.bit());
-            assert!(pool.release(h, me).unwrap());
+            assert_eq!(pool.book().owners(h).unwrap(), me.bit());
+            assert!(pool.book().release(h, me).unwrap());
         }
     }
     for (h, _) in held {
-        pool.release(h, me).unwrap();
+        pool.book().release(h, me).unwrap();
     }
 }
 
@@ -138,7 +138,7 @@ fn read_only_payload_refuses_loans_but_reads() {
     // SAFETY: reading the chunk the writer filled; nobody writes it concurrently.
     assert_eq!(unsafe { ro.chunk(h).unwrap().0.read() }, 42);
     assert!(ro.payload_region().read_only());
-    ro.release(h, me).unwrap();
+    ro.book().release(h, me).unwrap();
     assert_full(&pool);
 }
 
@@ -161,9 +161,9 @@ fn loan_errors_are_specific() {
             count: 1
         })
     ));
-    pool.release(h, me).unwrap();
+    pool.book().release(h, me).unwrap();
     assert_eq!(
-        pool.release(h, me),
+        pool.book().release(h, me),
         Err(ChunkError::NotOwned {
             class: 0,
             index: 0,
@@ -172,10 +172,10 @@ fn loan_errors_are_specific() {
         "double release must be refused"
     );
     assert!(Owner::new(iox_mempool::owners::MAX_OWNERS).is_none());
-    assert!(pool.handle_from_raw(1 << 24).is_none());
-    assert!(pool.handle_from_raw(u32::MAX).is_none());
-    assert!(pool.handle_from_raw(1).is_none());
-    assert_eq!(pool.handle_from_raw(0), Some(h));
+    assert!(pool.book().handle_from_raw(1 << 24).is_none());
+    assert!(pool.book().handle_from_raw(u32::MAX).is_none());
+    assert!(pool.book().handle_from_raw(1).is_none());
+    assert_eq!(pool.book().handle_from_raw(0), Some(h));
 }
 
 /// Hand-offs to queue entries and takes by other owners, as a service does them:
@@ -201,12 +201,12 @@ fn hand_off_and_take_keep_chunks_alive_exactly_as_long_as_needed() {
                     let item = queues[r].lock().unwrap().pop_front();
                     match item {
                         Some((h, stamp)) => {
-                            pool.take_queued(h, me).unwrap();
+                            pool.book().take_queued(h, me).unwrap();
                             // SAFETY: we hold the chunk; the writer wrote the stamp
                             // before queueing it and nobody writes it while held.
                             let seen = unsafe { pool.chunk(h).unwrap().0.cast::<u64>().read_volatile() };
                             assert_eq!(seen, stamp, "chunk reused while a reader held it");
-                            pool.release(h, me).unwrap();
+                            pool.book().release(h, me).unwrap();
                         }
                         None if done.load(std::sync::atomic::Ordering::Acquire) => return,
                         None => std::thread::yield_now(),
@@ -233,7 +233,7 @@ fn hand_off_and_take_keep_chunks_alive_exactly_as_long_as_needed() {
         for q in queues.iter().take(n) {
             q.lock().unwrap().push_back((h, op));
         }
-        pool.hand_off(h, me, n as u32).unwrap();
+        pool.book().hand_off(h, me, n as u32).unwrap();
     }
     done.store(true, std::sync::atomic::Ordering::Release);
     for t in reader_threads {
@@ -250,27 +250,32 @@ fn release_all_frees_exactly_what_an_owner_held() {
     let mut hint = 0;
     let only_a: Vec<_> = (0..5).map(|_| pool.loan(64, &mut hint, a).unwrap()).collect();
     let shared = pool.loan(64, &mut hint, a).unwrap();
-    pool.hand_off(shared, a, 1).unwrap();
-    pool.take_queued(shared, b).unwrap();
+    pool.book().hand_off(shared, a, 1).unwrap();
+    pool.book().take_queued(shared, b).unwrap();
     let again = pool.loan(64, &mut hint, a).unwrap();
-    pool.hand_off(again, a, 1).unwrap(); // queued, taken by nobody yet
+    pool.book().hand_off(again, a, 1).unwrap(); // queued, taken by nobody yet
     let before = pool.info().free_chunks();
-    assert_eq!(pool.held_by(b), vec![shared]);
-    assert_eq!(pool.release_all(a), (5, 5));
-    assert_eq!(pool.release_all(a), (0, 0), "a second pass changes nothing");
-    assert_eq!(pool.info().free_chunks(), before + 5);
-    assert_eq!(pool.release_all(b), (1, 1));
+    assert_eq!(pool.book().held_by(b), vec![shared]);
+    assert_eq!(pool.book().release_all(a), (5, 5));
     assert_eq!(
-        pool.take_queued(again, b)
-            .and_then(|()| pool.take_queued(again, b)),
+        pool.book().release_all(a),
+        (0, 0),
+        "a second pass changes nothing"
+    );
+    assert_eq!(pool.info().free_chunks(), before + 5);
+    assert_eq!(pool.book().release_all(b), (1, 1));
+    assert_eq!(
+        pool.book()
+            .take_queued(again, b)
+            .and_then(|()| pool.book().take_queued(again, b)),
         Err(ChunkError::AlreadyOwned {
             class: 0,
             index: again.index(),
             owner: 2
         })
     );
-    assert!(pool.release(again, b).unwrap());
-    assert!(only_a.iter().all(|h| pool.owners(*h).unwrap() == 0));
+    assert!(pool.book().release(again, b).unwrap());
+    assert!(only_a.iter().all(|h| pool.book().owners(*h).unwrap() == 0));
     assert_full(&pool);
 }
 
@@ -465,13 +470,13 @@ fn hold_queued_joins_a_kept_chunk_and_frees_it_only_with_the_last_hold() {
     let total = pool.info().free_chunks();
     let h = pool.loan(64, &mut 0, publisher).unwrap();
     // Sent: one entry to the early reader, one kept in the history.
-    assert_eq!(pool.hand_off(h, publisher, 2), Ok(false));
-    pool.take_queued(h, early).unwrap();
-    assert_eq!(pool.release(h, early), Ok(false), "the history keeps it");
+    assert_eq!(pool.book().hand_off(h, publisher, 2), Ok(false));
+    pool.book().take_queued(h, early).unwrap();
+    assert_eq!(pool.book().release(h, early), Ok(false), "the history keeps it");
     // Re-sent to the late reader.
-    pool.hold_queued(h, publisher).unwrap();
+    pool.book().hold_queued(h, publisher).unwrap();
     assert_eq!(
-        pool.hold_queued(h, publisher),
+        pool.book().hold_queued(h, publisher),
         Err(ChunkError::AlreadyOwned {
             class: 0,
             index: h.index(),
@@ -479,16 +484,20 @@ fn hold_queued_joins_a_kept_chunk_and_frees_it_only_with_the_last_hold() {
         }),
         "a second join changes nothing"
     );
-    assert_eq!(pool.hand_off(h, publisher, 1), Ok(false));
-    pool.take_queued(h, late).unwrap();
-    assert_eq!(pool.release(h, late), Ok(false), "the history still keeps it");
+    assert_eq!(pool.book().hand_off(h, publisher, 1), Ok(false));
+    pool.book().take_queued(h, late).unwrap();
+    assert_eq!(
+        pool.book().release(h, late),
+        Ok(false),
+        "the history still keeps it"
+    );
     // The history entry leaves (dropped as the oldest): taken into the publisher's
     // bit and released, which frees it.
-    pool.take_queued(h, publisher).unwrap();
-    assert_eq!(pool.release(h, publisher), Ok(true));
+    pool.book().take_queued(h, publisher).unwrap();
+    assert_eq!(pool.book().release(h, publisher), Ok(true));
     assert_eq!(pool.info().free_chunks(), total);
     assert_eq!(
-        pool.hold_queued(h, publisher),
+        pool.book().hold_queued(h, publisher),
         Err(ChunkError::Free {
             class: 0,
             index: h.index()
@@ -507,15 +516,15 @@ fn release_all_clears_a_join_and_keeps_the_queued_hold() {
     let (publisher, recoverer) = (Owner::new(0).unwrap(), Owner::new(0).unwrap());
     let total = pool.info().free_chunks();
     let h = pool.loan(64, &mut 0, publisher).unwrap();
-    pool.hand_off(h, publisher, 1).unwrap();
-    pool.hold_queued(h, publisher).unwrap();
+    pool.book().hand_off(h, publisher, 1).unwrap();
+    pool.book().hold_queued(h, publisher).unwrap();
     assert_eq!(
-        pool.release_all(publisher),
+        pool.book().release_all(publisher),
         (1, 0),
         "held, not freed: the entry keeps it"
     );
     // Recovery drains the dead publisher's history entry into its bit and releases it.
-    pool.take_queued(h, recoverer).unwrap();
-    assert_eq!(pool.release(h, recoverer), Ok(true));
+    pool.book().take_queued(h, recoverer).unwrap();
+    assert_eq!(pool.book().release(h, recoverer), Ok(true));
     assert_eq!(pool.info().free_chunks(), total);
 }

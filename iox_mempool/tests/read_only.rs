@@ -39,7 +39,7 @@ fn a_write_through_a_read_only_payload_faults() {
         // The child: map the payload read-only and write through a chunk's address.
         let dir = PathBuf::from(std::env::var(DIR_ENV).unwrap());
         let pool = Pool::open(&dir, "ro", &layout(), None, Access::ReadOnly).unwrap();
-        let h = pool.handle_from_raw(0).unwrap();
+        let h = pool.book().handle_from_raw(0).unwrap();
         let (ptr, _) = pool.chunk(h).unwrap();
         // SAFETY: deliberately not sound: this is the write a read-only mapping must
         // stop, and it does so by killing this (child) process with SIGSEGV.
@@ -49,7 +49,7 @@ fn a_write_through_a_read_only_payload_faults() {
     }
     let dir = tempfile::tempdir().unwrap();
     let creator = Pool::create(dir.path(), "ro", &layout(), MemoryType::Cpu, 0o600).unwrap();
-    let (ptr, _) = creator.chunk(creator.handle_from_raw(0).unwrap()).unwrap();
+    let (ptr, _) = creator.chunk(creator.book().handle_from_raw(0).unwrap()).unwrap();
     // SAFETY: 64-byte chunk of our own read-write mapping; the child only reads it.
     unsafe { ptr.write(7) };
     let status = wait(spawn_self(
@@ -95,7 +95,7 @@ fn upgrade_and_write(reader: Arc<Pool>, other: &Pool) {
     let (seen, _) = other.chunk(h).unwrap();
     // SAFETY: the same chunk through the other mapping; nobody writes it meanwhile.
     assert_eq!(unsafe { (seen.read(), seen.add(len - 1).read()) }, (0x5a, 0x5a));
-    reader.release(h, me).unwrap();
+    reader.book().release(h, me).unwrap();
 }
 
 #[test]

@@ -31,7 +31,7 @@ const _: () = assert!(size_of::<ClassCursor>() == 64);
 const _: () = assert!(size_of::<ChunkMeta>() == 16);
 
 /// A pool's bookkeeping alone (`S.chunks`): chunk ownership and user words, without
-/// the payload mapped. What recovery and tools need; a [`Pool`] derefs to it.
+/// the payload mapped. What recovery and tools need; a [`Pool`] has one ([`Pool::book`]).
 #[derive(Debug)]
 pub struct Bookkeeping {
     pub(super) layout: PoolLayout,
@@ -328,11 +328,11 @@ impl Bookkeeping {
     /// # let pool = Pool::create(dir.path(), "doc", &layout, MemoryType::Cpu, 0o600).unwrap();
     /// let (publisher, reader) = (Owner::new(0).unwrap(), Owner::new(1).unwrap());
     /// let h = pool.loan(64, &mut 0, publisher).unwrap();
-    /// pool.hand_off(h, publisher, 1).unwrap(); // one entry, kept (a history)
-    /// pool.hold_queued(h, publisher).unwrap(); // join it again ...
-    /// pool.hand_off(h, publisher, 1).unwrap(); // ... and send it once more
-    /// pool.take_queued(h, reader).unwrap(); // the reader takes the new entry
-    /// assert_eq!(pool.release(h, reader), Ok(false)); // the kept entry still holds it
+    /// pool.book().hand_off(h, publisher, 1).unwrap(); // one entry, kept (a history)
+    /// pool.book().hold_queued(h, publisher).unwrap(); // join it again ...
+    /// pool.book().hand_off(h, publisher, 1).unwrap(); // ... and send it once more
+    /// pool.book().take_queued(h, reader).unwrap(); // the reader takes the new entry
+    /// assert_eq!(pool.book().release(h, reader), Ok(false)); // the kept entry still holds it
     /// ```
     #[inline]
     pub fn hold_queued(&self, handle: ChunkHandle, owner: Owner) -> Result<(), ChunkError> {

@@ -34,7 +34,7 @@ impl ChunkHandle {
     /// let pool = Pool::create(dir.path(), "raw", &layout, MemoryType::Cpu, 0o600).unwrap();
     /// let h = pool.loan(100, &mut 0, Owner::new(0).unwrap()).unwrap();
     /// assert_eq!(h.to_raw(), 1 << 24);
-    /// assert_eq!(pool.handle_from_raw(h.to_raw()), Some(h));
+    /// assert_eq!(pool.book().handle_from_raw(h.to_raw()), Some(h));
     /// ```
     pub const fn to_raw(self) -> u32 {
         ((self.class as u32) << RAW_CLASS_SHIFT) | self.index

@@ -75,7 +75,7 @@ pub use located::Located;
 /// assert_eq!(chunk.class(), 1);
 /// let other = Pool::open(dir.path(), "demo", &layout, Some(MemoryType::Cpu), Access::ReadWrite).unwrap();
 /// assert_eq!(other.info().classes[1].free, 1);
-/// assert!(pool.release(chunk, me).unwrap());
+/// assert!(pool.book().release(chunk, me).unwrap());
 /// assert_eq!(other.info().free_chunks(), 10);
 /// ```
 #[derive(Debug)]
@@ -93,10 +93,23 @@ unsafe impl Send for Pool {}
 // SAFETY: as above; every `&self` method is a sequence of atomic operations.
 unsafe impl Sync for Pool {}
 
-impl std::ops::Deref for Pool {
-    type Target = Bookkeeping;
-    fn deref(&self) -> &Bookkeeping {
+impl Pool {
+    /// The pool's bookkeeping: chunk ownership and user words (what recovery and
+    /// tools use without the payload).
+    #[inline]
+    pub fn book(&self) -> &Bookkeeping {
         &self.book
+    }
+
+    /// The pool's size classes.
+    #[inline]
+    pub fn layout(&self) -> &PoolLayout {
+        &self.book.layout
+    }
+
+    /// The memory type its payload was created with.
+    pub fn memory_type(&self) -> MemoryType {
+        self.book.memory_type
     }
 }
 
@@ -269,14 +282,14 @@ impl Pool {
         if self.payload.access() == Access::ReadOnly {
             return Err(LoanError::ReadOnly);
         }
-        let Some(class) = self.layout.class_for(size, *hint) else {
+        let Some(class) = self.book.layout.class_for(size, *hint) else {
             return Err(LoanError::TooLarge {
                 size,
-                max: self.layout.max_chunk_size(),
+                max: self.book.layout.max_chunk_size(),
             });
         };
         *hint = class;
-        let (cursor, chunks) = self.class_table(class);
+        let (cursor, chunks) = self.book.class_table(class);
         let count = chunks.len();
         // The cursor is a hint (any value a corrupt file holds only costs a longer
         // scan): start there, or at 0 when it is out of range. No division.
@@ -297,7 +310,7 @@ impl Pool {
                 i = 0;
             }
         }
-        let c = self.layout.classes()[class];
+        let c = self.book.layout.classes()[class];
         Err(LoanError::Exhausted {
             chunk_size: c.chunk_size,
             count: c.count,
@@ -341,10 +354,10 @@ impl Pool {
     #[cold]
     #[inline(never)]
     fn loan_near_slow(&self, near: ChunkHandle, owner: Owner) -> Result<Located, LoanError> {
-        let Some(c) = self.layout.classes().get(near.class()) else {
+        let Some(c) = self.book.layout.classes().get(near.class()) else {
             return Err(LoanError::TooLarge {
                 size: usize::MAX,
-                max: self.layout.max_chunk_size(),
+                max: self.book.layout.max_chunk_size(),
             });
         };
         let mut hint = near.class();
@@ -413,8 +426,8 @@ impl Pool {
         PoolInfo {
             base: self.payload.as_ptr() as usize,
             len: self.payload.len(),
-            memory_type: self.memory_type,
-            classes: self.class_usage(),
+            memory_type: self.book.memory_type,
+            classes: self.book().class_usage(),
         }
     }
 
@@ -429,7 +442,7 @@ impl Pool {
     pub fn pin(self: &Arc<Self>) -> Result<PoolPin, PinError> {
         // SAFETY: the PoolPin holds the pool, so the payload stays mapped, until after
         // the guard is dropped (field order); leaking the PoolPin leaks the pool too.
-        let guard = unsafe { pin::acquire(self.payload_region(), self.memory_type) }?;
+        let guard = unsafe { pin::acquire(self.payload_region(), self.book.memory_type) }?;
         Ok(PoolPin {
             guard,
             _pool: Arc::clone(self),

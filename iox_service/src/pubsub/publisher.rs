@@ -377,7 +377,7 @@ impl PublisherPort {
     #[inline(never)]
     fn loan_from_pool(&self, bytes: usize, other: Option<ChunkHandle>) -> Result<Located, LoanError> {
         if let Some(h) = other {
-            let _ = self.pool.release(h, self.owner);
+            let _ = self.pool.book().release(h, self.owner);
         }
         let handle = self.loan_chunk(bytes)?;
         Ok(self
@@ -406,7 +406,7 @@ impl PublisherPort {
         if self.spare.is_empty() {
             self.spare.put(chunk);
         } else {
-            let _ = self.pool.release(chunk.handle(), self.owner);
+            let _ = self.pool.book().release(chunk.handle(), self.owner);
         }
     }
 
@@ -508,7 +508,12 @@ impl PublisherPort {
     #[inline(never)]
     fn drain_closed(&self, d: Dynamic<'_>, closed: u64) {
         for s in connected::slots(closed) {
-            port::drain_queue(&d.queue(self.slot, s), queue::BY_PRODUCER, &self.pool, self.owner);
+            port::drain_queue(
+                &d.queue(self.slot, s),
+                queue::BY_PRODUCER,
+                self.pool.book(),
+                self.owner,
+            );
         }
     }
 
@@ -532,7 +537,7 @@ impl PublisherPort {
             let mut taken = None;
             let pushed = queues.to(s).push(entry, drop_oldest, &mut cached, |old| {
                 crate::testing::stall_point("queue-drop-oldest-claimed");
-                taken = port::take_entry(pool, old, self.owner)
+                taken = port::take_entry(pool.book(), old, self.owner)
             });
             read_cache.set(cached);
             match pushed {
@@ -565,7 +570,7 @@ impl PublisherPort {
     /// Releases the hold `take_entry` moved to this publisher, if it did.
     fn release_taken(&self, taken: Option<ChunkHandle>) {
         if let Some(h) = taken {
-            let _ = self.pool.release(h, self.owner);
+            let _ = self.pool.book().release(h, self.owner);
         }
     }
 }
@@ -636,7 +641,7 @@ impl Drop for PublisherPort {
             // The samples kept for late subscribers go (those already queued stay).
             self.drop_history();
         }
-        self.pool.release_all(self.owner);
+        self.pool.book().release_all(self.owner);
         port::close(header, self.generation);
         port::free(header, self.generation);
         port::announce(self.service.dynamic());

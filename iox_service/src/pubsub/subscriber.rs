@@ -156,7 +156,7 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
         let (owner, slot) = (claim.owner(), claim.slot());
         // What a previous owner of the slot left in its queues is not for us, and
         // neither is its may-wait bit (see `shm::may_wait`).
-        port::drain_receiver_queues(d, &self.service.pool, slot, owner);
+        port::drain_receiver_queues(d, self.service.pool.book(), slot, owner);
         d.may_wait().reset(slot);
         // Publishers deliver from the connected set on (see `shm::connected`): joined
         // before waiters hear of the port, so a publisher they wake delivers to it.
@@ -257,7 +257,7 @@ impl SubscriberPort {
     /// Releases everything queued for this slot (entries someone else is taking right
     /// now stay for them).
     fn drain(&self) {
-        port::drain_receiver_queues(self.service.dynamic(), &self.pool, self.slot, self.owner);
+        port::drain_receiver_queues(self.service.dynamic(), self.pool.book(), self.slot, self.owner);
     }
 
     /// Releases a received sample's chunk.
@@ -634,7 +634,7 @@ impl Drop for SubscriberPort {
         // the subscriber's drain and now: drain once more, then clear our bit
         // everywhere.
         self.drain();
-        self.pool.release_all(self.owner);
+        self.pool.book().release_all(self.owner);
         port::free(self.header(), self.generation);
         port::announce(self.service.dynamic());
     }

@@ -210,7 +210,13 @@ pub(crate) fn recover_waiting(service: &ServiceShared) -> Result<CleanupReport, 
 
 fn recover_service(service: &ServiceShared, wait: Duration) -> Result<CleanupReport, u64> {
     let mut live = Liveness::new(&service.root, service.node_id());
-    let report = recover_locked(service.dynamic(), &service.stem, &service.pool, &mut live, wait);
+    let report = recover_locked(
+        service.dynamic(),
+        &service.stem,
+        service.pool.book(),
+        &mut live,
+        wait,
+    );
     let files = live.finish();
     report.map(|mut r| {
         r.files_removed += files;

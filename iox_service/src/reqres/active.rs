@@ -111,7 +111,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Drop for ActiveRequest<Req, 
         if !port.is_own_process() {
             return;
         }
-        let _ = port.pool.release(self.handle, port.owner);
+        let _ = port.pool.book().release(self.handle, port.owner);
         let d = port.service.dynamic();
         let w = &d.request_words(self.r.client)[slots::slot_of(self.r.seq)];
         if request_word::end(w, self.r.token) == request_word::Ended::Fin {

@@ -97,7 +97,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ClientBuilder<Req, Resp> {
         for w in d.request_words(claim.slot()) {
             w.store(0, Ordering::Relaxed);
         }
-        drain_responses(d, &self.service.pool, claim.slot(), owner);
+        drain_responses(d, self.service.pool.book(), claim.slot(), owner);
         let (slot, generation) = claim.activate(pin.as_ref());
         let s = &self.service;
         let port = ClientPort {
@@ -211,7 +211,7 @@ impl ClientPort {
 
     /// Releases everything queued for this client by any server.
     fn drain_responses(&self) {
-        drain_responses(self.service.dynamic(), &self.pool, self.slot, self.owner);
+        drain_responses(self.service.dynamic(), self.pool.book(), self.slot, self.owner);
     }
 
     fn loan(&self, bytes: usize) -> Result<(ChunkHandle, *mut u8), LoanError> {
@@ -234,7 +234,7 @@ impl ClientPort {
     fn drop_loan(&self, handle: ChunkHandle) {
         self.loans.set(self.loans.get() - 1);
         if self.is_own_process() {
-            let _ = self.pool.release(handle, self.owner);
+            let _ = self.pool.book().release(handle, self.owner);
         }
     }
 
@@ -243,7 +243,7 @@ impl ClientPort {
     fn send(&self, handle: ChunkHandle, len: usize) -> Result<(usize, u64, u32), RequestSendError> {
         self.loans.set(self.loans.get() - 1);
         let fail = |e| {
-            let _ = self.pool.release(handle, self.owner);
+            let _ = self.pool.book().release(handle, self.owner);
             Err(e)
         };
         if !self.is_own_process() {
@@ -272,7 +272,7 @@ impl ClientPort {
         };
         self.rid.set(rid);
         let seq = slots::seq(rid, k);
-        let _ = self.pool.set_user_word(handle, len as u64);
+        let _ = self.pool.book().set_user_word(handle, len as u64);
         let header = self.header();
         header.sent.store(
             header.sent.load(Ordering::Relaxed).wrapping_add(1),
@@ -287,7 +287,7 @@ impl ClientPort {
             &header.journal,
             &q,
             &self.read_cache[s],
-            &self.pool,
+            self.pool.book(),
             handle,
             self.owner,
             entry,
@@ -303,7 +303,7 @@ impl ClientPort {
         if slots::slot_state(sh).1 != dynamic::ACTIVE {
             // It closed after we chose it: nobody will take what we pushed. The
             // pending response reports the server gone.
-            port::drain_queue(&q, queue::BY_PRODUCER, &self.pool, self.owner);
+            port::drain_queue(&q, queue::BY_PRODUCER, self.pool.book(), self.owner);
         } else {
             let waiting = sh.waiting.load(Ordering::Relaxed);
             if crate::doorbell::wants_wake(waiting) {
@@ -370,7 +370,7 @@ impl Drop for ClientPort {
         let header = self.header();
         port::close(header, self.generation);
         self.drain_responses();
-        self.pool.release_all(self.owner);
+        self.pool.book().release_all(self.owner);
         port::free(header, self.generation);
         port::announce(self.service.dynamic());
     }

@@ -207,7 +207,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> PendingResponse<Req, Resp> {
         loop {
             let mut taken = None;
             let Popped::Took(raw) = q.pop(queue::BY_CONSUMER, |e| {
-                taken = port::take_entry(&port.pool, e, port.owner)
+                taken = port::take_entry(port.pool.book(), e, port.owner)
             }) else {
                 return Ok(None);
             };
@@ -225,7 +225,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> PendingResponse<Req, Resp> {
                 Some(other) => other.push_back(h),
                 // A response to a request whose pending response is gone.
                 None => {
-                    let _ = port.pool.release(h, port.owner);
+                    let _ = port.pool.book().release(h, port.owner);
                 }
             }
         }
@@ -234,10 +234,10 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> PendingResponse<Req, Resp> {
     fn response(&self, h: ChunkHandle, raw: u64) -> Result<Response<Resp>, ResponseReceiveError> {
         let pool = &self.port.pool;
         let corrupt = |what| {
-            let _ = pool.release(h, self.port.owner);
+            let _ = pool.book().release(h, self.port.owner);
             Err(ResponseReceiveError::Corrupt { raw, what })
         };
-        let Ok(len) = pool.user_word(h) else {
+        let Ok(len) = pool.book().user_word(h) else {
             return corrupt("no such chunk");
         };
         let Some((ptr, chunk_size)) = pool.chunk(h) else {
@@ -272,7 +272,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Drop for PendingResponse<Req
         port.in_use.set(port.in_use.get() & !(1 << k));
         if let Some(stashed) = port.stash.borrow_mut().remove(&self.seq) {
             for h in stashed {
-                let _ = port.pool.release(h, port.owner);
+                let _ = port.pool.book().release(h, port.owner);
             }
         }
         let d = port.service.dynamic();
@@ -324,7 +324,7 @@ impl<Resp: ?Sized + Payload> Deref for Response<Resp> {
 impl<Resp: ?Sized + Payload> Drop for Response<Resp> {
     fn drop(&mut self) {
         if self.port.is_own_process() {
-            let _ = self.port.pool.release(self.handle, self.port.owner);
+            let _ = self.port.pool.book().release(self.handle, self.port.owner);
         }
     }
 }

@@ -105,7 +105,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ServerBuilder<Req, Resp> {
         let pin = claim.pin(self.pin)?;
         let owner = claim.owner();
         // What a previous owner of the slot left: its requests.
-        port::drain_receiver_queues(d, &self.service.pool, claim.slot(), owner);
+        port::drain_receiver_queues(d, self.service.pool.book(), claim.slot(), owner);
         let (slot, generation) = claim.activate(pin.as_ref());
         let s = &self.service;
         let port = ServerPort {
@@ -191,7 +191,7 @@ impl ServerPort {
 
     /// Releases every request queued for this slot (requests not received).
     fn drain_requests(&self) {
-        port::drain_receiver_queues(self.service.dynamic(), &self.pool, self.slot, self.owner);
+        port::drain_receiver_queues(self.service.dynamic(), self.pool.book(), self.slot, self.owner);
     }
 
     /// Takes the next live request: (handle, raw entry, client, client generation).
@@ -205,7 +205,7 @@ impl ServerPort {
             loop {
                 let mut taken = None;
                 let Popped::Took(raw) = q.pop(queue::BY_CONSUMER, |e| {
-                    taken = port::take_entry(&self.pool, e, self.owner)
+                    taken = port::take_entry(self.pool.book(), e, self.owner)
                 }) else {
                     break;
                 };
@@ -229,7 +229,7 @@ impl ServerPort {
                     Some(w) => request_word::free_abandoned(w, self.slot, self.generation),
                     None => {}
                 }
-                let _ = self.pool.release(h, self.owner);
+                let _ = self.pool.book().release(h, self.owner);
             }
         }
         Ok(None)
@@ -255,7 +255,7 @@ impl ServerPort {
     pub(crate) fn drop_loan(&self, handle: ChunkHandle) {
         self.loans.set(self.loans.get() - 1);
         if self.is_own_process() {
-            let _ = self.pool.release(handle, self.owner);
+            let _ = self.pool.book().release(handle, self.owner);
         }
     }
 
@@ -293,20 +293,28 @@ impl ServerPort {
             return Err(ResponseSendError::ForkedProcess);
         }
         let fail = |e| {
-            let _ = self.pool.release(handle, self.owner);
+            let _ = self.pool.book().release(handle, self.owner);
             Err(e)
         };
         if let Err(e) = self.check(r) {
             return fail(e);
         }
         let d = self.service.dynamic();
-        let _ = self.pool.set_user_word(handle, len as u64);
+        let _ = self.pool.book().set_user_word(handle, len as u64);
         let header = self.header();
         let entry = queue::entry(r.seq, handle);
         let q = d.response_queue(self.slot, r.client);
         let mut pause = 0u32;
         let cache = &self.read_cache[r.client];
-        while !port::send_one(&header.journal, &q, cache, &self.pool, handle, self.owner, entry) {
+        while !port::send_one(
+            &header.journal,
+            &q,
+            cache,
+            self.pool.book(),
+            handle,
+            self.owner,
+            entry,
+        ) {
             // Full: wait for the client to take one (documented in the module docs).
             if let Err(e) = self.check(r) {
                 return fail(e);
@@ -337,7 +345,7 @@ impl ServerPort {
             port::drain_queue(
                 &d.response_queue(self.slot, r.client),
                 queue::BY_PRODUCER,
-                &self.pool,
+                self.pool.book(),
                 self.owner,
             );
         } else {
@@ -411,10 +419,10 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Server<Req, Resp> {
         };
         let pool = &port.pool;
         let corrupt = |what| {
-            let _ = pool.release(h, port.owner);
+            let _ = pool.book().release(h, port.owner);
             Err(ServerReceiveError::Corrupt { raw, client, what })
         };
-        let Ok(len) = pool.user_word(h) else {
+        let Ok(len) = pool.book().user_word(h) else {
             return corrupt("no such chunk");
         };
         let Some((ptr, chunk_size)) = pool.chunk(h) else {
@@ -467,7 +475,7 @@ impl Drop for ServerPort {
         }
         let d = self.service.dynamic();
         self.drain_requests();
-        self.pool.release_all(self.owner);
+        self.pool.book().release_all(self.owner);
         port::free(self.header(), self.generation);
         // Clients look at the slot's state before they leave a request to us: after
         // it says FREE (see `request_word`).

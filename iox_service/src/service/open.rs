@@ -160,7 +160,7 @@ pub(super) fn try_open(
         Err(source) => return Attempt::Failed(OpenError::Pool { name: name(), source }),
     };
     // Best effort: a live recoverer busy with it is fine too.
-    let _ = recovery::recover_in(d, &stem, &pool, &mut live);
+    let _ = recovery::recover_in(d, &stem, pool.book(), &mut live);
     if lifecycle::remove_if_unused(&t.root, &stem, &dynamic, node.id()) {
         return Attempt::Retry("no live process used it any more; removed it".into());
     }

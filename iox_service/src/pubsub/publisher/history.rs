@@ -147,12 +147,12 @@ impl PublisherPort {
                 Some(located) => self.spare.put(located),
                 // A handle just loaned is in range; never leave one held unused.
                 None => {
-                    let _ = self.pool.release(spare, self.owner);
+                    let _ = self.pool.book().release(spare, self.owner);
                 }
             }
         }
         let d = self.service.dynamic();
-        let _ = self.pool.set_user_word(handle, len as u64);
+        let _ = self.pool.book().set_user_word(handle, len as u64);
         // Only subscribers in the connected set (as for `send_chunk`): one that is
         // `ACTIVE` but has not joined the set yet gets the history once it has.
         let set = d.connected().snapshot();
@@ -178,7 +178,10 @@ impl PublisherPort {
         pushed_to |= sent.pushed_to;
         let kept = self.keep(history, d, entry);
         crate::testing::stall_point("history-send-before-hand-off");
-        let _ = self.pool.hand_off(handle, self.owner, (delivered + kept) as u32);
+        let _ = self
+            .pool
+            .book()
+            .hand_off(handle, self.owner, (delivered + kept) as u32);
         header.journal.store(0, Ordering::Relaxed);
         if delivered + given > 0 {
             self.after_push(d, pushed_to);
@@ -255,7 +258,7 @@ impl PublisherPort {
         loop {
             let mut taken = None;
             match q.pop(queue::BY_PRODUCER, |e| {
-                taken = port::take_entry(&self.pool, e, self.owner)
+                taken = port::take_entry(self.pool.book(), e, self.owner)
             }) {
                 Popped::Took(_) => self.release_taken(taken),
                 Popped::Empty => return true,
@@ -267,12 +270,12 @@ impl PublisherPort {
     /// Sends the chunk of history entry `kept` once more, to subscriber `s` alone, as
     /// a journaled send of its own. Whether it was pushed.
     fn resend(&self, d: Dynamic<'_>, s: usize, kept: u64) -> bool {
-        let Some(chunk) = self.pool.handle_from_raw(queue::entry_chunk(kept)) else {
+        let Some(chunk) = self.pool.book().handle_from_raw(queue::entry_chunk(kept)) else {
             return false;
         };
         // Join the chunk our history entry keeps, so it can be handed off once more
         // (killed before the send, our bit is cleared by recovery like any other).
-        if self.pool.hold_queued(chunk, self.owner).is_err() {
+        if self.pool.book().hold_queued(chunk, self.owner).is_err() {
             // Not a chunk our history keeps (corrupt memory): leave it alone.
             return false;
         }
@@ -281,7 +284,7 @@ impl PublisherPort {
             &self.header().journal,
             &d.queue(self.slot, s),
             &self.read_cache[s % 64],
-            &self.pool,
+            self.pool.book(),
             chunk,
             self.owner,
             entry,
@@ -290,7 +293,7 @@ impl PublisherPort {
             // Only if the slot changed hands since our look (its queue is fresh
             // otherwise): counted as missed, and our joined hold goes.
             super::missed(d, s);
-            let _ = self.pool.release(chunk, self.owner);
+            let _ = self.pool.book().release(chunk, self.owner);
         }
         pushed
     }
@@ -301,7 +304,7 @@ impl PublisherPort {
         let mut cached = history.read.get();
         let mut taken = None;
         let pushed = d.history_queue(self.slot).push(entry, true, &mut cached, |old| {
-            taken = port::take_entry(&self.pool, old, self.owner)
+            taken = port::take_entry(self.pool.book(), old, self.owner)
         });
         history.read.set(cached);
         match pushed {
@@ -320,7 +323,7 @@ impl PublisherPort {
         port::drain_queue(
             &d.history_queue(self.slot),
             queue::BY_PRODUCER,
-            &self.pool,
+            self.pool.book(),
             self.owner,
         );
     }
