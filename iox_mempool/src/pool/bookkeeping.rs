@@ -31,7 +31,7 @@ const _: () = assert!(size_of::<ClassCursor>() == 64);
 const _: () = assert!(size_of::<ChunkMeta>() == 16);
 
 /// A pool's bookkeeping alone (`S.chunks`): chunk ownership and user words, without
-/// the payload mapped. What recovery and tools need; a [`Pool`] has one ([`Pool::book`]).
+/// the payload mapped. What recovery and tools need; a [`super::Pool`] has one ([`super::Pool::book`]).
 #[derive(Debug)]
 pub struct Bookkeeping {
     pub(super) layout: PoolLayout,
@@ -286,10 +286,7 @@ impl Bookkeeping {
     /// second release changes nothing and reports [`ChunkError::NotOwned`].
     #[inline]
     pub fn release(&self, handle: ChunkHandle, owner: Owner) -> Result<bool, ChunkError> {
-        self.meta(handle)?
-            .owners
-            .release(owner)
-            .map_err(|e| Self::word_error(handle, owner, e))
+        self.meta(handle)?.release(handle, owner)
     }
 
     /// Hands a chunk held by `owner` to `queued` queue entries, giving up the owner's
@@ -297,10 +294,7 @@ impl Bookkeeping {
     /// and no other owner).
     #[inline]
     pub fn hand_off(&self, handle: ChunkHandle, owner: Owner, queued: u32) -> Result<bool, ChunkError> {
-        self.meta(handle)?
-            .owners
-            .hand_off(owner, queued)
-            .map_err(|e| Self::word_error(handle, owner, e))
+        self.meta(handle)?.hand_off(handle, owner, queued)
     }
 
     /// Moves one queue entry's hold on a chunk to `owner` (the taker of the entry),
@@ -308,10 +302,7 @@ impl Bookkeeping {
     /// [`ChunkError::AlreadyOwned`] and changes nothing.
     #[inline]
     pub fn take_queued(&self, handle: ChunkHandle, owner: Owner) -> Result<(), ChunkError> {
-        self.meta(handle)?
-            .owners
-            .take_queued(owner)
-            .map_err(|e| Self::word_error(handle, owner, e))
+        self.meta(handle)?.take_queued(handle, owner)
     }
 
     /// Adds `owner`'s hold to a chunk that others keep held (a queue entry the caller
@@ -336,10 +327,7 @@ impl Bookkeeping {
     /// ```
     #[inline]
     pub fn hold_queued(&self, handle: ChunkHandle, owner: Owner) -> Result<(), ChunkError> {
-        self.meta(handle)?
-            .owners
-            .hold_queued(owner)
-            .map_err(|e| Self::word_error(handle, owner, e))
+        self.meta(handle)?.hold_queued(handle, owner)
     }
 
     /// The chunk's ownership word (see [`crate::owners`]). A snapshot.
@@ -382,14 +370,14 @@ impl Bookkeeping {
     /// see it if it is published before the handle is (e.g. through a Release store).
     #[inline]
     pub fn set_user_word(&self, handle: ChunkHandle, value: u64) -> Result<(), ChunkError> {
-        self.meta(handle)?.user.store(value, Ordering::Relaxed);
+        self.meta(handle)?.set_user_word(value);
         Ok(())
     }
 
     /// The chunk's user word.
     #[inline]
     pub fn user_word(&self, handle: ChunkHandle) -> Result<u64, ChunkError> {
-        Ok(self.meta(handle)?.user.load(Ordering::Relaxed))
+        Ok(self.meta(handle)?.user_word())
     }
 
     /// The handle `raw` ([`ChunkHandle::to_raw`]) stands for, if it names a chunk of
@@ -419,5 +407,53 @@ impl Bookkeeping {
                 offset: self.layout.class_offset(i),
             })
             .collect()
+    }
+}
+
+/// Every operation on one chunk's bookkeeping, written once: what [`Bookkeeping`]'s
+/// by-handle methods, [`super::Located`]'s and [`super::ChunkRef`]'s do once they
+/// have found the chunk. `handle` names the chunk in errors.
+impl ChunkMeta {
+    #[inline]
+    pub(super) fn release(&self, handle: ChunkHandle, owner: Owner) -> Result<bool, ChunkError> {
+        self.owners
+            .release(owner)
+            .map_err(|e| Bookkeeping::word_error(handle, owner, e))
+    }
+
+    #[inline]
+    pub(super) fn hand_off(
+        &self,
+        handle: ChunkHandle,
+        owner: Owner,
+        queued: u32,
+    ) -> Result<bool, ChunkError> {
+        self.owners
+            .hand_off(owner, queued)
+            .map_err(|e| Bookkeeping::word_error(handle, owner, e))
+    }
+
+    #[inline]
+    pub(super) fn take_queued(&self, handle: ChunkHandle, owner: Owner) -> Result<(), ChunkError> {
+        self.owners
+            .take_queued(owner)
+            .map_err(|e| Bookkeeping::word_error(handle, owner, e))
+    }
+
+    #[inline]
+    pub(super) fn hold_queued(&self, handle: ChunkHandle, owner: Owner) -> Result<(), ChunkError> {
+        self.owners
+            .hold_queued(owner)
+            .map_err(|e| Bookkeeping::word_error(handle, owner, e))
+    }
+
+    #[inline]
+    pub(super) fn set_user_word(&self, value: u64) {
+        self.user.store(value, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(super) fn user_word(&self) -> u64 {
+        self.user.load(Ordering::Relaxed)
     }
 }

@@ -21,7 +21,7 @@
 
 use std::ptr::NonNull;
 
-use super::{Bookkeeping, ChunkError, ChunkHandle};
+use super::{ChunkError, ChunkHandle};
 use crate::owners::{ChunkMeta, Owner};
 
 /// Where one class's ownership words and chunks are in this process (see the module
@@ -128,41 +128,53 @@ impl Located {
         unsafe { self.meta_ref() }
     }
 
-    /// Stores the user word, as [`Bookkeeping::set_user_word`].
+    /// Stores the user word, as [`crate::Bookkeeping::set_user_word`].
     ///
     /// # Safety
     /// The pool this chunk was located in is still mapped.
     #[inline]
     pub unsafe fn set_user_word(&self, value: u64) {
         // SAFETY: the caller's contract.
-        unsafe { self.meta() }
-            .user
-            .store(value, std::sync::atomic::Ordering::Relaxed);
+        unsafe { self.meta() }.set_user_word(value);
     }
 
-    /// Hands the chunk from `owner` to `queued` queues, as [`Bookkeeping::hand_off`].
+    /// The user word, as [`crate::Bookkeeping::user_word`].
+    ///
+    /// # Safety
+    /// The pool this chunk was located in is still mapped.
+    #[inline]
+    pub unsafe fn user_word(&self) -> u64 {
+        // SAFETY: the caller's contract.
+        unsafe { self.meta() }.user_word()
+    }
+
+    /// Moves one queue entry's hold to `owner`, as [`crate::Bookkeeping::take_queued`].
+    ///
+    /// # Safety
+    /// The pool this chunk was located in is still mapped.
+    #[inline]
+    pub unsafe fn take_queued(&self, owner: Owner) -> Result<(), ChunkError> {
+        // SAFETY: the caller's contract.
+        unsafe { self.meta() }.take_queued(self.handle(), owner)
+    }
+
+    /// Hands the chunk from `owner` to `queued` queues, as [`crate::Bookkeeping::hand_off`].
     ///
     /// # Safety
     /// The pool this chunk was located in is still mapped.
     #[inline]
     pub unsafe fn hand_off(&self, owner: Owner, queued: u32) -> Result<bool, ChunkError> {
         // SAFETY: the caller's contract.
-        unsafe { self.meta() }
-            .owners
-            .hand_off(owner, queued)
-            .map_err(|e| Bookkeeping::word_error(self.handle(), owner, e))
+        unsafe { self.meta() }.hand_off(self.handle(), owner, queued)
     }
 
-    /// Clears `owner`'s bit, as [`Bookkeeping::release`].
+    /// Clears `owner`'s bit, as [`crate::Bookkeeping::release`].
     ///
     /// # Safety
     /// The pool this chunk was located in is still mapped.
     #[inline]
     pub unsafe fn release(&self, owner: Owner) -> Result<bool, ChunkError> {
         // SAFETY: the caller's contract.
-        unsafe { self.meta() }
-            .owners
-            .release(owner)
-            .map_err(|e| Bookkeeping::word_error(self.handle(), owner, e))
+        unsafe { self.meta() }.release(self.handle(), owner)
     }
 }
