@@ -74,10 +74,9 @@ pub use iox_mempool::{
     register_pinner,
 };
 pub use name::{NameError, ServiceName};
-pub use port::{PortCreateError, WaitForPortsError};
+pub use port::{LoanError, PortCreateError, WaitForPortsError};
 pub use publisher::{
-    LoanError, Publisher, PublisherBuilder, SendBytesError, SendError, SendablePublisher,
-    UpdateConnectionsError,
+    Publisher, PublisherBuilder, SendBytesError, SendError, SendablePublisher, UpdateConnectionsError,
 };
 pub use pubsub::raw::{RawLoan, RawSample};
 #[cfg(feature = "tokio")]

@@ -16,13 +16,85 @@
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 
-use iox_mempool::{Bookkeeping, ChunkHandle, MemoryType, Owner, PinError, PoolPin};
+use iox_mempool::{Bookkeeping, ChunkHandle, Located, MemoryType, Owner, PinError, PoolPin};
 use thiserror::Error;
 
 use crate::doorbell::{self, Doorbell, Ringer};
 use crate::dynamic::{self, Dynamic, PortHeader};
 use crate::queue::{self, Popped, Queue};
 use crate::service::ServiceShared;
+
+/// Why a loan (of a sample, a request or a response) failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum LoanError {
+    /// This port holds its maximum of unsent loans.
+    #[error("this port already holds its maximum of {max} loans; send or drop one first")]
+    TooManyLoans {
+        /// The most loans a port may hold (a publisher: the service's `max_loans`).
+        max: usize,
+    },
+    /// The slice is longer than the largest chunk holds.
+    #[error("a slice of {len} elements does not fit; the largest chunk holds {max}")]
+    SliceTooLong {
+        /// Elements requested.
+        len: usize,
+        /// Most elements a chunk holds.
+        max: usize,
+    },
+    /// The pool refused (exhausted, or corrupt).
+    #[error(transparent)]
+    Pool(#[from] iox_mempool::LoanError),
+    /// This process is a fork of the one that made the port.
+    #[error(
+        "this port belongs to the process this one was forked from; open the service again in this process"
+    )]
+    ForkedProcess,
+}
+
+/// The loans of a client or a server (a publisher has its own, with a spare chunk
+/// loaned ahead): at most `max` at once, each chunk located once, at the loan.
+#[derive(Debug)]
+pub(crate) struct Loans {
+    max: usize,
+    out: std::cell::Cell<usize>,
+    /// Where the pool's search for a free chunk starts next.
+    hint: std::cell::Cell<usize>,
+}
+
+impl Loans {
+    pub(crate) fn new(max: usize) -> Self {
+        Self {
+            max,
+            out: std::cell::Cell::new(0),
+            hint: std::cell::Cell::new(0),
+        }
+    }
+
+    /// Loans a chunk of at least `bytes` bytes from `pool` to `owner` (the caller
+    /// checked the port is its process's).
+    pub(crate) fn loan(
+        &self,
+        pool: &iox_mempool::Pool,
+        owner: Owner,
+        bytes: usize,
+    ) -> Result<Located, LoanError> {
+        if self.out.get() >= self.max {
+            return Err(LoanError::TooManyLoans { max: self.max });
+        }
+        let mut hint = self.hint.get();
+        let handle = pool.loan(bytes, &mut hint, owner)?;
+        self.hint.set(hint);
+        let chunk = pool.locate(handle).expect("a handle just loaned is in range");
+        self.out.set(self.out.get() + 1);
+        Ok(chunk)
+    }
+
+    /// A loan left the port (sent, or dropped: the caller releases its chunk).
+    pub(crate) fn end(&self) {
+        self.out.set(self.out.get() - 1);
+    }
+}
 
 /// Why creating a publisher or subscriber failed.
 #[derive(Debug, Error)]
@@ -385,13 +457,15 @@ pub(crate) fn drain_queue(q: &Queue<'_>, claim_as: u64, pool: &Bookkeeping, owne
 /// anywhere in here is finished by `recovery::finish_journaled_send`: the queue whose
 /// last entry is the journaled one got it, and the hand-off happens only while the
 /// sender's bit is set. (A send to many queues, pub-sub's, journals once for all.)
+///
+/// # Safety
+/// The pool `chunk` was located in is still mapped (the sender holds it).
 #[inline]
-pub(crate) fn send_one(
+pub(crate) unsafe fn send_one(
     journal: &std::sync::atomic::AtomicU64,
     q: &Queue<'_>,
     read_cache: &std::cell::Cell<u64>,
-    pool: &Bookkeeping,
-    chunk: ChunkHandle,
+    chunk: Located,
     owner: Owner,
     entry: u64,
 ) -> bool {
@@ -401,7 +475,8 @@ pub(crate) fn send_one(
     read_cache.set(cached);
     if pushed {
         crate::testing::stall_point("send-one-before-hand-off");
-        let _ = pool.hand_off(chunk, owner, 1);
+        // SAFETY: the caller's contract.
+        let _ = unsafe { chunk.hand_off(owner, 1) };
     }
     journal.store(0, Ordering::Relaxed);
     pushed

@@ -111,31 +111,37 @@ impl ChunkRef<'_> {
         Located::new(self.handle, NonNull::from(self.meta), self.addr)
     }
 
-    /// As [`Bookkeeping::take_queued`].
+    /// As [`crate::Bookkeeping::take_queued`].
     #[inline]
     pub fn take_queued(&self, owner: Owner) -> Result<(), ChunkError> {
         self.meta.take_queued(self.handle, owner)
     }
 
-    /// As [`Bookkeeping::hand_off`].
+    /// As [`crate::Bookkeeping::hold_queued`].
+    #[inline]
+    pub fn hold_queued(&self, owner: Owner) -> Result<(), ChunkError> {
+        self.meta.hold_queued(self.handle, owner)
+    }
+
+    /// As [`crate::Bookkeeping::hand_off`].
     #[inline]
     pub fn hand_off(&self, owner: Owner, queued: u32) -> Result<bool, ChunkError> {
         self.meta.hand_off(self.handle, owner, queued)
     }
 
-    /// As [`Bookkeeping::release`].
+    /// As [`crate::Bookkeeping::release`].
     #[inline]
     pub fn release(&self, owner: Owner) -> Result<bool, ChunkError> {
         self.meta.release(self.handle, owner)
     }
 
-    /// As [`Bookkeeping::user_word`].
+    /// As [`crate::Bookkeeping::user_word`].
     #[inline]
     pub fn user_word(&self) -> u64 {
         self.meta.user_word()
     }
 
-    /// As [`Bookkeeping::set_user_word`].
+    /// As [`crate::Bookkeeping::set_user_word`].
     #[inline]
     pub fn set_user_word(&self, value: u64) {
         self.meta.set_user_word(value);

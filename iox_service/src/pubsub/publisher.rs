@@ -67,7 +67,7 @@ use thiserror::Error;
 
 use crate::doorbell::{self, Ringer};
 use crate::dynamic::{Dynamic, PortHeader};
-use crate::port::{self, PortCreateError, Shared, Side, SlotClaim, WaitForPortsError};
+use crate::port::{self, LoanError, PortCreateError, Shared, Side, SlotClaim, WaitForPortsError};
 use crate::queue::{self, Pushed};
 use crate::sample::SampleMutUninit;
 use crate::shm::connected;
@@ -87,34 +87,6 @@ pub struct PublisherBuilder<P: ?Sized> {
     service: Shared,
     pin: bool,
     _payload: PhantomData<fn() -> Box<P>>,
-}
-
-/// Why a loan failed.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[non_exhaustive]
-pub enum LoanError {
-    /// This publisher holds its maximum of unsent samples.
-    #[error("this publisher already holds its maximum of {max} loaned samples; send or drop one first")]
-    TooManyLoans {
-        /// The service's `max_loans`.
-        max: usize,
-    },
-    /// The slice is longer than the largest chunk holds.
-    #[error("a slice of {len} elements does not fit; the largest chunk holds {max}")]
-    SliceTooLong {
-        /// Elements requested.
-        len: usize,
-        /// Most elements a chunk holds.
-        max: usize,
-    },
-    /// The pool refused (exhausted, or corrupt).
-    #[error(transparent)]
-    Pool(#[from] iox_mempool::LoanError),
-    /// This process is a fork of the one that made the publisher.
-    #[error(
-        "this publisher belongs to the process this one was forked from; open the service again in this process"
-    )]
-    ForkedProcess,
 }
 
 /// Why a send did not reach every subscriber.

@@ -18,7 +18,8 @@
 //! never more than the bytes (so its own accessors stay in bounds), but is not used.
 
 use crate::PayloadType;
-use crate::publisher::{LoanError, Publisher, SendError};
+use crate::port::LoanError;
+use crate::publisher::{Publisher, SendError};
 use crate::sample::{DevicePtrError, Sample, SampleMutUninit};
 use crate::subscriber::{ReceiveError, Subscriber};
 

@@ -6,13 +6,13 @@ use std::mem::MaybeUninit;
 use std::ops::Deref;
 use std::rc::Rc;
 
-use iox_mempool::ChunkHandle;
+use iox_mempool::{ChunkHandle, Located};
 
 use super::Types;
 use super::request_word;
 use super::server::{ResponseSendError, ServerPort};
 use super::slots;
-use crate::publisher::LoanError;
+use crate::port::LoanError;
 use crate::{Payload, ZeroCopySafe};
 
 /// Which request an active request is.
@@ -68,11 +68,10 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ActiveRequest<Req, Resp> {
     }
 
     fn loan_bytes(&self, bytes: usize, len: usize) -> Result<ResponseMutUninit<'_, Req, Resp>, LoanError> {
-        let (handle, ptr) = self.port.loan(bytes)?;
+        let chunk = self.port.loan(bytes)?;
         Ok(ResponseMutUninit {
             request: self,
-            handle: Some(handle),
-            ptr,
+            chunk: Some(chunk),
             len,
         })
     }
@@ -124,8 +123,8 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Drop for ActiveRequest<Req, 
 #[derive(Debug)]
 pub struct ResponseMutUninit<'a, Req: ?Sized + Payload, Resp: ?Sized + Payload> {
     request: &'a ActiveRequest<Req, Resp>,
-    handle: Option<ChunkHandle>,
-    ptr: *mut u8,
+    /// `None` once sent.
+    chunk: Option<Located>,
     len: usize,
 }
 
@@ -136,6 +135,14 @@ pub struct ResponseMut<'a, Req: ?Sized + Payload, Resp: ?Sized + Payload> {
 }
 
 impl<'a, Req: ?Sized + Payload, Resp: ?Sized + Payload> ResponseMutUninit<'a, Req, Resp> {
+    /// The chunk's address (a loan not sent yet always has its chunk).
+    fn addr(&self) -> *mut u8 {
+        self.chunk
+            .as_ref()
+            .expect("a loan has its chunk until it is sent")
+            .addr()
+    }
+
     /// Declares the payload initialised.
     ///
     /// # Safety
@@ -149,7 +156,7 @@ impl<'a, Req: ?Sized + Payload, T: ZeroCopySafe> ResponseMutUninit<'a, Req, T> {
     /// The uninitialised payload.
     pub fn payload_mut(&mut self) -> &mut MaybeUninit<T> {
         // SAFETY: loaned to this server alone, at least size_of::<T>() bytes, aligned.
-        unsafe { &mut *self.ptr.cast::<MaybeUninit<T>>() }
+        unsafe { &mut *self.addr().cast::<MaybeUninit<T>>() }
     }
 
     /// Writes `value` and returns the response, ready to send.
@@ -164,7 +171,7 @@ impl<'a, Req: ?Sized + Payload, T: ZeroCopySafe> ResponseMutUninit<'a, Req, [T]>
     /// The uninitialised payload, `len` elements.
     pub fn payload_mut(&mut self) -> &mut [MaybeUninit<T>] {
         // SAFETY: loaned to us alone, len * size_of::<T>() bytes (checked), aligned.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.cast::<MaybeUninit<T>>(), self.len) }
+        unsafe { std::slice::from_raw_parts_mut(self.addr().cast::<MaybeUninit<T>>(), self.len) }
     }
 
     /// Writes element `i` as `f(i)` for every `i` and returns the response.
@@ -190,8 +197,8 @@ impl<'a, Req: ?Sized + Payload, T: ZeroCopySafe> ResponseMutUninit<'a, Req, [T]>
 
 impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Drop for ResponseMutUninit<'_, Req, Resp> {
     fn drop(&mut self) {
-        if let Some(h) = self.handle.take() {
-            self.request.port.drop_loan(h);
+        if let Some(chunk) = self.chunk.take() {
+            self.request.port.drop_loan(chunk);
         }
     }
 }
@@ -200,9 +207,9 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ResponseMut<'_, Req, Resp> {
     /// Sends the response to the client that asked. Waits while the request's
     /// response buffer is full (see the module docs).
     pub fn send(mut self) -> Result<(), ResponseSendError> {
-        let handle = self.inner.handle.take().expect("a loan is sent at most once");
+        let chunk = self.inner.chunk.take().expect("a loan is sent at most once");
         let request = self.inner.request;
-        request.port.send(&request.r, handle, self.inner.len)
+        request.port.send(&request.r, chunk, self.inner.len)
     }
 }
 
@@ -210,13 +217,13 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Deref for ResponseMut<'_, Re
     type Target = Resp;
     fn deref(&self) -> &Resp {
         // SAFETY: initialised (assume_init's contract), loaned to us alone, in range.
-        unsafe { &*Resp::payload_ptr(self.inner.ptr, self.inner.len) }
+        unsafe { &*Resp::payload_ptr(self.inner.addr(), self.inner.len) }
     }
 }
 
 impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> std::ops::DerefMut for ResponseMut<'_, Req, Resp> {
     fn deref_mut(&mut self) -> &mut Resp {
         // SAFETY: as for deref; the chunk is loaned to this server alone.
-        unsafe { &mut *Resp::payload_ptr(self.inner.ptr, self.inner.len) }
+        unsafe { &mut *Resp::payload_ptr(self.inner.addr(), self.inner.len) }
     }
 }

@@ -18,7 +18,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 
-use iox_mempool::{ChunkHandle, Owner, Pool, PoolInfo, PoolPin};
+use iox_mempool::{ChunkHandle, Located, Owner, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
 use super::request_word;
@@ -26,8 +26,8 @@ use super::slots::{self, LivenessClock};
 use super::{PendingResponse, service::MAX_LOANS};
 use crate::doorbell::{Doorbell, Ringer};
 use crate::dynamic::{self, PortHeader};
+use crate::port::LoanError;
 use crate::port::{self, PortCreateError, Shared, Side, SlotClaim};
-use crate::publisher::LoanError;
 use crate::queue;
 use crate::{Payload, ZeroCopySafe};
 
@@ -115,8 +115,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ClientBuilder<Req, Resp> {
             armed: Cell::new(false),
             rid: Cell::new(crate::node::random_u32()),
             cursor: Cell::new(0),
-            hint: Cell::new(0),
-            loans: Cell::new(0),
+            loans: port::Loans::new(MAX_LOANS as usize),
             in_use: Cell::new(0),
             stash: RefCell::new(HashMap::new()),
             liveness: LivenessClock::default(),
@@ -189,9 +188,8 @@ pub(crate) struct ClientPort {
     rid: Cell<u32>,
     /// The server slot to try first next time (round robin).
     cursor: Cell<usize>,
-    hint: Cell<usize>,
     /// Unsent loans.
-    loans: Cell<usize>,
+    loans: port::Loans,
     /// Request slots of live pending responses (bit k).
     pub(crate) in_use: Cell<u64>,
     /// Responses taken for other pending responses of this client, by request seq.
@@ -214,36 +212,28 @@ impl ClientPort {
         drain_responses(self.service.dynamic(), self.pool.book(), self.slot, self.owner);
     }
 
-    fn loan(&self, bytes: usize) -> Result<(ChunkHandle, *mut u8), LoanError> {
+    fn loan(&self, bytes: usize) -> Result<Located, LoanError> {
         if !self.is_own_process() {
             return Err(LoanError::ForkedProcess);
         }
-        if self.loans.get() >= MAX_LOANS as usize {
-            return Err(LoanError::TooManyLoans {
-                max: MAX_LOANS as usize,
-            });
-        }
-        let mut hint = self.hint.get();
-        let handle = self.pool.loan(bytes, &mut hint, self.owner)?;
-        self.hint.set(hint);
-        self.loans.set(self.loans.get() + 1);
-        let (ptr, _) = self.pool.chunk(handle).expect("a handle just loaned is in range");
-        Ok((handle, ptr))
+        self.loans.loan(&self.pool, self.owner, bytes)
     }
 
-    fn drop_loan(&self, handle: ChunkHandle) {
-        self.loans.set(self.loans.get() - 1);
+    fn drop_loan(&self, chunk: Located) {
+        self.loans.end();
         if self.is_own_process() {
-            let _ = self.pool.book().release(handle, self.owner);
+            // SAFETY: located in `self.pool`, which this port keeps mapped.
+            let _ = unsafe { chunk.release(self.owner) };
         }
     }
 
     /// Sends a written request chunk of `len` elements; returns (server slot, its
     /// generation, request slot, seq).
-    fn send(&self, handle: ChunkHandle, len: usize) -> Result<(usize, u64, u32), RequestSendError> {
-        self.loans.set(self.loans.get() - 1);
+    fn send(&self, chunk: Located, len: usize) -> Result<(usize, u64, u32), RequestSendError> {
+        self.loans.end();
         let fail = |e| {
-            let _ = self.pool.book().release(handle, self.owner);
+            // SAFETY: located in `self.pool`, which this port keeps mapped.
+            let _ = unsafe { chunk.release(self.owner) };
             Err(e)
         };
         if !self.is_own_process() {
@@ -272,7 +262,8 @@ impl ClientPort {
         };
         self.rid.set(rid);
         let seq = slots::seq(rid, k);
-        let _ = self.pool.book().set_user_word(handle, len as u64);
+        // SAFETY: as in `fail`.
+        unsafe { chunk.set_user_word(len as u64) };
         let header = self.header();
         header.sent.store(
             header.sent.load(Ordering::Relaxed).wrapping_add(1),
@@ -281,17 +272,10 @@ impl ClientPort {
         // The slot word first: the server reads it after taking the entry (whose push
         // is a Release store of the write index).
         request_word::open(&words[k], request_word::word(s, generation, seq));
-        let entry = queue::entry(seq, handle);
+        let entry = queue::entry_of_raw(seq, chunk.raw());
         let q = d.queue(self.slot, s);
-        if !port::send_one(
-            &header.journal,
-            &q,
-            &self.read_cache[s],
-            self.pool.book(),
-            handle,
-            self.owner,
-            entry,
-        ) {
+        // SAFETY: as in `fail`.
+        if !unsafe { port::send_one(&header.journal, &q, &self.read_cache[s], chunk, self.owner, entry) } {
             words[k].store(0, Ordering::Release);
             return fail(RequestSendError::ServerBusy { server: s });
         }
@@ -331,11 +315,10 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Client<Req, Resp> {
     }
 
     fn loan_bytes(&self, bytes: usize, len: usize) -> Result<RequestMutUninit<Req, Resp>, LoanError> {
-        let (handle, ptr) = self.port.loan(bytes)?;
+        let chunk = self.port.loan(bytes)?;
         Ok(RequestMutUninit {
             port: Rc::clone(&self.port),
-            handle: Some(handle),
-            ptr,
+            chunk: Some(chunk),
             len,
             _payload: PhantomData,
         })
@@ -407,8 +390,8 @@ impl ClientPort {
 #[derive(Debug)]
 pub struct RequestMutUninit<Req: ?Sized + Payload, Resp: ?Sized + Payload> {
     port: Rc<ClientPort>,
-    handle: Option<ChunkHandle>,
-    ptr: *mut u8,
+    /// `None` once sent.
+    chunk: Option<Located>,
     len: usize,
     _payload: PhantomData<Types<Req, Resp>>,
 }
@@ -420,6 +403,14 @@ pub struct RequestMut<Req: ?Sized + Payload, Resp: ?Sized + Payload> {
 }
 
 impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestMutUninit<Req, Resp> {
+    /// The chunk's address (a loan not sent yet always has its chunk).
+    fn addr(&self) -> *mut u8 {
+        self.chunk
+            .as_ref()
+            .expect("a loan has its chunk until it is sent")
+            .addr()
+    }
+
     /// Declares the payload initialised.
     ///
     /// # Safety
@@ -435,7 +426,7 @@ impl<T: ZeroCopySafe, Resp: ?Sized + Payload> RequestMutUninit<T, Resp> {
         // SAFETY: the chunk is loaned to this client alone, holds at least
         // size_of::<T>() bytes and is aligned for T (the layout's alignment is at
         // least the payloads').
-        unsafe { &mut *self.ptr.cast::<MaybeUninit<T>>() }
+        unsafe { &mut *self.addr().cast::<MaybeUninit<T>>() }
     }
 
     /// Writes `value` and returns the request, ready to send.
@@ -451,7 +442,7 @@ impl<T: ZeroCopySafe, Resp: ?Sized + Payload> RequestMutUninit<[T], Resp> {
     pub fn payload_mut(&mut self) -> &mut [MaybeUninit<T>] {
         // SAFETY: loaned to us alone, len * size_of::<T>() bytes (checked at loan),
         // aligned for T.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.cast::<MaybeUninit<T>>(), self.len) }
+        unsafe { std::slice::from_raw_parts_mut(self.addr().cast::<MaybeUninit<T>>(), self.len) }
     }
 
     /// Writes element `i` as `f(i)` for every `i` and returns the request.
@@ -477,8 +468,8 @@ impl<T: ZeroCopySafe, Resp: ?Sized + Payload> RequestMutUninit<[T], Resp> {
 
 impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Drop for RequestMutUninit<Req, Resp> {
     fn drop(&mut self) {
-        if let Some(h) = self.handle.take() {
-            self.port.drop_loan(h);
+        if let Some(chunk) = self.chunk.take() {
+            self.port.drop_loan(chunk);
         }
     }
 }
@@ -487,9 +478,9 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestMut<Req, Resp> {
     /// Sends the request to one server (round robin over the connected ones) and
     /// returns the pending response that receives its stream.
     pub fn send(mut self) -> Result<PendingResponse<Req, Resp>, RequestSendError> {
-        let handle = self.inner.handle.take().expect("a loan is sent at most once");
+        let chunk = self.inner.chunk.take().expect("a loan is sent at most once");
         let port = Rc::clone(&self.inner.port);
-        let (server, server_generation, seq) = port.send(handle, self.inner.len)?;
+        let (server, server_generation, seq) = port.send(chunk, self.inner.len)?;
         Ok(PendingResponse::new(port, server, server_generation, seq))
     }
 }
@@ -498,13 +489,13 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Deref for RequestMut<Req, Re
     type Target = Req;
     fn deref(&self) -> &Req {
         // SAFETY: initialised (assume_init's contract), loaned to us alone, in range.
-        unsafe { &*Req::payload_ptr(self.inner.ptr, self.inner.len) }
+        unsafe { &*Req::payload_ptr(self.inner.addr(), self.inner.len) }
     }
 }
 
 impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> DerefMut for RequestMut<Req, Resp> {
     fn deref_mut(&mut self) -> &mut Req {
         // SAFETY: as for deref; the chunk is loaned to this client alone.
-        unsafe { &mut *Req::payload_ptr(self.inner.ptr, self.inner.len) }
+        unsafe { &mut *Req::payload_ptr(self.inner.addr(), self.inner.len) }
     }
 }

@@ -237,12 +237,11 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> PendingResponse<Req, Resp> {
             let _ = pool.book().release(h, self.port.owner);
             Err(ResponseReceiveError::Corrupt { raw, what })
         };
-        let Ok(len) = pool.book().user_word(h) else {
+        // One lookup for its length, size and address.
+        let Ok(chunk) = pool.chunk_ref(h) else {
             return corrupt("no such chunk");
         };
-        let Some((ptr, chunk_size)) = pool.chunk(h) else {
-            return corrupt("no such chunk");
-        };
+        let (len, chunk_size, ptr) = (chunk.user_word(), chunk.size(), chunk.addr());
         let elem = size_of::<Resp::Element>() as u64;
         let fits = if Resp::IS_SLICE {
             len.checked_mul(elem).is_some_and(|b| b <= chunk_size as u64)

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::Duration;
 
-use iox_mempool::{ChunkHandle, Owner, Pool, PoolInfo, PoolPin};
+use iox_mempool::{ChunkHandle, Located, Owner, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
 use super::ActiveRequest;
@@ -28,8 +28,8 @@ use super::slots::{self, LivenessClock, Step};
 use crate::Payload;
 use crate::doorbell::{Doorbell, Ringer};
 use crate::dynamic::{self, PortHeader};
+use crate::port::LoanError;
 use crate::port::{self, PortCreateError, Shared, Side, SlotClaim};
-use crate::publisher::LoanError;
 use crate::queue::{self, Popped};
 
 /// Builds a [`Server`].
@@ -121,8 +121,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ServerBuilder<Req, Resp> {
             pin,
             armed: Cell::new(false),
             cursor: Cell::new(0),
-            hint: Cell::new(0),
-            loans: Cell::new(0),
+            loans: port::Loans::new(MAX_LOANS as usize),
             liveness: LivenessClock::default(),
         };
         Ok(Server {
@@ -175,8 +174,8 @@ pub(crate) struct ServerPort {
     /// Per client slot: our lower bound of that response queue's read index.
     read_cache: Box<[Cell<u64>]>,
     cursor: Cell<usize>,
-    hint: Cell<usize>,
-    loans: Cell<usize>,
+    /// Unsent response loans.
+    loans: port::Loans,
     liveness: LivenessClock,
 }
 
@@ -235,27 +234,18 @@ impl ServerPort {
         Ok(None)
     }
 
-    pub(crate) fn loan(&self, bytes: usize) -> Result<(ChunkHandle, *mut u8), LoanError> {
+    pub(crate) fn loan(&self, bytes: usize) -> Result<Located, LoanError> {
         if !self.is_own_process() {
             return Err(LoanError::ForkedProcess);
         }
-        if self.loans.get() >= MAX_LOANS as usize {
-            return Err(LoanError::TooManyLoans {
-                max: MAX_LOANS as usize,
-            });
-        }
-        let mut hint = self.hint.get();
-        let handle = self.pool.loan(bytes, &mut hint, self.owner)?;
-        self.hint.set(hint);
-        self.loans.set(self.loans.get() + 1);
-        let (ptr, _) = self.pool.chunk(handle).expect("a handle just loaned is in range");
-        Ok((handle, ptr))
+        self.loans.loan(&self.pool, self.owner, bytes)
     }
 
-    pub(crate) fn drop_loan(&self, handle: ChunkHandle) {
-        self.loans.set(self.loans.get() - 1);
+    pub(crate) fn drop_loan(&self, chunk: Located) {
+        self.loans.end();
         if self.is_own_process() {
-            let _ = self.pool.book().release(handle, self.owner);
+            // SAFETY: located in `self.pool`, which this port keeps mapped.
+            let _ = unsafe { chunk.release(self.owner) };
         }
     }
 
@@ -282,39 +272,29 @@ impl ServerPort {
     }
 
     /// Sends a written response chunk of `len` elements for request `r`.
-    pub(crate) fn send(
-        &self,
-        r: &RequestRef,
-        handle: ChunkHandle,
-        len: usize,
-    ) -> Result<(), ResponseSendError> {
-        self.loans.set(self.loans.get() - 1);
+    pub(crate) fn send(&self, r: &RequestRef, chunk: Located, len: usize) -> Result<(), ResponseSendError> {
+        self.loans.end();
         if !self.is_own_process() {
             return Err(ResponseSendError::ForkedProcess);
         }
         let fail = |e| {
-            let _ = self.pool.book().release(handle, self.owner);
+            // SAFETY: located in `self.pool`, which this port keeps mapped.
+            let _ = unsafe { chunk.release(self.owner) };
             Err(e)
         };
         if let Err(e) = self.check(r) {
             return fail(e);
         }
         let d = self.service.dynamic();
-        let _ = self.pool.book().set_user_word(handle, len as u64);
+        // SAFETY: as in `fail`.
+        unsafe { chunk.set_user_word(len as u64) };
         let header = self.header();
-        let entry = queue::entry(r.seq, handle);
+        let entry = queue::entry_of_raw(r.seq, chunk.raw());
         let q = d.response_queue(self.slot, r.client);
         let mut pause = 0u32;
         let cache = &self.read_cache[r.client];
-        while !port::send_one(
-            &header.journal,
-            &q,
-            cache,
-            self.pool.book(),
-            handle,
-            self.owner,
-            entry,
-        ) {
+        // SAFETY: as in `fail`.
+        while !unsafe { port::send_one(&header.journal, &q, cache, chunk, self.owner, entry) } {
             // Full: wait for the client to take one (documented in the module docs).
             if let Err(e) = self.check(r) {
                 return fail(e);
@@ -422,12 +402,11 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Server<Req, Resp> {
             let _ = pool.book().release(h, port.owner);
             Err(ServerReceiveError::Corrupt { raw, client, what })
         };
-        let Ok(len) = pool.book().user_word(h) else {
+        // One lookup for its length, size and address.
+        let Ok(chunk) = pool.chunk_ref(h) else {
             return corrupt("no such chunk");
         };
-        let Some((ptr, chunk_size)) = pool.chunk(h) else {
-            return corrupt("no such chunk");
-        };
+        let (len, chunk_size, ptr) = (chunk.user_word(), chunk.size(), chunk.addr());
         let elem = size_of::<Req::Element>() as u64;
         let fits = if Req::IS_SLICE {
             len.checked_mul(elem).is_some_and(|b| b <= chunk_size as u64)

@@ -270,30 +270,32 @@ impl PublisherPort {
     /// Sends the chunk of history entry `kept` once more, to subscriber `s` alone, as
     /// a journaled send of its own. Whether it was pushed.
     fn resend(&self, d: Dynamic<'_>, s: usize, kept: u64) -> bool {
-        let Some(chunk) = self.pool.book().handle_from_raw(queue::entry_chunk(kept)) else {
+        let Some(chunk) = self.pool.chunk_ref_from_raw(queue::entry_chunk(kept)) else {
             return false;
         };
         // Join the chunk our history entry keeps, so it can be handed off once more
         // (killed before the send, our bit is cleared by recovery like any other).
-        if self.pool.book().hold_queued(chunk, self.owner).is_err() {
+        if chunk.hold_queued(self.owner).is_err() {
             // Not a chunk our history keeps (corrupt memory): leave it alone.
             return false;
         }
-        let entry = queue::entry(self.next_seq(), chunk);
-        let pushed = port::send_one(
-            &self.header().journal,
-            &d.queue(self.slot, s),
-            &self.read_cache[s % 64],
-            self.pool.book(),
-            chunk,
-            self.owner,
-            entry,
-        );
+        let entry = queue::entry_of_raw(self.next_seq(), chunk.located().raw());
+        // SAFETY: located in `self.pool`, which this port keeps mapped.
+        let pushed = unsafe {
+            port::send_one(
+                &self.header().journal,
+                &d.queue(self.slot, s),
+                &self.read_cache[s % 64],
+                chunk.located(),
+                self.owner,
+                entry,
+            )
+        };
         if !pushed {
             // Only if the slot changed hands since our look (its queue is fresh
             // otherwise): counted as missed, and our joined hold goes.
             super::missed(d, s);
-            let _ = self.pool.book().release(chunk, self.owner);
+            let _ = chunk.release(self.owner);
         }
         pushed
     }
