@@ -95,6 +95,31 @@ impl PatternLayout {
     }
 }
 
+/// A pattern's part of a layout, as [`Dynamic::regions`] finds it.
+pub(crate) trait Regions: std::fmt::Debug {
+    /// Its part of `p`, if `p` is of its pattern.
+    fn of(p: &PatternLayout) -> Option<&Self>;
+}
+
+impl<'a> Dynamic<'a> {
+    /// The part of the layout of the pattern whose regions are `R` (panics on another
+    /// pattern's segment: a caller of the wrong pattern).
+    #[inline]
+    pub(crate) fn regions<R: Regions>(&self) -> &'a R {
+        let p = &self.layout().pattern;
+        match R::of(p) {
+            Some(r) => r,
+            None => wrong_pattern(std::any::type_name::<R>(), p),
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn wrong_pattern(asked: &str, p: &PatternLayout) -> ! {
+    panic!("{asked} asked of {p:?}")
+}
+
 /// The parts of a segment not attached to a static config: no ports, nothing of a
 /// pattern (recovery and inspection run on attached segments only).
 struct Unattached;

@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicU64;
 use iox_mempool::Bookkeeping;
 
 use crate::dynamic::Dynamic;
-use crate::pattern::{Backlog, PatternLayout, PatternParts, Side};
+use crate::pattern::{Backlog, PatternLayout, PatternParts, Regions, Side};
 use crate::recovery::{CleanupReport, Liveness};
 use crate::shm::layout::table_bytes;
 use crate::static_config::StaticConfig;
@@ -50,20 +50,20 @@ impl EventLayout {
     }
 }
 
-impl<'a> Dynamic<'a> {
-    /// The event part of the layout (panics on another pattern's segment: a caller of
-    /// the wrong pattern).
-    #[inline]
-    pub(crate) fn event(&self) -> &'a EventLayout {
-        match &self.layout().pattern {
-            PatternLayout::Event(e) => e,
-            other => panic!("an event region asked of {other:?}"),
+impl Regions for EventLayout {
+    fn of(p: &PatternLayout) -> Option<&Self> {
+        if let PatternLayout::Event(r) = p {
+            Some(r)
+        } else {
+            None
         }
     }
+}
 
+impl<'a> Dynamic<'a> {
     /// The pending-event bit set of listener slot `s`.
     pub(crate) fn pending(&self, s: usize) -> &'a [AtomicU64] {
-        let e = self.event();
+        let e = self.regions::<EventLayout>();
         assert!(s < e.max_listeners);
         self.table(e.pending + s * e.pending_stride, e.pending_words)
     }

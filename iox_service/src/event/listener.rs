@@ -77,7 +77,7 @@ impl ListenerBuilder {
         let (slot, generation) = claim.activate(None);
         Ok(Listener {
             fork_generation: self.service.fork_generation,
-            ids: d.event().event_ids,
+            ids: d.regions::<super::layout::EventLayout>().event_ids,
             service: self.service,
             slot,
             generation,

@@ -12,7 +12,7 @@ use crate::port;
 /// those that sleep on their futex or armed their descriptor. Returns how many
 /// listeners it reached. `id` must be at most `event_id_max` (callers check).
 pub(crate) fn signal(d: Dynamic<'_>, id: u32, ringer: &Ringer) -> usize {
-    debug_assert!(id < d.event().event_ids);
+    debug_assert!(id < d.regions::<super::layout::EventLayout>().event_ids);
     // Listener slots are at most 46: one bit each.
     let mut reached = 0u64;
     for s in 0..d.layout().max_subscribers {

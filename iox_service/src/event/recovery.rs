@@ -44,7 +44,7 @@ fn recover_notifier(d: Dynamic<'_>, p: usize, ringer: &Ringer) {
     port::close(header, generation);
     port::free(header, generation);
     port::announce(d);
-    let e = d.event();
+    let e = d.regions::<super::layout::EventLayout>();
     match e.dead_event {
         Some(id) if id < e.event_ids => {
             pending::signal(d, id, ringer);

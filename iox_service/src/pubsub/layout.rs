@@ -15,7 +15,7 @@ use std::sync::atomic::AtomicU64;
 use iox_mempool::Bookkeeping;
 
 use crate::dynamic::Dynamic;
-use crate::pattern::{Backlog, PatternLayout, PatternParts, Side};
+use crate::pattern::{Backlog, PatternLayout, PatternParts, Regions, Side};
 use crate::queue::Queue;
 use crate::recovery::{CleanupReport, Liveness};
 use crate::shm::layout::{queue_bytes, table_bytes};
@@ -56,20 +56,20 @@ impl PubSubLayout {
     }
 }
 
-impl<'a> Dynamic<'a> {
-    /// The pub-sub part of the layout (panics on another pattern's segment: a caller
-    /// of the wrong pattern).
-    #[inline]
-    pub(crate) fn pubsub(&self) -> &'a PubSubLayout {
-        match &self.layout().pattern {
-            PatternLayout::PublishSubscribe(p) => p,
-            other => panic!("a publish-subscribe region asked of {other:?}"),
+impl Regions for PubSubLayout {
+    fn of(p: &PatternLayout) -> Option<&Self> {
+        if let PatternLayout::PublishSubscribe(r) = p {
+            Some(r)
+        } else {
+            None
         }
     }
+}
 
+impl<'a> Dynamic<'a> {
     /// Publisher `p`'s history queue (only for a service with history).
     pub(crate) fn history_queue(&self, p: usize) -> Queue<'a> {
-        let h = self.pubsub();
+        let h = self.regions::<PubSubLayout>();
         assert!(p < self.layout().max_publishers && h.history > 0);
         self.queue_region(h.history_queues + p * h.history_stride, h.history)
     }
@@ -80,7 +80,7 @@ impl<'a> Dynamic<'a> {
     /// from `p` (see `pubsub::publisher::history`).
     #[inline]
     pub(crate) fn history_given(&self, p: usize, s: usize) -> &'a AtomicU64 {
-        let h = self.pubsub();
+        let h = self.regions::<PubSubLayout>();
         assert!(p < self.layout().max_publishers && s < h.max_subscribers && h.history > 0);
         &self.table(
             h.history_queues + p * h.history_stride + h.given,

@@ -92,7 +92,7 @@ fn recover_publisher(d: Dynamic<'_>, pool: &Bookkeeping, p: usize, report: &mut 
     port::close(header, generation);
     let subs = d.layout().max_subscribers;
     // Its history queue, if the service keeps one: one more queue it pushed to.
-    let history = || (d.pubsub().history > 0).then(|| d.history_queue(p));
+    let history = || (d.regions::<super::layout::PubSubLayout>().history > 0).then(|| d.history_queue(p));
     let queues = || (0..subs).map(|s| d.queue(p, s)).chain(history());
     resolve_claims(queues(), queue::BY_PRODUCER, pool, owner, report);
     finish_journaled_send(header, queues(), pool, owner, report);

@@ -165,7 +165,7 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
             port: Arc::new(SubscriberPort {
                 fork_generation: self.service.fork_generation,
                 max_held: self.service.config.max_held as usize,
-                history: d.pubsub().history > 0,
+                history: d.regions::<super::layout::PubSubLayout>().history > 0,
                 pool: Arc::clone(&self.service.pool),
                 service: self.service,
                 slot,

@@ -106,7 +106,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ClientBuilder<Req, Resp> {
             fork_generation: s.fork_generation,
             pool: Arc::clone(&s.pool),
             owner,
-            max_active: d.reqres().max_active,
+            max_active: d.regions::<super::layout::ReqResLayout>().max_active,
             service: Arc::clone(&self.service),
             slot,
             generation,

@@ -14,7 +14,7 @@ use std::sync::atomic::AtomicU64;
 use iox_mempool::Bookkeeping;
 
 use crate::dynamic::Dynamic;
-use crate::pattern::{Backlog, PatternLayout, PatternParts, Side};
+use crate::pattern::{Backlog, PatternLayout, PatternParts, Regions, Side};
 use crate::queue::Queue;
 use crate::recovery::{CleanupReport, Liveness};
 use crate::shm::layout::{queue_bytes, table_bytes};
@@ -62,21 +62,21 @@ impl ReqResLayout {
     }
 }
 
-impl<'a> Dynamic<'a> {
-    /// The request-response part of the layout (panics on another pattern's segment:
-    /// a caller of the wrong pattern).
-    #[inline]
-    pub(crate) fn reqres(&self) -> &'a ReqResLayout {
-        match &self.layout().pattern {
-            PatternLayout::RequestResponse(r) => r,
-            other => panic!("a request-response region asked of {other:?}"),
+impl Regions for ReqResLayout {
+    fn of(p: &PatternLayout) -> Option<&Self> {
+        if let PatternLayout::RequestResponse(r) = p {
+            Some(r)
+        } else {
+            None
         }
     }
+}
 
+impl<'a> Dynamic<'a> {
     /// Client slot `c`'s request-slot words.
     #[inline]
     pub(crate) fn request_words(&self, c: usize) -> &'a [AtomicU64] {
-        let r = self.reqres();
+        let r = self.regions::<ReqResLayout>();
         assert!(c < r.max_clients);
         self.table(r.request_words + c * r.request_words_stride, r.max_active)
     }
@@ -84,7 +84,7 @@ impl<'a> Dynamic<'a> {
     /// The response queue from server slot `s` to client slot `c`.
     #[inline]
     pub(crate) fn response_queue(&self, s: usize, c: usize) -> Queue<'a> {
-        let r = self.reqres();
+        let r = self.regions::<ReqResLayout>();
         assert!(c < r.max_clients && s < r.max_servers);
         self.queue_region(
             r.responses + (s * r.max_clients + c) * r.response_stride,
