@@ -38,6 +38,8 @@
 //!   and is about to sleep on its wake word;
 //! - `handover-before-reply`: a holder's responder read a well-formed request for
 //!   its service and has not yet checked the peer or replied.
+//! - `node-registry-held`: a thread making this process's node for a root holds the
+//!   process's node registry (what a `fork` must not copy held).
 //!
 //! A holder's responder answers wrongly when [`HANDOVER_ENV`] says how (`garbage`,
 //! `no-fd`, `wrong-fd`, `oversized`, `silent`, or a memfd named like the service's

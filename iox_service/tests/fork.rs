@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use iox_service::{LoanError, PortCreateError, ReceiveError, SendError, Service};
-use iox_testkit::{role, spawn_self, wait_ok};
+use iox_testkit::{Gate, role, spawn_self, wait_ok, wait_until};
 
 /// Runs in a re-executed, single-threaded test process (fork in a multi-threaded test
 /// harness would copy only one of its threads).
@@ -101,4 +101,88 @@ fn a_forked_child_neither_uses_nor_releases_its_parents_ports() {
         &[],
     );
     wait_ok(child, Duration::from_secs(60));
+}
+
+/// Runs in a re-executed test process: one thread stalls while it holds the node
+/// registry (making its node for root `a`); the main thread forks meanwhile; the child
+/// must be able to open a service (make its own node, under root `b`). A fork that
+/// copied the registry held would leave the child's copy locked for good. The gate is
+/// opened once the fork returned, or after 2 s if it waits for the registry (as it
+/// must).
+fn fork_while_the_registry_is_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root_a, root_b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&root_a).unwrap();
+    std::fs::create_dir_all(&root_b).unwrap();
+    let gate = Gate::new(dir.path(), "registry");
+    iox_service::testing::stall_at("node-registry-held", gate.path());
+    let holder = std::thread::spawn(move || {
+        Service::named("fork/a")
+            .unwrap()
+            .root(&root_a)
+            .publish_subscribe::<u64>()
+            .open_or_create()
+            .is_ok()
+    });
+    assert!(
+        gate.wait_reached(Duration::from_secs(30)),
+        "the holder never reached the stall point"
+    );
+    let forked = dir.path().join("forked");
+    let opener = {
+        let (forked, gate_dir) = (forked.clone(), gate.path().to_path_buf());
+        std::thread::spawn(move || {
+            wait_until(Duration::from_secs(2), || forked.exists());
+            std::fs::write(gate_dir.join("open"), b"").unwrap();
+        })
+    };
+    // SAFETY: the other threads of this process are the stalled holder, the opener
+    // (which only polls a file and writes one) and iox's responder; the child runs
+    // iox code that takes only iox's own locks, which is what this test checks.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let ok = Service::named("fork/b")
+            .unwrap()
+            .root(&root_b)
+            .publish_subscribe::<u64>()
+            .open_or_create()
+            .is_ok();
+        // SAFETY: leaves the child at once (no exit handlers, no harness output).
+        unsafe { libc::_exit(if ok { 0 } else { 3 }) };
+    }
+    std::fs::write(&forked, b"").unwrap();
+    let mut status = 0;
+    let exited = wait_until(Duration::from_secs(20), || {
+        // SAFETY: polls the child just forked; `status` is a valid out pointer.
+        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) == pid }
+    });
+    if !exited {
+        // SAFETY: kills and reaps the child we forked.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, &mut status, 0);
+        }
+    }
+    opener.join().unwrap();
+    assert!(holder.join().unwrap(), "the holder's open failed");
+    assert!(
+        exited && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the forked child could not open a service (it hung: {}; status {status:#x})",
+        !exited
+    );
+}
+
+#[test]
+fn a_child_forked_while_another_thread_makes_a_node_can_make_its_own() {
+    if role().as_deref() == Some("registry-forker") {
+        fork_while_the_registry_is_held();
+        return;
+    }
+    let child = spawn_self(
+        "a_child_forked_while_another_thread_makes_a_node_can_make_its_own",
+        "registry-forker",
+        &[],
+    );
+    wait_ok(child, Duration::from_secs(90));
 }

@@ -12,7 +12,10 @@
 //! The check must cost nothing on the hot path, and `getpid` is a system call: a
 //! `pthread_atfork` child handler, registered once, bumps a process-global generation,
 //! and a handle records the generation it was made in. Comparing them is one relaxed
-//! load.
+//! load. The same registration holds the node registry's locks across every fork
+//! (prepare: taken by the forking thread; parent and child: released), so a child
+//! never inherits them held by a thread it does not have. A fork therefore waits
+//! while another thread makes or drops a node (a node file's creation or removal).
 
 use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,21 +23,34 @@ use std::sync::atomic::{AtomicU64, Ordering};
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 static REGISTER: Once = Once::new();
 
+extern "C" fn before_fork() {
+    // In the forking thread, before the fork: holds the node registry across it.
+    crate::recovery::node::lock_for_fork();
+}
+
+extern "C" fn forked_parent() {
+    crate::recovery::node::unlock_after_fork();
+}
+
 extern "C" fn forked_child() {
-    // Runs in the child right after fork, before fork returns there: one atomic add,
-    // safe in that context.
+    // Runs in the child right after fork, before fork returns there: atomic stores
+    // and the release of the registry's locks (copies this thread took), all safe in
+    // that context.
     GENERATION.fetch_add(1, Ordering::Relaxed);
-    // And the child draws its own node id (an atomic store).
+    // The child draws its own node id.
     crate::recovery::node::forget_after_fork();
+    crate::recovery::node::unlock_after_fork();
 }
 
 /// The fork generation of this process: different in a forked child from its parent's.
-/// The first call registers the `pthread_atfork` handler that maintains it.
+/// The first call registers the `pthread_atfork` handlers that maintain it and keep
+/// the node registry consistent across a fork.
 pub(crate) fn generation() -> u64 {
     REGISTER.call_once(|| {
-        // SAFETY: registers a plain `extern "C" fn` with no captured state; the handler
-        // only does an atomic add, which is allowed in a child right after fork.
-        let rc = unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
+        // SAFETY: registers plain `extern "C" fn`s with no captured state; the prepare
+        // handler takes two process-local locks, the others release them and do
+        // atomic stores, which is allowed in a child right after fork.
+        let rc = unsafe { libc::pthread_atfork(Some(before_fork), Some(forked_parent), Some(forked_child)) };
         // It only fails with ENOMEM; then forked children are not told apart (the state
         // before this module existed), which is no reason to refuse to work.
         debug_assert_eq!(rc, 0, "pthread_atfork failed");

@@ -130,6 +130,35 @@ pub fn process_node_id() -> u64 {
 
 /// Called in a forked child right after `fork` (one atomic store, allowed there):
 /// the child draws its own id.
+thread_local! {
+    /// The node registry's locks (`NODES`, then `RETIRED`), held by the thread that
+    /// forks from the `pthread_atfork` prepare handler to the parent's and child's
+    /// handlers: so a child never gets a copy of them held by a thread it does not
+    /// have (it could never make a node then).
+    static HELD_ACROSS_FORK: std::cell::RefCell<Option<RegistryGuards>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+type RegistryGuards = (
+    std::sync::MutexGuard<'static, NodesByRoot>,
+    std::sync::MutexGuard<'static, Vec<Retired>>,
+);
+
+/// The atfork prepare step: takes the registry's locks, in the order every other
+/// path takes them (a thread making or dropping a node finishes first).
+pub(crate) fn lock_for_fork() {
+    let nodes = NODES.lock().unwrap_or_else(|e| e.into_inner());
+    let retired = RETIRED.lock().unwrap_or_else(|e| e.into_inner());
+    HELD_ACROSS_FORK.with(|h| *h.borrow_mut() = Some((nodes, retired)));
+}
+
+/// The atfork parent and child step: releases what [`lock_for_fork`] took (in the
+/// child, the copies: one atomic swap each, and a futex wake if a parent thread was
+/// waiting, which is harmless there).
+pub(crate) fn unlock_after_fork() {
+    HELD_ACROSS_FORK.with(|h| drop(h.borrow_mut().take()));
+}
+
 pub(crate) fn forget_after_fork() {
     PROCESS_ID.store(0, Ordering::Relaxed);
     LIVE_NODES.store(0, Ordering::Relaxed);
@@ -162,6 +191,9 @@ const ID_MASK: u64 = (1 << 62) - 1;
 impl Node {
     /// The node of this process under `root`, created on first use.
     pub fn for_root(root: &Path) -> std::io::Result<Arc<Node>> {
+        // Before the registry's lock: this also registers the atfork handlers that
+        // hold it across a fork.
+        let fork_generation = crate::recovery::fork::generation();
         let mut nodes = loop {
             let nodes = NODES.lock().unwrap_or_else(|e| e.into_inner());
             match nodes.get(root) {
@@ -177,7 +209,7 @@ impl Node {
                 _ => break nodes,
             }
         };
-        let fork_generation = crate::recovery::fork::generation();
+        crate::testing::stall_point("node-registry-held");
         let retired = {
             let mut retired = RETIRED.lock().unwrap_or_else(|e| e.into_inner());
             retired.retain(|r| is_ours(r.fork_generation)); // a forked child's copies
