@@ -128,8 +128,6 @@ pub fn process_node_id() -> u64 {
     replace_process_id(0)
 }
 
-/// Called in a forked child right after `fork` (one atomic store, allowed there):
-/// the child draws its own id.
 thread_local! {
     /// The node registry's locks (`NODES`, then `RETIRED`), held by the thread that
     /// forks from the `pthread_atfork` prepare handler to the parent's and child's
@@ -159,6 +157,8 @@ pub(crate) fn unlock_after_fork() {
     HELD_ACROSS_FORK.with(|h| drop(h.borrow_mut().take()));
 }
 
+/// Called in a forked child right after `fork` (one atomic store, allowed there):
+/// the child draws its own id.
 pub(crate) fn forget_after_fork() {
     PROCESS_ID.store(0, Ordering::Relaxed);
     LIVE_NODES.store(0, Ordering::Relaxed);
