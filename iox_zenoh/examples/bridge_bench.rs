@@ -16,7 +16,7 @@
 //!   producers: one writes each payload into a fresh buffer (as the iox publisher
 //!   writes each loan, and as the latency runs do), one puts the same prebuilt buffer
 //!   again (a reference count per put, no payload written). Bridge: an iox publisher
-//!   never blocks, so A keeps at most [`WINDOW`] samples between its send and B's
+//!   never blocks, so A keeps at most [`window`] samples (16384 up to 4 KiB, 8 above) between its send and B's
 //!   reader (a window, as any loss-free sender over a non-blocking hop needs); without
 //!   it the publisher would spend a core writing samples the bridge can only drop.
 //!   `cargo run --release -p iox_zenoh --example bridge_bench -- --only throughput
@@ -38,9 +38,16 @@ use zenoh::Wait;
 use zenoh::qos::CongestionControl;
 
 const SIZES: [usize; 3] = [8, 64 << 10, 16 << 20];
-/// Samples in flight at most in the bridge throughput run: the subscriber buffer of
-/// [`service`], so the reader's queue never overflows.
-const WINDOW: u64 = 8;
+/// Samples in flight at most in the bridge throughput run, per payload size: the
+/// subscriber buffer of its service ([`throughput_service`]), so no queue on the way
+/// overflows. Small samples need a deep window to fill the path: a window of 8 capped
+/// 8 B at 8 samples per round trip (0.6 MB/s), whatever the bridge can do; on this
+/// 2-vCPU VM 8 B measured 4.2 MB/s with 1024, 6.4 with 4096, 6.7-8.7 with 16384
+/// (the stages then run in longer bursts, fewer wake-ups per sample). Large samples
+/// fill the path with a few.
+fn window(len: usize) -> u64 {
+    if len <= 4096 { 16384 } else { 8 }
+}
 /// Sending before the throughput is measured.
 const WARM_UP: Duration = Duration::from_millis(1500);
 
@@ -204,6 +211,24 @@ fn service(root: &std::path::Path, name: &str) -> PubSubService<[u8]> {
         .unwrap()
 }
 
+/// The throughput run's service for payloads of `len` bytes: a buffer as deep as the
+/// run's [`window`], and one chunk class that fits `len` (so a deep buffer of small
+/// samples costs small chunks).
+fn throughput_service(root: &std::path::Path, name: &str, len: usize) -> PubSubService<[u8]> {
+    Service::named(name)
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<[u8]>()
+        .max_publishers(2)
+        .max_subscribers(3)
+        .subscriber_buffer(window(len) as u32)
+        .max_loans(2)
+        .max_held(4)
+        .chunk_sizes(&[len.next_power_of_two().max(64)])
+        .open_or_create()
+        .unwrap()
+}
+
 fn bridges(
     a: &std::path::Path,
     b: &std::path::Path,
@@ -314,14 +339,68 @@ fn bridge_latency(len: usize) -> Histogram<u64> {
     hist
 }
 
+/// Samples the throughput run's reader got, and the sender's wait for the window to
+/// open. The reader wakes the sender only when it waits (a flag), so a run whose
+/// window never fills costs the reader one atomic add per sample, as plain Zenoh's
+/// counting callback does.
+#[derive(Default)]
+struct Got {
+    count: AtomicU64,
+    waiting: AtomicBool,
+    lock: std::sync::Mutex<()>,
+    changed: std::sync::Condvar,
+}
+
+impl Got {
+    fn count(&self) -> u64 {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    /// The reader got one more sample.
+    fn arrived(&self) {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        // Either the sender sees the new count, or we see it waiting (both SeqCst).
+        if self.waiting.load(Ordering::SeqCst) {
+            let _held = self.lock.lock().unwrap();
+            self.changed.notify_one();
+        }
+    }
+
+    /// Waits until fewer than `window` of `sent` samples are still on their way;
+    /// false if none arrived within `limit`.
+    fn wait_below(&self, sent: u64, window: u64, limit: Duration) -> bool {
+        if sent - self.count() < window {
+            return true;
+        }
+        let mut held = self.lock.lock().unwrap();
+        self.waiting.store(true, Ordering::SeqCst);
+        let deadline = Instant::now() + limit;
+        let open = loop {
+            if sent - self.count() < window {
+                break true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break false;
+            }
+            held = self.changed.wait_timeout(held, left).unwrap().0;
+        };
+        self.waiting.store(false, Ordering::SeqCst);
+        open
+    }
+}
+
 /// Throughput over two bridges, bytes per second at host B.
 fn bridge_throughput(len: usize, secs: f64) -> (f64, u64) {
     let (ra, rb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (tp_a, tp_b) = (service(ra.path(), "bench/tp"), service(rb.path(), "bench/tp"));
+    let (tp_a, tp_b) = (
+        throughput_service(ra.path(), "bench/tp", len),
+        throughput_service(rb.path(), "bench/tp", len),
+    );
     let (ba, bb) = bridges(ra.path(), rb.path(), "bench/tp", "", "", "bench/tp");
     let bytes = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
-    let got = Arc::new((std::sync::Mutex::new(0u64), std::sync::Condvar::new()));
+    let got = Arc::new(Got::default());
     let reader = {
         let (bytes, stop, got) = (bytes.clone(), stop.clone(), got.clone());
         std::thread::spawn(move || {
@@ -329,8 +408,7 @@ fn bridge_throughput(len: usize, secs: f64) -> (f64, u64) {
             while !stop.load(Ordering::Relaxed) {
                 if let Some(s) = sub.receive_timeout(Duration::from_millis(50)).unwrap() {
                     bytes.fetch_add(s.len() as u64, Ordering::Relaxed);
-                    *got.0.lock().unwrap() += 1;
-                    got.1.notify_one();
+                    got.arrived();
                 }
             }
         })
@@ -349,24 +427,18 @@ fn bridge_throughput(len: usize, secs: f64) -> (f64, u64) {
         send();
         std::thread::sleep(Duration::from_millis(10));
     }
-    // At most WINDOW samples between the publisher and the reader at B (the
+    // At most `window(len)` samples between the publisher and the reader at B (the
     // publisher never blocks; without a window it would spend a core writing samples
     // the bridge can only drop).
-    let mut sent = *got.0.lock().unwrap();
+    let window = window(len);
+    let mut sent = got.count();
     let mut run_for = |d: Duration| {
         let t = Instant::now();
         while t.elapsed() < d {
-            {
-                let mut g = got.0.lock().unwrap();
-                while sent - *g >= WINDOW {
-                    // Far longer than a window takes to arrive (8 x 16 MiB at 1 GB/s
-                    // is 130 ms): a timeout here means a sample was really lost.
-                    let (next, timeout) = got.1.wait_timeout(g, Duration::from_secs(2)).unwrap();
-                    g = next;
-                    if timeout.timed_out() {
-                        sent = *g; // a sample was lost: counted in the drops
-                    }
-                }
+            // Far longer than a window takes to arrive (8 x 16 MiB at 1 GB/s is
+            // 130 ms): a timeout here means a sample was really lost.
+            if !got.wait_below(sent, window, Duration::from_secs(2)) {
+                sent = got.count(); // a sample was lost: counted in the drops
             }
             send();
             sent += 1;
