@@ -197,34 +197,27 @@ fn plain_throughput(len: usize, secs: f64, producer: Producer) -> f64 {
 }
 
 fn service(root: &std::path::Path, name: &str) -> PubSubService<[u8]> {
-    Service::named(name)
-        .unwrap()
-        .root(root)
-        .publish_subscribe::<[u8]>()
-        .max_publishers(2)
-        .max_subscribers(3)
-        .subscriber_buffer(8)
-        .max_loans(2)
-        .max_held(4)
-        .chunk_sizes(&[64, 64 << 10, 16 << 20])
-        .open_or_create()
-        .unwrap()
+    service_with(root, name, 8, &[64, 64 << 10, 16 << 20])
 }
 
 /// The throughput run's service for payloads of `len` bytes: a buffer as deep as the
 /// run's [`window`], and one chunk class that fits `len` (so a deep buffer of small
 /// samples costs small chunks).
 fn throughput_service(root: &std::path::Path, name: &str, len: usize) -> PubSubService<[u8]> {
+    service_with(root, name, window(len) as u32, &[len.next_power_of_two().max(64)])
+}
+
+fn service_with(root: &std::path::Path, name: &str, buffer: u32, chunks: &[usize]) -> PubSubService<[u8]> {
     Service::named(name)
         .unwrap()
         .root(root)
         .publish_subscribe::<[u8]>()
         .max_publishers(2)
         .max_subscribers(3)
-        .subscriber_buffer(window(len) as u32)
+        .subscriber_buffer(buffer)
         .max_loans(2)
         .max_held(4)
-        .chunk_sizes(&[len.next_power_of_two().max(64)])
+        .chunk_sizes(chunks)
         .open_or_create()
         .unwrap()
 }
