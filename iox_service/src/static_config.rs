@@ -317,6 +317,15 @@ pub enum InvalidConfig {
         /// The subscriber buffer.
         buffer: u32,
     },
+    /// A history on a service of another pattern than publish-subscribe (only
+    /// publishers keep one).
+    #[error("history is {history}, but a {pattern} service keeps none; history is for publish-subscribe")]
+    HistoryOfOtherPattern {
+        /// The history in the config.
+        history: u32,
+        /// The service's pattern.
+        pattern: MessagingPattern,
+    },
     /// Permissions outside 0o777 or without owner read-write.
     #[error("permissions {0:#o} must be bits of 0o777 including 0o600")]
     Permissions(u32),
@@ -425,6 +434,12 @@ impl StaticConfig {
         let outstanding_rule = "; at most 256 samples loaned per publisher or held per subscriber (each counts into the pool's size)";
         bound("max_loans", self.max_loans, MAX_OUTSTANDING, outstanding_rule)?;
         bound("max_held", self.max_held, MAX_OUTSTANDING, outstanding_rule)?;
+        if self.history != 0 && self.pattern != MessagingPattern::PublishSubscribe {
+            return Err(InvalidConfig::HistoryOfOtherPattern {
+                history: self.history,
+                pattern: self.pattern,
+            });
+        }
         if self.history > self.subscriber_buffer {
             return Err(InvalidConfig::History {
                 history: self.history,

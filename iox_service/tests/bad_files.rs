@@ -479,3 +479,28 @@ fn bad_names_and_limits_fail_at_the_builder() {
         "{e}"
     );
 }
+
+/// A history is publish-subscribe's: a static config of another pattern that carries
+/// one is refused with a message that says so (its dynamic layout has no history
+/// region).
+#[test]
+fn a_history_on_an_event_or_request_response_config_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let _event = Service::named(NAME)
+        .unwrap()
+        .root(dir.path())
+        .event()
+        .create()
+        .unwrap();
+    let (mut config, _) = iox_service::StaticConfig::read(&file(dir.path(), "service")).unwrap();
+    assert_eq!(config.check(), Ok(()));
+    config.history = 2;
+    assert!(
+        matches!(
+            config.check(),
+            Err(InvalidConfig::HistoryOfOtherPattern { history: 2, .. })
+        ),
+        "{:?}",
+        config.check()
+    );
+}

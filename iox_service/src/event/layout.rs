@@ -65,7 +65,8 @@ impl<'a> Dynamic<'a> {
     pub(crate) fn pending(&self, s: usize) -> &'a [AtomicU64] {
         let e = self.regions::<EventLayout>();
         assert!(s < e.max_listeners);
-        self.table(e.pending + s * e.pending_stride, e.pending_words)
+        // SAFETY: listener s's pending set, s checked: inside the event regions.
+        unsafe { self.words(e.pending + s * e.pending_stride, e.pending_words) }
     }
 }
 

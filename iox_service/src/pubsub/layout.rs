@@ -71,7 +71,9 @@ impl<'a> Dynamic<'a> {
     pub(crate) fn history_queue(&self, p: usize) -> Queue<'a> {
         let h = self.regions::<PubSubLayout>();
         assert!(p < self.layout().max_publishers && h.history > 0);
-        self.queue_region(h.history_queues + p * h.history_stride, h.history)
+        // SAFETY: publisher p's history queue, p checked: inside the pub-sub regions,
+        // which end at the layout's length.
+        unsafe { self.queue_region(h.history_queues + p * h.history_stride, h.history) }
     }
 
     /// Publisher `p`'s history-given word for subscriber slot `s` (only for a service
@@ -82,10 +84,14 @@ impl<'a> Dynamic<'a> {
     pub(crate) fn history_given(&self, p: usize, s: usize) -> &'a AtomicU64 {
         let h = self.regions::<PubSubLayout>();
         assert!(p < self.layout().max_publishers && s < h.max_subscribers && h.history > 0);
-        &self.table(
-            h.history_queues + p * h.history_stride + h.given,
-            h.max_subscribers,
-        )[s]
+        // SAFETY: publisher p's history-given words, p checked: inside its stride.
+        let words = unsafe {
+            self.words(
+                h.history_queues + p * h.history_stride + h.given,
+                h.max_subscribers,
+            )
+        };
+        &words[s]
     }
 }
 

@@ -16,6 +16,9 @@
 //! (prepare: taken by the forking thread; parent and child: released), so a child
 //! never inherits them held by a thread it does not have. A fork therefore waits
 //! while another thread makes or drops a node (a node file's creation or removal).
+//! Not supported: forking from a signal handler that interrupted iox making or
+//! dropping a node on the same thread (the prepare step would wait on its own lock;
+//! `fork` is not async-signal-safe with handlers registered anyway).
 
 use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};

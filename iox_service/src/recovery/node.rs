@@ -147,14 +147,17 @@ type RegistryGuards = (
 pub(crate) fn lock_for_fork() {
     let nodes = NODES.lock().unwrap_or_else(|e| e.into_inner());
     let retired = RETIRED.lock().unwrap_or_else(|e| e.into_inner());
-    HELD_ACROSS_FORK.with(|h| *h.borrow_mut() = Some((nodes, retired)));
+    // A fork from a thread whose thread-locals are gone (a late destructor) holds
+    // nothing: the closure, and the guards it owns, are dropped unrun, so the locks
+    // are released at once and the release steps find nothing.
+    let _ = HELD_ACROSS_FORK.try_with(move |h| *h.borrow_mut() = Some((nodes, retired)));
 }
 
 /// The atfork parent and child step: releases what [`lock_for_fork`] took (in the
 /// child, the copies: one atomic swap each, and a futex wake if a parent thread was
 /// waiting, which is harmless there).
 pub(crate) fn unlock_after_fork() {
-    HELD_ACROSS_FORK.with(|h| drop(h.borrow_mut().take()));
+    let _ = HELD_ACROSS_FORK.try_with(|h| drop(h.borrow_mut().take()));
 }
 
 /// Called in a forked child right after `fork` (one atomic store, allowed there):

@@ -78,7 +78,8 @@ impl<'a> Dynamic<'a> {
     pub(crate) fn request_words(&self, c: usize) -> &'a [AtomicU64] {
         let r = self.regions::<ReqResLayout>();
         assert!(c < r.max_clients);
-        self.table(r.request_words + c * r.request_words_stride, r.max_active)
+        // SAFETY: client c's request words, c checked: inside the request-word region.
+        unsafe { self.words(r.request_words + c * r.request_words_stride, r.max_active) }
     }
 
     /// The response queue from server slot `s` to client slot `c`.
@@ -86,10 +87,14 @@ impl<'a> Dynamic<'a> {
     pub(crate) fn response_queue(&self, s: usize, c: usize) -> Queue<'a> {
         let r = self.regions::<ReqResLayout>();
         assert!(c < r.max_clients && s < r.max_servers);
-        self.queue_region(
-            r.responses + (s * r.max_clients + c) * r.response_stride,
-            r.response_buffer,
-        )
+        // SAFETY: the (s, c) response queue, both checked: inside the response region,
+        // which ends at the layout's length.
+        unsafe {
+            self.queue_region(
+                r.responses + (s * r.max_clients + c) * r.response_stride,
+                r.response_buffer,
+            )
+        }
     }
 }
 

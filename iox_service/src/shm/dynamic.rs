@@ -410,10 +410,10 @@ pub(crate) struct Dynamic<'a> {
 }
 
 impl<'a> Dynamic<'a> {
-    /// The `T` at byte `offset`. Callers (the core's accessors here, the patterns' in
-    /// their `layout.rs`) pass offsets computed by the layout for indices they
-    /// bounds-checked.
-    pub(crate) fn at<T>(&self, offset: usize) -> &'a T {
+    /// The `T` at byte `offset`, computed by the layout for an index the caller
+    /// bounds-checked (the core's accessors here; patterns use the checked
+    /// [`words`](Self::words) and [`queue_region`](Self::queue_region)).
+    fn at<T>(&self, offset: usize) -> &'a T {
         debug_assert!(offset + size_of::<T>() <= self.layout.len);
         // SAFETY: every caller passes an offset computed by DynamicLayout (or the
         // pattern's part of it) for an index it bounds-checked, so the T lies inside the mapping, which the DynamicSegment
@@ -424,7 +424,7 @@ impl<'a> Dynamic<'a> {
     }
 
     /// The `len` words at byte `offset` (as [`at`](Self::at)).
-    pub(crate) fn table(&self, offset: usize, len: usize) -> &'a [AtomicU64] {
+    fn table(&self, offset: usize, len: usize) -> &'a [AtomicU64] {
         debug_assert!(offset + len * 8 <= self.layout.len);
         // SAFETY: as in `at`; the table lies inside the layout.
         unsafe { std::slice::from_raw_parts(self.base.add(offset).cast::<AtomicU64>(), len) }
@@ -522,11 +522,27 @@ impl<'a> Dynamic<'a> {
         )
     }
 
-    /// A queue region of `depth` slots at byte `off` (read index alone on its line,
-    /// then the write index and the slots; `shm::layout::queue_bytes`), computed by
-    /// the layout for an index in range: what the patterns' own queues are made of.
+    /// The `len` words at byte `offset`, for a pattern's own regions.
+    ///
+    /// # Safety
+    /// `offset` and `len` come from the pattern's part of this view's layout, for
+    /// slot indices the caller checked against its limits, so the words lie inside
+    /// the layout (checked in debug builds).
     #[inline]
-    pub(crate) fn queue_region(&self, off: usize, depth: usize) -> Queue<'a> {
+    pub(crate) unsafe fn words(&self, offset: usize, len: usize) -> &'a [AtomicU64] {
+        self.table(offset, len)
+    }
+
+    /// A queue region of `depth` slots at byte `off` (read index alone on its line,
+    /// then the write index and the slots; `shm::layout::queue_bytes`): what the
+    /// patterns' own queues are made of.
+    ///
+    /// # Safety
+    /// As for [`words`](Self::words): `off` and `depth` come from the layout, for
+    /// indices the caller checked, so the region lies inside it.
+    #[inline]
+    pub(crate) unsafe fn queue_region(&self, off: usize, depth: usize) -> Queue<'a> {
+        debug_assert!(off + 72 + depth * 8 <= self.layout.len);
         let read: &PaddedIndex = self.at(off);
         Queue::new(self.at(off + 64), &read.value, self.table(off + 72, depth))
     }
