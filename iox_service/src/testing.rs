@@ -73,6 +73,18 @@ pub const GATE_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
 #[cfg(feature = "testing")]
 pub use crate::recovery::node::{is_alive, process_node_id};
 
+/// This process's node under `root`, made on first use and kept while the guard
+/// lives: the node registry's work alone, without a service (for tests of the
+/// registry itself, e.g. across a fork).
+#[cfg(feature = "testing")]
+pub fn node_for_root(root: &std::path::Path) -> std::io::Result<NodeGuard> {
+    crate::recovery::node::Node::for_root(root).map(NodeGuard)
+}
+
+/// Keeps a node made by [`node_for_root`].
+#[cfg(feature = "testing")]
+pub struct NodeGuard(#[allow(dead_code)] std::sync::Arc<crate::recovery::node::Node>);
+
 /// The files under `root`, sorted, but for this process's own node file: a test
 /// process uses many roots at once (one per test thread), and a node file stays,
 /// locked, while its process still has a node under another root (see the node

@@ -105,10 +105,12 @@ fn a_forked_child_neither_uses_nor_releases_its_parents_ports() {
 
 /// Runs in a re-executed test process: one thread stalls while it holds the node
 /// registry (making its node for root `a`); the main thread forks meanwhile; the child
-/// must be able to open a service (make its own node, under root `b`). A fork that
-/// copied the registry held would leave the child's copy locked for good. The gate is
-/// opened once the fork returned, or after 2 s if it waits for the registry (as it
-/// must).
+/// must be able to make its own node (under root `b`). A fork that copied the registry
+/// held would leave the child's copy locked for good. The gate is opened once the fork
+/// returned, or after 2 s if it waits for the registry (as it must). Both threads do
+/// the registry's work alone (no service): after its node, the other thread takes no
+/// lock a fork could copy held (a whole `open` would, e.g. while it starts the
+/// descriptor responder, and then the child's `open` could wait on that instead).
 fn fork_while_the_registry_is_held() {
     let dir = tempfile::tempdir().unwrap();
     let (root_a, root_b) = (dir.path().join("a"), dir.path().join("b"));
@@ -116,14 +118,7 @@ fn fork_while_the_registry_is_held() {
     std::fs::create_dir_all(&root_b).unwrap();
     let gate = Gate::new(dir.path(), "registry");
     iox_service::testing::stall_at("node-registry-held", gate.path());
-    let holder = std::thread::spawn(move || {
-        Service::named("fork/a")
-            .unwrap()
-            .root(&root_a)
-            .publish_subscribe::<u64>()
-            .open_or_create()
-            .is_ok()
-    });
+    let holder = std::thread::spawn(move || iox_service::testing::node_for_root(&root_a).is_ok());
     assert!(
         gate.wait_reached(Duration::from_secs(30)),
         "the holder never reached the stall point"
@@ -136,18 +131,13 @@ fn fork_while_the_registry_is_held() {
             std::fs::write(gate_dir.join("open"), b"").unwrap();
         })
     };
-    // SAFETY: the other threads of this process are the stalled holder, the opener
-    // (which only polls a file and writes one) and iox's responder; the child runs
-    // iox code that takes only iox's own locks, which is what this test checks.
+    // SAFETY: the other threads of this process are the stalled holder (the node
+    // registry's work only) and the opener (which polls a file and writes one); the
+    // child takes only the registry's locks, which is what this test checks.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed");
     if pid == 0 {
-        let ok = Service::named("fork/b")
-            .unwrap()
-            .root(&root_b)
-            .publish_subscribe::<u64>()
-            .open_or_create()
-            .is_ok();
+        let ok = iox_service::testing::node_for_root(&root_b).is_ok();
         // SAFETY: leaves the child at once (no exit handlers, no harness output).
         unsafe { libc::_exit(if ok { 0 } else { 3 }) };
     }
@@ -165,10 +155,10 @@ fn fork_while_the_registry_is_held() {
         }
     }
     opener.join().unwrap();
-    assert!(holder.join().unwrap(), "the holder's open failed");
+    assert!(holder.join().unwrap(), "the holder could not make its node");
     assert!(
         exited && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "the forked child could not open a service (it hung: {}; status {status:#x})",
+        "the forked child could not make its node (it hung: {}; status {status:#x})",
         !exited
     );
 }
