@@ -66,7 +66,7 @@ use iox_mempool::{ChunkHandle, Located, Owner, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
 use crate::doorbell::{self, Ringer};
-use crate::dynamic::{Dynamic, PortHeader};
+use crate::dynamic::{Dynamic, PortHeader, PortHeaderOffset, QueueRowOffset};
 use crate::port::{self, LoanError, PortCreateError, Shared, Side, SlotClaim, WaitForPortsError};
 use crate::queue::{self, Pushed};
 use crate::sample::SampleMutUninit;
@@ -151,6 +151,7 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
         let pin = claim.pin(self.pin)?;
         let owner = claim.owner();
         let (slot, generation) = claim.activate(pin.as_ref());
+        let (queues, header) = (d.queue_row_offset(slot), d.publisher_offset(slot));
         let ringer = Ringer::new(&self.service.root, &self.service.stem, max_subscribers);
         let read_cache = Box::new(std::array::from_fn(|_| Cell::new(0)));
         let history =
@@ -167,6 +168,8 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
                 history,
                 pool: Arc::clone(&self.service.pool),
                 service: self.service,
+                queues,
+                header,
                 slot,
                 generation,
                 owner,
@@ -207,6 +210,10 @@ pub(crate) struct PublisherPort {
     pin: Option<PoolPin>,
     service: Shared,
     slot: usize,
+    /// Where this slot's queues to the subscribers are (checked once, here).
+    queues: QueueRowOffset,
+    /// Where this slot's header is (checked once, here).
+    header: PortHeaderOffset,
     generation: u64,
     owner: Owner,
     /// The fork generation of the process that made it (see `recovery::fork`), kept
@@ -225,7 +232,9 @@ pub(crate) struct PublisherPort {
     history: Option<Box<history::State>>,
     /// The service's pool (the same as `service.pool`, one pointer closer).
     pool: Arc<Pool>,
-    /// Sequence number of the last send (never 0), tagged onto queue entries.
+    /// Sequence number of the last send, tagged onto queue entries: odd, so never 0
+    /// (it starts odd and steps by two, one addition per send; it repeats after 2^31
+    /// sends, and only an entry's difference from the one pushed before it matters).
     seq: Cell<u32>,
     hint: Cell<usize>,
     /// A chunk loaned ahead after the last send.
@@ -330,7 +339,7 @@ impl PublisherPort {
     }
 
     fn header(&self) -> &PortHeader {
-        self.service.dynamic().publisher(self.slot)
+        self.service.dynamic().header_at(self.header)
     }
 
     /// Loans a chunk of at least `bytes` bytes.
@@ -396,10 +405,7 @@ impl PublisherPort {
 
     #[inline]
     fn next_seq(&self) -> u32 {
-        let seq = match self.seq.get().wrapping_add(1) {
-            0 => 1,
-            n => n,
-        };
+        let seq = self.seq.get().wrapping_add(2);
         self.seq.set(seq);
         seq
     }
@@ -497,7 +503,7 @@ impl PublisherPort {
     #[inline(always)]
     fn push_all(&self, d: Dynamic<'_>, entry: u64, set: u64, mut admit: impl FnMut(usize) -> bool) -> Fanout {
         let (mut delivered, mut rejected, mut pushed_to) = (0, 0, 0);
-        let queues = d.queue_row(self.slot);
+        let queues = d.queue_row_at(self.queues);
         let pool = &self.pool;
         let drop_oldest = self.drop_oldest;
         for s in connected::slots(set) {

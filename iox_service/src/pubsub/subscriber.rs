@@ -74,7 +74,7 @@ use iox_mempool::{Located, Owner, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
 use crate::doorbell::Doorbell;
-use crate::dynamic::PortHeader;
+use crate::dynamic::{PortHeader, QueueColumnOffset};
 use crate::port::{self, PortCreateError, Shared, Side, SlotClaim, WaitForPortsError};
 use crate::queue::{self, Popped};
 use crate::sample::Sample;
@@ -167,6 +167,7 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
                 max_held: self.service.config.max_held as usize,
                 history: d.regions::<super::layout::PubSubLayout>().history > 0,
                 pool: Arc::clone(&self.service.pool),
+                queues: d.queue_column_offset(slot),
                 service: self.service,
                 slot,
                 generation,
@@ -208,6 +209,8 @@ pub(crate) struct SubscriberPort {
     pin: Option<PoolPin>,
     service: Shared,
     slot: usize,
+    /// Where the queues from the publishers to this slot are (checked once, here).
+    queues: QueueColumnOffset,
     generation: u64,
     owner: Owner,
     /// The fork generation of the process that made it (see `recovery::fork`), kept
@@ -292,11 +295,11 @@ impl SubscriberPort {
         self.pin.as_ref()?.device_base()
     }
 
-    /// Samples received through this port and not yet dropped.
+    /// Whether this port holds its maximum of samples, received and not yet dropped:
+    /// the subscriber holds one reference, each sample one more.
     #[inline]
-    fn held(self: &Arc<Self>) -> usize {
-        // The subscriber holds one reference, each sample one more.
-        Arc::strong_count(self) - 1
+    fn at_max_held(self: &Arc<Self>) -> bool {
+        Arc::strong_count(self) > self.max_held
     }
 }
 
@@ -381,7 +384,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
         if !port.is_own_process() {
             return Err(ReceiveError::ForkedProcess);
         }
-        if port.held() >= port.max_held {
+        if port.at_max_held() {
             return Err(ReceiveError::TooManyHeld { max: port.max_held });
         }
         let seen = port.service.dynamic().publishers_seen().load();
@@ -455,7 +458,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             rotated &= rotated - 1;
             let mut taken = None;
             let mut stray = false;
-            let raw = match d.queue(p, port.slot).pop(queue::BY_CONSUMER, |e| {
+            let raw = match d.queue_to(port.queues, p).pop(queue::BY_CONSUMER, |e| {
                 // One lookup of the chunk for the take, its length and its address.
                 taken = port
                     .pool
@@ -519,7 +522,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
         loop {
             // Only try when something is queued (a claimed entry too: the try finds the
             // claim), or to report TooManyHeld.
-            let worth_trying = self.queued_or_claimed() || self.port.held() >= self.port.max_held;
+            let worth_trying = self.queued_or_claimed() || self.port.at_max_held();
             // Whether this round finds a queue claimed by someone else.
             self.stuck.set(0);
             if worth_trying && let Some(s) = self.receive()? {

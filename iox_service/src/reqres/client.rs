@@ -25,7 +25,7 @@ use super::request_word;
 use super::slots::{self, LivenessClock};
 use super::{PendingResponse, service::MAX_LOANS};
 use crate::doorbell::{Doorbell, Ringer};
-use crate::dynamic::{self, PortHeader};
+use crate::dynamic::{self, PortHeader, QueueRowOffset};
 use crate::port::LoanError;
 use crate::port::{self, PortCreateError, Shared, Side, SlotClaim};
 use crate::queue;
@@ -108,6 +108,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ClientBuilder<Req, Resp> {
             owner,
             max_active: d.regions::<super::layout::ReqResLayout>().max_active,
             service: Arc::clone(&self.service),
+            queues: d.queue_row_offset(slot),
             slot,
             generation,
             doorbell,
@@ -171,6 +172,8 @@ pub(crate) struct ClientPort {
     pin: Option<PoolPin>,
     pub(crate) service: Shared,
     pub(crate) slot: usize,
+    /// Where this slot's request queues to the servers are (checked once, here).
+    queues: QueueRowOffset,
     generation: u64,
     pub(crate) owner: Owner,
     fork_generation: u64,
@@ -273,7 +276,7 @@ impl ClientPort {
         // is a Release store of the write index).
         request_word::open(&words[k], request_word::word(s, generation, seq));
         let entry = queue::entry_of_raw(seq, chunk.raw());
-        let q = d.queue(self.slot, s);
+        let q = d.queue_row_at(self.queues).to(s);
         // SAFETY: as in `fail`.
         if !unsafe { port::send_one(&header.journal, &q, &self.read_cache[s], chunk, self.owner, entry) } {
             words[k].store(0, Ordering::Release);

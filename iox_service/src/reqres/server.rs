@@ -27,7 +27,7 @@ use super::service::MAX_LOANS;
 use super::slots::{self, LivenessClock, Step};
 use crate::Payload;
 use crate::doorbell::{Doorbell, Ringer};
-use crate::dynamic::{self, PortHeader};
+use crate::dynamic::{self, PortHeader, QueueColumnOffset};
 use crate::port::LoanError;
 use crate::port::{self, PortCreateError, Shared, Side, SlotClaim};
 use crate::queue::{self, Popped};
@@ -115,6 +115,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ServerBuilder<Req, Resp> {
             pool: Arc::clone(&s.pool),
             owner,
             service: Arc::clone(&self.service),
+            queues: d.queue_column_offset(slot),
             slot,
             generation,
             doorbell,
@@ -163,6 +164,8 @@ pub(crate) struct ServerPort {
     pin: Option<PoolPin>,
     pub(crate) service: Shared,
     pub(crate) slot: usize,
+    /// Where the request queues from the clients to this slot are (checked once, here).
+    queues: QueueColumnOffset,
     generation: u64,
     pub(crate) owner: Owner,
     fork_generation: u64,
@@ -200,7 +203,7 @@ impl ServerPort {
         let start = self.cursor.get();
         for i in 0..clients {
             let c = (start + i) % clients;
-            let q = d.queue(c, self.slot);
+            let q = d.queue_to(self.queues, c);
             loop {
                 let mut taken = None;
                 let Popped::Took(raw) = q.pop(queue::BY_CONSUMER, |e| {

@@ -476,6 +476,20 @@ impl<'a> Dynamic<'a> {
         self.at(self.layout.publishers + p * 64)
     }
 
+    /// Where publisher slot `p`'s header is, checked: what a publisher works out
+    /// once, at creation, and hands to [`Dynamic::header_at`] on every send.
+    pub(crate) fn publisher_offset(&self, p: usize) -> PortHeaderOffset {
+        assert!(p < self.layout.max_publishers);
+        PortHeaderOffset(self.layout.publishers + p * 64)
+    }
+
+    /// The port header at `at`, which [`Dynamic::publisher_offset`] gave for a view
+    /// of this service (the same layout: a port keeps the offset beside its service).
+    #[inline]
+    pub(crate) fn header_at(&self, at: PortHeaderOffset) -> &'a PortHeader {
+        self.at(at.0)
+    }
+
     pub(crate) fn subscriber(&self, s: usize) -> &'a PortHeader {
         assert!(s < self.layout.max_subscribers);
         self.at(self.layout.subscribers + s * 64)
@@ -493,18 +507,48 @@ impl<'a> Dynamic<'a> {
         self.queue_at(l.queues + pair * l.queue_stride)
     }
 
-    /// The queues from publisher slot `p` to every subscriber slot (what a send
-    /// walks): the row's offset is computed once, each queue of it with one check.
+    /// Where the queues from every publisher slot to subscriber slot `s` (what a
+    /// receive looks at) start, checked: what a subscriber works out once, at
+    /// creation, and hands to [`Dynamic::queue_to`] on every receive.
+    pub(crate) fn queue_column_offset(&self, s: usize) -> QueueColumnOffset {
+        let l = self.layout;
+        assert!(
+            s < l.max_subscribers && l.pairs != 0,
+            "subscriber slot {s} has no queues"
+        );
+        QueueColumnOffset(l.queues + s * l.queue_stride)
+    }
+
+    /// The queue from publisher slot `p` in the column at `column`, which
+    /// [`Dynamic::queue_column_offset`] gave for a view of this service (the same
+    /// layout: a port keeps the offset beside its service).
     #[inline]
-    pub(crate) fn queue_row(&self, p: usize) -> QueueRow<'a> {
+    pub(crate) fn queue_to(&self, column: QueueColumnOffset, p: usize) -> Queue<'a> {
+        let l = self.layout;
+        assert!(p < l.max_publishers, "publisher slot {p} out of range");
+        self.queue_at(column.0 + p * l.queue_row_stride)
+    }
+
+    /// Where the queues from publisher slot `p` to every subscriber slot (what a send
+    /// walks) start, checked: what a publisher works out once, at creation, and hands
+    /// to [`Dynamic::queue_row_at`] on every send.
+    pub(crate) fn queue_row_offset(&self, p: usize) -> QueueRowOffset {
         let l = self.layout;
         assert!(
             p < l.max_publishers && l.pairs != 0,
             "publisher slot {p} has no queues"
         );
+        QueueRowOffset(l.queues + p * l.queue_row_stride)
+    }
+
+    /// The queues at `row`, which [`Dynamic::queue_row_offset`] gave for a view of
+    /// this service (the same layout: a port keeps the offset beside its service).
+    #[inline]
+    pub(crate) fn queue_row_at(&self, row: QueueRowOffset) -> QueueRow<'a> {
+        debug_assert!(row.0 + self.layout.queue_row_stride <= self.layout.len);
         QueueRow {
             d: *self,
-            offset: l.queues + p * l.queue_row_stride,
+            offset: row.0,
         }
     }
 
@@ -552,7 +596,22 @@ impl<'a> Dynamic<'a> {
     }
 }
 
-/// The pair queues of one publisher slot, from [`Dynamic::queue_row`].
+/// Where one port slot's header is in the dynamic segment, checked against the
+/// layout when it was made ([`Dynamic::publisher_offset`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PortHeaderOffset(usize);
+
+/// Where the pair queues to one subscriber slot start in the dynamic segment, checked
+/// against the layout when it was made ([`Dynamic::queue_column_offset`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QueueColumnOffset(usize);
+
+/// Where the pair queues of one publisher slot start in the dynamic segment, checked
+/// against the layout when it was made ([`Dynamic::queue_row_offset`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QueueRowOffset(usize);
+
+/// The pair queues of one publisher slot, from [`Dynamic::queue_row_at`].
 #[derive(Clone, Copy)]
 pub(crate) struct QueueRow<'a> {
     d: Dynamic<'a>,
