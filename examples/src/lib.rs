@@ -69,6 +69,9 @@ pub fn run_publisher(count: u64, period: Duration) -> Result<(), Box<dyn std::er
     let service = readings()?;
     let publisher = service.publisher_builder().create()?;
     let tick = waitset.attach_interval(period)?;
+    if service.port_counts().1 == 0 {
+        println!("publisher: waiting up to 30 s for a subscriber (run `subscriber` in another terminal)");
+    }
     let start = Instant::now();
     let mut seq = 0;
     let mut failure: Option<Box<dyn std::error::Error>> = None;
@@ -154,6 +157,27 @@ pub fn run_subscriber(count: u64) -> Result<(), Box<dyn std::error::Error>> {
         println!("subscriber: termination requested, leaving after {received} readings");
     }
     Ok(())
+}
+
+/// How every example's `main` ends: an error is printed as its message, with the
+/// causes that message does not already say, and the exit code is 1. (A `main`
+/// returning `Result` would print the error's `Debug` form instead, the enum and its
+/// fields, not what to do about it.)
+pub fn exit_with(result: Result<(), Box<dyn std::error::Error>>) -> std::process::ExitCode {
+    let Err(e) = result else {
+        return std::process::ExitCode::SUCCESS;
+    };
+    let message = e.to_string();
+    eprintln!("error: {message}");
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !message.contains(&cause_text) {
+            eprintln!("  caused by: {cause_text}");
+        }
+        source = cause.source();
+    }
+    std::process::ExitCode::FAILURE
 }
 
 /// `--count N` from the command line, or `default`.

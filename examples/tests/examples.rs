@@ -37,19 +37,38 @@ fn pubsub_moves_readings_between_two_processes() {
 /// the service's files go with its ports.
 #[test]
 fn sigterm_stops_a_waiting_subscriber_cleanly() {
+    sigterm_stops_cleanly(
+        env!("CARGO_BIN_EXE_subscriber"),
+        "subscriber: waiting for readings",
+    );
+}
+
+/// A publisher with no subscriber says that it waits (and for what), and SIGTERM
+/// stops it as cleanly.
+#[test]
+fn a_publisher_without_subscriber_says_it_waits() {
+    sigterm_stops_cleanly(
+        env!("CARGO_BIN_EXE_publisher"),
+        "publisher: waiting up to 30 s for a subscriber (run `subscriber` in another terminal)",
+    );
+}
+
+/// Starts `exe` alone in its own root, expects `first` as its first line (printed
+/// once its WaitSet and signal handling are set up), sends it SIGTERM, and expects a
+/// clean exit: status 0, "termination requested", no file left.
+fn sigterm_stops_cleanly(exe: &str, first: &str) {
     use std::io::{BufRead, BufReader};
     use std::time::{Duration, Instant};
     const LIMIT: Duration = Duration::from_secs(60);
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_subscriber"))
+    let mut child = Command::new(exe)
         .args(["--count", "1000000"])
         .env("IOX_ROOT", dir.path())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let child = &mut child;
-    // Its first line says it waits (the WaitSet and its signal handling are set up);
-    // read on a thread so that a silent child fails the test instead of hanging it.
+    // Read on a thread so that a silent child fails the test instead of hanging it.
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
@@ -57,10 +76,10 @@ fn sigterm_stops_a_waiting_subscriber_cleanly() {
         let _ = tx.send(lines.next());
         lines.map_while(Result::ok).collect::<Vec<_>>()
     });
-    let first = rx.recv_timeout(LIMIT);
-    if !matches!(&first, Ok(Some(Ok(l))) if l == "subscriber: waiting for readings") {
+    let got = rx.recv_timeout(LIMIT);
+    if !matches!(&got, Ok(Some(Ok(l))) if l == first) {
         let _ = child.kill();
-        panic!("unexpected start: {first:?}");
+        panic!("unexpected start of {exe}: {got:?}");
     }
     let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
@@ -71,7 +90,7 @@ fn sigterm_stops_a_waiting_subscriber_cleanly() {
         }
         if start.elapsed() > LIMIT {
             let _ = child.kill();
-            panic!("the subscriber did not stop on SIGTERM");
+            panic!("{exe} did not stop on SIGTERM");
         }
         std::thread::sleep(Duration::from_millis(5));
     };
@@ -86,6 +105,28 @@ fn sigterm_stops_a_waiting_subscriber_cleanly() {
         0,
         "files left behind"
     );
+}
+
+/// An example that fails prints the error's message (what to do), not its `Debug`
+/// form, and exits 1: here a root that is a file.
+#[test]
+fn a_failing_example_prints_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-directory");
+    std::fs::write(&file, b"").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_subscriber"))
+        .env("IOX_ROOT", &file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(
+        stderr.contains("is not a directory: set IOX_ROOT to a directory"),
+        "{stderr}"
+    );
+    // No `Debug` form: no enum variant with its fields.
+    assert!(!stderr.contains('{'), "{stderr}");
 }
 
 #[test]

@@ -311,6 +311,13 @@ impl PySubscriber {
     fn pending(&self) -> usize {
         self.lock().pending()
     }
+    /// Samples this subscriber missed since it was created because its queue was
+    /// full when a publisher sent (the oldest dropped under `Overflow.DROP_OLDEST`, the
+    /// default; the new one refused under `Overflow.REJECT`). A publisher's `send`
+    /// still returns the subscribers it reached: this count is where loss shows.
+    fn missed(&self) -> u64 {
+        self.lock().missed()
+    }
     /// Waits up to `timeout` seconds until `n` publishers are connected; returns how many are.
     fn wait_for_publishers(&self, py: Python<'_>, n: usize, timeout: f64) -> PyResult<usize> {
         let t = Duration::from_secs_f64(timeout.max(0.0));

@@ -113,3 +113,29 @@ def test_sigkilled_subscriber_holding_samples(root):
         pub.send(np.full(1024, i, np.uint8))
         assert sub.receive(timeout=1.0).array[0] == i
     assert in_use(root) == baseline
+
+
+def test_samples_dropped_for_a_full_buffer_are_counted(root):
+    """A publisher in another process sends 20 samples into a buffer of 4 before the
+    subscriber reads: every `send` reports 1 subscriber reached, the subscriber gets the
+    last 4, and `missed()` says 16 were dropped for it."""
+    svc = (iox.Service("py/missed").publish_subscribe(np.uint32)
+           .subscriber_buffer(4).open_or_create())
+    sub = svc.subscriber()
+    assert sub.missed() == 0
+    child = spawn_python("""
+        import iox, numpy as np, sys
+        svc = iox.Service("py/missed").publish_subscribe(np.uint32).open()
+        pub = svc.publisher()
+        assert pub.wait_for_subscribers(1, 10.0) >= 1
+        print(sum(pub.send(np.uint32(i)) for i in range(20)), flush=True)
+        sys.stdin.readline()  # the publisher lives until the parent has read
+    """, stdin=subprocess.PIPE)
+    assert int(child.stdout.readline().strip()) == 20  # each send reached the subscriber
+    got = []
+    while (s := sub.receive()) is not None:
+        got.append(int(s.array))
+    assert got == [16, 17, 18, 19]
+    assert sub.missed() == 16
+    out, err = child.communicate(input="done\n", timeout=30)
+    assert child.returncode == 0, err

@@ -47,7 +47,11 @@ fn publish(count: u64) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    iox_examples::exit_with(run())
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let count = iox_examples::count_arg(50);
     if std::env::args().any(|a| a == "--publish") {
         return publish(count);

@@ -7,7 +7,11 @@
 use std::process::Command;
 use std::time::Duration;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    iox_examples::exit_with(run())
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let count = iox_examples::count_arg(10);
     let args: Vec<String> = std::env::args().collect();
     match args
