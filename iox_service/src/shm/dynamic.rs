@@ -416,7 +416,10 @@ impl<'a> Dynamic<'a> {
     fn at<T>(&self, offset: usize) -> &'a T {
         debug_assert!(offset + size_of::<T>() <= self.layout.len);
         // SAFETY: every caller passes an offset computed by DynamicLayout (or the
-        // pattern's part of it) for an index it bounds-checked, so the T lies inside the mapping, which the DynamicSegment
+        // pattern's part of it) for an index it bounds-checked, or kept from such a
+        // computation for this same service (`PortHeaderOffset`, `QueueRowOffset`,
+        // `QueueColumnOffset`, made only by their checked constructors here, and kept
+        // by a port beside its service), so the T lies inside the mapping, which the DynamicSegment
         // this view borrows from checked is at least layout.len long and keeps mapped; offsets
         // are multiples of T's alignment on a page-aligned mapping; T is made of
         // atomics only, valid for any bytes and shareable between processes.
@@ -472,8 +475,7 @@ impl<'a> Dynamic<'a> {
     }
 
     pub(crate) fn publisher(&self, p: usize) -> &'a PortHeader {
-        assert!(p < self.layout.max_publishers);
-        self.at(self.layout.publishers + p * 64)
+        self.header_at(self.publisher_offset(p))
     }
 
     /// Where publisher slot `p`'s header is, checked: what a publisher works out
