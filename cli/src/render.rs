@@ -4,7 +4,7 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use iox_service::inspect::{Health, PortCount, RootInfo, ServiceInfo};
-use iox_service::{CleanupReport, MessagingPattern};
+use iox_service::{CleanupReport, MessagingPattern, PatternConfig};
 
 fn health(s: &ServiceInfo) -> &'static str {
     match s.health {
@@ -43,19 +43,20 @@ pub fn list(all: &RootInfo) -> String {
         .services
         .iter()
         .map(|s| {
-            let (pattern, payload, memory) = match &s.config {
-                Some(c) if c.pattern == MessagingPattern::Event => (
-                    format!("{:?}", c.pattern),
-                    c.event
-                        .map_or("?".into(), |e| format!("ids 0..={}", e.event_id_max)),
+            let (pattern, payload, memory) = match s.config.as_ref().map(|c| (c, &c.pattern)) {
+                Some((_, PatternConfig::Event(e))) => (
+                    format!("{:?}", MessagingPattern::Event),
+                    format!("ids 0..={}", e.event_id_max),
                     "-".into(),
                 ),
-                Some(c) => (
-                    format!("{:?}", c.pattern),
-                    match &c.request_response {
-                        Some(r) => format!("{} -> {}", c.payload, r.response),
-                        None => c.payload.to_string(),
-                    },
+                Some((c, PatternConfig::RequestResponse(r))) => (
+                    format!("{:?}", c.messaging_pattern()),
+                    format!("{} -> {}", c.payload, r.response),
+                    c.memory_type.to_string(),
+                ),
+                Some((c, _)) => (
+                    format!("{:?}", c.messaging_pattern()),
+                    c.payload.to_string(),
                     c.memory_type.to_string(),
                 ),
                 None => ("?".into(), "?".into(), "?".into()),
@@ -124,7 +125,7 @@ pub fn show(s: &ServiceInfo) -> String {
     for p in &s.problems {
         let _ = writeln!(out, "          problem: {p}");
     }
-    let event = s.config.as_ref().and_then(|c| c.event);
+    let event = s.config.as_ref().and_then(|c| c.event().copied());
     if let (Some(c), Some(e)) = (&s.config, event) {
         let id = |i: Option<u32>| i.map_or("-".to_string(), |i| i.to_string());
         let _ = writeln!(out, "pattern   event, ids 0..={}", e.event_id_max);
@@ -138,12 +139,12 @@ pub fn show(s: &ServiceInfo) -> String {
         let _ = writeln!(
             out,
             "limits    {} notifiers, {} listeners",
-            c.max_publishers, c.max_subscribers
+            e.max_notifiers, e.max_listeners
         );
         let _ = writeln!(out, "mode      {:o}", c.permissions);
     } else if let Some(c) = &s.config {
         let _ = writeln!(out, "payload   {}", c.payload);
-        if let Some(r) = &c.request_response {
+        if let Some(r) = c.request_response() {
             let _ = writeln!(out, "response  {}", r.response);
             let in_flight: u64 = s
                 .ports
@@ -154,26 +155,24 @@ pub fn show(s: &ServiceInfo) -> String {
             let _ = writeln!(
                 out,
                 "limits    {} clients, {} servers, {} active requests per client, response buffer {}",
-                c.max_publishers, c.max_subscribers, c.subscriber_buffer, r.max_response_buffer
+                r.max_clients, r.max_servers, r.max_active_requests_per_client, r.max_response_buffer
             );
             let _ = writeln!(out, "requests  {in_flight} in flight");
         }
         let _ = writeln!(out, "memory    {}", c.memory_type);
-        let _ = if c.request_response.is_some() {
-            Ok(())
-        } else {
-            writeln!(
+        if let Some(p) = c.publish_subscribe() {
+            let _ = writeln!(
                 out,
                 "limits    {} publishers, {} subscribers, buffer {}, {} loans, {} held, overflow {:?}, history {}",
-                c.max_publishers,
-                c.max_subscribers,
-                c.subscriber_buffer,
-                c.max_loans,
-                c.max_held,
-                c.overflow,
-                c.history
-            )
-        };
+                p.max_publishers,
+                p.max_subscribers,
+                p.subscriber_buffer,
+                p.max_loans,
+                p.max_held,
+                p.overflow,
+                p.history
+            );
+        }
         let _ = writeln!(out, "mode      {:o}", c.permissions);
         let _ = match c.backing {
             iox_service::PayloadBacking::File => writeln!(out, "backing   file ({}.pool)", s.stem),

@@ -132,7 +132,7 @@ fn show_and_list_describe_notifiers_listeners_and_pending_ids() {
     let ports = v["ports"].as_array().unwrap();
     let l = ports.iter().find(|p| p["kind"] == "listener").unwrap();
     assert_eq!(l["pending_ids"], serde_json::json!([3, 5]));
-    assert_eq!(v["config"]["event"]["event_id_max"], 31);
+    assert_eq!(v["config"]["pattern"]["Event"]["event_id_max"], 31);
 
     let out = iox(root, &["list"]);
     let line = text(&out)

@@ -467,9 +467,9 @@ fn read_ports(d: Dynamic<'_>, alive: &mut Alive, info: &mut ServiceInfo) {
     let l = *d.layout();
     let parts = l.pattern.parts();
     let (sender, receiver) = parts.port_names();
-    let ports = (0..l.max_publishers)
+    let ports = (0..l.sending)
         .map(|p| (Side::Sending, p, d.publisher(p)))
-        .chain((0..l.max_subscribers).map(|s| (Side::Receiving, s, d.subscriber(s))));
+        .chain((0..l.receiving).map(|s| (Side::Receiving, s, d.subscriber(s))));
     for (side, slot, h) in ports {
         let node = h.node.load(Ordering::Acquire);
         if node == 0 {

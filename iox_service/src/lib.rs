@@ -93,8 +93,8 @@ pub use sample::{DevicePtrError, Sample, SampleMut, SampleMutUninit};
 pub use service::{CreateError, OpenError, OpenOrCreateError, RootError, Service};
 pub use shm::dynamic::Corruption;
 pub use static_config::{
-    ConfigError, EventConfig, InvalidConfig, MessagingPattern, Overflow, PayloadBacking,
-    RequestResponseConfig, StaticConfig,
+    ConfigError, EventConfig, InvalidConfig, MessagingPattern, Overflow, PatternConfig, PayloadBacking,
+    PortLimits, PubSubConfig, RequestResponseConfig, StaticConfig,
 };
 pub use subscriber::{ReceiveError, Subscriber, SubscriberBuilder};
 pub use waitset::{

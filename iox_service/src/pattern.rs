@@ -25,7 +25,7 @@ pub(crate) use crate::port::Side;
 use crate::pubsub::layout::PubSubLayout;
 use crate::recovery::{CleanupReport, Liveness};
 use crate::reqres::layout::ReqResLayout;
-use crate::static_config::{MessagingPattern, StaticConfig};
+use crate::static_config::{PatternConfig, StaticConfig};
 
 /// What a port has waiting for it or in flight, for tools.
 #[derive(Debug, Default)]
@@ -77,10 +77,10 @@ impl PatternLayout {
     /// pair queues (or none) and answering where they end, which is where the
     /// pattern's regions begin.
     pub(crate) fn new(c: &StaticConfig, place_pairs: impl FnOnce(bool) -> usize) -> Self {
-        match c.pattern {
-            MessagingPattern::PublishSubscribe => Self::PublishSubscribe(PubSubLayout::new(c, place_pairs)),
-            MessagingPattern::Event => Self::Event(EventLayout::new(c, place_pairs)),
-            MessagingPattern::RequestResponse => Self::RequestResponse(ReqResLayout::new(c, place_pairs)),
+        match &c.pattern {
+            PatternConfig::PublishSubscribe(p) => Self::PublishSubscribe(PubSubLayout::new(p, place_pairs)),
+            PatternConfig::Event(e) => Self::Event(EventLayout::new(e, place_pairs)),
+            PatternConfig::RequestResponse(r) => Self::RequestResponse(ReqResLayout::new(r, place_pairs)),
         }
     }
 

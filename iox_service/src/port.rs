@@ -11,7 +11,7 @@
 //! creation runs first.
 //!
 //! Owner bits: publisher slot `p` holds chunks under owner `p`, subscriber slot `s`
-//! under owner `max_publishers + s` (so a service has at most 47 ports).
+//! under owner `sending + s` (so a service has at most 47 ports).
 
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
@@ -178,7 +178,7 @@ pub(crate) fn check_own_process(service: &ServiceShared) -> Result<(), PortCreat
 
 /// Which slots of a service a port takes: the sending side's (publishers, notifiers,
 /// clients; owner bit = slot) or the receiving side's (subscribers, listeners,
-/// servers; owner bit = `max_publishers + slot`).
+/// servers; owner bit = `sending + slot`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Side {
     /// The publisher slots.
@@ -217,17 +217,12 @@ impl<'a> SlotClaim<'a> {
         let d = service.dynamic();
         let l = d.layout();
         let (slot, generation) = match side {
-            Side::Sending => claim(
-                service,
-                (0..l.max_publishers).map(|p| d.publisher(p)),
-                kind,
-                l.max_publishers,
-            )?,
+            Side::Sending => claim(service, (0..l.sending).map(|p| d.publisher(p)), kind, l.sending)?,
             Side::Receiving => claim(
                 service,
-                (0..l.max_subscribers).map(|s| d.subscriber(s)),
+                (0..l.receiving).map(|s| d.subscriber(s)),
                 kind,
-                l.max_subscribers,
+                l.receiving,
             )?,
         };
         Ok(Self {
@@ -248,7 +243,7 @@ impl<'a> SlotClaim<'a> {
     pub(crate) fn owner(&self) -> Owner {
         match self.side {
             Side::Sending => publisher_owner(self.slot),
-            Side::Receiving => subscriber_owner(self.service.dynamic().layout().max_publishers, self.slot),
+            Side::Receiving => subscriber_owner(self.service.dynamic().layout().sending, self.slot),
         }
     }
 
@@ -402,13 +397,12 @@ pub(crate) fn free(header: &PortHeader, generation: u64) {
 
 /// The owner bit of publisher slot `p`.
 pub(crate) fn publisher_owner(p: usize) -> Owner {
-    Owner::new(p as u32).expect("max_publishers + max_subscribers <= MAX_OWNERS (checked config)")
+    Owner::new(p as u32).expect("sending + receiving slots <= MAX_OWNERS (checked config)")
 }
 
-/// The owner bit of subscriber slot `s` in a service with `max_publishers`.
-pub(crate) fn subscriber_owner(max_publishers: usize, s: usize) -> Owner {
-    Owner::new((max_publishers + s) as u32)
-        .expect("max_publishers + max_subscribers <= MAX_OWNERS (checked config)")
+/// The owner bit of subscriber slot `s` in a service with `sending` sending slots.
+pub(crate) fn subscriber_owner(sending: usize, s: usize) -> Owner {
+    Owner::new((sending + s) as u32).expect("sending + receiving slots <= MAX_OWNERS (checked config)")
 }
 
 /// Moves the hold of queue entry `entry` on its chunk to `owner` (a consumer taking
@@ -426,7 +420,7 @@ pub(crate) fn take_entry(pool: &Bookkeeping, entry: u64, owner: Owner) -> Option
 /// is taking right now stay for them. What a new receiver does before it activates
 /// (a previous owner's leftovers are not for it) and a closing one after.
 pub(crate) fn drain_receiver_queues(d: Dynamic<'_>, pool: &Bookkeeping, slot: usize, owner: Owner) {
-    for p in 0..d.layout().max_publishers {
+    for p in 0..d.layout().sending {
         drain_queue(&d.queue(p, slot), queue::BY_CONSUMER, pool, owner);
     }
 }

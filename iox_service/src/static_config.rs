@@ -15,19 +15,23 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::PayloadType;
+pub use crate::event::config::EventConfig;
+pub use crate::pubsub::config::{Overflow, PubSubConfig};
+pub use crate::reqres::config::RequestResponseConfig;
 
 /// Version of the static config format this iox writes and reads.
-pub const CONFIG_VERSION: u32 = 2;
+pub const CONFIG_VERSION: u32 = 3;
 /// Largest static config file accepted.
 pub const MAX_CONFIG_LEN: u64 = 64 * 1024;
-/// Most publishers a service may allow. The real rule is [`MAX_PORTS`]: publishers +
-/// subscribers <= 47, so one kind alone is at most 46 (the other needs one port).
-pub const MAX_PUBLISHERS: u32 = 46;
-/// Most subscribers a service may allow (publishers + subscribers <= [`MAX_PORTS`]).
-pub const MAX_SUBSCRIBERS: u32 = 46;
-/// Most ports (publishers + subscribers) a service may allow: each port slot is one
-/// owner bit in every chunk's 64-bit ownership word (47 bits, see
-/// `iox_mempool::owners`).
+/// Most sending ports (publishers, notifiers, clients) a service may allow. The real
+/// rule is [`MAX_PORTS`]: sending + receiving <= 47, so one kind alone is at most 46
+/// (the other needs one port).
+pub const MAX_SENDING_PORTS: u32 = 46;
+/// Most receiving ports (subscribers, listeners, servers) a service may allow
+/// (sending + receiving <= [`MAX_PORTS`]).
+pub const MAX_RECEIVING_PORTS: u32 = 46;
+/// Most ports (sending + receiving) a service may allow: each port slot is one owner
+/// bit in every chunk's 64-bit ownership word (47 bits, see `iox_mempool::owners`).
 pub const MAX_PORTS: u32 = iox_mempool::owners::MAX_OWNERS;
 /// Largest subscriber buffer (queue entries per publisher-subscriber pair).
 pub const MAX_BUFFER: u32 = 1 << 16;
@@ -68,113 +72,120 @@ impl std::fmt::Display for MessagingPattern {
     }
 }
 
-/// What a publisher does when a subscriber's buffer is full. Either way the loss is
-/// counted for that subscriber ([`crate::Subscriber::missed`], `iox show`), and a
-/// `send` returns how many subscribers it reached.
-///
-/// iox has no policy that blocks the publisher. A service without loss for its one
-/// subscriber rejects, and the publisher sends again once the subscriber made room:
-///
-/// ```
-/// # let dir = tempfile::tempdir().unwrap();
-/// use iox_service::{Overflow, SendError, Service};
-/// let svc = Service::named("doc/lossless")?
-///     .root(dir.path())
-///     .publish_subscribe::<u64>()
-///     .subscriber_buffer(2)
-///     .overflow(Overflow::Reject)
-///     .create()?;
-/// let subscriber = svc.subscriber_builder().create()?;
-/// let publisher = svc.publisher_builder().create()?;
-/// let mut received = Vec::new();
-/// for i in 0..5u64 {
-///     loop {
-///         match publisher.loan_uninit()?.write_payload(i).send() {
-///             Ok(_) => break,
-///             // Full: nothing was delivered; make room (here: read), then send again.
-///             Err(SendError::QueueFull { delivered: 0, .. }) => {
-///                 received.push(*subscriber.receive()?.expect("the full buffer has one"));
-///             }
-///             Err(e) => return Err(e.into()),
-///         }
-///     }
-/// }
-/// while let Some(s) = subscriber.receive()? {
-///     received.push(*s);
-/// }
-/// assert_eq!(received, [0, 1, 2, 3, 4]); // none lost
-/// assert_eq!(subscriber.missed(), 3); // the refused sends of 2, 3 and 4, each sent again
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub enum Overflow {
-    /// Drop that subscriber's oldest sample (its chunk returns to the pool).
-    #[default]
-    DropOldest,
-    /// Do not deliver to that subscriber; `send` reports it.
-    Reject,
-}
-
-/// Everything fixed about a service, as stored in its static config file.
+/// Everything fixed about a service, as stored in its static config file: what
+/// every service has (name, payload, pool, permissions), and its pattern's section
+/// ([`PatternConfig`]), which holds the pattern's port limits under the pattern's own
+/// names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StaticConfig {
     /// Format version ([`CONFIG_VERSION`]).
     pub version: u32,
     /// The service name.
     pub name: String,
-    /// The messaging pattern.
-    pub pattern: MessagingPattern,
-    /// The payload carried.
+    /// The messaging pattern and what it fixes.
+    pub pattern: PatternConfig,
+    /// The payload carried (a request-response service's request; an event service
+    /// carries none).
     pub payload: PayloadType,
     /// The pool's memory type.
     pub memory_type: MemoryType,
     /// The pool's size classes.
     pub layout: PoolLayout,
-    /// Most publishers at once.
-    pub max_publishers: u32,
-    /// Most subscribers at once.
-    pub max_subscribers: u32,
-    /// Samples queued per publisher-subscriber pair before overflow.
-    pub subscriber_buffer: u32,
-    /// Samples one publisher may loan at once.
-    pub max_loans: u32,
-    /// Samples one subscriber may hold at once.
-    pub max_held: u32,
-    /// Full-buffer policy.
-    pub overflow: Overflow,
-    /// Samples each publisher keeps for subscribers that connect later (0 = none; at
-    /// most `subscriber_buffer`). Absent from the file when 0, so files written before
-    /// history existed read as history 0 and a service without history writes the
-    /// same text as before.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub history: u32,
     /// Unix permissions of the service's files.
     pub permissions: u32,
     /// Where the pool's payload lives.
     pub backing: PayloadBacking,
     /// Creation time, nanoseconds since the Unix epoch.
     pub created_unix_ns: u64,
-    /// Event services only (pattern [`MessagingPattern::Event`]): the event id range
-    /// and the port lifecycle events. Absent from the file of other services, so their
-    /// static configs are unchanged.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub event: Option<EventConfig>,
-    /// Request-response services only (pattern [`MessagingPattern::RequestResponse`]):
-    /// the response payload and buffer. Absent from the file of other services.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request_response: Option<RequestResponseConfig>,
 }
 
-/// What a request-response service fixes beyond the limits every service has. Its
-/// `payload` is the request type, `max_publishers` its maximum of clients,
-/// `max_subscribers` its maximum of servers (they use those port slots) and
-/// `subscriber_buffer` its maximum of active requests per client.
+/// A service's pattern and its section of the static config: its port limits, named
+/// as the pattern names its ports, and what else the pattern fixes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RequestResponseConfig {
-    /// The response payload.
-    pub response: PayloadType,
-    /// Responses queued per request before the server's send waits for the client.
-    pub max_response_buffer: u32,
+#[non_exhaustive]
+pub enum PatternConfig {
+    /// Publishers and subscribers.
+    PublishSubscribe(PubSubConfig),
+    /// Notifiers and listeners.
+    Event(EventConfig),
+    /// Clients and servers.
+    RequestResponse(RequestResponseConfig),
+}
+
+impl PatternConfig {
+    /// Which pattern this is.
+    pub fn kind(&self) -> MessagingPattern {
+        match self {
+            Self::PublishSubscribe(_) => MessagingPattern::PublishSubscribe,
+            Self::Event(_) => MessagingPattern::Event,
+            Self::RequestResponse(_) => MessagingPattern::RequestResponse,
+        }
+    }
+
+    /// What the core sizes the service's dynamic segment for.
+    pub fn port_limits(&self) -> PortLimits {
+        match self {
+            Self::PublishSubscribe(p) => p.port_limits(),
+            Self::Event(e) => e.port_limits(),
+            Self::RequestResponse(r) => r.port_limits(),
+        }
+    }
+}
+
+/// What the core (port slots, pair queues, owner bits, the dynamic header) sizes a
+/// service for, whatever its pattern: each pattern's section says it
+/// ([`PatternConfig::port_limits`]) from its own limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortLimits {
+    /// Sending port slots (publishers, notifiers, clients).
+    pub sending: u32,
+    /// Receiving port slots (subscribers, listeners, servers).
+    pub receiving: u32,
+    /// Entries of each (sending, receiving) pair queue; 0 for a pattern without pair
+    /// queues.
+    pub queue_depth: u32,
+    /// Chunks one sending port may loan at once (0 for a pattern without payload).
+    pub max_loans: u32,
+    /// Chunks one receiving port may hold at once (0 for a pattern that does not
+    /// bound it per port).
+    pub max_held: u32,
+}
+
+impl StaticConfig {
+    /// Which pattern the service has.
+    pub fn messaging_pattern(&self) -> MessagingPattern {
+        self.pattern.kind()
+    }
+
+    /// What the core sizes the service's dynamic segment for.
+    pub fn port_limits(&self) -> PortLimits {
+        self.pattern.port_limits()
+    }
+
+    /// The publish-subscribe section, if the service is one.
+    pub fn publish_subscribe(&self) -> Option<&PubSubConfig> {
+        match &self.pattern {
+            PatternConfig::PublishSubscribe(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The event section, if the service is one.
+    pub fn event(&self) -> Option<&EventConfig> {
+        match &self.pattern {
+            PatternConfig::Event(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The request-response section, if the service is one.
+    pub fn request_response(&self) -> Option<&RequestResponseConfig> {
+        match &self.pattern {
+            PatternConfig::RequestResponse(r) => Some(r),
+            _ => None,
+        }
+    }
 }
 
 /// Most responses queued per request (`max_response_buffer`).
@@ -183,25 +194,6 @@ pub const MAX_RESPONSE_BUFFER: u32 = 4096;
 /// Largest `event_id_max` a service may have: each listener has one pending bit per
 /// id in the dynamic segment (8 KiB per listener at this maximum).
 pub const MAX_EVENT_ID: u32 = 65_535;
-
-/// What an event service fixes beyond the limits every service has. In an event
-/// service, `max_publishers` is its maximum of notifiers and `max_subscribers` its
-/// maximum of listeners (they use those port slots).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EventConfig {
-    /// The largest event id: ids are `0..=event_id_max`.
-    pub event_id_max: u32,
-    /// Emitted to the listeners when a notifier is created.
-    pub notifier_created_event: Option<u32>,
-    /// Emitted to the listeners when a notifier is dropped.
-    pub notifier_dropped_event: Option<u32>,
-    /// Emitted to the listeners by whichever process recovers a dead notifier.
-    pub notifier_dead_event: Option<u32>,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
-}
 
 /// Where a service's pool payload lives, as recorded in its static config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -256,7 +248,10 @@ pub enum ConfigError {
         message: String,
     },
     /// Written by an incompatible iox.
-    #[error("{} has format version {found}; this iox reads version {CONFIG_VERSION}", path.display())]
+    #[error(
+        "{} has format version {found}; this iox reads version {CONFIG_VERSION} (the service was created by another iox version: once the programs using it have stopped, `iox clean` removes it)",
+        path.display()
+    )]
     UnsupportedVersion {
         /// The file.
         path: PathBuf,
@@ -313,9 +308,13 @@ pub enum InvalidConfig {
     },
     /// More ports than chunk owner bits.
     #[error(
-        "max_publishers + max_subscribers is {ports}; publishers + subscribers <= {max} per service (each port is one owner bit in a chunk's ownership word)"
+        "{sending} + {receiving} is {ports}; at most {max} ports per service (each port is one owner bit in a chunk's ownership word)"
     )]
     TooManyPorts {
+        /// The pattern's name of its sending-port limit.
+        sending: &'static str,
+        /// The pattern's name of its receiving-port limit.
+        receiving: &'static str,
         /// The sum asked for.
         ports: u32,
         /// The limit.
@@ -323,9 +322,11 @@ pub enum InvalidConfig {
     },
     /// Too many queue slots in the dynamic segment.
     #[error(
-        "max_publishers x max_subscribers x subscriber_buffer is {slots}; at most {max} queue slots per service (8 bytes each in the dynamic segment)"
+        "{product} is {slots}; at most {max} queue slots per service (8 bytes each in the dynamic segment)"
     )]
     TooManyQueueSlots {
+        /// The limits multiplied, by name.
+        product: &'static str,
         /// The product asked for.
         slots: u64,
         /// The limit.
@@ -354,15 +355,6 @@ pub enum InvalidConfig {
         /// The subscriber buffer.
         buffer: u32,
     },
-    /// A history on a service of another pattern than publish-subscribe (only
-    /// publishers keep one).
-    #[error("history is {history}, but a {pattern} service keeps none; history is for publish-subscribe")]
-    HistoryOfOtherPattern {
-        /// The history in the config.
-        history: u32,
-        /// The service's pattern.
-        pattern: MessagingPattern,
-    },
     /// Permissions outside 0o777 or without owner read-write.
     #[error("permissions {0:#o} must be bits of 0o777 including 0o600")]
     Permissions(u32),
@@ -389,23 +381,6 @@ pub enum InvalidConfig {
         memfd: u64,
         /// The payload's length.
         payload: usize,
-    },
-    /// An event service without its event section, or another service with one.
-    #[error("pattern {pattern} {}", if *has_event { "must not have an event section" } else { "needs an event section (event_id_max and the lifecycle events)" })]
-    EventSection {
-        /// The pattern recorded.
-        pattern: MessagingPattern,
-        /// Whether an event section is there.
-        has_event: bool,
-    },
-    /// A request-response service without its request-response section, or another
-    /// service with one.
-    #[error("pattern {pattern} {}", if *present { "must not have a request_response section" } else { "needs a request_response section (response payload and buffer)" })]
-    RequestResponseSection {
-        /// The pattern recorded.
-        pattern: MessagingPattern,
-        /// Whether the section is there.
-        present: bool,
     },
     /// An event id setting above `event_id_max`, or `event_id_max` above
     /// [`MAX_EVENT_ID`].
@@ -438,76 +413,77 @@ impl InvalidConfig {
     }
 }
 
+/// `Ok` when `value` is in `1..=max`; the [`InvalidConfig::Limit`] naming it otherwise.
+pub(crate) fn bound(
+    what: &'static str,
+    value: u32,
+    max: u32,
+    rule: &'static str,
+) -> Result<(), InvalidConfig> {
+    if value == 0 || value > max {
+        Err(InvalidConfig::Limit {
+            what,
+            value,
+            max,
+            rule,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// The port limits every pattern has, under the pattern's names (`sending`,
+/// `receiving`): each in `1..=46`, and together at most [`MAX_PORTS`]. `rule` says
+/// that in the pattern's words (starts with "; ").
+pub(crate) fn check_ports(
+    (sending, receiving): (&'static str, &'static str),
+    s: u32,
+    r: u32,
+    rule: &'static str,
+) -> Result<(), InvalidConfig> {
+    bound(sending, s, MAX_SENDING_PORTS, rule)?;
+    bound(receiving, r, MAX_RECEIVING_PORTS, rule)?;
+    if s + r > MAX_PORTS {
+        return Err(InvalidConfig::TooManyPorts {
+            sending,
+            receiving,
+            ports: s + r,
+            max: MAX_PORTS,
+        });
+    }
+    Ok(())
+}
+
+/// `Ok` when a payload of `payload`'s element size and alignment fits `layout`.
+pub(crate) fn check_payload(payload: &PayloadType, layout: &PoolLayout) -> Result<(), InvalidConfig> {
+    let (size, align) = (payload.element_size(), payload.alignment());
+    if !align.is_power_of_two() || align > layout.alignment() {
+        return Err(InvalidConfig::PayloadAlignment {
+            align,
+            pool: layout.alignment(),
+        });
+    }
+    if size > layout.max_chunk_size() {
+        return Err(InvalidConfig::PayloadSize {
+            size,
+            chunk: layout.max_chunk_size(),
+        });
+    }
+    Ok(())
+}
+
 impl StaticConfig {
-    /// Checks every bound a reader relies on.
+    /// Checks every bound a reader relies on: the pattern's section checks its own
+    /// limits (under its own names), then what every service has.
     pub fn check(&self) -> Result<(), InvalidConfig> {
-        let bound = |what: &'static str, value: u32, max: u32, rule: &'static str| {
-            if value == 0 || value > max {
-                Err(InvalidConfig::Limit {
-                    what,
-                    value,
-                    max,
-                    rule,
-                })
-            } else {
-                Ok(())
-            }
-        };
         crate::ServiceName::new(&self.name)?;
-        let ports_rule = "; publishers + subscribers <= 47 per service (each port is one owner bit in a chunk's ownership word)";
-        bound("max_publishers", self.max_publishers, MAX_PUBLISHERS, ports_rule)?;
-        bound(
-            "max_subscribers",
-            self.max_subscribers,
-            MAX_SUBSCRIBERS,
-            ports_rule,
-        )?;
-        bound(
-            "subscriber_buffer",
-            self.subscriber_buffer,
-            MAX_BUFFER,
-            "; a publisher-subscriber queue has at most 65536 entries",
-        )?;
-        let outstanding_rule = "; at most 256 samples loaned per publisher or held per subscriber (each counts into the pool's size)";
-        bound("max_loans", self.max_loans, MAX_OUTSTANDING, outstanding_rule)?;
-        bound("max_held", self.max_held, MAX_OUTSTANDING, outstanding_rule)?;
-        if self.history != 0 && self.pattern != MessagingPattern::PublishSubscribe {
-            return Err(InvalidConfig::HistoryOfOtherPattern {
-                history: self.history,
-                pattern: self.pattern,
-            });
-        }
-        if self.history > self.subscriber_buffer {
-            return Err(InvalidConfig::History {
-                history: self.history,
-                buffer: self.subscriber_buffer,
-            });
-        }
-        let ports = self.max_publishers + self.max_subscribers;
-        if ports > MAX_PORTS {
-            return Err(InvalidConfig::TooManyPorts {
-                ports,
-                max: MAX_PORTS,
-            });
-        }
-        let slots = u64::from(self.max_publishers)
-            * u64::from(self.max_subscribers)
-            * u64::from(self.subscriber_buffer);
-        if slots > MAX_QUEUE_SLOTS {
-            return Err(InvalidConfig::TooManyQueueSlots {
-                slots,
-                max: MAX_QUEUE_SLOTS,
-            });
+        match &self.pattern {
+            PatternConfig::PublishSubscribe(p) => p.check()?,
+            PatternConfig::Event(e) => e.check()?,
+            PatternConfig::RequestResponse(r) => r.check(&self.layout)?,
         }
         if self.permissions & !0o777 != 0 || self.permissions & 0o600 != 0o600 {
             return Err(InvalidConfig::Permissions(self.permissions));
-        }
-        let (size, align) = (self.payload.element_size(), self.payload.alignment());
-        if !align.is_power_of_two() || align > self.layout.alignment() {
-            return Err(InvalidConfig::PayloadAlignment {
-                align,
-                pool: self.layout.alignment(),
-            });
         }
         if let PayloadBacking::Memfd(id) = self.backing
             && id.len != self.layout.payload_len() as u64
@@ -517,15 +493,7 @@ impl StaticConfig {
                 payload: self.layout.payload_len(),
             });
         }
-        if size > self.layout.max_chunk_size() {
-            return Err(InvalidConfig::PayloadSize {
-                size,
-                chunk: self.layout.max_chunk_size(),
-            });
-        }
-        // Each pattern checks its own section (present exactly for its pattern).
-        crate::event::config::check_section(self)?;
-        crate::reqres::config::check_section(self)
+        check_payload(&self.payload, &self.layout)
     }
 
     /// The config as RON text, as written to the file.

@@ -270,8 +270,9 @@ fn apply(m: &Mutation) -> (String, Option<Outcome>) {
             (base[..cut].to_owned(), Some(Outcome::Malformed))
         }
         Mutation::Version(v) => {
-            let text = base.replacen("version: 2,", &format!("version: {v},"), 1);
-            let expect = if *v == 2 {
+            let current = iox_service::static_config::CONFIG_VERSION;
+            let text = base.replacen(&format!("version: {current},"), &format!("version: {v},"), 1);
+            let expect = if *v == current {
                 Outcome::Ok
             } else {
                 Outcome::UnsupportedVersion

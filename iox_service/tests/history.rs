@@ -278,7 +278,7 @@ fn history_settings_are_checked_on_create_and_open() {
         assert!(e.to_string().contains("history"), "{e}");
     }
     let opened = builder(root, "history/h2").open().unwrap();
-    assert_eq!(opened.static_config().history, 2);
+    assert_eq!(opened.pubsub_config().history, 2);
     assert!(builder(root, "history/h2").history(2).open().is_ok());
 
     // Default limits: 2 x (2 loans + 1 spare + 8 x 4 + 2 kept) + 8 x 2 = 90.
@@ -306,19 +306,12 @@ fn history_settings_are_checked_on_create_and_open() {
     assert!(with.contains("history: 2"), "{with}");
     let without = builder(root, "history/none").create().unwrap();
     let text = without.static_config().to_ron();
-    assert!(
-        !text.contains("history:"),
-        "a service without history writes no field: {text}"
-    );
+    assert!(text.contains("history: 0"), "{text}");
     let parsed = StaticConfig::parse(&text, Path::new("x.service")).unwrap();
-    assert_eq!(parsed.history, 0);
+    assert_eq!(parsed.publish_subscribe().unwrap().history, 0);
     assert_eq!(&parsed, without.static_config());
-    assert_eq!(
-        StaticConfig::parse(&with, Path::new("x.service"))
-            .unwrap()
-            .history,
-        2
-    );
+    let parsed = StaticConfig::parse(&with, Path::new("x.service")).unwrap();
+    assert_eq!(parsed.publish_subscribe().unwrap().history, 2);
 }
 
 /// Two subscribers connecting at different times each get the history once, at the

@@ -59,10 +59,21 @@ fn every_limit_error_states_its_rule() {
             .unwrap_err(),
     );
     assert!(
-        matches!(e, InvalidConfig::TooManyPorts { ports: 60, max: 47 }),
+        matches!(
+            e,
+            InvalidConfig::TooManyPorts {
+                ports: 60,
+                max: 47,
+                ..
+            }
+        ),
         "{e}"
     );
-    assert!(e.to_string().contains("publishers + subscribers <= 47"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("max_publishers + max_subscribers is 60; at most 47 ports"),
+        "{e}"
+    );
 
     let e = invalid(
         typed("c")
@@ -253,21 +264,21 @@ fn a_stopped_subscriber_never_exhausts_a_default_slice_pool() {
             let svc = open(&root);
             let s = svc.subscriber_builder().create().unwrap();
             signal(&root, "sub-ready");
-            let max_held = svc.static_config().max_held as usize;
+            let max_held = svc.pubsub_config().max_held as usize;
             let held: Vec<_> = (0..max_held)
                 .map(|_| s.receive_timeout(LIMIT).unwrap().expect("a sample"))
                 .collect();
             signal(&root, "held");
             // Stops reading until the publisher is done.
             wait_signal(&root, "pub-done");
-            assert_eq!(s.pending(), svc.static_config().subscriber_buffer as usize);
+            assert_eq!(s.pending(), svc.pubsub_config().subscriber_buffer as usize);
             drop(held);
         }
         Some("publisher") => {
             let root: PathBuf = env("TEST_DIR");
             let svc = open(&root);
             let p = svc.publisher_builder().create().unwrap();
-            let c = svc.static_config();
+            let c = svc.pubsub_config();
             let (max_held, buffer) = (c.max_held as usize, c.subscriber_buffer as usize);
             let send = |len: usize| {
                 let loan = match p.loan_slice_uninit(len) {

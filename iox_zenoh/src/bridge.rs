@@ -374,7 +374,7 @@ impl Scanner {
         let mut seen = HashSet::new();
         for service in info.services {
             let Some(config) = service.config else { continue };
-            if config.pattern != iox_service::MessagingPattern::PublishSubscribe
+            if config.messaging_pattern() != iox_service::MessagingPattern::PublishSubscribe
                 || !matches!(
                     service.health,
                     iox_service::inspect::Health::Alive | iox_service::inspect::Health::Stale

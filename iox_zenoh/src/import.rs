@@ -320,7 +320,7 @@ fn fetch_config(
                 config.name
             ));
         }
-        if config.pattern != iox_service::MessagingPattern::PublishSubscribe {
+        if config.messaging_pattern() != iox_service::MessagingPattern::PublishSubscribe {
             return Err(format!("remote service {name:?} is not publish-subscribe"));
         }
         return Ok(Some(config));

@@ -22,7 +22,7 @@
 
 use std::path::Path;
 
-use iox_service::{OpenError, PubSubService, Service, StaticConfig};
+use iox_service::{OpenError, PubSubConfig, PubSubService, Service, StaticConfig};
 
 /// Size classes (bytes per chunk, count) of a `[u8]` service the bridge creates for a
 /// key with no exporter config (a plain Zenoh publisher): 4 KiB x 64, 64 KiB x 32,
@@ -55,6 +55,14 @@ pub enum LocalError {
         /// Its payload type.
         payload: String,
     },
+    /// The service is not publish-subscribe (the bridge carries samples only).
+    #[error("service {name:?} is a {pattern} service; the bridge carries publish-subscribe services only")]
+    NotPublishSubscribe {
+        /// The service.
+        name: String,
+        /// Its pattern.
+        pattern: iox_service::MessagingPattern,
+    },
     /// Opening or creating failed otherwise.
     #[error("cannot open or create local service {name:?}: {message}")]
     Other {
@@ -82,7 +90,7 @@ pub fn open_for_export(root: &Path, config: &StaticConfig) -> Result<PubSubServi
 /// Opens the local service like the remote `config` for import, creating it with that
 /// config if it does not exist (see the module docs for what must match).
 pub fn open_like(root: &Path, config: &StaticConfig) -> Result<PubSubService<[u8]>, LocalError> {
-    bridgeable(config)?;
+    let section = bridgeable(config)?;
     let name = config.name.as_str();
     let largest = config.layout.max_chunk_size();
     let lenient = || -> Result<_, LocalError> {
@@ -105,13 +113,13 @@ pub fn open_like(root: &Path, config: &StaticConfig) -> Result<PubSubService<[u8
             .publish_subscribe::<[u8]>()
             .carry_payload_type(config.payload.clone())
             .memory_type(config.memory_type)
-            .max_publishers(config.max_publishers)
-            .max_subscribers(config.max_subscribers)
-            .subscriber_buffer(config.subscriber_buffer)
-            .max_loans(config.max_loans)
-            .max_held(config.max_held)
-            .overflow(config.overflow)
-            .history(config.history)
+            .max_publishers(section.max_publishers)
+            .max_subscribers(section.max_subscribers)
+            .subscriber_buffer(section.subscriber_buffer)
+            .max_loans(section.max_loans)
+            .max_held(section.max_held)
+            .overflow(section.overflow)
+            .history(section.history)
             .permissions(config.permissions)
             .backing(config.backing.kind())
             .size_classes(&classes)
@@ -182,9 +190,15 @@ fn other(name: &str, e: impl std::fmt::Display) -> LocalError {
 
 /// Refuses a payload type that bytes from the network could break (see the module
 /// docs).
-fn bridgeable(config: &StaticConfig) -> Result<(), LocalError> {
+fn bridgeable(config: &StaticConfig) -> Result<&PubSubConfig, LocalError> {
+    let Some(section) = config.publish_subscribe() else {
+        return Err(LocalError::NotPublishSubscribe {
+            name: config.name.clone(),
+            pattern: config.messaging_pattern(),
+        });
+    };
     if config.payload.any_bit_pattern() {
-        Ok(())
+        Ok(section)
     } else {
         Err(LocalError::NotBridgeable {
             name: config.name.clone(),

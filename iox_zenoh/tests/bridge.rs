@@ -350,7 +350,7 @@ fn malformed_config_and_oversized_payload_are_logged_and_skipped() {
     let _q = session
         .declare_queryable("iox-config/in/bad")
         .callback(|q| {
-            q.reply(q.key_expr().clone(), "StaticConfig(version: 2, nonsense")
+            q.reply(q.key_expr().clone(), "StaticConfig(version: 3, nonsense")
                 .wait()
                 .unwrap();
         })

@@ -14,7 +14,7 @@ use crate::dynamic::Dynamic;
 use crate::pattern::{Backlog, PatternLayout, PatternParts, Regions, Side};
 use crate::recovery::{CleanupReport, Liveness};
 use crate::shm::layout::table_bytes;
-use crate::static_config::StaticConfig;
+use crate::static_config::EventConfig;
 
 /// The event regions of a dynamic layout.
 #[derive(Debug, Clone, Copy)]
@@ -32,15 +32,15 @@ pub(crate) struct EventLayout {
 }
 
 impl EventLayout {
-    pub(crate) fn new(c: &StaticConfig, place_pairs: impl FnOnce(bool) -> usize) -> Self {
+    pub(crate) fn new(c: &EventConfig, place_pairs: impl FnOnce(bool) -> usize) -> Self {
         let pending = place_pairs(false);
-        let event_ids = c.event.map_or(0, |e| e.event_id_max + 1);
+        let event_ids = c.event_id_max + 1;
         let pending_words = (event_ids as usize).div_ceil(64);
         let pending_stride = table_bytes(pending_words);
-        let max_listeners = c.max_subscribers as usize;
+        let max_listeners = c.max_listeners as usize;
         Self {
             event_ids,
-            dead_event: c.event.and_then(|e| e.notifier_dead_event),
+            dead_event: c.notifier_dead_event,
             pending,
             pending_words,
             pending_stride,

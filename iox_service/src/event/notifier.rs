@@ -77,13 +77,13 @@ impl NotifierBuilder {
         let claim = SlotClaim::new(&self.service, Side::Sending, "notifier")?;
         let l = *self.service.dynamic().layout();
         let (slot, generation) = claim.activate(None);
-        let event = self
+        let event = *self
             .service
             .config
-            .event
+            .event()
             .expect("an event service (checked on open)");
         let notifier = Notifier {
-            ringer: Ringer::new(&self.service.root, &self.service.stem, l.max_subscribers),
+            ringer: Ringer::new(&self.service.root, &self.service.stem, l.receiving),
             event_id_max: event.event_id_max,
             fork_generation: self.service.fork_generation,
             service: self.service,
@@ -184,7 +184,7 @@ impl Drop for Notifier {
         port::close(header, self.generation);
         port::free(header, self.generation);
         port::announce(d);
-        if let Some(id) = self.service.config.event.and_then(|e| e.notifier_dropped_event) {
+        if let Some(id) = self.service.config.event().and_then(|e| e.notifier_dropped_event) {
             pending::signal(d, id, &self.ringer);
         }
     }

@@ -15,7 +15,7 @@ pub(crate) fn signal(d: Dynamic<'_>, id: u32, ringer: &Ringer) -> usize {
     debug_assert!(id < d.regions::<super::layout::EventLayout>().event_ids);
     // Listener slots are at most 46: one bit each.
     let mut reached = 0u64;
-    for s in 0..d.layout().max_subscribers {
+    for s in 0..d.layout().receiving {
         let header = d.subscriber(s);
         if dynamic::split_state(header.state.load(Ordering::Acquire)).1 != dynamic::ACTIVE {
             continue;

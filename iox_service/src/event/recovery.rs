@@ -20,15 +20,15 @@ use crate::recovery::{CleanupReport, Liveness};
 /// Recovers the dead listener and notifier slots of `d`.
 pub(crate) fn recover_ports(d: Dynamic<'_>, stem: &str, live: &mut Liveness, report: &mut CleanupReport) {
     let l = d.layout();
-    for s in 0..l.max_subscribers {
+    for s in 0..l.receiving {
         let node = d.subscriber(s).node.load(Ordering::Acquire);
         if node != 0 && !live.alive(node) {
             recover_listener(d, s);
             report.ports += 1;
         }
     }
-    let ringer = Ringer::new(live.root(), stem, l.max_subscribers);
-    for p in 0..l.max_publishers {
+    let ringer = Ringer::new(live.root(), stem, l.receiving);
+    for p in 0..l.sending {
         let node = d.publisher(p).node.load(Ordering::Acquire);
         if node != 0 && !live.alive(node) {
             recover_notifier(d, p, &ringer);
@@ -49,7 +49,7 @@ fn recover_notifier(d: Dynamic<'_>, p: usize, ringer: &Ringer) {
         Some(id) if id < e.event_ids => {
             pending::signal(d, id, ringer);
         }
-        _ => pending::wake(d, (1u64 << d.layout().max_subscribers) - 1, ringer),
+        _ => pending::wake(d, (1u64 << d.layout().receiving) - 1, ringer),
     }
 }
 

@@ -13,7 +13,7 @@ use crate::CleanupReport;
 use crate::PayloadType;
 use crate::service::{self, CreateError, OpenError, OpenOrCreateError, Pattern, ServiceShared, Target};
 use crate::static_config::{
-    self, EventConfig, InvalidConfig, MessagingPattern, PayloadBacking, StaticConfig,
+    self, EventConfig, MessagingPattern, PatternConfig, PayloadBacking, StaticConfig,
 };
 
 /// Default `max_notifiers`.
@@ -148,6 +148,11 @@ fn no_payload() -> PayloadType {
 
 impl Pattern for EventBuilder {
     const PATTERN: MessagingPattern = MessagingPattern::Event;
+    type Section = EventConfig;
+
+    fn section(c: &StaticConfig) -> Option<&EventConfig> {
+        c.event()
+    }
 
     fn new_config(&self, target: &Target) -> Result<StaticConfig, CreateError> {
         let permissions = self.permissions.unwrap_or(segment::DEFAULT_MODE);
@@ -163,38 +168,36 @@ impl Pattern for EventBuilder {
         let config = StaticConfig {
             version: static_config::CONFIG_VERSION,
             name: target.name.to_string(),
-            pattern: MessagingPattern::Event,
-            payload: no_payload(),
-            memory_type: MemoryType::Cpu,
-            layout,
-            max_publishers: self.max_notifiers.unwrap_or(DEFAULT_NOTIFIERS),
-            max_subscribers: self.max_listeners.unwrap_or(DEFAULT_LISTENERS),
-            subscriber_buffer: 1,
-            max_loans: 1,
-            max_held: 1,
-            overflow: Default::default(),
-            history: 0,
-            permissions,
-            backing,
-            created_unix_ns: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64),
-            event: Some(EventConfig {
+            pattern: PatternConfig::Event(EventConfig {
+                max_notifiers: self.max_notifiers.unwrap_or(DEFAULT_NOTIFIERS),
+                max_listeners: self.max_listeners.unwrap_or(DEFAULT_LISTENERS),
                 event_id_max: self.event_id_max.unwrap_or(DEFAULT_EVENT_ID_MAX),
                 notifier_created_event: self.created,
                 notifier_dropped_event: self.dropped,
                 notifier_dead_event: self.dead,
             }),
-            request_response: None,
+            payload: no_payload(),
+            memory_type: MemoryType::Cpu,
+            layout,
+            permissions,
+            backing,
+            created_unix_ns: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
         };
         config.check().map_err(|e| CreateError::InvalidSetting {
             name: target.name.to_string(),
-            source: rename_limits(e),
+            source: e,
         })?;
         Ok(config)
     }
 
-    fn check_compatible(&self, target: &Target, c: &StaticConfig) -> Result<(), OpenError> {
+    fn check_compatible(
+        &self,
+        target: &Target,
+        _: &StaticConfig,
+        event: &EventConfig,
+    ) -> Result<(), OpenError> {
         let incompatible = |what, requested: String, found: String| {
             Err(OpenError::IncompatibleLimit {
                 name: target.name.to_string(),
@@ -203,13 +206,9 @@ impl Pattern for EventBuilder {
                 found,
             })
         };
-        let Some(event) = c.event else {
-            // A checked config of this pattern has its event section.
-            return incompatible("event section", "present".into(), "missing".into());
-        };
         let limits = [
-            ("max_notifiers", self.max_notifiers, c.max_publishers),
-            ("max_listeners", self.max_listeners, c.max_subscribers),
+            ("max_notifiers", self.max_notifiers, event.max_notifiers),
+            ("max_listeners", self.max_listeners, event.max_listeners),
             ("event_id_max", self.event_id_max, event.event_id_max),
         ];
         for (what, requested, found) in limits {
@@ -239,34 +238,6 @@ impl Pattern for EventBuilder {
             }
         }
         Ok(())
-    }
-}
-
-/// The static config's limit names are pub-sub's; an event service's builder calls
-/// them notifiers and listeners.
-fn rename_limits(e: InvalidConfig) -> InvalidConfig {
-    match e {
-        InvalidConfig::Limit {
-            what,
-            value,
-            max,
-            rule,
-        } => InvalidConfig::Limit {
-            what: match what {
-                "max_publishers" => "max_notifiers",
-                "max_subscribers" => "max_listeners",
-                w => w,
-            },
-            value,
-            max,
-            rule: match what {
-                "max_publishers" | "max_subscribers" => {
-                    "; notifiers + listeners <= 47 per service (each port is one owner bit in the service's pool)"
-                }
-                _ => rule,
-            },
-        },
-        e => e,
     }
 }
 
@@ -301,9 +272,10 @@ impl EventService {
 
     /// The event section of the static config (id range, lifecycle events).
     pub fn event_config(&self) -> EventConfig {
-        self.shared
+        *self
+            .shared
             .config
-            .event
+            .event()
             .expect("an event service has its event section (checked on open)")
     }
 
@@ -328,8 +300,8 @@ impl EventService {
         let d = self.shared.dynamic();
         let l = d.layout();
         (
-            crate::port::active_count((0..l.max_publishers).map(|p| d.publisher(p))),
-            crate::port::active_count((0..l.max_subscribers).map(|s| d.subscriber(s))),
+            crate::port::active_count((0..l.sending).map(|p| d.publisher(p))),
+            crate::port::active_count((0..l.receiving).map(|s| d.subscriber(s))),
         )
     }
 
@@ -337,7 +309,7 @@ impl EventService {
     /// snapshot).
     pub fn waiting_listeners(&self) -> usize {
         let d = self.shared.dynamic();
-        (0..d.layout().max_subscribers)
+        (0..d.layout().receiving)
             .map(|s| {
                 (d.subscriber(s).waiting.load(std::sync::atomic::Ordering::Relaxed)
                     & crate::doorbell::SLEEPERS) as usize

@@ -19,7 +19,7 @@ use crate::pattern::{Backlog, PatternLayout, PatternParts, Regions, Side};
 use crate::queue::Queue;
 use crate::recovery::{CleanupReport, Liveness};
 use crate::shm::layout::{queue_bytes, table_bytes};
-use crate::static_config::StaticConfig;
+use crate::static_config::PubSubConfig;
 
 /// The publish-subscribe regions of a dynamic layout.
 #[derive(Debug, Clone, Copy)]
@@ -36,7 +36,7 @@ pub(crate) struct PubSubLayout {
 }
 
 impl PubSubLayout {
-    pub(crate) fn new(c: &StaticConfig, place_pairs: impl FnOnce(bool) -> usize) -> Self {
+    pub(crate) fn new(c: &PubSubConfig, place_pairs: impl FnOnce(bool) -> usize) -> Self {
         let history_queues = place_pairs(true);
         let history = c.history as usize;
         let max_subscribers = c.max_subscribers as usize;
@@ -70,7 +70,7 @@ impl<'a> Dynamic<'a> {
     /// Publisher `p`'s history queue (only for a service with history).
     pub(crate) fn history_queue(&self, p: usize) -> Queue<'a> {
         let h = self.regions::<PubSubLayout>();
-        assert!(p < self.layout().max_publishers && h.history > 0);
+        assert!(p < self.layout().sending && h.history > 0);
         // SAFETY: publisher p's history queue, p checked: inside the pub-sub regions,
         // which end at the layout's length.
         unsafe { self.queue_region(h.history_queues + p * h.history_stride, h.history) }
@@ -83,7 +83,7 @@ impl<'a> Dynamic<'a> {
     #[inline]
     pub(crate) fn history_given(&self, p: usize, s: usize) -> &'a AtomicU64 {
         let h = self.regions::<PubSubLayout>();
-        assert!(p < self.layout().max_publishers && s < h.max_subscribers && h.history > 0);
+        assert!(p < self.layout().sending && s < h.max_subscribers && h.history > 0);
         // SAFETY: publisher p's history-given words, p checked: inside its stride.
         let words = unsafe {
             self.words(
@@ -123,9 +123,7 @@ impl PatternParts for PubSubLayout {
         match side {
             Side::Sending => Backlog::default(),
             Side::Receiving => Backlog {
-                pending: (0..d.layout().max_publishers)
-                    .map(|p| d.queue(p, slot).len())
-                    .sum(),
+                pending: (0..d.layout().sending).map(|p| d.queue(p, slot).len()).sum(),
                 pending_ids: Vec::new(),
                 missed: d
                     .subscriber(slot)

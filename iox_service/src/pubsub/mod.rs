@@ -1,6 +1,7 @@
 //! The publish-subscribe pattern: its part of the dynamic segment (`layout.rs`),
 //! publishers, subscribers, samples, raw payloads, and the recovery of its ports.
 
+pub(crate) mod config;
 pub(crate) mod layout;
 pub(crate) mod publisher;
 pub(crate) mod raw;

@@ -144,7 +144,7 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
     pub fn create(self) -> Result<Publisher<P>, PortCreateError> {
         let claim = SlotClaim::new(&self.service, Side::Sending, "publisher")?;
         let d = self.service.dynamic();
-        let max_subscribers = d.layout().max_subscribers;
+        let max_subscribers = d.layout().receiving;
         // Before any push: subscribers poll this slot's queues from now on.
         d.publishers_seen().mark(claim.slot());
         claim.make_writable()?;
@@ -154,8 +154,8 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
         let (queues, header) = (d.queue_row_offset(slot), d.publisher_offset(slot));
         let ringer = Ringer::new(&self.service.root, &self.service.stem, max_subscribers);
         let read_cache = Box::new(std::array::from_fn(|_| Cell::new(0)));
-        let history =
-            (self.service.config.history > 0).then(|| Box::new(history::State::new(max_subscribers)));
+        let section = super::config::of(&self.service.config);
+        let history = (section.history > 0).then(|| Box::new(history::State::new(max_subscribers)));
         Ok(Publisher {
             port: Rc::new(PublisherPort {
                 fork_generation: self.service.fork_generation,
@@ -163,8 +163,8 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
                     None => self.service.fork_generation,
                     Some(_) => history::NOT_A_GENERATION,
                 },
-                max_loans: self.service.config.max_loans as usize,
-                drop_oldest: self.service.config.overflow == Overflow::DropOldest,
+                max_loans: section.max_loans as usize,
+                drop_oldest: section.overflow == Overflow::DropOldest,
                 history,
                 pool: Arc::clone(&self.service.pool),
                 service: self.service,
@@ -282,7 +282,7 @@ impl<P: ?Sized + Payload> Publisher<P> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn wait_for_subscribers(&self, n: usize, timeout: Duration) -> Result<usize, WaitForPortsError> {
-        let max = self.port.service.config.max_subscribers as usize;
+        let max = self.port.service.dynamic().layout().receiving;
         port::wait_for_ports(&self.port.service, n, timeout, |d| {
             port::active_count((0..max).map(|s| d.subscriber(s)))
         })

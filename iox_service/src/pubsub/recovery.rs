@@ -41,7 +41,7 @@ pub(crate) fn recover_ports(
 ) {
     let l = d.layout();
     let mut dead_publishers = false;
-    for p in 0..l.max_publishers {
+    for p in 0..l.sending {
         let node = d.publisher(p).node.load(Ordering::Acquire);
         if node != 0 && !live.alive(node) {
             recover_publisher(d, pool, p, report);
@@ -55,7 +55,7 @@ pub(crate) fn recover_ports(
     if dead_publishers {
         wake_receivers(d, stem, live.root());
     }
-    for s in 0..l.max_subscribers {
+    for s in 0..l.receiving {
         let node = d.subscriber(s).node.load(Ordering::Acquire);
         if node != 0 && !live.alive(node) {
             recover_subscriber(d, pool, s, report);
@@ -70,7 +70,7 @@ pub(crate) fn recover_ports(
 /// Wakes every active subscriber slot of `d` that sleeps or armed its descriptor (a
 /// spurious wake is harmless: subscribers look and find nothing).
 fn wake_receivers(d: Dynamic<'_>, stem: &str, root: &Path) {
-    let subscribers = d.layout().max_subscribers;
+    let subscribers = d.layout().receiving;
     let ringer = crate::doorbell::Ringer::new(root, stem, subscribers);
     for s in 0..subscribers {
         let header = d.subscriber(s);
@@ -90,7 +90,7 @@ fn recover_publisher(d: Dynamic<'_>, pool: &Bookkeeping, p: usize, report: &mut 
     let owner = port::publisher_owner(p);
     let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
     port::close(header, generation);
-    let subs = d.layout().max_subscribers;
+    let subs = d.layout().receiving;
     // Its history queue, if the service keeps one: one more queue it pushed to.
     let history = || (d.regions::<super::layout::PubSubLayout>().history > 0).then(|| d.history_queue(p));
     let queues = || (0..subs).map(|s| d.queue(p, s)).chain(history());
@@ -117,7 +117,7 @@ fn recover_publisher(d: Dynamic<'_>, pool: &Bookkeeping, p: usize, report: &mut 
 /// Recovers dead subscriber slot `s`.
 fn recover_subscriber(d: Dynamic<'_>, pool: &Bookkeeping, s: usize, report: &mut CleanupReport) {
     let header = d.subscriber(s);
-    let publishers = d.layout().max_publishers;
+    let publishers = d.layout().sending;
     let owner = port::subscriber_owner(publishers, s);
     let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
     // Publishers stop delivering to it (and drain what they pushed meanwhile).

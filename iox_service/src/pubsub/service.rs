@@ -46,7 +46,10 @@ use iox_mempool::{Backing, MemfdIdentity, MemoryType, PoolInfo, PoolLayout};
 
 use crate::dynamic;
 use crate::service::{self, CreateError, OpenError, OpenOrCreateError, Pattern, ServiceShared, Target};
-use crate::static_config::{self, InvalidConfig, MessagingPattern, Overflow, PayloadBacking, StaticConfig};
+use crate::static_config::{
+    self, InvalidConfig, MessagingPattern, Overflow, PatternConfig, PayloadBacking, PubSubConfig,
+    StaticConfig,
+};
 use crate::{Payload, PayloadType};
 
 /// Builds, opens or creates a publish-subscribe service. Settings other than the
@@ -262,13 +265,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
 
     fn config(&self) -> Result<StaticConfig, CreateError> {
         let memory_type = self.memory_type.unwrap_or_default();
-        let mut config = StaticConfig {
-            version: static_config::CONFIG_VERSION,
-            name: self.target.name.to_string(),
-            pattern: MessagingPattern::PublishSubscribe,
-            payload: self.payload_type(),
-            memory_type,
-            layout: PoolLayout::new(&[(64, 1)]).expect("constant layout"),
+        let section = PubSubConfig {
             max_publishers: self.max_publishers.unwrap_or(2),
             max_subscribers: self.max_subscribers.unwrap_or(8),
             subscriber_buffer: self.subscriber_buffer.unwrap_or(4),
@@ -276,14 +273,20 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             max_held: self.max_held.unwrap_or(2),
             overflow: self.overflow.unwrap_or_default(),
             history: self.history.unwrap_or(0),
+        };
+        let mut config = StaticConfig {
+            version: static_config::CONFIG_VERSION,
+            name: self.target.name.to_string(),
+            pattern: PatternConfig::PublishSubscribe(section),
+            payload: self.payload_type(),
+            memory_type,
+            layout: PoolLayout::new(&[(64, 1)]).expect("constant layout"),
             permissions: self.permissions.unwrap_or(segment::DEFAULT_MODE),
             // The memfd's identity is filled in when it is created (try_create).
             backing: PayloadBacking::File,
             created_unix_ns: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
-            event: None,
-            request_response: None,
         };
         if let Err(e) = config.check() {
             // Limits first, so a zero count is reported as such, not as a layout error.
@@ -291,18 +294,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
                 return self.fail(e);
             }
         }
-        let (p, s) = (
-            u64::from(config.max_publishers),
-            u64::from(config.max_subscribers),
-        );
-        // + 1 per publisher: the spare chunk it loans ahead after each send; + history:
-        // the samples it keeps for late subscribers.
-        let counts = p
-            * (u64::from(config.max_loans)
-                + 1
-                + s * u64::from(config.subscriber_buffer)
-                + u64::from(config.history))
-            + s * u64::from(config.max_held);
+        let counts = section.worst_case_chunks();
         config.layout = self.layout(counts as usize)?;
         let memfd = self.backing.is_none_or(|b| b == Backing::Memfd);
         if memfd {
@@ -320,12 +312,22 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
 
 impl<P: ?Sized + Payload> Pattern for PubSubBuilder<P> {
     const PATTERN: MessagingPattern = MessagingPattern::PublishSubscribe;
+    type Section = PubSubConfig;
+
+    fn section(c: &StaticConfig) -> Option<&PubSubConfig> {
+        c.publish_subscribe()
+    }
 
     fn new_config(&self, _target: &Target) -> Result<StaticConfig, CreateError> {
         self.config()
     }
 
-    fn check_compatible(&self, target: &Target, c: &StaticConfig) -> Result<(), OpenError> {
+    fn check_compatible(
+        &self,
+        target: &Target,
+        c: &StaticConfig,
+        ps: &PubSubConfig,
+    ) -> Result<(), OpenError> {
         let name = || target.name.to_string();
         if c.payload != self.payload_type() {
             return Err(OpenError::IncompatiblePayload {
@@ -344,11 +346,11 @@ impl<P: ?Sized + Payload> Pattern for PubSubBuilder<P> {
             });
         }
         let limits = [
-            ("max_publishers", self.max_publishers, c.max_publishers),
-            ("max_subscribers", self.max_subscribers, c.max_subscribers),
-            ("subscriber_buffer", self.subscriber_buffer, c.subscriber_buffer),
-            ("max_loans", self.max_loans, c.max_loans),
-            ("max_held", self.max_held, c.max_held),
+            ("max_publishers", self.max_publishers, ps.max_publishers),
+            ("max_subscribers", self.max_subscribers, ps.max_subscribers),
+            ("subscriber_buffer", self.subscriber_buffer, ps.subscriber_buffer),
+            ("max_loans", self.max_loans, ps.max_loans),
+            ("max_held", self.max_held, ps.max_held),
         ];
         for (what, requested, found) in limits {
             if let Some(r) = requested
@@ -373,23 +375,23 @@ impl<P: ?Sized + Payload> Pattern for PubSubBuilder<P> {
             });
         }
         if let Some(o) = self.overflow
-            && o != c.overflow
+            && o != ps.overflow
         {
             return Err(OpenError::IncompatibleLimit {
                 name: name(),
                 what: "overflow policy",
                 requested: format!("{o:?}"),
-                found: format!("{:?}", c.overflow),
+                found: format!("{:?}", ps.overflow),
             });
         }
         if let Some(h) = self.history
-            && h != c.history
+            && h != ps.history
         {
             return Err(OpenError::IncompatibleLimit {
                 name: name(),
                 what: "history",
                 requested: h.to_string(),
-                found: c.history.to_string(),
+                found: ps.history.to_string(),
             });
         }
         let element = c.payload.element_size().max(1);
@@ -550,6 +552,12 @@ impl<P: ?Sized + Payload> PubSubService<P> {
         &self.shared.config
     }
 
+    /// The publish-subscribe section of the static config (limits, overflow,
+    /// history).
+    pub fn pubsub_config(&self) -> &PubSubConfig {
+        super::config::of(&self.shared.config)
+    }
+
     /// The pool: address in this process, length, memory type, classes.
     pub fn pool_info(&self) -> PoolInfo {
         self.shared.pool.info()
@@ -576,7 +584,7 @@ impl<P: ?Sized + Payload> PubSubService<P> {
     /// Subscribers blocked in `receive_timeout` right now (a snapshot).
     pub fn waiting_subscribers(&self) -> usize {
         let d = self.shared.dynamic();
-        (0..d.layout().max_subscribers)
+        (0..d.layout().receiving)
             .map(|s| (d.subscriber(s).waiting.load(Ordering::Relaxed) & crate::doorbell::SLEEPERS) as usize)
             .sum()
     }
@@ -589,10 +597,8 @@ impl<P: ?Sized + Payload> PubSubService<P> {
         };
         let l = d.layout();
         (
-            (0..l.max_publishers).filter(|&p| active(d.publisher(p))).count(),
-            (0..l.max_subscribers)
-                .filter(|&s| active(d.subscriber(s)))
-                .count(),
+            (0..l.sending).filter(|&p| active(d.publisher(p))).count(),
+            (0..l.receiving).filter(|&s| active(d.subscriber(s))).count(),
         )
     }
 }

@@ -164,7 +164,7 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
         Ok(Subscriber {
             port: Arc::new(SubscriberPort {
                 fork_generation: self.service.fork_generation,
-                max_held: self.service.config.max_held as usize,
+                max_held: super::config::of(&self.service.config).max_held as usize,
                 history: d.regions::<super::layout::PubSubLayout>().history > 0,
                 pool: Arc::clone(&self.service.pool),
                 queues: d.queue_column_offset(slot),
@@ -324,7 +324,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     /// Samples waiting in this subscriber's queues (a snapshot).
     pub fn pending(&self) -> usize {
         let d = self.port.service.dynamic();
-        (0..d.layout().max_publishers)
+        (0..d.layout().sending)
             .map(|p| d.queue(p, self.port.slot).len() as usize)
             .sum()
     }
@@ -367,7 +367,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     /// returns how many are (fewer than `n` on timeout). Sleeps while it waits (see
     /// [`crate::Publisher::wait_for_subscribers`]).
     pub fn wait_for_publishers(&self, n: usize, timeout: Duration) -> Result<usize, WaitForPortsError> {
-        let max = self.port.service.config.max_publishers as usize;
+        let max = self.port.service.dynamic().layout().sending;
         port::wait_for_ports(&self.port.service, n, timeout, |d| {
             port::active_count((0..max).map(|p| d.publisher(p)))
         })
@@ -408,7 +408,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
                 return Ok(Some(sample));
             }
         }
-        let unseen = !seen & crate::shm::connected::all(port.service.dynamic().layout().max_publishers);
+        let unseen = !seen & crate::shm::connected::all(port.service.dynamic().layout().sending);
         if unseen != 0
             && let Some(sample) = self.take(unseen)?
         {

@@ -277,7 +277,7 @@ fn wake_subscribers(root: &Path, stem: &str, seg: &mut DynamicSegment) {
         return;
     }
     let d = seg.view();
-    let subscribers = d.layout().max_subscribers;
+    let subscribers = d.layout().receiving;
     let ringer = crate::doorbell::Ringer::new(root, stem, subscribers);
     for s in 0..subscribers {
         let header = d.subscriber(s);

@@ -90,7 +90,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ClientBuilder<Req, Resp> {
         let l = *d.layout();
         claim.make_writable()?;
         // Client doorbells come after the servers' (see `crate::reqres`).
-        let doorbell = claim.doorbell(l.max_subscribers + claim.slot())?;
+        let doorbell = claim.doorbell(l.receiving + claim.slot())?;
         let pin = claim.pin(self.pin)?;
         let owner = claim.owner();
         // What a previous owner of the slot left: its request slots and responses.
@@ -101,8 +101,8 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ClientBuilder<Req, Resp> {
         let (slot, generation) = claim.activate(pin.as_ref());
         let s = &self.service;
         let port = ClientPort {
-            ringer: Ringer::new(&s.root, &s.stem, l.max_subscribers),
-            read_cache: (0..l.max_subscribers).map(|_| Cell::new(0)).collect(),
+            ringer: Ringer::new(&s.root, &s.stem, l.receiving),
+            read_cache: (0..l.receiving).map(|_| Cell::new(0)).collect(),
             fork_generation: s.fork_generation,
             pool: Arc::clone(&s.pool),
             owner,
@@ -136,7 +136,7 @@ fn drain_responses(
     slot: usize,
     owner: Owner,
 ) {
-    for s in 0..d.layout().max_subscribers {
+    for s in 0..d.layout().receiving {
         port::drain_queue(&d.response_queue(s, slot), queue::BY_CONSUMER, pool, owner);
     }
 }
@@ -250,7 +250,7 @@ impl ClientPort {
         else {
             return fail(RequestSendError::TooManyActiveRequests { max: self.max_active });
         };
-        let servers = d.layout().max_subscribers;
+        let servers = d.layout().receiving;
         let start = self.cursor.get();
         let Some((s, generation)) = (0..servers).map(|i| (start + i) % servers).find_map(|s| {
             let (generation, phase) = slots::slot_state(d.subscriber(s));

@@ -18,7 +18,7 @@ use crate::pattern::{Backlog, PatternLayout, PatternParts, Regions, Side};
 use crate::queue::Queue;
 use crate::recovery::{CleanupReport, Liveness};
 use crate::shm::layout::{queue_bytes, table_bytes};
-use crate::static_config::StaticConfig;
+use crate::static_config::RequestResponseConfig;
 
 /// The request-response regions of a dynamic layout.
 #[derive(Debug, Clone, Copy)]
@@ -37,14 +37,11 @@ pub(crate) struct ReqResLayout {
 }
 
 impl ReqResLayout {
-    pub(crate) fn new(c: &StaticConfig, place_pairs: impl FnOnce(bool) -> usize) -> Self {
+    pub(crate) fn new(c: &RequestResponseConfig, place_pairs: impl FnOnce(bool) -> usize) -> Self {
         let request_words = place_pairs(true);
-        let max_active = c.subscriber_buffer as usize;
-        let response_buffer = max_active
-            * c.request_response
-                .as_ref()
-                .map_or(0, |r| r.max_response_buffer as usize);
-        let (max_clients, max_servers) = (c.max_publishers as usize, c.max_subscribers as usize);
+        let max_active = c.max_active_requests_per_client as usize;
+        let response_buffer = max_active * c.max_response_buffer as usize;
+        let (max_clients, max_servers) = (c.max_clients as usize, c.max_servers as usize);
         let request_words_stride = table_bytes(max_active);
         let response_stride = queue_bytes(response_buffer);
         let responses = request_words + request_words_stride * max_clients;

@@ -38,7 +38,7 @@ pub(crate) fn recover_client(d: Dynamic<'_>, pool: &Bookkeeping, c: usize, repor
     let owner = port::publisher_owner(c);
     let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
     port::close(header, generation);
-    let servers = l.max_subscribers;
+    let servers = l.receiving;
     resolve(
         (0..servers).map(|s| d.response_queue(s, c)),
         queue::BY_CONSUMER,
@@ -78,7 +78,7 @@ pub(crate) fn recover_server(
 ) {
     let l = d.layout();
     let header = d.subscriber(s);
-    let clients = l.max_publishers;
+    let clients = l.sending;
     let owner = port::subscriber_owner(clients, s);
     let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
     port::close(header, generation);
@@ -119,7 +119,7 @@ pub(crate) fn recover_server(
         let ch = d.publisher(c);
         let waiting = ch.waiting.load(Ordering::SeqCst);
         if is_active(ch) && crate::doorbell::wants_wake(waiting) {
-            port::wake(ch, waiting, ringer, l.max_subscribers + c);
+            port::wake(ch, waiting, ringer, l.receiving + c);
         }
     }
 }
@@ -134,15 +134,15 @@ pub(crate) fn recover_ports(
     report: &mut CleanupReport,
 ) {
     let l = d.layout();
-    let ringer = Ringer::new(live.root(), stem, l.max_subscribers + l.max_publishers);
-    for s in 0..l.max_subscribers {
+    let ringer = Ringer::new(live.root(), stem, l.receiving + l.sending);
+    for s in 0..l.receiving {
         let node = d.subscriber(s).node.load(Ordering::Acquire);
         if node != 0 && !live.alive(node) {
             recover_server(d, pool, s, &ringer, report);
             report.ports += 1;
         }
     }
-    for c in 0..l.max_publishers {
+    for c in 0..l.sending {
         let node = d.publisher(c).node.load(Ordering::Acquire);
         if node != 0 && !live.alive(node) {
             recover_client(d, pool, c, report);
@@ -153,7 +153,7 @@ pub(crate) fn recover_ports(
 
 /// Requests in flight: request slot words in use (sent, not yet ended and released).
 pub(crate) fn requests_in_flight(d: Dynamic<'_>) -> usize {
-    (0..d.layout().max_publishers)
+    (0..d.layout().sending)
         .flat_map(|c| d.request_words(c))
         .filter(|w| {
             let w = w.load(Ordering::Relaxed);

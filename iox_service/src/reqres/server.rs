@@ -109,8 +109,8 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ServerBuilder<Req, Resp> {
         let (slot, generation) = claim.activate(pin.as_ref());
         let s = &self.service;
         let port = ServerPort {
-            ringer: Ringer::new(&s.root, &s.stem, l.max_subscribers + l.max_publishers),
-            read_cache: (0..l.max_publishers).map(|_| Cell::new(0)).collect(),
+            ringer: Ringer::new(&s.root, &s.stem, l.receiving + l.sending),
+            read_cache: (0..l.sending).map(|_| Cell::new(0)).collect(),
             fork_generation: s.fork_generation,
             pool: Arc::clone(&s.pool),
             owner,
@@ -199,7 +199,7 @@ impl ServerPort {
     /// Takes the next live request: (handle, raw entry, client, client generation).
     fn take(&self) -> Result<Option<(ChunkHandle, u64, usize, u64)>, ServerReceiveError> {
         let d = self.service.dynamic();
-        let clients = d.layout().max_publishers;
+        let clients = d.layout().sending;
         let start = self.cursor.get();
         for i in 0..clients {
             let c = (start + i) % clients;
@@ -334,7 +334,7 @@ impl ServerPort {
         } else {
             let waiting = ch.waiting.load(Ordering::Relaxed);
             if crate::doorbell::wants_wake(waiting) {
-                port::wake(ch, waiting, &self.ringer, d.layout().max_subscribers + r.client);
+                port::wake(ch, waiting, &self.ringer, d.layout().receiving + r.client);
             }
         }
     }
@@ -354,7 +354,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Server<Req, Resp> {
     /// Requests waiting in this server's queues (a snapshot).
     pub fn pending_requests(&self) -> usize {
         let d = self.port.service.dynamic();
-        (0..d.layout().max_publishers)
+        (0..d.layout().sending)
             .map(|c| d.queue(c, self.port.slot).len() as usize)
             .sum()
     }
@@ -462,7 +462,7 @@ impl Drop for ServerPort {
         // Clients look at the slot's state before they leave a request to us: after
         // it says FREE (see `request_word`).
         crate::testing::stall_point("server-left-before-scan");
-        let clients = d.layout().max_publishers;
+        let clients = d.layout().sending;
         request_word::server_left(
             (0..clients).flat_map(|c| d.request_words(c)),
             self.slot,

@@ -24,7 +24,7 @@ use super::{ClientBuilder, ServerBuilder};
 use crate::Payload;
 use crate::service::{self, CreateError, OpenError, OpenOrCreateError, Pattern, ServiceShared, Target};
 use crate::static_config::{
-    self, InvalidConfig, MessagingPattern, PayloadBacking, RequestResponseConfig, StaticConfig,
+    self, InvalidConfig, MessagingPattern, PatternConfig, PayloadBacking, RequestResponseConfig, StaticConfig,
 };
 
 /// Loans a client or server may hold at once (unsent requests or responses).
@@ -168,7 +168,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestResponseBuilder<Req, 
     fn fail<T>(&self, source: InvalidConfig) -> Result<T, CreateError> {
         Err(CreateError::InvalidSetting {
             name: self.target.name.to_string(),
-            source: rename_limits(source),
+            source,
         })
     }
 
@@ -204,45 +204,42 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestResponseBuilder<Req, 
 
 impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Pattern for RequestResponseBuilder<Req, Resp> {
     const PATTERN: MessagingPattern = MessagingPattern::RequestResponse;
+    type Section = RequestResponseConfig;
+
+    fn section(c: &StaticConfig) -> Option<&RequestResponseConfig> {
+        c.request_response()
+    }
 
     fn new_config(&self, target: &Target) -> Result<StaticConfig, CreateError> {
         let permissions = self.permissions.unwrap_or(segment::DEFAULT_MODE);
+        let section = RequestResponseConfig {
+            max_clients: self.max_clients.unwrap_or(8),
+            max_servers: self.max_servers.unwrap_or(2),
+            max_active_requests_per_client: self.max_active.unwrap_or(4),
+            response: Resp::payload_type(),
+            max_response_buffer: self.max_response_buffer.unwrap_or(16),
+        };
+        let (c, s) = (u64::from(section.max_clients), u64::from(section.max_servers));
+        let a = u64::from(section.max_active_requests_per_client);
+        let r = u64::from(section.max_response_buffer);
         let mut config = StaticConfig {
             version: static_config::CONFIG_VERSION,
             name: target.name.to_string(),
-            pattern: MessagingPattern::RequestResponse,
+            pattern: PatternConfig::RequestResponse(section),
             payload: Req::payload_type(),
             memory_type: self.memory_type.unwrap_or_default(),
             layout: PoolLayout::new(&[(64, 1)]).expect("constant layout"),
-            max_publishers: self.max_clients.unwrap_or(8),
-            max_subscribers: self.max_servers.unwrap_or(2),
-            subscriber_buffer: self.max_active.unwrap_or(4),
-            max_loans: MAX_LOANS,
-            max_held: 1,
-            overflow: Default::default(),
-            history: 0,
             permissions,
             backing: PayloadBacking::File,
             created_unix_ns: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
-            event: None,
-            request_response: Some(RequestResponseConfig {
-                response: Resp::payload_type(),
-                max_response_buffer: self.max_response_buffer.unwrap_or(16),
-            }),
         };
         if let Err(e) = config.check()
             && !e.is_payload()
         {
             return self.fail(e);
         }
-        let (c, s) = (
-            u64::from(config.max_publishers),
-            u64::from(config.max_subscribers),
-        );
-        let a = u64::from(config.subscriber_buffer);
-        let r = u64::from(self.max_response_buffer.unwrap_or(16));
         let l = u64::from(MAX_LOANS);
         let w = c * (a + l) + s * l + s * c * a * r + c * a * r;
         let align = Req::payload_type()
@@ -276,7 +273,12 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Pattern for RequestResponseB
         Ok(config)
     }
 
-    fn check_compatible(&self, target: &Target, c: &StaticConfig) -> Result<(), OpenError> {
+    fn check_compatible(
+        &self,
+        target: &Target,
+        c: &StaticConfig,
+        rr: &RequestResponseConfig,
+    ) -> Result<(), OpenError> {
         let name = || target.name.to_string();
         let incompatible = |what, requested: String, found: String| {
             Err(OpenError::IncompatibleLimit {
@@ -285,9 +287,6 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Pattern for RequestResponseB
                 requested,
                 found,
             })
-        };
-        let Some(rr) = &c.request_response else {
-            return incompatible("request_response section", "present".into(), "missing".into());
         };
         if c.payload != Req::payload_type() {
             return Err(OpenError::IncompatiblePayload {
@@ -314,12 +313,12 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Pattern for RequestResponseB
             return incompatible("backing", format!("{b:?}"), format!("{:?}", c.backing.kind()));
         }
         let limits = [
-            ("max_clients", self.max_clients, c.max_publishers),
-            ("max_servers", self.max_servers, c.max_subscribers),
+            ("max_clients", self.max_clients, rr.max_clients),
+            ("max_servers", self.max_servers, rr.max_servers),
             (
                 "max_active_requests_per_client",
                 self.max_active,
-                c.subscriber_buffer,
+                rr.max_active_requests_per_client,
             ),
             (
                 "max_response_buffer",
@@ -335,35 +334,6 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Pattern for RequestResponseB
             }
         }
         Ok(())
-    }
-}
-
-/// The static config's limit names are pub-sub's; a request-response builder calls
-/// them clients, servers and active requests.
-fn rename_limits(e: InvalidConfig) -> InvalidConfig {
-    match e {
-        InvalidConfig::Limit {
-            what,
-            value,
-            max,
-            rule,
-        } => InvalidConfig::Limit {
-            what: match what {
-                "max_publishers" => "max_clients",
-                "max_subscribers" => "max_servers",
-                "subscriber_buffer" => "max_active_requests_per_client",
-                w => w,
-            },
-            value,
-            max,
-            rule: match what {
-                "max_publishers" | "max_subscribers" => {
-                    "; clients + servers <= 47 per service (each port is one owner bit in the service's pool)"
-                }
-                _ => rule,
-            },
-        },
-        e => e,
     }
 }
 
@@ -406,6 +376,14 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestResponseService<Req, 
         &self.shared.config
     }
 
+    /// The request-response section of the static config (limits, response payload).
+    pub fn request_response_config(&self) -> &RequestResponseConfig {
+        self.shared
+            .config
+            .request_response()
+            .expect("a request-response service has its section (checked on open)")
+    }
+
     /// The pool: address in this process, length, memory type, classes.
     pub fn pool_info(&self) -> PoolInfo {
         self.shared.pool.info()
@@ -426,8 +404,8 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestResponseService<Req, 
         let d = self.shared.dynamic();
         let l = d.layout();
         (
-            crate::port::active_count((0..l.max_publishers).map(|p| d.publisher(p))),
-            crate::port::active_count((0..l.max_subscribers).map(|s| d.subscriber(s))),
+            crate::port::active_count((0..l.sending).map(|p| d.publisher(p))),
+            crate::port::active_count((0..l.receiving).map(|s| d.subscriber(s))),
         )
     }
 

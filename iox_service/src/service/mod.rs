@@ -176,11 +176,20 @@ pub(crate) struct Target {
 pub(crate) trait Pattern {
     /// The pattern recorded in the static configs it creates.
     const PATTERN: MessagingPattern;
+    /// The pattern's section of a static config.
+    type Section;
+    /// `c`'s section, if `c` is of this pattern.
+    fn section(c: &StaticConfig) -> Option<&Self::Section>;
     /// The static config to create the service with.
     fn new_config(&self, target: &Target) -> Result<StaticConfig, CreateError>;
-    /// Whether an existing service of this pattern (and this name) is what the caller
-    /// asked for.
-    fn check_compatible(&self, target: &Target, found: &StaticConfig) -> Result<(), OpenError>;
+    /// Whether an existing service of this pattern (and this name), with `section`,
+    /// is what the caller asked for.
+    fn check_compatible(
+        &self,
+        target: &Target,
+        found: &StaticConfig,
+        section: &Self::Section,
+    ) -> Result<(), OpenError>;
 }
 
 /// Outcome of one attempt: done, failed for good, or worth another try.
@@ -277,14 +286,14 @@ fn check<P: Pattern>(t: &Target, p: &P, c: &StaticConfig) -> Result<(), OpenErro
             found: c.name.clone(),
         });
     }
-    if c.pattern != P::PATTERN {
+    let Some(section) = P::section(c) else {
         return Err(OpenError::WrongPattern {
             name: name(),
             requested: P::PATTERN,
-            found: c.pattern,
+            found: c.messaging_pattern(),
         });
-    }
-    p.check_compatible(t, c)
+    };
+    p.check_compatible(t, c, section)
 }
 
 fn timed_out(t: &Target, start: Instant, last: String) -> OpenError {

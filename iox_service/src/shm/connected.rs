@@ -38,7 +38,7 @@
 //! ABA harm: a stale view only costs a delivery to the slot's new subscriber.
 //!
 //! Torn or corrupt words: the set is one 64-bit word, read and written whole; bits
-//! above `max_subscribers` are masked off on every read. A bit set for a slot that is
+//! above the receiving slots are masked off on every read. A bit set for a slot that is
 //! not `ACTIVE` (corrupt memory) only queues entries nobody takes until the slot's next
 //! subscriber drains them at creation: nothing is freed that someone still holds.
 //!

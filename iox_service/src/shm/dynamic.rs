@@ -93,9 +93,10 @@ pub(crate) struct Header {
     pub(crate) recovery: RawRobustMutex,
     /// At offset 40 in every format version, so any iox can tell which one it is.
     pub(crate) version: AtomicU32,
-    pub(crate) max_publishers: AtomicU32,
-    pub(crate) max_subscribers: AtomicU32,
-    pub(crate) subscriber_buffer: AtomicU32,
+    /// The [`crate::static_config::PortLimits`] the segment was sized for.
+    pub(crate) sending: AtomicU32,
+    pub(crate) receiving: AtomicU32,
+    pub(crate) queue_depth: AtomicU32,
     pub(crate) max_loans: AtomicU32,
     pub(crate) max_held: AtomicU32,
     pub(crate) user_slots: AtomicU32,
@@ -124,9 +125,9 @@ const _: () = assert!(size_of::<Header>() <= HEADER_LEN);
 // publishers-seen; and readers index `s % 64`): the slot limits must fit, or two slots
 // would share a bit (a `reset` could then clear a live waiter's).
 const _: () =
-    assert!(crate::static_config::MAX_SUBSCRIBERS <= 64 && crate::static_config::MAX_PUBLISHERS <= 64);
+    assert!(crate::static_config::MAX_RECEIVING_PORTS <= 64 && crate::static_config::MAX_SENDING_PORTS <= 64);
 const _: () = assert!(std::mem::offset_of!(Header, version) == 40);
-const _: () = assert!(std::mem::offset_of!(Header, max_publishers) == 44);
+const _: () = assert!(std::mem::offset_of!(Header, sending) == 44);
 // Where tests/bad_files.rs corrupts it.
 const _: () = assert!(std::mem::offset_of!(Header, pattern_limit) == 84);
 const _: () = assert!(std::mem::offset_of!(Header, subscribers_connected) >= 64);
@@ -242,13 +243,9 @@ fn check_limits(h: &Header, layout: &DynamicLayout) -> Result<(), Corruption> {
 fn limits<'h>(h: &'h Header, layout: &DynamicLayout) -> [(&'static str, &'h AtomicU32, u32); 7] {
     let (pattern_limit, value) = layout.pattern.parts().header_limit();
     [
-        ("max_publishers", &h.max_publishers, layout.max_publishers as u32),
-        (
-            "max_subscribers",
-            &h.max_subscribers,
-            layout.max_subscribers as u32,
-        ),
-        ("subscriber_buffer", &h.subscriber_buffer, layout.buffer as u32),
+        ("sending port slots", &h.sending, layout.sending as u32),
+        ("receiving port slots", &h.receiving, layout.receiving as u32),
+        ("pair queue depth", &h.queue_depth, layout.buffer as u32),
         ("max_loans", &h.max_loans, layout.max_loans),
         ("max_held", &h.max_held, layout.max_held),
         ("user_slots", &h.user_slots, USER_SLOTS as u32),
@@ -481,7 +478,7 @@ impl<'a> Dynamic<'a> {
     /// Where publisher slot `p`'s header is, checked: what a publisher works out
     /// once, at creation, and hands to [`Dynamic::header_at`] on every send.
     pub(crate) fn publisher_offset(&self, p: usize) -> PortHeaderOffset {
-        assert!(p < self.layout.max_publishers);
+        assert!(p < self.layout.sending);
         PortHeaderOffset(self.layout.publishers + p * 64)
     }
 
@@ -493,7 +490,7 @@ impl<'a> Dynamic<'a> {
     }
 
     pub(crate) fn subscriber(&self, s: usize) -> &'a PortHeader {
-        assert!(s < self.layout.max_subscribers);
+        assert!(s < self.layout.receiving);
         self.at(self.layout.subscribers + s * 64)
     }
 
@@ -501,10 +498,10 @@ impl<'a> Dynamic<'a> {
     #[inline]
     pub(crate) fn queue(&self, p: usize, s: usize) -> Queue<'a> {
         let l = self.layout;
-        debug_assert!(p < l.max_publishers && s < l.max_subscribers);
+        debug_assert!(p < l.sending && s < l.receiving);
         // One check keeps the queue inside the mapping (an event service has no
         // queues: its `pairs` is 0); callers pass slot indices in range.
-        let pair = p.wrapping_mul(l.max_subscribers).wrapping_add(s);
+        let pair = p.wrapping_mul(l.receiving).wrapping_add(s);
         assert!(pair < l.pairs, "queue ({p}, {s}) out of range");
         self.queue_at(l.queues + pair * l.queue_stride)
     }
@@ -515,7 +512,7 @@ impl<'a> Dynamic<'a> {
     pub(crate) fn queue_column_offset(&self, s: usize) -> QueueColumnOffset {
         let l = self.layout;
         assert!(
-            s < l.max_subscribers && l.pairs != 0,
+            s < l.receiving && l.pairs != 0,
             "subscriber slot {s} has no queues"
         );
         QueueColumnOffset(l.queues + s * l.queue_stride)
@@ -527,7 +524,7 @@ impl<'a> Dynamic<'a> {
     #[inline]
     pub(crate) fn queue_to(&self, column: QueueColumnOffset, p: usize) -> Queue<'a> {
         let l = self.layout;
-        assert!(p < l.max_publishers, "publisher slot {p} out of range");
+        assert!(p < l.sending, "publisher slot {p} out of range");
         self.queue_at(column.0 + p * l.queue_row_stride)
     }
 
@@ -536,10 +533,7 @@ impl<'a> Dynamic<'a> {
     /// to [`Dynamic::queue_row_at`] on every send.
     pub(crate) fn queue_row_offset(&self, p: usize) -> QueueRowOffset {
         let l = self.layout;
-        assert!(
-            p < l.max_publishers && l.pairs != 0,
-            "publisher slot {p} has no queues"
-        );
+        assert!(p < l.sending && l.pairs != 0, "publisher slot {p} has no queues");
         QueueRowOffset(l.queues + p * l.queue_row_stride)
     }
 
@@ -625,7 +619,7 @@ impl<'a> QueueRow<'a> {
     #[inline]
     pub(crate) fn to(&self, s: usize) -> Queue<'a> {
         let l = self.d.layout;
-        assert!(s < l.max_subscribers, "subscriber slot {s} out of range");
+        assert!(s < l.receiving, "subscriber slot {s} out of range");
         self.d.queue_at(self.offset + s * l.queue_stride)
     }
 }

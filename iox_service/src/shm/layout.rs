@@ -23,18 +23,19 @@ pub(crate) fn queue_bytes(depth: usize) -> usize {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct DynamicLayout {
     /// Sending port slots (publishers, notifiers, clients).
-    pub(crate) max_publishers: usize,
+    pub(crate) sending: usize,
     /// Receiving port slots (subscribers, listeners, servers).
-    pub(crate) max_subscribers: usize,
-    /// The depth of each pair queue (the static config's `subscriber_buffer`).
+    pub(crate) receiving: usize,
+    /// The depth of each pair queue (`PortLimits::queue_depth`; 0 without pair
+    /// queues).
     pub(crate) buffer: usize,
     /// `queue::index_mask(buffer)`, computed once.
     pub(crate) buffer_mask: u64,
     /// The bits of the connected-subscriber set that name a slot
-    /// (`connected::all(max_subscribers)`), computed once.
+    /// (`connected::all(receiving)`), computed once.
     pub(crate) subscriber_mask: u64,
     /// The bits of a publisher-slot set that name a slot
-    /// (`connected::all(max_publishers)`), computed once.
+    /// (`connected::all(sending)`), computed once.
     pub(crate) publisher_mask: u64,
     pub(crate) max_loans: u32,
     pub(crate) max_held: u32,
@@ -45,9 +46,9 @@ pub(crate) struct DynamicLayout {
     pub(crate) queues: usize,
     /// 0 when the pattern has no pair queues.
     pub(crate) queue_stride: usize,
-    /// `max_subscribers x queue_stride`: from one sending slot's queues to the next's.
+    /// `receiving x queue_stride`: from one sending slot's queues to the next's.
     pub(crate) queue_row_stride: usize,
-    /// Pair queues: `max_publishers x max_subscribers`, 0 when the pattern has none.
+    /// Pair queues: `sending x receiving`, 0 when the pattern has none.
     pub(crate) pairs: usize,
     /// The pattern's own regions, after the pair queues.
     pub(crate) pattern: PatternLayout,
@@ -66,8 +67,8 @@ impl DynamicLayout {
         let user_holders = users + USER_SLOTS * 8;
         let publishers = user_holders + USER_SLOTS * 4;
         Self {
-            max_publishers: 0,
-            max_subscribers: 0,
+            sending: 0,
+            receiving: 0,
             buffer: 0,
             buffer_mask: index_mask(0),
             subscriber_mask: 0,
@@ -88,42 +89,39 @@ impl DynamicLayout {
     }
 
     pub(crate) fn new(c: &StaticConfig) -> Self {
-        let (max_publishers, max_subscribers) = (c.max_publishers as usize, c.max_subscribers as usize);
-        let buffer = c.subscriber_buffer as usize;
+        let limits = c.port_limits();
+        let (sending, receiving) = (limits.sending as usize, limits.receiving as usize);
+        let buffer = limits.queue_depth as usize;
         let users = HEADER_LEN;
         let user_holders = users + USER_SLOTS * 8;
         let publishers = user_holders + USER_SLOTS * 4;
-        let subscribers = publishers + 64 * max_publishers;
-        let queues = subscribers + 64 * max_subscribers;
+        let subscribers = publishers + 64 * sending;
+        let queues = subscribers + 64 * receiving;
         let mut queue_stride = 0;
         // The pattern says whether it has pair queues; the core places them.
         let pattern = PatternLayout::new(c, |has_pairs| {
             if has_pairs {
                 queue_stride = queue_bytes(buffer);
             }
-            queues + queue_stride * max_publishers * max_subscribers
+            queues + queue_stride * sending * receiving
         });
         Self {
-            max_publishers,
-            max_subscribers,
+            sending,
+            receiving,
             buffer,
             buffer_mask: index_mask(buffer),
-            subscriber_mask: crate::shm::connected::all(max_subscribers),
-            publisher_mask: crate::shm::connected::all(max_publishers),
-            max_loans: c.max_loans,
-            max_held: c.max_held,
+            subscriber_mask: crate::shm::connected::all(receiving),
+            publisher_mask: crate::shm::connected::all(sending),
+            max_loans: limits.max_loans,
+            max_held: limits.max_held,
             users,
             user_holders,
             publishers,
             subscribers,
             queues,
             queue_stride,
-            queue_row_stride: max_subscribers * queue_stride,
-            pairs: if queue_stride == 0 {
-                0
-            } else {
-                max_publishers * max_subscribers
-            },
+            queue_row_stride: receiving * queue_stride,
+            pairs: if queue_stride == 0 { 0 } else { sending * receiving },
             len: pattern.parts().end(),
             pattern,
         }

@@ -45,7 +45,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     pub(super) fn ready_outside_stuck(&self) -> bool {
         let d = self.port.service.dynamic();
         let stuck = self.stuck.get();
-        (0..d.layout().max_publishers)
+        (0..d.layout().sending)
             .any(|p| stuck & crate::shm::connected::bit(p) == 0 && d.queue(p, self.port.slot).len() > 0)
     }
 
@@ -54,7 +54,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     /// a dead publisher claimed still has it, and a receive must look to find the claim.
     pub(super) fn queued_or_claimed(&self) -> bool {
         let d = self.port.service.dynamic();
-        (0..d.layout().max_publishers).any(|p| d.queue(p, self.port.slot).queued() > 0)
+        (0..d.layout().sending).any(|p| d.queue(p, self.port.slot).queued() > 0)
     }
 
     /// Queues were found claimed by someone else: a live claimer (a publisher dropping
