@@ -13,6 +13,8 @@ venv=${IOX_PY_VENV:-}
 if [ -z "$venv" ]; then
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
+    # Readable by others: the README test runs its example as an unprivileged user.
+    chmod 755 "$tmp"
     venv=$tmp/venv
 fi
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"

@@ -68,3 +68,99 @@ fn the_readme_dependency_lines_name_crates_and_features_that_exist() {
         }
     }
 }
+
+/// The README's ```` ```rust ```` blocks, in order.
+fn rust_blocks(readme: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in readme.lines() {
+        match (&mut current, line) {
+            (None, "```rust") => current = Some(String::new()),
+            (Some(_), "```") => blocks.extend(current.take()),
+            (Some(block), l) => {
+                block.push_str(l);
+                block.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    blocks
+}
+
+/// The blocks marked `// README block N` .. `// README block end` in the tour
+/// program, indentation of the function body removed.
+fn tour_blocks(source: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in source.lines() {
+        let trimmed = line.trim();
+        if trimmed == "// README block end" {
+            blocks.extend(current.take());
+        } else if trimmed.starts_with("// README block ") {
+            current = Some(String::new());
+        } else if let Some(block) = &mut current {
+            block.push_str(line.strip_prefix("    ").unwrap_or(line));
+            block.push('\n');
+        }
+    }
+    blocks
+}
+
+/// The README's Rust examples run as written and in the order written: every block
+/// is the text of one block of `readme_tour` (which only wraps them in a function),
+/// and that program runs to its end as a user without privileges and with default
+/// limits (the first block mlocks a pool), under its own root and temp directory.
+#[test]
+fn the_readme_rust_examples_are_one_program_that_runs_unprivileged() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let tour_path = repo().join("examples/src/bin/readme_tour.rs");
+    let tour = std::fs::read_to_string(&tour_path).unwrap();
+    let (written, compiled) = (rust_blocks(&readme), tour_blocks(&tour));
+    assert!(written.len() >= 5, "the README's Rust blocks: {}", written.len());
+    assert_eq!(
+        written.len(),
+        compiled.len(),
+        "README.md has {} Rust blocks, {} has {}: copy each README block there",
+        written.len(),
+        tour_path.display(),
+        compiled.len()
+    );
+    for (i, (w, c)) in written.iter().zip(&compiled).enumerate() {
+        assert_eq!(
+            w,
+            c,
+            "README Rust block {} differs from `// README block {}` in {}",
+            i + 1,
+            i + 1,
+            tour_path.display()
+        );
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    // The unprivileged user writes the root and its temp directory.
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let mut cmd = iox_testkit::unprivileged(std::path::Path::new(env!("CARGO_BIN_EXE_readme_tour")));
+    let out = cmd
+        .env("IOX_ROOT", dir.path())
+        .env("TMPDIR", dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
+    for expected in [
+        "got 0",
+        "EventId(3)",
+        "EventId(7)",
+        "waypoint 2 1",
+        "readme: every block ran",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "{expected:?} missing:\n{stdout}\n{stderr}"
+        );
+    }
+}

@@ -110,6 +110,28 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// A command for `program` that runs it as a user without privileges: when this
+/// process is root (CI), as user and group `nobody` (65534), no supplementary groups,
+/// no capabilities, under the limits root has (`setpriv`, from util-linux; panics
+/// naming it if missing); otherwise as this user, who has none to drop. What a new
+/// user running an example on their own machine is.
+pub fn unprivileged(program: &std::path::Path) -> Command {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Command::new(program);
+    }
+    let found = Command::new("setpriv").arg("--version").output();
+    assert!(
+        found.is_ok_and(|o| o.status.success()),
+        "running as root: setpriv (util-linux) is needed to run {} as an unprivileged user",
+        program.display()
+    );
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(program);
+    cmd
+}
+
 /// This process's locked memory (`VmLck` in /proc/self/status), in KiB.
 pub fn vm_lck_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
