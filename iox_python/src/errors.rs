@@ -5,8 +5,9 @@
 //! `IncompatibleService`; no such service on open is `ServiceNotFound`; an existing
 //! one on create is `ServiceExists`; an empty pool class is `PoolExhausted`; a loan
 //! beyond `max_loans` or samples beyond `max_held` are `LimitReached`; a send refused
-//! because numpy views of the loan are alive is `ViewsAlive`; everything else is
-//! `Error`.
+//! because numpy views of the loan are alive is `ViewsAlive`; a publisher or loan
+//! used from another thread than its publisher's is `WrongThread`; everything else
+//! is `Error`.
 
 use iox_service::{CreateError, LoanError, OpenError, OpenOrCreateError, ReceiveError};
 use pyo3::create_exception;
@@ -51,6 +52,12 @@ create_exception!(
 );
 create_exception!(
     iox,
+    WrongThread,
+    Error,
+    "A publisher or loan used from another thread than the one that created the publisher."
+);
+create_exception!(
+    iox,
     ViewsAlive,
     Error,
     "`send()` refused: numpy views of the loan are still alive."
@@ -65,6 +72,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PoolExhausted", py.get_type::<PoolExhausted>())?;
     m.add("LimitReached", py.get_type::<LimitReached>())?;
     m.add("ViewsAlive", py.get_type::<ViewsAlive>())?;
+    m.add("WrongThread", py.get_type::<WrongThread>())?;
     Ok(())
 }
 

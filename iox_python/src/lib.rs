@@ -8,11 +8,12 @@
 //! that records that payload type (`PubSubBuilder::raw_payload_type`), so Rust
 //! programs that use the real type share it.
 //!
-//! Threading rule: a publisher and its loans belong to the thread that made them
-//! (`unsendable`: using them from another thread raises pyo3's `PanicException`; if
-//! the last reference to one, or to an array viewing a loan, goes away on another
-//! thread, pyo3 does not drop it and reports an unraisable `RuntimeError`: its chunk
-//! or port stays taken until the process exits, when crash recovery reclaims it).
+//! Threading rule: a publisher and its loans belong to the thread that made the
+//! publisher (using them from another thread raises `iox.WrongThread`, see
+//! `publisher.rs`; if the last reference to one, or to an array viewing a loan, goes
+//! away on another thread, pyo3 does not drop its port or chunk there and reports an
+//! unraisable `RuntimeError`: they stay taken until the process exits, when crash
+//! recovery reclaims them).
 //! Services, subscribers, samples, listeners and notifiers may be used from any
 //! thread; blocking calls (`receive(timeout=...)`, `Listener.wait`, opening a
 //! service) release the GIL.
@@ -33,5 +34,15 @@ fn _iox(m: &Bound<'_, PyModule>) -> PyResult<()> {
     publisher::register(m)?;
     event::register(m)?;
     inspect::register(m)?;
+    m.add_function(wrap_pyfunction!(check_name, m)?)?;
     Ok(())
+}
+
+/// Raises `iox.Error` with the rule if `name` is not a valid service name (what
+/// `iox.Service(name)` checks at once).
+#[pyfunction]
+fn check_name(name: &str) -> PyResult<()> {
+    iox_service::ServiceName::new(name)
+        .map(drop)
+        .map_err(errors::other)
 }

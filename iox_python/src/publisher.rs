@@ -1,5 +1,12 @@
-//! Publishers and loans. A publisher and its loans are `unsendable`: they belong to
-//! the thread that made them (iox's `Publisher` is not `Send`).
+//! Publishers and loans. A publisher and its loans belong to the thread that made the
+//! publisher (iox's `Publisher` is not `Send`: one send journal per port). The Python
+//! objects (`Publisher`, `Loan`) may travel between threads; every call checks the
+//! thread first ([`Owner`]) and raises `iox.WrongThread`, naming the owner, before
+//! touching the port, which lives in an `unsendable` object (`_PublisherCore`,
+//! `_LoanCell`) only the owner thread reaches. (Decision: refuse, rather than make
+//! ports usable from any thread, which would put a lock on every send.) Dropped on
+//! another thread (the last reference gone there), the port is leaked with a warning
+//! rather than used from the wrong thread.
 //!
 //! Loans and views. A `Loan` owns a `_LoanCell`, which owns the loaned chunk; the
 //! writable arrays `loan.array` hands out have the cell as their base. `send()` is
@@ -13,6 +20,7 @@
 
 use std::cell::RefCell;
 use std::sync::Arc;
+use std::thread::ThreadId;
 
 use iox_service::{Publisher, RawLoan};
 use numpy::{PyUntypedArray, PyUntypedArrayMethods};
@@ -24,14 +32,53 @@ use crate::{array, errors};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyPublisher>()?;
+    m.add_class::<PublisherCore>()?;
     m.add_class::<PyLoan>()?;
     m.add_class::<LoanCell>()?;
     Ok(())
 }
 
-/// A publisher (`iox.Publisher`), owned by the thread that made it.
-#[pyclass(name = "Publisher", module = "iox", unsendable)]
+/// The thread a publisher and its loans belong to.
+#[derive(Debug, Clone)]
+struct Owner {
+    id: ThreadId,
+    /// Its Python name (`threading.current_thread().name`), for messages.
+    name: Arc<str>,
+}
+
+impl Owner {
+    fn current(py: Python<'_>) -> PyResult<Self> {
+        let thread = py.import("threading")?.call_method0("current_thread")?;
+        Ok(Self {
+            id: std::thread::current().id(),
+            name: thread.getattr("name")?.extract::<String>()?.into(),
+        })
+    }
+
+    /// `Ok` on the owner thread; `iox.WrongThread` naming it elsewhere.
+    fn check(&self, what: &str) -> PyResult<()> {
+        if std::thread::current().id() == self.id {
+            return Ok(());
+        }
+        Err(errors::WrongThread::new_err(format!(
+            "this {what} belongs to thread {:?}, which created the publisher: an iox publisher \
+             and its loans are used from one thread (one send journal per port); call it from \
+             that thread, or create a publisher in this one (svc.publisher())",
+            self.name
+        )))
+    }
+}
+
+/// A publisher (`iox.Publisher`): its owner thread and its port.
+#[pyclass(name = "Publisher", module = "iox")]
 pub(crate) struct PyPublisher {
+    owner: Owner,
+    core: Py<PublisherCore>,
+}
+
+/// The port of a `Publisher`, reached from its owner thread only.
+#[pyclass(name = "_PublisherCore", module = "iox", unsendable)]
+pub(crate) struct PublisherCore {
     inner: Publisher<[u8]>,
     spec: Arc<ArraySpec>,
     /// Bytes of one sample, for typed services (`None`: slices, any length).
@@ -39,7 +86,23 @@ pub(crate) struct PyPublisher {
 }
 
 impl PyPublisher {
-    pub(crate) fn new(svc: &PyPubSubService, pin: bool) -> PyResult<Self> {
+    pub(crate) fn new(py: Python<'_>, svc: &PyPubSubService, pin: bool) -> PyResult<Self> {
+        let core = Py::new(py, PublisherCore::new(svc, pin)?)?;
+        Ok(Self {
+            owner: Owner::current(py)?,
+            core,
+        })
+    }
+
+    /// The port, on its owner thread.
+    fn core<'py>(&self, py: Python<'py>) -> PyResult<PyRef<'py, PublisherCore>> {
+        self.owner.check("Publisher")?;
+        Ok(self.core.bind(py).borrow())
+    }
+}
+
+impl PublisherCore {
+    fn new(svc: &PyPubSubService, pin: bool) -> PyResult<Self> {
         let inner = svc
             .inner
             .publisher_builder()
@@ -81,7 +144,8 @@ impl PyPublisher {
     /// of a slice service. Use as a context manager; write `s.array`, then `s.send()`.
     #[pyo3(signature = (n = None))]
     fn loan(&self, py: Python<'_>, n: Option<usize>) -> PyResult<PyLoan> {
-        let bytes = match (self.fixed, n) {
+        let core = self.core(py)?;
+        let bytes = match (core.fixed, n) {
             (Some(size), None) => size,
             (Some(_), Some(_)) => {
                 return Err(PyTypeError::new_err(
@@ -89,7 +153,7 @@ impl PyPublisher {
                 ));
             }
             (None, Some(n)) => n
-                .checked_mul(self.spec.itemsize)
+                .checked_mul(core.spec.itemsize)
                 .ok_or_else(|| PyValueError::new_err("length overflows"))?,
             (None, None) => {
                 return Err(PyTypeError::new_err(
@@ -97,36 +161,62 @@ impl PyPublisher {
                 ));
             }
         };
-        let loan = self.loan_bytes(bytes)?;
+        let loan = core.loan_bytes(bytes)?;
         let cell = Py::new(
             py,
             LoanCell {
                 loan: RefCell::new(Some(loan)),
-                spec: self.spec.clone(),
+                spec: core.spec.clone(),
             },
         )?;
-        Ok(PyLoan { cell: Some(cell) })
+        Ok(PyLoan {
+            owner: self.owner.clone(),
+            cell: Some(cell),
+        })
     }
 
     /// Copies `data` (an array, or anything numpy converts, e.g. `bytes`) into a loan
     /// and sends it: one copy. A fixed-shape service needs exactly its shape; a slice
-    /// service takes any length. Returns how many subscribers got it.
-    fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<usize> {
+    /// service takes any length. Values are converted to the service's dtype only
+    /// where numpy's `casting` rule allows it: `"safe"` (the default) refuses casts that
+    /// could change a value (float64 into float32, int64 into uint8) with a TypeError;
+    /// pass `casting="same_kind"` or `"unsafe"` to convert anyway. `bytes` are the
+    /// sample's bytes as they are. Returns how many subscribers got it.
+    #[pyo3(signature = (data, *, casting = "safe"))]
+    fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>, casting: &str) -> PyResult<usize> {
+        let core = self.core(py)?;
         let np = py.import("numpy")?;
+        let dtype = core.spec.dtype.bind(py);
         let src = if data.is_instance_of::<pyo3::types::PyBytes>()
             || data.is_instance_of::<pyo3::types::PyByteArray>()
             || data.is_instance_of::<pyo3::types::PyMemoryView>()
         {
-            np.call_method1("frombuffer", (data, self.spec.dtype.bind(py)))?
+            np.call_method1("frombuffer", (data, dtype))?
         } else {
-            // asarray, not ascontiguousarray (which makes a 0-d array 1-d).
+            // What the data is, then the cast the rule allows. asarray, not
+            // ascontiguousarray (which makes a 0-d array 1-d).
+            let given = np.call_method1("asarray", (data,))?;
+            let from = given.getattr("dtype")?;
             let kw = pyo3::types::PyDict::new(py);
-            kw.set_item("dtype", self.spec.dtype.bind(py))?;
+            kw.set_item("casting", casting)?;
+            if !np
+                .getattr("can_cast")?
+                .call((&from, dtype), Some(&kw))?
+                .is_truthy()?
+            {
+                return Err(PyTypeError::new_err(format!(
+                    "cannot send {from} data to this service of {dtype} with casting {casting:?}: \
+                     the conversion could change values; convert it yourself (e.g. \
+                     a.astype(np.{dtype})) or pass casting=\"same_kind\" or \"unsafe\""
+                )));
+            }
+            let kw = pyo3::types::PyDict::new(py);
+            kw.set_item("dtype", dtype)?;
             kw.set_item("order", "C")?;
-            np.getattr("asarray")?.call((data,), Some(&kw))?
+            np.getattr("asarray")?.call((given,), Some(&kw))?
         };
         let src = src.cast_into::<PyUntypedArray>()?;
-        if let Some(shape) = &self.spec.shape
+        if let Some(shape) = &core.spec.shape
             && src.shape() != shape.as_slice()
         {
             return Err(PyValueError::new_err(format!(
@@ -134,8 +224,8 @@ impl PyPublisher {
                 src.shape()
             )));
         }
-        let bytes = src.len() * self.spec.itemsize;
-        let mut loan = self.loan_bytes(bytes)?;
+        let bytes = src.len() * core.spec.itemsize;
+        let mut loan = core.loan_bytes(bytes)?;
         // SAFETY: `src` is a C-contiguous array of `bytes` bytes (asarray order="C" /
         // frombuffer with our dtype), alive for this call; the loan's chunk holds
         // `bytes` bytes and is ours alone; they cannot overlap (the source is not in a
@@ -151,18 +241,19 @@ impl PyPublisher {
     }
 
     /// Waits up to `timeout` seconds until `n` subscribers are connected; returns how many are.
-    fn wait_for_subscribers(&self, n: usize, timeout: f64) -> PyResult<usize> {
-        // The publisher is not `Send`: this waits holding the GIL (use short timeouts
-        // in threaded programs).
-        self.inner
+    fn wait_for_subscribers(&self, py: Python<'_>, n: usize, timeout: f64) -> PyResult<usize> {
+        // The port is not `Send`: this waits holding the GIL (use short timeouts in
+        // threaded programs).
+        self.core(py)?
+            .inner
             .wait_for_subscribers(n, std::time::Duration::from_secs_f64(timeout.max(0.0)))
             .map_err(errors::other)
     }
 
     /// Whether this port pinned the pool.
     #[getter]
-    fn is_pinned(&self) -> bool {
-        self.inner.is_pinned()
+    fn is_pinned(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.core(py)?.inner.is_pinned())
     }
 }
 
@@ -174,15 +265,18 @@ pub(crate) struct LoanCell {
     spec: Arc<ArraySpec>,
 }
 
-/// A loaned sample (`iox.Loan`): write `array`, then `send()`.
-#[pyclass(name = "Loan", module = "iox", unsendable)]
+/// A loaned sample (`iox.Loan`): write `array`, then `send()`. Its chunk is reached
+/// from the publisher's owner thread only.
+#[pyclass(name = "Loan", module = "iox")]
 pub(crate) struct PyLoan {
+    owner: Owner,
     /// `None` once sent or released.
     cell: Option<Py<LoanCell>>,
 }
 
 impl PyLoan {
     fn cell<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, LoanCell>> {
+        self.owner.check("Loan")?;
         match &self.cell {
             Some(c) if c.bind(py).borrow().loan.borrow().is_some() => Ok(c.bind(py)),
             _ => Err(errors::Error::new_err("the loan was already sent or released")),
@@ -240,19 +334,22 @@ impl PyLoan {
 
     /// Gives the loan up without sending. The chunk returns to the pool once no array
     /// views it.
-    fn release(&mut self, py: Python<'_>) {
+    fn release(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.owner.check("Loan")?;
         if let Some(cell) = self.cell.take() {
             let b = cell.bind(py);
             if b.get_refcnt() == 1 {
                 b.borrow().loan.borrow_mut().take();
             }
         }
+        Ok(())
     }
 
     /// Whether the loan can still be written and sent.
     #[getter]
-    fn is_active(&self, py: Python<'_>) -> bool {
-        self.cell(py).is_ok()
+    fn is_active(&self, py: Python<'_>) -> PyResult<bool> {
+        self.owner.check("Loan")?;
+        Ok(self.cell(py).is_ok())
     }
 
     fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
@@ -266,8 +363,8 @@ impl PyLoan {
         _ty: Option<&Bound<'_, PyAny>>,
         _value: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
-    ) -> bool {
-        self.release(py);
-        false
+    ) -> PyResult<bool> {
+        self.release(py)?;
+        Ok(false)
     }
 }

@@ -232,8 +232,8 @@ impl PyPubSubService {
     }
     /// A publisher (owned by the calling thread). See `iox.Publisher`.
     #[pyo3(signature = (pin = false))]
-    fn publisher(&self, pin: bool) -> PyResult<crate::publisher::PyPublisher> {
-        crate::publisher::PyPublisher::new(self, pin)
+    fn publisher(&self, py: Python<'_>, pin: bool) -> PyResult<crate::publisher::PyPublisher> {
+        crate::publisher::PyPublisher::new(py, self, pin)
     }
     fn __repr__(&self) -> String {
         format!(

@@ -254,20 +254,68 @@ def test_waitset_and_events(root):
     assert asyncio.run(main()) == [9]
 
 
-def test_publisher_is_thread_bound(root):
+def test_publisher_and_loans_used_from_another_thread_raise_wrong_thread(root):
     svc, pub, sub = frames(root)
-    errors = []
+    loan = pub.loan()
+    calls = {
+        "send": lambda: pub.send(np.zeros(SHAPE, np.uint8)),
+        "loan": lambda: pub.loan(),
+        "wait_for_subscribers": lambda: pub.wait_for_subscribers(1, 0.0),
+        "is_pinned": lambda: pub.is_pinned,
+        "loan.array": lambda: loan.array,
+        "loan.send": lambda: loan.send(),
+        "loan.release": lambda: loan.release(),
+    }
+    raised = {}
 
     def use():
-        try:
-            pub.send(np.zeros(SHAPE, np.uint8))
-        except BaseException as e:  # pyo3 raises PanicException (a BaseException)
-            errors.append(e)
+        threading.current_thread().name = "worker"
+        for what, call in calls.items():
+            try:
+                call()
+                raised[what] = None
+            except BaseException as e:  # a panic would be a BaseException: catch all
+                raised[what] = e
 
     t = threading.Thread(target=use)
     t.start()
     t.join()
-    assert errors, "a publisher used from another thread must raise"
+    for what, e in raised.items():
+        assert isinstance(e, iox.WrongThread), f"{what}: {e!r}"
+        assert isinstance(e, iox.Error)
+        assert "MainThread" in str(e) and "svc.publisher()" in str(e), str(e)
+    # The owner thread still uses both, and a publisher made in the worker works there.
+    loan.array[...] = 7
+    assert loan.send() == 1
+    assert int(sub.receive(timeout=1.0).array[0, 0, 0]) == 7
+    sent = []
+    t = threading.Thread(target=lambda: sent.append(svc.publisher().send(np.ones(SHAPE, np.uint8))))
+    t.start()
+    t.join()
+    assert sent == [1]
+
+
+def test_send_refuses_lossy_conversions_unless_asked(root):
+    svc = iox.Service("floats", root=root).publish_subscribe(np.float32, max_len=16).open_or_create()
+    pub, sub = svc.publisher(), svc.subscriber()
+    for lossy in (np.array([0.1, 0.2]), [0.1, 0.2], np.array([1, 2], np.int64)):
+        with pytest.raises(TypeError, match="casting"):
+            pub.send(lossy)
+    assert sub.receive() is None, "nothing was sent"
+    assert pub.send(np.array([0.5, 1.5], np.float32)) == 1
+    assert pub.send(np.array([1, 2], np.int16)) == 1  # safe: every int16 is a float32
+    assert pub.send([0.1, 0.2], casting="same_kind") == 1
+    got = [sub.receive().array.tolist() for _ in range(3)]
+    assert got[0] == [0.5, 1.5] and got[1] == [1.0, 2.0]
+    assert got[2] == pytest.approx([0.1, 0.2]) and got[2] != [0.1, 0.2]  # converted, as asked
+
+
+def test_bad_names_are_refused_at_once_with_the_rule(root):
+    for bad in ("", "camera front", "a//b", "/leading", "x*y"):
+        with pytest.raises(iox.Error) as e:
+            iox.Service(bad, root=root)
+        assert bad == "" or "segments separated by single '/'" in str(e.value), str(e.value)
+    assert iox.Service("robot1/arm.joint_states", root=root).name == "robot1/arm.joint_states"
 
 
 def test_device_ptr_needs_pinning(root):

@@ -1,11 +1,20 @@
 //! Service names and the file stem derived from them.
 //!
-//! A service name is 1..=255 bytes of printable UTF-8 (no control characters, so no
-//! NUL or newline). It may contain `/` (`camera/front`): names never become paths
-//! themselves. Files use the stem `iox_<H>`, `H` the 16-hex-digit xxh3 hash of the
-//! name, so any valid name maps to a safe file name inside the root. The full name is
-//! stored in the static config, and an opener whose name hashes alike but differs is
-//! told so ([`crate::OpenError::NameCollision`]).
+//! **The name grammar.** A service name is one or more *segments* separated by single
+//! `/` (`camera/front`, `robot1/arm/joint_states`), at most 255 bytes in all. A segment
+//! is one or more ASCII letters, digits and the characters `_ - . ~ : + = ,`. So a name
+//! has no spaces, no empty segments (`a//b`, a leading or trailing `/`), no wildcard or
+//! query characters (`* $ ? #`) and nothing outside ASCII. The rule is checked once,
+//! by [`ServiceName::new`] (which `Service::named` calls), so a bad name fails where
+//! it is written, with the rule in the message. It is the rule of names that mean the
+//! same everywhere a service name travels: every valid name is also a Zenoh key
+//! expression without wildcards (the bridge carries any service by its name), a ROS
+//! 2-style topic path and a safe command-line argument.
+//!
+//! Names never become paths themselves. Files use the stem `iox_<H>`, `H` the
+//! 16-hex-digit xxh3 hash of the name, so every name maps to a safe file name inside
+//! the root. The full name is stored in the static config, and an opener whose name
+//! hashes alike but differs is told so ([`crate::OpenError::NameCollision`]).
 
 use thiserror::Error;
 
@@ -22,14 +31,30 @@ pub enum NameError {
     /// The name is longer than 255 bytes.
     #[error("service name is {0} bytes long; at most {MAX_NAME_LEN} are allowed")]
     TooLong(usize),
-    /// The name holds a control character (NUL, newline, ...).
-    #[error("service name {name:?} contains the control character {ch:?}; use printable characters only")]
-    ControlCharacter {
+    /// The name holds a character outside the grammar (see the module docs).
+    #[error("service name {name:?} contains {ch:?} at byte {at}: {RULE}")]
+    Character {
         /// The name given.
         name: String,
         /// The offending character.
         ch: char,
+        /// Its byte offset.
+        at: usize,
     },
+    /// The name has an empty segment: `//`, or a leading or trailing `/`.
+    #[error("service name {name:?} has an empty segment ('//', or a leading or trailing '/'): {RULE}")]
+    EmptySegment {
+        /// The name given.
+        name: String,
+    },
+}
+
+/// The name grammar, as every [`NameError`] about characters states it.
+const RULE: &str = "a name is segments separated by single '/', each of ASCII letters, digits and _ - . ~ : + = , (e.g. \"camera/front\")";
+
+/// Whether `c` may appear in a segment.
+fn segment_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '~' | ':' | '+' | '=' | ',')
 }
 
 /// A validated service name.
@@ -37,13 +62,15 @@ pub enum NameError {
 pub struct ServiceName(String);
 
 impl ServiceName {
-    /// Validates `name`.
+    /// Validates `name` against the grammar (see the module docs).
     ///
     /// ```
     /// use iox_service::ServiceName;
     /// assert!(ServiceName::new("camera/front").is_ok());
-    /// assert!(ServiceName::new("").is_err());
-    /// assert!(ServiceName::new("a\0b").is_err());
+    /// assert!(ServiceName::new("robot1/arm/joint_states").is_ok());
+    /// for bad in ["", "camera front", "a//b", "/leading", "trailing/", "x*y", "a\0b", "caf\u{e9}"] {
+    ///     assert!(ServiceName::new(bad).is_err(), "{bad:?}");
+    /// }
     /// ```
     pub fn new(name: &str) -> Result<Self, NameError> {
         if name.is_empty() {
@@ -52,10 +79,16 @@ impl ServiceName {
         if name.len() > MAX_NAME_LEN {
             return Err(NameError::TooLong(name.len()));
         }
-        if let Some(ch) = name.chars().find(|c| c.is_control()) {
-            return Err(NameError::ControlCharacter {
+        if let Some((at, ch)) = name.char_indices().find(|&(_, c)| c != '/' && !segment_char(c)) {
+            return Err(NameError::Character {
                 name: name.to_owned(),
                 ch,
+                at,
+            });
+        }
+        if name.split('/').any(str::is_empty) {
+            return Err(NameError::EmptySegment {
+                name: name.to_owned(),
             });
         }
         Ok(Self(name.to_owned()))

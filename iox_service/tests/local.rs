@@ -238,6 +238,30 @@ fn bad_settings_and_mismatches_are_errors() {
     assert!(Service::named("").is_err());
     assert!(Service::named("a\nb").is_err());
     assert!(Service::named(&"x".repeat(256)).is_err());
+    // The grammar, refused where the name is written, with the rule in the message.
+    for bad in [
+        "bad name!",
+        "a//b",
+        "x*y",
+        "/leading",
+        "trailing/",
+        "camera front",
+        "a$b",
+        "q?",
+        "#",
+    ] {
+        let e = Service::named(bad)
+            .err()
+            .unwrap_or_else(|| panic!("{bad:?} accepted"));
+        let m = e.to_string();
+        assert!(
+            m.contains(&format!("{bad:?}")) && m.contains("segments separated by single '/'"),
+            "{m}"
+        );
+    }
+    for good in ["camera/front", "robot1/arm/joint_states", "a.b-c~d:e+f=g,h", "X"] {
+        assert!(Service::named(good).is_ok(), "{good:?}");
+    }
     let e = service(&dir, "z")
         .publish_subscribe::<u8>()
         .max_subscribers(0)

@@ -6,7 +6,10 @@
 //! a name that is not a valid, wildcard-free key expression (empty chunks as in
 //! `a//b` or a trailing `/`, the characters `* $ ? #`, a chunk starting with `@`) is
 //! refused with a message naming it, since an escape scheme would have to be known to
-//! every plain Zenoh program on the network too.
+//! every plain Zenoh program on the network too. iox's name grammar
+//! (`iox_service::name`) admits no such name, so every local service can be exported
+//! (`every_valid_service_name_is_a_key` below); the check remains for names that
+//! arrive from elsewhere.
 
 use zenoh::key_expr::{KeyExpr, OwnedKeyExpr, keyexpr};
 
@@ -150,6 +153,33 @@ mod tests {
             assert!(e.contains(&format!("{bad:?}")), "{e}");
         }
         assert!(Keys::new("io*").is_err());
+    }
+
+    /// Every name iox accepts travels: each ASCII character the name grammar allows,
+    /// alone, inside a segment and at segment edges, gives a key.
+    #[test]
+    fn every_valid_service_name_is_a_key() {
+        let keys = Keys::new("iox").unwrap();
+        let mut valid = 0;
+        for c in (0u8..128).map(char::from) {
+            for name in [
+                format!("{c}"),
+                format!("a{c}b"),
+                format!("{c}x/y{c}"),
+                format!("s/{c}{c}/t"),
+            ] {
+                if iox_service::ServiceName::new(&name).is_ok() {
+                    valid += 1;
+                    keys.data_key(&name).unwrap_or_else(|e| panic!("{name:?}: {e}"));
+                    keys.config_key(&name).unwrap_or_else(|e| panic!("{name:?}: {e}"));
+                    assert!(Pattern::new("**").unwrap().matches(&name), "{name:?}");
+                }
+            }
+        }
+        assert!(
+            valid > 4 * 60,
+            "the grammar allows letters, digits and more: {valid}"
+        );
     }
 
     #[test]

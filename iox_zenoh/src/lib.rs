@@ -14,8 +14,9 @@
 //! - No echo: the bridge's own publishers are told apart on receive by
 //!   [`iox_service::Sample::publisher_slot`], so two bridges exporting and importing the
 //!   same service neither loop nor duplicate.
-//! - Names ([`keys`]): `camera/front` travels as `iox/camera/front`; names that are not
-//!   valid key expressions are refused, naming them.
+//! - Names ([`keys`]): `camera/front` travels as `iox/camera/front`; every name iox
+//!   accepts is a key (the grammar of `iox_service::name`); a remote name that is not
+//!   one is refused, naming it.
 //!
 //! Waiting: one thread per export blocks in its subscriber's futex wait
 //! (`receive_timeout`) and puts each sample itself; imports publish from Zenoh's

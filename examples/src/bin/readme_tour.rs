@@ -16,7 +16,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     use iox_service::{Service, MemoryType};
     use std::time::Duration;
 
-    let service = Service::named("camera/front")?          // name validated
+    let service = Service::named("camera/front")?          // name checked here (see "Service names")
         .publish_subscribe::<u64>()                         // T: ZeroCopySafe
         .memory_type(MemoryType::Locked)                    // applied on creation, checked on open
         .max_publishers(2)

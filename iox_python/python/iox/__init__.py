@@ -8,9 +8,9 @@
     sample = svc.subscriber().receive(timeout=0.1)   # None on timeout
     a = sample.array                                 # read-only view of the chunk
 
-Threading: a Publisher and its loans belong to the thread that made them; services,
-subscribers, samples, listeners and notifiers may be shared. Blocking calls release
-the GIL.
+Threading: a Publisher and its loans belong to the thread that made the publisher
+(using them from another raises iox.WrongThread, naming it); services, subscribers,
+samples, listeners and notifiers may be shared. Blocking calls release the GIL.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from ._aio import wait_async
 from ._iox import (  # noqa: F401
     Error, IncompatibleService, LimitReached, Loan, Listener, Notifier, PoolExhausted,
     Publisher, PubSubService, EventService, Sample, ServiceExists, ServiceNotFound,
-    Subscriber, ViewsAlive,
+    Subscriber, ViewsAlive, WrongThread,
 )
 from ._types import Type, array_name, element
 from ._waitset import WaitSet
 
 __all__ = [
     "Service", "MemoryType", "pool_usage", "Type", "WaitSet", "wait_async", "Error", "IncompatibleService",
-    "ServiceNotFound", "ServiceExists", "PoolExhausted", "LimitReached", "ViewsAlive",
+    "ServiceNotFound", "ServiceExists", "PoolExhausted", "LimitReached", "ViewsAlive", "WrongThread",
     "PubSubService", "Publisher", "Loan", "Subscriber", "Sample", "EventService", "Notifier",
     "Listener",
 ]
@@ -53,9 +53,12 @@ class MemoryType(enum.IntEnum):
 
 
 class Service:
-    """A service by name; ``root`` (a directory) instead of ``$IOX_ROOT`` or /dev/shm."""
+    """A service by name; ``root`` (a directory) instead of ``$IOX_ROOT`` or /dev/shm.
+    The name is checked at once (segments of ASCII letters, digits and ``_ - . ~ : + = ,``
+    separated by single ``/``): a bad one raises ``iox.Error`` with the rule."""
 
     def __init__(self, name: str, root: str | None = None):
+        _iox.check_name(name)  # raises iox.Error with the name rule
         self.name = name
         self.root = root
 

@@ -10,7 +10,7 @@ from ._iox import (
     LimitReached as LimitReached, Listener as Listener, Loan as Loan, Notifier as Notifier,
     PoolExhausted as PoolExhausted, Publisher as Publisher, PubSubService as PubSubService,
     Sample as Sample, ServiceExists as ServiceExists, ServiceNotFound as ServiceNotFound,
-    Subscriber as Subscriber, ViewsAlive as ViewsAlive,
+    Subscriber as Subscriber, ViewsAlive as ViewsAlive, WrongThread as WrongThread,
 )
 
 class MemoryType(enum.IntEnum):
