@@ -7,6 +7,7 @@ import signal
 import subprocess
 
 import numpy as np
+import pytest
 
 import iox
 from conftest import spawn_python
@@ -139,3 +140,24 @@ def test_samples_dropped_for_a_full_buffer_are_counted(root):
     assert sub.missed() == 16
     out, err = child.communicate(input="done\n", timeout=30)
     assert child.returncode == 0, err
+
+
+def test_a_service_left_by_a_sigtermed_subscriber_is_recreated_with_another_dtype(root):
+    """A subscriber stopped with SIGTERM leaves its service behind (stale); opening the
+    name again with another dtype creates it afresh instead of refusing."""
+    child = spawn_python("""
+        import iox, numpy as np, time
+        svc = iox.Service("py/stale").publish_subscribe(np.uint8, shape=(16,)).open_or_create()
+        sub = svc.subscriber()
+        print("subscribed", flush=True)
+        time.sleep(60)
+    """)
+    assert child.stdout.readline().strip() == "subscribed"
+    with pytest.raises(iox.IncompatibleService):  # its user is alive
+        iox.Service("py/stale").publish_subscribe(np.float32, shape=(4,)).open_or_create()
+    child.send_signal(signal.SIGTERM)
+    child.wait(timeout=10)
+    svc = iox.Service("py/stale").publish_subscribe(np.float32, shape=(4,)).open_or_create()
+    pub, sub = svc.publisher(), svc.subscriber()
+    pub.send(np.array([1.5, 2.5, 3.5, 4.5], np.float32))
+    assert sub.receive(timeout=1.0).array.tolist() == [1.5, 2.5, 3.5, 4.5]

@@ -431,3 +431,50 @@ fn a_service_whose_last_user_died_is_removed_by_the_next_opener() {
         "the last user leaving removes everything: {left:?}"
     );
 }
+
+/// A service every user of which died is no reason to refuse an opener with other
+/// settings: `open_or_create` removes it and creates it with its own (another payload
+/// type, another buffer). While its user lives, the same open is refused.
+#[test]
+fn a_stale_service_with_other_settings_is_recreated_by_open_or_create() {
+    const TEST: &str = "a_stale_service_with_other_settings_is_recreated_by_open_or_create";
+    if let Some(r) = role() {
+        assert_eq!(r, "holder");
+        return run_child("holder");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let other = || {
+        Service::named(NAME)
+            .unwrap()
+            .root(root)
+            .publish_subscribe::<u32>()
+            .subscriber_buffer(8)
+            .timeout(Duration::from_millis(500))
+    };
+    let child = {
+        let svc = builder(root).create().unwrap();
+        let child = spawn_self(TEST, "holder", &[root_env(root), ("SEED", "5".into())]);
+        assert!(wait_until(LIMIT, || svc.port_counts() == (0, 1)));
+        child
+    }; // the child is the last user now
+    let e = other().open_or_create().unwrap_err();
+    assert!(
+        matches!(
+            e,
+            iox_service::OpenOrCreateError::Open(iox_service::OpenError::IncompatiblePayload { .. })
+        ),
+        "a live user's service is refused: {e}"
+    );
+    kill(child);
+    let svc = other().open_or_create().unwrap();
+    assert!(
+        svc.is_creator(),
+        "the stale service was removed and created afresh"
+    );
+    assert_eq!(svc.pubsub_config().subscriber_buffer, 8);
+    let p = svc.publisher_builder().create().unwrap();
+    let s = svc.subscriber_builder().create().unwrap();
+    p.loan_uninit().unwrap().write_payload(7).send().unwrap();
+    assert_eq!(*s.receive().unwrap().unwrap(), 7u32);
+}

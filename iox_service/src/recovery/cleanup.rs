@@ -288,7 +288,11 @@ fn wake_subscribers(root: &Path, stem: &str, seg: &mut DynamicSegment) {
 }
 
 /// Recovers one service by its file stem.
-fn cleanup_stem(root: &Path, stem: &str, live: &mut Liveness) -> Result<CleanupReport, CleanupError> {
+pub(crate) fn cleanup_stem(
+    root: &Path,
+    stem: &str,
+    live: &mut Liveness,
+) -> Result<CleanupReport, CleanupError> {
     let mut report = CleanupReport::default();
     let mut dynamic = match DynamicSegment::open(root, stem, Access::ReadWrite) {
         Ok(d) => d,

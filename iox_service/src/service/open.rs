@@ -38,6 +38,14 @@ pub(super) fn try_open(
         }
     };
     if let Err(e) = check(&config) {
+        // Settings of a service nobody uses any more are no reason to refuse: remove
+        // it as `iox clean` would and start over (`open_or_create` then creates it with
+        // the opener's settings, `open` finds none). A live one is refused.
+        if removed_if_stale(t, &stem) {
+            return Attempt::Retry(
+                "stale (every process that used it had died), with other settings; removed it".into(),
+            );
+        }
         return Attempt::Failed(e);
     }
     let name = || t.name.to_string();
@@ -212,6 +220,21 @@ pub(super) fn try_open(
         created: false,
         fork_generation: crate::recovery::fork::generation(),
     })
+}
+
+/// Recovers the service's dead participants and removes it if no live process uses
+/// it (what `iox clean` does for it); whether it was removed. Best effort: a service
+/// that cannot be looked at (corrupt, another user's) stays, and the caller's error
+/// stands.
+fn removed_if_stale(t: &Target, stem: &str) -> bool {
+    let Ok(node) = Node::for_root(&t.root) else {
+        return false;
+    };
+    let mut live = Liveness::new(&t.root, node.id());
+    let removed =
+        recovery::cleanup::cleanup_stem(&t.root, stem, &mut live).is_ok_and(|r| r.services_removed == 1);
+    live.finish();
+    removed
 }
 
 /// The error for a dynamic segment that cannot be used (other than missing or of
