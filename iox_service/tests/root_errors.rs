@@ -182,3 +182,109 @@ fn a_full_root_is_named_and_keeps_no_temporary_file() {
     });
     assert!(created, "creating on the freed root kept failing: {last:?}");
 }
+
+const PARTLY_FULL_TEST: &str = "a_partly_full_root_gives_the_root_error_at_every_size";
+
+/// With 0 to 64 KiB free, every step of creating a service that runs out of space
+/// (the dynamic segment, the bookkeeping, a file-backed payload, the static config,
+/// the node file and the memfd offer) fails with the full root's `RootError`, naming
+/// the root, and keeps no temporary file.
+#[test]
+fn a_partly_full_root_gives_the_root_error_at_every_size() {
+    let fs = match Tmpfs::mount("size=1m") {
+        Ok(fs) => fs,
+        Err(reason) => return iox_testkit::skip(PARTLY_FULL_TEST, iox_testkit::REQUIRE_ROOT, reason),
+    };
+    let root: PathBuf = fs.path().to_path_buf();
+    iox_testkit::fill(&root);
+    let filler = std::fs::OpenOptions::new()
+        .write(true)
+        .open(root.join("filler"))
+        .unwrap();
+    let full = filler.metadata().unwrap().len();
+    type Make = fn(&Path) -> Result<(), OpenOrCreateError>;
+    let services: [(&str, Make); 3] = [
+        ("u64, memfd", |r| open_or_create(r, "root/partly").map(drop)),
+        ("u64, file", |r| {
+            Service::named("root/partly-file")
+                .unwrap()
+                .root(r)
+                .publish_subscribe::<u64>()
+                .backing(iox_service::Backing::File)
+                .open_or_create()
+                .map(drop)
+        }),
+        ("16 KiB slices, file", |r| {
+            Service::named("root/partly-slices")
+                .unwrap()
+                .root(r)
+                .publish_subscribe::<[u8]>()
+                .max_publishers(1)
+                .max_subscribers(1)
+                .subscriber_buffer(1)
+                .size_classes(&[(16384, 6)])
+                .backing(iox_service::Backing::File)
+                .open_or_create()
+                .map(drop)
+        }),
+    ];
+    let (mut failed, mut created) = (0, 0);
+    for free_kib in (0..=64).step_by(2) {
+        filler.set_len(full.saturating_sub(free_kib * 1024)).unwrap();
+        for (what, make) in services {
+            match make(&root) {
+                Ok(()) => created += 1,
+                Err(e) => {
+                    failed += 1;
+                    let root_error = match &e {
+                        OpenOrCreateError::Create(CreateError::Root { source, .. })
+                        | OpenOrCreateError::Open(OpenError::Root { source, .. }) => source,
+                        e => panic!("{what}, {free_kib} KiB free: not the root's error: {e}"),
+                    };
+                    assert!(
+                        matches!(root_error, RootError::NoSpace { .. }),
+                        "{what}, {free_kib} KiB free: {e}"
+                    );
+                    names(&e, &root);
+                }
+            }
+            assert_eq!(
+                temp_files(&root),
+                Vec::<String>::new(),
+                "{what}, {free_kib} KiB free"
+            );
+        }
+    }
+    assert!(
+        failed > 0 && created > 0,
+        "the sizes span both: {failed} failed, {created} created"
+    );
+    drop(filler);
+    drop(fs);
+
+    // No inode left: each file a service needs, in turn, cannot be made.
+    let (mut failed, mut created) = (0, 0);
+    for inodes in 2..=12 {
+        let fs = Tmpfs::mount(&format!("size=1m,nr_inodes={inodes}")).unwrap();
+        let root = fs.path().to_path_buf();
+        for (what, make) in services {
+            match make(&root) {
+                Ok(()) => created += 1,
+                Err(e) => {
+                    failed += 1;
+                    let text = e.to_string();
+                    assert!(
+                        text.contains("is full") || text.contains(&format!("{} is full", root.display())),
+                        "{what}, {inodes} inodes: {text}"
+                    );
+                    names(&e, &root);
+                }
+            }
+            assert_eq!(temp_files(&root), Vec::<String>::new(), "{what}, {inodes} inodes");
+        }
+    }
+    assert!(
+        failed > 0 && created > 0,
+        "the inode counts span both: {failed} failed, {created} created"
+    );
+}

@@ -24,10 +24,15 @@ pub(super) fn try_create(
     let stem = t.name.stem();
     let (config_name, dynamic_name) = (files::config_name(&stem), files::dynamic_name(&stem));
     let name = || t.name.to_string();
-    let io = |what, source| CreateError::Io {
-        name: name(),
-        what,
-        source,
+    // A file under the root that could not be written: the root's error when the
+    // root is why (full, read-only, gone), so every such step says what to do.
+    let io = |what, source| match RootError::classify(&t.root, what, source) {
+        RootError::Io { what, source, .. } => CreateError::Io {
+            name: name(),
+            what,
+            source,
+        },
+        source => CreateError::Root { name: name(), source },
     };
     let node = Node::for_root(&t.root).map_err(|e| CreateError::Root {
         name: name(),
@@ -260,6 +265,19 @@ fn segment_error(t: &Target, source: segment::CreateSegmentError) -> CreateError
                 source: std::io::Error::from_raw_os_error(libc::ENOSPC),
             },
         },
+        // No inode left, a read-only root, ...: the root's error.
+        segment::CreateSegmentError::Io { op, path, source } => {
+            match RootError::classify(&t.root, op, source) {
+                RootError::Io { source, .. } => CreateError::Segment {
+                    name: t.name.to_string(),
+                    source: segment::CreateSegmentError::Io { op, path, source },
+                },
+                source => CreateError::Root {
+                    name: t.name.to_string(),
+                    source,
+                },
+            }
+        }
         source => CreateError::Segment {
             name: t.name.to_string(),
             source,
