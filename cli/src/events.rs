@@ -1,5 +1,8 @@
 //! `iox notify` and `iox listen`: a notifier or a listener on an event service, from
-//! the shell. Both open the service (they never create it).
+//! the shell. Both open the service (they never create it); with `--wait` they wait
+//! for it to be created (polling every 20 ms, within `--timeout` if given), without
+//! it a missing service fails at once, saying so. A service of another pattern exits
+//! with [`crate::WRONG_PATTERN`], naming its pattern.
 
 use std::io::Write;
 use std::path::Path;
@@ -9,22 +12,53 @@ use iox_service::{EventId, EventService, OpenError, Service};
 
 use crate::{Failure, NOT_FOUND, fail, root_failure};
 
-/// Opens event service `name` under `root`.
-fn open(root: &Path, name: &str) -> Result<EventService, Failure> {
-    let builder = Service::named(name)
-        .map_err(|e| fail(2, e.to_string()))?
-        .root(root)
-        .event();
-    builder.open().map_err(|e| match e {
-        OpenError::DoesNotExist(_) => fail(NOT_FOUND, format!("{e} under {}", root.display())),
-        OpenError::Root { source, .. } => root_failure(source),
-        e => fail(2, e.to_string()),
-    })
+/// How often `--wait` looks for the service.
+const WAIT_POLL: Duration = Duration::from_millis(20);
+
+/// Opens event service `name` under `root`; with `wait`, polls until it exists or
+/// `deadline` passes.
+fn open(root: &Path, name: &str, wait: bool, deadline: Option<Instant>) -> Result<EventService, Failure> {
+    let mut said = false;
+    loop {
+        let builder = Service::named(name).map_err(|e| fail(2, e.to_string()))?;
+        match builder.root(root).event().open() {
+            Ok(event) => return Ok(event),
+            Err(OpenError::DoesNotExist(_)) if wait && deadline.is_none_or(|d| Instant::now() < d) => {
+                if !said {
+                    eprintln!(
+                        "waiting for event service {name:?} to be created under {}",
+                        root.display()
+                    );
+                    said = true;
+                }
+                std::thread::sleep(WAIT_POLL);
+            }
+            Err(e @ OpenError::DoesNotExist(_)) => {
+                let hint = if wait {
+                    "(not created within --timeout)"
+                } else {
+                    "(start the program that creates it first, or pass --wait)"
+                };
+                return Err(fail(NOT_FOUND, format!("{e} under {} {hint}", root.display())));
+            }
+            Err(OpenError::Root { source, .. }) => return Err(root_failure(source)),
+            Err(e @ OpenError::WrongPattern { .. }) => {
+                return Err(fail(
+                    crate::WRONG_PATTERN,
+                    format!(
+                        "{e} (`iox notify` and `iox listen` work on event services; `iox show {name}` describes this one)"
+                    ),
+                ));
+            }
+            Err(e) => return Err(fail(2, e.to_string())),
+        }
+    }
 }
 
-/// `iox notify NAME [--id N]`: one notification; prints how many listeners it reached.
-pub fn notify(root: &Path, name: &str, id: Option<u32>) -> Result<u8, Failure> {
-    let event = open(root, name)?;
+/// `iox notify NAME [--id N] [--wait]`: one notification; prints how many listeners it
+/// reached.
+pub fn notify(root: &Path, name: &str, id: Option<u32>, wait: bool) -> Result<u8, Failure> {
+    let event = open(root, name, wait, None)?;
     let notifier = event
         .notifier_builder()
         .default_event_id(EventId::new(id.unwrap_or(0)))
@@ -38,15 +72,22 @@ pub fn notify(root: &Path, name: &str, id: Option<u32>) -> Result<u8, Failure> {
     Ok(0)
 }
 
-/// `iox listen NAME [--timeout D] [--count N]`: prints each event id as it comes, one
-/// per line; stops after `timeout` (whole run) or `count` ids, else runs until killed.
-pub fn listen(root: &Path, name: &str, timeout: Option<Duration>, count: Option<u64>) -> Result<u8, Failure> {
-    let event = open(root, name)?;
+/// `iox listen NAME [--timeout D] [--count N] [--wait]`: prints each event id as it
+/// comes, one per line; stops after `timeout` (whole run, the wait for the service
+/// included) or `count` ids, else runs until killed.
+pub fn listen(
+    root: &Path,
+    name: &str,
+    timeout: Option<Duration>,
+    count: Option<u64>,
+    wait: bool,
+) -> Result<u8, Failure> {
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    let event = open(root, name, wait, deadline)?;
     let listener = event
         .listener_builder()
         .create()
         .map_err(|e| fail(crate::REFUSED, e.to_string()))?;
-    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
     let mut seen = 0u64;
     let mut out = std::io::stdout().lock();
     // Say we are listening (stderr, so stdout holds the ids alone).

@@ -14,7 +14,9 @@
 //! Exit codes: 0 ok, 1 not found (the service, or the root directory), 2 usage,
 //! 3 corrupt files found, 4 refused (`remove` with live ports and no `--force`;
 //! `notify`/`listen` on a service whose ports of that kind are all taken),
-//! 5 the root cannot be used (read-only, not writable, full, other I/O error).
+//! 5 the root cannot be used (read-only, not writable, full, other I/O error),
+//! 6 the service has another pattern than the command works on (`notify`/`listen` on
+//! a publish-subscribe service).
 
 mod events;
 mod render;
@@ -32,6 +34,7 @@ const NOT_FOUND: u8 = 1;
 const CORRUPT: u8 = 3;
 const REFUSED: u8 = 4;
 const ROOT_UNUSABLE: u8 = 5;
+const WRONG_PATTERN: u8 = 6;
 
 /// Inspect and tidy iox shared-memory services.
 #[derive(Parser)]
@@ -88,6 +91,9 @@ enum Command {
         /// The event id (default 0).
         #[arg(long)]
         id: Option<u32>,
+        /// Wait for the service to be created instead of failing.
+        #[arg(long)]
+        wait: bool,
     },
     /// Listen on an event service: print each event id as it comes, one per line.
     Listen {
@@ -100,6 +106,9 @@ enum Command {
         /// Stop after this many ids.
         #[arg(long)]
         count: Option<u64>,
+        /// Wait for the service to be created instead of failing (within --timeout).
+        #[arg(long)]
+        wait: bool,
     },
     /// Remove a service's files.
     Remove {
@@ -264,8 +273,13 @@ fn run(root: &Path, command: Command) -> Result<u8, Failure> {
             }
             Ok(if failed.is_empty() { 0 } else { CORRUPT })
         }
-        Command::Notify { name, id } => events::notify(root, &name, id),
-        Command::Listen { name, timeout, count } => events::listen(root, &name, timeout, count),
+        Command::Notify { name, id, wait } => events::notify(root, &name, id, wait),
+        Command::Listen {
+            name,
+            timeout,
+            count,
+            wait,
+        } => events::listen(root, &name, timeout, count, wait),
         Command::Remove { name, force } => {
             let info = inspect_one(root, &name)?;
             let (p, s) = info.live_ports();

@@ -69,6 +69,68 @@ fn listen_prints_the_ids_that_notify_sends() {
     assert!(quiet.stdout.is_empty());
 }
 
+/// `iox listen --wait` started before its service exists listens once it is
+/// created, and prints what is sent then.
+#[test]
+fn listen_with_wait_listens_once_the_service_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut listen = Command::new(env!("CARGO_BIN_EXE_iox"))
+        .arg("--root")
+        .arg(root)
+        .args([
+            "listen",
+            "cli/later",
+            "--wait",
+            "--timeout",
+            "60s",
+            "--count",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // It says that it waits (stderr), and keeps waiting.
+    let mut stderr = listen.stderr.take().unwrap();
+    let mut said = Vec::new();
+    let mut byte = [0u8; 1];
+    while !said.ends_with(b"\n") {
+        assert_eq!(
+            stderr.read(&mut byte).unwrap(),
+            1,
+            "iox listen ended: {}",
+            String::from_utf8_lossy(&said)
+        );
+        said.push(byte[0]);
+    }
+    assert!(
+        String::from_utf8_lossy(&said).contains("waiting for event service \"cli/later\" to be created"),
+        "{}",
+        String::from_utf8_lossy(&said)
+    );
+    assert!(listen.try_wait().unwrap().is_none(), "it waits for the service");
+    let event = create(root, "cli/later");
+    assert!(
+        wait_until(LIMIT, || event.port_counts().1 == 1),
+        "iox listen --wait never listened"
+    );
+    let notifier = event.notifier_builder().create().unwrap();
+    notifier.notify_with_custom_event_id(EventId::new(5)).unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = listen.try_wait().unwrap() {
+            break s;
+        }
+        assert!(start.elapsed() < LIMIT, "iox listen did not stop after 1 id");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(status.success(), "{status}");
+    let mut out = String::new();
+    listen.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    assert_eq!(out.trim(), "5");
+}
+
 #[test]
 fn notify_and_listen_report_bad_input() {
     let dir = tempfile::tempdir().unwrap();
@@ -76,6 +138,14 @@ fn notify_and_listen_report_bad_input() {
     let out = iox(root, &["notify", "missing"]);
     assert_eq!(code(&out), 1, "{}", text(&out));
     assert!(text(&out).contains("does not exist"), "{}", text(&out));
+    assert!(text(&out).contains("or pass --wait"), "{}", text(&out));
+    let out = iox(root, &["listen", "missing", "--wait", "--timeout", "300ms"]);
+    assert_eq!(code(&out), 1, "{}", text(&out));
+    assert!(
+        text(&out).contains("not created within --timeout"),
+        "{}",
+        text(&out)
+    );
     let _event = create(root, "cli/ev");
     let out = iox(root, &["notify", "cli/ev", "--id", "32"]);
     assert_eq!(code(&out), 2, "{}", text(&out));
@@ -92,13 +162,16 @@ fn notify_and_listen_report_bad_input() {
         .publish_subscribe::<u64>()
         .create()
         .unwrap();
-    let out = iox(root, &["listen", "cli/ps", "--timeout", "1"]);
-    assert_eq!(code(&out), 2, "{}", text(&out));
-    assert!(
-        text(&out).contains("publish-subscribe pattern, not event"),
-        "{}",
-        text(&out)
-    );
+    for cmd in ["listen", "notify"] {
+        let out = iox(root, &[cmd, "cli/ps"]);
+        assert_eq!(code(&out), 6, "{cmd}: {}", text(&out));
+        assert!(
+            text(&out).contains("publish-subscribe pattern, not event")
+                && text(&out).contains("`iox show cli/ps`"),
+            "{}",
+            text(&out)
+        );
+    }
 }
 
 #[test]
