@@ -346,6 +346,57 @@ fn concurrent_requests_of_one_client_each_get_their_own_stream() {
     assert_eq!(info.classes.iter().map(|c| c.in_use).sum::<u32>(), 0);
 }
 
+/// Responses stashed for a pending response that is then dropped unread return to
+/// the pool; the server's next response to the dropped request is refused; a new
+/// request in the freed request slot gets only its own responses.
+#[test]
+fn a_dropped_pending_response_releases_its_stash_and_its_slot_starts_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = Service::named("reqres/stash")
+        .unwrap()
+        .root(dir.path())
+        .request_response::<u64, u64>()
+        .max_active_requests_per_client(2)
+        .max_response_buffer(4)
+        .create()
+        .unwrap();
+    let server = svc.server_builder().create().unwrap();
+    let client = svc.client_builder().create().unwrap();
+    let in_use = || {
+        let info = iox_service::inspect::inspect_in(dir.path(), "reqres/stash").unwrap();
+        info.classes.iter().map(|c| c.in_use).sum::<u32>()
+    };
+    let first = client.loan_uninit().unwrap().write_payload(1).send().unwrap();
+    let second = client.loan_uninit().unwrap().write_payload(2).send().unwrap();
+    let a1 = server.receive().unwrap().unwrap();
+    let a2 = server.receive().unwrap().unwrap();
+    for a in [&a1, &a1, &a2] {
+        a.loan_uninit().unwrap().write_payload(**a * 10).send().unwrap();
+    }
+    // Reading the second takes the first's two responses into its stash.
+    assert_eq!(*second.receive().unwrap().unwrap(), 20);
+    drop(first);
+    // A late response to the dropped request: released when someone takes it.
+    assert!(
+        a1.loan_uninit().unwrap().write_payload(11).send().is_err(),
+        "the request was abandoned"
+    );
+    drop((a1, a2));
+    assert!(second.receive().unwrap().is_none());
+    assert!(second.is_finished());
+    drop(second);
+    assert_eq!(in_use(), 0, "the stash and every response returned to the pool");
+    // The freed slots serve new requests with only their own responses.
+    let third = client.loan_uninit().unwrap().write_payload(3).send().unwrap();
+    let a3 = server.receive().unwrap().unwrap();
+    a3.loan_uninit().unwrap().write_payload(30).send().unwrap();
+    drop(a3);
+    let got: Vec<u64> = std::iter::from_fn(|| third.receive().unwrap().map(|r| *r)).collect();
+    assert_eq!(got, [30]);
+    drop(third);
+    assert_eq!(in_use(), 0);
+}
+
 #[test]
 fn open_checks_types_and_limits() {
     let dir = tempfile::tempdir().unwrap();

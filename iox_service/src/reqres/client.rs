@@ -9,7 +9,7 @@
 
 use super::Types;
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::ops::{Deref, DerefMut};
@@ -118,7 +118,9 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ClientBuilder<Req, Resp> {
             cursor: Cell::new(0),
             loans: port::Loans::new(MAX_LOANS as usize),
             in_use: Cell::new(0),
-            stash: RefCell::new(HashMap::new()),
+            stash: RefCell::new(Stashes::new(
+                d.regions::<super::layout::ReqResLayout>().max_active,
+            )),
             liveness: LivenessClock::default(),
         };
         Ok(Client {
@@ -195,10 +197,61 @@ pub(crate) struct ClientPort {
     loans: port::Loans,
     /// Request slots of live pending responses (bit k).
     pub(crate) in_use: Cell<u64>,
-    /// Responses taken for other pending responses of this client, by request seq.
-    pub(crate) stash: RefCell<HashMap<u32, VecDeque<ChunkHandle>>>,
+    /// Responses taken for other pending responses of this client.
+    pub(crate) stash: RefCell<Stashes>,
     /// When a pending response last looked at its server's liveness.
     pub(crate) liveness: LivenessClock,
+}
+
+/// Responses taken from a response queue for another pending response of the same
+/// client, kept in order until it asks: one stash per request slot, named by the
+/// `seq` of the request that slot serves now (a slot serves one pending response at
+/// a time, so a lookup is an index, not a hash).
+#[derive(Debug)]
+pub(crate) struct Stashes(Vec<(Option<u32>, VecDeque<ChunkHandle>)>);
+
+impl Stashes {
+    fn new(slots: usize) -> Self {
+        Self((0..slots).map(|_| (None, VecDeque::new())).collect())
+    }
+
+    /// The stash of request `seq`, empty, in its slot.
+    fn open(&mut self, seq: u32) {
+        if let Some(s) = self.0.get_mut(slots::slot_of(seq)) {
+            *s = (Some(seq), VecDeque::new());
+        }
+    }
+
+    /// The next response kept for request `seq`.
+    pub(crate) fn pop(&mut self, seq: u32) -> Option<ChunkHandle> {
+        match self.0.get_mut(slots::slot_of(seq)) {
+            Some((Some(open), chunks)) if *open == seq => chunks.pop_front(),
+            _ => None,
+        }
+    }
+
+    /// Keeps `h` for request `seq`; gives it back if no pending response is waiting
+    /// for that request any more.
+    pub(crate) fn push(&mut self, seq: u32, h: ChunkHandle) -> Result<(), ChunkHandle> {
+        match self.0.get_mut(slots::slot_of(seq)) {
+            Some((Some(open), chunks)) if *open == seq => {
+                chunks.push_back(h);
+                Ok(())
+            }
+            _ => Err(h),
+        }
+    }
+
+    /// Closes request `seq`'s stash: what it still kept.
+    pub(crate) fn close(&mut self, seq: u32) -> VecDeque<ChunkHandle> {
+        match self.0.get_mut(slots::slot_of(seq)) {
+            Some((open @ Some(_), chunks)) if *open == Some(seq) => {
+                *open = None;
+                std::mem::take(chunks)
+            }
+            _ => VecDeque::new(),
+        }
+    }
 }
 
 impl ClientPort {
@@ -283,7 +336,7 @@ impl ClientPort {
             return fail(RequestSendError::ServerBusy { server: s });
         }
         self.in_use.set(in_use | (1 << k));
-        self.stash.borrow_mut().insert(seq, VecDeque::new());
+        self.stash.borrow_mut().open(seq);
         // Pairs with the SeqCst fence of a server going to sleep, and with its close.
         fence(Ordering::SeqCst);
         let sh = d.subscriber(s);

@@ -194,11 +194,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> PendingResponse<Req, Resp> {
     /// Takes this request's next response from the stash or the queue.
     fn take(&self) -> Result<Option<Response<Resp>>, ResponseReceiveError> {
         let port = &self.port;
-        let stashed = port
-            .stash
-            .borrow_mut()
-            .get_mut(&self.seq)
-            .and_then(|q| q.pop_front());
+        let stashed = port.stash.borrow_mut().pop(self.seq);
         if let Some(h) = stashed {
             return self.response(h, 0).map(Some);
         }
@@ -221,12 +217,10 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> PendingResponse<Req, Resp> {
             if seq == self.seq {
                 return self.response(h, raw).map(Some);
             }
-            match port.stash.borrow_mut().get_mut(&seq) {
-                Some(other) => other.push_back(h),
-                // A response to a request whose pending response is gone.
-                None => {
-                    let _ = port.pool.book().release(h, port.owner);
-                }
+            let kept = port.stash.borrow_mut().push(seq, h);
+            // A response to a request whose pending response is gone.
+            if let Err(h) = kept {
+                let _ = port.pool.book().release(h, port.owner);
             }
         }
     }
@@ -269,10 +263,9 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Drop for PendingResponse<Req
         }
         let k = slots::slot_of(self.seq);
         port.in_use.set(port.in_use.get() & !(1 << k));
-        if let Some(stashed) = port.stash.borrow_mut().remove(&self.seq) {
-            for h in stashed {
-                let _ = port.pool.book().release(h, port.owner);
-            }
+        let stashed = port.stash.borrow_mut().close(self.seq);
+        for h in stashed {
+            let _ = port.pool.book().release(h, port.owner);
         }
         let d = port.service.dynamic();
         let sh = d.subscriber(self.server);
