@@ -25,6 +25,18 @@ fn create(root: &Path, name: &str) -> EventService {
         .unwrap()
 }
 
+/// Waits (bounded) for `child` to exit; `what` if it does not.
+fn exited(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(start.elapsed() < LIMIT, "{what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 #[test]
 fn listen_prints_the_ids_that_notify_sends() {
     let dir = tempfile::tempdir().unwrap();
@@ -51,14 +63,7 @@ fn listen_prints_the_ids_that_notify_sends() {
             text(&out)
         );
     }
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = listen.try_wait().unwrap() {
-            break s;
-        }
-        assert!(start.elapsed() < LIMIT, "iox listen did not stop after 2 ids");
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let status = exited(&mut listen, "iox listen did not stop after 2 ids");
     assert!(status.success());
     let mut out = String::new();
     listen.stdout.take().unwrap().read_to_string(&mut out).unwrap();
@@ -117,14 +122,7 @@ fn listen_with_wait_listens_once_the_service_is_created() {
     );
     let notifier = event.notifier_builder().create().unwrap();
     notifier.notify_with_custom_event_id(EventId::new(5)).unwrap();
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = listen.try_wait().unwrap() {
-            break s;
-        }
-        assert!(start.elapsed() < LIMIT, "iox listen did not stop after 1 id");
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let status = exited(&mut listen, "iox listen did not stop after 1 id");
     assert!(status.success(), "{status}");
     let mut out = String::new();
     listen.stdout.take().unwrap().read_to_string(&mut out).unwrap();
