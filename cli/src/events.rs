@@ -23,7 +23,15 @@ fn open(root: &Path, name: &str, wait: bool, deadline: Option<Instant>) -> Resul
         let builder = Service::named(name).map_err(|e| fail(2, e.to_string()))?;
         match builder.root(root).event().open() {
             Ok(event) => return Ok(event),
-            Err(OpenError::DoesNotExist(_)) if wait && deadline.is_none_or(|d| Instant::now() < d) => {
+            // Waiting: for the service, and for its root too (the program that
+            // creates the service may create the root).
+            Err(
+                OpenError::DoesNotExist(_)
+                | OpenError::Root {
+                    source: iox_service::RootError::Missing { .. },
+                    ..
+                },
+            ) if wait && deadline.is_none_or(|d| Instant::now() < d) => {
                 if !said {
                     eprintln!(
                         "waiting for event service {name:?} to be created under {}",

@@ -180,8 +180,9 @@ impl PyPublisher {
     /// service takes any length. Values are converted to the service's dtype only
     /// where numpy's `casting` rule allows it: `"safe"` (the default) refuses casts that
     /// could change a value (float64 into float32, int64 into uint8) with a TypeError;
-    /// pass `casting="same_kind"` or `"unsafe"` to convert anyway. `bytes` are the
-    /// sample's bytes as they are. Returns how many subscribers got it.
+    /// pass `casting="same_kind"` or `"unsafe"` to convert anyway. `bytes`, `bytearray`
+    /// and `memoryview` are the sample's bytes as they are (no cast: raw bytes).
+    /// Returns how many subscribers got it.
     #[pyo3(signature = (data, *, casting = "safe"))]
     fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>, casting: &str) -> PyResult<usize> {
         let core = self.core(py)?;

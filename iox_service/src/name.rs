@@ -2,14 +2,16 @@
 //!
 //! **The name grammar.** A service name is one or more *segments* separated by single
 //! `/` (`camera/front`, `robot1/arm/joint_states`), at most 255 bytes in all. A segment
-//! is one or more ASCII letters, digits and the characters `_ - . ~ : + = ,`. So a name
-//! has no spaces, no empty segments (`a//b`, a leading or trailing `/`), no wildcard or
-//! query characters (`* $ ? #`) and nothing outside ASCII. The rule is checked once,
-//! by [`ServiceName::new`] (which `Service::named` calls), so a bad name fails where
-//! it is written, with the rule in the message. It is the rule of names that mean the
-//! same everywhere a service name travels: every valid name is also a Zenoh key
-//! expression without wildcards (the bridge carries any service by its name), a ROS
-//! 2-style topic path and a safe command-line argument.
+//! is one or more ASCII letters, digits and the characters `_ - . ~ : + = ,`, and the
+//! name starts with a letter, digit or `_`. So a name has no spaces, no empty segments
+//! (`a//b`, a leading or trailing `/`), no wildcard or query characters (`* $ ? #`),
+//! nothing outside ASCII, and never looks like an option (`-x`) or a home directory
+//! (`~a`) on a command line. The rule is checked once, by [`ServiceName::new`] (which
+//! `Service::named` calls), so a bad name fails where it is written, with the rule in
+//! the message. It is the rule of names that mean the same everywhere a service name
+//! travels: every valid name is also a Zenoh key expression without wildcards (the
+//! bridge carries any service by its name) and an argument the shell and `iox` take
+//! as written, unquoted.
 //!
 //! Names never become paths themselves. Files use the stem `iox_<H>`, `H` the
 //! 16-hex-digit xxh3 hash of the name, so every name maps to a safe file name inside
@@ -50,7 +52,7 @@ pub enum NameError {
 }
 
 /// The name grammar, as every [`NameError`] about characters states it.
-const RULE: &str = "a name is segments separated by single '/', each of ASCII letters, digits and _ - . ~ : + = , (e.g. \"camera/front\")";
+const RULE: &str = "a name is segments separated by single '/', each of ASCII letters, digits and _ - . ~ : + = ,; the name starts with a letter, digit or _ (e.g. \"camera/front\")";
 
 /// Whether `c` may appear in a segment.
 fn segment_char(c: char) -> bool {
@@ -68,7 +70,7 @@ impl ServiceName {
     /// use iox_service::ServiceName;
     /// assert!(ServiceName::new("camera/front").is_ok());
     /// assert!(ServiceName::new("robot1/arm/joint_states").is_ok());
-    /// for bad in ["", "camera front", "a//b", "/leading", "trailing/", "x*y", "a\0b", "caf\u{e9}"] {
+    /// for bad in ["", "camera front", "a//b", "/leading", "trailing/", "x*y", "a\0b", "caf\u{e9}", "-x", "~a"] {
     ///     assert!(ServiceName::new(bad).is_err(), "{bad:?}");
     /// }
     /// ```
@@ -84,6 +86,15 @@ impl ServiceName {
                 name: name.to_owned(),
                 ch,
                 at,
+            });
+        }
+        if let Some(first) = name.chars().next()
+            && !(first.is_ascii_alphanumeric() || first == '_' || first == '/')
+        {
+            return Err(NameError::Character {
+                name: name.to_owned(),
+                ch: first,
+                at: 0,
             });
         }
         if name.split('/').any(str::is_empty) {

@@ -410,8 +410,10 @@ fn bad_names_and_limits_fail_at_the_builder() {
     for bad in ["", "a\0b", &"x".repeat(300)] {
         assert!(Service::named(bad).is_err(), "{bad:?} accepted");
     }
-    // Path separators never escape the root: names are hashed into file names.
-    let svc = Service::named("../../etc/passwd")
+    // Path separators never escape the root: names are hashed into file names
+    // (`..` segments are valid, a name starting with `.` is not).
+    assert!(Service::named("../../etc/passwd").is_err());
+    let svc = Service::named("x/../../etc/passwd")
         .unwrap()
         .root(dir.path())
         .publish_subscribe::<u8>()

@@ -434,7 +434,8 @@ fn a_service_whose_last_user_died_is_removed_by_the_next_opener() {
 
 /// A service every user of which died is no reason to refuse an opener with other
 /// settings: `open_or_create` removes it and creates it with its own (another payload
-/// type, another buffer). While its user lives, the same open is refused.
+/// type, another buffer). While its user lives, the same open is refused, and `open`
+/// never removes it.
 #[test]
 fn a_stale_service_with_other_settings_is_recreated_by_open_or_create() {
     const TEST: &str = "a_stale_service_with_other_settings_is_recreated_by_open_or_create";
@@ -467,6 +468,15 @@ fn a_stale_service_with_other_settings_is_recreated_by_open_or_create() {
         "a live user's service is refused: {e}"
     );
     kill(child);
+    // `open` only opens: the stale service is refused, and stays.
+    assert!(
+        matches!(
+            other().open(),
+            Err(iox_service::OpenError::IncompatiblePayload { .. })
+        ),
+        "open refuses"
+    );
+    assert!(Service::exists_in(root, NAME).unwrap());
     let svc = other().open_or_create().unwrap();
     assert!(
         svc.is_creator(),

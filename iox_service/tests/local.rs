@@ -241,6 +241,8 @@ fn bad_settings_and_mismatches_are_errors() {
     // The grammar, refused where the name is written, with the rule in the message.
     for bad in [
         "bad name!",
+        "-x",
+        "~a",
         "a//b",
         "x*y",
         "/leading",

@@ -55,7 +55,8 @@ class MemoryType(enum.IntEnum):
 class Service:
     """A service by name; ``root`` (a directory) instead of ``$IOX_ROOT`` or /dev/shm.
     The name is checked at once (segments of ASCII letters, digits and ``_ - . ~ : + = ,``
-    separated by single ``/``): a bad one raises ``iox.Error`` with the rule."""
+    separated by single ``/``, starting with a letter, digit or ``_``): a bad one raises
+    ``iox.Error`` with the rule."""
 
     def __init__(self, name: str, root: str | None = None):
         _iox.check_name(name)  # raises iox.Error with the name rule

@@ -245,7 +245,10 @@ pub(crate) fn open(t: &Target, p: &impl Pattern) -> Result<ServiceShared, OpenEr
 }
 
 /// Opens the service, or creates it if it does not exist. Any number of processes
-/// may race this: exactly one creates, the others open.
+/// may race this: exactly one creates, the others open. A service that exists with
+/// other settings (another type, limits, pattern) but that no live process uses any
+/// more is removed and created with these (`open::removed_if_stale`); one in use is
+/// refused.
 pub(crate) fn open_or_create(t: &Target, p: &impl Pattern) -> Result<ServiceShared, OpenOrCreateError> {
     let start = Instant::now();
     let mut config = None;
@@ -266,6 +269,18 @@ pub(crate) fn open_or_create(t: &Target, p: &impl Pattern) -> Result<ServiceShar
                     Attempt::Failed(e) => return Err(e.into()),
                     Attempt::Retry(last) => last,
                 }
+            }
+            Attempt::Failed(
+                e @ (OpenError::IncompatiblePayload { .. }
+                | OpenError::IncompatibleMemoryType { .. }
+                | OpenError::IncompatibleLimit { .. }
+                | OpenError::WrongPattern { .. }),
+            ) => {
+                if open::removed_if_stale(t) {
+                    // Gone: create it now, whatever the time spent removing it.
+                    continue;
+                }
+                return Err(e.into());
             }
             Attempt::Failed(e) => return Err(e.into()),
             Attempt::Retry(last) => last,

@@ -38,14 +38,6 @@ pub(super) fn try_open(
         }
     };
     if let Err(e) = check(&config) {
-        // Settings of a service nobody uses any more are no reason to refuse: remove
-        // it as `iox clean` would and start over (`open_or_create` then creates it with
-        // the opener's settings, `open` finds none). A live one is refused.
-        if removed_if_stale(t, &stem) {
-            return Attempt::Retry(
-                "stale (every process that used it had died), with other settings; removed it".into(),
-            );
-        }
         return Attempt::Failed(e);
     }
     let name = || t.name.to_string();
@@ -222,19 +214,31 @@ pub(super) fn try_open(
     })
 }
 
-/// Recovers the service's dead participants and removes it if no live process uses
-/// it (what `iox clean` does for it); whether it was removed. Best effort: a service
-/// that cannot be looked at (corrupt, another user's) stays, and the caller's error
-/// stands.
-fn removed_if_stale(t: &Target, stem: &str) -> bool {
+/// For `open_or_create` of a service that exists with other settings: recovers its
+/// dead participants and removes it if no live process uses it (what `iox clean`
+/// does for it); whether it is gone. Only a service whose static config this user
+/// owns (or any, as root) is tried, so that a removal cannot stop half-way on
+/// another user's files in a sticky `/dev/shm`; best effort otherwise too: a service
+/// that cannot be looked at (corrupt, unreadable) stays, and the caller's error stands.
+pub(super) fn removed_if_stale(t: &Target) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let stem = t.name.stem();
+    let config_path = t.root.join(files::config_name(&stem));
+    let Ok(meta) = std::fs::symlink_metadata(&config_path) else {
+        return false;
+    };
+    let euid = rustix::process::geteuid();
+    if !euid.is_root() && meta.uid() != euid.as_raw() {
+        return false;
+    }
     let Ok(node) = Node::for_root(&t.root) else {
         return false;
     };
     let mut live = Liveness::new(&t.root, node.id());
     let removed =
-        recovery::cleanup::cleanup_stem(&t.root, stem, &mut live).is_ok_and(|r| r.services_removed == 1);
+        recovery::cleanup::cleanup_stem(&t.root, &stem, &mut live).is_ok_and(|r| r.services_removed == 1);
     live.finish();
-    removed
+    removed && !config_path.exists()
 }
 
 /// The error for a dynamic segment that cannot be used (other than missing or of
