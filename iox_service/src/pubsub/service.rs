@@ -1,7 +1,7 @@
 //! A publish-subscribe service: its builder (settings, pool sizing, compatibility with
 //! an existing service) and the open service that ports are built from.
 //!
-//! Decisions where DESIGN.md is silent: by default subscribers see samples sent after
+//! Decisions (what an iceoryx2 or Zenoh user would expect): by default subscribers see samples sent after
 //! they connect; with [`PubSubBuilder::history`]`(n)` each publisher keeps its last `n`
 //! samples and gives them to a subscriber that connects later, before live ones (at
 //! the publisher's next send or `update_connections`; see

@@ -1,8 +1,8 @@
 //! Services by name: the entry point, and open / create / open-or-create without a
 //! broker, for every messaging pattern.
 //!
-//! Protocol (see DESIGN.md, "Creating and opening a service", and [`crate::lifecycle`]
-//! for who may delete which file):
+//! Protocol (see `docs/architecture.md`, and [`crate::lifecycle`] for who may delete
+//! which file):
 //! 1. Read `iox_<H>.service`. If it exists, check it (name, version, payload type,
 //!    memory type if the caller set one, limits the caller asked for), open the dynamic
 //!    segment (size checked before mapping, magic, version, and the hash of the static
@@ -20,6 +20,10 @@
 //!    Losers wait for it.
 //! 3. Anything transient (a service being created or removed by a live process) is
 //!    retried with a short back-off until the builder's timeout (default 10 s).
+//! 4. `open_or_create` only: a service whose check in step 1 fails (another type,
+//!    limits or pattern) and that no live process uses is recovered and removed as
+//!    `iox clean` would (if this user owns its static config, or is root), then
+//!    created with the caller's settings; one in use is refused.
 //!
 //! A service is removed when its last user (a service handle, held by every port) goes
 //! away. A service handle in one process is one user.
@@ -37,7 +41,8 @@
 //! The protocol knows nothing of messaging patterns: a pattern (`crate::pubsub`, ...)
 //! implements [`Pattern`] — the static config it creates, and what it requires of one
 //! it opens — and wraps the [`ServiceShared`] it gets back in its own service type.
-//! Opening a service of another pattern is [`OpenError::WrongPattern`].
+//! Opening a service of another pattern is [`OpenError::WrongPattern`] (unless step 4
+//! applies).
 //!
 //! Files: `create.rs` (steps 2), `open.rs` (step 1), `memfd_access.rs` (reaching a
 //! memfd payload through a live participant), `errors.rs`.
