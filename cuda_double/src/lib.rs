@@ -4,7 +4,7 @@
 //! workspace.** It is built as a `cdylib` and put under the names cudarc loads the
 //! driver by (`libcuda.so`, `libcuda.so.1`) in a directory on `LD_LIBRARY_PATH` of a
 //! test's child processes, so that iox's GPU paths (register, map, unregister, device
-//! pointers, copies) run on machines without a GPU. [`iox_testkit::cuda_double`] sets
+//! pointers, copies) run on machines without a GPU. `iox_testkit::cuda_double` sets
 //! that up and reads the call log.
 //!
 //! ## What it keeps of the real driver

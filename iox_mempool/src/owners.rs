@@ -23,7 +23,7 @@
 //!   not 0 ([`crate::Bookkeeping::hold_queued`]); the joiner then hands it off as any
 //!   owner does.
 //!
-//! These operations live here, on [`OwnerWord`], beside this description; the pool
+//! These operations live here, on `OwnerWord`, beside this description; the pool
 //! only finds the word of a chunk and calls them. The atomics come through
 //! `crate::sync`, so the model tests (`tests/loom.rs`) compile this very file against
 //! loom's atomics and check the operations as written.

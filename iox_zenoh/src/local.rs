@@ -1,7 +1,7 @@
 //! Opening the local end of a bridged service as bytes, whatever its payload type.
 //!
 //! The bridge never knows payload types at compile time: it opens every service as
-//! `[u8]` with [`PubSubBuilder::carry_payload_type`], so the service keeps the identity
+//! `[u8]` with [`PubSubBuilder::carry_payload_type`](iox_service::PubSubBuilder::carry_payload_type), so the service keeps the identity
 //! its programs use (a typed subscriber on host B opens what the bridge created from
 //! host A's config), and samples move as bytes.
 //!

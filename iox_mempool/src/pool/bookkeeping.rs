@@ -109,7 +109,7 @@ impl Bookkeeping {
     }
 
     /// Opens and validates the bookkeeping segment `dir/stem.chunks` alone (as
-    /// [`Pool::open_tagged`] does), read-write, e.g. to recover chunks of dead owners
+    /// [`Pool::open_tagged`](crate::Pool::open_tagged) does), read-write, e.g. to recover chunks of dead owners
     /// without mapping the payload.
     pub fn open(
         dir: &Path,

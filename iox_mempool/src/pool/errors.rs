@@ -6,7 +6,7 @@ use super::CHUNKS_VERSION;
 use crate::MemoryType;
 use crate::segment::{CreateSegmentError, OpenSegmentError};
 
-/// Why [`Pool::create`] failed.
+/// Why [`Pool::create`](crate::Pool::create) failed.
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum CreatePoolError {
@@ -23,7 +23,7 @@ pub enum CreatePoolError {
     },
 }
 
-/// Why [`Pool::open`] failed. Each names the file and what is wrong with it.
+/// Why [`Pool::open`](crate::Pool::open) failed. Each names the file and what is wrong with it.
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum OpenPoolError {
@@ -107,7 +107,7 @@ pub enum OpenPoolError {
     },
 }
 
-/// Why [`Pool::loan`] failed.
+/// Why [`Pool::loan`](crate::Pool::loan) failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum LoanError {

@@ -3,7 +3,7 @@
 use crate::MemoryType;
 
 /// A chunk: its size class and its index in that class. Converts to an address in
-/// each process with [`Pool::chunk`]; stored in shared memory (queue entries) as
+/// each process with [`Pool::chunk_ref`](crate::Pool::chunk_ref); stored in shared memory (queue entries) as
 /// [`Self::to_raw`], the one encoding of a chunk iox has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ChunkHandle {
@@ -24,7 +24,7 @@ impl ChunkHandle {
 
     /// The 32-bit encoding stored in shared memory: `class << 24 | index`
     /// ([`crate::layout::MAX_CLASSES`] and [`crate::layout::MAX_CHUNKS_PER_CLASS`] keep
-    /// both in their bits). [`Bookkeeping::handle_from_raw`] is the way back, with a
+    /// both in their bits). [`Bookkeeping::handle_from_raw`](crate::Bookkeeping::handle_from_raw) is the way back, with a
     /// bounds check against the pool.
     ///
     /// ```
@@ -57,7 +57,7 @@ pub(super) const RAW_CLASS_SHIFT: u32 = 24;
 const _: () = assert!(crate::layout::MAX_CHUNKS_PER_CLASS <= 1 << RAW_CLASS_SHIFT);
 const _: () = assert!(crate::layout::MAX_CLASSES <= 1 << (32 - RAW_CLASS_SHIFT));
 
-/// Sizes and occupancy of one class, as reported by [`Pool::info`].
+/// Sizes and occupancy of one class, as reported by [`Pool::info`](crate::Pool::info).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClassInfo {
     /// Bytes per chunk.
