@@ -1,0 +1,245 @@
+/* The C API of iox. Generated from iox_ffi/src by cbindgen (see iox_ffi/tests/header.rs); do not edit. */
+
+#ifndef IOX_H
+#define IOX_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+// Open the service if it exists, else create it.
+#define IOX_OPEN_OR_CREATE 0
+
+// Open an existing service only.
+#define IOX_OPEN 1
+
+// Create the service; fails if it exists.
+#define IOX_CREATE 2
+
+// The outcome of a call. Values are stable: new ones are only ever appended.
+typedef enum IoxStatus {
+  // The call did what it says.
+  IOX_STATUS_OK = 0,
+  // A required pointer argument was NULL.
+  IOX_STATUS_NULL_POINTER = 1,
+  // A port or service pointer that this library did not make, or one already
+  // dropped (checked by a marker word: best effort, see the crate docs).
+  IOX_STATUS_INVALID_HANDLE = 2,
+  // A loan or sample id that is not live: already sent, discarded or released, or
+  // of another port.
+  IOX_STATUS_STALE_HANDLE = 3,
+  // A port used from a thread other than the one that created it.
+  IOX_STATUS_WRONG_THREAD = 4,
+  // An argument was refused (a name that is not valid UTF-8 or not a service name,
+  // an unknown open mode, options that do not describe a type).
+  IOX_STATUS_INVALID_ARGUMENT = 5,
+  // Opening or creating the service failed.
+  IOX_STATUS_OPEN_FAILED = 6,
+  // Creating a port failed.
+  IOX_STATUS_PORT_CREATE_FAILED = 7,
+  // A loan failed.
+  IOX_STATUS_LOAN_FAILED = 8,
+  // A send failed.
+  IOX_STATUS_SEND_FAILED = 9,
+  // A receive failed.
+  IOX_STATUS_RECEIVE_FAILED = 10,
+  // The library panicked (a bug in iox): the message says where.
+  IOX_STATUS_PANIC = 11,
+} IoxStatus;
+
+// An open publish-subscribe service (opaque). Drop it with
+// [`iox_pubsub_service_drop`]; its ports keep the service open on their own.
+typedef struct IoxPubSubService IoxPubSubService;
+
+// A publisher (opaque): used from the thread that created it.
+typedef struct IoxPublisher IoxPublisher;
+
+// A subscriber (opaque): used from the thread that created it.
+typedef struct IoxSubscriber IoxSubscriber;
+
+// A loaned chunk: write `len_bytes` bytes at `data`, then send or discard it by `id`.
+typedef struct IoxLoan {
+  // The payload's first byte, aligned for the service's type.
+  void *data;
+  // The payload's length in bytes.
+  uint64_t len_bytes;
+  // What the publisher knows this loan by.
+  uint64_t id;
+} IoxLoan;
+
+// The payload type and settings of a publish-subscribe service. Fill it with
+// [`iox_pubsub_options_init`], then set what differs. Zero in a limit means the
+// service's default (on open: whatever the service has).
+typedef struct IoxPubSubOptions {
+  // The root directory of the service's files; NULL: `IOX_ROOT`, else `/dev/shm`.
+  const char *root;
+  // The type's name, as a Rust program records it (its `#[iox(type_name = "...")]`).
+  const char *type_name;
+  // `sizeof` the type (of one element for a slice).
+  uint64_t type_size;
+  // `alignof` the type.
+  uint64_t type_alignment;
+  // Whether every bit pattern of the type's bytes is a value (no padding, no `bool`
+  // or enum fields). Part of the identity: must match the Rust side's.
+  bool any_bit_pattern;
+  // Slices of `type_size`-byte elements instead of one value.
+  bool slice;
+  // For a slice: the most elements one sample holds (required when creating).
+  uint64_t max_slice_len;
+  // Memory type code (0 CPU, 1 page-locked, 2 CUDA-pinned, >= 0x100 users' own).
+  uint32_t memory_type;
+  // Whether `memory_type` is set (on open: must match then).
+  bool memory_type_set;
+  // Most publishers (0: default).
+  uint32_t max_publishers;
+  // Most subscribers (0: default).
+  uint32_t max_subscribers;
+  // Samples each subscriber's queue holds (0: default).
+  uint32_t subscriber_buffer;
+  // Samples a late subscriber gets on connecting (0: none).
+  uint32_t history;
+  // Loans one publisher may hold at once (0: default).
+  uint32_t max_loans;
+  // Samples one subscriber may hold at once (0: default).
+  uint32_t max_held;
+  // How long to wait for a service another process is creating or removing, in
+  // milliseconds (0: default, 10 s).
+  uint64_t timeout_ms;
+} IoxPubSubOptions;
+
+// A received sample: read `len_bytes` bytes at `data`, then release it by `id`.
+typedef struct IoxSample {
+  // The payload's first byte (read-only).
+  const void *data;
+  // The payload's length in bytes.
+  uint64_t len_bytes;
+  // Its length in elements of the service's type (1 for a value).
+  uint64_t len;
+  // What the subscriber knows this sample by.
+  uint64_t id;
+} IoxSample;
+
+#ifdef __cplusplus
+extern "C" {
+#endif // __cplusplus
+
+// Creates a publisher of `service` (pinning its pool once if `pin_memory`); `*out` is
+// the publisher, usable from this thread only.
+//
+// # Safety
+// `service` is a pointer from `iox_pubsub_open` (checked as far as the crate docs
+// say); `out` points to writable memory for a pointer.
+enum IoxStatus iox_publisher_create(struct IoxPubSubService *service,
+                                    bool pin_memory,
+                                    struct IoxPublisher **out);
+
+// Loans a chunk for `len_bytes` bytes: the type's size for a value, a multiple of the
+// element size for a slice. `*loan` is filled on success. The bytes are not
+// initialised: write all of them before sending.
+//
+// # Safety
+// `publisher` is a pointer from [`iox_publisher_create`]; `loan` points to writable
+// memory for an `IoxLoan`.
+enum IoxStatus iox_publisher_loan(struct IoxPublisher *publisher,
+                                  uint64_t len_bytes,
+                                  struct IoxLoan *loan);
+
+// Sends the loan `id` to every connected subscriber; `*delivered` (if not NULL) is how
+// many got it. The id is stale afterwards, whether the send succeeded or not.
+//
+// # Safety
+// `publisher` is a pointer from [`iox_publisher_create`]; all of the loan's
+// `len_bytes` bytes were written with a valid value of the service's type;
+// `delivered` is NULL or points to writable memory for a `uint64_t`.
+enum IoxStatus iox_publisher_send(struct IoxPublisher *publisher, uint64_t id, uint64_t *delivered);
+
+// Gives the loan `id` back unsent. The id is stale afterwards.
+//
+// # Safety
+// `publisher` is a pointer from [`iox_publisher_create`].
+enum IoxStatus iox_publisher_discard(struct IoxPublisher *publisher, uint64_t id);
+
+// Drops the publisher and every loan it still holds (from its own thread).
+//
+// # Safety
+// `publisher` is NULL or a pointer from [`iox_publisher_create`].
+enum IoxStatus iox_publisher_drop(struct IoxPublisher *publisher);
+
+// The default options: no type yet (`type_name` NULL), everything else the service's
+// defaults. Does nothing if `options` is NULL.
+//
+// # Safety
+// `options` is NULL or points to writable memory for an `IoxPubSubOptions`.
+void iox_pubsub_options_init(struct IoxPubSubOptions *options);
+
+// Opens, creates, or opens-or-creates (`mode`: `IOX_OPEN_OR_CREATE`, `IOX_OPEN`,
+// `IOX_CREATE`) the publish-subscribe service `name` with `options`; on success
+// `*out` is the service. On failure `*out` is untouched and [`crate::iox_last_error`]
+// says why (e.g. that an existing service records another type, naming both).
+//
+// # Safety
+// `name` is a NUL-terminated string; `options` points to an `IoxPubSubOptions` whose
+// strings are NULL or NUL-terminated; `out` points to writable memory for a pointer.
+enum IoxStatus iox_pubsub_open(const char *name,
+                               uint32_t mode,
+                               const struct IoxPubSubOptions *options,
+                               struct IoxPubSubService **out);
+
+// Closes this handle of the service (the service's files go when its last handle and
+// port anywhere are gone). Any thread.
+//
+// # Safety
+// `service` is NULL or a pointer from [`iox_pubsub_open`] (checked as far as the crate
+// docs say).
+enum IoxStatus iox_pubsub_service_drop(struct IoxPubSubService *service);
+
+// The message of this thread's last failed call ("" if none failed yet). The text
+// stays valid until the next failing call on this thread; copy it to keep it.
+const char *iox_last_error(void);
+
+// A short, constant name of a status value (e.g. `"IOX_STATUS_STALE_HANDLE"`), for
+// logs; `"IOX_STATUS_UNKNOWN"` for a value that is none. Takes the plain integer, so
+// any value a C caller passes is defined.
+const char *iox_status_name(int32_t status);
+
+// Creates a subscriber of `service` (pinning its pool once if `pin_memory`); `*out` is
+// the subscriber, usable from this thread only.
+//
+// # Safety
+// `service` is a pointer from `iox_pubsub_open`; `out` points to writable memory for a
+// pointer.
+enum IoxStatus iox_subscriber_create(struct IoxPubSubService *service,
+                                     bool pin_memory,
+                                     struct IoxSubscriber **out);
+
+// Receives the next sample, waiting up to `timeout_ns` nanoseconds (0: do not wait)
+// without spinning. `*received` says whether `*sample` was filled.
+//
+// # Safety
+// `subscriber` is a pointer from [`iox_subscriber_create`]; `sample` and `received`
+// point to writable memory for an `IoxSample` and a `bool`.
+enum IoxStatus iox_subscriber_receive(struct IoxSubscriber *subscriber,
+                                      uint64_t timeout_ns,
+                                      struct IoxSample *sample,
+                                      bool *received);
+
+// Releases the sample `id` (its chunk returns to the pool once no one else holds it).
+// The id is stale afterwards.
+//
+// # Safety
+// `subscriber` is a pointer from [`iox_subscriber_create`].
+enum IoxStatus iox_subscriber_release(struct IoxSubscriber *subscriber, uint64_t id);
+
+// Drops the subscriber and releases every sample it still holds (from its own thread).
+//
+// # Safety
+// `subscriber` is NULL or a pointer from [`iox_subscriber_create`].
+enum IoxStatus iox_subscriber_drop(struct IoxSubscriber *subscriber);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif  // __cplusplus
+
+#endif  /* IOX_H */

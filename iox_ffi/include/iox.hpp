@@ -1,0 +1,315 @@
+// The C++17 layer of iox: RAII types over the C API (iox.h), header-only.
+//
+//   struct Reading { std::uint64_t seq; double value; };
+//   template <> struct iox::TypeName<Reading> { static constexpr const char* value = "Reading"; };
+//
+//   auto service = iox::PubSub<Reading>::open_or_create("examples/readings");
+//   if (!service) { std::fprintf(stderr, "%s\n", service.error().message.c_str()); return 1; }
+//   auto publisher = service->publisher();
+//   auto loan = publisher->loan();
+//   *loan.value() = Reading{1, 0.5};
+//   auto delivered = std::move(loan.value()).send();
+//
+// Payload types are trivially copyable standard-layout types with a name
+// (`iox::TypeName<T>`, the name a Rust program gives the same struct with
+// `#[iox(type_name = "...")]`). Whether every bit pattern is a value is
+// `iox::AnyBitPattern<T>` (see there: a struct with floating-point fields specialises
+// it). Results are `iox::Result<T>`: a
+// value or an `iox::Error` (status and message), no exceptions. Ports, loans and
+// samples are move-only; a loan or sample must not outlive its port (the port's drop
+// ends them, as in C).
+#ifndef IOX_HPP
+#define IOX_HPP
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "iox.h"
+
+namespace iox {
+
+/// The name a payload type is recorded under; specialise it for each payload type.
+template <class T>
+struct TypeName;
+
+/// Whether every bit pattern of `T` is a value (part of the service's identity, as the
+/// Rust derive records it). The default holds for integers, floats and structs of
+/// integers without padding; specialise it to `true` for a struct with floating-point
+/// fields and no padding, `false` for one with `bool` or enum fields.
+template <class T>
+struct AnyBitPattern : std::bool_constant<std::is_floating_point_v<T> ||
+                                          (std::has_unique_object_representations_v<T> && !std::is_same_v<T, bool>)> {};
+
+/// A failed call: its status and the library's message.
+struct Error {
+    IoxStatus status;
+    std::string message;
+
+    static Error last(IoxStatus status) { return Error{status, iox_last_error()}; }
+};
+
+/// A value or an error (std::expected's shape, for C++17).
+template <class T>
+class Result {
+public:
+    Result(T value) : inner_(std::move(value)) {}
+    Result(Error error) : inner_(std::move(error)) {}
+    explicit operator bool() const { return inner_.index() == 0; }
+    bool has_value() const { return inner_.index() == 0; }
+    T& value() & { return std::get<0>(inner_); }
+    T&& value() && { return std::get<0>(std::move(inner_)); }
+    T* operator->() { return &std::get<0>(inner_); }
+    T& operator*() & { return std::get<0>(inner_); }
+    const Error& error() const { return std::get<1>(inner_); }
+
+private:
+    std::variant<T, Error> inner_;
+};
+
+/// Settings of a service beyond its payload type (0: the default).
+struct Options {
+    const char* root = nullptr;
+    std::uint32_t max_publishers = 0;
+    std::uint32_t max_subscribers = 0;
+    std::uint32_t subscriber_buffer = 0;
+    std::uint32_t history = 0;
+    std::uint32_t max_loans = 0;
+    std::uint32_t max_held = 0;
+};
+
+template <class T>
+class Publisher;
+template <class T>
+class Subscriber;
+
+/// A loaned chunk holding one `T`, written in place; sent with `send()`, given back
+/// unsent when dropped.
+template <class T>
+class Loan {
+public:
+    Loan(Loan&& o) noexcept : port_(std::exchange(o.port_, nullptr)), loan_(o.loan_) {}
+    Loan& operator=(Loan&& o) noexcept {
+        if (this != &o) {
+            discard();
+            port_ = std::exchange(o.port_, nullptr);
+            loan_ = o.loan_;
+        }
+        return *this;
+    }
+    Loan(const Loan&) = delete;
+    Loan& operator=(const Loan&) = delete;
+    ~Loan() { discard(); }
+
+    T* get() { return static_cast<T*>(loan_.data); }
+    T& operator*() { return *get(); }
+    T* operator->() { return get(); }
+
+    /// Sends the value (it must be fully written) to every connected subscriber; how
+    /// many got it.
+    Result<std::uint64_t> send() && {
+        std::uint64_t delivered = 0;
+        IoxStatus s = iox_publisher_send(std::exchange(port_, nullptr), loan_.id, &delivered);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return delivered;
+    }
+
+private:
+    friend class Publisher<T>;
+    Loan(IoxPublisher* port, IoxLoan loan) : port_(port), loan_(loan) {}
+    void discard() {
+        if (port_ != nullptr) iox_publisher_discard(std::exchange(port_, nullptr), loan_.id);
+    }
+    IoxPublisher* port_;
+    IoxLoan loan_;
+};
+
+/// A received `T`, read in place; released when dropped.
+template <class T>
+class Sample {
+public:
+    Sample(Sample&& o) noexcept : port_(std::exchange(o.port_, nullptr)), sample_(o.sample_) {}
+    Sample& operator=(Sample&& o) noexcept {
+        if (this != &o) {
+            release();
+            port_ = std::exchange(o.port_, nullptr);
+            sample_ = o.sample_;
+        }
+        return *this;
+    }
+    Sample(const Sample&) = delete;
+    Sample& operator=(const Sample&) = delete;
+    ~Sample() { release(); }
+
+    const T* get() const { return static_cast<const T*>(sample_.data); }
+    const T& operator*() const { return *get(); }
+    const T* operator->() const { return get(); }
+
+private:
+    friend class Subscriber<T>;
+    Sample(IoxSubscriber* port, IoxSample sample) : port_(port), sample_(sample) {}
+    void release() {
+        if (port_ != nullptr) iox_subscriber_release(std::exchange(port_, nullptr), sample_.id);
+    }
+    IoxSubscriber* port_;
+    IoxSample sample_;
+};
+
+/// A publisher of `T` (use it from the thread that created it).
+template <class T>
+class Publisher {
+public:
+    Publisher(Publisher&& o) noexcept : port_(std::exchange(o.port_, nullptr)) {}
+    Publisher& operator=(Publisher&& o) noexcept {
+        if (this != &o) {
+            if (port_ != nullptr) iox_publisher_drop(port_);
+            port_ = std::exchange(o.port_, nullptr);
+        }
+        return *this;
+    }
+    Publisher(const Publisher&) = delete;
+    Publisher& operator=(const Publisher&) = delete;
+    ~Publisher() {
+        if (port_ != nullptr) iox_publisher_drop(port_);
+    }
+
+    /// Loans a chunk for one `T` (not initialised: write all of it).
+    Result<Loan<T>> loan() {
+        IoxLoan l{};
+        IoxStatus s = iox_publisher_loan(port_, sizeof(T), &l);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return Loan<T>(port_, l);
+    }
+
+    /// Loans, copies `value` in and sends it; how many subscribers got it.
+    Result<std::uint64_t> send_copy(const T& value) {
+        auto l = loan();
+        if (!l) return l.error();
+        *l.value() = value;
+        return std::move(l.value()).send();
+    }
+
+private:
+    template <class>
+    friend class PubSub;
+    explicit Publisher(IoxPublisher* port) : port_(port) {}
+    IoxPublisher* port_;
+};
+
+/// A subscriber of `T` (use it from the thread that created it).
+template <class T>
+class Subscriber {
+public:
+    Subscriber(Subscriber&& o) noexcept : port_(std::exchange(o.port_, nullptr)) {}
+    Subscriber& operator=(Subscriber&& o) noexcept {
+        if (this != &o) {
+            if (port_ != nullptr) iox_subscriber_drop(port_);
+            port_ = std::exchange(o.port_, nullptr);
+        }
+        return *this;
+    }
+    Subscriber(const Subscriber&) = delete;
+    Subscriber& operator=(const Subscriber&) = delete;
+    ~Subscriber() {
+        if (port_ != nullptr) iox_subscriber_drop(port_);
+    }
+
+    /// The next sample, if one is waiting (never blocks).
+    Result<std::optional<Sample<T>>> receive() { return receive_for(std::chrono::nanoseconds(0)); }
+
+    /// The next sample, waiting up to `timeout` for one (sleeping, not spinning).
+    template <class Rep, class Period>
+    Result<std::optional<Sample<T>>> receive_for(std::chrono::duration<Rep, Period> timeout) {
+        IoxSample raw{};
+        bool got = false;
+        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
+        IoxStatus s = iox_subscriber_receive(port_, ns > 0 ? static_cast<std::uint64_t>(ns) : 0, &raw, &got);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        if (!got) return std::optional<Sample<T>>();
+        return std::optional<Sample<T>>(Sample<T>(port_, raw));
+    }
+
+private:
+    template <class>
+    friend class PubSub;
+    explicit Subscriber(IoxSubscriber* port) : port_(port) {}
+    IoxSubscriber* port_;
+};
+
+/// A publish-subscribe service of `T`, shared with Rust, Python and other C++ programs
+/// that name the same type.
+template <class T>
+class PubSub {
+    static_assert(std::is_trivially_copyable_v<T> && std::is_standard_layout_v<T>,
+                  "iox payloads are trivially copyable standard-layout types");
+
+public:
+    static Result<PubSub> open_or_create(const std::string& name, const Options& o = {}) {
+        return open(name, IOX_OPEN_OR_CREATE, o);
+    }
+    static Result<PubSub> open_existing(const std::string& name, const Options& o = {}) {
+        return open(name, IOX_OPEN, o);
+    }
+    static Result<PubSub> create(const std::string& name, const Options& o = {}) {
+        return open(name, IOX_CREATE, o);
+    }
+
+    PubSub(PubSub&& o) noexcept : service_(std::exchange(o.service_, nullptr)) {}
+    PubSub& operator=(PubSub&& o) noexcept {
+        if (this != &o) {
+            if (service_ != nullptr) iox_pubsub_service_drop(service_);
+            service_ = std::exchange(o.service_, nullptr);
+        }
+        return *this;
+    }
+    PubSub(const PubSub&) = delete;
+    PubSub& operator=(const PubSub&) = delete;
+    ~PubSub() {
+        if (service_ != nullptr) iox_pubsub_service_drop(service_);
+    }
+
+    Result<Publisher<T>> publisher(bool pin_memory = false) {
+        IoxPublisher* p = nullptr;
+        IoxStatus s = iox_publisher_create(service_, pin_memory, &p);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return Publisher<T>(p);
+    }
+
+    Result<Subscriber<T>> subscriber(bool pin_memory = false) {
+        IoxSubscriber* p = nullptr;
+        IoxStatus s = iox_subscriber_create(service_, pin_memory, &p);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return Subscriber<T>(p);
+    }
+
+private:
+    explicit PubSub(IoxPubSubService* s) : service_(s) {}
+    static Result<PubSub> open(const std::string& name, std::uint32_t mode, const Options& o) {
+        IoxPubSubOptions opts;
+        iox_pubsub_options_init(&opts);
+        opts.root = o.root;
+        opts.type_name = TypeName<T>::value;
+        opts.type_size = sizeof(T);
+        opts.type_alignment = alignof(T);
+        opts.any_bit_pattern = AnyBitPattern<T>::value;
+        opts.max_publishers = o.max_publishers;
+        opts.max_subscribers = o.max_subscribers;
+        opts.subscriber_buffer = o.subscriber_buffer;
+        opts.history = o.history;
+        opts.max_loans = o.max_loans;
+        opts.max_held = o.max_held;
+        IoxPubSubService* s = nullptr;
+        IoxStatus st = iox_pubsub_open(name.c_str(), mode, &opts, &s);
+        if (st != IOX_STATUS_OK) return Error::last(st);
+        return PubSub(s);
+    }
+    IoxPubSubService* service_;
+};
+
+}  // namespace iox
+
+#endif  // IOX_HPP

@@ -1,0 +1,40 @@
+//! The C ABI of iox: publish-subscribe services, publishers and subscribers for C and
+//! C++ programs, sharing services with Rust and Python programs.
+//!
+//! The header is `include/iox.h` (generated from this crate by cbindgen and checked in;
+//! a test fails when it is stale), the C++17 layer `include/iox.hpp` (header-only, RAII
+//! types over the C calls). Build the library with
+//! `cargo build --release -p iox_ffi` (`target/release/libiox_ffi.so` and `.a`).
+//!
+//! The boundary:
+//! - **Handles.** Services and ports are opaque pointers, made by a `*_create` /
+//!   `*_open` call and ended by its `*_drop`. Loans and samples are ids kept by their
+//!   port: `IoxLoan` and `IoxSample` carry the payload's address, its length and the id.
+//!   What is checked and what cannot be: see `handle`.
+//! - **Threads.** A publisher or subscriber is used from the thread that created it (a
+//!   call from another thread is `IOX_STATUS_WRONG_THREAD`); services from any thread.
+//!   Make a port per thread, as in Rust.
+//! - **Errors.** Every call returns an `IoxStatus`; `iox_last_error()` is the calling
+//!   thread's last message. Nothing unwinds into C: a panic is `IOX_STATUS_PANIC`.
+//! - **Ownership.** A port keeps its service open, a loan or sample lives inside its
+//!   port: dropping a port discards its loans and releases its samples, so their
+//!   addresses must not be used after it.
+//! - **What C callers must not do:** use a pointer after its `*_drop` or one this
+//!   library did not make (best-effort refusal only), read a sample's bytes after its
+//!   release, write more than a loan's `len_bytes`, send a loan whose bytes are not a
+//!   valid value of the service's type, or call a port's functions from two threads at
+//!   once (they are refused from any but the creating thread).
+//!
+//! Not yet in the C ABI: events, request-response, the WaitSet, readiness descriptors,
+//! pool information and device pointers (Rust and Python have them).
+
+mod handle;
+pub mod publisher;
+pub mod service;
+pub mod status;
+pub mod subscriber;
+
+pub use publisher::{IoxLoan, IoxPublisher};
+pub use service::{IOX_CREATE, IOX_OPEN, IOX_OPEN_OR_CREATE, IoxPubSubOptions, IoxPubSubService};
+pub use status::IoxStatus;
+pub use subscriber::{IoxSample, IoxSubscriber};

@@ -1,0 +1,221 @@
+//! Publishers from C: loan, write in place, send; or discard.
+//!
+//! A loan is an [`IoxLoan`]: the payload's address and length, and an id the publisher
+//! keeps it under (see `handle`). Sending or discarding it ends the id: a second send
+//! of the same loan is `IOX_STATUS_STALE_HANDLE`, never a second delivery. Dropping
+//! the publisher discards its loans.
+
+use std::cell::RefCell;
+use std::ffi::c_void;
+
+use iox_service::{PayloadType, Publisher, RawLoan};
+
+use crate::handle::{Marked, Slots, marker};
+use crate::service::{IoxPubSubService, service};
+use crate::status::{IoxStatus, fail, guard};
+
+/// A publisher (opaque): used from the thread that created it.
+pub struct IoxPublisher {
+    publisher: Publisher<[u8]>,
+    /// The size of the service's value type; `None` for a slice service.
+    value_size: Option<u64>,
+    loans: RefCell<Slots<RawLoan>>,
+}
+
+const PUBLISHER: u64 = marker(b"iox-pub\0");
+
+/// A loaned chunk: write `len_bytes` bytes at `data`, then send or discard it by `id`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct IoxLoan {
+    /// The payload's first byte, aligned for the service's type.
+    pub data: *mut c_void,
+    /// The payload's length in bytes.
+    pub len_bytes: u64,
+    /// What the publisher knows this loan by.
+    pub id: u64,
+}
+
+/// Creates a publisher of `service` (pinning its pool once if `pin_memory`); `*out` is
+/// the publisher, usable from this thread only.
+///
+/// # Safety
+/// `service` is a pointer from `iox_pubsub_open` (checked as far as the crate docs
+/// say); `out` points to writable memory for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_publisher_create(
+    service: *mut IoxPubSubService,
+    pin_memory: bool,
+    out: *mut *mut IoxPublisher,
+) -> IoxStatus {
+    guard(|| {
+        if out.is_null() {
+            return fail(IoxStatus::NullPointer, "out must not be NULL");
+        }
+        // SAFETY: the caller's contract.
+        let service = match unsafe { self::service(service) } {
+            Ok(s) => s,
+            Err(status) => return status,
+        };
+        let value_size = match &service.static_config().payload {
+            PayloadType::Typed { size, .. } => Some(*size),
+            PayloadType::Slice { .. } => None,
+        };
+        match service.publisher_builder().pin_memory(pin_memory).create() {
+            Ok(publisher) => {
+                let p = Marked::into_raw(
+                    PUBLISHER,
+                    IoxPublisher {
+                        publisher,
+                        value_size,
+                        loans: RefCell::new(Slots::new()),
+                    },
+                );
+                // SAFETY: the caller's contract; not NULL (checked).
+                unsafe { out.write(p.cast()) };
+                IoxStatus::Ok
+            }
+            Err(e) => fail(IoxStatus::PortCreateFailed, e),
+        }
+    })
+}
+
+/// The publisher behind `p`, on its own thread.
+///
+/// # Safety
+/// As for [`iox_publisher_create`]'s `service`, for a publisher.
+unsafe fn publisher<'a>(p: *mut IoxPublisher) -> Result<&'a IoxPublisher, IoxStatus> {
+    // SAFETY: the caller's contract.
+    unsafe { Marked::<IoxPublisher>::get(p.cast(), PUBLISHER, true) }.map(|m| &m.inner)
+}
+
+/// Loans a chunk for `len_bytes` bytes: the type's size for a value, a multiple of the
+/// element size for a slice. `*loan` is filled on success. The bytes are not
+/// initialised: write all of them before sending.
+///
+/// # Safety
+/// `publisher` is a pointer from [`iox_publisher_create`]; `loan` points to writable
+/// memory for an `IoxLoan`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_publisher_loan(
+    publisher: *mut IoxPublisher,
+    len_bytes: u64,
+    loan: *mut IoxLoan,
+) -> IoxStatus {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let p = match unsafe { self::publisher(publisher) } {
+            Ok(p) => p,
+            Err(status) => return status,
+        };
+        if loan.is_null() {
+            return fail(IoxStatus::NullPointer, "loan must not be NULL");
+        }
+        if let Some(size) = p.value_size
+            && size != len_bytes
+        {
+            return fail(
+                IoxStatus::InvalidArgument,
+                format!(
+                    "a loan of this service's value type is exactly its size, {size} bytes, not {len_bytes}"
+                ),
+            );
+        }
+        let Ok(bytes) = usize::try_from(len_bytes) else {
+            return fail(
+                IoxStatus::InvalidArgument,
+                "len_bytes does not fit this machine's addresses",
+            );
+        };
+        match p.publisher.loan_raw(bytes) {
+            Ok(mut raw) => {
+                let (data, len) = (raw.as_mut_ptr().cast(), raw.len_bytes() as u64);
+                let id = p.loans.borrow_mut().insert(raw);
+                // SAFETY: the caller's contract; not NULL (checked).
+                unsafe {
+                    loan.write(IoxLoan {
+                        data,
+                        len_bytes: len,
+                        id,
+                    })
+                };
+                IoxStatus::Ok
+            }
+            Err(e) => fail(IoxStatus::LoanFailed, e),
+        }
+    })
+}
+
+/// Sends the loan `id` to every connected subscriber; `*delivered` (if not NULL) is how
+/// many got it. The id is stale afterwards, whether the send succeeded or not.
+///
+/// # Safety
+/// `publisher` is a pointer from [`iox_publisher_create`]; all of the loan's
+/// `len_bytes` bytes were written with a valid value of the service's type;
+/// `delivered` is NULL or points to writable memory for a `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_publisher_send(
+    publisher: *mut IoxPublisher,
+    id: u64,
+    delivered: *mut u64,
+) -> IoxStatus {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let p = match unsafe { self::publisher(publisher) } {
+            Ok(p) => p,
+            Err(status) => return status,
+        };
+        let Some(raw) = p.loans.borrow_mut().remove(id) else {
+            return fail(
+                IoxStatus::StaleHandle,
+                "no such loan: it was sent or discarded already, or belongs to another publisher",
+            );
+        };
+        // SAFETY: the caller's contract: every byte was written with a valid value.
+        match unsafe { raw.send() } {
+            Ok(n) => {
+                if !delivered.is_null() {
+                    // SAFETY: the caller's contract; not NULL (checked).
+                    unsafe { delivered.write(n as u64) };
+                }
+                IoxStatus::Ok
+            }
+            Err(e) => fail(IoxStatus::SendFailed, e),
+        }
+    })
+}
+
+/// Gives the loan `id` back unsent. The id is stale afterwards.
+///
+/// # Safety
+/// `publisher` is a pointer from [`iox_publisher_create`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_publisher_discard(publisher: *mut IoxPublisher, id: u64) -> IoxStatus {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let p = match unsafe { self::publisher(publisher) } {
+            Ok(p) => p,
+            Err(status) => return status,
+        };
+        match p.loans.borrow_mut().remove(id) {
+            Some(raw) => {
+                drop(raw);
+                IoxStatus::Ok
+            }
+            None => fail(
+                IoxStatus::StaleHandle,
+                "no such loan: it was sent or discarded already, or belongs to another publisher",
+            ),
+        }
+    })
+}
+
+/// Drops the publisher and every loan it still holds (from its own thread).
+///
+/// # Safety
+/// `publisher` is NULL or a pointer from [`iox_publisher_create`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_publisher_drop(publisher: *mut IoxPublisher) -> IoxStatus {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { Marked::<IoxPublisher>::drop_raw(publisher.cast(), PUBLISHER, true) })
+}

@@ -1,0 +1,282 @@
+//! Publish-subscribe services from C: the payload type described by name, size and
+//! alignment (a value, or a slice of such elements), the service's settings, and the
+//! three ways to open one.
+//!
+//! The service records that type in its static config exactly as a Rust program's
+//! `#[derive(ZeroCopySafe)]` type with `#[iox(type_name = "...")]` records it, so a C or
+//! C++ program and a Rust program with the same name, size, alignment and bit-pattern
+//! validity share one service; any difference is refused when the second one opens
+//! (the message names both types).
+//!
+//! Ports of such a service move the payload as bytes (`iox_service`'s raw ports): the C
+//! side writes a value of the described type into a loan and reads it from a sample.
+
+use std::ffi::{CStr, c_char};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use iox_service::{MemoryType, PayloadType, PubSubService, Service};
+
+use crate::handle::{Marked, marker};
+use crate::status::{IoxStatus, fail, guard};
+
+/// Open the service if it exists, else create it.
+pub const IOX_OPEN_OR_CREATE: u32 = 0;
+/// Open an existing service only.
+pub const IOX_OPEN: u32 = 1;
+/// Create the service; fails if it exists.
+pub const IOX_CREATE: u32 = 2;
+
+/// The payload type and settings of a publish-subscribe service. Fill it with
+/// [`iox_pubsub_options_init`], then set what differs. Zero in a limit means the
+/// service's default (on open: whatever the service has).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct IoxPubSubOptions {
+    /// The root directory of the service's files; NULL: `IOX_ROOT`, else `/dev/shm`.
+    pub root: *const c_char,
+    /// The type's name, as a Rust program records it (its `#[iox(type_name = "...")]`).
+    pub type_name: *const c_char,
+    /// `sizeof` the type (of one element for a slice).
+    pub type_size: u64,
+    /// `alignof` the type.
+    pub type_alignment: u64,
+    /// Whether every bit pattern of the type's bytes is a value (no padding, no `bool`
+    /// or enum fields). Part of the identity: must match the Rust side's.
+    pub any_bit_pattern: bool,
+    /// Slices of `type_size`-byte elements instead of one value.
+    pub slice: bool,
+    /// For a slice: the most elements one sample holds (required when creating).
+    pub max_slice_len: u64,
+    /// Memory type code (0 CPU, 1 page-locked, 2 CUDA-pinned, >= 0x100 users' own).
+    pub memory_type: u32,
+    /// Whether `memory_type` is set (on open: must match then).
+    pub memory_type_set: bool,
+    /// Most publishers (0: default).
+    pub max_publishers: u32,
+    /// Most subscribers (0: default).
+    pub max_subscribers: u32,
+    /// Samples each subscriber's queue holds (0: default).
+    pub subscriber_buffer: u32,
+    /// Samples a late subscriber gets on connecting (0: none).
+    pub history: u32,
+    /// Loans one publisher may hold at once (0: default).
+    pub max_loans: u32,
+    /// Samples one subscriber may hold at once (0: default).
+    pub max_held: u32,
+    /// How long to wait for a service another process is creating or removing, in
+    /// milliseconds (0: default, 10 s).
+    pub timeout_ms: u64,
+}
+
+/// The default options: no type yet (`type_name` NULL), everything else the service's
+/// defaults. Does nothing if `options` is NULL.
+///
+/// # Safety
+/// `options` is NULL or points to writable memory for an `IoxPubSubOptions`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_pubsub_options_init(options: *mut IoxPubSubOptions) {
+    if options.is_null() {
+        return;
+    }
+    let defaults = IoxPubSubOptions {
+        root: std::ptr::null(),
+        type_name: std::ptr::null(),
+        type_size: 0,
+        type_alignment: 0,
+        any_bit_pattern: false,
+        slice: false,
+        max_slice_len: 0,
+        memory_type: 0,
+        memory_type_set: false,
+        max_publishers: 0,
+        max_subscribers: 0,
+        subscriber_buffer: 0,
+        history: 0,
+        max_loans: 0,
+        max_held: 0,
+        timeout_ms: 0,
+    };
+    // SAFETY: the caller's contract; not NULL (checked).
+    unsafe { options.write(defaults) };
+}
+
+/// An open publish-subscribe service (opaque). Drop it with
+/// [`iox_pubsub_service_drop`]; its ports keep the service open on their own.
+pub struct IoxPubSubService {
+    pub(crate) service: PubSubService<[u8]>,
+}
+
+pub(crate) const SERVICE: u64 = marker(b"iox-svc\0");
+
+/// The text behind a C string argument.
+///
+/// # Safety
+/// `s` is NULL or a NUL-terminated string.
+pub(crate) unsafe fn text<'a>(s: *const c_char, what: &str) -> Result<&'a str, IoxStatus> {
+    if s.is_null() {
+        return Err(fail(IoxStatus::NullPointer, format!("{what} is NULL")));
+    }
+    // SAFETY: the caller's contract.
+    unsafe { CStr::from_ptr(s) }
+        .to_str()
+        .map_err(|_| fail(IoxStatus::InvalidArgument, format!("{what} is not valid UTF-8")))
+}
+
+fn payload(o: &IoxPubSubOptions, type_name: &str) -> Result<PayloadType, IoxStatus> {
+    if o.type_size == 0 && !o.slice {
+        return Err(fail(
+            IoxStatus::InvalidArgument,
+            "type_size is 0: a value type has a size",
+        ));
+    }
+    if !o.type_alignment.is_power_of_two() {
+        return Err(fail(
+            IoxStatus::InvalidArgument,
+            format!("type_alignment {} is not a power of two", o.type_alignment),
+        ));
+    }
+    let (size, alignment, invalid_bit_patterns) = (o.type_size, o.type_alignment, !o.any_bit_pattern);
+    Ok(if o.slice {
+        PayloadType::Slice {
+            element: type_name.to_string(),
+            size,
+            alignment,
+            invalid_bit_patterns,
+        }
+    } else {
+        PayloadType::Typed {
+            type_name: type_name.to_string(),
+            size,
+            alignment,
+            invalid_bit_patterns,
+        }
+    })
+}
+
+/// Opens, creates, or opens-or-creates (`mode`: `IOX_OPEN_OR_CREATE`, `IOX_OPEN`,
+/// `IOX_CREATE`) the publish-subscribe service `name` with `options`; on success
+/// `*out` is the service. On failure `*out` is untouched and [`crate::iox_last_error`]
+/// says why (e.g. that an existing service records another type, naming both).
+///
+/// # Safety
+/// `name` is a NUL-terminated string; `options` points to an `IoxPubSubOptions` whose
+/// strings are NULL or NUL-terminated; `out` points to writable memory for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_pubsub_open(
+    name: *const c_char,
+    mode: u32,
+    options: *const IoxPubSubOptions,
+    out: *mut *mut IoxPubSubService,
+) -> IoxStatus {
+    guard(|| {
+        if options.is_null() || out.is_null() {
+            return fail(IoxStatus::NullPointer, "options and out must not be NULL");
+        }
+        // SAFETY: the caller's contract; not NULL (checked).
+        let o = unsafe { &*options };
+        // SAFETY: the caller's contract (a NUL-terminated string or NULL).
+        let (name, type_name) = match unsafe { (text(name, "name"), text(o.type_name, "options.type_name")) }
+        {
+            (Ok(n), Ok(t)) => (n, t),
+            (Err(s), _) | (_, Err(s)) => return s,
+        };
+        let payload = match payload(o, type_name) {
+            Ok(p) => p,
+            Err(s) => return s,
+        };
+        let mut service = match Service::named(name) {
+            Ok(s) => s,
+            Err(e) => return fail(IoxStatus::InvalidArgument, e),
+        };
+        if !o.root.is_null() {
+            // SAFETY: the caller's contract.
+            match unsafe { text(o.root, "options.root") } {
+                Ok(r) => service = service.root(PathBuf::from(r)),
+                Err(s) => return s,
+            }
+        }
+        // SAFETY: the ports of this service (publisher.rs, subscriber.rs) loan only
+        // with `loan_raw`, receive only with `receive_raw`/`receive_timeout_raw`, and
+        // hand C the samples' addresses only, as `raw_payload_type` requires.
+        let mut b = unsafe { service.publish_subscribe::<[u8]>().raw_payload_type(payload) };
+        if o.memory_type_set {
+            let Ok(code) = u16::try_from(o.memory_type) else {
+                return fail(
+                    IoxStatus::InvalidArgument,
+                    format!("memory type {} is not a 16-bit code", o.memory_type),
+                );
+            };
+            match MemoryType::from_code(code) {
+                Ok(t) => b = b.memory_type(t),
+                Err(e) => return fail(IoxStatus::InvalidArgument, e),
+            }
+        }
+        macro_rules! limits {
+            ($($field:ident),*) => {$(
+                if o.$field != 0 {
+                    b = b.$field(o.$field);
+                }
+            )*};
+        }
+        limits!(
+            max_publishers,
+            max_subscribers,
+            subscriber_buffer,
+            history,
+            max_loans,
+            max_held
+        );
+        if o.slice && o.max_slice_len != 0 {
+            b = b.max_slice_len(o.max_slice_len as usize);
+        }
+        if o.timeout_ms != 0 {
+            b = b.timeout(Duration::from_millis(o.timeout_ms));
+        }
+        let opened = match mode {
+            IOX_OPEN_OR_CREATE => b.open_or_create().map_err(|e| e.to_string()),
+            IOX_OPEN => b.open().map_err(|e| e.to_string()),
+            IOX_CREATE => b.create().map_err(|e| e.to_string()),
+            other => {
+                return fail(
+                    IoxStatus::InvalidArgument,
+                    format!(
+                        "open mode {other} is none of IOX_OPEN_OR_CREATE (0), IOX_OPEN (1), IOX_CREATE (2)"
+                    ),
+                );
+            }
+        };
+        match opened {
+            Ok(service) => {
+                let ptr = Marked::into_raw(SERVICE, IoxPubSubService { service });
+                // SAFETY: the caller's contract; not NULL (checked).
+                unsafe { out.write(ptr.cast()) };
+                IoxStatus::Ok
+            }
+            Err(e) => fail(IoxStatus::OpenFailed, e),
+        }
+    })
+}
+
+/// Closes this handle of the service (the service's files go when its last handle and
+/// port anywhere are gone). Any thread.
+///
+/// # Safety
+/// `service` is NULL or a pointer from [`iox_pubsub_open`] (checked as far as the crate
+/// docs say).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_pubsub_service_drop(service: *mut IoxPubSubService) -> IoxStatus {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { Marked::<IoxPubSubService>::drop_raw(service.cast(), SERVICE, false) })
+}
+
+/// The service behind `service`.
+///
+/// # Safety
+/// As for [`iox_pubsub_service_drop`].
+pub(crate) unsafe fn service<'a>(
+    service: *mut IoxPubSubService,
+) -> Result<&'a PubSubService<[u8]>, IoxStatus> {
+    // SAFETY: the caller's contract.
+    unsafe { Marked::<IoxPubSubService>::get(service.cast(), SERVICE, false) }.map(|m| &m.inner.service)
+}

@@ -1,0 +1,108 @@
+//! What every call of the C ABI returns, and the message of the last failure.
+//!
+//! Each function returns an [`IoxStatus`]; `IOX_STATUS_OK` is 0, everything else names
+//! what went wrong, and [`iox_last_error`] gives the message of the calling thread's last
+//! failure (the same text the Rust error's `Display` shows, which says what to do). A
+//! call that succeeds leaves the last message as it was.
+//!
+//! Invariant: nothing unwinds across the boundary. Every exported function runs its
+//! body in [`guard`], which turns a panic into `IOX_STATUS_PANIC` with the panic's
+//! message.
+
+use std::cell::RefCell;
+use std::ffi::{CString, c_char};
+use std::fmt::Display;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// The outcome of a call. Values are stable: new ones are only ever appended.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoxStatus {
+    /// The call did what it says.
+    Ok = 0,
+    /// A required pointer argument was NULL.
+    NullPointer = 1,
+    /// A port or service pointer that this library did not make, or one already
+    /// dropped (checked by a marker word: best effort, see the crate docs).
+    InvalidHandle = 2,
+    /// A loan or sample id that is not live: already sent, discarded or released, or
+    /// of another port.
+    StaleHandle = 3,
+    /// A port used from a thread other than the one that created it.
+    WrongThread = 4,
+    /// An argument was refused (a name that is not valid UTF-8 or not a service name,
+    /// an unknown open mode, options that do not describe a type).
+    InvalidArgument = 5,
+    /// Opening or creating the service failed.
+    OpenFailed = 6,
+    /// Creating a port failed.
+    PortCreateFailed = 7,
+    /// A loan failed.
+    LoanFailed = 8,
+    /// A send failed.
+    SendFailed = 9,
+    /// A receive failed.
+    ReceiveFailed = 10,
+    /// The library panicked (a bug in iox): the message says where.
+    Panic = 11,
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// Records `message` as this thread's last error and returns `status`.
+pub(crate) fn fail(status: IoxStatus, message: impl Display) -> IoxStatus {
+    let text = message.to_string().replace('\0', " ");
+    let text = CString::new(text).unwrap_or_default();
+    LAST_ERROR.with(|l| *l.borrow_mut() = text);
+    status
+}
+
+/// Runs `body`, turning a panic into [`IoxStatus::Panic`].
+pub(crate) fn guard(body: impl FnOnce() -> IoxStatus) -> IoxStatus {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(status) => status,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".into());
+            fail(
+                IoxStatus::Panic,
+                format!("iox panicked (a bug, please report it): {what}"),
+            )
+        }
+    }
+}
+
+/// The message of this thread's last failed call ("" if none failed yet). The text
+/// stays valid until the next failing call on this thread; copy it to keep it.
+#[unsafe(no_mangle)]
+pub extern "C" fn iox_last_error() -> *const c_char {
+    LAST_ERROR.with(|l| l.borrow().as_ptr())
+}
+
+/// A short, constant name of a status value (e.g. `"IOX_STATUS_STALE_HANDLE"`), for
+/// logs; `"IOX_STATUS_UNKNOWN"` for a value that is none. Takes the plain integer, so
+/// any value a C caller passes is defined.
+#[unsafe(no_mangle)]
+pub extern "C" fn iox_status_name(status: i32) -> *const c_char {
+    let name: &'static [u8] = match status {
+        0 => b"IOX_STATUS_OK\0",
+        1 => b"IOX_STATUS_NULL_POINTER\0",
+        2 => b"IOX_STATUS_INVALID_HANDLE\0",
+        3 => b"IOX_STATUS_STALE_HANDLE\0",
+        4 => b"IOX_STATUS_WRONG_THREAD\0",
+        5 => b"IOX_STATUS_INVALID_ARGUMENT\0",
+        6 => b"IOX_STATUS_OPEN_FAILED\0",
+        7 => b"IOX_STATUS_PORT_CREATE_FAILED\0",
+        8 => b"IOX_STATUS_LOAN_FAILED\0",
+        9 => b"IOX_STATUS_SEND_FAILED\0",
+        10 => b"IOX_STATUS_RECEIVE_FAILED\0",
+        11 => b"IOX_STATUS_PANIC\0",
+        _ => b"IOX_STATUS_UNKNOWN\0",
+    };
+    name.as_ptr().cast()
+}

@@ -1,0 +1,226 @@
+//! C and C++ programs (tests/programs, compiled here with the system's gcc and g++
+//! against this crate's `libiox_ffi.so`) and Rust in separate processes, on one
+//! service: C++ publisher -> Rust subscriber, Rust publisher -> C subscriber, the C
+//! API's answers to a caller's mistakes (also under AddressSanitizer and
+//! UndefinedBehaviorSanitizer), and a C++ subscriber SIGKILLed while it holds samples.
+//! Each test has its own root; processes synchronise through their output and the
+//! services themselves, never by sleeping.
+
+use std::io::{BufRead, BufReader, Lines};
+use std::path::{Path, PathBuf};
+use std::process::{ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use iox_service::{PubSubService, Service, ZeroCopySafe};
+use iox_testkit::{Reaped, wait_ok};
+
+/// The payload of tests/programs/reading.h.
+#[derive(Debug, Clone, Copy, ZeroCopySafe)]
+#[iox(type_name = "ffi/Reading")]
+#[repr(C)]
+struct Reading {
+    seq: u64,
+    value: f64,
+}
+
+/// Where `cargo test` put the `libiox_ffi.so` it built for this run: `deps/`, beside
+/// the test binary (the copy in `target/<profile>/` is refreshed by `cargo build` only).
+fn library_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let dir = exe.parent().expect("target/<profile>/deps").to_path_buf();
+    assert!(
+        dir.join("libiox_ffi.so").exists(),
+        "libiox_ffi.so is not in {}: build the crate (cargo test -p iox_ffi builds it)",
+        dir.display()
+    );
+    dir
+}
+
+/// Compiles `tests/programs/<source>` into a program named `name` (C for `.c`, C++17
+/// for `.cpp`), with `extra` flags.
+fn build(source: &str, name: &str, extra: &[&str]) -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("iox_ffi_programs");
+    std::fs::create_dir_all(&out).expect("a directory for the programs");
+    let exe = out.join(name);
+    let lib = library_dir();
+    let (compiler, std) = if source.ends_with(".cpp") {
+        ("g++", "-std=c++17")
+    } else {
+        ("gcc", "-std=c11")
+    };
+    let output = Command::new(compiler)
+        .arg(std)
+        .args(["-Wall", "-Wextra", "-Werror", "-g", "-pthread"])
+        .args(extra)
+        .arg("-I")
+        .arg(here.join("include"))
+        .arg(here.join("tests/programs").join(source))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-liox_ffi")
+        .output()
+        .unwrap_or_else(|e| panic!("run {compiler} (the C and C++ tests need gcc and g++): {e}"));
+    assert!(
+        output.status.success(),
+        "{compiler} {source} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    exe
+}
+
+fn service(root: &Path, name: &str) -> PubSubService<Reading> {
+    Service::named(name)
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<Reading>()
+        .subscriber_buffer(64)
+        .open_or_create()
+        .unwrap()
+}
+
+/// Starts `command` with its output piped to us; killed if the test ends early.
+fn spawn_piped(command: &mut Command) -> (Reaped, Lines<BufReader<ChildStdout>>) {
+    let mut child = command.stdout(Stdio::piped()).spawn().expect("start the program");
+    let out = child.stdout.take().expect("piped");
+    (Reaped::new(child), BufReader::new(out).lines())
+}
+
+/// The next line a child prints (a child that dies ends its output; each program
+/// gives up on its own after 10 s without a sample).
+fn next_line(lines: &mut Lines<BufReader<ChildStdout>>) -> String {
+    lines
+        .next()
+        .expect("the child ended its output early")
+        .expect("the child's output")
+}
+
+#[test]
+fn a_cpp_publisher_reaches_a_rust_subscriber() {
+    let exe = build("cpp_publisher.cpp", "cpp_publisher", &[]);
+    let root = tempfile::tempdir().unwrap();
+    let svc = service(root.path(), "ffi/cpp-to-rust");
+    let sub = svc.subscriber_builder().create().unwrap();
+    let child = Command::new(&exe)
+        .args([root.path().to_str().unwrap(), "ffi/cpp-to-rust", "50"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_ok(child, Duration::from_secs(30));
+    for seq in 0..50u64 {
+        let s = sub
+            .receive_timeout(Duration::from_secs(10))
+            .unwrap()
+            .expect("a reading");
+        assert_eq!((s.seq, s.value), (seq, seq as f64 * 0.5));
+    }
+    assert!(sub.receive().unwrap().is_none());
+}
+
+#[test]
+fn a_rust_publisher_reaches_a_c_subscriber() {
+    let exe = build("c_subscriber.c", "c_subscriber", &[]);
+    let root = tempfile::tempdir().unwrap();
+    let (child, mut lines) =
+        spawn_piped(Command::new(&exe).args([root.path().to_str().unwrap(), "ffi/rust-to-c", "50"]));
+    assert_eq!(next_line(&mut lines), "ready");
+    let svc = service(root.path(), "ffi/rust-to-c");
+    let publisher = svc.publisher_builder().create().unwrap();
+    for seq in 0..50u64 {
+        let n = publisher
+            .loan_uninit()
+            .unwrap()
+            .write_payload(Reading {
+                seq,
+                value: seq as f64 * 0.5,
+            })
+            .send()
+            .unwrap();
+        assert_eq!(n, 1, "the C subscriber is connected");
+    }
+    assert_eq!(next_line(&mut lines), "received 50 sum 1225");
+    wait_ok(child.into_inner(), Duration::from_secs(30));
+}
+
+fn run_misuse(exe: &Path) {
+    let root = tempfile::tempdir().unwrap();
+    let out = Command::new(exe)
+        .arg(root.path())
+        // The Rust library is not instrumented; its process-lifetime allocations
+        // (thread-locals, the node registry) are not leaks.
+        .env("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=0")
+        .env("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains(" passed, 0 failed"),
+        "{} ({:?}):\n{text}\n{}",
+        exe.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn c_mistakes_get_a_status_and_a_message() {
+    run_misuse(&build("c_misuse.c", "c_misuse", &[]));
+}
+
+#[test]
+fn c_and_cpp_programs_are_clean_under_sanitizers() {
+    let sanitize = [
+        "-fsanitize=address,undefined",
+        "-fno-omit-frame-pointer",
+        "-fno-sanitize-recover=all",
+    ];
+    run_misuse(&build("c_misuse.c", "c_misuse_asan", &sanitize));
+    let exe = build("cpp_publisher.cpp", "cpp_publisher_asan", &sanitize);
+    let root = tempfile::tempdir().unwrap();
+    let svc = service(root.path(), "ffi/asan");
+    let sub = svc.subscriber_builder().create().unwrap();
+    let out = Command::new(&exe)
+        .args([root.path().to_str().unwrap(), "ffi/asan", "20"])
+        .env("ASAN_OPTIONS", "detect_leaks=0")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut got = 0;
+    while sub.receive().unwrap().is_some() {
+        got += 1;
+    }
+    assert_eq!(got, 20);
+}
+
+#[test]
+fn a_killed_cpp_subscriber_holding_samples_loses_nothing() {
+    let exe = build("cpp_holder.cpp", "cpp_holder", &[]);
+    let root = tempfile::tempdir().unwrap();
+    let name = "ffi/holder";
+    let svc = service(root.path(), name);
+    let total = svc.pool_info().total_chunks();
+    let publisher = svc.publisher_builder().create().unwrap();
+    let (child, mut lines) = spawn_piped(Command::new(&exe).args([root.path().to_str().unwrap(), name, "2"]));
+    assert_eq!(next_line(&mut lines), "ready");
+    // Two: a subscriber's default `max_held`.
+    for seq in 0..2u64 {
+        let sample = publisher
+            .loan_uninit()
+            .unwrap()
+            .write_payload(Reading { seq, value: 0.0 });
+        assert_eq!(sample.send().unwrap(), 1);
+    }
+    assert_eq!(next_line(&mut lines), "holding 2");
+    // Held: two samples by the C++ process, and our spare.
+    assert_eq!(svc.pool_info().free_chunks(), total - 3);
+    child.kill();
+    let report = Service::cleanup_dead_in(root.path(), name).unwrap();
+    assert_eq!(report.ports, 1, "the C++ subscriber's port was recovered");
+    assert_eq!(
+        svc.pool_info().free_chunks(),
+        total - 1,
+        "everything but our spare is free again"
+    );
+}

@@ -1,0 +1,120 @@
+/* What the C API does with mistakes a C caller can make: `c_misuse ROOT` runs each
+ * check in this process and prints one line per check, then "N passed, M failed";
+ * exit 0 only if none failed. Every mistake must come back as its status with a
+ * message, never a crash. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "iox.h"
+#include "reading.h"
+
+static int passed, failed;
+
+static void check(const char* what, IoxStatus got, IoxStatus want) {
+    const char* msg = iox_last_error();
+    int ok = got == want && (want == IOX_STATUS_OK || (msg != NULL && msg[0] != '\0'));
+    printf("%s %s: %s (%s)\n", ok ? "ok  " : "FAIL", what, iox_status_name(got), want == IOX_STATUS_OK ? "" : msg);
+    ok ? passed++ : failed++;
+}
+
+static void options(IoxPubSubOptions* o, const char* root) {
+    iox_pubsub_options_init(o);
+    o->root = root;
+    o->type_name = READING_NAME;
+    o->type_size = sizeof(Reading);
+    o->type_alignment = _Alignof(Reading);
+    o->any_bit_pattern = true;
+}
+
+struct other_thread {
+    IoxPublisher* publisher;
+    IoxStatus status;
+    char message[256];
+};
+
+static void* loan_from_other_thread(void* arg) {
+    struct other_thread* t = arg;
+    IoxLoan loan;
+    t->status = iox_publisher_loan(t->publisher, sizeof(Reading), &loan);
+    /* The last error is per thread: this thread's message, read here. */
+    snprintf(t->message, sizeof t->message, "%s", iox_last_error());
+    return NULL;
+}
+
+int main(int argc, char** argv) {
+    if (argc != 2) return fprintf(stderr, "usage: c_misuse ROOT\n"), 2;
+    IoxPubSubOptions o;
+    options(&o, argv[1]);
+    IoxPubSubService* service = NULL;
+    check("open", iox_pubsub_open("ffi/misuse", IOX_OPEN_OR_CREATE, &o, &service), IOX_STATUS_OK);
+    IoxPublisher* pub = NULL;
+    IoxSubscriber* sub = NULL;
+    check("publisher", iox_publisher_create(service, false, &pub), IOX_STATUS_OK);
+    check("subscriber", iox_subscriber_create(service, false, &sub), IOX_STATUS_OK);
+    if (failed != 0) return printf("%d passed, %d failed (set-up)\n", passed, failed), 1;
+
+    IoxLoan loan;
+    check("loan from a NULL publisher", iox_publisher_loan(NULL, sizeof(Reading), &loan), IOX_STATUS_NULL_POINTER);
+    check("a subscriber passed as a publisher", iox_publisher_loan((IoxPublisher*)sub, sizeof(Reading), &loan),
+          IOX_STATUS_INVALID_HANDLE);
+    check("a service passed as a subscriber", iox_subscriber_release((IoxSubscriber*)service, 1),
+          IOX_STATUS_INVALID_HANDLE);
+    check("a loan of the wrong size", iox_publisher_loan(pub, sizeof(Reading) + 1, &loan), IOX_STATUS_INVALID_ARGUMENT);
+
+    check("loan", iox_publisher_loan(pub, sizeof(Reading), &loan), IOX_STATUS_OK);
+    if (failed != 0) return printf("%d passed, %d failed (loan)\n", passed, failed), 1;
+    Reading r = {7, 3.5};
+    memcpy(loan.data, &r, sizeof r);
+    uint64_t delivered = 0;
+    check("send", iox_publisher_send(pub, loan.id, &delivered), IOX_STATUS_OK);
+    check("the same loan sent twice", iox_publisher_send(pub, loan.id, &delivered), IOX_STATUS_STALE_HANDLE);
+    check("a sent loan discarded", iox_publisher_discard(pub, loan.id), IOX_STATUS_STALE_HANDLE);
+    check("an id that was never a loan", iox_publisher_discard(pub, 0), IOX_STATUS_STALE_HANDLE);
+
+    IoxSample sample;
+    bool got = false;
+    check("receive", iox_subscriber_receive(sub, 0, &sample, &got), IOX_STATUS_OK);
+    if (failed != 0) return printf("%d passed, %d failed (receive)\n", passed, failed), 1;
+    if (!got || ((const Reading*)sample.data)->seq != 7) {
+        printf("FAIL the sent reading did not arrive\n");
+        failed++;
+    }
+    check("receive into NULL", iox_subscriber_receive(sub, 0, NULL, &got), IOX_STATUS_NULL_POINTER);
+    check("release", iox_subscriber_release(sub, sample.id), IOX_STATUS_OK);
+    check("the same sample released twice", iox_subscriber_release(sub, sample.id), IOX_STATUS_STALE_HANDLE);
+
+    struct other_thread t = {pub, IOX_STATUS_OK, ""};
+    pthread_t thread;
+    pthread_create(&thread, NULL, loan_from_other_thread, &t);
+    pthread_join(thread, NULL);
+    check("a publisher used from another thread", t.status, IOX_STATUS_WRONG_THREAD);
+    if (strstr(t.message, "thread") == NULL) {
+        printf("FAIL the other thread's message does not say why: %s\n", t.message);
+        failed++;
+    }
+
+    IoxPubSubService* other = NULL;
+    IoxPubSubOptions wrong;
+    options(&wrong, argv[1]);
+    wrong.type_size = 24;
+    check("the service opened as another type", iox_pubsub_open("ffi/misuse", IOX_OPEN, &wrong, &other),
+          IOX_STATUS_OPEN_FAILED);
+    if (strstr(iox_last_error(), READING_NAME) == NULL) {
+        printf("FAIL the type mismatch message does not name the type: %s\n", iox_last_error());
+        failed++;
+    }
+    check("a name that is not a service name", iox_pubsub_open("bad name!", IOX_OPEN_OR_CREATE, &o, &other),
+          IOX_STATUS_INVALID_ARGUMENT);
+    check("an unknown open mode", iox_pubsub_open("ffi/misuse", 7, &o, &other), IOX_STATUS_INVALID_ARGUMENT);
+    check("NULL options", iox_pubsub_open("ffi/misuse", IOX_OPEN, NULL, &other), IOX_STATUS_NULL_POINTER);
+
+    /* A loan still out when its publisher goes is given back with it. */
+    check("loan kept at drop", iox_publisher_loan(pub, sizeof(Reading), &loan), IOX_STATUS_OK);
+    check("drop the publisher", iox_publisher_drop(pub), IOX_STATUS_OK);
+    check("drop the subscriber", iox_subscriber_drop(sub), IOX_STATUS_OK);
+    check("drop a NULL publisher", iox_publisher_drop(NULL), IOX_STATUS_NULL_POINTER);
+    check("drop the service", iox_pubsub_service_drop(service), IOX_STATUS_OK);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}
