@@ -195,6 +195,17 @@ enum IoxStatus iox_pubsub_open(const char *name,
 // docs say).
 enum IoxStatus iox_pubsub_service_drop(struct IoxPubSubService *service);
 
+// How many publishers and subscribers the service has now, in any process (a
+// snapshot): what a program polls, bounded in time, to wait for the other side.
+// Either out pointer may be NULL.
+//
+// # Safety
+// `service` is a pointer from [`iox_pubsub_open`]; `publishers` and `subscribers` are
+// NULL or point to writable memory for a `uint64_t`.
+enum IoxStatus iox_pubsub_port_counts(struct IoxPubSubService *service,
+                                      uint64_t *publishers,
+                                      uint64_t *subscribers);
+
 // The message of this thread's last failed call ("" if none failed yet). The text
 // stays valid until the next failing call on this thread; copy it to keep it.
 const char *iox_last_error(void);

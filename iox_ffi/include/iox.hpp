@@ -272,6 +272,14 @@ public:
         if (service_ != nullptr) iox_pubsub_service_drop(service_);
     }
 
+    /// How many publishers and subscribers the service has now (a snapshot).
+    Result<std::pair<std::uint64_t, std::uint64_t>> port_counts() const {
+        std::uint64_t p = 0, s = 0;
+        IoxStatus st = iox_pubsub_port_counts(service_, &p, &s);
+        if (st != IOX_STATUS_OK) return Error::last(st);
+        return std::make_pair(p, s);
+    }
+
     Result<Publisher<T>> publisher(bool pin_memory = false) {
         IoxPublisher* p = nullptr;
         IoxStatus s = iox_publisher_create(service_, pin_memory, &p);

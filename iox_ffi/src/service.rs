@@ -270,6 +270,38 @@ pub unsafe extern "C" fn iox_pubsub_service_drop(service: *mut IoxPubSubService)
     guard(|| unsafe { Marked::<IoxPubSubService>::drop_raw(service.cast(), SERVICE, false) })
 }
 
+/// How many publishers and subscribers the service has now, in any process (a
+/// snapshot): what a program polls, bounded in time, to wait for the other side.
+/// Either out pointer may be NULL.
+///
+/// # Safety
+/// `service` is a pointer from [`iox_pubsub_open`]; `publishers` and `subscribers` are
+/// NULL or point to writable memory for a `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_pubsub_port_counts(
+    service: *mut IoxPubSubService,
+    publishers: *mut u64,
+    subscribers: *mut u64,
+) -> IoxStatus {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let (p, s) = match unsafe { self::service(service) } {
+            Ok(svc) => svc.port_counts(),
+            Err(status) => return status,
+        };
+        // SAFETY: the caller's contract; each written only if not NULL.
+        unsafe {
+            if !publishers.is_null() {
+                publishers.write(p as u64);
+            }
+            if !subscribers.is_null() {
+                subscribers.write(s as u64);
+            }
+        }
+        IoxStatus::Ok
+    })
+}
+
 /// The service behind `service`.
 ///
 /// # Safety

@@ -1,0 +1,143 @@
+//! The install for C and C++ programs as a user runs it: `scripts/install-c.sh` into a
+//! fresh prefix, the examples (iox_ffi/examples) configured and built by CMake through
+//! `find_package(iox)`, a program built with `pkg-config --cflags --libs iox`, and the
+//! built examples talking to Rust over the examples' service, each side its own process.
+//! Needs cmake and pkg-config (CI installs cmake); without them it says so and passes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use iox_examples::Reading;
+use iox_service::{PubSubService, Service};
+use iox_testkit::{Reaped, wait_ok, wait_until};
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn run(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Installs into `prefix` the libraries this `cargo test` built (see
+/// `cross_language.rs`), through the script users run.
+fn install(prefix: &Path) {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    run(Command::new(repo.join("scripts/install-c.sh"))
+        .arg(prefix)
+        .env("IOX_FFI_LIB_DIR", exe.parent().unwrap()));
+}
+
+fn readings(root: &Path) -> PubSubService<Reading> {
+    // The examples' service with their settings (iox_examples::readings), under `root`.
+    Service::named(iox_examples::SERVICE)
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<Reading>()
+        .subscriber_buffer(16)
+        .open_or_create()
+        .unwrap()
+}
+
+#[test]
+fn cmake_and_pkg_config_build_examples_that_talk_to_rust() {
+    if !have("cmake") || !have("pkg-config") {
+        println!("SKIP cmake_and_pkg_config_build_examples_that_talk_to_rust: cmake or pkg-config not found");
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let prefix = work.path().join("prefix");
+    install(&prefix);
+    let build: PathBuf = work.path().join("build");
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    run(Command::new("cmake")
+        .arg("-S")
+        .arg(&examples)
+        .arg("-B")
+        .arg(&build)
+        .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display())));
+    run(Command::new("cmake").arg("--build").arg(&build));
+
+    // pkg-config: the same C example built by hand.
+    let pc = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "iox"])
+        .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"))
+        .output()
+        .unwrap();
+    assert!(pc.status.success(), "{}", String::from_utf8_lossy(&pc.stderr));
+    let flags = String::from_utf8(pc.stdout).unwrap();
+    let by_hand = work.path().join("c_publisher_pc");
+    run(Command::new("gcc")
+        .arg(examples.join("publisher.c"))
+        .arg("-o")
+        .arg(&by_hand)
+        .args(flags.split_whitespace()));
+    let usage = Command::new(&by_hand).arg("--bad").output().unwrap();
+    assert_eq!(
+        usage.status.code(),
+        Some(2),
+        "the pkg-config build runs and prints its usage"
+    );
+
+    let root = tempfile::tempdir().unwrap();
+    let root_env = ("IOX_ROOT", root.path());
+
+    // C publisher -> Rust subscriber.
+    let svc = readings(root.path());
+    let sub = svc.subscriber_builder().create().unwrap();
+    let child = Command::new(build.join("c_publisher"))
+        .args(["--count", "3"])
+        .env(root_env.0, root_env.1)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_ok(child, Duration::from_secs(60));
+    for seq in 0..3u64 {
+        let r = sub
+            .receive_timeout(Duration::from_secs(10))
+            .unwrap()
+            .expect("a reading");
+        assert_eq!((r.seq, r.value), (seq, seq as f64 * 0.5));
+    }
+    drop(sub);
+
+    // Rust publisher -> C++ subscriber.
+    let publisher = svc.publisher_builder().create().unwrap();
+    let child = Command::new(build.join("cpp_subscriber"))
+        .args(["--count", "3"])
+        .env(root_env.0, root_env.1)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let child = Reaped::new(child);
+    assert!(
+        wait_until(Duration::from_secs(30), || svc.port_counts().1 == 1),
+        "the C++ subscriber connects"
+    );
+    for seq in 0..3u64 {
+        let sample = publisher.loan_uninit().unwrap().write_payload(Reading {
+            seq,
+            value: seq as f64 * 0.5,
+        });
+        assert_eq!(sample.send().unwrap(), 1);
+    }
+    let out = child.into_inner().wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "cpp_subscriber: got seq 0 value 0.0\ncpp_subscriber: got seq 1 value 0.5\ncpp_subscriber: got seq 2 value 1.0\n"
+    );
+}
