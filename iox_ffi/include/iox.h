@@ -18,6 +18,18 @@
 // Create the service; fails if it exists.
 #define IOX_CREATE 2
 
+// A round found events: `*count` entries describe them.
+#define IOX_WAIT_EVENTS 0
+
+// The wait's time passed with nothing to report.
+#define IOX_WAIT_TIMEOUT 1
+
+// SIGINT or SIGTERM arrived (a WaitSet created with `termination_signals`).
+#define IOX_WAIT_TERMINATION 2
+
+// Another thread interrupted the wait.
+#define IOX_WAIT_INTERRUPT 3
+
 // The outcome of a call. Values are stable: new ones are only ever appended.
 typedef enum IoxStatus {
   // The call did what it says.
@@ -47,7 +59,22 @@ typedef enum IoxStatus {
   IOX_STATUS_RECEIVE_FAILED = 10,
   // The library panicked (a bug in iox): the message says where.
   IOX_STATUS_PANIC = 11,
+  // A notify failed.
+  IOX_STATUS_NOTIFY_FAILED = 12,
+  // A listener's wait failed.
+  IOX_STATUS_LISTEN_FAILED = 13,
+  // Creating, attaching to or waiting on a WaitSet failed.
+  IOX_STATUS_WAIT_SET_FAILED = 14,
 } IoxStatus;
+
+// An open event service (opaque); any thread.
+typedef struct IoxEventService IoxEventService;
+
+// A listener (opaque): used from the thread that created it.
+typedef struct IoxListener IoxListener;
+
+// A notifier (opaque): used from the thread that created it.
+typedef struct IoxNotifier IoxNotifier;
 
 // An open publish-subscribe service (opaque). Drop it with
 // [`iox_pubsub_service_drop`]; its ports keep the service open on their own.
@@ -58,6 +85,25 @@ typedef struct IoxPublisher IoxPublisher;
 
 // A subscriber (opaque): used from the thread that created it.
 typedef struct IoxSubscriber IoxSubscriber;
+
+// A WaitSet (opaque): used from the thread that created it.
+typedef struct IoxWaitSet IoxWaitSet;
+
+// The settings of an event service. Fill it with [`iox_event_options_init`], then set
+// what differs; zero means the default (on open: whatever the service has).
+typedef struct IoxEventOptions {
+  // The root directory of the service's files; NULL: `IOX_ROOT`, else `/dev/shm`.
+  const char *root;
+  // Most notifiers (0: default).
+  uint32_t max_notifiers;
+  // Most listeners (0: default).
+  uint32_t max_listeners;
+  // The largest event id (0: default).
+  uint32_t event_id_max;
+  // How long to wait for a service another process is creating or removing, in
+  // milliseconds (0: default, 10 s).
+  uint64_t timeout_ms;
+} IoxEventOptions;
 
 // A loaned chunk: write `len_bytes` bytes at `data`, then send or discard it by `id`.
 typedef struct IoxLoan {
@@ -121,9 +167,98 @@ typedef struct IoxSample {
   uint64_t id;
 } IoxSample;
 
+// One attachment's news from a wait.
+typedef struct IoxWaitSetEvent {
+  // The attachment (as `iox_waitset_attach_*` returned it).
+  uint64_t id;
+  // Its descriptor is readable, or its interval ticked.
+  bool fired;
+  // Its deadline passed with its descriptor unreadable.
+  bool missed_deadline;
+} IoxWaitSetEvent;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+// The default options. Does nothing if `options` is NULL.
+//
+// # Safety
+// `options` is NULL or points to writable memory for an `IoxEventOptions`.
+void iox_event_options_init(struct IoxEventOptions *options);
+
+// Opens, creates, or opens-or-creates (`mode` as for `iox_pubsub_open`) the event
+// service `name`; on success `*out` is the service.
+//
+// # Safety
+// `name` is a NUL-terminated string; `options` points to an `IoxEventOptions` whose
+// `root` is NULL or NUL-terminated; `out` points to writable memory for a pointer.
+enum IoxStatus iox_event_open(const char *name,
+                              uint32_t mode,
+                              const struct IoxEventOptions *options,
+                              struct IoxEventService **out);
+
+// Closes this handle of the event service. Any thread.
+//
+// # Safety
+// `service` is NULL or a pointer from [`iox_event_open`].
+enum IoxStatus iox_event_service_drop(struct IoxEventService *service);
+
+// Creates a notifier of `service`; `*out` is the notifier.
+//
+// # Safety
+// `service` is a pointer from [`iox_event_open`]; `out` points to writable memory for
+// a pointer.
+enum IoxStatus iox_notifier_create(struct IoxEventService *service, struct IoxNotifier **out);
+
+// Signals event `event_id` to every listener; `*listeners` (if not NULL) is how many
+// it reached.
+//
+// # Safety
+// `notifier` is a pointer from [`iox_notifier_create`]; `listeners` is NULL or points
+// to writable memory for a `uint64_t`.
+enum IoxStatus iox_notifier_notify(struct IoxNotifier *notifier,
+                                   uint32_t event_id,
+                                   uint64_t *listeners);
+
+// Drops the notifier (from its own thread).
+//
+// # Safety
+// `notifier` is NULL or a pointer from [`iox_notifier_create`].
+enum IoxStatus iox_notifier_drop(struct IoxNotifier *notifier);
+
+// Creates a listener of `service`; `*out` is the listener.
+//
+// # Safety
+// `service` is a pointer from [`iox_event_open`]; `out` points to writable memory for
+// a pointer.
+enum IoxStatus iox_listener_create(struct IoxEventService *service, struct IoxListener **out);
+
+// Takes one pending event id, waiting up to `timeout_ns` nanoseconds (0: do not wait)
+// without spinning. `*got` says whether `*event_id` was set.
+//
+// # Safety
+// `listener` is a pointer from [`iox_listener_create`]; `event_id` and `got` point to
+// writable memory for a `uint32_t` and a `bool`.
+enum IoxStatus iox_listener_wait(struct IoxListener *listener,
+                                 uint64_t timeout_ns,
+                                 uint32_t *event_id,
+                                 bool *got);
+
+// The listener's readiness descriptor: readable while an event id is pending, for
+// `poll`/`epoll` or an `IoxWaitSet`. Owned by the listener (do not close it); valid
+// until the listener is dropped.
+//
+// # Safety
+// `listener` is a pointer from [`iox_listener_create`]; `fd` points to writable memory
+// for an `int`.
+enum IoxStatus iox_listener_fd(struct IoxListener *listener, int32_t *fd);
+
+// Drops the listener (from its own thread).
+//
+// # Safety
+// `listener` is NULL or a pointer from [`iox_listener_create`].
+enum IoxStatus iox_listener_drop(struct IoxListener *listener);
 
 // Creates a publisher of `service` (pinning its pool once if `pin_memory`); `*out` is
 // the publisher, usable from this thread only.
@@ -243,11 +378,77 @@ enum IoxStatus iox_subscriber_receive(struct IoxSubscriber *subscriber,
 // `subscriber` is a pointer from [`iox_subscriber_create`].
 enum IoxStatus iox_subscriber_release(struct IoxSubscriber *subscriber, uint64_t id);
 
+// The subscriber's readiness descriptor, for `poll`/`epoll` or an `IoxWaitSet`: it
+// becomes readable when a sample arrives; receive until none is left, then wait
+// again. Owned by the subscriber (do not close it); valid until it is dropped.
+//
+// # Safety
+// `subscriber` is a pointer from [`iox_subscriber_create`]; `fd` points to writable
+// memory for an `int`.
+enum IoxStatus iox_subscriber_fd(struct IoxSubscriber *subscriber, int32_t *fd);
+
 // Drops the subscriber and releases every sample it still holds (from its own thread).
 //
 // # Safety
 // `subscriber` is NULL or a pointer from [`iox_subscriber_create`].
 enum IoxStatus iox_subscriber_drop(struct IoxSubscriber *subscriber);
+
+// Creates a WaitSet; with `termination_signals`, SIGINT and SIGTERM end its waits
+// with `IOX_WAIT_TERMINATION` (and no longer terminate the process while it lives).
+//
+// # Safety
+// `out` points to writable memory for a pointer.
+enum IoxStatus iox_waitset_create(bool termination_signals, struct IoxWaitSet **out);
+
+// Attaches descriptor `fd` (e.g. from `iox_subscriber_fd` or `iox_listener_fd`): a
+// wait reports it `fired` while it is readable. With `deadline_ns` not 0, a wait also
+// reports `missed_deadline` whenever it stays unreadable that long. `*id` names the
+// attachment.
+//
+// # Safety
+// `ws` is a pointer from [`iox_waitset_create`]; `id` points to writable memory for a
+// `uint64_t`.
+enum IoxStatus iox_waitset_attach_fd(struct IoxWaitSet *ws,
+                                     int32_t fd,
+                                     uint64_t deadline_ns,
+                                     uint64_t *id);
+
+// Attaches an interval: a wait reports it `fired` every `period_ns` nanoseconds, the
+// first time one period from now.
+//
+// # Safety
+// `ws` is a pointer from [`iox_waitset_create`]; `id` points to writable memory for a
+// `uint64_t`.
+enum IoxStatus iox_waitset_attach_interval(struct IoxWaitSet *ws, uint64_t period_ns, uint64_t *id);
+
+// Detaches attachment `id` (closing the WaitSet's copy of its descriptor).
+//
+// # Safety
+// `ws` is a pointer from [`iox_waitset_create`].
+enum IoxStatus iox_waitset_detach(struct IoxWaitSet *ws, uint64_t id);
+
+// Waits up to `timeout_ns` nanoseconds (`UINT64_MAX`: without limit, 0: only looks)
+// for something to happen, sleeping. `*result` is one of `IOX_WAIT_*`; with
+// `IOX_WAIT_EVENTS`, the first `capacity` attachments with news are written to
+// `events` and `*count` is how many had news (more than `capacity` means some were
+// not written: give room for every attachment to see them all).
+//
+// # Safety
+// `ws` is a pointer from [`iox_waitset_create`]; `events` points to writable memory
+// for `capacity` `IoxWaitSetEvent`s (or is NULL with `capacity` 0); `count` and
+// `result` point to writable memory for a `size_t` and a `uint32_t`.
+enum IoxStatus iox_waitset_wait(struct IoxWaitSet *ws,
+                                uint64_t timeout_ns,
+                                struct IoxWaitSetEvent *events,
+                                size_t capacity,
+                                size_t *count,
+                                uint32_t *result);
+
+// Drops the WaitSet and its attachments (from its own thread).
+//
+// # Safety
+// `ws` is NULL or a pointer from [`iox_waitset_create`].
+enum IoxStatus iox_waitset_drop(struct IoxWaitSet *ws);
 
 #ifdef __cplusplus
 }  // extern "C"

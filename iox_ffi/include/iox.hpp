@@ -22,12 +22,14 @@
 #define IOX_HPP
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "iox.h"
 
@@ -233,6 +235,15 @@ public:
         return std::optional<Sample<T>>(Sample<T>(port_, raw));
     }
 
+    /// The readiness descriptor (readable when a sample waits; owned by the subscriber),
+    /// for `WaitSet::attach` or the program's own poll loop.
+    Result<int> fd() const {
+        int fd = -1;
+        IoxStatus s = iox_subscriber_fd(port_, &fd);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return fd;
+    }
+
 private:
     template <class>
     friend class PubSub;
@@ -316,6 +327,238 @@ private:
         return PubSub(s);
     }
     IoxPubSubService* service_;
+};
+
+/// Settings of an event service (0: the default).
+struct EventOptions {
+    const char* root = nullptr;
+    std::uint32_t max_notifiers = 0;
+    std::uint32_t max_listeners = 0;
+    std::uint32_t event_id_max = 0;
+};
+
+/// Signals event ids to an event service's listeners (use it from its thread).
+class Notifier {
+public:
+    Notifier(Notifier&& o) noexcept : port_(std::exchange(o.port_, nullptr)) {}
+    Notifier& operator=(Notifier&& o) noexcept {
+        if (this != &o) {
+            if (port_ != nullptr) iox_notifier_drop(port_);
+            port_ = std::exchange(o.port_, nullptr);
+        }
+        return *this;
+    }
+    Notifier(const Notifier&) = delete;
+    Notifier& operator=(const Notifier&) = delete;
+    ~Notifier() {
+        if (port_ != nullptr) iox_notifier_drop(port_);
+    }
+
+    /// Signals `event_id`; how many listeners it reached.
+    Result<std::uint64_t> notify(std::uint32_t event_id) {
+        std::uint64_t reached = 0;
+        IoxStatus s = iox_notifier_notify(port_, event_id, &reached);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return reached;
+    }
+
+private:
+    friend class Event;
+    explicit Notifier(IoxNotifier* port) : port_(port) {}
+    IoxNotifier* port_;
+};
+
+/// Waits for event ids (use it from its thread).
+class Listener {
+public:
+    Listener(Listener&& o) noexcept : port_(std::exchange(o.port_, nullptr)) {}
+    Listener& operator=(Listener&& o) noexcept {
+        if (this != &o) {
+            if (port_ != nullptr) iox_listener_drop(port_);
+            port_ = std::exchange(o.port_, nullptr);
+        }
+        return *this;
+    }
+    Listener(const Listener&) = delete;
+    Listener& operator=(const Listener&) = delete;
+    ~Listener() {
+        if (port_ != nullptr) iox_listener_drop(port_);
+    }
+
+    /// One pending id, waiting up to `timeout` (0: only looks), sleeping.
+    template <class Rep = long, class Period = std::ratio<1>>
+    Result<std::optional<std::uint32_t>> wait_for(std::chrono::duration<Rep, Period> timeout = std::chrono::seconds(0)) {
+        std::uint32_t id = 0;
+        bool got = false;
+        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
+        IoxStatus s = iox_listener_wait(port_, ns > 0 ? static_cast<std::uint64_t>(ns) : 0, &id, &got);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        if (!got) return std::optional<std::uint32_t>();
+        return std::optional<std::uint32_t>(id);
+    }
+
+    /// The readiness descriptor (readable while an id is pending; owned by the listener).
+    Result<int> fd() const {
+        int fd = -1;
+        IoxStatus s = iox_listener_fd(port_, &fd);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return fd;
+    }
+
+private:
+    friend class Event;
+    explicit Listener(IoxListener* port) : port_(port) {}
+    IoxListener* port_;
+};
+
+/// An event service.
+class Event {
+public:
+    static Result<Event> open_or_create(const std::string& name, const EventOptions& o = {}) {
+        return open(name, IOX_OPEN_OR_CREATE, o);
+    }
+    static Result<Event> open_existing(const std::string& name, const EventOptions& o = {}) {
+        return open(name, IOX_OPEN, o);
+    }
+    static Result<Event> create(const std::string& name, const EventOptions& o = {}) {
+        return open(name, IOX_CREATE, o);
+    }
+
+    Event(Event&& o) noexcept : service_(std::exchange(o.service_, nullptr)) {}
+    Event& operator=(Event&& o) noexcept {
+        if (this != &o) {
+            if (service_ != nullptr) iox_event_service_drop(service_);
+            service_ = std::exchange(o.service_, nullptr);
+        }
+        return *this;
+    }
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+    ~Event() {
+        if (service_ != nullptr) iox_event_service_drop(service_);
+    }
+
+    Result<Notifier> notifier() {
+        IoxNotifier* p = nullptr;
+        IoxStatus s = iox_notifier_create(service_, &p);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return Notifier(p);
+    }
+
+    Result<Listener> listener() {
+        IoxListener* p = nullptr;
+        IoxStatus s = iox_listener_create(service_, &p);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return Listener(p);
+    }
+
+private:
+    explicit Event(IoxEventService* s) : service_(s) {}
+    static Result<Event> open(const std::string& name, std::uint32_t mode, const EventOptions& o) {
+        IoxEventOptions opts;
+        iox_event_options_init(&opts);
+        opts.root = o.root;
+        opts.max_notifiers = o.max_notifiers;
+        opts.max_listeners = o.max_listeners;
+        opts.event_id_max = o.event_id_max;
+        IoxEventService* s = nullptr;
+        IoxStatus st = iox_event_open(name.c_str(), mode, &opts, &s);
+        if (st != IOX_STATUS_OK) return Error::last(st);
+        return Event(s);
+    }
+    IoxEventService* service_;
+};
+
+/// What a WaitSet wait found.
+struct WaitResult {
+    /// IOX_WAIT_EVENTS, IOX_WAIT_TIMEOUT, IOX_WAIT_TERMINATION or IOX_WAIT_INTERRUPT.
+    std::uint32_t kind;
+    /// With IOX_WAIT_EVENTS: each attachment with news.
+    std::vector<IoxWaitSetEvent> events;
+
+    bool fired(std::uint64_t id) const {
+        for (const auto& e : events)
+            if (e.id == id && e.fired) return true;
+        return false;
+    }
+    bool missed_deadline(std::uint64_t id) const {
+        for (const auto& e : events)
+            if (e.id == id && e.missed_deadline) return true;
+        return false;
+    }
+};
+
+/// Sleeps until an attached descriptor is readable, a deadline passes or an interval
+/// ticks (use it from its thread).
+class WaitSet {
+public:
+    static Result<WaitSet> create(bool termination_signals = true) {
+        IoxWaitSet* ws = nullptr;
+        IoxStatus s = iox_waitset_create(termination_signals, &ws);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return WaitSet(ws);
+    }
+
+    WaitSet(WaitSet&& o) noexcept : ws_(std::exchange(o.ws_, nullptr)), attached_(o.attached_) {}
+    WaitSet& operator=(WaitSet&& o) noexcept {
+        if (this != &o) {
+            if (ws_ != nullptr) iox_waitset_drop(ws_);
+            ws_ = std::exchange(o.ws_, nullptr);
+            attached_ = o.attached_;
+        }
+        return *this;
+    }
+    WaitSet(const WaitSet&) = delete;
+    WaitSet& operator=(const WaitSet&) = delete;
+    ~WaitSet() {
+        if (ws_ != nullptr) iox_waitset_drop(ws_);
+    }
+
+    /// Attaches descriptor `fd` (a port's `fd()`), optionally with a deadline; its id.
+    Result<std::uint64_t> attach(int fd, std::chrono::nanoseconds deadline = std::chrono::nanoseconds(0)) {
+        std::uint64_t id = 0;
+        IoxStatus s = iox_waitset_attach_fd(ws_, fd, static_cast<std::uint64_t>(deadline.count()), &id);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        attached_++;
+        return id;
+    }
+
+    /// Attaches an interval of `period`; its id.
+    Result<std::uint64_t> attach_interval(std::chrono::nanoseconds period) {
+        std::uint64_t id = 0;
+        IoxStatus s = iox_waitset_attach_interval(ws_, static_cast<std::uint64_t>(period.count()), &id);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        attached_++;
+        return id;
+    }
+
+    Result<bool> detach(std::uint64_t id) {
+        IoxStatus s = iox_waitset_detach(ws_, id);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        attached_--;
+        return true;
+    }
+
+    /// Waits up to `timeout` (sleeping) and reports what happened.
+    Result<WaitResult> wait_for(std::chrono::nanoseconds timeout) {
+        return wait(timeout.count() > 0 ? static_cast<std::uint64_t>(timeout.count()) : 0);
+    }
+
+    /// Waits without limit.
+    Result<WaitResult> wait() { return wait(UINT64_MAX); }
+
+private:
+    explicit WaitSet(IoxWaitSet* ws) : ws_(ws), attached_(0) {}
+    Result<WaitResult> wait(std::uint64_t timeout_ns) {
+        WaitResult r{IOX_WAIT_TIMEOUT, std::vector<IoxWaitSetEvent>(attached_)};
+        std::size_t count = 0;
+        IoxStatus s = iox_waitset_wait(ws_, timeout_ns, r.events.data(), r.events.size(), &count, &r.kind);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        r.events.resize(count < r.events.size() ? count : r.events.size());
+        return r;
+    }
+    IoxWaitSet* ws_;
+    std::size_t attached_;
 };
 
 }  // namespace iox

@@ -140,6 +140,14 @@ impl<T> Slots<T> {
         u64::from(index) << 32 | u64::from(slot.0)
     }
 
+    /// The live items with their ids.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &T)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (g, item))| item.as_ref().map(|t| ((i as u64) << 32 | u64::from(*g), t)))
+    }
+
     /// Takes the item named `id` out, if it is live; its id is stale from then on.
     pub(crate) fn remove(&mut self, id: u64) -> Option<T> {
         let (index, generation) = ((id >> 32) as usize, id as u32);
@@ -169,6 +177,11 @@ mod tests {
         assert_ne!(a, b, "the reused slot has a new generation");
         assert_eq!(s.remove(a), None);
         assert_eq!(s.remove(b ^ (1 << 32)), None, "another index");
+        assert_eq!(
+            s.iter().map(|(id, c)| (id, *c)).collect::<Vec<_>>(),
+            vec![(b, 'b')]
+        );
         assert_eq!(s.remove(b), Some('b'));
+        assert_eq!(s.iter().count(), 0);
     }
 }

@@ -28,13 +28,17 @@
 //! Not yet in the C ABI: events, request-response, the WaitSet, readiness descriptors,
 //! pool information and device pointers (Rust and Python have them).
 
+pub mod event;
 mod handle;
 pub mod publisher;
 pub mod service;
 pub mod status;
 pub mod subscriber;
+pub mod waitset;
 
+pub use event::{IoxEventOptions, IoxEventService, IoxListener, IoxNotifier};
 pub use publisher::{IoxLoan, IoxPublisher};
 pub use service::{IOX_CREATE, IOX_OPEN, IOX_OPEN_OR_CREATE, IoxPubSubOptions, IoxPubSubService};
 pub use status::IoxStatus;
 pub use subscriber::{IoxSample, IoxSubscriber};
+pub use waitset::{IoxWaitSet, IoxWaitSetEvent};

@@ -175,27 +175,16 @@ pub unsafe extern "C" fn iox_pubsub_open(
         }
         // SAFETY: the caller's contract; not NULL (checked).
         let o = unsafe { &*options };
-        // SAFETY: the caller's contract (a NUL-terminated string or NULL).
-        let (name, type_name) = match unsafe { (text(name, "name"), text(o.type_name, "options.type_name")) }
-        {
-            (Ok(n), Ok(t)) => (n, t),
-            (Err(s), _) | (_, Err(s)) => return s,
-        };
+        // SAFETY: the caller's contract (NUL-terminated strings or NULL).
+        let (service, type_name) =
+            match unsafe { (named(name, o.root), text(o.type_name, "options.type_name")) } {
+                (Ok(s), Ok(t)) => (s, t),
+                (Err(s), _) | (_, Err(s)) => return s,
+            };
         let payload = match payload(o, type_name) {
             Ok(p) => p,
             Err(s) => return s,
         };
-        let mut service = match Service::named(name) {
-            Ok(s) => s,
-            Err(e) => return fail(IoxStatus::InvalidArgument, e),
-        };
-        if !o.root.is_null() {
-            // SAFETY: the caller's contract.
-            match unsafe { text(o.root, "options.root") } {
-                Ok(r) => service = service.root(PathBuf::from(r)),
-                Err(s) => return s,
-            }
-        }
         // SAFETY: the ports of this service (publisher.rs, subscriber.rs) loan only
         // with `loan_raw`, receive only with `receive_raw`/`receive_timeout_raw`, and
         // hand C the samples' addresses only, as `raw_payload_type` requires.
@@ -233,19 +222,13 @@ pub unsafe extern "C" fn iox_pubsub_open(
         if o.timeout_ms != 0 {
             b = b.timeout(Duration::from_millis(o.timeout_ms));
         }
-        let opened = match mode {
-            IOX_OPEN_OR_CREATE => b.open_or_create().map_err(|e| e.to_string()),
-            IOX_OPEN => b.open().map_err(|e| e.to_string()),
-            IOX_CREATE => b.create().map_err(|e| e.to_string()),
-            other => {
-                return fail(
-                    IoxStatus::InvalidArgument,
-                    format!(
-                        "open mode {other} is none of IOX_OPEN_OR_CREATE (0), IOX_OPEN (1), IOX_CREATE (2)"
-                    ),
-                );
-            }
-        };
+        let opened = by_mode(
+            b,
+            mode,
+            |b| b.open_or_create().map_err(|e| e.to_string()),
+            |b| b.open().map_err(|e| e.to_string()),
+            |b| b.create().map_err(|e| e.to_string()),
+        );
         match opened {
             Ok(service) => {
                 let ptr = Marked::into_raw(SERVICE, IoxPubSubService { service });
@@ -253,9 +236,49 @@ pub unsafe extern "C" fn iox_pubsub_open(
                 unsafe { out.write(ptr.cast()) };
                 IoxStatus::Ok
             }
-            Err(e) => fail(IoxStatus::OpenFailed, e),
+            Err(status) => status,
         }
     })
+}
+
+/// The service `name` under `root` (NULL: `IOX_ROOT`, else `/dev/shm`), its name
+/// checked.
+///
+/// # Safety
+/// `name` and `root` are NULL or NUL-terminated strings.
+pub(crate) unsafe fn named(name: *const c_char, root: *const c_char) -> Result<Service, IoxStatus> {
+    // SAFETY: the caller's contract.
+    let name = unsafe { text(name, "name") }?;
+    let service = Service::named(name).map_err(|e| fail(IoxStatus::InvalidArgument, e))?;
+    if root.is_null() {
+        return Ok(service);
+    }
+    // SAFETY: the caller's contract.
+    let root = unsafe { text(root, "options.root") }?;
+    Ok(service.root(PathBuf::from(root)))
+}
+
+/// Runs the one of `open_or_create`, `open` and `create` on `builder` that `mode`
+/// names; its error as `IOX_STATUS_OPEN_FAILED` with the message.
+pub(crate) fn by_mode<B, T>(
+    builder: B,
+    mode: u32,
+    open_or_create: impl FnOnce(B) -> Result<T, String>,
+    open: impl FnOnce(B) -> Result<T, String>,
+    create: impl FnOnce(B) -> Result<T, String>,
+) -> Result<T, IoxStatus> {
+    let opened = match mode {
+        IOX_OPEN_OR_CREATE => open_or_create(builder),
+        IOX_OPEN => open(builder),
+        IOX_CREATE => create(builder),
+        other => {
+            return Err(fail(
+                IoxStatus::InvalidArgument,
+                format!("open mode {other} is none of IOX_OPEN_OR_CREATE (0), IOX_OPEN (1), IOX_CREATE (2)"),
+            ));
+        }
+    };
+    opened.map_err(|e| fail(IoxStatus::OpenFailed, e))
 }
 
 /// Closes this handle of the service (the service's files go when its last handle and

@@ -45,6 +45,12 @@ pub enum IoxStatus {
     ReceiveFailed = 10,
     /// The library panicked (a bug in iox): the message says where.
     Panic = 11,
+    /// A notify failed.
+    NotifyFailed = 12,
+    /// A listener's wait failed.
+    ListenFailed = 13,
+    /// Creating, attaching to or waiting on a WaitSet failed.
+    WaitSetFailed = 14,
 }
 
 thread_local! {
@@ -102,6 +108,9 @@ pub extern "C" fn iox_status_name(status: i32) -> *const c_char {
         9 => b"IOX_STATUS_SEND_FAILED\0",
         10 => b"IOX_STATUS_RECEIVE_FAILED\0",
         11 => b"IOX_STATUS_PANIC\0",
+        12 => b"IOX_STATUS_NOTIFY_FAILED\0",
+        13 => b"IOX_STATUS_LISTEN_FAILED\0",
+        14 => b"IOX_STATUS_WAIT_SET_FAILED\0",
         _ => b"IOX_STATUS_UNKNOWN\0",
     };
     name.as_ptr().cast()

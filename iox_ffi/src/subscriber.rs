@@ -9,6 +9,7 @@
 
 use std::cell::RefCell;
 use std::ffi::c_void;
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
 
 use iox_service::{RawSample, Subscriber};
@@ -154,6 +155,30 @@ pub unsafe extern "C" fn iox_subscriber_release(subscriber: *mut IoxSubscriber, 
                 "no such sample: it was released already, or belongs to another subscriber",
             ),
         }
+    })
+}
+
+/// The subscriber's readiness descriptor, for `poll`/`epoll` or an `IoxWaitSet`: it
+/// becomes readable when a sample arrives; receive until none is left, then wait
+/// again. Owned by the subscriber (do not close it); valid until it is dropped.
+///
+/// # Safety
+/// `subscriber` is a pointer from [`iox_subscriber_create`]; `fd` points to writable
+/// memory for an `int`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_subscriber_fd(subscriber: *mut IoxSubscriber, fd: *mut i32) -> IoxStatus {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let s = match unsafe { Marked::<IoxSubscriber>::get(subscriber.cast(), SUBSCRIBER, true) } {
+            Ok(m) => &m.inner,
+            Err(status) => return status,
+        };
+        if fd.is_null() {
+            return fail(IoxStatus::NullPointer, "fd must not be NULL");
+        }
+        // SAFETY: the caller's contract; not NULL (checked).
+        unsafe { fd.write(s.subscriber.as_fd().as_raw_fd()) };
+        IoxStatus::Ok
     })
 }
 

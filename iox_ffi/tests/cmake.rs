@@ -140,4 +140,41 @@ fn cmake_and_pkg_config_build_examples_that_talk_to_rust() {
         String::from_utf8(out.stdout).unwrap(),
         "cpp_subscriber: got seq 0 value 0.0\ncpp_subscriber: got seq 1 value 0.5\ncpp_subscriber: got seq 2 value 1.0\n"
     );
+    assert!(wait_until(Duration::from_secs(30), || svc.port_counts().1 == 0));
+
+    // Rust publisher -> the C++ WaitSet example (it sleeps until readings arrive).
+    let child = Command::new(build.join("cpp_waitset"))
+        .args(["--count", "3"])
+        .env(root_env.0, root_env.1)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let child = Reaped::new(child);
+    assert!(
+        wait_until(Duration::from_secs(30), || svc.port_counts().1 == 1),
+        "the C++ WaitSet example connects"
+    );
+    for seq in 10..13u64 {
+        let sample = publisher.loan_uninit().unwrap().write_payload(Reading {
+            seq,
+            value: seq as f64 * 0.5,
+        });
+        assert_eq!(sample.send().unwrap(), 1);
+    }
+    let out = child.into_inner().wait_with_output().unwrap();
+    assert!(out.status.success());
+    let got: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.ends_with("waiting"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "cpp_waitset: got seq 10 value 5.0",
+            "cpp_waitset: got seq 11 value 5.5",
+            "cpp_waitset: got seq 12 value 6.0"
+        ]
+    );
 }

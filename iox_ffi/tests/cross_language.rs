@@ -224,3 +224,77 @@ fn a_killed_cpp_subscriber_holding_samples_loses_nothing() {
         "everything but our spare is free again"
     );
 }
+
+#[test]
+fn a_c_waitset_wakes_for_samples_events_deadlines_and_intervals() {
+    let exe = build("c_waitset.c", "c_waitset", &[]);
+    let root = tempfile::tempdir().unwrap();
+    let (child, mut lines) = spawn_piped(Command::new(&exe).arg(root.path()));
+    // It says ready once its subscriber's 20 ms deadline passed and its interval ticked.
+    assert_eq!(next_line(&mut lines), "ready");
+    let readings = Service::named("ffi/ws-readings")
+        .unwrap()
+        .root(root.path())
+        .publish_subscribe::<Reading>()
+        .subscriber_buffer(64)
+        .open()
+        .unwrap();
+    let events = Service::named("ffi/ws-events")
+        .unwrap()
+        .root(root.path())
+        .event()
+        .open()
+        .unwrap();
+    let publisher = readings.publisher_builder().create().unwrap();
+    let notifier = events.notifier_builder().create().unwrap();
+    for seq in 0..3u64 {
+        let sample = publisher
+            .loan_uninit()
+            .unwrap()
+            .write_payload(Reading { seq, value: 0.0 });
+        assert_eq!(sample.send().unwrap(), 1);
+    }
+    assert_eq!(notifier.notify_with_custom_event_id(7.into()).unwrap(), 1);
+    let mut seen = Vec::new();
+    loop {
+        let line = next_line(&mut lines);
+        if line == "done" {
+            break;
+        }
+        seen.push(line);
+    }
+    seen.sort();
+    assert_eq!(seen, ["event 7", "sample 0", "sample 1", "sample 2"]);
+    wait_ok(child.into_inner(), Duration::from_secs(30));
+}
+
+#[test]
+fn a_cpp_notifier_reaches_a_rust_listener() {
+    let exe = build("cpp_notifier.cpp", "cpp_notifier", &[]);
+    let root = tempfile::tempdir().unwrap();
+    let events = Service::named("ffi/events")
+        .unwrap()
+        .root(root.path())
+        .event()
+        .open_or_create()
+        .unwrap();
+    let listener = events.listener_builder().create().unwrap();
+    let out = Command::new(&exe)
+        .args([root.path().to_str().unwrap(), "ffi/events", "3", "5"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "notified 3 reached 1\nnotified 5 reached 1\n"
+    );
+    let mut ids = Vec::new();
+    while let Some(id) = listener.timed_wait_one(Duration::from_secs(10)).unwrap() {
+        ids.push(id.as_value());
+        if ids.len() == 2 {
+            break;
+        }
+    }
+    ids.sort();
+    assert_eq!(ids, [3, 5]);
+}
