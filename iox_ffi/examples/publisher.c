@@ -29,10 +29,10 @@ int main(int argc, char** argv) {
     }
     IoxPubSubOptions o;
     iox_pubsub_options_init(&o);
-    o.type_name = READING_TYPE_NAME;
-    o.type_size = sizeof(Reading);
-    o.type_alignment = _Alignof(Reading);
-    o.any_bit_pattern = true;
+    o.payload.name = READING_TYPE_NAME;
+    o.payload.size = sizeof(Reading);
+    o.payload.alignment = _Alignof(Reading);
+    o.payload.any_bit_pattern = true;
     o.subscriber_buffer = READINGS_BUFFER;
     IoxPubSubService* service = NULL;
     IoxStatus s = iox_pubsub_open(READINGS_SERVICE, IOX_OPEN_OR_CREATE, &o, &service);

@@ -115,25 +115,33 @@ typedef struct IoxLoan {
   uint64_t id;
 } IoxLoan;
 
-// The payload type and settings of a publish-subscribe service. Fill it with
-// [`iox_pubsub_options_init`], then set what differs. Zero in a limit means the
-// service's default (on open: whatever the service has).
-typedef struct IoxPubSubOptions {
-  // The root directory of the service's files; NULL: `IOX_ROOT`, else `/dev/shm`.
-  const char *root;
-  // The type's name, as a Rust program records it (its `#[iox(type_name = "...")]`).
-  const char *type_name;
+// A payload type as a Rust program records it: what makes a C or C++ type and a Rust
+// type one service's type.
+typedef struct IoxType {
+  // The type's name, as a Rust program records it (its `#[iox(type_name = "...")]`,
+  // or `"u64"`, `"f32"`, ... for numbers).
+  const char *name;
   // `sizeof` the type (of one element for a slice).
-  uint64_t type_size;
+  uint64_t size;
   // `alignof` the type.
-  uint64_t type_alignment;
+  uint64_t alignment;
   // Whether every bit pattern of the type's bytes is a value (no padding, no `bool`
   // or enum fields). Part of the identity: must match the Rust side's.
   bool any_bit_pattern;
-  // Slices of `type_size`-byte elements instead of one value.
+  // Slices of `size`-byte elements instead of one value.
   bool slice;
-  // For a slice: the most elements one sample holds (required when creating).
+  // For a slice: the most elements one payload holds (required when creating).
   uint64_t max_slice_len;
+} IoxType;
+
+// The payload type and settings of a publish-subscribe service. Fill it with
+// [`iox_pubsub_options_init`], then set the type and what else differs. Zero in a
+// limit means the service's default (on open: whatever the service has).
+typedef struct IoxPubSubOptions {
+  // The root directory of the service's files; NULL: `IOX_ROOT`, else `/dev/shm`.
+  const char *root;
+  // The payload type.
+  struct IoxType payload;
   // Memory type code (0 CPU, 1 page-locked, 2 CUDA-pinned, >= 0x100 users' own).
   uint32_t memory_type;
   // Whether `memory_type` is set (on open: must match then).
@@ -302,7 +310,7 @@ enum IoxStatus iox_publisher_discard(struct IoxPublisher *publisher, uint64_t id
 // `publisher` is NULL or a pointer from [`iox_publisher_create`].
 enum IoxStatus iox_publisher_drop(struct IoxPublisher *publisher);
 
-// The default options: no type yet (`type_name` NULL), everything else the service's
+// The default options: no type yet (`payload.name` NULL), everything else the service's
 // defaults. Does nothing if `options` is NULL.
 //
 // # Safety

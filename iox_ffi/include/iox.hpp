@@ -47,6 +47,38 @@ template <class T>
 struct AnyBitPattern : std::bool_constant<std::is_floating_point_v<T> ||
                                           (std::has_unique_object_representations_v<T> && !std::is_same_v<T, bool>)> {};
 
+/// Numbers carry the names Rust gives them, so `PubSub<std::uint64_t>` and a Rust
+/// `u64` service are one service.
+#define IOX_NUMBER_NAME(T, NAME)                          \
+    template <>                                           \
+    struct TypeName<T> {                                  \
+        static constexpr const char* value = NAME;        \
+    };
+IOX_NUMBER_NAME(std::uint8_t, "u8")
+IOX_NUMBER_NAME(std::uint16_t, "u16")
+IOX_NUMBER_NAME(std::uint32_t, "u32")
+IOX_NUMBER_NAME(std::uint64_t, "u64")
+IOX_NUMBER_NAME(std::int8_t, "i8")
+IOX_NUMBER_NAME(std::int16_t, "i16")
+IOX_NUMBER_NAME(std::int32_t, "i32")
+IOX_NUMBER_NAME(std::int64_t, "i64")
+IOX_NUMBER_NAME(float, "f32")
+IOX_NUMBER_NAME(double, "f64")
+#undef IOX_NUMBER_NAME
+
+/// The C description of payload type `T` (one value).
+template <class T>
+IoxType type_of() {
+    static_assert(std::is_trivially_copyable_v<T> && std::is_standard_layout_v<T>,
+                  "iox payloads are trivially copyable standard-layout types");
+    IoxType t{};
+    t.name = TypeName<T>::value;
+    t.size = sizeof(T);
+    t.alignment = alignof(T);
+    t.any_bit_pattern = AnyBitPattern<T>::value;
+    return t;
+}
+
 /// A failed call: its status and the library's message.
 struct Error {
     IoxStatus status;
@@ -311,10 +343,7 @@ private:
         IoxPubSubOptions opts;
         iox_pubsub_options_init(&opts);
         opts.root = o.root;
-        opts.type_name = TypeName<T>::value;
-        opts.type_size = sizeof(T);
-        opts.type_alignment = alignof(T);
-        opts.any_bit_pattern = AnyBitPattern<T>::value;
+        opts.payload = type_of<T>();
         opts.max_publishers = o.max_publishers;
         opts.max_subscribers = o.max_subscribers;
         opts.subscriber_buffer = o.subscriber_buffer;

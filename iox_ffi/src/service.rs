@@ -27,27 +27,37 @@ pub const IOX_OPEN: u32 = 1;
 /// Create the service; fails if it exists.
 pub const IOX_CREATE: u32 = 2;
 
+/// A payload type as a Rust program records it: what makes a C or C++ type and a Rust
+/// type one service's type.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct IoxType {
+    /// The type's name, as a Rust program records it (its `#[iox(type_name = "...")]`,
+    /// or `"u64"`, `"f32"`, ... for numbers).
+    pub name: *const c_char,
+    /// `sizeof` the type (of one element for a slice).
+    pub size: u64,
+    /// `alignof` the type.
+    pub alignment: u64,
+    /// Whether every bit pattern of the type's bytes is a value (no padding, no `bool`
+    /// or enum fields). Part of the identity: must match the Rust side's.
+    pub any_bit_pattern: bool,
+    /// Slices of `size`-byte elements instead of one value.
+    pub slice: bool,
+    /// For a slice: the most elements one payload holds (required when creating).
+    pub max_slice_len: u64,
+}
+
 /// The payload type and settings of a publish-subscribe service. Fill it with
-/// [`iox_pubsub_options_init`], then set what differs. Zero in a limit means the
-/// service's default (on open: whatever the service has).
+/// [`iox_pubsub_options_init`], then set the type and what else differs. Zero in a
+/// limit means the service's default (on open: whatever the service has).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct IoxPubSubOptions {
     /// The root directory of the service's files; NULL: `IOX_ROOT`, else `/dev/shm`.
     pub root: *const c_char,
-    /// The type's name, as a Rust program records it (its `#[iox(type_name = "...")]`).
-    pub type_name: *const c_char,
-    /// `sizeof` the type (of one element for a slice).
-    pub type_size: u64,
-    /// `alignof` the type.
-    pub type_alignment: u64,
-    /// Whether every bit pattern of the type's bytes is a value (no padding, no `bool`
-    /// or enum fields). Part of the identity: must match the Rust side's.
-    pub any_bit_pattern: bool,
-    /// Slices of `type_size`-byte elements instead of one value.
-    pub slice: bool,
-    /// For a slice: the most elements one sample holds (required when creating).
-    pub max_slice_len: u64,
+    /// The payload type.
+    pub payload: IoxType,
     /// Memory type code (0 CPU, 1 page-locked, 2 CUDA-pinned, >= 0x100 users' own).
     pub memory_type: u32,
     /// Whether `memory_type` is set (on open: must match then).
@@ -69,7 +79,17 @@ pub struct IoxPubSubOptions {
     pub timeout_ms: u64,
 }
 
-/// The default options: no type yet (`type_name` NULL), everything else the service's
+/// No type yet (`name` NULL).
+pub(crate) const NO_TYPE: IoxType = IoxType {
+    name: std::ptr::null(),
+    size: 0,
+    alignment: 0,
+    any_bit_pattern: false,
+    slice: false,
+    max_slice_len: 0,
+};
+
+/// The default options: no type yet (`payload.name` NULL), everything else the service's
 /// defaults. Does nothing if `options` is NULL.
 ///
 /// # Safety
@@ -81,12 +101,7 @@ pub unsafe extern "C" fn iox_pubsub_options_init(options: *mut IoxPubSubOptions)
     }
     let defaults = IoxPubSubOptions {
         root: std::ptr::null(),
-        type_name: std::ptr::null(),
-        type_size: 0,
-        type_alignment: 0,
-        any_bit_pattern: false,
-        slice: false,
-        max_slice_len: 0,
+        payload: NO_TYPE,
         memory_type: 0,
         memory_type_set: false,
         max_publishers: 0,
@@ -123,30 +138,36 @@ pub(crate) unsafe fn text<'a>(s: *const c_char, what: &str) -> Result<&'a str, I
         .map_err(|_| fail(IoxStatus::InvalidArgument, format!("{what} is not valid UTF-8")))
 }
 
-fn payload(o: &IoxPubSubOptions, type_name: &str) -> Result<PayloadType, IoxStatus> {
-    if o.type_size == 0 && !o.slice {
+/// The payload type `t` describes (`what` names it in messages).
+///
+/// # Safety
+/// `t.name` is NULL or a NUL-terminated string.
+pub(crate) unsafe fn payload_type(t: &IoxType, what: &str) -> Result<PayloadType, IoxStatus> {
+    // SAFETY: the caller's contract.
+    let name = unsafe { text(t.name, &format!("{what}.name")) }?.to_string();
+    if t.size == 0 && !t.slice {
         return Err(fail(
             IoxStatus::InvalidArgument,
-            "type_size is 0: a value type has a size",
+            format!("{what}.size is 0: a value type has a size"),
         ));
     }
-    if !o.type_alignment.is_power_of_two() {
+    if !t.alignment.is_power_of_two() {
         return Err(fail(
             IoxStatus::InvalidArgument,
-            format!("type_alignment {} is not a power of two", o.type_alignment),
+            format!("{what}.alignment {} is not a power of two", t.alignment),
         ));
     }
-    let (size, alignment, invalid_bit_patterns) = (o.type_size, o.type_alignment, !o.any_bit_pattern);
-    Ok(if o.slice {
+    let (size, alignment, invalid_bit_patterns) = (t.size, t.alignment, !t.any_bit_pattern);
+    Ok(if t.slice {
         PayloadType::Slice {
-            element: type_name.to_string(),
+            element: name,
             size,
             alignment,
             invalid_bit_patterns,
         }
     } else {
         PayloadType::Typed {
-            type_name: type_name.to_string(),
+            type_name: name,
             size,
             alignment,
             invalid_bit_patterns,
@@ -176,15 +197,11 @@ pub unsafe extern "C" fn iox_pubsub_open(
         // SAFETY: the caller's contract; not NULL (checked).
         let o = unsafe { &*options };
         // SAFETY: the caller's contract (NUL-terminated strings or NULL).
-        let (service, type_name) =
-            match unsafe { (named(name, o.root), text(o.type_name, "options.type_name")) } {
-                (Ok(s), Ok(t)) => (s, t),
+        let (service, payload) =
+            match unsafe { (named(name, o.root), payload_type(&o.payload, "options.payload")) } {
+                (Ok(s), Ok(p)) => (s, p),
                 (Err(s), _) | (_, Err(s)) => return s,
             };
-        let payload = match payload(o, type_name) {
-            Ok(p) => p,
-            Err(s) => return s,
-        };
         // SAFETY: the ports of this service (publisher.rs, subscriber.rs) loan only
         // with `loan_raw`, receive only with `receive_raw`/`receive_timeout_raw`, and
         // hand C the samples' addresses only, as `raw_payload_type` requires.
@@ -216,8 +233,8 @@ pub unsafe extern "C" fn iox_pubsub_open(
             max_loans,
             max_held
         );
-        if o.slice && o.max_slice_len != 0 {
-            b = b.max_slice_len(o.max_slice_len as usize);
+        if o.payload.slice && o.payload.max_slice_len != 0 {
+            b = b.max_slice_len(o.payload.max_slice_len as usize);
         }
         if o.timeout_ms != 0 {
             b = b.timeout(Duration::from_millis(o.timeout_ms));

@@ -84,6 +84,7 @@ pub use pubsub::receive_async::ReceiveAsyncError;
 pub use pubsub::service::{PubSubBuilder, PubSubService};
 pub use recovery::CleanupReport;
 pub use recovery::robust_mutex;
+pub use reqres::raw::{RawActiveRequest, RawRequest, RawResponse, RawResponseLoan};
 pub use reqres::{
     ActiveRequest, Client, ClientBuilder, MAX_ACTIVE_REQUESTS, PendingResponse, RequestMut, RequestMutUninit,
     RequestResponseBuilder, RequestResponseService, RequestSendError, Response, ResponseMut,

@@ -276,6 +276,27 @@ pub enum PayloadType {
 }
 
 impl PayloadType {
+    /// Bytes of `len` elements of a slice, or of the value (`len` must be 1): what a
+    /// chunk's user word `len` means for this payload (language bindings, `raw`).
+    pub(crate) fn bytes_of(&self, len: usize) -> Option<usize> {
+        match self {
+            PayloadType::Typed { size, .. } => (len == 1).then_some(*size as usize),
+            PayloadType::Slice { size, .. } => len.checked_mul(*size as usize),
+        }
+    }
+
+    /// The user word for a payload of `bytes` bytes: 1 for exactly the value's size, the
+    /// element count for a whole number of elements of a slice; `None` for any other
+    /// size.
+    pub(crate) fn elements_in(&self, bytes: usize) -> Option<usize> {
+        let element = self.element_size();
+        match self {
+            PayloadType::Typed { .. } => (bytes == element).then_some(1),
+            PayloadType::Slice { .. } if element == 0 => (bytes == 0).then_some(0),
+            PayloadType::Slice { .. } => bytes.is_multiple_of(element).then_some(bytes / element),
+        }
+    }
+
     /// Bytes per element (the whole value for typed payloads).
     pub fn element_size(&self) -> usize {
         match self {

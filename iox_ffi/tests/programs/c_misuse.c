@@ -21,10 +21,10 @@ static void check(const char* what, IoxStatus got, IoxStatus want) {
 static void options(IoxPubSubOptions* o, const char* root) {
     iox_pubsub_options_init(o);
     o->root = root;
-    o->type_name = READING_NAME;
-    o->type_size = sizeof(Reading);
-    o->type_alignment = _Alignof(Reading);
-    o->any_bit_pattern = true;
+    o->payload.name = READING_NAME;
+    o->payload.size = sizeof(Reading);
+    o->payload.alignment = _Alignof(Reading);
+    o->payload.any_bit_pattern = true;
 }
 
 struct other_thread {
@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
     IoxPubSubService* other = NULL;
     IoxPubSubOptions wrong;
     options(&wrong, argv[1]);
-    wrong.type_size = 24;
+    wrong.payload.size = 24;
     check("the service opened as another type", iox_pubsub_open("ffi/misuse", IOX_OPEN, &wrong, &other),
           IOX_STATUS_OPEN_FAILED);
     if (strstr(iox_last_error(), READING_NAME) == NULL) {

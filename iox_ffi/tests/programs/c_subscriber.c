@@ -20,10 +20,10 @@ int main(int argc, char** argv) {
     IoxPubSubOptions o;
     iox_pubsub_options_init(&o);
     o.root = argv[1];
-    o.type_name = READING_NAME;
-    o.type_size = sizeof(Reading);
-    o.type_alignment = _Alignof(Reading);
-    o.any_bit_pattern = true;
+    o.payload.name = READING_NAME;
+    o.payload.size = sizeof(Reading);
+    o.payload.alignment = _Alignof(Reading);
+    o.payload.any_bit_pattern = true;
     o.subscriber_buffer = 64;
     IoxPubSubService* service = NULL;
     IoxStatus s = iox_pubsub_open(argv[2], IOX_OPEN_OR_CREATE, &o, &service);

@@ -4,7 +4,7 @@
 //!
 //! Such a service is built with the `unsafe`
 //! [`PubSubBuilder::<[u8]>::raw_payload_type`](crate::PubSubBuilder::raw_payload_type):
-//! it records the given [`PayloadType`] (so a Rust program opening the service with
+//! it records the given [`PayloadType`](crate::PayloadType) (so a Rust program opening the service with
 //! that type meets it, and a mismatch is `OpenError::IncompatiblePayload` on either
 //! side). Its ports are `Publisher<[u8]>` / `Subscriber<[u8]>`, used only through
 //! [`Publisher::loan_raw`] and [`Subscriber::receive_raw`] here.
@@ -17,7 +17,6 @@
 //! The inner loan/sample is typed `[u8]` with the user word as its length, which is
 //! never more than the bytes (so its own accessors stay in bounds), but is not used.
 
-use crate::PayloadType;
 use crate::port::LoanError;
 use crate::publisher::{Publisher, SendError};
 use crate::sample::{DevicePtrError, Sample, SampleMutUninit};
@@ -92,14 +91,6 @@ impl RawSample {
     }
 }
 
-/// Bytes of `len` elements (a slice) or of the value (typed, `len` must be 1).
-fn payload_bytes(payload: &PayloadType, len: usize) -> Option<usize> {
-    match payload {
-        PayloadType::Typed { size, .. } => (len == 1).then_some(*size as usize),
-        PayloadType::Slice { size, .. } => len.checked_mul(*size as usize),
-    }
-}
-
 impl Publisher<[u8]> {
     /// Loans a chunk for `bytes` bytes of the recorded payload: its size for a typed
     /// payload, a multiple of the element size for a slice (else
@@ -107,16 +98,11 @@ impl Publisher<[u8]> {
     pub fn loan_raw(&self, bytes: usize) -> Result<RawLoan, LoanError> {
         let payload = self.recorded_payload();
         let element = payload.element_size();
-        let word = match payload {
-            PayloadType::Typed { .. } if bytes == element => 1,
-            PayloadType::Slice { .. } if element == 0 && bytes == 0 => 0,
-            PayloadType::Slice { .. } if element > 0 && bytes.is_multiple_of(element) => bytes / element,
-            _ => {
-                return Err(LoanError::SliceTooLong {
-                    len: bytes,
-                    max: self.max_slice_len() / element.max(1) * element.max(1),
-                });
-            }
+        let Some(word) = payload.elements_in(bytes) else {
+            return Err(LoanError::SliceTooLong {
+                len: bytes,
+                max: self.max_slice_len() / element.max(1) * element.max(1),
+            });
         };
         let (port, chunk) = self.loan_bytes(bytes)?;
         let ptr = chunk.addr();
@@ -144,7 +130,7 @@ impl Subscriber<[u8]> {
 
     /// The sample's length in bytes from its user word, checked against its chunk.
     fn to_raw(&self, sample: Sample<[u8]>) -> Result<RawSample, ReceiveError> {
-        match payload_bytes(self.recorded_payload(), sample.word()) {
+        match self.recorded_payload().bytes_of(sample.word()) {
             Some(bytes) if bytes <= sample.chunk_size() => Ok(RawSample { sample, bytes }),
             _ => Err(ReceiveError::Corrupt {
                 raw: sample.word() as u64,

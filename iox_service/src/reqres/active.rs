@@ -67,7 +67,36 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ActiveRequest<Req, Resp> {
         self.r.client
     }
 
-    fn loan_bytes(&self, bytes: usize, len: usize) -> Result<ResponseMutUninit<'_, Req, Resp>, LoanError> {
+    /// The request payload's address (`reqres::raw`).
+    pub(crate) fn as_ptr(&self) -> *const u8 {
+        self.ptr
+    }
+
+    /// The user word: elements for a slice, 1 for a typed payload (`reqres::raw`).
+    pub(crate) fn word(&self) -> usize {
+        self.len
+    }
+
+    /// Bytes in the request's chunk (0 if the handle is not the pool's).
+    pub(crate) fn chunk_size(&self) -> usize {
+        self.port.pool.chunk(self.handle).map_or(0, |(_, size)| size)
+    }
+
+    /// Bytes in the pool's largest chunks.
+    pub(crate) fn max_chunk_size(&self) -> usize {
+        self.port.pool.layout().max_chunk_size()
+    }
+
+    /// The request and response payloads recorded in the static config.
+    pub(crate) fn recorded_payloads(&self) -> (&crate::PayloadType, &crate::PayloadType) {
+        super::raw::recorded(&self.port.service.config)
+    }
+
+    pub(crate) fn loan_bytes(
+        &self,
+        bytes: usize,
+        len: usize,
+    ) -> Result<ResponseMutUninit<'_, Req, Resp>, LoanError> {
         let chunk = self.port.loan(bytes)?;
         Ok(ResponseMutUninit {
             request: self,
@@ -136,7 +165,7 @@ pub struct ResponseMut<'a, Req: ?Sized + Payload, Resp: ?Sized + Payload> {
 
 impl<'a, Req: ?Sized + Payload, Resp: ?Sized + Payload> ResponseMutUninit<'a, Req, Resp> {
     /// The chunk's address (a loan not sent yet always has its chunk).
-    fn addr(&self) -> *mut u8 {
+    pub(crate) fn addr(&self) -> *mut u8 {
         self.chunk
             .as_ref()
             .expect("a loan has its chunk until it is sent")

@@ -365,12 +365,21 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Client<Req, Resp> {
         self.port.pin.as_ref().is_some_and(PoolPin::is_pinned)
     }
 
+    /// The request and response payloads recorded in the static config (`reqres::raw`).
+    pub(crate) fn recorded_payloads(&self) -> (&crate::PayloadType, &crate::PayloadType) {
+        super::raw::recorded(&self.port.service.config)
+    }
+
     /// Requests of this client that are active (sent, pending response alive).
     pub fn active_requests(&self) -> usize {
         self.port.in_use.get().count_ones() as usize
     }
 
-    fn loan_bytes(&self, bytes: usize, len: usize) -> Result<RequestMutUninit<Req, Resp>, LoanError> {
+    pub(crate) fn loan_bytes(
+        &self,
+        bytes: usize,
+        len: usize,
+    ) -> Result<RequestMutUninit<Req, Resp>, LoanError> {
         let chunk = self.port.loan(bytes)?;
         Ok(RequestMutUninit {
             port: Rc::clone(&self.port),
@@ -460,7 +469,7 @@ pub struct RequestMut<Req: ?Sized + Payload, Resp: ?Sized + Payload> {
 
 impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestMutUninit<Req, Resp> {
     /// The chunk's address (a loan not sent yet always has its chunk).
-    fn addr(&self) -> *mut u8 {
+    pub(crate) fn addr(&self) -> *mut u8 {
         self.chunk
             .as_ref()
             .expect("a loan has its chunk until it is sent")

@@ -72,6 +72,7 @@ pub(crate) mod client;
 pub(crate) mod config;
 pub(crate) mod layout;
 pub(crate) mod pending;
+pub(crate) mod raw;
 pub(crate) mod recovery;
 pub(crate) mod request_word;
 pub(crate) mod server;

@@ -313,6 +313,28 @@ impl<Resp: ?Sized + Payload> Deref for Response<Resp> {
     }
 }
 
+impl<Resp: ?Sized + Payload> Response<Resp> {
+    /// The payload's address (`reqres::raw`).
+    pub(crate) fn as_ptr(&self) -> *const u8 {
+        self.ptr
+    }
+
+    /// The user word: elements for a slice, 1 for a typed payload (`reqres::raw`).
+    pub(crate) fn word(&self) -> usize {
+        self.len
+    }
+
+    /// Bytes in the response's chunk (0 if the handle is not the pool's).
+    pub(crate) fn chunk_size(&self) -> usize {
+        self.port.pool.chunk(self.handle).map_or(0, |(_, size)| size)
+    }
+
+    /// The response payload recorded in the static config.
+    pub(crate) fn recorded_payload(&self) -> &crate::PayloadType {
+        super::raw::recorded(&self.port.service.config).1
+    }
+}
+
 impl<Resp: ?Sized + Payload> Drop for Response<Resp> {
     fn drop(&mut self) {
         if self.port.is_own_process() {

@@ -21,11 +21,11 @@ use iox_mempool::segment;
 use iox_mempool::{Backing, MemfdIdentity, MemoryType, PoolInfo, PoolLayout};
 
 use super::{ClientBuilder, ServerBuilder};
-use crate::Payload;
 use crate::service::{self, CreateError, OpenError, OpenOrCreateError, Pattern, ServiceShared, Target};
 use crate::static_config::{
     self, InvalidConfig, MessagingPattern, PatternConfig, PayloadBacking, RequestResponseConfig, StaticConfig,
 };
+use crate::{Payload, PayloadType};
 
 /// Loans a client or server may hold at once (unsent requests or responses).
 pub(crate) const MAX_LOANS: u32 = 2;
@@ -74,6 +74,9 @@ pub struct RequestResponseBuilder<Req: ?Sized, Resp: ?Sized> {
     response_slice_len: Option<usize>,
     permissions: Option<u32>,
     backing: Option<Backing>,
+    /// Set by `raw_payload_types` (see `reqres::raw`): what is recorded instead of
+    /// `Req`'s and `Resp`'s.
+    raw_types: Option<(PayloadType, PayloadType)>,
     _payload: PhantomData<Types<Req, Resp>>,
 }
 
@@ -90,8 +93,30 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestResponseBuilder<Req, 
             response_slice_len: None,
             permissions: None,
             backing: None,
+            raw_types: None,
             _payload: PhantomData,
         }
+    }
+
+    /// Records (and requires) `request` and `response` instead of `Req`'s and `Resp`'s
+    /// (see `reqres::raw`, whose `unsafe` entry point is the only caller).
+    pub(crate) fn with_raw_types(mut self, request: PayloadType, response: PayloadType) -> Self {
+        self.raw_types = Some((request, response));
+        self
+    }
+
+    /// The request payload recorded in (or checked against) the static config.
+    fn request_type(&self) -> PayloadType {
+        self.raw_types
+            .as_ref()
+            .map_or_else(Req::payload_type, |(r, _)| r.clone())
+    }
+
+    /// The response payload recorded in (or checked against) the static config.
+    fn response_type(&self) -> PayloadType {
+        self.raw_types
+            .as_ref()
+            .map_or_else(Resp::payload_type, |(_, r)| r.clone())
     }
 
     /// Memory type of the pool (default `Cpu`). On open: must match if set.
@@ -172,14 +197,15 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestResponseBuilder<Req, 
         })
     }
 
-    /// Bytes of one payload of `P`: the type, or `slice_len` elements.
-    fn bytes<P: ?Sized + Payload>(
+    /// Bytes of one `payload`: the type, or `slice_len` elements.
+    fn bytes(
         &self,
+        payload: &PayloadType,
         slice_len: Option<usize>,
         what: &'static str,
     ) -> Result<usize, CreateError> {
-        let size = P::payload_type().element_size();
-        if !P::IS_SLICE {
+        let size = payload.element_size();
+        if !matches!(payload, PayloadType::Slice { .. }) {
             return Ok(size.max(1));
         }
         let Some(len) = slice_len else {
@@ -216,7 +242,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Pattern for RequestResponseB
             max_clients: self.max_clients.unwrap_or(8),
             max_servers: self.max_servers.unwrap_or(2),
             max_active_requests_per_client: self.max_active.unwrap_or(4),
-            response: Resp::payload_type(),
+            response: self.response_type(),
             max_response_buffer: self.max_response_buffer.unwrap_or(16),
         };
         let (c, s) = (u64::from(section.max_clients), u64::from(section.max_servers));
@@ -226,7 +252,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Pattern for RequestResponseB
             version: static_config::CONFIG_VERSION,
             name: target.name.to_string(),
             pattern: PatternConfig::RequestResponse(section),
-            payload: Req::payload_type(),
+            payload: self.request_type(),
             memory_type: self.memory_type.unwrap_or_default(),
             layout: PoolLayout::new(&[(64, 1)]).expect("constant layout"),
             permissions,
@@ -242,14 +268,15 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Pattern for RequestResponseB
         }
         let l = u64::from(MAX_LOANS);
         let w = c * (a + l) + s * l + s * c * a * r + c * a * r;
-        let align = Req::payload_type()
+        let align = self
+            .request_type()
             .alignment()
-            .max(Resp::payload_type().alignment())
+            .max(self.response_type().alignment())
             .max(iox_mempool::layout::DEFAULT_ALIGNMENT);
         // One class per distinct chunk size (sizes round up to the alignment).
         let round = |b: usize| b.checked_next_multiple_of(align).unwrap_or(b);
-        let req = round(self.bytes::<Req>(self.request_slice_len, "request")?);
-        let resp = round(self.bytes::<Resp>(self.response_slice_len, "response")?);
+        let req = round(self.bytes(&self.request_type(), self.request_slice_len, "request")?);
+        let resp = round(self.bytes(&self.response_type(), self.response_slice_len, "response")?);
         let mut classes = vec![(req, w as usize)];
         if resp != req {
             classes.push((resp, w as usize));
@@ -288,17 +315,18 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Pattern for RequestResponseB
                 found,
             })
         };
-        if c.payload != Req::payload_type() {
+        let (request, response) = (self.request_type(), self.response_type());
+        if c.payload != request {
             return Err(OpenError::IncompatiblePayload {
                 name: name(),
-                requested: Req::payload_type(),
+                requested: request,
                 found: c.payload.clone(),
             });
         }
-        if rr.response != Resp::payload_type() {
+        if rr.response != response {
             return Err(OpenError::IncompatiblePayload {
                 name: name(),
-                requested: Resp::payload_type(),
+                requested: response,
                 found: rr.response.clone(),
             });
         }
