@@ -67,6 +67,9 @@ typedef enum IoxStatus {
   IOX_STATUS_WAIT_SET_FAILED = 14,
 } IoxStatus;
 
+// A client (opaque): used from the thread that created it.
+typedef struct IoxClient IoxClient;
+
 // An open event service (opaque); any thread.
 typedef struct IoxEventService IoxEventService;
 
@@ -82,6 +85,12 @@ typedef struct IoxPubSubService IoxPubSubService;
 
 // A publisher (opaque): used from the thread that created it.
 typedef struct IoxPublisher IoxPublisher;
+
+// An open request-response service (opaque); any thread.
+typedef struct IoxRequestResponseService IoxRequestResponseService;
+
+// A server (opaque): used from the thread that created it.
+typedef struct IoxServer IoxServer;
 
 // A subscriber (opaque): used from the thread that created it.
 typedef struct IoxSubscriber IoxSubscriber;
@@ -134,6 +143,41 @@ typedef struct IoxType {
   uint64_t max_slice_len;
 } IoxType;
 
+// The types and settings of a request-response service. Fill it with
+// [`iox_request_response_options_init`], then set the types and what else differs;
+// zero means the default (on open: whatever the service has).
+typedef struct IoxRequestResponseOptions {
+  // The root directory of the service's files; NULL: `IOX_ROOT`, else `/dev/shm`.
+  const char *root;
+  // The request type.
+  struct IoxType request;
+  // The response type.
+  struct IoxType response;
+  // Most clients (0: default).
+  uint32_t max_clients;
+  // Most servers (0: default).
+  uint32_t max_servers;
+  // Requests one client may have active at once (0: default).
+  uint32_t max_active_requests_per_client;
+  // Responses of one request that may wait for the client (0: default).
+  uint32_t max_response_buffer;
+  // How long to wait for a service another process is creating or removing, in
+  // milliseconds (0: default, 10 s).
+  uint64_t timeout_ms;
+} IoxRequestResponseOptions;
+
+// A received sample: read `len_bytes` bytes at `data`, then release it by `id`.
+typedef struct IoxSample {
+  // The payload's first byte (read-only).
+  const void *data;
+  // The payload's length in bytes.
+  uint64_t len_bytes;
+  // Its length in elements of the service's type (1 for a value).
+  uint64_t len;
+  // What the subscriber knows this sample by.
+  uint64_t id;
+} IoxSample;
+
 // The payload type and settings of a publish-subscribe service. Fill it with
 // [`iox_pubsub_options_init`], then set the type and what else differs. Zero in a
 // limit means the service's default (on open: whatever the service has).
@@ -162,18 +206,6 @@ typedef struct IoxPubSubOptions {
   // milliseconds (0: default, 10 s).
   uint64_t timeout_ms;
 } IoxPubSubOptions;
-
-// A received sample: read `len_bytes` bytes at `data`, then release it by `id`.
-typedef struct IoxSample {
-  // The payload's first byte (read-only).
-  const void *data;
-  // The payload's length in bytes.
-  uint64_t len_bytes;
-  // Its length in elements of the service's type (1 for a value).
-  uint64_t len;
-  // What the subscriber knows this sample by.
-  uint64_t id;
-} IoxSample;
 
 // One attachment's news from a wait.
 typedef struct IoxWaitSetEvent {
@@ -309,6 +341,175 @@ enum IoxStatus iox_publisher_discard(struct IoxPublisher *publisher, uint64_t id
 // # Safety
 // `publisher` is NULL or a pointer from [`iox_publisher_create`].
 enum IoxStatus iox_publisher_drop(struct IoxPublisher *publisher);
+
+// The default options (no types yet). Does nothing if `options` is NULL.
+//
+// # Safety
+// `options` is NULL or points to writable memory for an `IoxRequestResponseOptions`.
+void iox_request_response_options_init(struct IoxRequestResponseOptions *options);
+
+// Opens, creates, or opens-or-creates (`mode` as for `iox_pubsub_open`) the
+// request-response service `name`; on success `*out` is the service.
+//
+// # Safety
+// `name` is a NUL-terminated string; `options` points to an
+// `IoxRequestResponseOptions` whose strings are NULL or NUL-terminated; `out` points to
+// writable memory for a pointer.
+enum IoxStatus iox_request_response_open(const char *name,
+                                         uint32_t mode,
+                                         const struct IoxRequestResponseOptions *options,
+                                         struct IoxRequestResponseService **out);
+
+// Closes this handle of the service. Any thread.
+//
+// # Safety
+// `service` is NULL or a pointer from [`iox_request_response_open`].
+enum IoxStatus iox_request_response_service_drop(struct IoxRequestResponseService *service);
+
+// Creates a client of `service`; `*out` is the client.
+//
+// # Safety
+// `service` is a pointer from [`iox_request_response_open`]; `out` points to writable
+// memory for a pointer.
+enum IoxStatus iox_client_create(struct IoxRequestResponseService *service,
+                                 bool pin_memory,
+                                 struct IoxClient **out);
+
+// Loans a request of `len_bytes` bytes (the request type's size, or a whole number of
+// its elements for a slice); `*loan` is filled. Write all of it before sending.
+//
+// # Safety
+// `client` is a pointer from [`iox_client_create`]; `loan` points to writable memory
+// for an `IoxLoan`.
+enum IoxStatus iox_client_loan(struct IoxClient *client, uint64_t len_bytes, struct IoxLoan *loan);
+
+// Sends the request loan `id` to one server; `*pending` names its stream of
+// responses (receive them with [`iox_client_receive`]; drop it with
+// [`iox_client_drop_pending`]). The loan id is stale afterwards.
+//
+// # Safety
+// `client` is a pointer from [`iox_client_create`]; the loan's bytes were all written
+// with a valid value of the request type; `pending` points to writable memory for a
+// `uint64_t`.
+enum IoxStatus iox_client_send(struct IoxClient *client, uint64_t id, uint64_t *pending);
+
+// Gives the request loan `id` back unsent.
+//
+// # Safety
+// `client` is a pointer from [`iox_client_create`].
+enum IoxStatus iox_client_discard(struct IoxClient *client, uint64_t id);
+
+// Receives the next response of the request `pending`, waiting up to `timeout_ns`
+// (0: do not wait) without spinning. `*got` says whether `*response` was filled
+// (release it with [`iox_client_release`]); `*finished` (if not NULL) whether the
+// stream has ended (the server finished the request, or is gone): then no response
+// will come any more.
+//
+// # Safety
+// `client` is a pointer from [`iox_client_create`]; `response` and `got` point to
+// writable memory for an `IoxSample` and a `bool`; `finished` is NULL or points to
+// writable memory for a `bool`.
+enum IoxStatus iox_client_receive(struct IoxClient *client,
+                                  uint64_t pending,
+                                  uint64_t timeout_ns,
+                                  struct IoxSample *response,
+                                  bool *got,
+                                  bool *finished);
+
+// Releases the response `id`.
+//
+// # Safety
+// `client` is a pointer from [`iox_client_create`].
+enum IoxStatus iox_client_release(struct IoxClient *client, uint64_t id);
+
+// Drops the pending response `pending`: its request is abandoned (responses still
+// coming are released) and its request slot freed for another request.
+//
+// # Safety
+// `client` is a pointer from [`iox_client_create`].
+enum IoxStatus iox_client_drop_pending(struct IoxClient *client, uint64_t pending);
+
+// The client's readiness descriptor: readable when a response (or the end of a
+// stream) may have arrived. Owned by the client; valid until it is dropped.
+//
+// # Safety
+// `client` is a pointer from [`iox_client_create`]; `fd` points to writable memory
+// for an `int`.
+enum IoxStatus iox_client_fd(struct IoxClient *client, int32_t *fd);
+
+// Drops the client with its loans, pending responses and responses.
+//
+// # Safety
+// `client` is NULL or a pointer from [`iox_client_create`].
+enum IoxStatus iox_client_drop(struct IoxClient *client);
+
+// Creates a server of `service`; `*out` is the server.
+//
+// # Safety
+// `service` is a pointer from [`iox_request_response_open`]; `out` points to writable
+// memory for a pointer.
+enum IoxStatus iox_server_create(struct IoxRequestResponseService *service,
+                                 bool pin_memory,
+                                 struct IoxServer **out);
+
+// Takes the next request, waiting up to `timeout_ns` (0: do not wait) without
+// spinning. `*got` says whether `*request` was filled; its `id` names the active
+// request: respond with [`iox_server_loan`] / [`iox_server_send`], end the stream
+// with [`iox_server_finish`].
+//
+// # Safety
+// `server` is a pointer from [`iox_server_create`]; `request` and `got` point to
+// writable memory for an `IoxSample` and a `bool`.
+enum IoxStatus iox_server_receive(struct IoxServer *server,
+                                  uint64_t timeout_ns,
+                                  struct IoxSample *request,
+                                  bool *got);
+
+// Loans a response of `len_bytes` bytes to the active request `request`; `*loan` is
+// filled. Write all of it before sending.
+//
+// # Safety
+// `server` is a pointer from [`iox_server_create`]; `loan` points to writable memory
+// for an `IoxLoan`.
+enum IoxStatus iox_server_loan(struct IoxServer *server,
+                               uint64_t request,
+                               uint64_t len_bytes,
+                               struct IoxLoan *loan);
+
+// Sends the response loan `id` to the client of its request. The loan id is stale
+// afterwards.
+//
+// # Safety
+// `server` is a pointer from [`iox_server_create`]; the loan's bytes were all written
+// with a valid value of the response type.
+enum IoxStatus iox_server_send(struct IoxServer *server, uint64_t id);
+
+// Gives the response loan `id` back unsent.
+//
+// # Safety
+// `server` is a pointer from [`iox_server_create`].
+enum IoxStatus iox_server_discard(struct IoxServer *server, uint64_t id);
+
+// Ends the active request `request`: its unsent response loans are discarded, and
+// the client's stream ends after the responses sent.
+//
+// # Safety
+// `server` is a pointer from [`iox_server_create`].
+enum IoxStatus iox_server_finish(struct IoxServer *server, uint64_t request);
+
+// The server's readiness descriptor: readable when a request waits. Owned by the
+// server; valid until it is dropped.
+//
+// # Safety
+// `server` is a pointer from [`iox_server_create`]; `fd` points to writable memory
+// for an `int`.
+enum IoxStatus iox_server_fd(struct IoxServer *server, int32_t *fd);
+
+// Drops the server, finishing its active requests and discarding its loans.
+//
+// # Safety
+// `server` is NULL or a pointer from [`iox_server_create`].
+enum IoxStatus iox_server_drop(struct IoxServer *server);
 
 // The default options: no type yet (`payload.name` NULL), everything else the service's
 // defaults. Does nothing if `options` is NULL.

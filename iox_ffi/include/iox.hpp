@@ -590,6 +590,382 @@ private:
     std::size_t attached_;
 };
 
+/// Settings of a request-response service (0: the default).
+struct RequestResponseOptions {
+    const char* root = nullptr;
+    std::uint32_t max_clients = 0;
+    std::uint32_t max_servers = 0;
+    std::uint32_t max_active_requests_per_client = 0;
+    std::uint32_t max_response_buffer = 0;
+};
+
+template <class Req, class Resp>
+class Client;
+template <class Req, class Resp>
+class Server;
+template <class Req, class Resp>
+class Pending;
+
+/// A received response; released when dropped.
+template <class Resp>
+class Response {
+public:
+    Response(Response&& o) noexcept : port_(std::exchange(o.port_, nullptr)), raw_(o.raw_) {}
+    Response& operator=(Response&& o) noexcept {
+        if (this != &o) {
+            release();
+            port_ = std::exchange(o.port_, nullptr);
+            raw_ = o.raw_;
+        }
+        return *this;
+    }
+    Response(const Response&) = delete;
+    Response& operator=(const Response&) = delete;
+    ~Response() { release(); }
+
+    const Resp* get() const { return static_cast<const Resp*>(raw_.data); }
+    const Resp& operator*() const { return *get(); }
+    const Resp* operator->() const { return get(); }
+
+private:
+    template <class, class>
+    friend class Pending;
+    Response(IoxClient* port, IoxSample raw) : port_(port), raw_(raw) {}
+    void release() {
+        if (port_ != nullptr) iox_client_release(std::exchange(port_, nullptr), raw_.id);
+    }
+    IoxClient* port_;
+    IoxSample raw_;
+};
+
+/// The stream of responses to one request; dropping it abandons the request.
+template <class Req, class Resp>
+class Pending {
+public:
+    Pending(Pending&& o) noexcept : port_(std::exchange(o.port_, nullptr)), id_(o.id_), finished_(o.finished_) {}
+    Pending& operator=(Pending&& o) noexcept {
+        if (this != &o) {
+            drop();
+            port_ = std::exchange(o.port_, nullptr);
+            id_ = o.id_;
+            finished_ = o.finished_;
+        }
+        return *this;
+    }
+    Pending(const Pending&) = delete;
+    Pending& operator=(const Pending&) = delete;
+    ~Pending() { drop(); }
+
+    /// The next response, waiting up to `timeout` (0: only looks); none once the
+    /// stream ended (`finished()`).
+    Result<std::optional<Response<Resp>>> receive_for(std::chrono::nanoseconds timeout) {
+        IoxSample raw{};
+        bool got = false;
+        IoxStatus s = iox_client_receive(port_, id_, timeout.count() > 0 ? static_cast<std::uint64_t>(timeout.count()) : 0,
+                                         &raw, &got, &finished_);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        if (!got) return std::optional<Response<Resp>>();
+        return std::optional<Response<Resp>>(Response<Resp>(port_, raw));
+    }
+
+    /// Whether the stream had ended at the last receive (no response will come).
+    bool finished() const { return finished_; }
+
+private:
+    template <class, class>
+    friend class RequestLoan;
+    template <class, class>
+    friend class Client;
+    Pending(IoxClient* port, std::uint64_t id) : port_(port), id_(id), finished_(false) {}
+    void drop() {
+        if (port_ != nullptr) iox_client_drop_pending(std::exchange(port_, nullptr), id_);
+    }
+    IoxClient* port_;
+    std::uint64_t id_;
+    bool finished_;
+};
+
+/// A loaned request, written in place; given back unsent when dropped.
+template <class Req, class Resp>
+class RequestLoan {
+public:
+    RequestLoan(RequestLoan&& o) noexcept : port_(std::exchange(o.port_, nullptr)), loan_(o.loan_) {}
+    RequestLoan& operator=(RequestLoan&& o) noexcept {
+        if (this != &o) {
+            discard();
+            port_ = std::exchange(o.port_, nullptr);
+            loan_ = o.loan_;
+        }
+        return *this;
+    }
+    RequestLoan(const RequestLoan&) = delete;
+    RequestLoan& operator=(const RequestLoan&) = delete;
+    ~RequestLoan() { discard(); }
+
+    Req* get() { return static_cast<Req*>(loan_.data); }
+    Req& operator*() { return *get(); }
+    Req* operator->() { return get(); }
+
+    /// Sends the request (fully written) to one server.
+    Result<Pending<Req, Resp>> send() && {
+        std::uint64_t pending = 0;
+        IoxClient* port = std::exchange(port_, nullptr);
+        IoxStatus s = iox_client_send(port, loan_.id, &pending);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return Pending<Req, Resp>(port, pending);
+    }
+
+private:
+    template <class, class>
+    friend class Client;
+    RequestLoan(IoxClient* port, IoxLoan loan) : port_(port), loan_(loan) {}
+    void discard() {
+        if (port_ != nullptr) iox_client_discard(std::exchange(port_, nullptr), loan_.id);
+    }
+    IoxClient* port_;
+    IoxLoan loan_;
+};
+
+/// Sends requests (use it from its thread).
+template <class Req, class Resp>
+class Client {
+public:
+    Client(Client&& o) noexcept : port_(std::exchange(o.port_, nullptr)) {}
+    Client& operator=(Client&& o) noexcept {
+        if (this != &o) {
+            if (port_ != nullptr) iox_client_drop(port_);
+            port_ = std::exchange(o.port_, nullptr);
+        }
+        return *this;
+    }
+    Client(const Client&) = delete;
+    Client& operator=(const Client&) = delete;
+    ~Client() {
+        if (port_ != nullptr) iox_client_drop(port_);
+    }
+
+    Result<RequestLoan<Req, Resp>> loan() {
+        IoxLoan l{};
+        IoxStatus s = iox_client_loan(port_, sizeof(Req), &l);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return RequestLoan<Req, Resp>(port_, l);
+    }
+
+    /// Loans, copies `request` in and sends it.
+    Result<Pending<Req, Resp>> send_copy(const Req& request) {
+        auto l = loan();
+        if (!l) return l.error();
+        *l.value() = request;
+        return std::move(l.value()).send();
+    }
+
+    /// The readiness descriptor (responses may have arrived; owned by the client).
+    Result<int> fd() const {
+        int fd = -1;
+        IoxStatus s = iox_client_fd(port_, &fd);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return fd;
+    }
+
+private:
+    template <class, class>
+    friend class RequestResponse;
+    explicit Client(IoxClient* port) : port_(port) {}
+    IoxClient* port_;
+};
+
+/// A loaned response, written in place; given back unsent when dropped.
+template <class Resp>
+class ResponseLoan {
+public:
+    ResponseLoan(ResponseLoan&& o) noexcept : port_(std::exchange(o.port_, nullptr)), loan_(o.loan_) {}
+    ResponseLoan& operator=(ResponseLoan&& o) noexcept {
+        if (this != &o) {
+            discard();
+            port_ = std::exchange(o.port_, nullptr);
+            loan_ = o.loan_;
+        }
+        return *this;
+    }
+    ResponseLoan(const ResponseLoan&) = delete;
+    ResponseLoan& operator=(const ResponseLoan&) = delete;
+    ~ResponseLoan() { discard(); }
+
+    Resp* get() { return static_cast<Resp*>(loan_.data); }
+    Resp& operator*() { return *get(); }
+    Resp* operator->() { return get(); }
+
+    /// Sends the response (fully written) to the client that asked.
+    Result<bool> send() && {
+        IoxStatus s = iox_server_send(std::exchange(port_, nullptr), loan_.id);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return true;
+    }
+
+private:
+    template <class, class>
+    friend class ActiveRequest;
+    ResponseLoan(IoxServer* port, IoxLoan loan) : port_(port), loan_(loan) {}
+    void discard() {
+        if (port_ != nullptr) iox_server_discard(std::exchange(port_, nullptr), loan_.id);
+    }
+    IoxServer* port_;
+    IoxLoan loan_;
+};
+
+/// A request being handled; respond any number of times; dropping it ends the stream.
+template <class Req, class Resp>
+class ActiveRequest {
+public:
+    ActiveRequest(ActiveRequest&& o) noexcept : port_(std::exchange(o.port_, nullptr)), raw_(o.raw_) {}
+    ActiveRequest& operator=(ActiveRequest&& o) noexcept {
+        if (this != &o) {
+            finish();
+            port_ = std::exchange(o.port_, nullptr);
+            raw_ = o.raw_;
+        }
+        return *this;
+    }
+    ActiveRequest(const ActiveRequest&) = delete;
+    ActiveRequest& operator=(const ActiveRequest&) = delete;
+    ~ActiveRequest() { finish(); }
+
+    const Req* get() const { return static_cast<const Req*>(raw_.data); }
+    const Req& operator*() const { return *get(); }
+    const Req* operator->() const { return get(); }
+
+    Result<ResponseLoan<Resp>> loan() {
+        IoxLoan l{};
+        IoxStatus s = iox_server_loan(port_, raw_.id, sizeof(Resp), &l);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return ResponseLoan<Resp>(port_, l);
+    }
+
+    /// Loans, copies `response` in and sends it.
+    Result<bool> respond(const Resp& response) {
+        auto l = loan();
+        if (!l) return l.error();
+        *l.value() = response;
+        return std::move(l.value()).send();
+    }
+
+private:
+    template <class, class>
+    friend class Server;
+    ActiveRequest(IoxServer* port, IoxSample raw) : port_(port), raw_(raw) {}
+    void finish() {
+        if (port_ != nullptr) iox_server_finish(std::exchange(port_, nullptr), raw_.id);
+    }
+    IoxServer* port_;
+    IoxSample raw_;
+};
+
+/// Takes requests (use it from its thread).
+template <class Req, class Resp>
+class Server {
+public:
+    Server(Server&& o) noexcept : port_(std::exchange(o.port_, nullptr)) {}
+    Server& operator=(Server&& o) noexcept {
+        if (this != &o) {
+            if (port_ != nullptr) iox_server_drop(port_);
+            port_ = std::exchange(o.port_, nullptr);
+        }
+        return *this;
+    }
+    Server(const Server&) = delete;
+    Server& operator=(const Server&) = delete;
+    ~Server() {
+        if (port_ != nullptr) iox_server_drop(port_);
+    }
+
+    /// The next request, waiting up to `timeout` (0: only looks), sleeping.
+    Result<std::optional<ActiveRequest<Req, Resp>>> receive_for(std::chrono::nanoseconds timeout) {
+        IoxSample raw{};
+        bool got = false;
+        IoxStatus s = iox_server_receive(port_, timeout.count() > 0 ? static_cast<std::uint64_t>(timeout.count()) : 0,
+                                         &raw, &got);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        if (!got) return std::optional<ActiveRequest<Req, Resp>>();
+        return std::optional<ActiveRequest<Req, Resp>>(ActiveRequest<Req, Resp>(port_, raw));
+    }
+
+    /// The readiness descriptor (readable when a request waits; owned by the server).
+    Result<int> fd() const {
+        int fd = -1;
+        IoxStatus s = iox_server_fd(port_, &fd);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return fd;
+    }
+
+private:
+    template <class, class>
+    friend class RequestResponse;
+    explicit Server(IoxServer* port) : port_(port) {}
+    IoxServer* port_;
+};
+
+/// A request-response service with request type `Req` and response type `Resp`.
+template <class Req, class Resp>
+class RequestResponse {
+public:
+    static Result<RequestResponse> open_or_create(const std::string& name, const RequestResponseOptions& o = {}) {
+        return open(name, IOX_OPEN_OR_CREATE, o);
+    }
+    static Result<RequestResponse> open_existing(const std::string& name, const RequestResponseOptions& o = {}) {
+        return open(name, IOX_OPEN, o);
+    }
+    static Result<RequestResponse> create(const std::string& name, const RequestResponseOptions& o = {}) {
+        return open(name, IOX_CREATE, o);
+    }
+
+    RequestResponse(RequestResponse&& o) noexcept : service_(std::exchange(o.service_, nullptr)) {}
+    RequestResponse& operator=(RequestResponse&& o) noexcept {
+        if (this != &o) {
+            if (service_ != nullptr) iox_request_response_service_drop(service_);
+            service_ = std::exchange(o.service_, nullptr);
+        }
+        return *this;
+    }
+    RequestResponse(const RequestResponse&) = delete;
+    RequestResponse& operator=(const RequestResponse&) = delete;
+    ~RequestResponse() {
+        if (service_ != nullptr) iox_request_response_service_drop(service_);
+    }
+
+    Result<Client<Req, Resp>> client(bool pin_memory = false) {
+        IoxClient* p = nullptr;
+        IoxStatus s = iox_client_create(service_, pin_memory, &p);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return Client<Req, Resp>(p);
+    }
+
+    Result<Server<Req, Resp>> server(bool pin_memory = false) {
+        IoxServer* p = nullptr;
+        IoxStatus s = iox_server_create(service_, pin_memory, &p);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return Server<Req, Resp>(p);
+    }
+
+private:
+    explicit RequestResponse(IoxRequestResponseService* s) : service_(s) {}
+    static Result<RequestResponse> open(const std::string& name, std::uint32_t mode, const RequestResponseOptions& o) {
+        IoxRequestResponseOptions opts;
+        iox_request_response_options_init(&opts);
+        opts.root = o.root;
+        opts.request = type_of<Req>();
+        opts.response = type_of<Resp>();
+        opts.max_clients = o.max_clients;
+        opts.max_servers = o.max_servers;
+        opts.max_active_requests_per_client = o.max_active_requests_per_client;
+        opts.max_response_buffer = o.max_response_buffer;
+        IoxRequestResponseService* s = nullptr;
+        IoxStatus st = iox_request_response_open(name.c_str(), mode, &opts, &s);
+        if (st != IOX_STATUS_OK) return Error::last(st);
+        return RequestResponse(s);
+    }
+    IoxRequestResponseService* service_;
+};
+
 }  // namespace iox
 
 #endif  // IOX_HPP

@@ -25,12 +25,13 @@
 //!   valid value of the service's type, or call a port's functions from two threads at
 //!   once (they are refused from any but the creating thread).
 //!
-//! Not yet in the C ABI: events, request-response, the WaitSet, readiness descriptors,
-//! pool information and device pointers (Rust and Python have them).
+//! Not yet in the C ABI: pool information and device pointers (Rust and Python have
+//! them).
 
 pub mod event;
 mod handle;
 pub mod publisher;
+pub mod reqres;
 pub mod service;
 pub mod status;
 pub mod subscriber;
@@ -38,7 +39,8 @@ pub mod waitset;
 
 pub use event::{IoxEventOptions, IoxEventService, IoxListener, IoxNotifier};
 pub use publisher::{IoxLoan, IoxPublisher};
-pub use service::{IOX_CREATE, IOX_OPEN, IOX_OPEN_OR_CREATE, IoxPubSubOptions, IoxPubSubService};
+pub use reqres::{IoxClient, IoxRequestResponseOptions, IoxRequestResponseService, IoxServer};
+pub use service::{IOX_CREATE, IOX_OPEN, IOX_OPEN_OR_CREATE, IoxPubSubOptions, IoxPubSubService, IoxType};
 pub use status::IoxStatus;
 pub use subscriber::{IoxSample, IoxSubscriber};
 pub use waitset::{IoxWaitSet, IoxWaitSetEvent};

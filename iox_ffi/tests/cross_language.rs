@@ -298,3 +298,76 @@ fn a_cpp_notifier_reaches_a_rust_listener() {
     ids.sort();
     assert_eq!(ids, [3, 5]);
 }
+
+fn request_response(root: &Path, name: &str) -> iox_service::RequestResponseService<Reading, u64> {
+    Service::named(name)
+        .unwrap()
+        .root(root)
+        .request_response::<Reading, u64>()
+        .open_or_create()
+        .unwrap()
+}
+
+#[test]
+fn a_cpp_client_is_answered_by_a_rust_server() {
+    let exe = build("cpp_client.cpp", "cpp_client", &[]);
+    let root = tempfile::tempdir().unwrap();
+    let svc = request_response(root.path(), "ffi/rr-cpp");
+    let server = svc.server_builder().create().unwrap();
+    let mut child = Reaped::new(
+        Command::new(&exe)
+            .args([root.path().to_str().unwrap(), "ffi/rr-cpp", "3"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut served = 0;
+    while served < 3 {
+        let Some(active) = server.receive_timeout(Duration::from_secs(10)).unwrap() else {
+            panic!("no request within 10 s (child: {:?})", child.try_wait());
+        };
+        assert_eq!(active.value, active.seq as f64 * 0.5);
+        for k in 0..2 {
+            active
+                .loan_uninit()
+                .unwrap()
+                .write_payload(active.seq * 10 + k)
+                .send()
+                .unwrap();
+        }
+        served += 1;
+    }
+    let out = child.into_inner().wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "request 0: 0 1\nrequest 1: 10 11\nrequest 2: 20 21\n"
+    );
+}
+
+#[test]
+fn a_rust_client_is_answered_by_a_c_server() {
+    let exe = build("c_server.c", "c_server", &[]);
+    let root = tempfile::tempdir().unwrap();
+    let (child, mut lines) =
+        spawn_piped(Command::new(&exe).args([root.path().to_str().unwrap(), "ffi/rr-c", "3"]));
+    assert_eq!(next_line(&mut lines), "ready");
+    let svc = request_response(root.path(), "ffi/rr-c");
+    let client = svc.client_builder().create().unwrap();
+    for seq in 0..3u64 {
+        let pending = client
+            .loan_uninit()
+            .unwrap()
+            .write_payload(Reading { seq, value: 0.0 })
+            .send()
+            .unwrap();
+        let mut got = Vec::new();
+        while let Some(r) = pending.receive_timeout(Duration::from_secs(10)).unwrap() {
+            got.push(*r);
+        }
+        assert!(pending.is_finished(), "the stream ended, not the wait");
+        assert_eq!(got, [seq * 10, seq * 10 + 1]);
+    }
+    assert_eq!(next_line(&mut lines), "served 3");
+    wait_ok(child.into_inner(), Duration::from_secs(30));
+}
