@@ -65,6 +65,9 @@ typedef enum IoxStatus {
   IOX_STATUS_LISTEN_FAILED = 13,
   // Creating, attaching to or waiting on a WaitSet failed.
   IOX_STATUS_WAIT_SET_FAILED = 14,
+  // A device pointer was asked of a sample whose port did not pin the pool with a
+  // pinner that gives one (e.g. CUDA's).
+  IOX_STATUS_NO_DEVICE_POINTER = 15,
 } IoxStatus;
 
 // A client (opaque): used from the thread that created it.
@@ -123,6 +126,24 @@ typedef struct IoxLoan {
   // What the publisher knows this loan by.
   uint64_t id;
 } IoxLoan;
+
+// A port's view of its service's pool: where it is mapped in this process, how long,
+// its memory type, and its chunks (for a caller's own registrations: RDMA, Vulkan,
+// ...).
+typedef struct IoxPoolInfo {
+  // The payload mapping's first byte in this process.
+  void *base;
+  // The mapping's length in bytes (whole pages).
+  uint64_t len;
+  // The memory type's code (0 CPU, 1 page-locked, 2 CUDA-pinned, >= 0x100 users').
+  uint32_t memory_type;
+  // How many size classes the pool has.
+  uint32_t classes;
+  // Chunks over all classes.
+  uint64_t total_chunks;
+  // Chunks not in use now (a snapshot).
+  uint64_t free_chunks;
+} IoxPoolInfo;
 
 // A payload type as a Rust program records it: what makes a C or C++ type and a Rust
 // type one service's type.
@@ -335,6 +356,13 @@ enum IoxStatus iox_publisher_send(struct IoxPublisher *publisher, uint64_t id, u
 // # Safety
 // `publisher` is a pointer from [`iox_publisher_create`].
 enum IoxStatus iox_publisher_discard(struct IoxPublisher *publisher, uint64_t id);
+
+// The publisher's view of the pool (see `IoxPoolInfo`).
+//
+// # Safety
+// `publisher` is a pointer from [`iox_publisher_create`]; `info` points to writable
+// memory for an `IoxPoolInfo`.
+enum IoxStatus iox_publisher_pool_info(struct IoxPublisher *publisher, struct IoxPoolInfo *info);
 
 // Drops the publisher and every loan it still holds (from its own thread).
 //
@@ -586,6 +614,25 @@ enum IoxStatus iox_subscriber_receive(struct IoxSubscriber *subscriber,
 // # Safety
 // `subscriber` is a pointer from [`iox_subscriber_create`].
 enum IoxStatus iox_subscriber_release(struct IoxSubscriber *subscriber, uint64_t id);
+
+// The subscriber's view of the pool (see `IoxPoolInfo`).
+//
+// # Safety
+// `subscriber` is a pointer from [`iox_subscriber_create`]; `info` points to writable
+// memory for an `IoxPoolInfo`.
+enum IoxStatus iox_subscriber_pool_info(struct IoxSubscriber *subscriber, struct IoxPoolInfo *info);
+
+// The device address of sample `id`'s payload, for a subscriber that pinned a
+// `CudaPinned` pool (`pin_memory`): what a kernel reads it through, with no copy.
+// `IOX_STATUS_NO_DEVICE_POINTER` if the subscriber did not pin, or its pinner gives
+// none.
+//
+// # Safety
+// `subscriber` is a pointer from [`iox_subscriber_create`]; `device_ptr` points to
+// writable memory for a `uint64_t`.
+enum IoxStatus iox_subscriber_device_ptr(struct IoxSubscriber *subscriber,
+                                         uint64_t id,
+                                         uint64_t *device_ptr);
 
 // The subscriber's readiness descriptor, for `poll`/`epoll` or an `IoxWaitSet`: it
 // becomes readable when a sample arrives; receive until none is left, then wait

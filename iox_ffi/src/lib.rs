@@ -25,8 +25,9 @@
 //!   valid value of the service's type, or call a port's functions from two threads at
 //!   once (they are refused from any but the creating thread).
 //!
-//! Not yet in the C ABI: pool information and device pointers (Rust and Python have
-//! them).
+//! Not in the C ABI yet: device pointers of loans (a subscriber's samples have them),
+//! and the blocking `receive_async`-style integrations (C has the readiness
+//! descriptors instead).
 
 pub mod event;
 mod handle;
@@ -40,7 +41,7 @@ pub mod waitset;
 pub use event::{IoxEventOptions, IoxEventService, IoxListener, IoxNotifier};
 pub use publisher::{IoxLoan, IoxPublisher};
 pub use reqres::{IoxClient, IoxRequestResponseOptions, IoxRequestResponseService, IoxServer};
-pub use service::{IOX_CREATE, IOX_OPEN, IOX_OPEN_OR_CREATE, IoxPubSubOptions, IoxPubSubService, IoxType};
+pub use service::{IOX_CREATE, IOX_OPEN, IOX_OPEN_OR_CREATE, IoxPoolInfo, IoxPubSubOptions, IoxPubSubService, IoxType};
 pub use status::IoxStatus;
 pub use subscriber::{IoxSample, IoxSubscriber};
 pub use waitset::{IoxWaitSet, IoxWaitSetEvent};

@@ -11,7 +11,7 @@ use std::ffi::c_void;
 use iox_service::{PayloadType, Publisher, RawLoan};
 
 use crate::handle::{Marked, Slots, marker};
-use crate::service::{IoxPubSubService, service};
+use crate::service::{IoxPoolInfo, IoxPubSubService, service};
 use crate::status::{IoxStatus, fail, guard};
 
 /// A publisher (opaque): used from the thread that created it.
@@ -207,6 +207,28 @@ pub unsafe extern "C" fn iox_publisher_discard(publisher: *mut IoxPublisher, id:
                 "no such loan: it was sent or discarded already, or belongs to another publisher",
             ),
         }
+    })
+}
+
+/// The publisher's view of the pool (see `IoxPoolInfo`).
+///
+/// # Safety
+/// `publisher` is a pointer from [`iox_publisher_create`]; `info` points to writable
+/// memory for an `IoxPoolInfo`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_publisher_pool_info(publisher: *mut IoxPublisher, info: *mut IoxPoolInfo) -> IoxStatus {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let p = match unsafe { self::publisher(publisher) } {
+            Ok(p) => p,
+            Err(status) => return status,
+        };
+        if info.is_null() {
+            return fail(IoxStatus::NullPointer, "info must not be NULL");
+        }
+        // SAFETY: the caller's contract; not NULL (checked).
+        unsafe { info.write(IoxPoolInfo::of(&p.publisher.pool_info())) };
+        IoxStatus::Ok
     })
 }
 

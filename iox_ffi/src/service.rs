@@ -11,7 +11,7 @@
 //! Ports of such a service move the payload as bytes (`iox_service`'s raw ports): the C
 //! side writes a value of the described type into a loan and reads it from a sample.
 
-use std::ffi::{CStr, c_char};
+use std::ffi::{CStr, c_char, c_void};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -77,6 +77,39 @@ pub struct IoxPubSubOptions {
     /// How long to wait for a service another process is creating or removing, in
     /// milliseconds (0: default, 10 s).
     pub timeout_ms: u64,
+}
+
+/// A port's view of its service's pool: where it is mapped in this process, how long,
+/// its memory type, and its chunks (for a caller's own registrations: RDMA, Vulkan,
+/// ...).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct IoxPoolInfo {
+    /// The payload mapping's first byte in this process.
+    pub base: *mut c_void,
+    /// The mapping's length in bytes (whole pages).
+    pub len: u64,
+    /// The memory type's code (0 CPU, 1 page-locked, 2 CUDA-pinned, >= 0x100 users').
+    pub memory_type: u32,
+    /// How many size classes the pool has.
+    pub classes: u32,
+    /// Chunks over all classes.
+    pub total_chunks: u64,
+    /// Chunks not in use now (a snapshot).
+    pub free_chunks: u64,
+}
+
+impl IoxPoolInfo {
+    pub(crate) fn of(info: &iox_service::PoolInfo) -> Self {
+        Self {
+            base: info.base as *mut c_void,
+            len: info.len as u64,
+            memory_type: u32::from(info.memory_type.code()),
+            classes: info.classes.len() as u32,
+            total_chunks: info.total_chunks(),
+            free_chunks: info.free_chunks(),
+        }
+    }
 }
 
 /// No type yet (`name` NULL).

@@ -51,6 +51,9 @@ pub enum IoxStatus {
     ListenFailed = 13,
     /// Creating, attaching to or waiting on a WaitSet failed.
     WaitSetFailed = 14,
+    /// A device pointer was asked of a sample whose port did not pin the pool with a
+    /// pinner that gives one (e.g. CUDA's).
+    NoDevicePointer = 15,
 }
 
 thread_local! {
@@ -111,6 +114,7 @@ pub extern "C" fn iox_status_name(status: i32) -> *const c_char {
         12 => b"IOX_STATUS_NOTIFY_FAILED\0",
         13 => b"IOX_STATUS_LISTEN_FAILED\0",
         14 => b"IOX_STATUS_WAIT_SET_FAILED\0",
+        15 => b"IOX_STATUS_NO_DEVICE_POINTER\0",
         _ => b"IOX_STATUS_UNKNOWN\0",
     };
     name.as_ptr().cast()

@@ -15,7 +15,7 @@ use std::time::Duration;
 use iox_service::{RawSample, Subscriber};
 
 use crate::handle::{Marked, Slots, marker};
-use crate::service::{IoxPubSubService, service};
+use crate::service::{IoxPoolInfo, IoxPubSubService, service};
 use crate::status::{IoxStatus, fail, guard};
 
 /// A subscriber (opaque): used from the thread that created it.
@@ -154,6 +154,69 @@ pub unsafe extern "C" fn iox_subscriber_release(subscriber: *mut IoxSubscriber, 
                 IoxStatus::StaleHandle,
                 "no such sample: it was released already, or belongs to another subscriber",
             ),
+        }
+    })
+}
+
+/// The subscriber's view of the pool (see `IoxPoolInfo`).
+///
+/// # Safety
+/// `subscriber` is a pointer from [`iox_subscriber_create`]; `info` points to writable
+/// memory for an `IoxPoolInfo`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_subscriber_pool_info(subscriber: *mut IoxSubscriber, info: *mut IoxPoolInfo) -> IoxStatus {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let s = match unsafe { Marked::<IoxSubscriber>::get(subscriber.cast(), SUBSCRIBER, true) } {
+            Ok(m) => &m.inner,
+            Err(status) => return status,
+        };
+        if info.is_null() {
+            return fail(IoxStatus::NullPointer, "info must not be NULL");
+        }
+        // SAFETY: the caller's contract; not NULL (checked).
+        unsafe { info.write(IoxPoolInfo::of(&s.subscriber.pool_info())) };
+        IoxStatus::Ok
+    })
+}
+
+/// The device address of sample `id`'s payload, for a subscriber that pinned a
+/// `CudaPinned` pool (`pin_memory`): what a kernel reads it through, with no copy.
+/// `IOX_STATUS_NO_DEVICE_POINTER` if the subscriber did not pin, or its pinner gives
+/// none.
+///
+/// # Safety
+/// `subscriber` is a pointer from [`iox_subscriber_create`]; `device_ptr` points to
+/// writable memory for a `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_subscriber_device_ptr(
+    subscriber: *mut IoxSubscriber,
+    id: u64,
+    device_ptr: *mut u64,
+) -> IoxStatus {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let s = match unsafe { Marked::<IoxSubscriber>::get(subscriber.cast(), SUBSCRIBER, true) } {
+            Ok(m) => &m.inner,
+            Err(status) => return status,
+        };
+        if device_ptr.is_null() {
+            return fail(IoxStatus::NullPointer, "device_ptr must not be NULL");
+        }
+        let samples = s.samples.borrow();
+        let Some(sample) = samples.iter().find_map(|(i, smp)| (i == id).then_some(smp)) else {
+            return fail(
+                IoxStatus::StaleHandle,
+                "no such sample: it was released already, or belongs to another subscriber",
+            );
+        };
+        match sample.device_ptr() {
+            Ok(p) => {
+                // SAFETY: the caller's contract; not NULL (checked).
+                unsafe { device_ptr.write(p) };
+                IoxStatus::Ok
+            }
+            Err(e) => fail(IoxStatus::NoDevicePointer, e),
         }
     })
 }

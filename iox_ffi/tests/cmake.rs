@@ -177,4 +177,25 @@ fn cmake_and_pkg_config_build_examples_that_talk_to_rust() {
             "cpp_waitset: got seq 12 value 6.0"
         ]
     );
+
+    // The request-response example: its server and its client, two processes.
+    let example = build.join("cpp_request_response");
+    let server = Command::new(&example)
+        .args(["server", "--count", "2"])
+        .env(root_env.0, root_env.1)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = Reaped::new(server);
+    let out = Command::new(&example)
+        .args(["client", "--count", "2"])
+        .env(root_env.0, root_env.1)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "client: 1 squared is 1\nclient: 2 squared is 4\n"
+    );
+    wait_ok(server.into_inner(), Duration::from_secs(30));
 }

@@ -371,3 +371,28 @@ fn a_rust_client_is_answered_by_a_c_server() {
     assert_eq!(next_line(&mut lines), "served 3");
     wait_ok(child.into_inner(), Duration::from_secs(30));
 }
+
+#[test]
+fn c_slices_reach_a_rust_slice_subscriber() {
+    let exe = build("c_slices.c", "c_slices", &[]);
+    let root = tempfile::tempdir().unwrap();
+    let svc = Service::named("ffi/slices")
+        .unwrap()
+        .root(root.path())
+        .publish_subscribe::<[u32]>()
+        .max_slice_len(1024)
+        .subscriber_buffer(8)
+        .open_or_create()
+        .unwrap();
+    let sub = svc.subscriber_builder().create().unwrap();
+    let child = Command::new(&exe)
+        .args([root.path().to_str().unwrap(), "ffi/slices"])
+        .spawn()
+        .unwrap();
+    wait_ok(child, Duration::from_secs(30));
+    for (k, len) in [1u32, 100, 1024].into_iter().enumerate() {
+        let s = sub.receive_timeout(Duration::from_secs(10)).unwrap().expect("a slice");
+        let want: Vec<u32> = (0..len).map(|i| k as u32 * 10000 + i).collect();
+        assert_eq!(&*s, &want[..]);
+    }
+}

@@ -5,6 +5,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "iox.h"
 #include "reading.h"
@@ -81,6 +83,19 @@ int main(int argc, char** argv) {
         failed++;
     }
     check("receive into NULL", iox_subscriber_receive(sub, 0, NULL, &got), IOX_STATUS_NULL_POINTER);
+    uint64_t device = 0;
+    check("a device pointer of an unpinned sample", iox_subscriber_device_ptr(sub, sample.id, &device),
+          IOX_STATUS_NO_DEVICE_POINTER);
+    IoxPoolInfo info;
+    check("pool info", iox_subscriber_pool_info(sub, &info), IOX_STATUS_OK);
+    const char* addr = info.base;
+    if (info.len == 0 || info.memory_type != 0 || info.free_chunks >= info.total_chunks ||
+        (const char*)sample.data < addr || (const char*)sample.data >= addr + info.len) {
+        printf("FAIL the pool info does not hold the sample: base %p len %llu type %u free %llu of %llu\n", info.base,
+               (unsigned long long)info.len, info.memory_type, (unsigned long long)info.free_chunks,
+               (unsigned long long)info.total_chunks);
+        failed++;
+    }
     check("release", iox_subscriber_release(sub, sample.id), IOX_STATUS_OK);
     check("the same sample released twice", iox_subscriber_release(sub, sample.id), IOX_STATUS_STALE_HANDLE);
 
@@ -93,6 +108,19 @@ int main(int argc, char** argv) {
         printf("FAIL the other thread's message does not say why: %s\n", t.message);
         failed++;
     }
+
+    /* A forked child's copy of a port is its parent's: refused with a message. */
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        IoxStatus st = iox_publisher_loan(pub, sizeof(Reading), &loan);
+        _exit(st == IOX_STATUS_LOAN_FAILED && strstr(iox_last_error(), "forked") != NULL ? 0 : 1);
+    }
+    int child_status = -1;
+    waitpid(child, &child_status, 0);
+    check("a publisher used in a forked child",
+          WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0 ? IOX_STATUS_LOAN_FAILED : IOX_STATUS_OK,
+          IOX_STATUS_LOAN_FAILED);
 
     IoxPubSubService* other = NULL;
     IoxPubSubOptions wrong;
