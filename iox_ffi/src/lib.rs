@@ -41,7 +41,9 @@ pub mod waitset;
 pub use event::{IoxEventOptions, IoxEventService, IoxListener, IoxNotifier};
 pub use publisher::{IoxLoan, IoxPublisher};
 pub use reqres::{IoxClient, IoxRequestResponseOptions, IoxRequestResponseService, IoxServer};
-pub use service::{IOX_CREATE, IOX_OPEN, IOX_OPEN_OR_CREATE, IoxPoolInfo, IoxPubSubOptions, IoxPubSubService, IoxType};
+pub use service::{
+    IOX_CREATE, IOX_OPEN, IOX_OPEN_OR_CREATE, IoxPoolInfo, IoxPubSubOptions, IoxPubSubService, IoxType,
+};
 pub use status::IoxStatus;
 pub use subscriber::{IoxSample, IoxSubscriber};
 pub use waitset::{IoxWaitSet, IoxWaitSetEvent};

@@ -216,7 +216,10 @@ pub unsafe extern "C" fn iox_publisher_discard(publisher: *mut IoxPublisher, id:
 /// `publisher` is a pointer from [`iox_publisher_create`]; `info` points to writable
 /// memory for an `IoxPoolInfo`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn iox_publisher_pool_info(publisher: *mut IoxPublisher, info: *mut IoxPoolInfo) -> IoxStatus {
+pub unsafe extern "C" fn iox_publisher_pool_info(
+    publisher: *mut IoxPublisher,
+    info: *mut IoxPoolInfo,
+) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
         let p = match unsafe { self::publisher(publisher) } {

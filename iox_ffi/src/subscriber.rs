@@ -164,7 +164,10 @@ pub unsafe extern "C" fn iox_subscriber_release(subscriber: *mut IoxSubscriber, 
 /// `subscriber` is a pointer from [`iox_subscriber_create`]; `info` points to writable
 /// memory for an `IoxPoolInfo`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn iox_subscriber_pool_info(subscriber: *mut IoxSubscriber, info: *mut IoxPoolInfo) -> IoxStatus {
+pub unsafe extern "C" fn iox_subscriber_pool_info(
+    subscriber: *mut IoxSubscriber,
+    info: *mut IoxPoolInfo,
+) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
         let s = match unsafe { Marked::<IoxSubscriber>::get(subscriber.cast(), SUBSCRIBER, true) } {

@@ -391,7 +391,10 @@ fn c_slices_reach_a_rust_slice_subscriber() {
         .unwrap();
     wait_ok(child, Duration::from_secs(30));
     for (k, len) in [1u32, 100, 1024].into_iter().enumerate() {
-        let s = sub.receive_timeout(Duration::from_secs(10)).unwrap().expect("a slice");
+        let s = sub
+            .receive_timeout(Duration::from_secs(10))
+            .unwrap()
+            .expect("a slice");
         let want: Vec<u32> = (0..len).map(|i| k as u32 * 10000 + i).collect();
         assert_eq!(&*s, &want[..]);
     }

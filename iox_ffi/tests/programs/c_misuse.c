@@ -114,6 +114,8 @@ int main(int argc, char** argv) {
     pid_t child = fork();
     if (child == 0) {
         IoxStatus st = iox_publisher_loan(pub, sizeof(Reading), &loan);
+        printf("     (the forked child was told: %s)\n", iox_last_error());
+        fflush(stdout);
         _exit(st == IOX_STATUS_LOAN_FAILED && strstr(iox_last_error(), "forked") != NULL ? 0 : 1);
     }
     int child_status = -1;
