@@ -3,7 +3,8 @@
 //! - `cargo bench -p iox_benches --bench pool`: pool loan + release (criterion).
 //! - `cargo run --release -p iox_benches --bin pingpong`: one-way latency between two
 //!   processes (ping-pong, busy-polling) for iox, iceoryx2 and a Unix socket, payloads
-//!   8 B .. 16 MiB, against the floor of one shared word bounced between them;
+//!   8 B .. 16 MiB, against the floor of one shared word bounced between them, and
+//!   iox from C++ (both sides C++ programs on the C ABI, [`cpp_transport`]);
 //!   throughput; pinning costs. `--quick` for a smoke run.
 //! - `cargo run --release -p iox_benches --bin eventpingpong`: event notify ->
 //!   listener wake-up latency, iox vs iceoryx2, both sides blocking on their
@@ -24,6 +25,7 @@
 //! [`waitset_transport`] the blocking pub-sub ones), [`report`] (histograms, table, CSV).
 
 pub mod counted;
+pub mod cpp_transport;
 pub mod endpoint;
 pub mod event_transport;
 pub mod floor_transport;

@@ -31,7 +31,8 @@ fn pingpong_quick_runs_every_transport() {
 }
 
 /// The latency part in quick mode, restricted by `--sizes`: the floor runs at 8 B only,
-/// every transport gets its ratio to it, and the CSV holds the floor's row.
+/// every transport (iox from C++ too, where g++ is installed) gets its ratio to it, and
+/// the CSV holds the floor's row.
 #[test]
 fn pingpong_quick_latency_covers_the_floor() {
     let dir = tempfile::tempdir().unwrap();
@@ -61,7 +62,14 @@ fn pingpong_quick_latency_covers_the_floor() {
     assert!(!stdout.contains("| 4 KiB |"), "--sizes ignored:\n{stdout}");
     let csv = std::fs::read_to_string(&csv).unwrap();
     assert!(csv.contains("\nfloor (shared word),8,"), "no floor row in\n{csv}");
-    assert_eq!(csv.lines().count(), 1 + 4 + 3, "unexpected rows in\n{csv}");
+    // iox from C++ runs wherever g++ builds its ping-pong (CI has it).
+    let cpp = Command::new("g++").arg("--version").output().is_ok_and(|o| o.status.success());
+    if cpp {
+        assert!(stdout.contains("iox from C++ / floor = "), "no C++ ratio in\n{stdout}");
+        assert!(csv.contains("\niox from C++,64,"), "no C++ row in\n{csv}");
+    }
+    let per_size = 3 + usize::from(cpp);
+    assert_eq!(csv.lines().count(), 1 + (per_size + 1) + per_size, "unexpected rows in\n{csv}");
 }
 
 /// The blocking wake-up benchmark runs end to end in quick mode: every case (iox,

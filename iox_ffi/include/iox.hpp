@@ -66,6 +66,19 @@ IOX_NUMBER_NAME(float, "f32")
 IOX_NUMBER_NAME(double, "f64")
 #undef IOX_NUMBER_NAME
 
+/// What a payload type `T` is made of: one value of `T`, or (`T` = `E[]`) a slice of
+/// `E`s whose length each loan chooses.
+template <class T>
+struct Payload {
+    using Element = T;
+    static constexpr bool slice = false;
+};
+template <class E>
+struct Payload<E[]> {
+    using Element = E;
+    static constexpr bool slice = true;
+};
+
 /// The C description of payload type `T` (one value).
 template <class T>
 IoxType type_of() {
@@ -108,6 +121,9 @@ private:
 /// Settings of a service beyond its payload type (0: the default).
 struct Options {
     const char* root = nullptr;
+    /// A slice service (`PubSub<E[]>`): the most elements one sample holds (required
+    /// when creating).
+    std::uint64_t max_slice_len = 0;
     std::uint32_t max_publishers = 0;
     std::uint32_t max_subscribers = 0;
     std::uint32_t subscriber_buffer = 0;
@@ -139,11 +155,27 @@ public:
     Loan& operator=(const Loan&) = delete;
     ~Loan() { discard(); }
 
-    T* get() { return static_cast<T*>(loan_.data); }
-    T& operator*() { return *get(); }
-    T* operator->() { return get(); }
+    using Element = typename Payload<T>::Element;
 
-    /// Sends the value (it must be fully written) to every connected subscriber; how
+    /// The value (one-value services).
+    template <class U = T, class = std::enable_if_t<!Payload<U>::slice>>
+    U* get() {
+        return static_cast<U*>(loan_.data);
+    }
+    template <class U = T, class = std::enable_if_t<!Payload<U>::slice>>
+    U& operator*() {
+        return *get();
+    }
+    template <class U = T, class = std::enable_if_t<!Payload<U>::slice>>
+    U* operator->() {
+        return get();
+    }
+    /// The elements (a slice service: `size()` of them; a value service: one).
+    Element* data() { return static_cast<Element*>(loan_.data); }
+    std::size_t size() const { return static_cast<std::size_t>(loan_.len_bytes / sizeof(Element)); }
+    Element& operator[](std::size_t i) { return data()[i]; }
+
+    /// Sends the payload (it must be fully written) to every connected subscriber; how
     /// many got it.
     Result<std::uint64_t> send() && {
         std::uint64_t delivered = 0;
@@ -179,9 +211,25 @@ public:
     Sample& operator=(const Sample&) = delete;
     ~Sample() { release(); }
 
-    const T* get() const { return static_cast<const T*>(sample_.data); }
-    const T& operator*() const { return *get(); }
-    const T* operator->() const { return get(); }
+    using Element = typename Payload<T>::Element;
+
+    /// The value (one-value services).
+    template <class U = T, class = std::enable_if_t<!Payload<U>::slice>>
+    const U* get() const {
+        return static_cast<const U*>(sample_.data);
+    }
+    template <class U = T, class = std::enable_if_t<!Payload<U>::slice>>
+    const U& operator*() const {
+        return *get();
+    }
+    template <class U = T, class = std::enable_if_t<!Payload<U>::slice>>
+    const U* operator->() const {
+        return get();
+    }
+    /// The elements (a slice service: `size()` of them; a value service: one).
+    const Element* data() const { return static_cast<const Element*>(sample_.data); }
+    std::size_t size() const { return static_cast<std::size_t>(sample_.len); }
+    const Element& operator[](std::size_t i) const { return data()[i]; }
 
 private:
     friend class Subscriber<T>;
@@ -212,25 +260,44 @@ public:
     }
 
     /// Loans a chunk for one `T` (not initialised: write all of it).
+    template <class U = T, class = std::enable_if_t<!Payload<U>::slice>>
     Result<Loan<T>> loan() {
-        IoxLoan l{};
-        IoxStatus s = iox_publisher_loan(port_, sizeof(T), &l);
-        if (s != IOX_STATUS_OK) return Error::last(s);
-        return Loan<T>(port_, l);
+        return loan_bytes(sizeof(U));
+    }
+
+    /// Loans a chunk for `n` elements (a slice service; not initialised: write them all).
+    template <class U = T, class = std::enable_if_t<Payload<U>::slice>>
+    Result<Loan<T>> loan(std::size_t n) {
+        return loan_bytes(n * sizeof(typename Payload<U>::Element));
     }
 
     /// Loans, copies `value` in and sends it; how many subscribers got it.
-    Result<std::uint64_t> send_copy(const T& value) {
+    template <class U = T, class = std::enable_if_t<!Payload<U>::slice>>
+    Result<std::uint64_t> send_copy(const U& value) {
         auto l = loan();
         if (!l) return l.error();
         *l.value() = value;
         return std::move(l.value()).send();
     }
 
+    /// The publisher's view of the pool.
+    Result<IoxPoolInfo> pool_info() const {
+        IoxPoolInfo info{};
+        IoxStatus s = iox_publisher_pool_info(port_, &info);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return info;
+    }
+
 private:
     template <class>
     friend class PubSub;
     explicit Publisher(IoxPublisher* port) : port_(port) {}
+    Result<Loan<T>> loan_bytes(std::size_t bytes) {
+        IoxLoan l{};
+        IoxStatus s = iox_publisher_loan(port_, bytes, &l);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return Loan<T>(port_, l);
+    }
     IoxPublisher* port_;
 };
 
@@ -267,6 +334,14 @@ public:
         return std::optional<Sample<T>>(Sample<T>(port_, raw));
     }
 
+    /// The subscriber's view of the pool.
+    Result<IoxPoolInfo> pool_info() const {
+        IoxPoolInfo info{};
+        IoxStatus s = iox_subscriber_pool_info(port_, &info);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return info;
+    }
+
     /// The readiness descriptor (readable when a sample waits; owned by the subscriber),
     /// for `WaitSet::attach` or the program's own poll loop.
     Result<int> fd() const {
@@ -287,7 +362,8 @@ private:
 /// that name the same type.
 template <class T>
 class PubSub {
-    static_assert(std::is_trivially_copyable_v<T> && std::is_standard_layout_v<T>,
+    using Element = typename Payload<T>::Element;
+    static_assert(std::is_trivially_copyable_v<Element> && std::is_standard_layout_v<Element>,
                   "iox payloads are trivially copyable standard-layout types");
 
 public:
@@ -343,7 +419,9 @@ private:
         IoxPubSubOptions opts;
         iox_pubsub_options_init(&opts);
         opts.root = o.root;
-        opts.payload = type_of<T>();
+        opts.payload = type_of<Element>();
+        opts.payload.slice = Payload<T>::slice;
+        opts.payload.max_slice_len = o.max_slice_len;
         opts.max_publishers = o.max_publishers;
         opts.max_subscribers = o.max_subscribers;
         opts.subscriber_buffer = o.subscriber_buffer;

@@ -36,10 +36,13 @@ pub(crate) struct Marked<T> {
     pub(crate) inner: T,
 }
 
-/// An id of this thread, cheap to read (the address of a thread-local).
+/// An id of this thread: `pthread_self`, one load from the thread pointer (a Rust
+/// thread-local in a shared library costs a `__tls_get_addr` call per look). A thread
+/// that exited may pass its id to a new one, which the check then takes for the
+/// creator: the check catches a port shared between live threads, its purpose.
 fn this_thread() -> usize {
-    thread_local!(static ID: u8 = const { 0 });
-    ID.with(|id| id as *const u8 as usize)
+    // SAFETY: pthread_self has no preconditions and cannot fail.
+    unsafe { libc::pthread_self() as usize }
 }
 
 impl<T> Marked<T> {
@@ -126,6 +129,7 @@ impl<T> Slots<T> {
     }
 
     /// Keeps `item`; its id.
+    #[inline]
     pub(crate) fn insert(&mut self, item: T) -> u64 {
         let index = match self.free.pop() {
             Some(i) => i,
@@ -149,6 +153,7 @@ impl<T> Slots<T> {
     }
 
     /// Takes the item named `id` out, if it is live; its id is stale from then on.
+    #[inline]
     pub(crate) fn remove(&mut self, id: u64) -> Option<T> {
         let (index, generation) = ((id >> 32) as usize, id as u32);
         match self.slots.get_mut(index) {

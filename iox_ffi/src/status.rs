@@ -68,7 +68,9 @@ pub(crate) fn fail(status: IoxStatus, message: impl Display) -> IoxStatus {
     status
 }
 
-/// Runs `body`, turning a panic into [`IoxStatus::Panic`].
+/// Runs `body`, turning a panic into [`IoxStatus::Panic`]. Inlined into each exported
+/// function (one call less per call from C).
+#[inline(always)]
 pub(crate) fn guard(body: impl FnOnce() -> IoxStatus) -> IoxStatus {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(status) => status,

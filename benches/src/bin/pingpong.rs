@@ -20,6 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
+use iox_benches::cpp_transport;
 use iox_benches::endpoint::{self, Endpoint, STOP};
 use iox_benches::floor_transport::{self, FloorEndpoint};
 use iox_benches::iceoryx2_transport::Iceoryx2Endpoint;
@@ -35,6 +36,8 @@ enum Transport {
     Iceoryx2,
     Socket,
     Floor,
+    /// Both sides C++ programs (`cpp_transport`); run by the leader itself.
+    IoxCpp,
 }
 
 impl Transport {
@@ -45,6 +48,7 @@ impl Transport {
             Transport::Iceoryx2 => "iceoryx2",
             Transport::Socket => "unix-socket",
             Transport::Floor => floor_transport::NAME,
+            Transport::IoxCpp => cpp_transport::NAME,
         }
     }
 }
@@ -134,10 +138,16 @@ fn connect(t: Transport, id: &str, leader: bool, len: usize) -> Box<dyn Endpoint
         Transport::Iceoryx2 => Box::new(Iceoryx2Endpoint::connect(id, leader, len)),
         Transport::Socket => Box::new(SocketEndpoint::connect(&socket_path(id), len)),
         Transport::Floor => Box::new(FloorEndpoint::connect(id, leader)),
+        // `follower` refuses it and `latency` runs it through `cpp_transport`.
+        Transport::IoxCpp => unreachable!("the C++ ping-pong starts both of its sides itself"),
     }
 }
 
 fn follower(args: &Args, t: Transport) {
+    if t == Transport::IoxCpp {
+        eprintln!("iox-cpp has no Rust follower: its leader starts both C++ sides");
+        std::process::exit(2);
+    }
     let mut e = connect(t, &args.id, false, args.len);
     match args.mode {
         Mode::Echo => endpoint::follow(&mut e, args.len),
@@ -211,18 +221,33 @@ fn latency(args: &Args) -> Vec<Row> {
         (5, 1_000, 10_000, Duration::from_secs(1))
     };
     let rounds = args.rounds.unwrap_or(rounds);
+    let cpp = cpp_transport::build()
+        .inspect_err(|why| eprintln!("iox from C++ left out: {why}"))
+        .ok();
     let mut rows = Vec::new();
     for len in args.sizes() {
         let mut transports = vec![Transport::Iox, Transport::Iceoryx2, Transport::Socket];
+        if cpp.is_some() {
+            transports.push(Transport::IoxCpp);
+        }
         if len == FLOOR_LEN {
             transports.push(Transport::Floor);
         }
         let first_row = rows.len();
         for round in 0..rounds {
             for (i, &t) in transports.iter().enumerate() {
-                let (pp, _) = with_follower(t, Mode::Echo, len, |e| {
-                    endpoint::lead(e, len, warmup, iters, budget)
-                });
+                let pp = match (t, &cpp) {
+                    (Transport::IoxCpp, Some(exe)) => {
+                        let id = format!("{}-cpp-{len}-{round}", std::process::id());
+                        cpp_transport::round(exe, &id, len, warmup, iters, budget)
+                    }
+                    _ => {
+                        with_follower(t, Mode::Echo, len, |e| {
+                            endpoint::lead(e, len, warmup, iters, budget)
+                        })
+                        .0
+                    }
+                };
                 if round == 0 {
                     rows.push(Row {
                         transport: t.name(),
