@@ -1,4 +1,4 @@
-//! C and C++ programs (tests/programs, compiled here with the system's gcc and g++
+//! C and C++ programs (tests/programs and the examples, compiled here with the system's gcc and g++
 //! against this crate's `libiox_ffi.so`) and Rust in separate processes, on one
 //! service: C++ publisher -> Rust subscriber, Rust publisher -> C subscriber, the C
 //! API's answers to a caller's mistakes (also under AddressSanitizer and
@@ -36,8 +36,8 @@ fn library_dir() -> PathBuf {
     dir
 }
 
-/// Compiles `tests/programs/<source>` into a program named `name` (C for `.c`, C++17
-/// for `.cpp`), with `extra` flags.
+/// Compiles `<source>` (a path in this crate: `tests/programs/...` or `examples/...`)
+/// into a program named `name` (C for `.c`, C++17 for `.cpp`), with `extra` flags.
 fn build(source: &str, name: &str, extra: &[&str]) -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("iox_ffi_programs");
@@ -55,7 +55,7 @@ fn build(source: &str, name: &str, extra: &[&str]) -> PathBuf {
         .args(extra)
         .arg("-I")
         .arg(here.join("include"))
-        .arg(here.join("tests/programs").join(source))
+        .arg(here.join(source))
         .arg("-o")
         .arg(&exe)
         .arg(format!("-L{}", lib.display()))
@@ -99,7 +99,7 @@ fn next_line(lines: &mut Lines<BufReader<ChildStdout>>) -> String {
 
 #[test]
 fn a_cpp_publisher_reaches_a_rust_subscriber() {
-    let exe = build("cpp_publisher.cpp", "cpp_publisher", &[]);
+    let exe = build("tests/programs/cpp_publisher.cpp", "cpp_publisher", &[]);
     let root = tempfile::tempdir().unwrap();
     let svc = service(root.path(), "ffi/cpp-to-rust");
     let sub = svc.subscriber_builder().create().unwrap();
@@ -121,7 +121,7 @@ fn a_cpp_publisher_reaches_a_rust_subscriber() {
 
 #[test]
 fn a_rust_publisher_reaches_a_c_subscriber() {
-    let exe = build("c_subscriber.c", "c_subscriber", &[]);
+    let exe = build("tests/programs/c_subscriber.c", "c_subscriber", &[]);
     let root = tempfile::tempdir().unwrap();
     let (child, mut lines) =
         spawn_piped(Command::new(&exe).args([root.path().to_str().unwrap(), "ffi/rust-to-c", "50"]));
@@ -166,7 +166,7 @@ fn run_misuse(exe: &Path) {
 
 #[test]
 fn c_mistakes_get_a_status_and_a_message() {
-    run_misuse(&build("c_misuse.c", "c_misuse", &[]));
+    run_misuse(&build("tests/programs/c_misuse.c", "c_misuse", &[]));
 }
 
 #[test]
@@ -176,8 +176,12 @@ fn c_and_cpp_programs_are_clean_under_sanitizers() {
         "-fno-omit-frame-pointer",
         "-fno-sanitize-recover=all",
     ];
-    run_misuse(&build("c_misuse.c", "c_misuse_asan", &sanitize));
-    let exe = build("cpp_publisher.cpp", "cpp_publisher_asan", &sanitize);
+    run_misuse(&build("tests/programs/c_misuse.c", "c_misuse_asan", &sanitize));
+    let exe = build(
+        "tests/programs/cpp_publisher.cpp",
+        "cpp_publisher_asan",
+        &sanitize,
+    );
     let root = tempfile::tempdir().unwrap();
     let svc = service(root.path(), "ffi/asan");
     let sub = svc.subscriber_builder().create().unwrap();
@@ -192,11 +196,75 @@ fn c_and_cpp_programs_are_clean_under_sanitizers() {
         got += 1;
     }
     assert_eq!(got, 20);
+
+    // The C++ examples: the subscriber fed by a Rust publisher, and request-response
+    // between the example's own server and client processes.
+    let sub_exe = build(
+        "examples/subscriber.cpp",
+        "cpp_subscriber_example_asan",
+        &sanitize,
+    );
+    let rr_exe = build(
+        "examples/request_response.cpp",
+        "cpp_request_response_asan",
+        &sanitize,
+    );
+    let readings = Service::named(iox_examples::SERVICE)
+        .unwrap()
+        .root(root.path())
+        .publish_subscribe::<iox_examples::Reading>()
+        .subscriber_buffer(16)
+        .open_or_create()
+        .unwrap();
+    let publisher = readings.publisher_builder().create().unwrap();
+    let child = Reaped::new(
+        Command::new(&sub_exe)
+            .args(["--count", "2"])
+            .env("IOX_ROOT", root.path())
+            .env("ASAN_OPTIONS", "detect_leaks=0")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    assert!(iox_testkit::wait_until(Duration::from_secs(30), || readings
+        .port_counts()
+        .1
+        == 1));
+    for seq in 0..2 {
+        let r = iox_examples::Reading { seq, value: 1.5 };
+        assert_eq!(
+            publisher.loan_uninit().unwrap().write_payload(r).send().unwrap(),
+            1
+        );
+    }
+    let out = child.into_inner().wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let server = Reaped::new(
+        Command::new(&rr_exe)
+            .args(["server", "--count", "2"])
+            .env("IOX_ROOT", root.path())
+            .env("ASAN_OPTIONS", "detect_leaks=0")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let out = Command::new(&rr_exe)
+        .args(["client", "--count", "2"])
+        .env("IOX_ROOT", root.path())
+        .env("ASAN_OPTIONS", "detect_leaks=0")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "client: 1 squared is 1\nclient: 2 squared is 4\n"
+    );
+    wait_ok(server.into_inner(), Duration::from_secs(30));
 }
 
 #[test]
 fn a_killed_cpp_subscriber_holding_samples_loses_nothing() {
-    let exe = build("cpp_holder.cpp", "cpp_holder", &[]);
+    let exe = build("tests/programs/cpp_holder.cpp", "cpp_holder", &[]);
     let root = tempfile::tempdir().unwrap();
     let name = "ffi/holder";
     let svc = service(root.path(), name);
@@ -227,7 +295,7 @@ fn a_killed_cpp_subscriber_holding_samples_loses_nothing() {
 
 #[test]
 fn a_c_waitset_wakes_for_samples_events_deadlines_and_intervals() {
-    let exe = build("c_waitset.c", "c_waitset", &[]);
+    let exe = build("tests/programs/c_waitset.c", "c_waitset", &[]);
     let root = tempfile::tempdir().unwrap();
     let (child, mut lines) = spawn_piped(Command::new(&exe).arg(root.path()));
     // It says ready once its subscriber's 20 ms deadline passed and its interval ticked.
@@ -270,7 +338,7 @@ fn a_c_waitset_wakes_for_samples_events_deadlines_and_intervals() {
 
 #[test]
 fn a_cpp_notifier_reaches_a_rust_listener() {
-    let exe = build("cpp_notifier.cpp", "cpp_notifier", &[]);
+    let exe = build("tests/programs/cpp_notifier.cpp", "cpp_notifier", &[]);
     let root = tempfile::tempdir().unwrap();
     let events = Service::named("ffi/events")
         .unwrap()
@@ -310,7 +378,7 @@ fn request_response(root: &Path, name: &str) -> iox_service::RequestResponseServ
 
 #[test]
 fn a_cpp_client_is_answered_by_a_rust_server() {
-    let exe = build("cpp_client.cpp", "cpp_client", &[]);
+    let exe = build("tests/programs/cpp_client.cpp", "cpp_client", &[]);
     let root = tempfile::tempdir().unwrap();
     let svc = request_response(root.path(), "ffi/rr-cpp");
     let server = svc.server_builder().create().unwrap();
@@ -347,7 +415,7 @@ fn a_cpp_client_is_answered_by_a_rust_server() {
 
 #[test]
 fn a_rust_client_is_answered_by_a_c_server() {
-    let exe = build("c_server.c", "c_server", &[]);
+    let exe = build("tests/programs/c_server.c", "c_server", &[]);
     let root = tempfile::tempdir().unwrap();
     let (child, mut lines) =
         spawn_piped(Command::new(&exe).args([root.path().to_str().unwrap(), "ffi/rr-c", "3"]));
@@ -374,7 +442,7 @@ fn a_rust_client_is_answered_by_a_c_server() {
 
 #[test]
 fn c_slices_reach_a_rust_slice_subscriber() {
-    let exe = build("c_slices.c", "c_slices", &[]);
+    let exe = build("tests/programs/c_slices.c", "c_slices", &[]);
     let root = tempfile::tempdir().unwrap();
     let svc = Service::named("ffi/slices")
         .unwrap()
