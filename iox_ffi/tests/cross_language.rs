@@ -38,13 +38,14 @@ fn library_dir() -> PathBuf {
 
 /// Compiles `<source>` (a path in this crate: `tests/programs/...` or `examples/...`)
 /// into a program named `name` (C for `.c`, C++17 for `.cpp`), with `extra` flags.
-fn build(source: &str, name: &str, extra: &[&str]) -> PathBuf {
+fn build(source: impl AsRef<Path>, name: &str, extra: &[&str]) -> PathBuf {
+    let source = source.as_ref();
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("iox_ffi_programs");
     std::fs::create_dir_all(&out).expect("a directory for the programs");
     let exe = out.join(name);
     let lib = library_dir();
-    let (compiler, std) = if source.ends_with(".cpp") {
+    let (compiler, std) = if source.extension().is_some_and(|e| e == "cpp") {
         ("g++", "-std=c++17")
     } else {
         ("gcc", "-std=c11")
@@ -65,7 +66,8 @@ fn build(source: &str, name: &str, extra: &[&str]) -> PathBuf {
         .unwrap_or_else(|e| panic!("run {compiler} (the C and C++ tests need gcc and g++): {e}"));
     assert!(
         output.status.success(),
-        "{compiler} {source} failed:\n{}",
+        "{compiler} {} failed:\n{}",
+        source.display(),
         String::from_utf8_lossy(&output.stderr)
     );
     exe
@@ -466,4 +468,59 @@ fn c_slices_reach_a_rust_slice_subscriber() {
         let want: Vec<u32> = (0..len).map(|i| k as u32 * 10000 + i).collect();
         assert_eq!(&*s, &want[..]);
     }
+}
+
+/// The C++ block of the README's "From C and C++", as written.
+fn readme_cpp_block() -> String {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let section = &readme[readme
+        .find("## From C and C++")
+        .expect("the README's C and C++ section")..];
+    let start = section.find("```cpp\n").expect("a cpp block") + "```cpp\n".len();
+    let end = start + section[start..].find("```").expect("the block's end");
+    section[start..end].to_string()
+}
+
+#[test]
+fn the_readme_cpp_example_receives_from_a_rust_publisher() {
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("readme.cpp");
+    std::fs::write(&source, readme_cpp_block()).unwrap();
+    let exe = build(&source, "readme_cpp", &[]);
+    let root = tempfile::tempdir().unwrap();
+    let readings = Service::named(iox_examples::SERVICE)
+        .unwrap()
+        .root(root.path())
+        .publish_subscribe::<iox_examples::Reading>()
+        .subscriber_buffer(16)
+        .open_or_create()
+        .unwrap();
+    let publisher = readings.publisher_builder().create().unwrap();
+    let child = Reaped::new(
+        Command::new(&exe)
+            .env("IOX_ROOT", root.path())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    assert!(iox_testkit::wait_until(Duration::from_secs(30), || readings
+        .port_counts()
+        .1
+        == 1));
+    for seq in 0..3 {
+        let r = iox_examples::Reading {
+            seq,
+            value: seq as f64,
+        };
+        assert_eq!(
+            publisher.loan_uninit().unwrap().write_payload(r).send().unwrap(),
+            1
+        );
+    }
+    let out = child.into_inner().wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "got seq 0 value 0.0\ngot seq 1 value 1.0\ngot seq 2 value 2.0\n"
+    );
 }
