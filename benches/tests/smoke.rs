@@ -63,13 +63,23 @@ fn pingpong_quick_latency_covers_the_floor() {
     let csv = std::fs::read_to_string(&csv).unwrap();
     assert!(csv.contains("\nfloor (shared word),8,"), "no floor row in\n{csv}");
     // iox from C++ runs wherever g++ builds its ping-pong (CI has it).
-    let cpp = Command::new("g++").arg("--version").output().is_ok_and(|o| o.status.success());
+    let cpp = Command::new("g++")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if cpp {
-        assert!(stdout.contains("iox from C++ / floor = "), "no C++ ratio in\n{stdout}");
+        assert!(
+            stdout.contains("iox from C++ / floor = "),
+            "no C++ ratio in\n{stdout}"
+        );
         assert!(csv.contains("\niox from C++,64,"), "no C++ row in\n{csv}");
     }
     let per_size = 3 + usize::from(cpp);
-    assert_eq!(csv.lines().count(), 1 + (per_size + 1) + per_size, "unexpected rows in\n{csv}");
+    assert_eq!(
+        csv.lines().count(),
+        1 + (per_size + 1) + per_size,
+        "unexpected rows in\n{csv}"
+    );
 }
 
 /// The blocking wake-up benchmark runs end to end in quick mode: every case (iox,

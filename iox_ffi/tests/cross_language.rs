@@ -146,6 +146,7 @@ fn a_rust_publisher_reaches_a_c_subscriber() {
     wait_ok(child.into_inner(), Duration::from_secs(30));
 }
 
+/// Runs a program of checks (`PROGRAM ROOT`, closing with "N passed, 0 failed").
 fn run_misuse(exe: &Path) {
     let root = tempfile::tempdir().unwrap();
     let out = Command::new(exe)
@@ -172,6 +173,11 @@ fn c_mistakes_get_a_status_and_a_message() {
 }
 
 #[test]
+fn every_part_of_the_cpp_layer_works() {
+    run_misuse(&build("tests/programs/cpp_api.cpp", "cpp_api", &[]));
+}
+
+#[test]
 fn c_and_cpp_programs_are_clean_under_sanitizers() {
     let sanitize = [
         "-fsanitize=address,undefined",
@@ -179,6 +185,7 @@ fn c_and_cpp_programs_are_clean_under_sanitizers() {
         "-fno-sanitize-recover=all",
     ];
     run_misuse(&build("tests/programs/c_misuse.c", "c_misuse_asan", &sanitize));
+    run_misuse(&build("tests/programs/cpp_api.cpp", "cpp_api_asan", &sanitize));
     let exe = build(
         "tests/programs/cpp_publisher.cpp",
         "cpp_publisher_asan",

@@ -1,0 +1,160 @@
+// Every part of the C++ layer in one process: `cpp_api ROOT` runs each check and prints
+// one line per check, then "N passed, M failed"; exit 0 only if none failed. (Across
+// processes, the other programs and the examples cover the same types.)
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "iox.hpp"
+#include "reading.h"
+
+template <>
+struct iox::TypeName<Reading> {
+    static constexpr const char* value = READING_NAME;
+};
+template <>
+struct iox::AnyBitPattern<Reading> : std::true_type {};
+
+static int passed = 0, failed = 0;
+
+static void check(const char* what, bool ok, const std::string& detail = "") {
+    std::printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", what, detail.empty() ? "" : ": ", detail.c_str());
+    ok ? passed++ : failed++;
+}
+
+template <class R>
+static bool ok(const char* what, R& r) {
+    if (!r) check(what, false, r.error().message);
+    return static_cast<bool>(r);
+}
+
+using namespace std::chrono_literals;
+
+static void values(const char* root) {
+    iox::Options o;
+    o.root = root;
+    auto svc = iox::PubSub<Reading>::open_or_create("api/values", o);
+    if (!ok("open values", svc)) return;
+    auto pub = svc->publisher();
+    auto sub = svc->subscriber();
+    if (!ok("publisher", pub) || !ok("subscriber", sub)) return;
+    auto counts = svc->port_counts();
+    check("port counts", counts && counts->first == 1 && counts->second == 1);
+    auto info = pub->pool_info();
+    check("pool info", info && info->total_chunks > 0 && info->len > 0);
+    auto sent = pub->send_copy(Reading{3, 1.5});
+    check("send_copy reaches one subscriber", sent && sent.value() == 1);
+    {
+        auto loan = pub->loan();
+        if (ok("loan", loan)) {
+            loan->operator*() = Reading{4, 2.0};
+            check("loan's size is one value", loan->size() == 1);
+        }
+        // Dropped unsent: given back.
+    }
+    auto a = sub->receive_for(1s);
+    check("receive the copy", a && a.value() && (**a.value()).seq == 3);
+    auto b = sub->receive();
+    check("the discarded loan never arrives", b && !b.value());
+    auto wrong = iox::PubSub<std::uint64_t>::open_existing("api/values", o);
+    check("another type is refused", !wrong && wrong.error().status == IOX_STATUS_OPEN_FAILED,
+          wrong ? "" : wrong.error().message);
+}
+
+static void slices(const char* root) {
+    iox::Options o;
+    o.root = root;
+    o.max_slice_len = 64;
+    auto svc = iox::PubSub<std::uint32_t[]>::open_or_create("api/slices", o);
+    if (!ok("open slices", svc)) return;
+    auto pub = svc->publisher();
+    auto sub = svc->subscriber();
+    if (!ok("slice publisher", pub) || !ok("slice subscriber", sub)) return;
+    auto loan = pub->loan(10);
+    if (!ok("slice loan", loan)) return;
+    for (std::size_t i = 0; i < loan->size(); i++) (*loan)[i] = static_cast<std::uint32_t>(i * i);
+    check("slice loan holds 10", loan->size() == 10);
+    auto sent = std::move(loan.value()).send();
+    check("slice sent", sent && sent.value() == 1);
+    auto got = sub->receive_for(1s);
+    check("slice received", got && got.value() && got.value()->size() == 10 && (*got.value())[9] == 81);
+    auto big = pub->loan(65);
+    check("a slice over the largest chunk is refused", !big && big.error().status == IOX_STATUS_LOAN_FAILED);
+}
+
+static void events(const char* root) {
+    iox::EventOptions o;
+    o.root = root;
+    auto svc = iox::Event::open_or_create("api/events", o);
+    if (!ok("open events", svc)) return;
+    auto notifier = svc->notifier();
+    auto listener = svc->listener();
+    if (!ok("notifier", notifier) || !ok("listener", listener)) return;
+    auto ws = iox::WaitSet::create(false);
+    if (!ok("waitset", ws)) return;
+    auto fd = listener->fd();
+    if (!ok("listener fd", fd)) return;
+    auto att = ws->attach(fd.value());
+    auto tick = ws->attach_interval(1ms);
+    if (!ok("attach", att) || !ok("attach interval", tick)) return;
+    auto none = ws->wait_for(0ns);
+    check("nothing yet", none && !none->fired(att.value()));
+    auto reached = notifier->notify(5);
+    check("notify reaches one listener", reached && reached.value() == 1);
+    auto round = ws->wait_for(1s);
+    check("the WaitSet wakes for the event", round && round->kind == IOX_WAIT_EVENTS && round->fired(att.value()));
+    auto id = listener->wait_for();
+    check("the listener takes id 5", id && id.value() && *id.value() == 5);
+    auto again = listener->wait_for(1ms);
+    check("nothing else pending", again && !again.value());
+    auto d = ws->detach(tick.value());
+    auto d2 = ws->detach(tick.value());
+    check("detach once", d && !d2 && d2.error().status == IOX_STATUS_STALE_HANDLE);
+    auto too_big = notifier->notify(100000);
+    check("an id above the maximum is refused", !too_big && too_big.error().status == IOX_STATUS_NOTIFY_FAILED);
+}
+
+static void request_response(const char* root) {
+    iox::RequestResponseOptions o;
+    o.root = root;
+    auto svc = iox::RequestResponse<Reading, std::uint64_t>::open_or_create("api/rr", o);
+    if (!ok("open request-response", svc)) return;
+    auto server = svc->server();
+    auto client = svc->client();
+    if (!ok("server", server) || !ok("client", client)) return;
+    auto pending = client->send_copy(Reading{7, 0.0});
+    if (!ok("send a request", pending)) return;
+    auto request = server->receive_for(1s);
+    if (!ok("receive the request", request)) return;
+    check("the request arrived", request.value().has_value() && (**request.value()).seq == 7);
+    if (!request.value()) return;
+    auto r1 = request.value()->respond(70);
+    auto loan = request.value()->loan();
+    if (ok("response loan", loan)) {
+        *loan.value() = 71;
+        auto r2 = std::move(loan.value()).send();
+        check("two responses sent", r1 && r2);
+    }
+    request.value().reset();  // ends the stream
+    std::string got;
+    while (!pending->finished()) {
+        auto r = pending->receive_for(1s);
+        if (!ok("receive a response", r)) return;
+        if (r.value()) got += std::to_string(**r.value()) + " ";
+    }
+    check("the stream is 70 71 and ends", got == "70 71 ", got);
+    auto cfd = client->fd();
+    auto sfd = server->fd();
+    check("client and server descriptors", cfd && sfd && cfd.value() >= 0 && sfd.value() >= 0);
+}
+
+int main(int argc, char** argv) {
+    if (argc != 2) return std::fprintf(stderr, "usage: cpp_api ROOT\n"), 2;
+    values(argv[1]);
+    slices(argv[1]);
+    events(argv[1]);
+    request_response(argv[1]);
+    std::printf("%d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}
