@@ -38,7 +38,9 @@ pub fn build() -> Result<PathBuf, String> {
         .arg("-o")
         .arg(&out)
         .arg(format!("-L{}", lib.display()))
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        // DT_RPATH: before the LD_LIBRARY_PATH `cargo run` sets, which may name another
+        // build's libiox_ffi.so.
+        .arg(format!("-Wl,--disable-new-dtags,-rpath,{}", lib.display()))
         .arg("-liox_ffi")
         .status()
         .map_err(|e| format!("g++ not found ({e}): install g++ to measure iox from C++"))?;

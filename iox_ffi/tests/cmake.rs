@@ -3,6 +3,8 @@
 //! `find_package(iox)`, a program built with `pkg-config --cflags --libs iox`, and the
 //! built examples talking to Rust over the examples' service, each side its own process.
 //! Needs cmake and pkg-config (CI installs cmake); without them it says so and passes.
+//! The programs run without the `LD_LIBRARY_PATH` that `cargo test` sets, so they load
+//! the installed library, as a user's would.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -85,7 +87,11 @@ fn cmake_and_pkg_config_build_examples_that_talk_to_rust() {
         .arg("-o")
         .arg(&by_hand)
         .args(flags.split_whitespace()));
-    let usage = Command::new(&by_hand).arg("--bad").output().unwrap();
+    let usage = Command::new(&by_hand)
+        .arg("--bad")
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
     assert_eq!(
         usage.status.code(),
         Some(2),
@@ -101,6 +107,7 @@ fn cmake_and_pkg_config_build_examples_that_talk_to_rust() {
     let child = Command::new(build.join("c_publisher"))
         .args(["--count", "3"])
         .env(root_env.0, root_env.1)
+        .env_remove("LD_LIBRARY_PATH")
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -119,6 +126,7 @@ fn cmake_and_pkg_config_build_examples_that_talk_to_rust() {
     let child = Command::new(build.join("cpp_subscriber"))
         .args(["--count", "3"])
         .env(root_env.0, root_env.1)
+        .env_remove("LD_LIBRARY_PATH")
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -146,6 +154,7 @@ fn cmake_and_pkg_config_build_examples_that_talk_to_rust() {
     let child = Command::new(build.join("cpp_waitset"))
         .args(["--count", "3"])
         .env(root_env.0, root_env.1)
+        .env_remove("LD_LIBRARY_PATH")
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -183,6 +192,7 @@ fn cmake_and_pkg_config_build_examples_that_talk_to_rust() {
     let server = Command::new(&example)
         .args(["server", "--count", "2"])
         .env(root_env.0, root_env.1)
+        .env_remove("LD_LIBRARY_PATH")
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -190,6 +200,7 @@ fn cmake_and_pkg_config_build_examples_that_talk_to_rust() {
     let out = Command::new(&example)
         .args(["client", "--count", "2"])
         .env(root_env.0, root_env.1)
+        .env_remove("LD_LIBRARY_PATH")
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

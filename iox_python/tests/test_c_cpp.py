@@ -29,7 +29,7 @@ def c_examples(tmp_path_factory):
         libdir = os.path.join(target, "debug")
     out = tmp_path_factory.mktemp("c_examples")
     ffi = os.path.join(REPO, "iox_ffi")
-    common = ["-I", os.path.join(ffi, "include"), f"-L{libdir}", f"-Wl,-rpath,{libdir}"]
+    common = ["-I", os.path.join(ffi, "include"), f"-L{libdir}", f"-Wl,--disable-new-dtags,-rpath,{libdir}"]
     builds = {
         "c_publisher": ["gcc", "-std=c11", os.path.join(ffi, "examples", "publisher.c")],
         "cpp_subscriber": ["g++", "-std=c++17", os.path.join(ffi, "examples", "subscriber.cpp")],
