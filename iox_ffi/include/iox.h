@@ -27,7 +27,7 @@
 // SIGINT or SIGTERM arrived (a WaitSet created with `termination_signals`).
 #define IOX_WAIT_TERMINATION 2
 
-// Another thread interrupted the wait.
+// Another thread woke the WaitSet through its `IoxWaker`.
 #define IOX_WAIT_INTERRUPT 3
 
 // The outcome of a call. Values are stable: new ones are only ever appended.
@@ -101,6 +101,9 @@ typedef struct IoxSubscriber IoxSubscriber;
 // A WaitSet (opaque): used from the thread that created it.
 typedef struct IoxWaitSet IoxWaitSet;
 
+// Wakes a WaitSet from any thread (opaque): its wait returns `IOX_WAIT_INTERRUPT`.
+typedef struct IoxWaker IoxWaker;
+
 // The settings of an event service. Fill it with [`iox_event_options_init`], then set
 // what differs; zero means the default (on open: whatever the service has).
 typedef struct IoxEventOptions {
@@ -123,7 +126,7 @@ typedef struct IoxLoan {
   void *data;
   // The payload's length in bytes.
   uint64_t len_bytes;
-  // What the publisher knows this loan by.
+  // What the port knows this loan by.
   uint64_t id;
 } IoxLoan;
 
@@ -187,7 +190,8 @@ typedef struct IoxRequestResponseOptions {
   uint64_t timeout_ms;
 } IoxRequestResponseOptions;
 
-// A received sample: read `len_bytes` bytes at `data`, then release it by `id`.
+// A received sample (or request, or response): read `len_bytes` bytes at `data`, then
+// release it by `id`.
 typedef struct IoxSample {
   // The payload's first byte (read-only).
   const void *data;
@@ -195,7 +199,7 @@ typedef struct IoxSample {
   uint64_t len_bytes;
   // Its length in elements of the service's type (1 for a value).
   uint64_t len;
-  // What the subscriber knows this sample by.
+  // What the port knows this sample by.
   uint64_t id;
 } IoxSample;
 
@@ -412,8 +416,10 @@ enum IoxStatus iox_client_create(struct IoxRequestResponseService *service,
 enum IoxStatus iox_client_loan(struct IoxClient *client, uint64_t len_bytes, struct IoxLoan *loan);
 
 // Sends the request loan `id` to one server; `*pending` names its stream of
-// responses (receive them with [`iox_client_receive`]; drop it with
-// [`iox_client_drop_pending`]). The loan id is stale afterwards.
+// responses: receive them with [`iox_client_receive`], and drop it with
+// [`iox_client_drop_pending`] once done (its request slot stays taken until then; a
+// client has `max_active_requests_per_client` of them). The loan id is stale
+// afterwards, whether the send succeeded or not.
 //
 // # Safety
 // `client` is a pointer from [`iox_client_create`]; the loan's bytes were all written
@@ -430,8 +436,8 @@ enum IoxStatus iox_client_discard(struct IoxClient *client, uint64_t id);
 // Receives the next response of the request `pending`, waiting up to `timeout_ns`
 // (0: do not wait) without spinning. `*got` says whether `*response` was filled
 // (release it with [`iox_client_release`]); `*finished` (if not NULL) whether the
-// stream has ended (the server finished the request, or is gone): then no response
-// will come any more.
+// stream has ended (the server finished the request, or is gone; written also when
+// the call fails because the server is gone): then no response will come any more.
 //
 // # Safety
 // `client` is a pointer from [`iox_client_create`]; `response` and `got` point to
@@ -450,8 +456,9 @@ enum IoxStatus iox_client_receive(struct IoxClient *client,
 // `client` is a pointer from [`iox_client_create`].
 enum IoxStatus iox_client_release(struct IoxClient *client, uint64_t id);
 
-// Drops the pending response `pending`: its request is abandoned (responses still
-// coming are released) and its request slot freed for another request.
+// Drops the pending response `pending`: its request is abandoned if its stream has
+// not ended (responses still coming are released), and its request slot is free for
+// another request.
 //
 // # Safety
 // `client` is a pointer from [`iox_client_create`].
@@ -504,8 +511,11 @@ enum IoxStatus iox_server_loan(struct IoxServer *server,
                                uint64_t len_bytes,
                                struct IoxLoan *loan);
 
-// Sends the response loan `id` to the client of its request. The loan id is stale
-// afterwards.
+// Sends the response loan `id` to the client of its request. While the client's
+// response buffer (`max_response_buffer`) is full, this waits for the client to take
+// responses (sleeping in steps, watching that the client lives): a program that is
+// its own client must receive before it sends more than that. The loan id is stale
+// afterwards, whether the send succeeded or not.
 //
 // # Safety
 // `server` is a pointer from [`iox_server_create`]; the loan's bytes were all written
@@ -699,6 +709,26 @@ enum IoxStatus iox_waitset_wait(struct IoxWaitSet *ws,
                                 size_t capacity,
                                 size_t *count,
                                 uint32_t *result);
+
+// A waker of `ws`, for other threads: [`iox_waker_wake`] ends its current or next
+// wait with `IOX_WAIT_INTERRUPT`. It may outlive the WaitSet (waking nothing then).
+//
+// # Safety
+// `ws` is a pointer from [`iox_waitset_create`]; `out` points to writable memory for a
+// pointer.
+enum IoxStatus iox_waitset_waker(struct IoxWaitSet *ws, struct IoxWaker **out);
+
+// Wakes the waker's WaitSet. Any thread.
+//
+// # Safety
+// `waker` is a pointer from [`iox_waitset_waker`].
+enum IoxStatus iox_waker_wake(struct IoxWaker *waker);
+
+// Drops the waker. Any thread.
+//
+// # Safety
+// `waker` is NULL or a pointer from [`iox_waitset_waker`].
+enum IoxStatus iox_waker_drop(struct IoxWaker *waker);
 
 // Drops the WaitSet and its attachments (from its own thread).
 //

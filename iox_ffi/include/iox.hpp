@@ -100,7 +100,10 @@ struct Error {
     static Error last(IoxStatus status) { return Error{status, iox_last_error()}; }
 };
 
-/// A value or an error (std::expected's shape, for C++17).
+/// A value or an error (std::expected's shape, for C++17). Test it before taking the
+/// value: `value()` on an error (or `error()` on a value) throws
+/// `std::bad_variant_access` (terminates when built without exceptions); iox itself
+/// throws nothing.
 template <class T>
 class Result {
 public:
@@ -109,9 +112,12 @@ public:
     explicit operator bool() const { return inner_.index() == 0; }
     bool has_value() const { return inner_.index() == 0; }
     T& value() & { return std::get<0>(inner_); }
+    const T& value() const& { return std::get<0>(inner_); }
     T&& value() && { return std::get<0>(std::move(inner_)); }
     T* operator->() { return &std::get<0>(inner_); }
+    const T* operator->() const { return &std::get<0>(inner_); }
     T& operator*() & { return std::get<0>(inner_); }
+    const T& operator*() const& { return std::get<0>(inner_); }
     const Error& error() const { return std::get<1>(inner_); }
 
 private:
@@ -142,12 +148,12 @@ class Subscriber;
 template <class T>
 class Loan {
 public:
-    Loan(Loan&& o) noexcept : port_(std::exchange(o.port_, nullptr)), loan_(o.loan_) {}
+    Loan(Loan&& o) noexcept : port_(std::exchange(o.port_, nullptr)), loan_(std::exchange(o.loan_, {})) {}
     Loan& operator=(Loan&& o) noexcept {
         if (this != &o) {
             discard();
             port_ = std::exchange(o.port_, nullptr);
-            loan_ = o.loan_;
+            loan_ = std::exchange(o.loan_, {});
         }
         return *this;
     }
@@ -179,7 +185,7 @@ public:
     /// many got it.
     Result<std::uint64_t> send() && {
         std::uint64_t delivered = 0;
-        IoxStatus s = iox_publisher_send(std::exchange(port_, nullptr), loan_.id, &delivered);
+        IoxStatus s = iox_publisher_send(std::exchange(port_, nullptr), std::exchange(loan_, {}).id, &delivered);
         if (s != IOX_STATUS_OK) return Error::last(s);
         return delivered;
     }
@@ -188,7 +194,7 @@ private:
     friend class Publisher<T>;
     Loan(IoxPublisher* port, IoxLoan loan) : port_(port), loan_(loan) {}
     void discard() {
-        if (port_ != nullptr) iox_publisher_discard(std::exchange(port_, nullptr), loan_.id);
+        if (port_ != nullptr) iox_publisher_discard(std::exchange(port_, nullptr), std::exchange(loan_, {}).id);
     }
     IoxPublisher* port_;
     IoxLoan loan_;
@@ -198,12 +204,12 @@ private:
 template <class T>
 class Sample {
 public:
-    Sample(Sample&& o) noexcept : port_(std::exchange(o.port_, nullptr)), sample_(o.sample_) {}
+    Sample(Sample&& o) noexcept : port_(std::exchange(o.port_, nullptr)), sample_(std::exchange(o.sample_, {})) {}
     Sample& operator=(Sample&& o) noexcept {
         if (this != &o) {
             release();
             port_ = std::exchange(o.port_, nullptr);
-            sample_ = o.sample_;
+            sample_ = std::exchange(o.sample_, {});
         }
         return *this;
     }
@@ -235,7 +241,7 @@ private:
     friend class Subscriber<T>;
     Sample(IoxSubscriber* port, IoxSample sample) : port_(port), sample_(sample) {}
     void release() {
-        if (port_ != nullptr) iox_subscriber_release(std::exchange(port_, nullptr), sample_.id);
+        if (port_ != nullptr) iox_subscriber_release(std::exchange(port_, nullptr), std::exchange(sample_, {}).id);
     }
     IoxSubscriber* port_;
     IoxSample sample_;
@@ -595,8 +601,38 @@ struct WaitResult {
     }
 };
 
+/// Wakes a WaitSet from another thread (its wait returns IOX_WAIT_INTERRUPT).
+class Waker {
+public:
+    Waker(Waker&& o) noexcept : waker_(std::exchange(o.waker_, nullptr)) {}
+    Waker& operator=(Waker&& o) noexcept {
+        if (this != &o) {
+            if (waker_ != nullptr) iox_waker_drop(waker_);
+            waker_ = std::exchange(o.waker_, nullptr);
+        }
+        return *this;
+    }
+    Waker(const Waker&) = delete;
+    Waker& operator=(const Waker&) = delete;
+    ~Waker() {
+        if (waker_ != nullptr) iox_waker_drop(waker_);
+    }
+
+    /// Wakes the WaitSet (any thread).
+    Result<bool> wake() const {
+        IoxStatus s = iox_waker_wake(waker_);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return true;
+    }
+
+private:
+    friend class WaitSet;
+    explicit Waker(IoxWaker* w) : waker_(w) {}
+    IoxWaker* waker_;
+};
+
 /// Sleeps until an attached descriptor is readable, a deadline passes or an interval
-/// ticks (use it from its thread).
+/// ticks (use it from its thread). Detach a port's descriptor before dropping the port.
 class WaitSet {
 public:
     static Result<WaitSet> create(bool termination_signals = true) {
@@ -654,6 +690,14 @@ public:
     /// Waits without limit.
     Result<WaitResult> wait() { return wait(UINT64_MAX); }
 
+    /// A waker for other threads.
+    Result<Waker> waker() {
+        IoxWaker* w = nullptr;
+        IoxStatus s = iox_waitset_waker(ws_, &w);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return Waker(w);
+    }
+
 private:
     explicit WaitSet(IoxWaitSet* ws) : ws_(ws), attached_(0) {}
     Result<WaitResult> wait(std::uint64_t timeout_ns) {
@@ -688,12 +732,12 @@ class Pending;
 template <class Resp>
 class Response {
 public:
-    Response(Response&& o) noexcept : port_(std::exchange(o.port_, nullptr)), raw_(o.raw_) {}
+    Response(Response&& o) noexcept : port_(std::exchange(o.port_, nullptr)), raw_(std::exchange(o.raw_, {})) {}
     Response& operator=(Response&& o) noexcept {
         if (this != &o) {
             release();
             port_ = std::exchange(o.port_, nullptr);
-            raw_ = o.raw_;
+            raw_ = std::exchange(o.raw_, {});
         }
         return *this;
     }
@@ -710,7 +754,7 @@ private:
     friend class Pending;
     Response(IoxClient* port, IoxSample raw) : port_(port), raw_(raw) {}
     void release() {
-        if (port_ != nullptr) iox_client_release(std::exchange(port_, nullptr), raw_.id);
+        if (port_ != nullptr) iox_client_release(std::exchange(port_, nullptr), std::exchange(raw_, {}).id);
     }
     IoxClient* port_;
     IoxSample raw_;
@@ -767,12 +811,12 @@ private:
 template <class Req, class Resp>
 class RequestLoan {
 public:
-    RequestLoan(RequestLoan&& o) noexcept : port_(std::exchange(o.port_, nullptr)), loan_(o.loan_) {}
+    RequestLoan(RequestLoan&& o) noexcept : port_(std::exchange(o.port_, nullptr)), loan_(std::exchange(o.loan_, {})) {}
     RequestLoan& operator=(RequestLoan&& o) noexcept {
         if (this != &o) {
             discard();
             port_ = std::exchange(o.port_, nullptr);
-            loan_ = o.loan_;
+            loan_ = std::exchange(o.loan_, {});
         }
         return *this;
     }
@@ -788,7 +832,7 @@ public:
     Result<Pending<Req, Resp>> send() && {
         std::uint64_t pending = 0;
         IoxClient* port = std::exchange(port_, nullptr);
-        IoxStatus s = iox_client_send(port, loan_.id, &pending);
+        IoxStatus s = iox_client_send(port, std::exchange(loan_, {}).id, &pending);
         if (s != IOX_STATUS_OK) return Error::last(s);
         return Pending<Req, Resp>(port, pending);
     }
@@ -798,7 +842,7 @@ private:
     friend class Client;
     RequestLoan(IoxClient* port, IoxLoan loan) : port_(port), loan_(loan) {}
     void discard() {
-        if (port_ != nullptr) iox_client_discard(std::exchange(port_, nullptr), loan_.id);
+        if (port_ != nullptr) iox_client_discard(std::exchange(port_, nullptr), std::exchange(loan_, {}).id);
     }
     IoxClient* port_;
     IoxLoan loan_;
@@ -856,12 +900,12 @@ private:
 template <class Resp>
 class ResponseLoan {
 public:
-    ResponseLoan(ResponseLoan&& o) noexcept : port_(std::exchange(o.port_, nullptr)), loan_(o.loan_) {}
+    ResponseLoan(ResponseLoan&& o) noexcept : port_(std::exchange(o.port_, nullptr)), loan_(std::exchange(o.loan_, {})) {}
     ResponseLoan& operator=(ResponseLoan&& o) noexcept {
         if (this != &o) {
             discard();
             port_ = std::exchange(o.port_, nullptr);
-            loan_ = o.loan_;
+            loan_ = std::exchange(o.loan_, {});
         }
         return *this;
     }
@@ -875,7 +919,7 @@ public:
 
     /// Sends the response (fully written) to the client that asked.
     Result<bool> send() && {
-        IoxStatus s = iox_server_send(std::exchange(port_, nullptr), loan_.id);
+        IoxStatus s = iox_server_send(std::exchange(port_, nullptr), std::exchange(loan_, {}).id);
         if (s != IOX_STATUS_OK) return Error::last(s);
         return true;
     }
@@ -885,7 +929,7 @@ private:
     friend class ActiveRequest;
     ResponseLoan(IoxServer* port, IoxLoan loan) : port_(port), loan_(loan) {}
     void discard() {
-        if (port_ != nullptr) iox_server_discard(std::exchange(port_, nullptr), loan_.id);
+        if (port_ != nullptr) iox_server_discard(std::exchange(port_, nullptr), std::exchange(loan_, {}).id);
     }
     IoxServer* port_;
     IoxLoan loan_;
@@ -895,12 +939,12 @@ private:
 template <class Req, class Resp>
 class ActiveRequest {
 public:
-    ActiveRequest(ActiveRequest&& o) noexcept : port_(std::exchange(o.port_, nullptr)), raw_(o.raw_) {}
+    ActiveRequest(ActiveRequest&& o) noexcept : port_(std::exchange(o.port_, nullptr)), raw_(std::exchange(o.raw_, {})) {}
     ActiveRequest& operator=(ActiveRequest&& o) noexcept {
         if (this != &o) {
             finish();
             port_ = std::exchange(o.port_, nullptr);
-            raw_ = o.raw_;
+            raw_ = std::exchange(o.raw_, {});
         }
         return *this;
     }
@@ -932,7 +976,7 @@ private:
     friend class Server;
     ActiveRequest(IoxServer* port, IoxSample raw) : port_(port), raw_(raw) {}
     void finish() {
-        if (port_ != nullptr) iox_server_finish(std::exchange(port_, nullptr), raw_.id);
+        if (port_ != nullptr) iox_server_finish(std::exchange(port_, nullptr), std::exchange(raw_, {}).id);
     }
     IoxServer* port_;
     IoxSample raw_;

@@ -10,10 +10,10 @@ use std::ffi::c_char;
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
 
-use iox_service::{EventId, EventService, Listener, Notifier};
+use iox_service::{EventBuilder, EventId, EventService, Listener, Notifier};
 
-use crate::handle::{Marked, marker};
-use crate::service::{by_mode, named};
+use crate::handle::{drop_handle, hand_out, live, marker, non_null, put, timeout};
+use crate::service::{Opening, by_mode, limit, named, read_options};
 use crate::status::{IoxStatus, fail, guard};
 
 /// The settings of an event service. Fill it with [`iox_event_options_init`], then set
@@ -73,6 +73,19 @@ const EVENT_SERVICE: u64 = marker(b"iox-evs\0");
 const NOTIFIER: u64 = marker(b"iox-ntf\0");
 const LISTENER: u64 = marker(b"iox-lsn\0");
 
+impl Opening for EventBuilder {
+    type Service = EventService;
+    fn open_or_create(self) -> Result<Self::Service, String> {
+        EventBuilder::open_or_create(self).map_err(|e| e.to_string())
+    }
+    fn open(self) -> Result<Self::Service, String> {
+        EventBuilder::open(self).map_err(|e| e.to_string())
+    }
+    fn create(self) -> Result<Self::Service, String> {
+        EventBuilder::create(self).map_err(|e| e.to_string())
+    }
+}
+
 /// Opens, creates, or opens-or-creates (`mode` as for `iox_pubsub_open`) the event
 /// service `name`; on success `*out` is the service.
 ///
@@ -87,44 +100,29 @@ pub unsafe extern "C" fn iox_event_open(
     out: *mut *mut IoxEventService,
 ) -> IoxStatus {
     guard(|| {
-        if options.is_null() || out.is_null() {
-            return fail(IoxStatus::NullPointer, "options and out must not be NULL");
-        }
-        // SAFETY: the caller's contract; not NULL (checked).
-        let o = unsafe { &*options };
-        // SAFETY: the caller's contract.
-        let service = match unsafe { named(name, o.root) } {
-            Ok(s) => s,
-            Err(status) => return status,
+        // SAFETY: the caller's contract (readable options, NUL-terminated strings).
+        let (o, service) = unsafe {
+            let o = read_options(options)?;
+            (o, named(name, o.root)?)
         };
         let mut b = service.event();
-        if o.max_notifiers != 0 {
-            b = b.max_notifiers(o.max_notifiers);
+        if let Some(n) = limit(o.max_notifiers) {
+            b = b.max_notifiers(n);
         }
-        if o.max_listeners != 0 {
-            b = b.max_listeners(o.max_listeners);
+        if let Some(n) = limit(o.max_listeners) {
+            b = b.max_listeners(n);
         }
-        if o.event_id_max != 0 {
-            b = b.event_id_max(o.event_id_max);
+        if let Some(n) = limit(o.event_id_max) {
+            b = b.event_id_max(n);
         }
         if o.timeout_ms != 0 {
             b = b.timeout(Duration::from_millis(o.timeout_ms));
         }
-        let opened = by_mode(
-            b,
-            mode,
-            |b| b.open_or_create().map_err(|e| e.to_string()),
-            |b| b.open().map_err(|e| e.to_string()),
-            |b| b.create().map_err(|e| e.to_string()),
-        );
-        match opened {
-            Ok(service) => {
-                let p = Marked::into_raw(EVENT_SERVICE, IoxEventService { service });
-                // SAFETY: the caller's contract; not NULL (checked).
-                unsafe { out.write(p.cast()) };
-                IoxStatus::Ok
-            }
-            Err(status) => status,
+        // SAFETY: the caller's contract.
+        unsafe {
+            hand_out(out, EVENT_SERVICE, || {
+                by_mode(b, mode).map(|service| IoxEventService { service })
+            })
         }
     })
 }
@@ -136,14 +134,7 @@ pub unsafe extern "C" fn iox_event_open(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn iox_event_service_drop(service: *mut IoxEventService) -> IoxStatus {
     // SAFETY: the caller's contract.
-    guard(|| unsafe { Marked::<IoxEventService>::drop_raw(service.cast(), EVENT_SERVICE, false) })
-}
-
-/// # Safety
-/// `service` is a pointer from [`iox_event_open`] (checked as far as the crate docs say).
-unsafe fn event_service<'a>(service: *mut IoxEventService) -> Result<&'a EventService, IoxStatus> {
-    // SAFETY: the caller's contract.
-    unsafe { Marked::<IoxEventService>::get(service.cast(), EVENT_SERVICE, false) }.map(|m| &m.inner.service)
+    guard(|| unsafe { drop_handle(service, EVENT_SERVICE, false) })
 }
 
 /// Creates a notifier of `service`; `*out` is the notifier.
@@ -157,23 +148,17 @@ pub unsafe extern "C" fn iox_notifier_create(
     out: *mut *mut IoxNotifier,
 ) -> IoxStatus {
     guard(|| {
-        if out.is_null() {
-            return fail(IoxStatus::NullPointer, "out must not be NULL");
-        }
         // SAFETY: the caller's contract.
-        let service = match unsafe { event_service(service) } {
-            Ok(s) => s,
-            Err(status) => return status,
+        let service = &unsafe { live(service, EVENT_SERVICE, false) }?.service;
+        let make = || {
+            let notifier = service
+                .notifier_builder()
+                .create()
+                .map_err(|e| fail(IoxStatus::PortCreateFailed, e))?;
+            Ok(IoxNotifier { notifier })
         };
-        match service.notifier_builder().create() {
-            Ok(notifier) => {
-                let p = Marked::into_raw(NOTIFIER, IoxNotifier { notifier });
-                // SAFETY: the caller's contract; not NULL (checked).
-                unsafe { out.write(p.cast()) };
-                IoxStatus::Ok
-            }
-            Err(e) => fail(IoxStatus::PortCreateFailed, e),
-        }
+        // SAFETY: the caller's contract.
+        unsafe { hand_out(out, NOTIFIER, make) }
     })
 }
 
@@ -191,20 +176,13 @@ pub unsafe extern "C" fn iox_notifier_notify(
 ) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let n = match unsafe { Marked::<IoxNotifier>::get(notifier.cast(), NOTIFIER, true) } {
-            Ok(m) => &m.inner.notifier,
-            Err(status) => return status,
-        };
-        match n.notify_with_custom_event_id(EventId::new(event_id)) {
-            Ok(reached) => {
-                if !listeners.is_null() {
-                    // SAFETY: the caller's contract; not NULL (checked).
-                    unsafe { listeners.write(reached as u64) };
-                }
-                IoxStatus::Ok
-            }
-            Err(e) => fail(IoxStatus::NotifyFailed, e),
-        }
+        let n = &unsafe { live(notifier, NOTIFIER, true) }?.notifier;
+        let reached = n
+            .notify_with_custom_event_id(EventId::new(event_id))
+            .map_err(|e| fail(IoxStatus::NotifyFailed, e))?;
+        // SAFETY: the caller's contract: NULL or writable.
+        unsafe { put(listeners, reached as u64) };
+        Ok(())
     })
 }
 
@@ -215,7 +193,7 @@ pub unsafe extern "C" fn iox_notifier_notify(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn iox_notifier_drop(notifier: *mut IoxNotifier) -> IoxStatus {
     // SAFETY: the caller's contract.
-    guard(|| unsafe { Marked::<IoxNotifier>::drop_raw(notifier.cast(), NOTIFIER, true) })
+    guard(|| unsafe { drop_handle(notifier, NOTIFIER, true) })
 }
 
 /// Creates a listener of `service`; `*out` is the listener.
@@ -229,31 +207,18 @@ pub unsafe extern "C" fn iox_listener_create(
     out: *mut *mut IoxListener,
 ) -> IoxStatus {
     guard(|| {
-        if out.is_null() {
-            return fail(IoxStatus::NullPointer, "out must not be NULL");
-        }
         // SAFETY: the caller's contract.
-        let service = match unsafe { event_service(service) } {
-            Ok(s) => s,
-            Err(status) => return status,
+        let service = &unsafe { live(service, EVENT_SERVICE, false) }?.service;
+        let make = || {
+            let listener = service
+                .listener_builder()
+                .create()
+                .map_err(|e| fail(IoxStatus::PortCreateFailed, e))?;
+            Ok(IoxListener { listener })
         };
-        match service.listener_builder().create() {
-            Ok(listener) => {
-                let p = Marked::into_raw(LISTENER, IoxListener { listener });
-                // SAFETY: the caller's contract; not NULL (checked).
-                unsafe { out.write(p.cast()) };
-                IoxStatus::Ok
-            }
-            Err(e) => fail(IoxStatus::PortCreateFailed, e),
-        }
+        // SAFETY: the caller's contract.
+        unsafe { hand_out(out, LISTENER, make) }
     })
-}
-
-/// # Safety
-/// `listener` is a pointer from [`iox_listener_create`].
-unsafe fn listener<'a>(listener: *mut IoxListener) -> Result<&'a Listener, IoxStatus> {
-    // SAFETY: the caller's contract.
-    unsafe { Marked::<IoxListener>::get(listener.cast(), LISTENER, true) }.map(|m| &m.inner.listener)
 }
 
 /// Takes one pending event id, waiting up to `timeout_ns` nanoseconds (0: do not wait)
@@ -271,31 +236,21 @@ pub unsafe extern "C" fn iox_listener_wait(
 ) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let l = match unsafe { self::listener(listener) } {
-            Ok(l) => l,
-            Err(status) => return status,
-        };
-        if event_id.is_null() || got.is_null() {
-            return fail(IoxStatus::NullPointer, "event_id and got must not be NULL");
+        let l = &unsafe { live(listener, LISTENER, true) }?.listener;
+        let (event_id, got) = (non_null(event_id, "event_id")?, non_null(got, "got")?);
+        let taken = match timeout(timeout_ns) {
+            None => l.try_wait_one(),
+            Some(t) => l.timed_wait_one(t),
         }
-        let taken = if timeout_ns == 0 {
-            l.try_wait_one()
-        } else {
-            l.timed_wait_one(Duration::from_nanos(timeout_ns))
-        };
-        match taken {
-            Ok(id) => {
-                // SAFETY: the caller's contract; neither is NULL (checked).
-                unsafe {
-                    got.write(id.is_some());
-                    if let Some(id) = id {
-                        event_id.write(id.as_value());
-                    }
-                }
-                IoxStatus::Ok
+        .map_err(|e| fail(IoxStatus::ListenFailed, e))?;
+        // SAFETY: the caller's contract; neither is NULL (checked).
+        unsafe {
+            got.write(taken.is_some());
+            if let Some(id) = taken {
+                event_id.write(id.as_value());
             }
-            Err(e) => fail(IoxStatus::ListenFailed, e),
         }
+        Ok(())
     })
 }
 
@@ -310,16 +265,11 @@ pub unsafe extern "C" fn iox_listener_wait(
 pub unsafe extern "C" fn iox_listener_fd(listener: *mut IoxListener, fd: *mut i32) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let l = match unsafe { self::listener(listener) } {
-            Ok(l) => l,
-            Err(status) => return status,
-        };
-        if fd.is_null() {
-            return fail(IoxStatus::NullPointer, "fd must not be NULL");
-        }
+        let l = &unsafe { live(listener, LISTENER, true) }?.listener;
+        let fd = non_null(fd, "fd")?;
         // SAFETY: the caller's contract; not NULL (checked).
         unsafe { fd.write(l.as_fd().as_raw_fd()) };
-        IoxStatus::Ok
+        Ok(())
     })
 }
 
@@ -330,5 +280,5 @@ pub unsafe extern "C" fn iox_listener_fd(listener: *mut IoxListener, fd: *mut i3
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn iox_listener_drop(listener: *mut IoxListener) -> IoxStatus {
     // SAFETY: the caller's contract.
-    guard(|| unsafe { Marked::<IoxListener>::drop_raw(listener.cast(), LISTENER, true) })
+    guard(|| unsafe { drop_handle(listener, LISTENER, true) })
 }

@@ -10,12 +10,19 @@
 //! - A port remembers the thread that created it; a call from another thread is
 //!   refused (`IOX_STATUS_WRONG_THREAD`), as a port's send and receive state is
 //!   single-threaded.
-//! - A loan or a sample is an id into its port's [`Slots`]: the slot index and the
-//!   slot's generation, which changes whenever the slot is emptied. An id that was
-//!   sent, discarded or released, or one of another port, no longer matches, and the
-//!   call says so (`IOX_STATUS_STALE_HANDLE`): these are fully checked.
+//! - A loan or a sample is an id into its port's [`Slots`]: the table's tag, the slot
+//!   index and the slot's generation, which changes whenever the slot is filled. An id
+//!   that was sent, discarded or released, or one of another port or table, no longer
+//!   matches, and the call says so (`IOX_STATUS_STALE_HANDLE`); the limits of that
+//!   check are on [`Slots`].
 
-use crate::status::{IoxStatus, fail};
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU16, Ordering};
+
+use crate::publisher::IoxLoan;
+use crate::status::{IoxStatus, fail, refuse};
+use crate::subscriber::IoxSample;
 
 /// The marker of a live object of kind `kind`.
 pub(crate) const fn marker(kind: &[u8; 8]) -> u64 {
@@ -105,65 +112,227 @@ impl<T> Marked<T> {
         // second drop of the same pointer is refused while the memory is not reused.
         unsafe {
             std::ptr::addr_of_mut!((*ptr).marker).write(DEAD);
-            let mut b = Box::from_raw(ptr);
-            b.marker = DEAD;
-            drop(b);
+            drop(Box::from_raw(ptr));
         }
         IoxStatus::Ok
     }
 }
 
-/// Items a port lends to C (loans, samples), each named by an id: `index << 32 |
-/// generation`. Generations are odd while a slot is full, so 0 is never an id.
-pub(crate) struct Slots<T> {
-    slots: Vec<(u32, Option<T>)>,
-    free: Vec<u32>,
+/// The live object of kind `marker` behind `ptr` (made by [`hand_out`]), used from its
+/// creating thread when `same_thread`.
+///
+/// # Safety
+/// As [`Marked::get`].
+pub(crate) unsafe fn live<'a, T>(ptr: *mut T, marker: u64, same_thread: bool) -> Result<&'a T, IoxStatus> {
+    // SAFETY: the caller's contract.
+    unsafe { Marked::<T>::get(ptr.cast(), marker, same_thread) }.map(|m| &m.inner)
 }
+
+/// Makes an object with `make` (once `out` is known not to be NULL), boxes it under
+/// `marker` for the calling thread and writes the handle to `*out`.
+///
+/// # Safety
+/// `out` is NULL (refused) or points to writable memory for a pointer.
+pub(crate) unsafe fn hand_out<T>(
+    out: *mut *mut T,
+    marker: u64,
+    make: impl FnOnce() -> Result<T, IoxStatus>,
+) -> Result<(), IoxStatus> {
+    let out = non_null(out, "out")?;
+    let inner = make()?;
+    let p = Marked::into_raw(marker, inner);
+    // SAFETY: the caller's contract; not NULL (checked).
+    unsafe { out.write(p.cast()) };
+    Ok(())
+}
+
+/// Drops the object of kind `marker` behind `ptr`.
+///
+/// # Safety
+/// As [`Marked::drop_raw`].
+pub(crate) unsafe fn drop_handle<T>(ptr: *mut T, marker: u64, same_thread: bool) -> Result<(), IoxStatus> {
+    // SAFETY: the caller's contract.
+    match unsafe { Marked::<T>::drop_raw(ptr.cast(), marker, same_thread) } {
+        IoxStatus::Ok => Ok(()),
+        status => Err(status),
+    }
+}
+
+/// `ptr`, if it is not NULL (`what` names it in the refusal).
+pub(crate) fn non_null<T>(ptr: *mut T, what: &str) -> Result<*mut T, IoxStatus> {
+    if ptr.is_null() {
+        return refuse(IoxStatus::NullPointer, format!("{what} must not be NULL"));
+    }
+    Ok(ptr)
+}
+
+/// Writes `value` through `out` if it is not NULL (an optional out parameter).
+///
+/// # Safety
+/// `out` is NULL or points to writable memory for a `T`.
+pub(crate) unsafe fn put<T>(out: *mut T, value: T) {
+    if !out.is_null() {
+        // SAFETY: the caller's contract; not NULL (checked).
+        unsafe { out.write(value) };
+    }
+}
+
+/// Keeps loan `item` in `table` and describes it to C in `*out` (checked not NULL by
+/// the caller before the loan was made).
+///
+/// # Safety
+/// `out` points to writable memory for an `IoxLoan`.
+pub(crate) unsafe fn lend<T>(
+    table: &RefCell<Slots<T>>,
+    item: T,
+    data: *mut c_void,
+    len_bytes: usize,
+    out: *mut IoxLoan,
+) -> Result<(), IoxStatus> {
+    let id = table.borrow_mut().insert(item)?;
+    let loan = IoxLoan {
+        data,
+        len_bytes: len_bytes as u64,
+        id,
+    };
+    // SAFETY: the caller's contract.
+    unsafe { out.write(loan) };
+    Ok(())
+}
+
+/// Keeps received `item` in `table` and describes it to C in `*out` (checked not NULL
+/// by the caller before the receive).
+///
+/// # Safety
+/// `out` points to writable memory for an `IoxSample`.
+pub(crate) unsafe fn show<T>(
+    table: &RefCell<Slots<T>>,
+    item: T,
+    data: *const c_void,
+    len_bytes: usize,
+    len: usize,
+    out: *mut IoxSample,
+) -> Result<(), IoxStatus> {
+    let id = table.borrow_mut().insert(item)?;
+    let sample = IoxSample {
+        data,
+        len_bytes: len_bytes as u64,
+        len: len as u64,
+        id,
+    };
+    // SAFETY: the caller's contract.
+    unsafe { out.write(sample) };
+    Ok(())
+}
+
+/// Takes the item `id` out of `table`, or refuses with `what` (a stale id).
+pub(crate) fn take<T>(table: &RefCell<Slots<T>>, id: u64, what: &str) -> Result<T, IoxStatus> {
+    match table.borrow_mut().remove(id) {
+        Some(item) => Ok(item),
+        None => refuse(IoxStatus::StaleHandle, what),
+    }
+}
+
+/// The length `len_bytes` from C as an address-sized count.
+pub(crate) fn bytes(len_bytes: u64) -> Result<usize, IoxStatus> {
+    usize::try_from(len_bytes).or_else(|_| {
+        refuse(
+            IoxStatus::InvalidArgument,
+            "len_bytes does not fit this machine's addresses",
+        )
+    })
+}
+
+/// A duration of `ns` nanoseconds, or `None` for 0 (do not wait).
+pub(crate) fn timeout(ns: u64) -> Option<std::time::Duration> {
+    (ns != 0).then(|| std::time::Duration::from_nanos(ns))
+}
+
+/// Items a port lends to C (loans, samples, ...), each named by an id:
+/// `tag << 48 | index << 32 | generation`. The tag is the table's own (drawn from a
+/// process-wide counter, never 0), so an id of another table is refused as stale (unless
+/// 65,535 tables were made in between); the generation counts the inserts into the
+/// slot, so an id is refused once its item left (unless the slot was filled 2^32 times
+/// since). At most 65,536 items live in one table.
+pub(crate) struct Slots<T> {
+    tag: u64,
+    slots: Vec<(u32, Option<T>)>,
+    free: Vec<u16>,
+}
+
+/// The next table's tag.
+static NEXT_TAG: AtomicU16 = AtomicU16::new(1);
 
 impl<T> Slots<T> {
     pub(crate) fn new() -> Self {
+        let mut tag = NEXT_TAG.fetch_add(1, Ordering::Relaxed);
+        if tag == 0 {
+            tag = NEXT_TAG.fetch_add(1, Ordering::Relaxed);
+        }
         Self {
+            tag: u64::from(tag) << 48,
             slots: Vec::new(),
             free: Vec::new(),
         }
     }
 
-    /// Keeps `item`; its id.
+    /// Keeps `item`; its id (refused, with the item dropped, if the table is full).
     #[inline]
-    pub(crate) fn insert(&mut self, item: T) -> u64 {
+    pub(crate) fn insert(&mut self, item: T) -> Result<u64, IoxStatus> {
         let index = match self.free.pop() {
-            Some(i) => i,
-            None => {
+            Some(i) => usize::from(i),
+            None if self.slots.len() <= usize::from(u16::MAX) => {
                 self.slots.push((0, None));
-                (self.slots.len() - 1) as u32
+                self.slots.len() - 1
+            }
+            None => {
+                return refuse(
+                    IoxStatus::InvalidArgument,
+                    "more than 65,536 items held by one port at once",
+                );
             }
         };
-        let slot = &mut self.slots[index as usize];
-        slot.0 = slot.0.wrapping_add(1) | 1;
+        let slot = &mut self.slots[index];
+        slot.0 = slot.0.wrapping_add(1);
         slot.1 = Some(item);
-        u64::from(index) << 32 | u64::from(slot.0)
+        Ok(self.tag | (index as u64) << 32 | u64::from(slot.0))
     }
 
-    /// The live items with their ids.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &T)> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter_map(|(i, (g, item))| item.as_ref().map(|t| ((i as u64) << 32 | u64::from(*g), t)))
+    /// The slot of `id` in this table, if the id is this table's.
+    #[inline]
+    fn slot_of(&self, id: u64) -> Option<(usize, u32)> {
+        (id & (0xffff << 48) == self.tag).then_some((((id >> 32) & 0xffff) as usize, id as u32))
+    }
+
+    /// The item named `id`, if it is live.
+    #[inline]
+    pub(crate) fn get(&self, id: u64) -> Option<&T> {
+        let (index, generation) = self.slot_of(id)?;
+        match self.slots.get(index) {
+            Some((g, Some(item))) if *g == generation => Some(item),
+            _ => None,
+        }
     }
 
     /// Takes the item named `id` out, if it is live; its id is stale from then on.
     #[inline]
     pub(crate) fn remove(&mut self, id: u64) -> Option<T> {
-        let (index, generation) = ((id >> 32) as usize, id as u32);
+        let (index, generation) = self.slot_of(id)?;
         match self.slots.get_mut(index) {
             Some((g, item @ Some(_))) if *g == generation => {
-                *g = g.wrapping_add(1);
-                self.free.push(index as u32);
+                self.free.push(index as u16);
                 item.take()
             }
             _ => None,
         }
+    }
+
+    /// The live items with their ids.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &T)> {
+        self.slots.iter().enumerate().filter_map(|(i, (g, item))| {
+            item.as_ref()
+                .map(|t| (self.tag | (i as u64) << 32 | u64::from(*g), t))
+        })
     }
 }
 
@@ -174,11 +343,12 @@ mod tests {
     #[test]
     fn ids_go_stale_when_their_item_leaves() {
         let mut s = Slots::new();
-        let a = s.insert('a');
+        let a = s.insert('a').unwrap();
         assert_ne!(a, 0);
+        assert_eq!(s.get(a), Some(&'a'));
         assert_eq!(s.remove(a), Some('a'));
         assert_eq!(s.remove(a), None, "a second remove of one id");
-        let b = s.insert('b');
+        let b = s.insert('b').unwrap();
         assert_ne!(a, b, "the reused slot has a new generation");
         assert_eq!(s.remove(a), None);
         assert_eq!(s.remove(b ^ (1 << 32)), None, "another index");
@@ -188,5 +358,21 @@ mod tests {
         );
         assert_eq!(s.remove(b), Some('b'));
         assert_eq!(s.iter().count(), 0);
+    }
+
+    #[test]
+    fn ids_of_another_table_are_refused() {
+        let (mut one, mut other) = (Slots::new(), Slots::new());
+        let a = one.insert('a').unwrap();
+        let b = other.insert('b').unwrap();
+        assert_eq!(
+            a & 0xffff_ffff_ffff,
+            b & 0xffff_ffff_ffff,
+            "same index and generation"
+        );
+        assert_eq!(other.get(a), None);
+        assert_eq!(other.remove(a), None);
+        assert_eq!(one.remove(b), None);
+        assert_eq!(one.remove(a), Some('a'));
     }
 }

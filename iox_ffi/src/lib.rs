@@ -46,4 +46,4 @@ pub use service::{
 };
 pub use status::IoxStatus;
 pub use subscriber::{IoxSample, IoxSubscriber};
-pub use waitset::{IoxWaitSet, IoxWaitSetEvent};
+pub use waitset::{IoxWaitSet, IoxWaitSetEvent, IoxWaker};

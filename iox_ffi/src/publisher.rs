@@ -10,9 +10,9 @@ use std::ffi::c_void;
 
 use iox_service::{PayloadType, Publisher, RawLoan};
 
-use crate::handle::{Marked, Slots, marker};
-use crate::service::{IoxPoolInfo, IoxPubSubService, service};
-use crate::status::{IoxStatus, fail, guard};
+use crate::handle::{Slots, bytes, drop_handle, hand_out, lend, live, marker, non_null, put, take};
+use crate::service::{IoxPoolInfo, IoxPubSubService, SERVICE};
+use crate::status::{IoxStatus, fail, guard, refuse};
 
 /// A publisher (opaque): used from the thread that created it.
 pub struct IoxPublisher {
@@ -24,6 +24,9 @@ pub struct IoxPublisher {
 
 const PUBLISHER: u64 = marker(b"iox-pub\0");
 
+/// The refusal of a loan id that is not live.
+pub(crate) const NO_LOAN: &str = "no such loan: it was sent or discarded already, or belongs to another port";
+
 /// A loaned chunk: write `len_bytes` bytes at `data`, then send or discard it by `id`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -32,7 +35,7 @@ pub struct IoxLoan {
     pub data: *mut c_void,
     /// The payload's length in bytes.
     pub len_bytes: u64,
-    /// What the publisher knows this loan by.
+    /// What the port knows this loan by.
     pub id: u64,
 }
 
@@ -49,44 +52,27 @@ pub unsafe extern "C" fn iox_publisher_create(
     out: *mut *mut IoxPublisher,
 ) -> IoxStatus {
     guard(|| {
-        if out.is_null() {
-            return fail(IoxStatus::NullPointer, "out must not be NULL");
-        }
         // SAFETY: the caller's contract.
-        let service = match unsafe { self::service(service) } {
-            Ok(s) => s,
-            Err(status) => return status,
-        };
+        let service = &unsafe { live(service, SERVICE, false) }?.service;
         let value_size = match &service.static_config().payload {
             PayloadType::Typed { size, .. } => Some(*size),
             PayloadType::Slice { .. } => None,
         };
-        match service.publisher_builder().pin_memory(pin_memory).create() {
-            Ok(publisher) => {
-                let p = Marked::into_raw(
-                    PUBLISHER,
-                    IoxPublisher {
-                        publisher,
-                        value_size,
-                        loans: RefCell::new(Slots::new()),
-                    },
-                );
-                // SAFETY: the caller's contract; not NULL (checked).
-                unsafe { out.write(p.cast()) };
-                IoxStatus::Ok
-            }
-            Err(e) => fail(IoxStatus::PortCreateFailed, e),
-        }
+        let make = || {
+            let publisher = service
+                .publisher_builder()
+                .pin_memory(pin_memory)
+                .create()
+                .map_err(|e| fail(IoxStatus::PortCreateFailed, e))?;
+            Ok(IoxPublisher {
+                publisher,
+                value_size,
+                loans: RefCell::new(Slots::new()),
+            })
+        };
+        // SAFETY: the caller's contract.
+        unsafe { hand_out(out, PUBLISHER, make) }
     })
-}
-
-/// The publisher behind `p`, on its own thread.
-///
-/// # Safety
-/// As for [`iox_publisher_create`]'s `service`, for a publisher.
-unsafe fn publisher<'a>(p: *mut IoxPublisher) -> Result<&'a IoxPublisher, IoxStatus> {
-    // SAFETY: the caller's contract.
-    unsafe { Marked::<IoxPublisher>::get(p.cast(), PUBLISHER, true) }.map(|m| &m.inner)
 }
 
 /// Loans a chunk for `len_bytes` bytes: the type's size for a value, a multiple of the
@@ -104,45 +90,25 @@ pub unsafe extern "C" fn iox_publisher_loan(
 ) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let p = match unsafe { self::publisher(publisher) } {
-            Ok(p) => p,
-            Err(status) => return status,
-        };
-        if loan.is_null() {
-            return fail(IoxStatus::NullPointer, "loan must not be NULL");
-        }
+        let p = unsafe { live(publisher, PUBLISHER, true) }?;
+        let loan = non_null(loan, "loan")?;
         if let Some(size) = p.value_size
             && size != len_bytes
         {
-            return fail(
+            return refuse(
                 IoxStatus::InvalidArgument,
                 format!(
                     "a loan of this service's value type is exactly its size, {size} bytes, not {len_bytes}"
                 ),
             );
         }
-        let Ok(bytes) = usize::try_from(len_bytes) else {
-            return fail(
-                IoxStatus::InvalidArgument,
-                "len_bytes does not fit this machine's addresses",
-            );
-        };
-        match p.publisher.loan_raw(bytes) {
-            Ok(mut raw) => {
-                let (data, len) = (raw.as_mut_ptr().cast(), raw.len_bytes() as u64);
-                let id = p.loans.borrow_mut().insert(raw);
-                // SAFETY: the caller's contract; not NULL (checked).
-                unsafe {
-                    loan.write(IoxLoan {
-                        data,
-                        len_bytes: len,
-                        id,
-                    })
-                };
-                IoxStatus::Ok
-            }
-            Err(e) => fail(IoxStatus::LoanFailed, e),
-        }
+        let mut raw = p
+            .publisher
+            .loan_raw(bytes(len_bytes)?)
+            .map_err(|e| fail(IoxStatus::LoanFailed, e))?;
+        let (data, len) = (raw.as_mut_ptr().cast(), raw.len_bytes());
+        // SAFETY: the caller's contract; not NULL (checked).
+        unsafe { lend(&p.loans, raw, data, len, loan) }
     })
 }
 
@@ -161,27 +127,13 @@ pub unsafe extern "C" fn iox_publisher_send(
 ) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let p = match unsafe { self::publisher(publisher) } {
-            Ok(p) => p,
-            Err(status) => return status,
-        };
-        let Some(raw) = p.loans.borrow_mut().remove(id) else {
-            return fail(
-                IoxStatus::StaleHandle,
-                "no such loan: it was sent or discarded already, or belongs to another publisher",
-            );
-        };
+        let p = unsafe { live(publisher, PUBLISHER, true) }?;
+        let raw = take(&p.loans, id, NO_LOAN)?;
         // SAFETY: the caller's contract: every byte was written with a valid value.
-        match unsafe { raw.send() } {
-            Ok(n) => {
-                if !delivered.is_null() {
-                    // SAFETY: the caller's contract; not NULL (checked).
-                    unsafe { delivered.write(n as u64) };
-                }
-                IoxStatus::Ok
-            }
-            Err(e) => fail(IoxStatus::SendFailed, e),
-        }
+        let n = unsafe { raw.send() }.map_err(|e| fail(IoxStatus::SendFailed, e))?;
+        // SAFETY: the caller's contract: NULL or writable.
+        unsafe { put(delivered, n as u64) };
+        Ok(())
     })
 }
 
@@ -193,20 +145,9 @@ pub unsafe extern "C" fn iox_publisher_send(
 pub unsafe extern "C" fn iox_publisher_discard(publisher: *mut IoxPublisher, id: u64) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let p = match unsafe { self::publisher(publisher) } {
-            Ok(p) => p,
-            Err(status) => return status,
-        };
-        match p.loans.borrow_mut().remove(id) {
-            Some(raw) => {
-                drop(raw);
-                IoxStatus::Ok
-            }
-            None => fail(
-                IoxStatus::StaleHandle,
-                "no such loan: it was sent or discarded already, or belongs to another publisher",
-            ),
-        }
+        let p = unsafe { live(publisher, PUBLISHER, true) }?;
+        drop(take(&p.loans, id, NO_LOAN)?);
+        Ok(())
     })
 }
 
@@ -222,16 +163,11 @@ pub unsafe extern "C" fn iox_publisher_pool_info(
 ) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let p = match unsafe { self::publisher(publisher) } {
-            Ok(p) => p,
-            Err(status) => return status,
-        };
-        if info.is_null() {
-            return fail(IoxStatus::NullPointer, "info must not be NULL");
-        }
+        let p = unsafe { live(publisher, PUBLISHER, true) }?;
+        let info = non_null(info, "info")?;
         // SAFETY: the caller's contract; not NULL (checked).
         unsafe { info.write(IoxPoolInfo::of(&p.publisher.pool_info())) };
-        IoxStatus::Ok
+        Ok(())
     })
 }
 
@@ -242,5 +178,5 @@ pub unsafe extern "C" fn iox_publisher_pool_info(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn iox_publisher_drop(publisher: *mut IoxPublisher) -> IoxStatus {
     // SAFETY: the caller's contract.
-    guard(|| unsafe { Marked::<IoxPublisher>::drop_raw(publisher.cast(), PUBLISHER, true) })
+    guard(|| unsafe { drop_handle(publisher, PUBLISHER, true) })
 }

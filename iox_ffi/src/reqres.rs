@@ -13,19 +13,21 @@
 //! in `iox_server_finish`, and the port's loans field drops before its requests).
 
 use std::cell::RefCell;
-use std::ffi::{c_char, c_void};
+use std::ffi::c_char;
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
 
 use iox_service::{
     Client, PendingResponse, RawActiveRequest, RawRequest, RawResponse, RawResponseLoan,
-    RequestResponseService, Server,
+    RequestResponseBuilder, RequestResponseService, Server,
 };
 
-use crate::handle::{Marked, Slots, marker};
-use crate::publisher::IoxLoan;
-use crate::service::{IoxType, NO_TYPE, by_mode, named, payload_type};
-use crate::status::{IoxStatus, fail, guard};
+use crate::handle::{
+    Slots, bytes, drop_handle, hand_out, lend, live, marker, non_null, put, show, take, timeout,
+};
+use crate::publisher::{IoxLoan, NO_LOAN};
+use crate::service::{IoxType, NO_TYPE, Opening, by_mode, limit, named, payload_type, read_options};
+use crate::status::{IoxStatus, fail, guard, refuse};
 use crate::subscriber::IoxSample;
 
 /// The types and settings of a request-response service. Fill it with
@@ -83,7 +85,7 @@ pub struct IoxRequestResponseService {
 
 /// A client (opaque): used from the thread that created it.
 pub struct IoxClient {
-    // Field order: what borrows nothing first; all of it before the client port.
+    // Field order: what it lends first; all of it before the client port.
     loans: RefCell<Slots<RawRequest>>,
     responses: RefCell<Slots<RawResponse>>,
     pending: RefCell<Slots<PendingResponse<[u8], [u8]>>>,
@@ -102,6 +104,23 @@ const RR_SERVICE: u64 = marker(b"iox-rrs\0");
 const CLIENT: u64 = marker(b"iox-cli\0");
 const SERVER: u64 = marker(b"iox-srv\0");
 
+const NO_PENDING: &str = "no such pending response: dropped already, or of another client";
+const NO_RESPONSE: &str = "no such response: released already, or of another client";
+const NO_REQUEST: &str = "no such active request: finished already, or of another server";
+
+impl Opening for RequestResponseBuilder<[u8], [u8]> {
+    type Service = RequestResponseService<[u8], [u8]>;
+    fn open_or_create(self) -> Result<Self::Service, String> {
+        RequestResponseBuilder::open_or_create(self).map_err(|e| e.to_string())
+    }
+    fn open(self) -> Result<Self::Service, String> {
+        RequestResponseBuilder::open(self).map_err(|e| e.to_string())
+    }
+    fn create(self) -> Result<Self::Service, String> {
+        RequestResponseBuilder::create(self).map_err(|e| e.to_string())
+    }
+}
+
 /// Opens, creates, or opens-or-creates (`mode` as for `iox_pubsub_open`) the
 /// request-response service `name`; on success `*out` is the service.
 ///
@@ -117,21 +136,15 @@ pub unsafe extern "C" fn iox_request_response_open(
     out: *mut *mut IoxRequestResponseService,
 ) -> IoxStatus {
     guard(|| {
-        if options.is_null() || out.is_null() {
-            return fail(IoxStatus::NullPointer, "options and out must not be NULL");
-        }
-        // SAFETY: the caller's contract; not NULL (checked).
-        let o = unsafe { &*options };
-        // SAFETY: the caller's contract (NUL-terminated strings or NULL).
-        let (service, request, response) = match unsafe {
+        // SAFETY: the caller's contract (readable options, NUL-terminated strings).
+        let (o, service, request, response) = unsafe {
+            let o = read_options(options)?;
             (
-                named(name, o.root),
-                payload_type(&o.request, "options.request"),
-                payload_type(&o.response, "options.response"),
+                o,
+                named(name, o.root)?,
+                payload_type(&o.request, "options.request")?,
+                payload_type(&o.response, "options.response")?,
             )
-        } {
-            (Ok(s), Ok(q), Ok(r)) => (s, q, r),
-            (Err(s), _, _) | (_, Err(s), _) | (_, _, Err(s)) => return s,
         };
         // SAFETY: the ports of this service (below) loan only with `loan_raw`, receive
         // only with the `_raw` receives, and hand C the payloads' addresses only, as
@@ -147,37 +160,24 @@ pub unsafe extern "C" fn iox_request_response_open(
         if o.response.slice && o.response.max_slice_len != 0 {
             b = b.response_slice_len(o.response.max_slice_len as usize);
         }
-        if o.max_clients != 0 {
-            b = b.max_clients(o.max_clients);
+        if let Some(n) = limit(o.max_clients) {
+            b = b.max_clients(n);
         }
-        if o.max_servers != 0 {
-            b = b.max_servers(o.max_servers);
+        if let Some(n) = limit(o.max_servers) {
+            b = b.max_servers(n);
         }
-        if o.max_active_requests_per_client != 0 {
-            b = b.max_active_requests_per_client(o.max_active_requests_per_client);
+        if let Some(n) = limit(o.max_active_requests_per_client) {
+            b = b.max_active_requests_per_client(n);
         }
-        if o.max_response_buffer != 0 {
-            b = b.max_response_buffer(o.max_response_buffer);
+        if let Some(n) = limit(o.max_response_buffer) {
+            b = b.max_response_buffer(n);
         }
         if o.timeout_ms != 0 {
             b = b.timeout(Duration::from_millis(o.timeout_ms));
         }
-        let opened = by_mode(
-            b,
-            mode,
-            |b| b.open_or_create().map_err(|e| e.to_string()),
-            |b| b.open().map_err(|e| e.to_string()),
-            |b| b.create().map_err(|e| e.to_string()),
-        );
-        match opened {
-            Ok(service) => {
-                let p = Marked::into_raw(RR_SERVICE, IoxRequestResponseService { service });
-                // SAFETY: the caller's contract; not NULL (checked).
-                unsafe { out.write(p.cast()) };
-                IoxStatus::Ok
-            }
-            Err(status) => status,
-        }
+        let make = || by_mode(b, mode).map(|service| IoxRequestResponseService { service });
+        // SAFETY: the caller's contract.
+        unsafe { hand_out(out, RR_SERVICE, make) }
     })
 }
 
@@ -190,31 +190,8 @@ pub unsafe extern "C" fn iox_request_response_service_drop(
     service: *mut IoxRequestResponseService,
 ) -> IoxStatus {
     // SAFETY: the caller's contract.
-    guard(|| unsafe { Marked::<IoxRequestResponseService>::drop_raw(service.cast(), RR_SERVICE, false) })
+    guard(|| unsafe { drop_handle(service, RR_SERVICE, false) })
 }
-
-/// # Safety
-/// `service` is a pointer from [`iox_request_response_open`].
-unsafe fn rr_service<'a>(
-    service: *mut IoxRequestResponseService,
-) -> Result<&'a RequestResponseService<[u8], [u8]>, IoxStatus> {
-    // SAFETY: the caller's contract.
-    unsafe { Marked::<IoxRequestResponseService>::get(service.cast(), RR_SERVICE, false) }
-        .map(|m| &m.inner.service)
-}
-
-/// Writes `value` through `out` if it is not NULL.
-///
-/// # Safety
-/// `out` is NULL or points to writable memory for a `T`.
-unsafe fn put<T>(out: *mut T, value: T) {
-    if !out.is_null() {
-        // SAFETY: the caller's contract; not NULL (checked).
-        unsafe { out.write(value) };
-    }
-}
-
-const NO_LOAN: &str = "no such loan: it was sent or discarded already, or belongs to another port";
 
 // ---------------------------------------------------------------------------- client
 
@@ -230,39 +207,24 @@ pub unsafe extern "C" fn iox_client_create(
     out: *mut *mut IoxClient,
 ) -> IoxStatus {
     guard(|| {
-        if out.is_null() {
-            return fail(IoxStatus::NullPointer, "out must not be NULL");
-        }
         // SAFETY: the caller's contract.
-        let service = match unsafe { rr_service(service) } {
-            Ok(s) => s,
-            Err(status) => return status,
+        let service = &unsafe { live(service, RR_SERVICE, false) }?.service;
+        let make = || {
+            let client = service
+                .client_builder()
+                .pin_memory(pin_memory)
+                .create()
+                .map_err(|e| fail(IoxStatus::PortCreateFailed, e))?;
+            Ok(IoxClient {
+                loans: RefCell::new(Slots::new()),
+                responses: RefCell::new(Slots::new()),
+                pending: RefCell::new(Slots::new()),
+                client,
+            })
         };
-        match service.client_builder().pin_memory(pin_memory).create() {
-            Ok(client) => {
-                let p = Marked::into_raw(
-                    CLIENT,
-                    IoxClient {
-                        loans: RefCell::new(Slots::new()),
-                        responses: RefCell::new(Slots::new()),
-                        pending: RefCell::new(Slots::new()),
-                        client,
-                    },
-                );
-                // SAFETY: the caller's contract; not NULL (checked).
-                unsafe { out.write(p.cast()) };
-                IoxStatus::Ok
-            }
-            Err(e) => fail(IoxStatus::PortCreateFailed, e),
-        }
+        // SAFETY: the caller's contract.
+        unsafe { hand_out(out, CLIENT, make) }
     })
-}
-
-/// # Safety
-/// `client` is a pointer from [`iox_client_create`].
-unsafe fn client<'a>(client: *mut IoxClient) -> Result<&'a IoxClient, IoxStatus> {
-    // SAFETY: the caller's contract.
-    unsafe { Marked::<IoxClient>::get(client.cast(), CLIENT, true) }.map(|m| &m.inner)
 }
 
 /// Loans a request of `len_bytes` bytes (the request type's size, or a whole number of
@@ -279,41 +241,23 @@ pub unsafe extern "C" fn iox_client_loan(
 ) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let c = match unsafe { self::client(client) } {
-            Ok(c) => c,
-            Err(status) => return status,
-        };
-        if loan.is_null() {
-            return fail(IoxStatus::NullPointer, "loan must not be NULL");
-        }
-        let Ok(bytes) = usize::try_from(len_bytes) else {
-            return fail(
-                IoxStatus::InvalidArgument,
-                "len_bytes does not fit this machine's addresses",
-            );
-        };
-        match c.client.loan_raw(bytes) {
-            Ok(mut raw) => {
-                let (data, len) = (raw.as_mut_ptr().cast::<c_void>(), raw.len_bytes() as u64);
-                let id = c.loans.borrow_mut().insert(raw);
-                // SAFETY: the caller's contract; not NULL (checked).
-                unsafe {
-                    loan.write(IoxLoan {
-                        data,
-                        len_bytes: len,
-                        id,
-                    })
-                };
-                IoxStatus::Ok
-            }
-            Err(e) => fail(IoxStatus::LoanFailed, e),
-        }
+        let c = unsafe { live(client, CLIENT, true) }?;
+        let loan = non_null(loan, "loan")?;
+        let mut raw = c
+            .client
+            .loan_raw(bytes(len_bytes)?)
+            .map_err(|e| fail(IoxStatus::LoanFailed, e))?;
+        let (data, len) = (raw.as_mut_ptr().cast(), raw.len_bytes());
+        // SAFETY: the caller's contract; not NULL (checked).
+        unsafe { lend(&c.loans, raw, data, len, loan) }
     })
 }
 
 /// Sends the request loan `id` to one server; `*pending` names its stream of
-/// responses (receive them with [`iox_client_receive`]; drop it with
-/// [`iox_client_drop_pending`]). The loan id is stale afterwards.
+/// responses: receive them with [`iox_client_receive`], and drop it with
+/// [`iox_client_drop_pending`] once done (its request slot stays taken until then; a
+/// client has `max_active_requests_per_client` of them). The loan id is stale
+/// afterwards, whether the send succeeded or not.
 ///
 /// # Safety
 /// `client` is a pointer from [`iox_client_create`]; the loan's bytes were all written
@@ -323,26 +267,15 @@ pub unsafe extern "C" fn iox_client_loan(
 pub unsafe extern "C" fn iox_client_send(client: *mut IoxClient, id: u64, pending: *mut u64) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let c = match unsafe { self::client(client) } {
-            Ok(c) => c,
-            Err(status) => return status,
-        };
-        if pending.is_null() {
-            return fail(IoxStatus::NullPointer, "pending must not be NULL");
-        }
-        let Some(raw) = c.loans.borrow_mut().remove(id) else {
-            return fail(IoxStatus::StaleHandle, NO_LOAN);
-        };
+        let c = unsafe { live(client, CLIENT, true) }?;
+        let pending = non_null(pending, "pending")?;
+        let raw = take(&c.loans, id, NO_LOAN)?;
         // SAFETY: the caller's contract: every byte was written with a valid value.
-        match unsafe { raw.send() } {
-            Ok(p) => {
-                let pid = c.pending.borrow_mut().insert(p);
-                // SAFETY: the caller's contract; not NULL (checked).
-                unsafe { pending.write(pid) };
-                IoxStatus::Ok
-            }
-            Err(e) => fail(IoxStatus::SendFailed, e),
-        }
+        let p = unsafe { raw.send() }.map_err(|e| fail(IoxStatus::SendFailed, e))?;
+        let pid = c.pending.borrow_mut().insert(p)?;
+        // SAFETY: the caller's contract; not NULL (checked).
+        unsafe { pending.write(pid) };
+        Ok(())
     })
 }
 
@@ -354,25 +287,17 @@ pub unsafe extern "C" fn iox_client_send(client: *mut IoxClient, id: u64, pendin
 pub unsafe extern "C" fn iox_client_discard(client: *mut IoxClient, id: u64) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let c = match unsafe { self::client(client) } {
-            Ok(c) => c,
-            Err(status) => return status,
-        };
-        match c.loans.borrow_mut().remove(id) {
-            Some(raw) => {
-                drop(raw);
-                IoxStatus::Ok
-            }
-            None => fail(IoxStatus::StaleHandle, NO_LOAN),
-        }
+        let c = unsafe { live(client, CLIENT, true) }?;
+        drop(take(&c.loans, id, NO_LOAN)?);
+        Ok(())
     })
 }
 
 /// Receives the next response of the request `pending`, waiting up to `timeout_ns`
 /// (0: do not wait) without spinning. `*got` says whether `*response` was filled
 /// (release it with [`iox_client_release`]); `*finished` (if not NULL) whether the
-/// stream has ended (the server finished the request, or is gone): then no response
-/// will come any more.
+/// stream has ended (the server finished the request, or is gone; written also when
+/// the call fails because the server is gone): then no response will come any more.
 ///
 /// # Safety
 /// `client` is a pointer from [`iox_client_create`]; `response` and `got` point to
@@ -389,49 +314,29 @@ pub unsafe extern "C" fn iox_client_receive(
 ) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let c = match unsafe { self::client(client) } {
-            Ok(c) => c,
-            Err(status) => return status,
-        };
-        if response.is_null() || got.is_null() {
-            return fail(IoxStatus::NullPointer, "response and got must not be NULL");
-        }
+        let c = unsafe { live(client, CLIENT, true) }?;
+        let (response, got) = (non_null(response, "response")?, non_null(got, "got")?);
         let table = c.pending.borrow();
-        let Some(p) = table.iter().find_map(|(id, p)| (id == pending).then_some(p)) else {
-            return fail(
-                IoxStatus::StaleHandle,
-                "no such pending response: dropped already, or of another client",
-            );
+        let Some(p) = table.get(pending) else {
+            return refuse(IoxStatus::StaleHandle, NO_PENDING);
         };
-        let taken = if timeout_ns == 0 {
-            p.receive_raw()
-        } else {
-            p.receive_timeout_raw(Duration::from_nanos(timeout_ns))
+        let taken = match timeout(timeout_ns) {
+            None => p.receive_raw(),
+            Some(t) => p.receive_timeout_raw(t),
         };
-        let ended = p.is_finished() || p.is_server_gone();
-        match taken {
-            Ok(r) => {
-                // SAFETY: the caller's contract; `response` and `got` are not NULL
-                // (checked), `finished` may be.
-                unsafe {
-                    got.write(r.is_some());
-                    if let Some(r) = r {
-                        let (data, len_bytes, len) =
-                            (r.as_ptr().cast(), r.len_bytes() as u64, r.len() as u64);
-                        let id = c.responses.borrow_mut().insert(r);
-                        response.write(IoxSample {
-                            data,
-                            len_bytes,
-                            len,
-                            id,
-                        });
-                    }
-                    put(finished, ended);
-                }
-                IoxStatus::Ok
+        // SAFETY: the caller's contract: NULL or writable.
+        unsafe { put(finished, p.is_finished() || p.is_server_gone()) };
+        let taken = taken.map_err(|e| fail(IoxStatus::ReceiveFailed, e))?;
+        let got_one = taken.is_some();
+        // SAFETY: the caller's contract; `response` and `got` are not NULL (checked).
+        unsafe {
+            if let Some(r) = taken {
+                let (data, len_bytes, len) = (r.as_ptr().cast(), r.len_bytes(), r.len());
+                show(&c.responses, r, data, len_bytes, len, response)?;
             }
-            Err(e) => fail(IoxStatus::ReceiveFailed, e),
+            got.write(got_one);
         }
+        Ok(())
     })
 }
 
@@ -443,25 +348,15 @@ pub unsafe extern "C" fn iox_client_receive(
 pub unsafe extern "C" fn iox_client_release(client: *mut IoxClient, id: u64) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let c = match unsafe { self::client(client) } {
-            Ok(c) => c,
-            Err(status) => return status,
-        };
-        match c.responses.borrow_mut().remove(id) {
-            Some(r) => {
-                drop(r);
-                IoxStatus::Ok
-            }
-            None => fail(
-                IoxStatus::StaleHandle,
-                "no such response: released already, or of another client",
-            ),
-        }
+        let c = unsafe { live(client, CLIENT, true) }?;
+        drop(take(&c.responses, id, NO_RESPONSE)?);
+        Ok(())
     })
 }
 
-/// Drops the pending response `pending`: its request is abandoned (responses still
-/// coming are released) and its request slot freed for another request.
+/// Drops the pending response `pending`: its request is abandoned if its stream has
+/// not ended (responses still coming are released), and its request slot is free for
+/// another request.
 ///
 /// # Safety
 /// `client` is a pointer from [`iox_client_create`].
@@ -469,20 +364,9 @@ pub unsafe extern "C" fn iox_client_release(client: *mut IoxClient, id: u64) -> 
 pub unsafe extern "C" fn iox_client_drop_pending(client: *mut IoxClient, pending: u64) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let c = match unsafe { self::client(client) } {
-            Ok(c) => c,
-            Err(status) => return status,
-        };
-        match c.pending.borrow_mut().remove(pending) {
-            Some(p) => {
-                drop(p);
-                IoxStatus::Ok
-            }
-            None => fail(
-                IoxStatus::StaleHandle,
-                "no such pending response: dropped already, or of another client",
-            ),
-        }
+        let c = unsafe { live(client, CLIENT, true) }?;
+        drop(take(&c.pending, pending, NO_PENDING)?);
+        Ok(())
     })
 }
 
@@ -496,16 +380,11 @@ pub unsafe extern "C" fn iox_client_drop_pending(client: *mut IoxClient, pending
 pub unsafe extern "C" fn iox_client_fd(client: *mut IoxClient, fd: *mut i32) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let c = match unsafe { self::client(client) } {
-            Ok(c) => c,
-            Err(status) => return status,
-        };
-        if fd.is_null() {
-            return fail(IoxStatus::NullPointer, "fd must not be NULL");
-        }
+        let c = unsafe { live(client, CLIENT, true) }?;
+        let fd = non_null(fd, "fd")?;
         // SAFETY: the caller's contract; not NULL (checked).
         unsafe { fd.write(c.client.as_fd().as_raw_fd()) };
-        IoxStatus::Ok
+        Ok(())
     })
 }
 
@@ -516,7 +395,7 @@ pub unsafe extern "C" fn iox_client_fd(client: *mut IoxClient, fd: *mut i32) -> 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn iox_client_drop(client: *mut IoxClient) -> IoxStatus {
     // SAFETY: the caller's contract.
-    guard(|| unsafe { Marked::<IoxClient>::drop_raw(client.cast(), CLIENT, true) })
+    guard(|| unsafe { drop_handle(client, CLIENT, true) })
 }
 
 // ---------------------------------------------------------------------------- server
@@ -533,38 +412,23 @@ pub unsafe extern "C" fn iox_server_create(
     out: *mut *mut IoxServer,
 ) -> IoxStatus {
     guard(|| {
-        if out.is_null() {
-            return fail(IoxStatus::NullPointer, "out must not be NULL");
-        }
         // SAFETY: the caller's contract.
-        let service = match unsafe { rr_service(service) } {
-            Ok(s) => s,
-            Err(status) => return status,
+        let service = &unsafe { live(service, RR_SERVICE, false) }?.service;
+        let make = || {
+            let server = service
+                .server_builder()
+                .pin_memory(pin_memory)
+                .create()
+                .map_err(|e| fail(IoxStatus::PortCreateFailed, e))?;
+            Ok(IoxServer {
+                loans: RefCell::new(Slots::new()),
+                requests: RefCell::new(Slots::new()),
+                server,
+            })
         };
-        match service.server_builder().pin_memory(pin_memory).create() {
-            Ok(server) => {
-                let p = Marked::into_raw(
-                    SERVER,
-                    IoxServer {
-                        loans: RefCell::new(Slots::new()),
-                        requests: RefCell::new(Slots::new()),
-                        server,
-                    },
-                );
-                // SAFETY: the caller's contract; not NULL (checked).
-                unsafe { out.write(p.cast()) };
-                IoxStatus::Ok
-            }
-            Err(e) => fail(IoxStatus::PortCreateFailed, e),
-        }
+        // SAFETY: the caller's contract.
+        unsafe { hand_out(out, SERVER, make) }
     })
-}
-
-/// # Safety
-/// `server` is a pointer from [`iox_server_create`].
-unsafe fn server<'a>(server: *mut IoxServer) -> Result<&'a IoxServer, IoxStatus> {
-    // SAFETY: the caller's contract.
-    unsafe { Marked::<IoxServer>::get(server.cast(), SERVER, true) }.map(|m| &m.inner)
 }
 
 /// Takes the next request, waiting up to `timeout_ns` (0: do not wait) without
@@ -584,39 +448,23 @@ pub unsafe extern "C" fn iox_server_receive(
 ) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let s = match unsafe { self::server(server) } {
-            Ok(s) => s,
-            Err(status) => return status,
-        };
-        if request.is_null() || got.is_null() {
-            return fail(IoxStatus::NullPointer, "request and got must not be NULL");
+        let s = unsafe { live(server, SERVER, true) }?;
+        let (request, got) = (non_null(request, "request")?, non_null(got, "got")?);
+        let taken = match timeout(timeout_ns) {
+            None => s.server.receive_raw(),
+            Some(t) => s.server.receive_timeout_raw(t),
         }
-        let taken = if timeout_ns == 0 {
-            s.server.receive_raw()
-        } else {
-            s.server.receive_timeout_raw(Duration::from_nanos(timeout_ns))
-        };
-        match taken {
-            Ok(r) => {
-                // SAFETY: the caller's contract; neither is NULL (checked).
-                unsafe {
-                    got.write(r.is_some());
-                    if let Some(r) = r {
-                        let (data, len_bytes, len) =
-                            (r.as_ptr().cast(), r.len_bytes() as u64, r.len() as u64);
-                        let id = s.requests.borrow_mut().insert(Box::new(r));
-                        request.write(IoxSample {
-                            data,
-                            len_bytes,
-                            len,
-                            id,
-                        });
-                    }
-                }
-                IoxStatus::Ok
+        .map_err(|e| fail(IoxStatus::ReceiveFailed, e))?;
+        let got_one = taken.is_some();
+        // SAFETY: the caller's contract; neither is NULL (checked).
+        unsafe {
+            if let Some(r) = taken {
+                let (data, len_bytes, len) = (r.as_ptr().cast(), r.len_bytes(), r.len());
+                show(&s.requests, Box::new(r), data, len_bytes, len, request)?;
             }
-            Err(e) => fail(IoxStatus::ReceiveFailed, e),
+            got.write(got_one);
         }
+        Ok(())
     })
 }
 
@@ -635,52 +483,32 @@ pub unsafe extern "C" fn iox_server_loan(
 ) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let s = match unsafe { self::server(server) } {
-            Ok(s) => s,
-            Err(status) => return status,
-        };
-        if loan.is_null() {
-            return fail(IoxStatus::NullPointer, "loan must not be NULL");
-        }
-        let Ok(bytes) = usize::try_from(len_bytes) else {
-            return fail(
-                IoxStatus::InvalidArgument,
-                "len_bytes does not fit this machine's addresses",
-            );
-        };
+        let s = unsafe { live(server, SERVER, true) }?;
+        let loan = non_null(loan, "loan")?;
+        let bytes = bytes(len_bytes)?;
         let requests = s.requests.borrow();
-        let Some(active) = requests.iter().find_map(|(id, r)| (id == request).then_some(r)) else {
-            return fail(
-                IoxStatus::StaleHandle,
-                "no such active request: finished already, or of another server",
-            );
+        let Some(active) = requests.get(request) else {
+            return refuse(IoxStatus::StaleHandle, NO_REQUEST);
         };
         let active: &RawActiveRequest = active;
         // SAFETY: only the lifetime changes: the request is boxed (its address does not
         // move when the table grows) and is dropped only after this loan (see the module
         // docs), so the loan never outlives what it borrows.
         let active: &'static RawActiveRequest = unsafe { &*std::ptr::from_ref(active) };
-        match active.loan_raw(bytes) {
-            Ok(mut raw) => {
-                let (data, len) = (raw.as_mut_ptr().cast::<c_void>(), raw.len_bytes() as u64);
-                let id = s.loans.borrow_mut().insert((request, raw));
-                // SAFETY: the caller's contract; not NULL (checked).
-                unsafe {
-                    loan.write(IoxLoan {
-                        data,
-                        len_bytes: len,
-                        id,
-                    })
-                };
-                IoxStatus::Ok
-            }
-            Err(e) => fail(IoxStatus::LoanFailed, e),
-        }
+        let mut raw = active
+            .loan_raw(bytes)
+            .map_err(|e| fail(IoxStatus::LoanFailed, e))?;
+        let (data, len) = (raw.as_mut_ptr().cast(), raw.len_bytes());
+        // SAFETY: the caller's contract; not NULL (checked).
+        unsafe { lend(&s.loans, (request, raw), data, len, loan) }
     })
 }
 
-/// Sends the response loan `id` to the client of its request. The loan id is stale
-/// afterwards.
+/// Sends the response loan `id` to the client of its request. While the client's
+/// response buffer (`max_response_buffer`) is full, this waits for the client to take
+/// responses (sleeping in steps, watching that the client lives): a program that is
+/// its own client must receive before it sends more than that. The loan id is stale
+/// afterwards, whether the send succeeded or not.
 ///
 /// # Safety
 /// `server` is a pointer from [`iox_server_create`]; the loan's bytes were all written
@@ -689,18 +517,10 @@ pub unsafe extern "C" fn iox_server_loan(
 pub unsafe extern "C" fn iox_server_send(server: *mut IoxServer, id: u64) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let s = match unsafe { self::server(server) } {
-            Ok(s) => s,
-            Err(status) => return status,
-        };
-        let Some((_, raw)) = s.loans.borrow_mut().remove(id) else {
-            return fail(IoxStatus::StaleHandle, NO_LOAN);
-        };
+        let s = unsafe { live(server, SERVER, true) }?;
+        let (_, raw) = take(&s.loans, id, NO_LOAN)?;
         // SAFETY: the caller's contract: every byte was written with a valid value.
-        match unsafe { raw.send() } {
-            Ok(()) => IoxStatus::Ok,
-            Err(e) => fail(IoxStatus::SendFailed, e),
-        }
+        unsafe { raw.send() }.map_err(|e| fail(IoxStatus::SendFailed, e))
     })
 }
 
@@ -712,17 +532,9 @@ pub unsafe extern "C" fn iox_server_send(server: *mut IoxServer, id: u64) -> Iox
 pub unsafe extern "C" fn iox_server_discard(server: *mut IoxServer, id: u64) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let s = match unsafe { self::server(server) } {
-            Ok(s) => s,
-            Err(status) => return status,
-        };
-        match s.loans.borrow_mut().remove(id) {
-            Some(loan) => {
-                drop(loan);
-                IoxStatus::Ok
-            }
-            None => fail(IoxStatus::StaleHandle, NO_LOAN),
-        }
+        let s = unsafe { live(server, SERVER, true) }?;
+        drop(take(&s.loans, id, NO_LOAN)?);
+        Ok(())
     })
 }
 
@@ -735,10 +547,10 @@ pub unsafe extern "C" fn iox_server_discard(server: *mut IoxServer, id: u64) -> 
 pub unsafe extern "C" fn iox_server_finish(server: *mut IoxServer, request: u64) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let s = match unsafe { self::server(server) } {
-            Ok(s) => s,
-            Err(status) => return status,
-        };
+        let s = unsafe { live(server, SERVER, true) }?;
+        if s.requests.borrow().get(request).is_none() {
+            return refuse(IoxStatus::StaleHandle, NO_REQUEST);
+        }
         // Its loans first: they borrow the request.
         let mut loans = s.loans.borrow_mut();
         let ids: Vec<u64> = loans
@@ -750,16 +562,8 @@ pub unsafe extern "C" fn iox_server_finish(server: *mut IoxServer, request: u64)
             drop(loans.remove(id));
         }
         drop(loans);
-        match s.requests.borrow_mut().remove(request) {
-            Some(r) => {
-                drop(r);
-                IoxStatus::Ok
-            }
-            None => fail(
-                IoxStatus::StaleHandle,
-                "no such active request: finished already, or of another server",
-            ),
-        }
+        drop(take(&s.requests, request, NO_REQUEST)?);
+        Ok(())
     })
 }
 
@@ -773,16 +577,11 @@ pub unsafe extern "C" fn iox_server_finish(server: *mut IoxServer, request: u64)
 pub unsafe extern "C" fn iox_server_fd(server: *mut IoxServer, fd: *mut i32) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let s = match unsafe { self::server(server) } {
-            Ok(s) => s,
-            Err(status) => return status,
-        };
-        if fd.is_null() {
-            return fail(IoxStatus::NullPointer, "fd must not be NULL");
-        }
+        let s = unsafe { live(server, SERVER, true) }?;
+        let fd = non_null(fd, "fd")?;
         // SAFETY: the caller's contract; not NULL (checked).
         unsafe { fd.write(s.server.as_fd().as_raw_fd()) };
-        IoxStatus::Ok
+        Ok(())
     })
 }
 
@@ -793,5 +592,5 @@ pub unsafe extern "C" fn iox_server_fd(server: *mut IoxServer, fd: *mut i32) -> 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn iox_server_drop(server: *mut IoxServer) -> IoxStatus {
     // SAFETY: the caller's contract.
-    guard(|| unsafe { Marked::<IoxServer>::drop_raw(server.cast(), SERVER, true) })
+    guard(|| unsafe { drop_handle(server, SERVER, true) })
 }

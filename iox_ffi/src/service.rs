@@ -15,10 +15,10 @@ use std::ffi::{CStr, c_char, c_void};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use iox_service::{MemoryType, PayloadType, PubSubService, Service};
+use iox_service::{MemoryType, PayloadType, PubSubBuilder, PubSubService, Service};
 
-use crate::handle::{Marked, marker};
-use crate::status::{IoxStatus, fail, guard};
+use crate::handle::{drop_handle, hand_out, live, marker, non_null, put};
+use crate::status::{IoxStatus, fail, guard, refuse};
 
 /// Open the service if it exists, else create it.
 pub const IOX_OPEN_OR_CREATE: u32 = 0;
@@ -163,12 +163,21 @@ pub(crate) const SERVICE: u64 = marker(b"iox-svc\0");
 /// `s` is NULL or a NUL-terminated string.
 pub(crate) unsafe fn text<'a>(s: *const c_char, what: &str) -> Result<&'a str, IoxStatus> {
     if s.is_null() {
-        return Err(fail(IoxStatus::NullPointer, format!("{what} is NULL")));
+        return refuse(IoxStatus::NullPointer, format!("{what} is NULL"));
     }
     // SAFETY: the caller's contract.
     unsafe { CStr::from_ptr(s) }
         .to_str()
-        .map_err(|_| fail(IoxStatus::InvalidArgument, format!("{what} is not valid UTF-8")))
+        .or_else(|_| refuse(IoxStatus::InvalidArgument, format!("{what} is not valid UTF-8")))
+}
+
+/// The options behind `options` (refused if NULL).
+///
+/// # Safety
+/// `options` is NULL or points to a readable `O`.
+pub(crate) unsafe fn read_options<'a, O>(options: *const O) -> Result<&'a O, IoxStatus> {
+    // SAFETY: the caller's contract; not NULL (checked).
+    Ok(unsafe { &*non_null(options.cast_mut(), "options")? })
 }
 
 /// The payload type `t` describes (`what` names it in messages).
@@ -179,16 +188,16 @@ pub(crate) unsafe fn payload_type(t: &IoxType, what: &str) -> Result<PayloadType
     // SAFETY: the caller's contract.
     let name = unsafe { text(t.name, &format!("{what}.name")) }?.to_string();
     if t.size == 0 && !t.slice {
-        return Err(fail(
+        return refuse(
             IoxStatus::InvalidArgument,
             format!("{what}.size is 0: a value type has a size"),
-        ));
+        );
     }
     if !t.alignment.is_power_of_two() {
-        return Err(fail(
+        return refuse(
             IoxStatus::InvalidArgument,
             format!("{what}.alignment {} is not a power of two", t.alignment),
-        ));
+        );
     }
     let (size, alignment, invalid_bit_patterns) = (t.size, t.alignment, !t.any_bit_pattern);
     Ok(if t.slice {
@@ -204,89 +213,6 @@ pub(crate) unsafe fn payload_type(t: &IoxType, what: &str) -> Result<PayloadType
             size,
             alignment,
             invalid_bit_patterns,
-        }
-    })
-}
-
-/// Opens, creates, or opens-or-creates (`mode`: `IOX_OPEN_OR_CREATE`, `IOX_OPEN`,
-/// `IOX_CREATE`) the publish-subscribe service `name` with `options`; on success
-/// `*out` is the service. On failure `*out` is untouched and [`crate::iox_last_error`]
-/// says why (e.g. that an existing service records another type, naming both).
-///
-/// # Safety
-/// `name` is a NUL-terminated string; `options` points to an `IoxPubSubOptions` whose
-/// strings are NULL or NUL-terminated; `out` points to writable memory for a pointer.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn iox_pubsub_open(
-    name: *const c_char,
-    mode: u32,
-    options: *const IoxPubSubOptions,
-    out: *mut *mut IoxPubSubService,
-) -> IoxStatus {
-    guard(|| {
-        if options.is_null() || out.is_null() {
-            return fail(IoxStatus::NullPointer, "options and out must not be NULL");
-        }
-        // SAFETY: the caller's contract; not NULL (checked).
-        let o = unsafe { &*options };
-        // SAFETY: the caller's contract (NUL-terminated strings or NULL).
-        let (service, payload) =
-            match unsafe { (named(name, o.root), payload_type(&o.payload, "options.payload")) } {
-                (Ok(s), Ok(p)) => (s, p),
-                (Err(s), _) | (_, Err(s)) => return s,
-            };
-        // SAFETY: the ports of this service (publisher.rs, subscriber.rs) loan only
-        // with `loan_raw`, receive only with `receive_raw`/`receive_timeout_raw`, and
-        // hand C the samples' addresses only, as `raw_payload_type` requires.
-        let mut b = unsafe { service.publish_subscribe::<[u8]>().raw_payload_type(payload) };
-        if o.memory_type_set {
-            let Ok(code) = u16::try_from(o.memory_type) else {
-                return fail(
-                    IoxStatus::InvalidArgument,
-                    format!("memory type {} is not a 16-bit code", o.memory_type),
-                );
-            };
-            match MemoryType::from_code(code) {
-                Ok(t) => b = b.memory_type(t),
-                Err(e) => return fail(IoxStatus::InvalidArgument, e),
-            }
-        }
-        macro_rules! limits {
-            ($($field:ident),*) => {$(
-                if o.$field != 0 {
-                    b = b.$field(o.$field);
-                }
-            )*};
-        }
-        limits!(
-            max_publishers,
-            max_subscribers,
-            subscriber_buffer,
-            history,
-            max_loans,
-            max_held
-        );
-        if o.payload.slice && o.payload.max_slice_len != 0 {
-            b = b.max_slice_len(o.payload.max_slice_len as usize);
-        }
-        if o.timeout_ms != 0 {
-            b = b.timeout(Duration::from_millis(o.timeout_ms));
-        }
-        let opened = by_mode(
-            b,
-            mode,
-            |b| b.open_or_create().map_err(|e| e.to_string()),
-            |b| b.open().map_err(|e| e.to_string()),
-            |b| b.create().map_err(|e| e.to_string()),
-        );
-        match opened {
-            Ok(service) => {
-                let ptr = Marked::into_raw(SERVICE, IoxPubSubService { service });
-                // SAFETY: the caller's contract; not NULL (checked).
-                unsafe { out.write(ptr.cast()) };
-                IoxStatus::Ok
-            }
-            Err(status) => status,
         }
     })
 }
@@ -308,27 +234,114 @@ pub(crate) unsafe fn named(name: *const c_char, root: *const c_char) -> Result<S
     Ok(service.root(PathBuf::from(root)))
 }
 
-/// Runs the one of `open_or_create`, `open` and `create` on `builder` that `mode`
-/// names; its error as `IOX_STATUS_OPEN_FAILED` with the message.
-pub(crate) fn by_mode<B, T>(
-    builder: B,
-    mode: u32,
-    open_or_create: impl FnOnce(B) -> Result<T, String>,
-    open: impl FnOnce(B) -> Result<T, String>,
-    create: impl FnOnce(B) -> Result<T, String>,
-) -> Result<T, IoxStatus> {
+/// A service builder's three ways to open.
+pub(crate) trait Opening: Sized {
+    type Service;
+    fn open_or_create(self) -> Result<Self::Service, String>;
+    fn open(self) -> Result<Self::Service, String>;
+    fn create(self) -> Result<Self::Service, String>;
+}
+
+impl Opening for PubSubBuilder<[u8]> {
+    type Service = PubSubService<[u8]>;
+    fn open_or_create(self) -> Result<Self::Service, String> {
+        PubSubBuilder::open_or_create(self).map_err(|e| e.to_string())
+    }
+    fn open(self) -> Result<Self::Service, String> {
+        PubSubBuilder::open(self).map_err(|e| e.to_string())
+    }
+    fn create(self) -> Result<Self::Service, String> {
+        PubSubBuilder::create(self).map_err(|e| e.to_string())
+    }
+}
+
+/// Opens with the one of `builder`'s ways that `mode` names; its error as
+/// `IOX_STATUS_OPEN_FAILED` with the message.
+pub(crate) fn by_mode<B: Opening>(builder: B, mode: u32) -> Result<B::Service, IoxStatus> {
     let opened = match mode {
-        IOX_OPEN_OR_CREATE => open_or_create(builder),
-        IOX_OPEN => open(builder),
-        IOX_CREATE => create(builder),
+        IOX_OPEN_OR_CREATE => builder.open_or_create(),
+        IOX_OPEN => builder.open(),
+        IOX_CREATE => builder.create(),
         other => {
-            return Err(fail(
+            return refuse(
                 IoxStatus::InvalidArgument,
                 format!("open mode {other} is none of IOX_OPEN_OR_CREATE (0), IOX_OPEN (1), IOX_CREATE (2)"),
-            ));
+            );
         }
     };
     opened.map_err(|e| fail(IoxStatus::OpenFailed, e))
+}
+
+/// A limit from C: 0 is the default (`None`).
+pub(crate) fn limit(n: u32) -> Option<u32> {
+    (n != 0).then_some(n)
+}
+
+/// Opens, creates, or opens-or-creates (`mode`: `IOX_OPEN_OR_CREATE`, `IOX_OPEN`,
+/// `IOX_CREATE`) the publish-subscribe service `name` with `options`; on success
+/// `*out` is the service. On failure `*out` is untouched and [`crate::iox_last_error`]
+/// says why (e.g. that an existing service records another type, naming both).
+///
+/// # Safety
+/// `name` is a NUL-terminated string; `options` points to an `IoxPubSubOptions` whose
+/// strings are NULL or NUL-terminated; `out` points to writable memory for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_pubsub_open(
+    name: *const c_char,
+    mode: u32,
+    options: *const IoxPubSubOptions,
+    out: *mut *mut IoxPubSubService,
+) -> IoxStatus {
+    guard(|| {
+        // SAFETY: the caller's contract (a readable options struct whose strings are
+        // NULL or NUL-terminated, a NUL-terminated name).
+        let (o, service, payload) = unsafe {
+            let o = read_options(options)?;
+            (
+                o,
+                named(name, o.root)?,
+                payload_type(&o.payload, "options.payload")?,
+            )
+        };
+        // SAFETY: the ports of this service (publisher.rs, subscriber.rs) loan only
+        // with `loan_raw`, receive only with `receive_raw`/`receive_timeout_raw`, and
+        // hand C the samples' addresses only, as `raw_payload_type` requires.
+        let mut b = unsafe { service.publish_subscribe::<[u8]>().raw_payload_type(payload) };
+        if o.memory_type_set {
+            let t = u16::try_from(o.memory_type)
+                .map_err(|_| format!("memory type {} is not a 16-bit code", o.memory_type))
+                .and_then(|code| MemoryType::from_code(code).map_err(|e| e.to_string()))
+                .map_err(|e| fail(IoxStatus::InvalidArgument, e))?;
+            b = b.memory_type(t);
+        }
+        macro_rules! limits {
+            ($($field:ident),*) => {$(
+                if let Some(n) = limit(o.$field) {
+                    b = b.$field(n);
+                }
+            )*};
+        }
+        limits!(
+            max_publishers,
+            max_subscribers,
+            subscriber_buffer,
+            history,
+            max_loans,
+            max_held
+        );
+        if o.payload.slice && o.payload.max_slice_len != 0 {
+            b = b.max_slice_len(o.payload.max_slice_len as usize);
+        }
+        if o.timeout_ms != 0 {
+            b = b.timeout(Duration::from_millis(o.timeout_ms));
+        }
+        // SAFETY: the caller's contract.
+        unsafe {
+            hand_out(out, SERVICE, || {
+                by_mode(b, mode).map(|service| IoxPubSubService { service })
+            })
+        }
+    })
 }
 
 /// Closes this handle of the service (the service's files go when its last handle and
@@ -340,7 +353,7 @@ pub(crate) fn by_mode<B, T>(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn iox_pubsub_service_drop(service: *mut IoxPubSubService) -> IoxStatus {
     // SAFETY: the caller's contract.
-    guard(|| unsafe { Marked::<IoxPubSubService>::drop_raw(service.cast(), SERVICE, false) })
+    guard(|| unsafe { drop_handle(service, SERVICE, false) })
 }
 
 /// How many publishers and subscribers the service has now, in any process (a
@@ -358,30 +371,12 @@ pub unsafe extern "C" fn iox_pubsub_port_counts(
 ) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let (p, s) = match unsafe { self::service(service) } {
-            Ok(svc) => svc.port_counts(),
-            Err(status) => return status,
-        };
-        // SAFETY: the caller's contract; each written only if not NULL.
+        let (p, s) = unsafe { live(service, SERVICE, false) }?.service.port_counts();
+        // SAFETY: the caller's contract: NULL or writable.
         unsafe {
-            if !publishers.is_null() {
-                publishers.write(p as u64);
-            }
-            if !subscribers.is_null() {
-                subscribers.write(s as u64);
-            }
+            put(publishers, p as u64);
+            put(subscribers, s as u64);
         }
-        IoxStatus::Ok
+        Ok(())
     })
-}
-
-/// The service behind `service`.
-///
-/// # Safety
-/// As for [`iox_pubsub_service_drop`].
-pub(crate) unsafe fn service<'a>(
-    service: *mut IoxPubSubService,
-) -> Result<&'a PubSubService<[u8]>, IoxStatus> {
-    // SAFETY: the caller's contract.
-    unsafe { Marked::<IoxPubSubService>::get(service.cast(), SERVICE, false) }.map(|m| &m.inner.service)
 }

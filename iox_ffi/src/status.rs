@@ -64,16 +64,25 @@ thread_local! {
 pub(crate) fn fail(status: IoxStatus, message: impl Display) -> IoxStatus {
     let text = message.to_string().replace('\0', " ");
     let text = CString::new(text).unwrap_or_default();
-    LAST_ERROR.with(|l| *l.borrow_mut() = text);
+    // `try_with`: during a thread's teardown (a C++ `thread_local` port dropped at
+    // exit) the message is lost rather than the process aborted.
+    let _ = LAST_ERROR.try_with(|l| *l.borrow_mut() = text);
     status
 }
 
-/// Runs `body`, turning a panic into [`IoxStatus::Panic`]. Inlined into each exported
-/// function (one call less per call from C).
+/// `Err` with `status` after recording `message` (see [`fail`]).
+pub(crate) fn refuse<T>(status: IoxStatus, message: impl Display) -> Result<T, IoxStatus> {
+    Err(fail(status, message))
+}
+
+/// Runs `body`: `Ok` is [`IoxStatus::Ok`], `Err` its status (its message recorded by
+/// whoever made it), a panic [`IoxStatus::Panic`]. Inlined into each exported function
+/// (one call less per call from C).
 #[inline(always)]
-pub(crate) fn guard(body: impl FnOnce() -> IoxStatus) -> IoxStatus {
+pub(crate) fn guard(body: impl FnOnce() -> Result<(), IoxStatus>) -> IoxStatus {
     match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(status) => status,
+        Ok(Ok(())) => IoxStatus::Ok,
+        Ok(Err(status)) => status,
         Err(panic) => {
             let what = panic
                 .downcast_ref::<&str>()
@@ -92,7 +101,9 @@ pub(crate) fn guard(body: impl FnOnce() -> IoxStatus) -> IoxStatus {
 /// stays valid until the next failing call on this thread; copy it to keep it.
 #[unsafe(no_mangle)]
 pub extern "C" fn iox_last_error() -> *const c_char {
-    LAST_ERROR.with(|l| l.borrow().as_ptr())
+    LAST_ERROR
+        .try_with(|l| l.borrow().as_ptr())
+        .unwrap_or(c"".as_ptr())
 }
 
 /// A short, constant name of a status value (e.g. `"IOX_STATUS_STALE_HANDLE"`), for

@@ -10,13 +10,12 @@
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::os::fd::{AsFd, AsRawFd};
-use std::time::Duration;
 
 use iox_service::{RawSample, Subscriber};
 
-use crate::handle::{Marked, Slots, marker};
-use crate::service::{IoxPoolInfo, IoxPubSubService, service};
-use crate::status::{IoxStatus, fail, guard};
+use crate::handle::{Slots, drop_handle, hand_out, live, marker, non_null, show, take, timeout};
+use crate::service::{IoxPoolInfo, IoxPubSubService, SERVICE};
+use crate::status::{IoxStatus, fail, guard, refuse};
 
 /// A subscriber (opaque): used from the thread that created it.
 pub struct IoxSubscriber {
@@ -26,7 +25,11 @@ pub struct IoxSubscriber {
 
 const SUBSCRIBER: u64 = marker(b"iox-sub\0");
 
-/// A received sample: read `len_bytes` bytes at `data`, then release it by `id`.
+/// The refusal of a sample id that is not live.
+const NO_SAMPLE: &str = "no such sample: it was released already, or belongs to another subscriber";
+
+/// A received sample (or request, or response): read `len_bytes` bytes at `data`, then
+/// release it by `id`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct IoxSample {
@@ -36,7 +39,7 @@ pub struct IoxSample {
     pub len_bytes: u64,
     /// Its length in elements of the service's type (1 for a value).
     pub len: u64,
-    /// What the subscriber knows this sample by.
+    /// What the port knows this sample by.
     pub id: u64,
 }
 
@@ -53,29 +56,21 @@ pub unsafe extern "C" fn iox_subscriber_create(
     out: *mut *mut IoxSubscriber,
 ) -> IoxStatus {
     guard(|| {
-        if out.is_null() {
-            return fail(IoxStatus::NullPointer, "out must not be NULL");
-        }
         // SAFETY: the caller's contract.
-        let service = match unsafe { self::service(service) } {
-            Ok(s) => s,
-            Err(status) => return status,
+        let service = &unsafe { live(service, SERVICE, false) }?.service;
+        let make = || {
+            let subscriber = service
+                .subscriber_builder()
+                .pin_memory(pin_memory)
+                .create()
+                .map_err(|e| fail(IoxStatus::PortCreateFailed, e))?;
+            Ok(IoxSubscriber {
+                subscriber,
+                samples: RefCell::new(Slots::new()),
+            })
         };
-        match service.subscriber_builder().pin_memory(pin_memory).create() {
-            Ok(subscriber) => {
-                let s = Marked::into_raw(
-                    SUBSCRIBER,
-                    IoxSubscriber {
-                        subscriber,
-                        samples: RefCell::new(Slots::new()),
-                    },
-                );
-                // SAFETY: the caller's contract; not NULL (checked).
-                unsafe { out.write(s.cast()) };
-                IoxStatus::Ok
-            }
-            Err(e) => fail(IoxStatus::PortCreateFailed, e),
-        }
+        // SAFETY: the caller's contract.
+        unsafe { hand_out(out, SUBSCRIBER, make) }
     })
 }
 
@@ -94,41 +89,23 @@ pub unsafe extern "C" fn iox_subscriber_receive(
 ) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let s = match unsafe { Marked::<IoxSubscriber>::get(subscriber.cast(), SUBSCRIBER, true) } {
-            Ok(m) => &m.inner,
-            Err(status) => return status,
-        };
-        if sample.is_null() || received.is_null() {
-            return fail(IoxStatus::NullPointer, "sample and received must not be NULL");
+        let s = unsafe { live(subscriber, SUBSCRIBER, true) }?;
+        let (sample, received) = (non_null(sample, "sample")?, non_null(received, "received")?);
+        let got = match timeout(timeout_ns) {
+            None => s.subscriber.receive_raw(),
+            Some(t) => s.subscriber.receive_timeout_raw(t),
         }
-        let got = if timeout_ns == 0 {
-            s.subscriber.receive_raw()
-        } else {
-            s.subscriber.receive_timeout_raw(Duration::from_nanos(timeout_ns))
-        };
-        match got {
-            Ok(Some(raw)) => {
-                let (data, len_bytes, len) = (raw.as_ptr().cast(), raw.len_bytes() as u64, raw.len() as u64);
-                let id = s.samples.borrow_mut().insert(raw);
-                // SAFETY: the caller's contract; neither is NULL (checked).
-                unsafe {
-                    sample.write(IoxSample {
-                        data,
-                        len_bytes,
-                        len,
-                        id,
-                    });
-                    received.write(true);
-                }
-                IoxStatus::Ok
+        .map_err(|e| fail(IoxStatus::ReceiveFailed, e))?;
+        let got_one = got.is_some();
+        // SAFETY: the caller's contract; neither is NULL (checked).
+        unsafe {
+            if let Some(raw) = got {
+                let (data, len_bytes, len) = (raw.as_ptr().cast(), raw.len_bytes(), raw.len());
+                show(&s.samples, raw, data, len_bytes, len, sample)?;
             }
-            Ok(None) => {
-                // SAFETY: the caller's contract; not NULL (checked).
-                unsafe { received.write(false) };
-                IoxStatus::Ok
-            }
-            Err(e) => fail(IoxStatus::ReceiveFailed, e),
+            received.write(got_one);
         }
+        Ok(())
     })
 }
 
@@ -141,20 +118,9 @@ pub unsafe extern "C" fn iox_subscriber_receive(
 pub unsafe extern "C" fn iox_subscriber_release(subscriber: *mut IoxSubscriber, id: u64) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let s = match unsafe { Marked::<IoxSubscriber>::get(subscriber.cast(), SUBSCRIBER, true) } {
-            Ok(m) => &m.inner,
-            Err(status) => return status,
-        };
-        match s.samples.borrow_mut().remove(id) {
-            Some(raw) => {
-                drop(raw);
-                IoxStatus::Ok
-            }
-            None => fail(
-                IoxStatus::StaleHandle,
-                "no such sample: it was released already, or belongs to another subscriber",
-            ),
-        }
+        let s = unsafe { live(subscriber, SUBSCRIBER, true) }?;
+        drop(take(&s.samples, id, NO_SAMPLE)?);
+        Ok(())
     })
 }
 
@@ -170,16 +136,11 @@ pub unsafe extern "C" fn iox_subscriber_pool_info(
 ) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let s = match unsafe { Marked::<IoxSubscriber>::get(subscriber.cast(), SUBSCRIBER, true) } {
-            Ok(m) => &m.inner,
-            Err(status) => return status,
-        };
-        if info.is_null() {
-            return fail(IoxStatus::NullPointer, "info must not be NULL");
-        }
+        let s = unsafe { live(subscriber, SUBSCRIBER, true) }?;
+        let info = non_null(info, "info")?;
         // SAFETY: the caller's contract; not NULL (checked).
         unsafe { info.write(IoxPoolInfo::of(&s.subscriber.pool_info())) };
-        IoxStatus::Ok
+        Ok(())
     })
 }
 
@@ -199,28 +160,18 @@ pub unsafe extern "C" fn iox_subscriber_device_ptr(
 ) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let s = match unsafe { Marked::<IoxSubscriber>::get(subscriber.cast(), SUBSCRIBER, true) } {
-            Ok(m) => &m.inner,
-            Err(status) => return status,
-        };
-        if device_ptr.is_null() {
-            return fail(IoxStatus::NullPointer, "device_ptr must not be NULL");
-        }
+        let s = unsafe { live(subscriber, SUBSCRIBER, true) }?;
+        let device_ptr = non_null(device_ptr, "device_ptr")?;
         let samples = s.samples.borrow();
-        let Some(sample) = samples.iter().find_map(|(i, smp)| (i == id).then_some(smp)) else {
-            return fail(
-                IoxStatus::StaleHandle,
-                "no such sample: it was released already, or belongs to another subscriber",
-            );
+        let Some(sample) = samples.get(id) else {
+            return refuse(IoxStatus::StaleHandle, NO_SAMPLE);
         };
-        match sample.device_ptr() {
-            Ok(p) => {
-                // SAFETY: the caller's contract; not NULL (checked).
-                unsafe { device_ptr.write(p) };
-                IoxStatus::Ok
-            }
-            Err(e) => fail(IoxStatus::NoDevicePointer, e),
-        }
+        let p = sample
+            .device_ptr()
+            .map_err(|e| fail(IoxStatus::NoDevicePointer, e))?;
+        // SAFETY: the caller's contract; not NULL (checked).
+        unsafe { device_ptr.write(p) };
+        Ok(())
     })
 }
 
@@ -235,16 +186,11 @@ pub unsafe extern "C" fn iox_subscriber_device_ptr(
 pub unsafe extern "C" fn iox_subscriber_fd(subscriber: *mut IoxSubscriber, fd: *mut i32) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let s = match unsafe { Marked::<IoxSubscriber>::get(subscriber.cast(), SUBSCRIBER, true) } {
-            Ok(m) => &m.inner,
-            Err(status) => return status,
-        };
-        if fd.is_null() {
-            return fail(IoxStatus::NullPointer, "fd must not be NULL");
-        }
+        let s = unsafe { live(subscriber, SUBSCRIBER, true) }?;
+        let fd = non_null(fd, "fd")?;
         // SAFETY: the caller's contract; not NULL (checked).
         unsafe { fd.write(s.subscriber.as_fd().as_raw_fd()) };
-        IoxStatus::Ok
+        Ok(())
     })
 }
 
@@ -255,5 +201,5 @@ pub unsafe extern "C" fn iox_subscriber_fd(subscriber: *mut IoxSubscriber, fd: *
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn iox_subscriber_drop(subscriber: *mut IoxSubscriber) -> IoxStatus {
     // SAFETY: the caller's contract.
-    guard(|| unsafe { Marked::<IoxSubscriber>::drop_raw(subscriber.cast(), SUBSCRIBER, true) })
+    guard(|| unsafe { drop_handle(subscriber, SUBSCRIBER, true) })
 }

@@ -4,9 +4,10 @@
 //! `WaitSet` (epoll plus timers), with attachments named by ids.
 //!
 //! An attached descriptor is duplicated first: the WaitSet keeps its own copy, so a
-//! port dropped while attached leaves an attachment that never fires rather than a
-//! stale descriptor number that could name another file. Detach it (or drop the
-//! WaitSet) to let go of the copy.
+//! port dropped while attached never leaves a stale descriptor number that could name
+//! another file. Detach a port's descriptor before dropping the port: the copy keeps
+//! the port's doorbell open, and a wake-up still queued on it would report the
+//! attachment fired at every wait.
 //!
 //! Invariant: each attachment's guard borrows the boxed `WaitSet` and its own boxed
 //! descriptor, which are dropped only after it (field order), so the lifetimes erased
@@ -16,10 +17,10 @@ use std::cell::RefCell;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::time::Duration;
 
-use iox_service::{CallbackProgression, WaitSet, WaitSetBuilder, WaitSetGuard, WaitSetRunResult};
+use iox_service::{CallbackProgression, WaitSet, WaitSetBuilder, WaitSetGuard, WaitSetRunResult, Waker};
 
-use crate::handle::{Marked, Slots, marker};
-use crate::status::{IoxStatus, fail, guard};
+use crate::handle::{Slots, drop_handle, hand_out, live, marker, non_null, take, timeout};
+use crate::status::{IoxStatus, fail, guard, refuse};
 
 /// A round found events: `*count` entries describe them.
 pub const IOX_WAIT_EVENTS: u32 = 0;
@@ -27,7 +28,7 @@ pub const IOX_WAIT_EVENTS: u32 = 0;
 pub const IOX_WAIT_TIMEOUT: u32 = 1;
 /// SIGINT or SIGTERM arrived (a WaitSet created with `termination_signals`).
 pub const IOX_WAIT_TERMINATION: u32 = 2;
-/// Another thread interrupted the wait.
+/// Another thread woke the WaitSet through its `IoxWaker`.
 pub const IOX_WAIT_INTERRUPT: u32 = 3;
 
 /// One attachment's news from a wait.
@@ -56,6 +57,12 @@ pub struct IoxWaitSet {
 }
 
 const WAITSET: u64 = marker(b"iox-wts\0");
+const WAKER: u64 = marker(b"iox-wkr\0");
+
+/// Wakes a WaitSet from any thread (opaque): its wait returns `IOX_WAIT_INTERRUPT`.
+pub struct IoxWaker {
+    waker: Waker,
+}
 
 /// Creates a WaitSet; with `termination_signals`, SIGINT and SIGTERM end its waits
 /// with `IOX_WAIT_TERMINATION` (and no longer terminate the process while it lives).
@@ -68,40 +75,24 @@ pub unsafe extern "C" fn iox_waitset_create(
     out: *mut *mut IoxWaitSet,
 ) -> IoxStatus {
     guard(|| {
-        if out.is_null() {
-            return fail(IoxStatus::NullPointer, "out must not be NULL");
-        }
-        match WaitSetBuilder::new()
-            .termination_signals(termination_signals)
-            .create()
-        {
-            Ok(ws) => {
-                let p = Marked::into_raw(
-                    WAITSET,
-                    IoxWaitSet {
-                        attachments: RefCell::new(Slots::new()),
-                        waitset: Box::new(ws),
-                    },
-                );
-                // SAFETY: the caller's contract; not NULL (checked).
-                unsafe { out.write(p.cast()) };
-                IoxStatus::Ok
-            }
-            Err(e) => fail(IoxStatus::WaitSetFailed, e),
-        }
+        let make = || {
+            let ws = WaitSetBuilder::new()
+                .termination_signals(termination_signals)
+                .create()
+                .map_err(|e| fail(IoxStatus::WaitSetFailed, e))?;
+            Ok(IoxWaitSet {
+                attachments: RefCell::new(Slots::new()),
+                waitset: Box::new(ws),
+            })
+        };
+        // SAFETY: the caller's contract.
+        unsafe { hand_out(out, WAITSET, make) }
     })
-}
-
-/// # Safety
-/// `ws` is a pointer from [`iox_waitset_create`].
-unsafe fn waitset<'a>(ws: *mut IoxWaitSet) -> Result<&'a IoxWaitSet, IoxStatus> {
-    // SAFETY: the caller's contract.
-    unsafe { Marked::<IoxWaitSet>::get(ws.cast(), WAITSET, true) }.map(|m| &m.inner)
 }
 
 impl IoxWaitSet {
     /// Keeps `guard` (of `fd`, if any) as a new attachment; its id.
-    fn keep(&self, guard: WaitSetGuard<'_, '_>, fd: Option<Box<OwnedFd>>) -> u64 {
+    fn keep(&self, guard: WaitSetGuard<'_, '_>, fd: Option<Box<OwnedFd>>) -> Result<u64, IoxStatus> {
         // SAFETY: only lifetimes change. The guard borrows `self.waitset` (boxed, dropped
         // after every attachment) and `fd` (boxed beside it in the attachment and dropped
         // after it), so neither borrow is outlived (see the module docs).
@@ -114,10 +105,10 @@ impl IoxWaitSet {
     /// Attaches a copy of `fd`, with a deadline if `deadline_ns` is not 0.
     fn attach_fd(&self, fd: i32, deadline_ns: u64) -> Result<u64, IoxStatus> {
         if fd < 0 {
-            return Err(fail(
+            return refuse(
                 IoxStatus::InvalidArgument,
                 format!("{fd} is not a file descriptor"),
-            ));
+            );
         }
         // SAFETY: the descriptor is only borrowed for the duplication below; an fd
         // that is not open makes the duplication fail (EBADF), which is reported.
@@ -134,14 +125,12 @@ impl IoxWaitSet {
         // heap address stays the same when the box moves into the attachment, which
         // drops it only after the guard that uses this reference.
         let attached_fd: &OwnedFd = unsafe { &*std::ptr::from_ref::<OwnedFd>(&copy) };
-        let attached = if deadline_ns == 0 {
-            self.waitset.attach_notification(attached_fd)
-        } else {
-            self.waitset
-                .attach_deadline(attached_fd, Duration::from_nanos(deadline_ns))
+        let attached = match timeout(deadline_ns) {
+            None => self.waitset.attach_notification(attached_fd),
+            Some(deadline) => self.waitset.attach_deadline(attached_fd, deadline),
         };
         let guard = attached.map_err(|e| fail(IoxStatus::WaitSetFailed, e))?;
-        Ok(self.keep(guard, Some(copy)))
+        self.keep(guard, Some(copy))
     }
 }
 
@@ -162,21 +151,12 @@ pub unsafe extern "C" fn iox_waitset_attach_fd(
 ) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let w = match unsafe { waitset(ws) } {
-            Ok(w) => w,
-            Err(status) => return status,
-        };
-        if id.is_null() {
-            return fail(IoxStatus::NullPointer, "id must not be NULL");
-        }
-        match w.attach_fd(fd, deadline_ns) {
-            Ok(attached) => {
-                // SAFETY: the caller's contract; not NULL (checked).
-                unsafe { id.write(attached) };
-                IoxStatus::Ok
-            }
-            Err(status) => status,
-        }
+        let w = unsafe { live(ws, WAITSET, true) }?;
+        let id = non_null(id, "id")?;
+        let attached = w.attach_fd(fd, deadline_ns)?;
+        // SAFETY: the caller's contract; not NULL (checked).
+        unsafe { id.write(attached) };
+        Ok(())
     })
 }
 
@@ -194,22 +174,16 @@ pub unsafe extern "C" fn iox_waitset_attach_interval(
 ) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let w = match unsafe { waitset(ws) } {
-            Ok(w) => w,
-            Err(status) => return status,
-        };
-        if id.is_null() {
-            return fail(IoxStatus::NullPointer, "id must not be NULL");
-        }
-        match w.waitset.attach_interval(Duration::from_nanos(period_ns)) {
-            Ok(g) => {
-                let attached = w.keep(g, None);
-                // SAFETY: the caller's contract; not NULL (checked).
-                unsafe { id.write(attached) };
-                IoxStatus::Ok
-            }
-            Err(e) => fail(IoxStatus::WaitSetFailed, e),
-        }
+        let w = unsafe { live(ws, WAITSET, true) }?;
+        let id = non_null(id, "id")?;
+        let g = w
+            .waitset
+            .attach_interval(Duration::from_nanos(period_ns))
+            .map_err(|e| fail(IoxStatus::WaitSetFailed, e))?;
+        let attached = w.keep(g, None)?;
+        // SAFETY: the caller's contract; not NULL (checked).
+        unsafe { id.write(attached) };
+        Ok(())
     })
 }
 
@@ -221,20 +195,13 @@ pub unsafe extern "C" fn iox_waitset_attach_interval(
 pub unsafe extern "C" fn iox_waitset_detach(ws: *mut IoxWaitSet, id: u64) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let w = match unsafe { waitset(ws) } {
-            Ok(w) => w,
-            Err(status) => return status,
-        };
-        match w.attachments.borrow_mut().remove(id) {
-            Some(a) => {
-                drop(a);
-                IoxStatus::Ok
-            }
-            None => fail(
-                IoxStatus::StaleHandle,
-                "no such attachment: detached already, or of another WaitSet",
-            ),
-        }
+        let w = unsafe { live(ws, WAITSET, true) }?;
+        drop(take(
+            &w.attachments,
+            id,
+            "no such attachment: detached already, or of another WaitSet",
+        )?);
+        Ok(())
     })
 }
 
@@ -259,33 +226,29 @@ pub unsafe extern "C" fn iox_waitset_wait(
 ) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
-        let w = match unsafe { waitset(ws) } {
-            Ok(w) => w,
-            Err(status) => return status,
-        };
-        if count.is_null() || result.is_null() || (events.is_null() && capacity > 0) {
-            return fail(
-                IoxStatus::NullPointer,
-                "events (with a capacity), count and result must not be NULL",
-            );
+        let w = unsafe { live(ws, WAITSET, true) }?;
+        let (count, result) = (non_null(count, "count")?, non_null(result, "result")?);
+        if capacity > 0 {
+            non_null(events, "events (with a capacity)")?;
         }
         let attachments = w.attachments.borrow();
         let mut news: Vec<IoxWaitSetEvent> = Vec::new();
         let mut note = |id: iox_service::AttachmentId| {
             for (key, a) in attachments.iter() {
                 let (fired, missed) = (id.has_event_from(&a.guard), id.has_missed_deadline(&a.guard));
-                if fired || missed {
-                    match news.iter_mut().find(|e| e.id == key) {
-                        Some(e) => {
-                            e.fired |= fired;
-                            e.missed_deadline |= missed;
-                        }
-                        None => news.push(IoxWaitSetEvent {
-                            id: key,
-                            fired,
-                            missed_deadline: missed,
-                        }),
+                if !(fired || missed) {
+                    continue;
+                }
+                match news.iter_mut().find(|e| e.id == key) {
+                    Some(e) => {
+                        e.fired |= fired;
+                        e.missed_deadline |= missed;
                     }
+                    None => news.push(IoxWaitSetEvent {
+                        id: key,
+                        fired,
+                        missed_deadline: missed,
+                    }),
                 }
             }
             CallbackProgression::Continue
@@ -296,12 +259,11 @@ pub unsafe extern "C" fn iox_waitset_wait(
             w.waitset
                 .wait_and_process_once_with_timeout(&mut note, Duration::from_nanos(timeout_ns))
         };
-        let code = match ran {
-            Ok(WaitSetRunResult::Timeout) => IOX_WAIT_TIMEOUT,
-            Ok(WaitSetRunResult::TerminationRequest) => IOX_WAIT_TERMINATION,
-            Ok(WaitSetRunResult::Interrupt) => IOX_WAIT_INTERRUPT,
-            Ok(_) => IOX_WAIT_EVENTS,
-            Err(e) => return fail(IoxStatus::WaitSetFailed, e),
+        let code = match ran.map_err(|e| fail(IoxStatus::WaitSetFailed, e))? {
+            WaitSetRunResult::Timeout => IOX_WAIT_TIMEOUT,
+            WaitSetRunResult::TerminationRequest => IOX_WAIT_TERMINATION,
+            WaitSetRunResult::Interrupt => IOX_WAIT_INTERRUPT,
+            _ => IOX_WAIT_EVENTS,
         };
         // SAFETY: the caller's contract: `events` has room for `capacity` entries;
         // `count` and `result` are not NULL (checked).
@@ -312,8 +274,53 @@ pub unsafe extern "C" fn iox_waitset_wait(
             count.write(news.len());
             result.write(code);
         }
-        IoxStatus::Ok
+        Ok(())
     })
+}
+
+/// A waker of `ws`, for other threads: [`iox_waker_wake`] ends its current or next
+/// wait with `IOX_WAIT_INTERRUPT`. It may outlive the WaitSet (waking nothing then).
+///
+/// # Safety
+/// `ws` is a pointer from [`iox_waitset_create`]; `out` points to writable memory for a
+/// pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_waitset_waker(ws: *mut IoxWaitSet, out: *mut *mut IoxWaker) -> IoxStatus {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let w = unsafe { live(ws, WAITSET, true) }?;
+        // SAFETY: the caller's contract.
+        unsafe {
+            hand_out(out, WAKER, || {
+                Ok(IoxWaker {
+                    waker: w.waitset.waker(),
+                })
+            })
+        }
+    })
+}
+
+/// Wakes the waker's WaitSet. Any thread.
+///
+/// # Safety
+/// `waker` is a pointer from [`iox_waitset_waker`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_waker_wake(waker: *mut IoxWaker) -> IoxStatus {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        unsafe { live(waker, WAKER, false) }?.waker.wake();
+        Ok(())
+    })
+}
+
+/// Drops the waker. Any thread.
+///
+/// # Safety
+/// `waker` is NULL or a pointer from [`iox_waitset_waker`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_waker_drop(waker: *mut IoxWaker) -> IoxStatus {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { drop_handle(waker, WAKER, false) })
 }
 
 /// Drops the WaitSet and its attachments (from its own thread).
@@ -323,5 +330,5 @@ pub unsafe extern "C" fn iox_waitset_wait(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn iox_waitset_drop(ws: *mut IoxWaitSet) -> IoxStatus {
     // SAFETY: the caller's contract.
-    guard(|| unsafe { Marked::<IoxWaitSet>::drop_raw(ws.cast(), WAITSET, true) })
+    guard(|| unsafe { drop_handle(ws, WAITSET, true) })
 }

@@ -73,6 +73,15 @@ int main(int argc, char** argv) {
     check("the same loan sent twice", iox_publisher_send(pub, loan.id, &delivered), IOX_STATUS_STALE_HANDLE);
     check("a sent loan discarded", iox_publisher_discard(pub, loan.id), IOX_STATUS_STALE_HANDLE);
     check("an id that was never a loan", iox_publisher_discard(pub, 0), IOX_STATUS_STALE_HANDLE);
+    {
+        IoxPublisher* pub2 = NULL;
+        IoxLoan other;
+        check("a second publisher", iox_publisher_create(service, false, &pub2), IOX_STATUS_OK);
+        check("its loan", iox_publisher_loan(pub2, sizeof(Reading), &other), IOX_STATUS_OK);
+        check("a loan id sent through another publisher", iox_publisher_send(pub, other.id, NULL),
+              IOX_STATUS_STALE_HANDLE);
+        check("drop the second publisher", iox_publisher_drop(pub2), IOX_STATUS_OK);
+    }
 
     IoxSample sample;
     bool got = false;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "iox.hpp"
 #include "reading.h"
@@ -53,10 +54,26 @@ static void values(const char* root) {
         }
         // Dropped unsent: given back.
     }
-    auto a = sub->receive_for(1s);
-    check("receive the copy", a && a.value() && (**a.value()).seq == 3);
+    {
+        auto loan = pub->loan();
+        if (ok("loan to move", loan)) {
+            auto moved = std::move(loan.value());
+            check("a moved-from loan has no data", loan->data() == nullptr && loan->size() == 0);
+            moved.operator*() = Reading{5, 2.5};
+            auto n = std::move(moved).send();
+            check("the moved loan sends", n && n.value() == 1);
+            check("a sent loan has no data", moved.data() == nullptr);
+        }
+    }
+    {
+        // Two samples held at once: the default max_held.
+        auto a = sub->receive_for(1s);
+        check("receive the copy", a && a.value() && (**a.value()).seq == 3);
+        auto c = sub->receive_for(1s);
+        check("the moved loan arrives", c && c.value() && (**c.value()).seq == 5);
+    }
     auto b = sub->receive();
-    check("the discarded loan never arrives", b && !b.value());
+    check("the discarded loan never arrives", b && !b.value(), b ? "" : b.error().message);
     auto wrong = iox::PubSub<std::uint64_t>::open_existing("api/values", o);
     check("another type is refused", !wrong && wrong.error().status == IOX_STATUS_OPEN_FAILED,
           wrong ? "" : wrong.error().message);
@@ -111,6 +128,13 @@ static void events(const char* root) {
     auto d = ws->detach(tick.value());
     auto d2 = ws->detach(tick.value());
     check("detach once", d && !d2 && d2.error().status == IOX_STATUS_STALE_HANDLE);
+    auto waker = ws->waker();
+    if (ok("waker", waker)) {
+        std::thread other([&] { (void)waker->wake(); });
+        auto woken = ws->wait_for(10s);
+        other.join();
+        check("a waker in another thread interrupts the wait", woken && woken->kind == IOX_WAIT_INTERRUPT);
+    }
     auto too_big = notifier->notify(100000);
     check("an id above the maximum is refused", !too_big && too_big.error().status == IOX_STATUS_NOTIFY_FAILED);
 }
