@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use iox_examples::Reading;
-use iox_service::{PubSubService, Service};
-use iox_testkit::{Reaped, wait_ok, wait_until};
+use iox_testkit::{Reaped, wait_ok};
+
+mod common;
+use common::{feed, readings};
 
 fn have(tool: &str) -> bool {
     Command::new(tool)
@@ -41,17 +42,6 @@ fn install(prefix: &Path) {
     run(Command::new(repo.join("scripts/install-c.sh"))
         .arg(prefix)
         .env("IOX_FFI_LIB_DIR", exe.parent().unwrap()));
-}
-
-fn readings(root: &Path) -> PubSubService<Reading> {
-    // The examples' service with their settings (iox_examples::readings), under `root`.
-    Service::named(iox_examples::SERVICE)
-        .unwrap()
-        .root(root)
-        .publish_subscribe::<Reading>()
-        .subscriber_buffer(16)
-        .open_or_create()
-        .unwrap()
 }
 
 #[test]
@@ -121,63 +111,26 @@ fn cmake_and_pkg_config_build_examples_that_talk_to_rust() {
     }
     drop(sub);
 
-    // Rust publisher -> C++ subscriber.
+    // Rust publisher -> the C++ subscriber example, then the C++ WaitSet example (it
+    // sleeps until readings arrive; its heartbeat lines are left out).
     let publisher = svc.publisher_builder().create().unwrap();
-    let child = Command::new(build.join("cpp_subscriber"))
-        .args(["--count", "3"])
-        .env(root_env.0, root_env.1)
-        .env_remove("LD_LIBRARY_PATH")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let child = Reaped::new(child);
-    assert!(
-        wait_until(Duration::from_secs(30), || svc.port_counts().1 == 1),
-        "the C++ subscriber connects"
+    let out = feed(
+        Command::new(build.join("cpp_subscriber")).args(["--count", "3"]),
+        root.path(),
+        &publisher,
+        0..3,
     );
-    for seq in 0..3u64 {
-        let sample = publisher.loan_uninit().unwrap().write_payload(Reading {
-            seq,
-            value: seq as f64 * 0.5,
-        });
-        assert_eq!(sample.send().unwrap(), 1);
-    }
-    let out = child.into_inner().wait_with_output().unwrap();
-    assert!(out.status.success());
     assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
+        out,
         "cpp_subscriber: got seq 0 value 0.0\ncpp_subscriber: got seq 1 value 0.5\ncpp_subscriber: got seq 2 value 1.0\n"
     );
-    assert!(wait_until(Duration::from_secs(30), || svc.port_counts().1 == 0));
-
-    // Rust publisher -> the C++ WaitSet example (it sleeps until readings arrive).
-    let child = Command::new(build.join("cpp_waitset"))
-        .args(["--count", "3"])
-        .env(root_env.0, root_env.1)
-        .env_remove("LD_LIBRARY_PATH")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let child = Reaped::new(child);
-    assert!(
-        wait_until(Duration::from_secs(30), || svc.port_counts().1 == 1),
-        "the C++ WaitSet example connects"
+    let out = feed(
+        Command::new(build.join("cpp_waitset")).args(["--count", "3"]),
+        root.path(),
+        &publisher,
+        10..13,
     );
-    for seq in 10..13u64 {
-        let sample = publisher.loan_uninit().unwrap().write_payload(Reading {
-            seq,
-            value: seq as f64 * 0.5,
-        });
-        assert_eq!(sample.send().unwrap(), 1);
-    }
-    let out = child.into_inner().wait_with_output().unwrap();
-    assert!(out.status.success());
-    let got: Vec<String> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.ends_with("waiting"))
-        .map(str::to_string)
-        .collect();
+    let got: Vec<&str> = out.lines().filter(|l| !l.ends_with("waiting")).collect();
     assert_eq!(
         got,
         [

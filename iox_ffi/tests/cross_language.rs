@@ -171,36 +171,18 @@ fn c_and_cpp_programs_are_clean_under_sanitizers() {
         "cpp_request_response_asan",
         &sanitize,
     );
-    let readings = Service::named(iox_examples::SERVICE)
-        .unwrap()
-        .root(root.path())
-        .publish_subscribe::<iox_examples::Reading>()
-        .subscriber_buffer(16)
-        .open_or_create()
+    let publisher = common::readings(root.path())
+        .publisher_builder()
+        .create()
         .unwrap();
-    let publisher = readings.publisher_builder().create().unwrap();
-    let child = Reaped::new(
+    common::feed(
         Command::new(&sub_exe)
             .args(["--count", "2"])
-            .env("IOX_ROOT", root.path())
-            .env("ASAN_OPTIONS", "detect_leaks=0")
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
+            .env("ASAN_OPTIONS", "detect_leaks=0"),
+        root.path(),
+        &publisher,
+        0..2,
     );
-    assert!(iox_testkit::wait_until(Duration::from_secs(30), || readings
-        .port_counts()
-        .1
-        == 1));
-    for seq in 0..2 {
-        let r = iox_examples::Reading { seq, value: 1.5 };
-        assert_eq!(
-            publisher.loan_uninit().unwrap().write_payload(r).send().unwrap(),
-            1
-        );
-    }
-    let out = child.into_inner().wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let server = Reaped::new(
         Command::new(&rr_exe)
             .args(["server", "--count", "2"])
@@ -448,39 +430,13 @@ fn the_readme_cpp_example_receives_from_a_rust_publisher() {
     std::fs::write(&source, readme_cpp_block()).unwrap();
     let exe = build(&source, "readme_cpp", &[]);
     let root = tempfile::tempdir().unwrap();
-    let readings = Service::named(iox_examples::SERVICE)
-        .unwrap()
-        .root(root.path())
-        .publish_subscribe::<iox_examples::Reading>()
-        .subscriber_buffer(16)
-        .open_or_create()
+    let publisher = common::readings(root.path())
+        .publisher_builder()
+        .create()
         .unwrap();
-    let publisher = readings.publisher_builder().create().unwrap();
-    let child = Reaped::new(
-        Command::new(&exe)
-            .env("IOX_ROOT", root.path())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    assert!(iox_testkit::wait_until(Duration::from_secs(30), || readings
-        .port_counts()
-        .1
-        == 1));
-    for seq in 0..3 {
-        let r = iox_examples::Reading {
-            seq,
-            value: seq as f64,
-        };
-        assert_eq!(
-            publisher.loan_uninit().unwrap().write_payload(r).send().unwrap(),
-            1
-        );
-    }
-    let out = child.into_inner().wait_with_output().unwrap();
-    assert!(out.status.success());
+    let out = common::feed(&mut Command::new(&exe), root.path(), &publisher, 0..3);
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "got seq 0 value 0.0\ngot seq 1 value 1.0\ngot seq 2 value 2.0\n"
+        out,
+        "got seq 0 value 0.0\ngot seq 1 value 0.5\ngot seq 2 value 1.0\n"
     );
 }

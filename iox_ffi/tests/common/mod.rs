@@ -1,4 +1,6 @@
 //! Building the C and C++ test programs against the `libiox_ffi.so` of this test run.
+// Each test crate uses part of this module.
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -53,4 +55,58 @@ pub fn build(source: impl AsRef<Path>, name: &str, extra: &[&str]) -> PathBuf {
         String::from_utf8_lossy(&output.stderr)
     );
     exe
+}
+
+/// The Rust examples' service (`iox_examples::readings`, with its settings) under `root`.
+pub fn readings(root: &Path) -> iox_service::PubSubService<iox_examples::Reading> {
+    iox_service::Service::named(iox_examples::SERVICE)
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<iox_examples::Reading>()
+        .subscriber_buffer(16)
+        .open_or_create()
+        .unwrap()
+}
+
+/// Starts `program` (a subscriber of the examples' service, under `root`), waits for
+/// its subscriber to connect, publishes a reading `(seq, seq / 2)` for each of `seqs`,
+/// and returns what the program printed (it must exit successfully).
+pub fn feed(
+    program: &mut Command,
+    root: &Path,
+    publisher: &iox_service::Publisher<iox_examples::Reading>,
+    seqs: std::ops::Range<u64>,
+) -> String {
+    use std::time::Duration;
+    let svc = readings(root);
+    let before = svc.port_counts().1;
+    let child = program
+        .env("IOX_ROOT", root)
+        // The library the program was built against, not one from cargo's path.
+        .env_remove("LD_LIBRARY_PATH")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the program");
+    let child = iox_testkit::Reaped::new(child);
+    assert!(
+        iox_testkit::wait_until(Duration::from_secs(30), || svc.port_counts().1 > before),
+        "the program's subscriber connects"
+    );
+    for seq in seqs {
+        let r = iox_examples::Reading {
+            seq,
+            value: seq as f64 * 0.5,
+        };
+        assert_eq!(
+            publisher.loan_uninit().unwrap().write_payload(r).send().unwrap(),
+            1
+        );
+    }
+    let out = child.into_inner().wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(iox_testkit::wait_until(Duration::from_secs(30), || svc
+        .port_counts()
+        .1
+        == before));
+    String::from_utf8(out.stdout).unwrap()
 }
