@@ -123,6 +123,7 @@ impl<T> Marked<T> {
 ///
 /// # Safety
 /// As [`Marked::get`].
+#[inline(always)]
 pub(crate) unsafe fn live<'a, T>(ptr: *mut T, marker: u64, same_thread: bool) -> Result<&'a T, IoxStatus> {
     // SAFETY: the caller's contract.
     unsafe { Marked::<T>::get(ptr.cast(), marker, same_thread) }.map(|m| &m.inner)
@@ -159,6 +160,7 @@ pub(crate) unsafe fn drop_handle<T>(ptr: *mut T, marker: u64, same_thread: bool)
 }
 
 /// `ptr`, if it is not NULL (`what` names it in the refusal).
+#[inline(always)]
 pub(crate) fn non_null<T>(ptr: *mut T, what: &str) -> Result<*mut T, IoxStatus> {
     if ptr.is_null() {
         return refuse(IoxStatus::NullPointer, format!("{what} must not be NULL"));
@@ -170,6 +172,7 @@ pub(crate) fn non_null<T>(ptr: *mut T, what: &str) -> Result<*mut T, IoxStatus> 
 ///
 /// # Safety
 /// `out` is NULL or points to writable memory for a `T`.
+#[inline(always)]
 pub(crate) unsafe fn put<T>(out: *mut T, value: T) {
     if !out.is_null() {
         // SAFETY: the caller's contract; not NULL (checked).
@@ -182,6 +185,7 @@ pub(crate) unsafe fn put<T>(out: *mut T, value: T) {
 ///
 /// # Safety
 /// `out` points to writable memory for an `IoxLoan`.
+#[inline(always)]
 pub(crate) unsafe fn lend<T>(
     table: &RefCell<Slots<T>>,
     item: T,
@@ -205,6 +209,7 @@ pub(crate) unsafe fn lend<T>(
 ///
 /// # Safety
 /// `out` points to writable memory for an `IoxSample`.
+#[inline(always)]
 pub(crate) unsafe fn show<T>(
     table: &RefCell<Slots<T>>,
     item: T,
@@ -226,6 +231,7 @@ pub(crate) unsafe fn show<T>(
 }
 
 /// Takes the item `id` out of `table`, or refuses with `what` (a stale id).
+#[inline(always)]
 pub(crate) fn take<T>(table: &RefCell<Slots<T>>, id: u64, what: &str) -> Result<T, IoxStatus> {
     match table.borrow_mut().remove(id) {
         Some(item) => Ok(item),
@@ -234,6 +240,7 @@ pub(crate) fn take<T>(table: &RefCell<Slots<T>>, id: u64, what: &str) -> Result<
 }
 
 /// The length `len_bytes` from C as an address-sized count.
+#[inline(always)]
 pub(crate) fn bytes(len_bytes: u64) -> Result<usize, IoxStatus> {
     usize::try_from(len_bytes).or_else(|_| {
         refuse(
@@ -244,6 +251,7 @@ pub(crate) fn bytes(len_bytes: u64) -> Result<usize, IoxStatus> {
 }
 
 /// A duration of `ns` nanoseconds, or `None` for 0 (do not wait).
+#[inline(always)]
 pub(crate) fn timeout(ns: u64) -> Option<std::time::Duration> {
     (ns != 0).then(|| std::time::Duration::from_nanos(ns))
 }
