@@ -558,7 +558,7 @@ void iox_pubsub_options_init(struct IoxPubSubOptions *options);
 
 // Opens, creates, or opens-or-creates (`mode`: `IOX_OPEN_OR_CREATE`, `IOX_OPEN`,
 // `IOX_CREATE`) the publish-subscribe service `name` with `options`; on success
-// `*out` is the service. On failure `*out` is untouched and [`crate::iox_last_error`]
+// `*out` is the service. On failure `*out` is untouched and [`crate::status::iox_last_error`]
 // says why (e.g. that an existing service records another type, naming both).
 //
 // # Safety

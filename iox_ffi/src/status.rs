@@ -6,7 +6,7 @@
 //! call that succeeds leaves the last message as it was.
 //!
 //! Invariant: nothing unwinds across the boundary. Every exported function runs its
-//! body in [`guard`], which turns a panic into `IOX_STATUS_PANIC` with the panic's
+//! body in `guard`, which turns a panic into `IOX_STATUS_PANIC` with the panic's
 //! message.
 
 use std::cell::RefCell;
