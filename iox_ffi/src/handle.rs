@@ -1,7 +1,7 @@
 //! How C handles are checked: ports and services behind marked pointers, loans and
 //! samples behind ids with generations.
 //!
-//! - A service or port is a `Box` handed out as a pointer. Its first word is a marker
+//! - A service or port is a `Box` handed out as a pointer. It carries a marker word
 //!   ([`Marked`]) that names its kind while it lives and is overwritten when it is
 //!   dropped, so a NULL pointer, a pointer of another kind and (while the allocator has
 //!   not reused the memory) a dropped one are refused with a status instead of being
@@ -32,7 +32,8 @@ pub(crate) const fn marker(kind: &[u8; 8]) -> u64 {
 /// What a dropped object's marker becomes.
 const DEAD: u64 = marker(b"iox-dead");
 
-/// An object handed to C: its marker first, then what it holds.
+/// An object handed to C: two words left to the allocator, its marker, its creating
+/// thread, then what it holds.
 #[repr(C)]
 pub(crate) struct Marked<T> {
     /// Unused: a freed block's first words are where allocators keep their free-list
