@@ -159,7 +159,7 @@ fn c_and_cpp_programs_are_clean_under_sanitizers() {
     }
     assert_eq!(got, 20);
 
-    // The C++ examples: the subscriber fed by a Rust publisher, and request-response
+    // The C++ examples: the subscriber and the WaitSet loop fed by a Rust publisher, and request-response
     // between the example's own server and client processes.
     let sub_exe = build(
         "examples/subscriber.cpp",
@@ -183,6 +183,16 @@ fn c_and_cpp_programs_are_clean_under_sanitizers() {
         &publisher,
         0..2,
     );
+    let ws_exe = build("examples/waitset.cpp", "cpp_waitset_asan", &sanitize);
+    let out = common::feed(
+        Command::new(&ws_exe)
+            .args(["--count", "2"])
+            .env("ASAN_OPTIONS", "detect_leaks=0"),
+        root.path(),
+        &publisher,
+        2..4,
+    );
+    assert!(out.contains("got seq 3"), "{out}");
     let server = Reaped::new(
         Command::new(&rr_exe)
             .args(["server", "--count", "2"])
