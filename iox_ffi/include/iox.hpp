@@ -632,7 +632,7 @@ private:
 };
 
 /// Sleeps until an attached descriptor is readable, a deadline passes or an interval
-/// ticks (use it from its thread). Detach a port's descriptor before dropping the port.
+/// ticks (use it from its thread).
 class WaitSet {
 public:
     static Result<WaitSet> create(bool termination_signals = true) {

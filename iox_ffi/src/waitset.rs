@@ -5,9 +5,8 @@
 //!
 //! An attached descriptor is duplicated first: the WaitSet keeps its own copy, so a
 //! port dropped while attached never leaves a stale descriptor number that could name
-//! another file. Detach a port's descriptor before dropping the port: the copy keeps
-//! the port's doorbell open, and a wake-up still queued on it would report the
-//! attachment fired at every wait.
+//! another file. A port empties its doorbell when it is dropped, so such an attachment
+//! stops firing; detach it to let go of the copy.
 //!
 //! Invariant: each attachment's guard borrows the boxed `WaitSet` and its own boxed
 //! descriptor, which are dropped only after it (field order), so the lifetimes erased

@@ -139,6 +139,36 @@ static void events(const char* root) {
     check("an id above the maximum is refused", !too_big && too_big.error().status == IOX_STATUS_NOTIFY_FAILED);
 }
 
+static void dropped_port(const char* root) {
+    iox::Options o;
+    o.root = root;
+    auto svc = iox::PubSub<Reading>::open_or_create("api/dropped", o);
+    if (!ok("open dropped", svc)) return;
+    auto pub = svc->publisher();
+    auto ws = iox::WaitSet::create(false);
+    if (!ok("publisher", pub) || !ok("waitset", ws)) return;
+    std::uint64_t id = 0;
+    {
+        auto sub = svc->subscriber();
+        if (!ok("subscriber", sub)) return;
+        auto fd = sub->fd();
+        if (!ok("fd", fd)) return;
+        auto att = ws->attach(fd.value());
+        if (!ok("attach", att)) return;
+        id = att.value();
+        auto none = sub->receive();  // empty: arms the descriptor
+        check("nothing to receive", none && !none.value());
+        auto sent = pub->send_copy(Reading{1, 1.0});
+        check("sent to the subscriber", sent && sent.value() == 1);
+        auto round = ws->wait_for(1s);
+        check("the attachment fires", round && round->fired(id));
+    }  // the subscriber goes with the sample and its token unread
+    auto after = ws->wait_for(50ms);
+    check("a dropped port's attachment no longer fires", after && after->kind == IOX_WAIT_TIMEOUT);
+    auto d = ws->detach(id);
+    check("its attachment detaches", static_cast<bool>(d));
+}
+
 static void request_response(const char* root) {
     iox::RequestResponseOptions o;
     o.root = root;
@@ -178,6 +208,7 @@ int main(int argc, char** argv) {
     values(argv[1]);
     slices(argv[1]);
     events(argv[1]);
+    dropped_port(argv[1]);
     request_response(argv[1]);
     std::printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;

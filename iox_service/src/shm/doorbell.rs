@@ -156,8 +156,18 @@ impl AsFd for Doorbell {
 }
 
 impl Drop for Doorbell {
+    /// Removes the socket file, then takes every queued token: a duplicate of the
+    /// descriptor that outlives the port (kept by a WaitSet of the C API, or by a
+    /// program's own epoll set) must not stay readable for a port that is gone. Tokens
+    /// are few (see [`Doorbell::drain`]); the bound only guards against a flood.
     fn drop(&mut self) {
         let _ = std::fs::remove_file(self.root.join(&self.name));
+        let mut buf = [0u8; 8];
+        for _ in 0..1024 {
+            if self.socket.recv(&mut buf).is_err() {
+                break;
+            }
+        }
     }
 }
 
