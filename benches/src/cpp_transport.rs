@@ -22,6 +22,18 @@ pub const NAME: &str = "iox from C++";
 /// Compiles the C++ ping-pong into `target/<profile>/cpp_pingpong`; its path, or why
 /// it could not be built.
 pub fn build() -> Result<PathBuf, String> {
+    compile("bench/pingpong.cpp", "cpp_pingpong")
+}
+
+/// Compiles the C++ counterpart of the `msgloop` binary (`iox_ffi/bench/msgloop.cpp`,
+/// for instruction counts) into `target/<profile>/cpp_msgloop`.
+pub fn build_msgloop() -> Result<PathBuf, String> {
+    compile("bench/msgloop.cpp", "cpp_msgloop")
+}
+
+/// Compiles `iox_ffi/<source>` with `g++ -O2` against the `libiox_ffi.so` beside this
+/// program into `target/<profile>/<name>`.
+fn compile(source: &str, name: &str) -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let dir = exe.parent().ok_or("no directory of the benchmark program")?;
     let lib = dir.join("deps");
@@ -29,12 +41,12 @@ pub fn build() -> Result<PathBuf, String> {
         return Err(format!("{} has no libiox_ffi.so", lib.display()));
     }
     let ffi = Path::new(env!("CARGO_MANIFEST_DIR")).join("../iox_ffi");
-    let out = dir.join("cpp_pingpong");
+    let out = dir.join(name);
     let status = Command::new("g++")
         .args(["-std=c++17", "-O2", "-DNDEBUG"])
         .arg("-I")
         .arg(ffi.join("include"))
-        .arg(ffi.join("bench/pingpong.cpp"))
+        .arg(ffi.join(source))
         .arg("-o")
         .arg(&out)
         .arg(format!("-L{}", lib.display()))
@@ -45,7 +57,7 @@ pub fn build() -> Result<PathBuf, String> {
         .status()
         .map_err(|e| format!("g++ not found ({e}): install g++ to measure iox from C++"))?;
     if !status.success() {
-        return Err(format!("g++ failed on pingpong.cpp ({status})"));
+        return Err(format!("g++ failed on {source} ({status})"));
     }
     Ok(out)
 }

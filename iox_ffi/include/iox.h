@@ -120,6 +120,42 @@ typedef struct IoxEventOptions {
   uint64_t timeout_ms;
 } IoxEventOptions;
 
+// Opaque room for the port's loan or sample (8-byte aligned).
+typedef struct IoxHeldState {
+  // Not to be read or written by the caller.
+  uint64_t opaque[8];
+} IoxHeldState;
+
+// A loan kept by the caller (see the module docs): write `len_bytes` bytes at `data`,
+// then send or discard it exactly once.
+typedef struct IoxHeldLoan {
+  // The payload's first byte, aligned for the service's type.
+  void *data;
+  // The payload's length in bytes.
+  uint64_t len_bytes;
+  // Non-zero while the struct holds a loan.
+  uint64_t live;
+  // The thread that loaned it.
+  uint64_t thread;
+  // The loan itself.
+  struct IoxHeldState state;
+} IoxHeldLoan;
+
+// A received sample kept by the caller (see the module docs): read `len_bytes` bytes
+// at `data`, then release it exactly once.
+typedef struct IoxHeldSample {
+  // The payload's first byte (read-only).
+  const void *data;
+  // The payload's length in bytes.
+  uint64_t len_bytes;
+  // Its length in elements of the service's type (1 for a value).
+  uint64_t len;
+  // Non-zero while the struct holds a sample.
+  uint64_t live;
+  // The sample itself.
+  struct IoxHeldState state;
+} IoxHeldSample;
+
 // A loaned chunk: write `len_bytes` bytes at `data`, then send or discard it by `id`.
 typedef struct IoxLoan {
   // The payload's first byte, aligned for the service's type.
@@ -324,6 +360,61 @@ enum IoxStatus iox_listener_fd(struct IoxListener *listener, int32_t *fd);
 // # Safety
 // `listener` is NULL or a pointer from [`iox_listener_create`].
 enum IoxStatus iox_listener_drop(struct IoxListener *listener);
+
+// Loans a chunk for `len_bytes` bytes (as `iox_publisher_loan`) into `*loan`, which
+// must not hold a loan.
+//
+// # Safety
+// `publisher` is a pointer from `iox_publisher_create`; `loan` points to writable
+// memory for an `IoxHeldLoan`.
+enum IoxStatus iox_publisher_loan_held(struct IoxPublisher *publisher,
+                                       uint64_t len_bytes,
+                                       struct IoxHeldLoan *loan);
+
+// Sends the loan in `*loan` (as `iox_publisher_send`); `*delivered` (if not NULL) is
+// how many subscribers got it. The struct is spent afterwards, whether the send
+// succeeded or not.
+//
+// # Safety
+// `loan` was filled by [`iox_publisher_loan_held`] (or is spent: refused); all of its
+// `len_bytes` bytes were written with a valid value of the service's type;
+// `delivered` is NULL or points to writable memory for a `uint64_t`.
+enum IoxStatus iox_held_loan_send(struct IoxHeldLoan *loan, uint64_t *delivered);
+
+// Gives the loan in `*loan` back unsent; the struct is spent afterwards.
+//
+// # Safety
+// As [`iox_held_loan_send`].
+enum IoxStatus iox_held_loan_discard(struct IoxHeldLoan *loan);
+
+// Receives the next sample (as `iox_subscriber_receive`) into `*sample`, which must
+// not hold one; `*received` says whether it was filled.
+//
+// # Safety
+// `subscriber` is a pointer from `iox_subscriber_create`; `sample` and `received`
+// point to writable memory for an `IoxHeldSample` and a `bool`.
+enum IoxStatus iox_subscriber_receive_held(struct IoxSubscriber *subscriber,
+                                           uint64_t timeout_ns,
+                                           struct IoxHeldSample *sample,
+                                           bool *received);
+
+// Releases the sample in `*sample` (its chunk returns to the pool once no one else
+// holds it); the struct is spent afterwards. Works after its subscriber was dropped.
+//
+// # Safety
+// `sample` is NULL (refused) or points to an `IoxHeldSample` filled by
+// [`iox_subscriber_receive_held`] (or spent: refused), used by one thread at a time.
+enum IoxStatus iox_held_sample_release(struct IoxHeldSample *sample);
+
+// The device address of the held sample's payload (as `iox_subscriber_device_ptr`):
+// for a sample of a subscriber that pinned a `CudaPinned` pool.
+// `IOX_STATUS_NO_DEVICE_POINTER` if it did not pin, or its pinner gives none.
+//
+// # Safety
+// `sample` is NULL (refused) or points to an `IoxHeldSample` (see
+// [`iox_held_sample_release`]); `device_ptr` points to writable memory for a
+// `uint64_t`.
+enum IoxStatus iox_held_sample_device_ptr(const struct IoxHeldSample *sample, uint64_t *device_ptr);
 
 // Creates a publisher of `service` (pinning its pool once if `pin_memory`); `*out` is
 // the publisher, usable from this thread only.

@@ -109,6 +109,9 @@ class Result {
 public:
     Result(T value) : inner_(std::move(value)) {}
     Result(Error error) : inner_(std::move(error)) {}
+    /// A value made in place from `args` (no move of it on the way).
+    template <class... A>
+    explicit Result(std::in_place_t, A&&... args) : inner_(std::in_place_index<0>, std::forward<A>(args)...) {}
     explicit operator bool() const { return inner_.index() == 0; }
     bool has_value() const { return inner_.index() == 0; }
     T& value() & { return std::get<0>(inner_); }
@@ -143,17 +146,23 @@ class Publisher;
 template <class T>
 class Subscriber;
 
+/// The tag of an empty `Loan` or `Sample` (one made to be filled in place).
+struct Spent {};
+
 /// A loaned chunk holding one `T`, written in place; sent with `send()`, given back
-/// unsent when dropped.
+/// unsent when dropped. It holds the loan itself (no table is looked up per call); it
+/// is moved, never copied, and is used from the thread that loaned it.
 template <class T>
 class Loan {
 public:
-    Loan(Loan&& o) noexcept : port_(std::exchange(o.port_, nullptr)), loan_(std::exchange(o.loan_, {})) {}
+    /// An empty loan (what a moved-from one is): nothing to send or discard.
+    explicit Loan(Spent) noexcept { spend(); }
+    Loan(Loan&& o) noexcept : loan_(o.loan_) { o.spend(); }
     Loan& operator=(Loan&& o) noexcept {
         if (this != &o) {
             discard();
-            port_ = std::exchange(o.port_, nullptr);
-            loan_ = std::exchange(o.loan_, {});
+            loan_ = o.loan_;
+            o.spend();
         }
         return *this;
     }
@@ -185,31 +194,40 @@ public:
     /// many got it.
     Result<std::uint64_t> send() && {
         std::uint64_t delivered = 0;
-        IoxStatus s = iox_publisher_send(std::exchange(port_, nullptr), std::exchange(loan_, {}).id, &delivered);
+        IoxStatus s = iox_held_loan_send(&loan_, &delivered);
+        spend();
         if (s != IOX_STATUS_OK) return Error::last(s);
         return delivered;
     }
 
 private:
     friend class Publisher<T>;
-    Loan(IoxPublisher* port, IoxLoan loan) : port_(port), loan_(loan) {}
     void discard() {
-        if (port_ != nullptr) iox_publisher_discard(std::exchange(port_, nullptr), std::exchange(loan_, {}).id);
+        if (loan_.live != 0) iox_held_loan_discard(&loan_);
     }
-    IoxPublisher* port_;
-    IoxLoan loan_;
+    /// Empty from here on (the loan was sent or moved out).
+    void spend() {
+        loan_.data = nullptr;
+        loan_.len_bytes = 0;
+        loan_.live = 0;
+    }
+    IoxHeldLoan loan_;
 };
 
-/// A received `T`, read in place; released when dropped.
+/// A received `T`, read in place; released when dropped. It holds the sample itself
+/// (no table is looked up per call) and may outlive its subscriber; it is moved, never
+/// copied.
 template <class T>
 class Sample {
 public:
-    Sample(Sample&& o) noexcept : port_(std::exchange(o.port_, nullptr)), sample_(std::exchange(o.sample_, {})) {}
+    /// An empty sample (what a moved-from one is): nothing to release.
+    explicit Sample(Spent) noexcept { spend(); }
+    Sample(Sample&& o) noexcept : sample_(o.sample_) { o.spend(); }
     Sample& operator=(Sample&& o) noexcept {
         if (this != &o) {
             release();
-            port_ = std::exchange(o.port_, nullptr);
-            sample_ = std::exchange(o.sample_, {});
+            sample_ = o.sample_;
+            o.spend();
         }
         return *this;
     }
@@ -237,14 +255,28 @@ public:
     std::size_t size() const { return static_cast<std::size_t>(sample_.len); }
     const Element& operator[](std::size_t i) const { return data()[i]; }
 
+    /// The payload's device address, for a sample of a subscriber that pinned a
+    /// CUDA-pinned pool (`IOX_STATUS_NO_DEVICE_POINTER` otherwise).
+    Result<std::uint64_t> device_ptr() const {
+        std::uint64_t p = 0;
+        IoxStatus s = iox_held_sample_device_ptr(&sample_, &p);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return p;
+    }
+
 private:
     friend class Subscriber<T>;
-    Sample(IoxSubscriber* port, IoxSample sample) : port_(port), sample_(sample) {}
     void release() {
-        if (port_ != nullptr) iox_subscriber_release(std::exchange(port_, nullptr), std::exchange(sample_, {}).id);
+        if (sample_.live != 0) iox_held_sample_release(&sample_);
     }
-    IoxSubscriber* port_;
-    IoxSample sample_;
+    /// Empty from here on (the sample was moved out).
+    void spend() {
+        sample_.data = nullptr;
+        sample_.len_bytes = 0;
+        sample_.len = 0;
+        sample_.live = 0;
+    }
+    IoxHeldSample sample_;
 };
 
 /// A publisher of `T` (use it from the thread that created it).
@@ -299,10 +331,11 @@ private:
     friend class PubSub;
     explicit Publisher(IoxPublisher* port) : port_(port) {}
     Result<Loan<T>> loan_bytes(std::size_t bytes) {
-        IoxLoan l{};
-        IoxStatus s = iox_publisher_loan(port_, bytes, &l);
-        if (s != IOX_STATUS_OK) return Error::last(s);
-        return Loan<T>(port_, l);
+        // Filled in place: the loan is not moved on its way to the caller.
+        Result<Loan<T>> r(std::in_place, Spent{});
+        IoxStatus s = iox_publisher_loan_held(port_, bytes, &r->loan_);
+        if (s != IOX_STATUS_OK) r = Error::last(s);
+        return r;
     }
     IoxPublisher* port_;
 };
@@ -331,13 +364,18 @@ public:
     /// The next sample, waiting up to `timeout` for one (sleeping, not spinning).
     template <class Rep, class Period>
     Result<std::optional<Sample<T>>> receive_for(std::chrono::duration<Rep, Period> timeout) {
-        IoxSample raw{};
+        // Filled in place: the sample is not moved on its way to the caller.
+        Result<std::optional<Sample<T>>> r(std::in_place, std::in_place, Spent{});
         bool got = false;
         auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
-        IoxStatus s = iox_subscriber_receive(port_, ns > 0 ? static_cast<std::uint64_t>(ns) : 0, &raw, &got);
-        if (s != IOX_STATUS_OK) return Error::last(s);
-        if (!got) return std::optional<Sample<T>>();
-        return std::optional<Sample<T>>(Sample<T>(port_, raw));
+        IoxStatus s = iox_subscriber_receive_held(port_, ns > 0 ? static_cast<std::uint64_t>(ns) : 0,
+                                                  &(*r)->sample_, &got);
+        if (s != IOX_STATUS_OK) {
+            r = Error::last(s);
+        } else if (!got) {
+            r->reset();
+        }
+        return r;
     }
 
     /// The subscriber's view of the pool.

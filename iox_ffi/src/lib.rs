@@ -16,14 +16,17 @@
 //!   Make a port per thread, as in Rust.
 //! - **Errors.** Every call returns an `IoxStatus`; `iox_last_error()` is the calling
 //!   thread's last message. Nothing unwinds into C: a panic is `IOX_STATUS_PANIC`.
-//! - **Ownership.** A port keeps its service open, a loan or sample lives inside its
-//!   port: dropping a port discards its loans and releases its samples, so their
-//!   addresses must not be used after it.
+//! - **Ownership.** A port keeps its service open, a loan or sample with an id lives
+//!   inside its port: dropping a port discards its loans and releases its samples, so
+//!   their addresses must not be used after it. A held loan or sample (`held`: the C++
+//!   layer's path) lives in the caller's struct instead, needs no table, and outlives
+//!   its port; it must be sent or released exactly once and never copied.
 //! - **What C callers must not do:** use a pointer after its `*_drop` or one this
 //!   library did not make (best-effort refusal only), read a sample's bytes after its
 //!   release, write more than a loan's `len_bytes`, send a loan whose bytes are not a
-//!   valid value of the service's type, or call a port's functions from two threads at
-//!   once (they are refused from any but the creating thread).
+//!   valid value of the service's type, call a port's functions from two threads at
+//!   once (they are refused from any but the creating thread), or copy an
+//!   `IoxHeldLoan` / `IoxHeldSample` and use both copies.
 //!
 //! Not in the C ABI yet: device pointers of loans (a subscriber's samples have them),
 //! and the blocking `receive_async`-style integrations (C has the readiness
@@ -31,6 +34,7 @@
 
 pub mod event;
 mod handle;
+pub mod held;
 pub mod publisher;
 pub mod reqres;
 pub mod service;
@@ -39,6 +43,7 @@ pub mod subscriber;
 pub mod waitset;
 
 pub use event::{IoxEventOptions, IoxEventService, IoxListener, IoxNotifier};
+pub use held::{IoxHeldLoan, IoxHeldSample, IoxHeldState};
 pub use publisher::{IoxLoan, IoxPublisher};
 pub use reqres::{IoxClient, IoxRequestResponseOptions, IoxRequestResponseService, IoxServer};
 pub use service::{

@@ -22,7 +22,7 @@ pub struct IoxPublisher {
     loans: RefCell<Slots<RawLoan>>,
 }
 
-const PUBLISHER: u64 = marker(b"iox-pub\0");
+pub(crate) const PUBLISHER: u64 = marker(b"iox-pub\0");
 
 /// The refusal of a loan id that is not live.
 pub(crate) const NO_LOAN: &str = "no such loan: it was sent or discarded already, or belongs to another port";
@@ -92,24 +92,28 @@ pub unsafe extern "C" fn iox_publisher_loan(
         // SAFETY: the caller's contract.
         let p = unsafe { live(publisher, PUBLISHER, true) }?;
         let loan = non_null(loan, "loan")?;
-        if let Some(size) = p.value_size
-            && size != len_bytes
-        {
-            return refuse(
-                IoxStatus::InvalidArgument,
-                format!(
-                    "a loan of this service's value type is exactly its size, {size} bytes, not {len_bytes}"
-                ),
-            );
-        }
-        let mut raw = p
-            .publisher
-            .loan_raw(bytes(len_bytes)?)
-            .map_err(|e| fail(IoxStatus::LoanFailed, e))?;
+        let mut raw = loan_checked(p, len_bytes)?;
         let (data, len) = (raw.as_mut_ptr().cast(), raw.len_bytes());
         // SAFETY: the caller's contract; not NULL (checked).
         unsafe { lend(&p.loans, raw, data, len, loan) }
     })
+}
+
+/// A loan of `len_bytes` bytes from `p`'s publisher, the length checked against the
+/// service's type.
+#[inline(always)]
+pub(crate) fn loan_checked(p: &IoxPublisher, len_bytes: u64) -> Result<RawLoan, IoxStatus> {
+    if let Some(size) = p.value_size
+        && size != len_bytes
+    {
+        return refuse(
+            IoxStatus::InvalidArgument,
+            format!("a loan of this service's value type is exactly its size, {size} bytes, not {len_bytes}"),
+        );
+    }
+    p.publisher
+        .loan_raw(bytes(len_bytes)?)
+        .map_err(|e| fail(IoxStatus::LoanFailed, e))
 }
 
 /// Sends the loan `id` to every connected subscriber; `*delivered` (if not NULL) is how

@@ -23,7 +23,7 @@ pub struct IoxSubscriber {
     samples: RefCell<Slots<RawSample>>,
 }
 
-const SUBSCRIBER: u64 = marker(b"iox-sub\0");
+pub(crate) const SUBSCRIBER: u64 = marker(b"iox-sub\0");
 
 /// The refusal of a sample id that is not live.
 const NO_SAMPLE: &str = "no such sample: it was released already, or belongs to another subscriber";
@@ -91,11 +91,7 @@ pub unsafe extern "C" fn iox_subscriber_receive(
         // SAFETY: the caller's contract.
         let s = unsafe { live(subscriber, SUBSCRIBER, true) }?;
         let (sample, received) = (non_null(sample, "sample")?, non_null(received, "received")?);
-        let got = match timeout(timeout_ns) {
-            None => s.subscriber.receive_raw(),
-            Some(t) => s.subscriber.receive_timeout_raw(t),
-        }
-        .map_err(|e| fail(IoxStatus::ReceiveFailed, e))?;
+        let got = receive_checked(s, timeout_ns)?;
         let got_one = got.is_some();
         // SAFETY: the caller's contract; neither is NULL (checked).
         unsafe {
@@ -107,6 +103,16 @@ pub unsafe extern "C" fn iox_subscriber_receive(
         }
         Ok(())
     })
+}
+
+/// The next sample of `s`'s subscriber, waiting up to `timeout_ns` (0: not at all).
+#[inline(always)]
+pub(crate) fn receive_checked(s: &IoxSubscriber, timeout_ns: u64) -> Result<Option<RawSample>, IoxStatus> {
+    match timeout(timeout_ns) {
+        None => s.subscriber.receive_raw(),
+        Some(t) => s.subscriber.receive_timeout_raw(t),
+    }
+    .map_err(|e| fail(IoxStatus::ReceiveFailed, e))
 }
 
 /// Releases the sample `id` (its chunk returns to the pool once no one else holds it).

@@ -126,6 +126,11 @@ fn c_mistakes_get_a_status_and_a_message() {
 }
 
 #[test]
+fn held_loans_and_samples_refuse_misuse_and_outlive_their_ports() {
+    run_misuse(&build("tests/programs/c_held.c", "c_held", &[]));
+}
+
+#[test]
 fn every_part_of_the_cpp_layer_works() {
     run_misuse(&build("tests/programs/cpp_api.cpp", "cpp_api", &[]));
 }
@@ -138,6 +143,7 @@ fn c_and_cpp_programs_are_clean_under_sanitizers() {
         "-fno-sanitize-recover=all",
     ];
     run_misuse(&build("tests/programs/c_misuse.c", "c_misuse_asan", &sanitize));
+    run_misuse(&build("tests/programs/c_held.c", "c_held_asan", &sanitize));
     run_misuse(&build("tests/programs/cpp_api.cpp", "cpp_api_asan", &sanitize));
     let exe = build(
         "tests/programs/cpp_publisher.cpp",

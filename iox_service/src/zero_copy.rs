@@ -293,6 +293,12 @@ impl PayloadType {
         match self {
             PayloadType::Typed { .. } => (bytes == element).then_some(1),
             PayloadType::Slice { .. } if element == 0 => (bytes == 0).then_some(0),
+            // Element sizes are almost always powers of two: a shift and a mask there,
+            // where a division would cost tens of cycles on every loan.
+            PayloadType::Slice { .. } if element.is_power_of_two() => {
+                let shift = element.trailing_zeros();
+                (bytes & (element - 1) == 0).then_some(bytes >> shift)
+            }
             PayloadType::Slice { .. } => bytes.is_multiple_of(element).then_some(bytes / element),
         }
     }

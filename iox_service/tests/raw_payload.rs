@@ -120,3 +120,40 @@ fn slice_raw_counts_elements_and_mismatches_are_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn a_raw_sample_whose_length_does_not_fit_its_chunk_is_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let f32s = PayloadType::Slice {
+        element: "f32".into(),
+        size: 4,
+        alignment: 4,
+        invalid_bit_patterns: false,
+    };
+    // SAFETY: the subscriber uses receive_raw only; the publisher breaks the contract on
+    // purpose (a length in bytes where the recorded type counts f32s), as a faulty or
+    // hostile writer of the shared memory could.
+    let raw = unsafe {
+        Service::named("raw/liar")
+            .unwrap()
+            .root(dir.path())
+            .publish_subscribe::<[u8]>()
+            .raw_payload_type(f32s)
+    }
+    .max_slice_len(4)
+    .create()
+    .unwrap();
+    let sub = raw.subscriber_builder().create().unwrap();
+    let liar = raw.publisher_builder().create().unwrap();
+    // The whole 64-byte chunk as 64 "elements": 256 bytes of f32.
+    let loan = liar.loan_slice_uninit(64).unwrap();
+    loan.write_from_fn(|i| i as u8).send().unwrap();
+    let free = liar.pool_info().free_chunks();
+    let err = sub.receive_raw().unwrap_err();
+    assert!(err.to_string().contains("does not fit the chunk"), "{err}");
+    assert!(sub.receive_raw().unwrap().is_none(), "nothing else queued");
+    assert!(
+        liar.pool_info().free_chunks() == free + 1,
+        "the refused chunk went back to the pool"
+    );
+}

@@ -11,7 +11,9 @@
 //!
 //! Needs valgrind (Debian package `valgrind`); without it, it says so and exits 0
 //! (CI does not run it). Figures are per message: a send plus every receive of it
-//! (`fanout4`: one send, four receives), or one loan and its release (`loan`).
+//! (`fanout4`: one send, four receives), or one loan and its release (`loan`). With
+//! case `one`, it also counts iox from C++ against the same loop in Rust (the
+//! `msgloop` binary: build every binary of this crate first) when g++ is there.
 
 use std::process::{Command, ExitCode};
 
@@ -105,6 +107,9 @@ fn main() -> ExitCode {
             }
         }
     }
+    if libraries.contains(&Library::Iox) && cases.contains(&Case::One) {
+        print_cpp(args.small, args.large);
+    }
     if libraries.contains(&Library::Iox) {
         let col = libraries
             .iter()
@@ -143,20 +148,61 @@ fn count(library: Library, case: Case, n: u64, receives_only: bool) -> Option<u6
         // Count only inside `counted::counted_receive_*` (kept out of line).
         cmd.args(["--collect-atstart=no", "--toggle-collect=*counted_receive*"]);
     }
-    let out = cmd
-        .arg(exe)
-        .args(["--child", library.name(), case.name(), &n.to_string()])
-        .output()
-        .ok()?;
+    cmd.arg(exe)
+        .args(["--child", library.name(), case.name(), &n.to_string()]);
+    collected(cmd, &format!("{} {} {n}", library.name(), case.name()))
+}
+
+/// The "Collected" total callgrind reports for `cmd` (a valgrind command line), or
+/// `None` (said on stderr, naming `what`) if the run failed.
+fn collected(mut cmd: Command, what: &str) -> Option<u64> {
+    let out = cmd.output().ok()?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
-        eprintln!("{} {} {n} failed:\n{stderr}", library.name(), case.name());
+        eprintln!("{what} failed:\n{stderr}");
         return None;
     }
     stderr
         .lines()
         .find_map(|l| l.split_once("Collected :").map(|(_, v)| v.trim().parse().ok()))
         .flatten()
+}
+
+/// iox from C++ against Rust, one loop each of loan, write, send, receive, release
+/// (`iox_ffi/bench/msgloop.cpp` on the C++ layer, the `msgloop` binary in Rust):
+/// instructions per message of each and their ratio.
+fn print_cpp(small: u64, large: u64) {
+    let per = |exe: &std::path::Path| -> Option<f64> {
+        let run = |n: u64| {
+            let mut cmd = Command::new("valgrind");
+            cmd.args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+                .arg(exe)
+                .arg(n.to_string());
+            collected(cmd, &format!("{} {n}", exe.display()))
+        };
+        Some((run(large)? as f64 - run(small)? as f64) / (large - small) as f64)
+    };
+    let cpp = match iox_benches::cpp_transport::build_msgloop() {
+        Ok(exe) => exe,
+        Err(why) => {
+            println!("SKIP iox from C++: {why}");
+            return;
+        }
+    };
+    let rust = cpp.with_file_name("msgloop");
+    if !rust.exists() {
+        println!(
+            "SKIP iox from C++: {} is missing (cargo build --release -p iox_benches --bins)",
+            rust.display()
+        );
+        return;
+    }
+    if let (Some(c), Some(r)) = (per(&cpp), per(&rust)) {
+        println!(
+            "iox from C++ (iox_ffi/bench/msgloop.cpp against the msgloop binary): C++ {c:.1}, Rust {r:.1} per message, {:.2}x",
+            c / r
+        );
+    }
 }
 
 fn print_table(libraries: &[Library], table: &[(Case, Vec<Option<f64>>)]) {

@@ -56,6 +56,25 @@ int main(int argc, char** argv) {
         }
         if ((s = iox_subscriber_release(sub, sample.id)) != IOX_STATUS_OK) return die("release", s);
     }
+    /* A held sample (the C++ layer's) gives the same device pointer for its payload. */
+    IoxLoan loan;
+    if ((s = iox_publisher_loan(pub, 8, &loan)) != IOX_STATUS_OK) return die("loan", s);
+    *(uint64_t*)loan.data = 3;
+    if ((s = iox_publisher_send(pub, loan.id, NULL)) != IOX_STATUS_OK) return die("send", s);
+    IoxHeldSample held;
+    bool got = false;
+    if ((s = iox_subscriber_receive_held(sub, 0, &held, &got)) != IOX_STATUS_OK || !got) return die("receive held", s);
+    uint64_t dev = 0;
+    if ((s = iox_held_sample_device_ptr(&held, &dev)) != IOX_STATUS_OK) return die("held device_ptr", s);
+    if (dev - first_dev != (uint64_t)((const char*)held.data - first_host)) {
+        fprintf(stderr, "c_device: held device pointer %" PRIx64 " is not at the host offset\n", dev);
+        return 1;
+    }
+    if ((s = iox_held_sample_release(&held)) != IOX_STATUS_OK) return die("release held", s);
+    if ((s = iox_held_sample_device_ptr(&held, &dev)) != IOX_STATUS_STALE_HANDLE) {
+        fprintf(stderr, "c_device: a released held sample gave a device pointer\n");
+        return 1;
+    }
     iox_subscriber_drop(sub);
     iox_publisher_drop(pub);
     iox_pubsub_service_drop(service);

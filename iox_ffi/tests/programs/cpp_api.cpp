@@ -74,6 +74,28 @@ static void values(const char* root) {
     }
     auto b = sub->receive();
     check("the discarded loan never arrives", b && !b.value(), b ? "" : b.error().message);
+    {
+        // A sample and a loan each hold their own: they outlive their ports.
+        auto sent2 = pub->send_copy(Reading{6, 3.0});
+        auto kept = sub->receive_for(1s);
+        auto later = pub->loan();
+        check("a sample and a loan to keep", sent2 && kept && kept.value() && later);
+        if (kept && kept.value() && later) {
+            iox::Sample<Reading> sample = std::move(*kept.value());
+            check("a moved-from sample has no data", kept.value()->data() == nullptr && kept.value()->size() == 0);
+            auto loan = std::move(later.value());
+            { auto gone = std::move(sub.value()); }
+            { auto gone = std::move(pub.value()); }
+            check("the sample outlives its subscriber", sample->seq == 6);
+            auto dev = sample.device_ptr();
+            check("an unpinned sample has no device pointer",
+                  !dev && dev.error().status == IOX_STATUS_NO_DEVICE_POINTER);
+            *loan = Reading{7, 3.5};
+            auto n = std::move(loan).send();
+            check("the loan outlives its publisher (sent to no one)", n && n.value() == 0,
+                  n ? std::to_string(n.value()) : n.error().message);
+        }
+    }
     auto wrong = iox::PubSub<std::uint64_t>::open_existing("api/values", o);
     check("another type is refused", !wrong && wrong.error().status == IOX_STATUS_OPEN_FAILED,
           wrong ? "" : wrong.error().message);

@@ -32,11 +32,13 @@ pub struct RawLoan {
 
 impl RawLoan {
     /// The payload's first byte (aligned for the recorded type).
+    #[inline]
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
         self.ptr
     }
 
     /// The payload's length in bytes.
+    #[inline]
     pub fn len_bytes(&self) -> usize {
         self.bytes
     }
@@ -46,6 +48,7 @@ impl RawLoan {
     /// # Safety
     /// All [`len_bytes`](Self::len_bytes) bytes must have been written, with a valid
     /// value of the recorded type.
+    #[inline]
     pub unsafe fn send(self) -> Result<usize, SendError> {
         // SAFETY: the caller wrote the payload (this function's contract).
         unsafe { self.loan.assume_init() }.send()
@@ -61,16 +64,19 @@ pub struct RawSample {
 
 impl RawSample {
     /// The payload's first byte.
+    #[inline]
     pub fn as_ptr(&self) -> *const u8 {
         self.sample.as_ptr()
     }
 
     /// The payload's length in bytes.
+    #[inline]
     pub fn len_bytes(&self) -> usize {
         self.bytes
     }
 
     /// The payload's length in elements of the recorded type (1 for a typed payload).
+    #[inline]
     pub fn len(&self) -> usize {
         self.sample.word()
     }
@@ -95,6 +101,7 @@ impl Publisher<[u8]> {
     /// Loans a chunk for `bytes` bytes of the recorded payload: its size for a typed
     /// payload, a multiple of the element size for a slice (else
     /// [`LoanError::SliceTooLong`] names the nearest fitting length in elements).
+    #[inline]
     pub fn loan_raw(&self, bytes: usize) -> Result<RawLoan, LoanError> {
         let payload = self.recorded_payload();
         let element = payload.element_size();
@@ -116,8 +123,12 @@ impl Publisher<[u8]> {
 
 impl Subscriber<[u8]> {
     /// [`receive`](Subscriber::receive) for a raw-payload service.
+    #[inline]
     pub fn receive_raw(&self) -> Result<Option<RawSample>, ReceiveError> {
-        self.receive()?.map(|s| self.to_raw(s)).transpose()
+        match self.receive()? {
+            Some(sample) => Ok(Some(self.to_raw(sample))),
+            None => Ok(None),
+        }
     }
 
     /// [`receive_timeout`](Subscriber::receive_timeout) for a raw-payload service.
@@ -125,18 +136,14 @@ impl Subscriber<[u8]> {
         &self,
         timeout: std::time::Duration,
     ) -> Result<Option<RawSample>, ReceiveError> {
-        self.receive_timeout(timeout)?.map(|s| self.to_raw(s)).transpose()
+        Ok(self.receive_timeout(timeout)?.map(|s| self.to_raw(s)))
     }
 
-    /// The sample's length in bytes from its user word, checked against its chunk.
-    fn to_raw(&self, sample: Sample<[u8]>) -> Result<RawSample, ReceiveError> {
-        match self.recorded_payload().bytes_of(sample.word()) {
-            Some(bytes) if bytes <= sample.chunk_size() => Ok(RawSample { sample, bytes }),
-            _ => Err(ReceiveError::Corrupt {
-                raw: sample.word() as u64,
-                publisher: usize::MAX,
-                what: "payload length (in elements of the recorded type) does not fit the chunk",
-            }),
-        }
+    /// The sample's length in bytes, from its user word and the recorded type (the
+    /// receive checked that they fit its chunk).
+    #[inline(always)]
+    fn to_raw(&self, sample: Sample<[u8]>) -> RawSample {
+        let bytes = self.recorded_payload().bytes_of(sample.word()).unwrap_or(0);
+        RawSample { sample, bytes }
     }
 }

@@ -279,14 +279,6 @@ impl<P: ?Sized + Payload> Sample<P> {
         self.len
     }
 
-    /// Bytes in the sample's chunk (0 if the handle is not the pool's).
-    pub(crate) fn chunk_size(&self) -> usize {
-        self.port
-            .pool()
-            .chunk(self.chunk.handle())
-            .map_or(0, |(_, size)| size)
-    }
-
     /// The chunk's offset from the pool's base (the same in every process).
     pub fn offset(&self) -> usize {
         self.chunk.addr() as usize - self.port.pool().payload_region().addr() as usize

@@ -491,9 +491,13 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             }
             let len = chunk.user_word();
             let chunk_size = chunk.size();
-            let elem = size_of::<P::Element>() as u64;
             let fits = if P::IS_SLICE {
-                len.checked_mul(elem).is_some_and(|b| b <= chunk_size as u64)
+                // Checked against the recorded type, which for a Rust slice is `P`'s
+                // element and for a raw port (`[u8]` of a type known at run time) is
+                // that type: its sample's bytes are then known to fit.
+                port.recorded_payload()
+                    .bytes_of(len as usize)
+                    .is_some_and(|b| b <= chunk_size)
             } else {
                 len == 1 && size_of::<P::Element>() <= chunk_size
             };

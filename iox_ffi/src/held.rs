@@ -1,0 +1,282 @@
+//! Loans and samples kept in the caller's memory: the path of the C++ layer, whose
+//! move-only `iox::Loan` and `iox::Sample` already rule out what the ids of `handle`
+//! check at run time (a second send or release, a copy used after its original).
+//!
+//! An [`IoxHeldLoan`] or [`IoxHeldSample`] is a struct the caller owns; a loan or
+//! receive call moves the port's loan or sample into its opaque `state` and sets its
+//! `live` word; sending, discarding or releasing moves it out and clears `live`. So no
+//! table is looked up or changed per message, and nothing but the struct is moved.
+//!
+//! Invariants and what they rest on:
+//! - `state` holds a `RawLoan` / `RawSample` exactly while `live` is [`LOAN_LIVE`] /
+//!   [`SAMPLE_LIVE`]; these calls never read `state` otherwise.
+//! - A held loan or sample keeps its port's state alive by itself (the core's loan
+//!   and sample hold a reference to it), so it may outlive the `IoxPublisher` or
+//!   `IoxSubscriber` it came from: sending or releasing it then works as in Rust.
+//! - A held loan is used from the thread that loaned it (its port state is
+//!   single-threaded; the thread is recorded in the struct and checked); a held sample
+//!   from any thread, one at a time.
+//! - What the caller must not do (the C++ types cannot): copy the struct and use both
+//!   copies (the second would send or release the same chunk again), or write into
+//!   `state`. A struct that was never filled, or is already spent, is refused by its
+//!   `live` word.
+
+use std::ffi::c_void;
+use std::mem::{align_of, size_of};
+
+use iox_service::{RawLoan, RawSample};
+
+use crate::handle::{live, non_null, put, this_thread};
+use crate::publisher::{IoxPublisher, PUBLISHER, loan_checked};
+use crate::status::{IoxStatus, fail, guard, refuse};
+use crate::subscriber::{IoxSubscriber, SUBSCRIBER, receive_checked};
+
+/// Opaque room for the port's loan or sample (8-byte aligned).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct IoxHeldState {
+    /// Not to be read or written by the caller.
+    pub opaque: [u64; 8],
+}
+
+const _: () = assert!(size_of::<RawLoan>() <= size_of::<IoxHeldState>());
+const _: () = assert!(align_of::<RawLoan>() <= align_of::<IoxHeldState>());
+const _: () = assert!(size_of::<RawSample>() <= size_of::<IoxHeldState>());
+const _: () = assert!(align_of::<RawSample>() <= align_of::<IoxHeldState>());
+
+/// `live` of a filled [`IoxHeldLoan`].
+const LOAN_LIVE: u64 = crate::handle::marker(b"iox-loan");
+/// `live` of a filled [`IoxHeldSample`].
+const SAMPLE_LIVE: u64 = crate::handle::marker(b"iox-smpl");
+
+/// The refusal of a held sample that is not live.
+const NO_SAMPLE: &str = "this sample is not live: it was released already, or never filled";
+
+/// A loan kept by the caller (see the module docs): write `len_bytes` bytes at `data`,
+/// then send or discard it exactly once.
+#[repr(C)]
+#[derive(Debug)]
+pub struct IoxHeldLoan {
+    /// The payload's first byte, aligned for the service's type.
+    pub data: *mut c_void,
+    /// The payload's length in bytes.
+    pub len_bytes: u64,
+    /// Non-zero while the struct holds a loan.
+    pub live: u64,
+    /// The thread that loaned it.
+    pub thread: u64,
+    /// The loan itself.
+    pub state: IoxHeldState,
+}
+
+/// A received sample kept by the caller (see the module docs): read `len_bytes` bytes
+/// at `data`, then release it exactly once.
+#[repr(C)]
+#[derive(Debug)]
+pub struct IoxHeldSample {
+    /// The payload's first byte (read-only).
+    pub data: *const c_void,
+    /// The payload's length in bytes.
+    pub len_bytes: u64,
+    /// Its length in elements of the service's type (1 for a value).
+    pub len: u64,
+    /// Non-zero while the struct holds a sample.
+    pub live: u64,
+    /// The sample itself.
+    pub state: IoxHeldState,
+}
+
+/// Loans a chunk for `len_bytes` bytes (as `iox_publisher_loan`) into `*loan`, which
+/// must not hold a loan.
+///
+/// # Safety
+/// `publisher` is a pointer from `iox_publisher_create`; `loan` points to writable
+/// memory for an `IoxHeldLoan`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_publisher_loan_held(
+    publisher: *mut IoxPublisher,
+    len_bytes: u64,
+    loan: *mut IoxHeldLoan,
+) -> IoxStatus {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let p = unsafe { live(publisher, PUBLISHER, true) }?;
+        let loan = non_null(loan, "loan")?;
+        let mut raw = loan_checked(p, len_bytes)?;
+        // SAFETY: the caller's contract: writable; not NULL (checked). The loan moves
+        // into `state` (room and alignment asserted above) and `live` says so.
+        unsafe {
+            let (data, len) = (raw.as_mut_ptr().cast(), raw.len_bytes() as u64);
+            (&raw mut (*loan).state).cast::<RawLoan>().write(raw);
+            (&raw mut (*loan).data).write(data);
+            (&raw mut (*loan).len_bytes).write(len);
+            (&raw mut (*loan).thread).write(this_thread() as u64);
+            (&raw mut (*loan).live).write(LOAN_LIVE);
+        }
+        Ok(())
+    })
+}
+
+/// The loan in `*loan`, taken out (the struct is spent from here on).
+///
+/// # Safety
+/// `loan` is NULL or points to an `IoxHeldLoan` (see the module docs).
+#[inline(always)]
+unsafe fn take_loan(loan: *mut IoxHeldLoan) -> Result<RawLoan, IoxStatus> {
+    let loan = non_null(loan, "loan")?;
+    // SAFETY: the caller's contract: readable and writable.
+    let (seen, thread) = unsafe {
+        (
+            (&raw const (*loan).live).read(),
+            (&raw const (*loan).thread).read(),
+        )
+    };
+    if seen != LOAN_LIVE {
+        return refuse(
+            IoxStatus::StaleHandle,
+            "this loan is not live: it was sent or discarded already, or never filled",
+        );
+    }
+    if thread != this_thread() as u64 {
+        return refuse(
+            IoxStatus::WrongThread,
+            "a loan is sent or discarded from the thread that loaned it",
+        );
+    }
+    // SAFETY: `live` says `state` holds a RawLoan (module invariant); it is moved out
+    // and `live` cleared first, so it is never read again.
+    unsafe {
+        (&raw mut (*loan).live).write(0);
+        Ok((&raw const (*loan).state).cast::<RawLoan>().read())
+    }
+}
+
+/// Sends the loan in `*loan` (as `iox_publisher_send`); `*delivered` (if not NULL) is
+/// how many subscribers got it. The struct is spent afterwards, whether the send
+/// succeeded or not.
+///
+/// # Safety
+/// `loan` was filled by [`iox_publisher_loan_held`] (or is spent: refused); all of its
+/// `len_bytes` bytes were written with a valid value of the service's type;
+/// `delivered` is NULL or points to writable memory for a `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_held_loan_send(loan: *mut IoxHeldLoan, delivered: *mut u64) -> IoxStatus {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let raw = unsafe { take_loan(loan) }?;
+        // SAFETY: the caller's contract: every byte was written with a valid value.
+        let n = unsafe { raw.send() }.map_err(|e| fail(IoxStatus::SendFailed, e))?;
+        // SAFETY: the caller's contract: NULL or writable.
+        unsafe { put(delivered, n as u64) };
+        Ok(())
+    })
+}
+
+/// Gives the loan in `*loan` back unsent; the struct is spent afterwards.
+///
+/// # Safety
+/// As [`iox_held_loan_send`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_held_loan_discard(loan: *mut IoxHeldLoan) -> IoxStatus {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        drop(unsafe { take_loan(loan) }?);
+        Ok(())
+    })
+}
+
+/// Receives the next sample (as `iox_subscriber_receive`) into `*sample`, which must
+/// not hold one; `*received` says whether it was filled.
+///
+/// # Safety
+/// `subscriber` is a pointer from `iox_subscriber_create`; `sample` and `received`
+/// point to writable memory for an `IoxHeldSample` and a `bool`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_subscriber_receive_held(
+    subscriber: *mut IoxSubscriber,
+    timeout_ns: u64,
+    sample: *mut IoxHeldSample,
+    received: *mut bool,
+) -> IoxStatus {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let s = unsafe { live(subscriber, SUBSCRIBER, true) }?;
+        let (sample, received) = (non_null(sample, "sample")?, non_null(received, "received")?);
+        let got = receive_checked(s, timeout_ns)?;
+        // SAFETY: the caller's contract: writable; neither is NULL (checked). The sample
+        // moves into `state` (room and alignment asserted above) and `live` says so.
+        unsafe {
+            match got {
+                Some(raw) => {
+                    let (data, len_bytes, len) =
+                        (raw.as_ptr().cast(), raw.len_bytes() as u64, raw.len() as u64);
+                    (&raw mut (*sample).state).cast::<RawSample>().write(raw);
+                    (&raw mut (*sample).data).write(data);
+                    (&raw mut (*sample).len_bytes).write(len_bytes);
+                    (&raw mut (*sample).len).write(len);
+                    (&raw mut (*sample).live).write(SAMPLE_LIVE);
+                    received.write(true);
+                }
+                None => received.write(false),
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Releases the sample in `*sample` (its chunk returns to the pool once no one else
+/// holds it); the struct is spent afterwards. Works after its subscriber was dropped.
+///
+/// # Safety
+/// `sample` is NULL (refused) or points to an `IoxHeldSample` filled by
+/// [`iox_subscriber_receive_held`] (or spent: refused), used by one thread at a time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_held_sample_release(sample: *mut IoxHeldSample) -> IoxStatus {
+    guard(|| {
+        let sample = non_null(sample, "sample")?;
+        // SAFETY: the caller's contract: readable and writable.
+        if unsafe { (&raw const (*sample).live).read() } != SAMPLE_LIVE {
+            return refuse(IoxStatus::StaleHandle, NO_SAMPLE);
+        }
+        // SAFETY: `live` says `state` holds a RawSample (module invariant); it is moved
+        // out and `live` cleared first, so it is never read again.
+        let raw = unsafe {
+            (&raw mut (*sample).live).write(0);
+            (&raw const (*sample).state).cast::<RawSample>().read()
+        };
+        drop(raw);
+        Ok(())
+    })
+}
+
+/// The device address of the held sample's payload (as `iox_subscriber_device_ptr`):
+/// for a sample of a subscriber that pinned a `CudaPinned` pool.
+/// `IOX_STATUS_NO_DEVICE_POINTER` if it did not pin, or its pinner gives none.
+///
+/// # Safety
+/// `sample` is NULL (refused) or points to an `IoxHeldSample` (see
+/// [`iox_held_sample_release`]); `device_ptr` points to writable memory for a
+/// `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_held_sample_device_ptr(
+    sample: *const IoxHeldSample,
+    device_ptr: *mut u64,
+) -> IoxStatus {
+    guard(|| {
+        let sample = non_null(sample.cast_mut(), "sample")?;
+        let device_ptr = non_null(device_ptr, "device_ptr")?;
+        // SAFETY: the caller's contract: readable.
+        if unsafe { (&raw const (*sample).live).read() } != SAMPLE_LIVE {
+            return refuse(IoxStatus::StaleHandle, NO_SAMPLE);
+        }
+        // SAFETY: `live` says `state` holds a RawSample (module invariant), borrowed
+        // here while the caller keeps the struct.
+        let raw = unsafe { &*(&raw const (*sample).state).cast::<RawSample>() };
+        let p = raw
+            .device_ptr()
+            .map_err(|e| fail(IoxStatus::NoDevicePointer, e))?;
+        // SAFETY: the caller's contract; not NULL (checked).
+        unsafe { device_ptr.write(p) };
+        Ok(())
+    })
+}
