@@ -65,7 +65,7 @@ typedef enum IoxStatus {
   IOX_STATUS_LISTEN_FAILED = 13,
   // Creating, attaching to or waiting on a WaitSet failed.
   IOX_STATUS_WAIT_SET_FAILED = 14,
-  // A device pointer was asked of a sample whose port did not pin the pool with a
+  // A device pointer was asked of a loan or sample whose port did not pin the pool with a
   // pinner that gives one (e.g. CUDA's).
   IOX_STATUS_NO_DEVICE_POINTER = 15,
 } IoxStatus;
@@ -371,9 +371,20 @@ enum IoxStatus iox_publisher_loan_held(struct IoxPublisher *publisher,
                                        uint64_t len_bytes,
                                        struct IoxHeldLoan *loan);
 
+// The device address of the held loan's payload (as `iox_publisher_device_ptr`): for a
+// loan of a publisher that pinned a `CudaPinned` pool, where a kernel writes it.
+// `IOX_STATUS_NO_DEVICE_POINTER` if it did not pin, or its pinner gives none.
+//
+// # Safety
+// `loan` is NULL (refused) or points to an `IoxHeldLoan` (see the module docs);
+// `device_ptr` points to writable memory for a `uint64_t`.
+enum IoxStatus iox_held_loan_device_ptr(const struct IoxHeldLoan *loan, uint64_t *device_ptr);
+
 // Sends the loan in `*loan` (as `iox_publisher_send`); `*delivered` (if not NULL) is
 // how many subscribers got it. The struct is spent afterwards, whether the send
-// succeeded or not.
+// succeeded or not, unless the call was refused before the send: NULL, a struct that
+// is not live (`IOX_STATUS_STALE_HANDLE`), or a call from another thread than the
+// loaning one (`IOX_STATUS_WRONG_THREAD`: the loan stays, for that thread).
 //
 // # Safety
 // `loan` was filled by [`iox_publisher_loan_held`] (or is spent: refused); all of its
@@ -381,7 +392,8 @@ enum IoxStatus iox_publisher_loan_held(struct IoxPublisher *publisher,
 // `delivered` is NULL or points to writable memory for a `uint64_t`.
 enum IoxStatus iox_held_loan_send(struct IoxHeldLoan *loan, uint64_t *delivered);
 
-// Gives the loan in `*loan` back unsent; the struct is spent afterwards.
+// Gives the loan in `*loan` back unsent; the struct is spent afterwards (refusals as
+// [`iox_held_loan_send`]).
 //
 // # Safety
 // As [`iox_held_loan_send`].
@@ -451,6 +463,18 @@ enum IoxStatus iox_publisher_send(struct IoxPublisher *publisher, uint64_t id, u
 // # Safety
 // `publisher` is a pointer from [`iox_publisher_create`].
 enum IoxStatus iox_publisher_discard(struct IoxPublisher *publisher, uint64_t id);
+
+// The device address of loan `id`'s payload, for a publisher that pinned a
+// `CudaPinned` pool (`pin_memory`): where a kernel writes it, with no copy (finish
+// that work before sending). `IOX_STATUS_NO_DEVICE_POINTER` if the publisher did not
+// pin, or its pinner gives none.
+//
+// # Safety
+// `publisher` is a pointer from [`iox_publisher_create`]; `device_ptr` points to
+// writable memory for a `uint64_t`.
+enum IoxStatus iox_publisher_device_ptr(struct IoxPublisher *publisher,
+                                        uint64_t id,
+                                        uint64_t *device_ptr);
 
 // The publisher's view of the pool (see `IoxPoolInfo`).
 //

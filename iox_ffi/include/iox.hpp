@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -151,17 +152,22 @@ struct Spent {};
 
 /// A loaned chunk holding one `T`, written in place; sent with `send()`, given back
 /// unsent when dropped. It holds the loan itself (no table is looked up per call); it
-/// is moved, never copied, and is used from the thread that loaned it.
+/// is moved, never copied, and is used from the thread that loaned it (sent or dropped
+/// on another, it is refused and its chunk stays taken until the process exits).
 template <class T>
 class Loan {
 public:
     /// An empty loan (what a moved-from one is): nothing to send or discard.
     explicit Loan(Spent) noexcept { spend(); }
-    Loan(Loan&& o) noexcept : loan_(o.loan_) { o.spend(); }
+    // Moves copy the bytes (an empty loan's opaque part is never written).
+    Loan(Loan&& o) noexcept {
+        std::memcpy(&loan_, &o.loan_, sizeof loan_);
+        o.spend();
+    }
     Loan& operator=(Loan&& o) noexcept {
         if (this != &o) {
             discard();
-            loan_ = o.loan_;
+            std::memcpy(&loan_, &o.loan_, sizeof loan_);
             o.spend();
         }
         return *this;
@@ -190,12 +196,23 @@ public:
     std::size_t size() const { return static_cast<std::size_t>(loan_.len_bytes / sizeof(Element)); }
     Element& operator[](std::size_t i) { return data()[i]; }
 
+    /// The payload's device address, for a loan of a publisher that pinned a
+    /// CUDA-pinned pool (`IOX_STATUS_NO_DEVICE_POINTER` otherwise): where a kernel
+    /// writes it (finish that work before `send`).
+    Result<std::uint64_t> device_ptr() const {
+        std::uint64_t p = 0;
+        IoxStatus s = iox_held_loan_device_ptr(&loan_, &p);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return p;
+    }
+
     /// Sends the payload (it must be fully written) to every connected subscriber; how
     /// many got it.
     Result<std::uint64_t> send() && {
         std::uint64_t delivered = 0;
         IoxStatus s = iox_held_loan_send(&loan_, &delivered);
-        spend();
+        // Refused from another thread, the loan stays, for the thread that loaned it.
+        if (s != IOX_STATUS_WRONG_THREAD) spend();
         if (s != IOX_STATUS_OK) return Error::last(s);
         return delivered;
     }
@@ -222,11 +239,15 @@ class Sample {
 public:
     /// An empty sample (what a moved-from one is): nothing to release.
     explicit Sample(Spent) noexcept { spend(); }
-    Sample(Sample&& o) noexcept : sample_(o.sample_) { o.spend(); }
+    // Moves copy the bytes (an empty sample's opaque part is never written).
+    Sample(Sample&& o) noexcept {
+        std::memcpy(&sample_, &o.sample_, sizeof sample_);
+        o.spend();
+    }
     Sample& operator=(Sample&& o) noexcept {
         if (this != &o) {
             release();
-            sample_ = o.sample_;
+            std::memcpy(&sample_, &o.sample_, sizeof sample_);
             o.spend();
         }
         return *this;
@@ -331,7 +352,7 @@ private:
     friend class PubSub;
     explicit Publisher(IoxPublisher* port) : port_(port) {}
     Result<Loan<T>> loan_bytes(std::size_t bytes) {
-        // Filled in place: the loan is not moved on its way to the caller.
+        // Filled in place (with NRVO, not moved on its way to the caller).
         Result<Loan<T>> r(std::in_place, Spent{});
         IoxStatus s = iox_publisher_loan_held(port_, bytes, &r->loan_);
         if (s != IOX_STATUS_OK) r = Error::last(s);
@@ -364,7 +385,7 @@ public:
     /// The next sample, waiting up to `timeout` for one (sleeping, not spinning).
     template <class Rep, class Period>
     Result<std::optional<Sample<T>>> receive_for(std::chrono::duration<Rep, Period> timeout) {
-        // Filled in place: the sample is not moved on its way to the caller.
+        // Filled in place (with NRVO, not moved on its way to the caller).
         Result<std::optional<Sample<T>>> r(std::in_place, std::in_place, Spent{});
         bool got = false;
         auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();

@@ -18,8 +18,12 @@
 //!   from any thread, one at a time.
 //! - What the caller must not do (the C++ types cannot): copy the struct and use both
 //!   copies (the second would send or release the same chunk again), or write into
-//!   `state`. A struct that was never filled, or is already spent, is refused by its
-//!   `live` word.
+//!   `state`. A spent struct, or one whose `live` word is 0 (zeroed, or the C++
+//!   types' empty ones), is refused by its `live` word; nothing else of it is read
+//!   then. The structs are passed aligned as their type.
+//! - A held loan that its thread never sends or discards (a C++ `Loan` destroyed on
+//!   another thread is refused) keeps its chunk until the process exits, when the
+//!   pool's recovery takes it back as for any dead process's loan.
 
 use std::ffi::c_void;
 use std::mem::{align_of, size_of};
@@ -117,6 +121,31 @@ pub unsafe extern "C" fn iox_publisher_loan_held(
     })
 }
 
+/// The live loan in `*loan` (not NULL), borrowed, if it is live and this is its thread.
+///
+/// # Safety
+/// `loan` points to an `IoxHeldLoan` (see the module docs).
+#[inline(always)]
+unsafe fn live_loan<'a>(loan: *mut IoxHeldLoan) -> Result<&'a RawLoan, IoxStatus> {
+    // SAFETY: the caller's contract: readable, `live` initialised.
+    if unsafe { (&raw const (*loan).live).read() } != LOAN_LIVE {
+        return refuse(
+            IoxStatus::StaleHandle,
+            "this loan is not live: it was sent or discarded already, or never filled",
+        );
+    }
+    // SAFETY: `live` says the loan call wrote `thread` (read only now: an unfilled
+    // struct may leave it uninitialised).
+    if unsafe { (&raw const (*loan).thread).read() } != this_thread() as u64 {
+        return refuse(
+            IoxStatus::WrongThread,
+            "a loan is used from the thread that loaned it",
+        );
+    }
+    // SAFETY: `live` says `state` holds a RawLoan (module invariant).
+    Ok(unsafe { &*(&raw const (*loan).state).cast::<RawLoan>() })
+}
+
 /// The loan in `*loan`, taken out (the struct is spent from here on).
 ///
 /// # Safety
@@ -124,36 +153,48 @@ pub unsafe extern "C" fn iox_publisher_loan_held(
 #[inline(always)]
 unsafe fn take_loan(loan: *mut IoxHeldLoan) -> Result<RawLoan, IoxStatus> {
     let loan = non_null(loan, "loan")?;
-    // SAFETY: the caller's contract: readable and writable.
-    let (seen, thread) = unsafe {
-        (
-            (&raw const (*loan).live).read(),
-            (&raw const (*loan).thread).read(),
-        )
-    };
-    if seen != LOAN_LIVE {
-        return refuse(
-            IoxStatus::StaleHandle,
-            "this loan is not live: it was sent or discarded already, or never filled",
-        );
-    }
-    if thread != this_thread() as u64 {
-        return refuse(
-            IoxStatus::WrongThread,
-            "a loan is sent or discarded from the thread that loaned it",
-        );
-    }
-    // SAFETY: `live` says `state` holds a RawLoan (module invariant); it is moved out
-    // and `live` cleared first, so it is never read again.
+    // SAFETY: the caller's contract.
+    let raw: *const RawLoan = unsafe { live_loan(loan) }?;
+    // SAFETY: `raw` is the live loan in `state`; it is moved out and `live` cleared
+    // first, so it is never read again.
     unsafe {
         (&raw mut (*loan).live).write(0);
-        Ok((&raw const (*loan).state).cast::<RawLoan>().read())
+        Ok(raw.read())
     }
+}
+
+/// The device address of the held loan's payload (as `iox_publisher_device_ptr`): for a
+/// loan of a publisher that pinned a `CudaPinned` pool, where a kernel writes it.
+/// `IOX_STATUS_NO_DEVICE_POINTER` if it did not pin, or its pinner gives none.
+///
+/// # Safety
+/// `loan` is NULL (refused) or points to an `IoxHeldLoan` (see the module docs);
+/// `device_ptr` points to writable memory for a `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_held_loan_device_ptr(
+    loan: *const IoxHeldLoan,
+    device_ptr: *mut u64,
+) -> IoxStatus {
+    guard(|| {
+        let loan = non_null(loan.cast_mut(), "loan")?;
+        let device_ptr = non_null(device_ptr, "device_ptr")?;
+        // SAFETY: the caller's contract: readable; a live loan is borrowed here while
+        // the caller keeps the struct, on the thread that owns it (checked).
+        let raw = unsafe { live_loan(loan) }?;
+        let p = raw
+            .device_ptr()
+            .map_err(|e| fail(IoxStatus::NoDevicePointer, e))?;
+        // SAFETY: the caller's contract; not NULL (checked).
+        unsafe { device_ptr.write(p) };
+        Ok(())
+    })
 }
 
 /// Sends the loan in `*loan` (as `iox_publisher_send`); `*delivered` (if not NULL) is
 /// how many subscribers got it. The struct is spent afterwards, whether the send
-/// succeeded or not.
+/// succeeded or not, unless the call was refused before the send: NULL, a struct that
+/// is not live (`IOX_STATUS_STALE_HANDLE`), or a call from another thread than the
+/// loaning one (`IOX_STATUS_WRONG_THREAD`: the loan stays, for that thread).
 ///
 /// # Safety
 /// `loan` was filled by [`iox_publisher_loan_held`] (or is spent: refused); all of its
@@ -172,7 +213,8 @@ pub unsafe extern "C" fn iox_held_loan_send(loan: *mut IoxHeldLoan, delivered: *
     })
 }
 
-/// Gives the loan in `*loan` back unsent; the struct is spent afterwards.
+/// Gives the loan in `*loan` back unsent; the struct is spent afterwards (refusals as
+/// [`iox_held_loan_send`]).
 ///
 /// # Safety
 /// As [`iox_held_loan_send`].

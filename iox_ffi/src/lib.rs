@@ -28,9 +28,8 @@
 //!   once (they are refused from any but the creating thread), or copy an
 //!   `IoxHeldLoan` / `IoxHeldSample` and use both copies.
 //!
-//! Not in the C ABI yet: device pointers of loans (a subscriber's samples have them),
-//! and the blocking `receive_async`-style integrations (C has the readiness
-//! descriptors instead).
+//! Not in the C ABI: the blocking `receive_async`-style integrations (C has the
+//! readiness descriptors instead).
 
 pub mod event;
 mod handle;

@@ -155,6 +155,37 @@ pub unsafe extern "C" fn iox_publisher_discard(publisher: *mut IoxPublisher, id:
     })
 }
 
+/// The device address of loan `id`'s payload, for a publisher that pinned a
+/// `CudaPinned` pool (`pin_memory`): where a kernel writes it, with no copy (finish
+/// that work before sending). `IOX_STATUS_NO_DEVICE_POINTER` if the publisher did not
+/// pin, or its pinner gives none.
+///
+/// # Safety
+/// `publisher` is a pointer from [`iox_publisher_create`]; `device_ptr` points to
+/// writable memory for a `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_publisher_device_ptr(
+    publisher: *mut IoxPublisher,
+    id: u64,
+    device_ptr: *mut u64,
+) -> IoxStatus {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let p = unsafe { live(publisher, PUBLISHER, true) }?;
+        let device_ptr = non_null(device_ptr, "device_ptr")?;
+        let loans = p.loans.borrow();
+        let Some(loan) = loans.get(id) else {
+            return refuse(IoxStatus::StaleHandle, NO_LOAN);
+        };
+        let d = loan
+            .device_ptr()
+            .map_err(|e| fail(IoxStatus::NoDevicePointer, e))?;
+        // SAFETY: the caller's contract; not NULL (checked).
+        unsafe { device_ptr.write(d) };
+        Ok(())
+    })
+}
+
 /// The publisher's view of the pool (see `IoxPoolInfo`).
 ///
 /// # Safety

@@ -51,7 +51,7 @@ pub enum IoxStatus {
     ListenFailed = 13,
     /// Creating, attaching to or waiting on a WaitSet failed.
     WaitSetFailed = 14,
-    /// A device pointer was asked of a sample whose port did not pin the pool with a
+    /// A device pointer was asked of a loan or sample whose port did not pin the pool with a
     /// pinner that gives one (e.g. CUDA's).
     NoDevicePointer = 15,
 }

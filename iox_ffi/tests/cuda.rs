@@ -12,7 +12,7 @@ mod common;
 use common::build;
 
 #[test]
-fn samples_of_a_pinned_service_give_device_pointers_in_c() {
+fn loans_and_samples_of_a_pinned_service_give_device_pointers_in_c() {
     let dir = tempfile::tempdir().unwrap();
     let driver = Driver::new(dir.path());
     if !driver.is_double() {

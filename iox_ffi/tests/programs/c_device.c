@@ -1,6 +1,7 @@
 /* Device pointers from C: `c_device ROOT` opens a CUDA-pinned service of u64, pins it
  * from a publisher and a subscriber, sends 3 values and checks each sample's device
- * pointer: set, and as far from the first sample's as its host address is. Prints
+ * pointer: set, and as far from the first sample's as its host address is; then the
+ * same of a held sample, a loan and a held loan. Prints
  * "device pointers ok" or why not; exit 1 on any failure. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -71,6 +72,24 @@ int main(int argc, char** argv) {
         return 1;
     }
     if ((s = iox_held_sample_release(&held)) != IOX_STATUS_OK) return die("release held", s);
+    /* Loans of the pinned publisher have device pointers too, at the same offsets as
+     * the samples of their chunks: where a kernel would write the payload. */
+    if ((s = iox_publisher_loan(pub, 8, &loan)) != IOX_STATUS_OK) return die("loan", s);
+    uint64_t loan_dev = 0;
+    if ((s = iox_publisher_device_ptr(pub, loan.id, &loan_dev)) != IOX_STATUS_OK) return die("loan device_ptr", s);
+    if (loan_dev - first_dev != (uint64_t)((const char*)loan.data - first_host)) {
+        fprintf(stderr, "c_device: loan device pointer %" PRIx64 " is not at the host offset\n", loan_dev);
+        return 1;
+    }
+    if ((s = iox_publisher_discard(pub, loan.id)) != IOX_STATUS_OK) return die("discard", s);
+    IoxHeldLoan held_loan;
+    if ((s = iox_publisher_loan_held(pub, 8, &held_loan)) != IOX_STATUS_OK) return die("held loan", s);
+    if ((s = iox_held_loan_device_ptr(&held_loan, &loan_dev)) != IOX_STATUS_OK) return die("held loan device_ptr", s);
+    if (loan_dev - first_dev != (uint64_t)((const char*)held_loan.data - first_host)) {
+        fprintf(stderr, "c_device: held loan device pointer %" PRIx64 " is not at the host offset\n", loan_dev);
+        return 1;
+    }
+    if ((s = iox_held_loan_discard(&held_loan)) != IOX_STATUS_OK) return die("held discard", s);
     if ((s = iox_held_sample_device_ptr(&held, &dev)) != IOX_STATUS_STALE_HANDLE) {
         fprintf(stderr, "c_device: a released held sample gave a device pointer\n");
         return 1;

@@ -70,7 +70,12 @@ int main(int argc, char** argv) {
     Reading r = {1, 1.5};
     memcpy(loan.data, &r, sizeof r);
     uint64_t delivered = 0;
+    uint64_t loan_device = 0;
+    check("a device pointer of an unpinned held loan", iox_held_loan_device_ptr(&loan, &loan_device),
+          IOX_STATUS_NO_DEVICE_POINTER);
     check("send it", iox_held_loan_send(&loan, &delivered), IOX_STATUS_OK);
+    check("a device pointer of a sent held loan", iox_held_loan_device_ptr(&loan, &loan_device),
+          IOX_STATUS_STALE_HANDLE);
     expect("one subscriber got it", delivered == 1);
     check("the same held loan sent twice", iox_held_loan_send(&loan, NULL), IOX_STATUS_STALE_HANDLE);
     check("a sent held loan discarded", iox_held_loan_discard(&loan), IOX_STATUS_STALE_HANDLE);

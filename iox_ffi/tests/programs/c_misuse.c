@@ -68,8 +68,12 @@ int main(int argc, char** argv) {
     if (failed != 0) return printf("%d passed, %d failed (loan)\n", passed, failed), 1;
     Reading r = {7, 3.5};
     memcpy(loan.data, &r, sizeof r);
-    uint64_t delivered = 0;
+    uint64_t delivered = 0, loan_device = 0;
+    check("a device pointer of an unpinned loan", iox_publisher_device_ptr(pub, loan.id, &loan_device),
+          IOX_STATUS_NO_DEVICE_POINTER);
     check("send", iox_publisher_send(pub, loan.id, &delivered), IOX_STATUS_OK);
+    check("a device pointer of a sent loan", iox_publisher_device_ptr(pub, loan.id, &loan_device),
+          IOX_STATUS_STALE_HANDLE);
     check("the same loan sent twice", iox_publisher_send(pub, loan.id, &delivered), IOX_STATUS_STALE_HANDLE);
     check("a sent loan discarded", iox_publisher_discard(pub, loan.id), IOX_STATUS_STALE_HANDLE);
     check("an id that was never a loan", iox_publisher_discard(pub, 0), IOX_STATUS_STALE_HANDLE);

@@ -75,6 +75,22 @@ static void values(const char* root) {
     auto b = sub->receive();
     check("the discarded loan never arrives", b && !b.value(), b ? "" : b.error().message);
     {
+        // A loan sent from another thread is refused and stays for its own thread.
+        auto loan = pub->loan();
+        if (ok("a loan for another thread", loan)) {
+            (*loan.value()) = Reading{9, 4.5};
+            iox::Result<std::uint64_t> there = iox::Error{IOX_STATUS_OK, ""};
+            std::thread other([&] { there = std::move(loan.value()).send(); });
+            other.join();
+            check("a loan sent from another thread is refused",
+                  !there && there.error().status == IOX_STATUS_WRONG_THREAD);
+            auto here = std::move(loan.value()).send();
+            check("then its own thread sends it", here && here.value() == 1, here ? "" : here.error().message);
+            auto got = sub->receive_for(1s);
+            check("and it arrives", got && got.value() && (**got.value()).seq == 9);
+        }
+    }
+    {
         // A sample and a loan each hold their own: they outlive their ports.
         auto sent2 = pub->send_copy(Reading{6, 3.0});
         auto kept = sub->receive_for(1s);

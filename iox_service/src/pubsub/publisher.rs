@@ -338,6 +338,17 @@ impl PublisherPort {
         crate::recovery::fork::is_same_process(self.fork_generation)
     }
 
+    /// The device address of the pool's first byte, if this port pinned the pool with
+    /// a pinner that gives one (learned at pinning; no call into the pinner here).
+    #[inline]
+    pub(crate) fn device_base(&self) -> Option<u64> {
+        self.pin.as_ref()?.device_base()
+    }
+
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
     fn header(&self) -> &PortHeader {
         self.service.dynamic().header_at(self.header)
     }

@@ -43,6 +43,11 @@ impl RawLoan {
         self.bytes
     }
 
+    /// See [`SampleMutUninit::device_ptr`].
+    pub fn device_ptr(&self) -> Result<u64, DevicePtrError> {
+        self.loan.device_ptr()
+    }
+
     /// Sends the chunk to every connected subscriber; returns how many got it.
     ///
     /// # Safety

@@ -57,6 +57,29 @@ impl<P: ?Sized + Payload> SampleMutUninit<P> {
     pub unsafe fn assume_init(self) -> SampleMut<P> {
         SampleMut { inner: self }
     }
+
+    /// The device address of the loaned payload, for a publisher that pinned a
+    /// `CudaPinned` pool (`pin_memory(true)`): where a kernel on the device writes it
+    /// with no copy (synchronise that work before `send`). As [`Sample::device_ptr`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use iox_service::{DevicePtrError, Service};
+    /// let service = Service::named("doc/loan-device").unwrap().root(dir.path())
+    ///     .publish_subscribe::<u64>().open_or_create().unwrap();
+    /// let publisher = service.publisher_builder().create().unwrap();
+    /// let loan = publisher.loan_uninit().unwrap();
+    /// // An unpinned Cpu publisher has no device address for it.
+    /// assert!(matches!(loan.device_ptr(), Err(DevicePtrError::NotPinned)));
+    /// ```
+    #[inline]
+    pub fn device_ptr(&self) -> Result<u64, DevicePtrError> {
+        let offset = self.ptr as usize - self.port.pool().payload_region().addr() as usize;
+        match self.port.device_base() {
+            Some(base) => Ok(base + offset as u64),
+            None => Err(DevicePtrError::NotPinned),
+        }
+    }
 }
 
 impl<T: ZeroCopySafe> SampleMutUninit<T> {
@@ -121,6 +144,12 @@ impl<P: ?Sized + Payload> Drop for SampleMutUninit<P> {
 }
 
 impl<P: ?Sized + Payload> SampleMut<P> {
+    /// See [`SampleMutUninit::device_ptr`].
+    #[inline]
+    pub fn device_ptr(&self) -> Result<u64, DevicePtrError> {
+        self.inner.device_ptr()
+    }
+
     /// Sends the sample to every connected subscriber; returns how many got it.
     #[inline]
     pub fn send(mut self) -> Result<usize, SendError> {
@@ -150,10 +179,10 @@ impl<P: ?Sized + Payload> DerefMut for SampleMut<P> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DevicePtrError {
-    /// The subscriber that received it did not pin the pool with a pinner that maps
-    /// it for a device.
+    /// The port (the subscriber that received it, or the publisher that loaned it) did
+    /// not pin the pool with a pinner that maps it for a device.
     #[error(
-        "the sample has no device address: its subscriber did not pin the pool for a device (build it with .pin_memory(true) on a CudaPinned service, with iox_service's `cuda` feature)"
+        "the payload has no device address: its port did not pin the pool for a device (build the publisher or subscriber with .pin_memory(true) on a CudaPinned service, with iox_service's `cuda` feature)"
     )]
     NotPinned,
 }
