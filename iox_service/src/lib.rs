@@ -31,6 +31,7 @@
 
 #[cfg(feature = "tokio")]
 mod async_ready;
+mod blackboard;
 mod config_file;
 mod event;
 mod handover;
@@ -62,6 +63,11 @@ use recovery::cleanup;
 pub(crate) use recovery::node;
 pub(crate) use shm::{doorbell, dynamic, lifecycle, queue};
 
+pub use blackboard::{
+    BlackboardBuilder, BlackboardService, EntryError, EntryLoan, MAX_BLACKBOARD_KEYS, MAX_BLACKBOARD_VALUE,
+    ReadError, Reader, ReaderBuilder, ReaderEntry, ValueGuard, WriteError, Writer, WriterBuilder,
+    WriterEntry,
+};
 pub use cleanup::{CleanupError, RemoveError};
 #[cfg(feature = "tokio")]
 pub use event::WaitAsyncError;
@@ -94,8 +100,8 @@ pub use sample::{DevicePtrError, Sample, SampleMut, SampleMutUninit};
 pub use service::{CreateError, OpenError, OpenOrCreateError, RootError, Service};
 pub use shm::dynamic::Corruption;
 pub use static_config::{
-    ConfigError, EventConfig, InvalidConfig, MessagingPattern, Overflow, PatternConfig, PayloadBacking,
-    PortLimits, PubSubConfig, RequestResponseConfig, StaticConfig,
+    BlackboardConfig, BlackboardEntry, ConfigError, EventConfig, InvalidConfig, MessagingPattern, Overflow,
+    PatternConfig, PayloadBacking, PortLimits, PubSubConfig, RequestResponseConfig, StaticConfig,
 };
 pub use subscriber::{ReceiveError, Subscriber, SubscriberBuilder};
 pub use waitset::{

@@ -4,7 +4,7 @@
 //! recovery's lock and its journaled-send and claim steps, inspection's port list)
 //! is the same code for every pattern. What differs is behind [`PatternParts`],
 //! implemented by each pattern's layout in its own folder (`pubsub/layout.rs`,
-//! `event/layout.rs`, `reqres/layout.rs`):
+//! `event/layout.rs`, `reqres/layout.rs`, `blackboard/layout.rs`):
 //! - its regions of the dynamic segment after the core's, and whether it has pair
 //!   queues (the layout's constructor);
 //! - the one limit of its own that the dynamic header records and an opener checks;
@@ -19,6 +19,7 @@
 
 use iox_mempool::Bookkeeping;
 
+use crate::blackboard::layout::BlackboardLayout;
 use crate::dynamic::Dynamic;
 use crate::event::layout::EventLayout;
 pub(crate) use crate::port::Side;
@@ -70,6 +71,7 @@ pub(crate) enum PatternLayout {
     PublishSubscribe(PubSubLayout),
     Event(EventLayout),
     RequestResponse(ReqResLayout),
+    Blackboard(BlackboardLayout),
 }
 
 impl PatternLayout {
@@ -81,6 +83,7 @@ impl PatternLayout {
             PatternConfig::PublishSubscribe(p) => Self::PublishSubscribe(PubSubLayout::new(p, place_pairs)),
             PatternConfig::Event(e) => Self::Event(EventLayout::new(e, place_pairs)),
             PatternConfig::RequestResponse(r) => Self::RequestResponse(ReqResLayout::new(r, place_pairs)),
+            PatternConfig::Blackboard(b) => Self::Blackboard(BlackboardLayout::new(b, place_pairs)),
         }
     }
 
@@ -91,6 +94,7 @@ impl PatternLayout {
             Self::PublishSubscribe(p) => p,
             Self::Event(e) => e,
             Self::RequestResponse(r) => r,
+            Self::Blackboard(b) => b,
         }
     }
 }

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::PayloadType;
+pub use crate::blackboard::config::{BlackboardConfig, BlackboardEntry};
 pub use crate::event::config::EventConfig;
 pub use crate::pubsub::config::{Overflow, PubSubConfig};
 pub use crate::reqres::config::RequestResponseConfig;
@@ -60,6 +61,9 @@ pub enum MessagingPattern {
     /// Clients send requests to one server each, servers stream responses back to
     /// the client that asked (see [`RequestResponseConfig`]).
     RequestResponse,
+    /// Writers keep the latest value of each of a fixed set of keys, readers read it
+    /// (see [`BlackboardConfig`]).
+    Blackboard,
 }
 
 impl std::fmt::Display for MessagingPattern {
@@ -68,6 +72,7 @@ impl std::fmt::Display for MessagingPattern {
             Self::PublishSubscribe => "publish-subscribe",
             Self::Event => "event",
             Self::RequestResponse => "request-response",
+            Self::Blackboard => "blackboard",
         })
     }
 }
@@ -111,6 +116,8 @@ pub enum PatternConfig {
     Event(EventConfig),
     /// Clients and servers.
     RequestResponse(RequestResponseConfig),
+    /// Writers and readers of keys.
+    Blackboard(BlackboardConfig),
 }
 
 impl PatternConfig {
@@ -120,6 +127,7 @@ impl PatternConfig {
             Self::PublishSubscribe(_) => MessagingPattern::PublishSubscribe,
             Self::Event(_) => MessagingPattern::Event,
             Self::RequestResponse(_) => MessagingPattern::RequestResponse,
+            Self::Blackboard(_) => MessagingPattern::Blackboard,
         }
     }
 
@@ -129,6 +137,7 @@ impl PatternConfig {
             Self::PublishSubscribe(p) => p.port_limits(),
             Self::Event(e) => e.port_limits(),
             Self::RequestResponse(r) => r.port_limits(),
+            Self::Blackboard(b) => b.port_limits(),
         }
     }
 }
@@ -183,6 +192,14 @@ impl StaticConfig {
     pub fn request_response(&self) -> Option<&RequestResponseConfig> {
         match &self.pattern {
             PatternConfig::RequestResponse(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The blackboard section, if the service is one.
+    pub fn blackboard(&self) -> Option<&BlackboardConfig> {
+        match &self.pattern {
+            PatternConfig::Blackboard(b) => Some(b),
             _ => None,
         }
     }
@@ -294,6 +311,9 @@ pub enum InvalidConfig {
     /// The service name is invalid.
     #[error(transparent)]
     Name(#[from] crate::NameError),
+    /// A blackboard's keys or limits are not valid (the message says which).
+    #[error("blackboard: {0}")]
+    Blackboard(String),
     /// A limit is 0 or above its maximum.
     #[error("{what} is {value}; it must be 1..={max}{rule}")]
     Limit {
@@ -481,6 +501,7 @@ impl StaticConfig {
             PatternConfig::PublishSubscribe(p) => p.check()?,
             PatternConfig::Event(e) => e.check()?,
             PatternConfig::RequestResponse(r) => r.check(&self.layout)?,
+            PatternConfig::Blackboard(b) => b.check()?,
         }
         if self.permissions & !0o777 != 0 || self.permissions & 0o600 != 0o600 {
             return Err(InvalidConfig::Permissions(self.permissions));

@@ -40,6 +40,12 @@
 //!   its service and has not yet checked the peer or replied.
 //! - `node-registry-held`: a thread making this process's node for a root holds the
 //!   process's node registry (what a `fork` must not copy held).
+//! - `blackboard-locked`: a blackboard writer holds a key's lock and picked the buffer
+//!   it will write;
+//! - `blackboard-before-publish`: a blackboard writer wrote the new value into its
+//!   buffer, holding the key's lock, and has not published it;
+//! - `blackboard-pinned`: a blackboard reader pinned a key's current buffer and has
+//!   not read it yet.
 //!
 //! A holder's responder answers wrongly when [`HANDOVER_ENV`] says how (`garbage`,
 //! `no-fd`, `wrong-fd`, `oversized`, `silent`, or a memfd named like the service's

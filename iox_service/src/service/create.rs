@@ -20,6 +20,7 @@ use crate::static_config::{self, PayloadBacking, StaticConfig};
 pub(super) fn try_create(
     t: &Target,
     config: &StaticConfig,
+    init: &dyn Fn(&StaticConfig, crate::dynamic::Dynamic<'_>),
 ) -> Result<Attempt<ServiceShared, CreateError>, CreateError> {
     let stem = t.name.stem();
     let (config_name, dynamic_name) = (files::config_name(&stem), files::dynamic_name(&stem));
@@ -68,6 +69,8 @@ pub(super) fn try_create(
     )
     .map_err(|source| segment_error(t, source))?;
     let d = dynamic.view();
+    // The pattern's own regions, before the segment appears under its name.
+    init(config, d);
     d.users()[0].store(me, Ordering::Relaxed);
     if memfd.is_some() {
         // We offer it before the service says ALIVE (openers ask only then).

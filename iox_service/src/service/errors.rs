@@ -120,6 +120,17 @@ pub enum CreateError {
     /// The service exists already.
     #[error("service {0:?} already exists")]
     AlreadyExists(String),
+    /// A blackboard's change notifications (the event service `NAME/~changes` beside
+    /// it) could not be opened or created.
+    #[error("cannot open {changes:?}, the change notifications of blackboard {name:?}: {source}")]
+    BlackboardChanges {
+        /// The blackboard.
+        name: String,
+        /// Its changes service.
+        changes: String,
+        /// Why.
+        source: Box<OpenOrCreateError>,
+    },
     /// A setting is out of bounds.
     #[error("invalid setting for service {name:?}: {source}")]
     InvalidSetting {
@@ -215,6 +226,17 @@ pub enum OpenError {
     /// No such service.
     #[error("service {0:?} does not exist")]
     DoesNotExist(String),
+    /// A blackboard's change notifications (the event service `NAME/~changes` beside
+    /// it) could not be opened or created.
+    #[error("cannot open {changes:?}, the change notifications of blackboard {name:?}: {source}")]
+    BlackboardChanges {
+        /// The blackboard.
+        name: String,
+        /// Its changes service.
+        changes: String,
+        /// Why.
+        source: Box<OpenOrCreateError>,
+    },
     /// The static config is unreadable or invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),

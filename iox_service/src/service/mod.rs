@@ -124,6 +124,16 @@ impl Service {
         })
     }
 
+    /// A blackboard with keys of type `K` (an integer or an array of them): the
+    /// latest value of each key, kept for readers (see [`crate::BlackboardBuilder`]).
+    pub fn blackboard<K: crate::ZeroCopySafe + std::fmt::Debug>(self) -> crate::BlackboardBuilder<K> {
+        crate::BlackboardBuilder::new(Target {
+            name: self.name,
+            root: self.root,
+            timeout: DEFAULT_TIMEOUT,
+        })
+    }
+
     /// A request-response service: clients send requests of `Req`, servers stream
     /// responses of `Resp` back (each a `T: ZeroCopySafe` or a slice `[T]`; see
     /// [`crate::RequestResponseBuilder`]).
@@ -195,6 +205,10 @@ pub(crate) trait Pattern {
         found: &StaticConfig,
         section: &Self::Section,
     ) -> Result<(), OpenError>;
+    /// Fills the pattern's regions of a dynamic segment being created for `config`,
+    /// before any other process can see it (a blackboard's initial values); nothing
+    /// by default.
+    fn init_dynamic(&self, _config: &StaticConfig, _d: crate::dynamic::Dynamic<'_>) {}
 }
 
 /// Outcome of one attempt: done, failed for good, or worth another try.
@@ -209,7 +223,7 @@ pub(crate) fn create(t: &Target, p: &impl Pattern) -> Result<ServiceShared, Crea
     let config = p.new_config(t)?;
     let start = Instant::now();
     loop {
-        match create::try_create(t, &config)? {
+        match create::try_create(t, &config, &|c, d| p.init_dynamic(c, d))? {
             Attempt::Done(s) => return Ok(s),
             Attempt::Failed(e) => return Err(e),
             Attempt::Retry(_) if start.elapsed() < t.timeout => backoff(start),
@@ -265,7 +279,7 @@ pub(crate) fn open_or_create(t: &Target, p: &impl Pattern) -> Result<ServiceShar
                     Some(c) => c,
                     None => config.insert(p.new_config(t)?),
                 };
-                match create::try_create(t, config)? {
+                match create::try_create(t, config, &|c, d| p.init_dynamic(c, d))? {
                     Attempt::Done(s) => return Ok(s),
                     // Someone else is creating it: wait for the static config.
                     Attempt::Failed(CreateError::AlreadyExists(_)) => {

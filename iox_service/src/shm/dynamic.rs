@@ -573,6 +573,19 @@ impl<'a> Dynamic<'a> {
         self.table(offset, len)
     }
 
+    /// The address of byte `offset`, for a pattern's own regions of plain bytes (a
+    /// blackboard's values), which the pattern's protocol gives one writer at a time.
+    ///
+    /// # Safety
+    /// As for [`words`](Self::words): `offset` comes from the pattern's part of this
+    /// view's layout and lies inside it.
+    #[inline]
+    pub(crate) unsafe fn bytes_at(&self, offset: usize) -> *mut u8 {
+        debug_assert!(offset <= self.layout.len);
+        // SAFETY: the caller's contract: inside the mapping, which this view keeps.
+        unsafe { self.base.add(offset) }
+    }
+
     /// A queue region of `depth` slots at byte `off` (read index alone on its line,
     /// then the write index and the slots; `shm::layout::queue_bytes`): what the
     /// patterns' own queues are made of.

@@ -1,0 +1,251 @@
+//! Readers: read a key's latest value as a copy or through a zero-copy guard, and ask
+//! whether it changed since they last read it.
+//!
+//! A read pins the key's current buffer with the reader slot's bit
+//! (`value::pin`), reads, and unpins (a copy at once; a guard when it drops). The
+//! reader counts its own pins per buffer, so its bit is cleared only when its last
+//! pin of that buffer goes, and holds at most one guard per key (a second `read` of a
+//! key whose guard lives is [`ReadError::GuardHeld`]): with one copy in flight, at most
+//! two buffers of a key pinned per reader, which the buffer count allows for.
+//!
+//! A `Reader` is `Send` but not `Sync` (its pin counts are `Cell`s).
+
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::sync::atomic::Ordering;
+
+use thiserror::Error;
+
+use super::layout::ValuePlace;
+use super::service::BlackboardService;
+use super::{EntryError, entry_index, value};
+use crate::ZeroCopySafe;
+use crate::port::{self, PortCreateError, Side, SlotClaim};
+
+/// Builds a [`Reader`].
+#[derive(Debug)]
+pub struct ReaderBuilder<K> {
+    service: BlackboardService<K>,
+}
+
+/// Why a read failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum ReadError {
+    /// This reader holds a guard of the key already.
+    #[error("this reader holds a guard of key {key} already; drop it before reading the key again")]
+    GuardHeld {
+        /// The key.
+        key: String,
+    },
+    /// This process is a fork of the one that made the reader.
+    #[error(
+        "this reader belongs to the process this one was forked from; open the service again in this process"
+    )]
+    ForkedProcess,
+}
+
+impl<K: ZeroCopySafe + std::fmt::Debug> ReaderBuilder<K> {
+    pub(crate) fn new(service: BlackboardService<K>) -> Self {
+        Self { service }
+    }
+
+    /// Creates the reader (claims a reader slot; recovers dead participants first).
+    pub fn create(self) -> Result<Reader<K>, PortCreateError> {
+        let claim = SlotClaim::new(&self.service.shared, Side::Receiving, "reader")?;
+        let c = self.service.blackboard_config();
+        let (keys, buffers) = (c.entries.len(), c.buffers as usize);
+        // What a dead previous owner of the slot pinned was cleared by recovery,
+        // which the claim ran; its bit is ours from here.
+        let (slot, generation) = claim.activate(None);
+        Ok(Reader {
+            fork_generation: self.service.shared.fork_generation,
+            service: self.service,
+            slot,
+            generation,
+            pins: (0..keys * buffers).map(|_| Cell::new(0)).collect(),
+            guards: (0..keys).map(|_| Cell::new(false)).collect(),
+            seen: (0..keys).map(|_| Cell::new(0)).collect(),
+            buffers,
+        })
+    }
+}
+
+/// A reader of a blackboard's keys.
+#[derive(Debug)]
+pub struct Reader<K> {
+    service: BlackboardService<K>,
+    slot: usize,
+    generation: u64,
+    fork_generation: u64,
+    /// This reader's pins per (key, buffer).
+    pins: Vec<Cell<u32>>,
+    /// Whether a guard of each key lives.
+    guards: Vec<Cell<bool>>,
+    /// The generation of each key this reader last read.
+    seen: Vec<Cell<u64>>,
+    buffers: usize,
+}
+
+impl<K: ZeroCopySafe + std::fmt::Debug> Reader<K> {
+    /// The entry of `key`, whose values are `V`.
+    pub fn entry<V: ZeroCopySafe>(&self, key: &K) -> Result<ReaderEntry<'_, K, V>, EntryError> {
+        let index = entry_index::<K, V>(&self.service, key)?;
+        Ok(ReaderEntry {
+            reader: self,
+            index,
+            place: self.service.places[index],
+            key: format!("{key:?}"),
+            _value: PhantomData,
+        })
+    }
+
+    fn bit(&self) -> u64 {
+        1 << self.slot
+    }
+
+    /// Pins key `k`'s current buffer; the buffer and its generation.
+    fn pin(&self, k: usize) -> Result<(usize, u64), ReadError> {
+        if !crate::recovery::fork::is_same_process(self.fork_generation) {
+            return Err(ReadError::ForkedProcess);
+        }
+        let d = self.service.dynamic();
+        let words = d.key_words(k);
+        let mine = &self.pins[k * self.buffers..(k + 1) * self.buffers];
+        let word = value::pin(words.current, words.pins, self.bit(), |b| mine[b].get() > 0);
+        let b = value::buffer_of(word);
+        mine[b].set(mine[b].get() + 1);
+        crate::testing::stall_point("blackboard-pinned");
+        Ok((b, value::generation_of(word)))
+    }
+
+    /// Ends one pin of key `k`'s buffer `b`.
+    fn unpin(&self, k: usize, b: usize) {
+        let mine = &self.pins[k * self.buffers + b];
+        mine.set(mine.get() - 1);
+        if mine.get() == 0 {
+            value::unpin(self.service.dynamic().key_words(k).pins, b, self.bit());
+        }
+    }
+}
+
+impl<K> Drop for Reader<K> {
+    fn drop(&mut self) {
+        if !self.service.shared.is_own_process() {
+            return; // a forked child's copy: the port is the parent's
+        }
+        let d = self.service.dynamic();
+        let header = d.subscriber(self.slot);
+        port::close(header, self.generation);
+        // Guards borrow the reader, so none lives: every pin is gone. Cleared again all
+        // the same, as recovery would.
+        let c = self.service.shared.config.blackboard();
+        for k in 0..c.map_or(0, |c| c.entries.len()) {
+            value::clear_reader(d.key_words(k).pins, 1 << self.slot);
+        }
+        port::free(header, self.generation);
+        port::announce(d);
+    }
+}
+
+/// One key of a reader, with values of type `V`.
+#[derive(Debug)]
+pub struct ReaderEntry<'r, K, V> {
+    reader: &'r Reader<K>,
+    index: usize,
+    place: ValuePlace,
+    key: String,
+    _value: PhantomData<fn() -> V>,
+}
+
+impl<'r, K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> ReaderEntry<'r, K, V> {
+    /// A copy of the key's latest value.
+    pub fn get(&self) -> Result<V, ReadError> {
+        let r = self.reader;
+        let (b, generation) = r.pin(self.index)?;
+        let ptr = r.service.dynamic().value_ptr(self.place, b).cast::<V>();
+        // SAFETY: buffer b is pinned and current-at-pin: no writer writes it until the
+        // unpin below (`value`); it holds a V written whole by a writer of this key's
+        // recorded type (checked when the entry was made), aligned for it.
+        let v = unsafe { ptr.read() };
+        r.unpin(self.index, b);
+        r.seen[self.index].set(generation);
+        Ok(v)
+    }
+
+    /// The key's latest value in place (no copy), until the guard drops; writers go
+    /// on meanwhile (into other buffers). One guard per key and reader at a time.
+    pub fn read(&self) -> Result<ValueGuard<'r, K, V>, ReadError> {
+        let r = self.reader;
+        if r.guards[self.index].get() {
+            return Err(ReadError::GuardHeld {
+                key: self.key.clone(),
+            });
+        }
+        let (buffer, generation) = r.pin(self.index)?;
+        r.guards[self.index].set(true);
+        r.seen[self.index].set(generation);
+        Ok(ValueGuard {
+            reader: r,
+            index: self.index,
+            buffer,
+            generation,
+            ptr: r.service.dynamic().value_ptr(self.place, buffer).cast::<V>(),
+        })
+    }
+
+    /// The generation of the key's value now (1 for the initial value, one more per
+    /// update), without reading it.
+    pub fn generation(&self) -> u64 {
+        let d = self.reader.service.dynamic();
+        value::generation_of(d.key_words(self.index).current.load(Ordering::Acquire))
+    }
+
+    /// Whether the key was updated since this reader last read it (`get` or `read`);
+    /// true before its first read.
+    pub fn has_changed(&self) -> bool {
+        self.generation() != self.reader.seen[self.index].get()
+    }
+}
+
+/// A key's value read in place (see [`ReaderEntry::read`]); derefs to the value.
+#[derive(Debug)]
+pub struct ValueGuard<'r, K, V> {
+    reader: &'r Reader<K>,
+    index: usize,
+    buffer: usize,
+    generation: u64,
+    ptr: *const V,
+}
+
+impl<K, V> ValueGuard<'_, K, V> {
+    /// The generation of the value this guard shows.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+}
+
+impl<K, V> std::ops::Deref for ValueGuard<'_, K, V> {
+    type Target = V;
+    fn deref(&self) -> &V {
+        // SAFETY: the buffer stays pinned while the guard lives (no writer writes it);
+        // it holds a whole V of the key's recorded type, aligned for it.
+        unsafe { &*self.ptr }
+    }
+}
+
+impl<K, V> Drop for ValueGuard<'_, K, V> {
+    fn drop(&mut self) {
+        let r = self.reader;
+        r.guards[self.index].set(false);
+        let mine = &r.pins[self.index * r.buffers + self.buffer];
+        mine.set(mine.get() - 1);
+        if mine.get() == 0 {
+            value::unpin(
+                r.service.dynamic().key_words(self.index).pins,
+                self.buffer,
+                1 << r.slot,
+            );
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! Writers: update a key's value under the key's lock, by copy or by a loan written in
+//! place, then publish it and notify the change listeners.
+//!
+//! An update takes the key's robust lock (another writer of the same key waits; a dead
+//! holder is taken over), picks a buffer that is neither current nor pinned
+//! (`value::pick`), writes it, publishes it (`value::publish`), unlocks, and notifies
+//! event id = the key's index on the changes service. A loan dropped without
+//! [`EntryLoan::update`] publishes nothing. Readers are never waited for.
+//!
+//! A `Writer` is `Send` but not `Sync` (one port, one thread at a time, as a
+//! publisher).
+
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
+
+use lock_api::RawMutex as _;
+use thiserror::Error;
+
+use super::layout::ValuePlace;
+use super::service::BlackboardService;
+use super::{EntryError, entry_index, value};
+use crate::ZeroCopySafe;
+use crate::dynamic::PortHeader;
+use crate::event::{EventId, Notifier};
+use crate::port::{self, PortCreateError, Side, SlotClaim};
+use crate::recovery::robust_mutex::RawRobustMutex;
+
+/// Builds a [`Writer`].
+#[derive(Debug)]
+pub struct WriterBuilder<K> {
+    service: BlackboardService<K>,
+}
+
+/// Why an update failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum WriteError {
+    /// Every buffer of the key is current or pinned: more readers pin it than the
+    /// blackboard was made for (its shared memory was damaged).
+    #[error(
+        "no free buffer for key {key} of blackboard {name:?}: its readers pin more buffers than they may (damaged shared memory; remove the service)"
+    )]
+    NoFreeBuffer {
+        /// The blackboard.
+        name: String,
+        /// The key.
+        key: String,
+    },
+    /// This process is a fork of the one that made the writer.
+    #[error(
+        "this writer belongs to the process this one was forked from; open the service again in this process"
+    )]
+    ForkedProcess,
+}
+
+impl<K: ZeroCopySafe + std::fmt::Debug> WriterBuilder<K> {
+    pub(crate) fn new(service: BlackboardService<K>) -> Self {
+        Self { service }
+    }
+
+    /// Creates the writer (claims a writer slot; recovers dead participants first).
+    pub fn create(self) -> Result<Writer<K>, PortCreateError> {
+        let notifier = self.service.changes.notifier_builder().create()?;
+        let claim = SlotClaim::new(&self.service.shared, Side::Sending, "writer")?;
+        let (slot, generation) = claim.activate(None);
+        Ok(Writer {
+            fork_generation: self.service.shared.fork_generation,
+            service: self.service,
+            slot,
+            generation,
+            notifier,
+            _not_sync: PhantomData,
+        })
+    }
+}
+
+/// A writer of a blackboard's keys.
+#[derive(Debug)]
+pub struct Writer<K> {
+    service: BlackboardService<K>,
+    slot: usize,
+    generation: u64,
+    fork_generation: u64,
+    notifier: Notifier,
+    _not_sync: PhantomData<std::cell::Cell<()>>,
+}
+
+impl<K: ZeroCopySafe + std::fmt::Debug> Writer<K> {
+    /// The entry of `key`, whose values are `V`.
+    pub fn entry<V: ZeroCopySafe>(&self, key: &K) -> Result<WriterEntry<'_, K, V>, EntryError> {
+        let index = entry_index::<K, V>(&self.service, key)?;
+        Ok(WriterEntry {
+            writer: self,
+            index,
+            place: self.service.places[index],
+            key: format!("{key:?}"),
+            _value: PhantomData,
+        })
+    }
+
+    fn header(&self) -> &PortHeader {
+        self.service.dynamic().publisher(self.slot)
+    }
+}
+
+impl<K> Drop for Writer<K> {
+    fn drop(&mut self) {
+        if !self.service.shared.is_own_process() {
+            return; // a forked child's copy: the port is the parent's
+        }
+        let d = self.service.dynamic();
+        let header = d.publisher(self.slot);
+        port::close(header, self.generation);
+        port::free(header, self.generation);
+        port::announce(d);
+    }
+}
+
+/// One key of a writer, with values of type `V`.
+#[derive(Debug)]
+pub struct WriterEntry<'w, K, V> {
+    writer: &'w Writer<K>,
+    index: usize,
+    place: ValuePlace,
+    key: String,
+    _value: PhantomData<fn() -> V>,
+}
+
+impl<'w, K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> WriterEntry<'w, K, V> {
+    /// Sets the key's value to `value`; the generation it published.
+    pub fn update_with_copy(&self, value: V) -> Result<u64, WriteError> {
+        let mut loan = self.loan_uninit()?;
+        loan.payload_mut().write(value);
+        // SAFETY: just written in full.
+        Ok(unsafe { loan.assume_init_update() })
+    }
+
+    /// A buffer for the key's next value, written in place and published by
+    /// [`EntryLoan::update`]; the key stays locked for other writers until then (or
+    /// until the loan is dropped, which publishes nothing).
+    pub fn loan_uninit(&self) -> Result<EntryLoan<'_, K, V>, WriteError> {
+        if !crate::recovery::fork::is_same_process(self.writer.fork_generation) {
+            return Err(WriteError::ForkedProcess);
+        }
+        let d = self.writer.service.dynamic();
+        let words = d.key_words(self.index);
+        // A dead holder's half-written buffer was never published: nothing to repair.
+        let _ = words.lock.lock_robust();
+        let Some(buffer) = value::pick(words.current, words.pins) else {
+            // SAFETY: locked just above by this thread.
+            unsafe { words.lock.unlock() };
+            return Err(WriteError::NoFreeBuffer {
+                name: self.writer.service.name().to_string(),
+                key: self.key.clone(),
+            });
+        };
+        crate::testing::stall_point("blackboard-locked");
+        Ok(EntryLoan {
+            entry: self,
+            buffer,
+            ptr: d.value_ptr(self.place, buffer).cast::<MaybeUninit<V>>(),
+            done: false,
+        })
+    }
+
+    /// The generation of the key's value now.
+    pub fn generation(&self) -> u64 {
+        let d = self.writer.service.dynamic();
+        value::generation_of(
+            d.key_words(self.index)
+                .current
+                .load(std::sync::atomic::Ordering::Acquire),
+        )
+    }
+
+    fn lock(&self) -> &'w RawRobustMutex {
+        self.writer.service.dynamic().key_words(self.index).lock
+    }
+}
+
+/// A key's next value, written in place (see [`WriterEntry::loan_uninit`]).
+#[derive(Debug)]
+pub struct EntryLoan<'e, K, V> {
+    entry: &'e WriterEntry<'e, K, V>,
+    buffer: usize,
+    ptr: *mut MaybeUninit<V>,
+    done: bool,
+}
+
+impl<K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> EntryLoan<'_, K, V> {
+    /// The value to write (uninitialised: write all of it).
+    pub fn payload_mut(&mut self) -> &mut MaybeUninit<V> {
+        // SAFETY: the buffer is this writer's under the key's lock (neither current nor
+        // pinned when picked, and readers pin only the current one), sized and aligned
+        // for V (its recorded type); the borrow of `self` keeps it exclusive.
+        unsafe { &mut *self.ptr }
+    }
+
+    /// Writes `value` and publishes it; the generation published.
+    pub fn write_and_update(mut self, value: V) -> u64 {
+        self.payload_mut().write(value);
+        // SAFETY: just written in full.
+        unsafe { self.assume_init_update() }
+    }
+
+    /// Publishes the written value; the generation published.
+    ///
+    /// # Safety
+    /// The whole value was written through [`payload_mut`](Self::payload_mut).
+    pub unsafe fn assume_init_update(mut self) -> u64 {
+        let w = self.entry.writer;
+        let d = w.service.dynamic();
+        crate::testing::stall_point("blackboard-before-publish");
+        let word = value::publish(d.key_words(self.entry.index).current, self.buffer);
+        self.done = true;
+        // SAFETY: locked by this thread in `loan_uninit`.
+        unsafe { self.entry.lock().unlock() };
+        w.header().sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Listeners of the changes service; an update reaches its readers either way.
+        let _ = w
+            .notifier
+            .notify_with_custom_event_id(EventId::new(self.entry.index as u32));
+        value::generation_of(word)
+    }
+}
+
+impl<K, V> Drop for EntryLoan<'_, K, V> {
+    fn drop(&mut self) {
+        if !self.done {
+            // SAFETY: locked by this thread in `loan_uninit`, not unlocked yet.
+            unsafe {
+                self.entry
+                    .writer
+                    .service
+                    .dynamic()
+                    .key_words(self.entry.index)
+                    .lock
+                    .unlock()
+            };
+        }
+    }
+}

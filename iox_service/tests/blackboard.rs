@@ -1,0 +1,399 @@
+//! The blackboard across real processes: values written in one process read in
+//! another, change listeners woken; a writer SIGKILLed in the middle of an update and
+//! a reader SIGKILLed holding a guard (held there by gated stall points); keys and
+//! types that do not match; and a soak of 4 writers and 8 readers in their own
+//! processes under random SIGKILLs, every value checked against its checksum.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use iox_service::{BlackboardService, CreateError, EntryError, OpenError, ReadError, Service, ZeroCopySafe};
+use iox_testkit::{Gate, Reaped, Rng, env, role, spawn_self, wait_ok, wait_until};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A value whose last field is a checksum of the others: a torn read shows.
+#[derive(ZeroCopySafe, Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+struct Stamped {
+    seq: u64,
+    data: [u64; 6],
+    check: u64,
+}
+
+impl Stamped {
+    fn new(seq: u64) -> Self {
+        let data = std::array::from_fn(|i| seq.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(i as u32 * 7));
+        Self {
+            seq,
+            data,
+            check: Self::sum(seq, &data),
+        }
+    }
+
+    fn sum(seq: u64, data: &[u64; 6]) -> u64 {
+        data.iter().fold(seq ^ 0xA5A5, |h, &d| h.rotate_left(13) ^ d)
+    }
+
+    fn whole(&self) -> bool {
+        self.check == Self::sum(self.seq, &self.data)
+    }
+}
+
+/// The blackboard of these tests: key 0 a `u64` counter, key 1 a `Stamped`.
+fn board(root: &Path, name: &str, writers: u32) -> BlackboardService<u32> {
+    Service::named(name)
+        .unwrap()
+        .root(root)
+        .blackboard::<u32>()
+        .max_writers(writers)
+        .max_readers(8)
+        .add::<u64>(0, 0)
+        .add::<Stamped>(1, Stamped::new(0))
+        .open_or_create()
+        .unwrap()
+}
+
+fn scene() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    (dir, root)
+}
+
+fn child(test: &str, role: &str, root: &Path, envs: &[(&str, String)]) -> std::process::Child {
+    let mut all = vec![("ROOT", root.display().to_string())];
+    all.extend(envs.iter().cloned());
+    spawn_self(test, role, &all)
+}
+
+#[test]
+fn a_writer_in_another_process_updates_what_readers_read() {
+    const TEST: &str = "a_writer_in_another_process_updates_what_readers_read";
+    if role().as_deref() == Some("writer") {
+        let root: PathBuf = env("ROOT");
+        let b = board(&root, "bb/basic", 1);
+        let w = b.writer_builder().create().unwrap();
+        let (counter, stamped) = (w.entry::<u64>(&0).unwrap(), w.entry::<Stamped>(&1).unwrap());
+        for i in 1..=100u64 {
+            counter.update_with_copy(i).unwrap();
+            let mut loan = stamped.loan_uninit().unwrap();
+            loan.payload_mut().write(Stamped::new(i));
+            // SAFETY: written in full just above.
+            unsafe { loan.assume_init_update() };
+        }
+        return;
+    }
+    let (_dir, root) = scene();
+    let b = board(&root, "bb/basic", 1);
+    let reader = b.reader_builder().create().unwrap();
+    let listener = b.listener_builder().create().unwrap();
+    let counter = reader.entry::<u64>(&0).unwrap();
+    let stamped = reader.entry::<Stamped>(&1).unwrap();
+    assert_eq!(counter.get().unwrap(), 0, "the initial value");
+    assert_eq!(counter.generation(), 1);
+    assert!(!counter.has_changed());
+    assert_eq!(*stamped.read().unwrap(), Stamped::new(0));
+
+    wait_ok(child(TEST, "writer", &root, &[]), LIMIT);
+    assert!(counter.has_changed());
+    assert_eq!(counter.get().unwrap(), 100);
+    assert_eq!(counter.generation(), 101, "one generation per update");
+    let guard = stamped.read().unwrap();
+    assert_eq!((*guard, guard.generation()), (Stamped::new(100), 101));
+    assert!(
+        matches!(stamped.read(), Err(ReadError::GuardHeld { .. })),
+        "one guard per key"
+    );
+    assert_eq!(
+        stamped.get().unwrap(),
+        Stamped::new(100),
+        "a copy while the guard lives"
+    );
+    drop(guard);
+    // Both keys changed: the listener has both ids pending.
+    let mut ids = Vec::new();
+    listener.try_wait_all(|id| ids.push(id.as_value())).unwrap();
+    ids.sort_unstable();
+    assert_eq!(ids, vec![0, 1]);
+    assert_eq!(b.event_id(&1).map(|e| e.as_value()), Some(1));
+    assert_eq!(b.pins_of(1), Some(vec![]), "no pins left");
+}
+
+#[test]
+fn a_writer_killed_in_the_middle_of_an_update_leaves_the_last_value() {
+    const TEST: &str = "a_writer_killed_in_the_middle_of_an_update_leaves_the_last_value";
+    if role().as_deref() == Some("writer") {
+        let root: PathBuf = env("ROOT");
+        let b = board(&root, "bb/killed-writer", 2);
+        let w = b.writer_builder().create().unwrap();
+        let e = w.entry::<Stamped>(&1).unwrap();
+        e.update_with_copy(Stamped::new(1)).unwrap();
+        // The next update stalls written but unpublished, holding the key's lock.
+        let gate: PathBuf = env("GATE");
+        iox_service::testing::stall_at("blackboard-before-publish", &gate);
+        let mut loan = e.loan_uninit().unwrap();
+        loan.payload_mut().write(Stamped {
+            check: 0,
+            ..Stamped::new(2)
+        });
+        // SAFETY: written in full just above.
+        unsafe { loan.assume_init_update() };
+        unreachable!("killed at the stall point");
+    }
+    let (dir, root) = scene();
+    let b = board(&root, "bb/killed-writer", 2);
+    let reader = b.reader_builder().create().unwrap();
+    let entry = reader.entry::<Stamped>(&1).unwrap();
+    let gate = Gate::new(dir.path(), "publish");
+    let writer = Reaped::new(child(
+        TEST,
+        "writer",
+        &root,
+        &[("GATE", gate.path().display().to_string())],
+    ));
+    assert!(
+        gate.wait_reached(LIMIT),
+        "the writer never reached its stall point"
+    );
+    writer.kill();
+    assert_eq!(entry.get().unwrap(), Stamped::new(1), "the last complete value");
+    assert_eq!(entry.generation(), 2);
+    // The next writer takes the dead writer's lock over and updates.
+    let w = b.writer_builder().create().unwrap();
+    let start = Instant::now();
+    assert_eq!(
+        w.entry::<Stamped>(&1)
+            .unwrap()
+            .update_with_copy(Stamped::new(3))
+            .unwrap(),
+        3
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "the dead holder was found within the wake interval"
+    );
+    assert_eq!(entry.get().unwrap(), Stamped::new(3));
+}
+
+#[test]
+fn a_reader_killed_holding_a_guard_leaves_no_pin_after_recovery() {
+    const TEST: &str = "a_reader_killed_holding_a_guard_leaves_no_pin_after_recovery";
+    if role().as_deref() == Some("reader") {
+        let root: PathBuf = env("ROOT");
+        let b = board(&root, "bb/killed-reader", 1);
+        let r = b.reader_builder().create().unwrap();
+        let _guard = r.entry::<Stamped>(&1).unwrap().read().unwrap();
+        unreachable!("killed at the stall point");
+    }
+    let (dir, root) = scene();
+    let b = board(&root, "bb/killed-reader", 1);
+    let gate = Gate::new(dir.path(), "pinned");
+    let reader = Reaped::new(child(TEST, "reader", &root, &gate.env("blackboard-pinned")));
+    assert!(
+        gate.wait_reached(LIMIT),
+        "the reader never reached its stall point"
+    );
+    assert_eq!(
+        b.pins_of(1).unwrap().len(),
+        1,
+        "the reader pins the current buffer"
+    );
+    // Writers go on meanwhile, into other buffers.
+    let w = b.writer_builder().create().unwrap();
+    let e = w.entry::<Stamped>(&1).unwrap();
+    for i in 1..=40 {
+        e.update_with_copy(Stamped::new(i)).unwrap();
+    }
+    reader.kill();
+    let report = Service::cleanup_dead_in(&root, "bb/killed-reader").unwrap();
+    assert_eq!(report.ports, 1, "the dead reader's slot");
+    assert_eq!(b.pins_of(1), Some(vec![]), "its pin was cleared");
+    let r = b.reader_builder().create().unwrap();
+    assert_eq!(r.entry::<Stamped>(&1).unwrap().get().unwrap(), Stamped::new(40));
+}
+
+#[test]
+fn keys_and_types_that_do_not_match_are_refused() {
+    let (_dir, root) = scene();
+    let b = board(&root, "bb/mismatch", 1);
+    let r = b.reader_builder().create().unwrap();
+    let w = b.writer_builder().create().unwrap();
+    let err = r.entry::<u64>(&7).unwrap_err();
+    assert!(matches!(err, EntryError::NoSuchKey { .. }), "{err}");
+    assert!(err.to_string().contains("[0, 1]"), "names the keys it has: {err}");
+    let err = w.entry::<u32>(&0).unwrap_err();
+    assert!(matches!(err, EntryError::WrongType { .. }), "{err}");
+    assert!(
+        err.to_string().contains("u64") && err.to_string().contains("u32"),
+        "{err}"
+    );
+
+    let named = || Service::named("bb/mismatch").unwrap().root(&root);
+    let err = named().blackboard::<u64>().open().unwrap_err();
+    assert!(
+        matches!(err, OpenError::IncompatibleLimit { what: "key type", .. }),
+        "{err}"
+    );
+    let err = named().blackboard::<u32>().add::<u64>(9, 0).open().unwrap_err();
+    assert!(
+        matches!(err, OpenError::IncompatibleLimit { what: "no key", .. }),
+        "{err}"
+    );
+    let err = named().blackboard::<u32>().add::<f64>(0, 0.0).open().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            OpenError::IncompatibleLimit {
+                what: "value type",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = named().blackboard::<u32>().max_writers(3).open().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            OpenError::IncompatibleLimit {
+                what: "max_writers",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = named().publish_subscribe::<u64>().open().unwrap_err();
+    assert!(
+        err.to_string().contains("blackboard"),
+        "another pattern names it: {err}"
+    );
+    named().blackboard::<u32>().add::<u64>(0, 5).open().unwrap();
+
+    let other = |n: &str| Service::named(n).unwrap().root(&root).blackboard::<u32>();
+    let err = other("bb/none").create().unwrap_err();
+    assert!(
+        matches!(err, CreateError::InvalidSetting { .. }),
+        "no keys: {err}"
+    );
+    let err = other("bb/twice")
+        .add::<u8>(1, 0)
+        .add::<u8>(1, 0)
+        .create()
+        .unwrap_err();
+    assert!(err.to_string().contains("twice"), "{err}");
+    let err = other("bb/big")
+        .add::<u8>(1, 0)
+        .max_readers(50)
+        .create()
+        .unwrap_err();
+    assert!(matches!(err, CreateError::InvalidSetting { .. }), "{err}");
+}
+
+/// The soak's reader: reads both keys until told to stop, exits 3 on a torn value.
+fn soak_reader(root: &Path) {
+    let b = board(root, "bb/soak", 4);
+    let r = b.reader_builder().create().unwrap();
+    let e = r.entry::<Stamped>(&1).unwrap();
+    let stop = root.join("../stop");
+    let mut reads = 0u64;
+    while !stop.exists() {
+        for _ in 0..256 {
+            let v = e.get().unwrap();
+            let g = e.read().unwrap();
+            if !v.whole() || !g.whole() {
+                eprintln!("torn value: {v:?} / {:?}", *g);
+                std::process::exit(3);
+            }
+            reads += 2;
+        }
+    }
+    eprintln!("reader: {reads} reads");
+}
+
+/// The soak's writer: updates key 1 with increasing stamps until told to stop.
+fn soak_writer(root: &Path, id: u64) {
+    let b = board(root, "bb/soak", 4);
+    let w = b.writer_builder().create().unwrap();
+    let e = w.entry::<Stamped>(&1).unwrap();
+    let stop = root.join("../stop");
+    let mut i = id << 40;
+    while !stop.exists() {
+        for _ in 0..64 {
+            i += 1;
+            let mut loan = e.loan_uninit().unwrap();
+            loan.payload_mut().write(Stamped::new(i));
+            // SAFETY: written in full just above.
+            unsafe { loan.assume_init_update() };
+        }
+    }
+}
+
+#[test]
+fn four_writers_and_eight_readers_under_random_kills_never_see_a_torn_value() {
+    const TEST: &str = "four_writers_and_eight_readers_under_random_kills_never_see_a_torn_value";
+    match role().as_deref() {
+        Some("reader") => return soak_reader(&env::<PathBuf>("ROOT")),
+        Some("writer") => return soak_writer(&env::<PathBuf>("ROOT"), env("ID")),
+        _ => {}
+    }
+    let (dir, root) = scene();
+    let b = board(&root, "bb/soak", 4);
+    let spawn = |role: &str, id: u64| Reaped::new(child(TEST, role, &root, &[("ID", id.to_string())]));
+    let mut writers: Vec<Option<Reaped>> = (0..4).map(|i| Some(spawn("writer", i))).collect();
+    let mut readers: Vec<Option<Reaped>> = (0..8).map(|i| Some(spawn("reader", i))).collect();
+    let mut rng = Rng::new(0xB1AC_B0A2D);
+    let mut kills = 0;
+    let until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < until {
+        // Let the survivors run a little, in a bounded wait on their progress.
+        let seen = b.generation(&1).unwrap();
+        wait_until(Duration::from_millis(200), || {
+            b.generation(&1).unwrap() > seen + 200
+        });
+        // None stops by itself before the end (a torn value exits 3, a failure 101).
+        for (i, c) in writers.iter_mut().chain(readers.iter_mut()).flatten().enumerate() {
+            if let Some(status) = c.try_wait() {
+                panic!("soak process {i} stopped by itself: {status}");
+            }
+        }
+        let (pool, role, id) = if rng.below(2) == 0 {
+            (&mut writers, "writer", rng.below(4))
+        } else {
+            (&mut readers, "reader", rng.below(8))
+        };
+        // Killed first: its successor's port creation finds it dead and recovers it.
+        let slot = id as usize;
+        if let Some(old) = pool[slot].take() {
+            old.kill();
+        }
+        kills += 1;
+        pool[slot] = Some(spawn(role, id + 100 * kills));
+    }
+    std::fs::write(dir.path().join("stop"), b"").unwrap();
+    for (i, mut c) in writers.into_iter().chain(readers).flatten().enumerate() {
+        assert!(
+            wait_until(LIMIT, || c.try_wait().is_some()),
+            "soak process {i} did not stop"
+        );
+        let status = c.try_wait().unwrap();
+        assert!(
+            status.success(),
+            "soak process {i} ended with {status} (3: a torn value)"
+        );
+    }
+    assert!(kills >= 5, "the soak killed {kills} processes");
+    // Nothing is stuck: after recovery no pins, and a writer updates at once.
+    Service::cleanup_dead_in(&root, "bb/soak").unwrap();
+    for k in 0..2 {
+        assert_eq!(b.pins_of(k), Some(vec![]), "key {k} pinned after recovery");
+    }
+    let w = b.writer_builder().create().unwrap();
+    let before = b.generation(&1).unwrap();
+    w.entry::<Stamped>(&1)
+        .unwrap()
+        .update_with_copy(Stamped::new(7))
+        .unwrap();
+    assert_eq!(b.generation(&1).unwrap(), before + 1);
+    let r = b.reader_builder().create().unwrap();
+    assert_eq!(r.entry::<Stamped>(&1).unwrap().get().unwrap(), Stamped::new(7));
+}
