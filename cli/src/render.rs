@@ -49,6 +49,11 @@ pub fn list(all: &RootInfo) -> String {
                     format!("ids 0..={}", e.event_id_max),
                     "-".into(),
                 ),
+                Some((_, PatternConfig::Blackboard(b))) => (
+                    format!("{:?}", MessagingPattern::Blackboard),
+                    format!("{} keys of {}", b.entries.len(), b.key_type),
+                    "-".into(),
+                ),
                 Some((c, PatternConfig::RequestResponse(r))) => (
                     format!("{:?}", c.messaging_pattern()),
                     format!("{} -> {}", c.payload, r.response),
@@ -142,6 +147,35 @@ pub fn show(s: &ServiceInfo) -> String {
             e.max_notifiers, e.max_listeners
         );
         let _ = writeln!(out, "mode      {:o}", c.permissions);
+    } else if let Some((c, b)) = s.config.as_ref().and_then(|c| Some((c, c.blackboard()?))) {
+        let _ = writeln!(
+            out,
+            "pattern   blackboard, {} keys of {}",
+            b.entries.len(),
+            b.key_type
+        );
+        let _ = writeln!(
+            out,
+            "limits    {} writers, {} readers, {} buffers per key",
+            b.max_writers, b.max_readers, b.buffers
+        );
+        let _ = writeln!(out, "mode      {:o}", c.permissions);
+        let _ = writeln!(
+            out,
+            "\n{:<20} {:<24} {:>10} {:>6} {:<6}",
+            "KEY", "VALUE", "GENERATION", "PINNED", "LOCKED"
+        );
+        for k in &s.keys {
+            let _ = writeln!(
+                out,
+                "{:<20} {:<24} {:>10} {:>6} {:<6}",
+                k.key,
+                k.value,
+                k.generation,
+                k.pinned_buffers,
+                if k.locked { "yes" } else { "no" }
+            );
+        }
     } else if let Some(c) = &s.config {
         let _ = writeln!(out, "payload   {}", c.payload);
         if let Some(r) = c.request_response() {
@@ -187,7 +221,7 @@ pub fn show(s: &ServiceInfo) -> String {
     if event.is_some() {
         return out + &event_ports(s);
     }
-    if !s.classes.is_empty() {
+    if !s.classes.is_empty() && s.keys.is_empty() {
         let _ = writeln!(
             out,
             "\n{:>12} {:>8} {:>8} {:>8}",

@@ -159,6 +159,8 @@ pub struct ServiceInfo {
     /// Its files under the root (static config, dynamic segment, chunks, pool file),
     /// those that exist.
     pub files: Vec<String>,
+    /// A blackboard's keys (empty for other patterns).
+    pub keys: Vec<crate::blackboard::KeyInfo>,
 }
 
 impl ServiceInfo {
@@ -349,6 +351,7 @@ fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
         processes: Vec::new(),
         classes: Vec::new(),
         pool_bytes: 0,
+        keys: Vec::new(),
         files: [files::config_name(stem), files::dynamic_name(stem)]
             .into_iter()
             .chain(Pool::file_names(stem))
@@ -433,6 +436,9 @@ fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
             Ok(()) => {
                 let d = segment.view();
                 read_ports(d, alive, &mut info);
+                if let Some(b) = config.blackboard() {
+                    info.keys = crate::blackboard::inspect::keys(d, b);
+                }
                 match Pool::usage(root, stem, &config.layout, *hash) {
                     Ok(classes) => {
                         info.classes = classes
