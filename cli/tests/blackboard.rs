@@ -31,7 +31,10 @@ fn show_and_list_describe_keys_generations_pins_and_writers() {
     assert_eq!(code(&out), 0, "{}", text(&out));
     let shown = text(&out);
     assert!(shown.contains("pattern   blackboard, 2 keys of u16"), "{shown}");
-    assert!(shown.contains("limits    1 writers, 2 readers, 6 buffers per key"), "{shown}");
+    assert!(
+        shown.contains("limits    1 writers, 2 readers, 6 buffers per key"),
+        "{shown}"
+    );
     let row = |key: &str| {
         shown
             .lines()
@@ -41,9 +44,17 @@ fn show_and_list_describe_keys_generations_pins_and_writers() {
             .collect::<Vec<_>>()
     };
     let seven = row("7");
-    assert_eq!(seven[seven.len() - 3..], ["3", "0", "no"], "generation 3, unpinned, unlocked: {shown}");
+    assert_eq!(
+        seven[seven.len() - 3..],
+        ["3", "0", "no"],
+        "generation 3, unpinned, unlocked: {shown}"
+    );
     let three_hundred = row("300");
-    assert_eq!(three_hundred[three_hundred.len() - 3..], ["1", "1", "no"], "the guard pins one buffer: {shown}");
+    assert_eq!(
+        three_hundred[three_hundred.len() - 3..],
+        ["1", "1", "no"],
+        "the guard pins one buffer: {shown}"
+    );
     assert!(shown.lines().any(|l| l.starts_with("writer")), "{shown}");
     assert!(shown.lines().any(|l| l.starts_with("reader")), "{shown}");
 
@@ -56,6 +67,12 @@ fn show_and_list_describe_keys_generations_pins_and_writers() {
     assert_eq!(keys[0]["generation"], 3);
 
     let listed = text(&iox(root, &["list"]));
-    let row = listed.lines().find(|l| l.starts_with("cli/board ")).expect("a row");
-    assert!(row.contains("Blackboard") && row.contains("2 keys of u16"), "{row}");
+    let row = listed
+        .lines()
+        .find(|l| l.starts_with("cli/board "))
+        .expect("a row");
+    assert!(
+        row.contains("Blackboard") && row.contains("2 keys of u16"),
+        "{row}"
+    );
 }

@@ -156,6 +156,7 @@ fn the_readme_rust_examples_are_one_program_that_runs_unprivileged() {
         "EventId(3)",
         "EventId(7)",
         "waypoint 2 1",
+        "speed 1.5 (generation 2)",
         "readme: every block ran",
     ] {
         assert!(

@@ -64,9 +64,9 @@ pub(crate) use recovery::node;
 pub(crate) use shm::{doorbell, dynamic, lifecycle, queue};
 
 pub use blackboard::{
-    BlackboardBuilder, BlackboardService, EntryError, EntryLoan, KeyInfo, MAX_BLACKBOARD_KEYS, MAX_BLACKBOARD_VALUE,
-    ReadError, Reader, ReaderBuilder, ReaderEntry, ValueGuard, WriteError, Writer, WriterBuilder,
-    WriterEntry,
+    BlackboardBuilder, BlackboardService, EntryError, EntryLoan, KeyInfo, MAX_BLACKBOARD_KEYS,
+    MAX_BLACKBOARD_VALUE, ReadError, Reader, ReaderBuilder, ReaderEntry, ValueGuard, WriteError, Writer,
+    WriterBuilder, WriterEntry,
 };
 pub use cleanup::{CleanupError, RemoveError};
 #[cfg(feature = "tokio")]

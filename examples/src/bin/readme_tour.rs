@@ -127,6 +127,22 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     assert!(pending.is_finished());                    // the end, not a timeout
     // README block end
+    // README block 6
+    let board = Service::named("robot/state")?
+        .blackboard::<u32>()                               // keys: an integer (or array) type
+        .add::<f64>(0, 0.0)                                // key 0: speed, initially 0.0
+        .add::<[f32; 3]>(1, [0.0; 3])                      // key 1: position
+        .open_or_create()?;                                // an opener's `add`s are checked
+    let writer = board.writer_builder().create()?;        // max_writers(1) by default
+    let reader = board.reader_builder().create()?;
+    let changes = board.listener_builder().create()?;    // an event Listener: AsFd, WaitSet, tokio
+    writer.entry::<f64>(&0)?.update_with_copy(1.5)?;      // or loan_uninit(): written in place
+    let speed = reader.entry::<f64>(&0)?;                 // EntryError: no such key, other type
+    println!("speed {} (generation {})", speed.get()?, speed.generation());
+    let position = reader.entry::<[f32; 3]>(&1)?.read()?; // zero-copy guard; writers go on
+    assert_eq!(*position, [0.0; 3]);
+    assert_eq!(changes.try_wait_one()?, board.event_id(&0)); // key 0 changed
+    // README block end
     println!("readme: every block ran");
     Ok(())
 }

@@ -37,7 +37,11 @@ pub(crate) fn keys(d: Dynamic<'_>, c: &BlackboardConfig) -> Vec<KeyInfo> {
                 key: show_key(&c.key_type, &e.key),
                 value: e.value.to_string(),
                 generation: value::generation_of(words.current.load(Ordering::Acquire)),
-                pinned_buffers: words.pins.iter().filter(|p| p.load(Ordering::Relaxed) != 0).count(),
+                pinned_buffers: words
+                    .pins
+                    .iter()
+                    .filter(|p| p.load(Ordering::Relaxed) != 0)
+                    .count(),
                 locked: words.lock.holder() != 0,
             }
         })

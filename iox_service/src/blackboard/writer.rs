@@ -1,8 +1,8 @@
 //! Writers: update a key's value under the key's lock, by copy or by a loan written in
 //! place, then publish it and notify the change listeners.
 //!
-//! An update takes the key's robust lock (another writer of the same key waits; a dead
-//! holder is taken over), picks a buffer that is neither current nor pinned
+//! An update takes the key's robust lock if the blackboard allows more than one writer
+//! (another writer of the same key waits; a dead holder is taken over), picks a buffer that is neither current nor pinned
 //! (`value::pick`), writes it, publishes it (`value::publish`), unlocks, and notifies
 //! event id = the key's index on the changes service. A loan dropped without
 //! [`EntryLoan::update`] publishes nothing. Readers are never waited for.
@@ -12,6 +12,7 @@
 
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
+use std::sync::atomic::Ordering;
 
 use lock_api::RawMutex as _;
 use thiserror::Error;
@@ -23,7 +24,6 @@ use crate::ZeroCopySafe;
 use crate::dynamic::PortHeader;
 use crate::event::{EventId, Notifier};
 use crate::port::{self, PortCreateError, Side, SlotClaim};
-use crate::recovery::robust_mutex::RawRobustMutex;
 
 /// Builds a [`Writer`].
 #[derive(Debug)]
@@ -64,6 +64,7 @@ impl<K: ZeroCopySafe + std::fmt::Debug> WriterBuilder<K> {
         let claim = SlotClaim::new(&self.service.shared, Side::Sending, "writer")?;
         let (slot, generation) = claim.activate(None);
         Ok(Writer {
+            locks: self.service.blackboard_config().max_writers > 1,
             fork_generation: self.service.shared.fork_generation,
             service: self.service,
             slot,
@@ -81,6 +82,9 @@ pub struct Writer<K> {
     slot: usize,
     generation: u64,
     fork_generation: u64,
+    /// Whether updates take the key's lock: only with more than one writer (one writer
+    /// port is used by one thread at a time, and its slot is claimed once).
+    locks: bool,
     notifier: Notifier,
     _not_sync: PhantomData<std::cell::Cell<()>>,
 }
@@ -100,6 +104,17 @@ impl<K: ZeroCopySafe + std::fmt::Debug> Writer<K> {
 
     fn header(&self) -> &PortHeader {
         self.service.dynamic().publisher(self.slot)
+    }
+}
+
+impl<K> Writer<K> {
+    /// Unlocks key `k`, which this writer's thread locked in `loan_uninit` (nothing to
+    /// do for a blackboard of one writer, which takes no locks).
+    fn unlock(&self, k: usize) {
+        if self.locks {
+            // SAFETY: locked by this thread in `loan_uninit`, not unlocked since.
+            unsafe { self.service.dynamic().key_words(k).lock.unlock() };
+        }
     }
 }
 
@@ -144,11 +159,13 @@ impl<'w, K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> WriterEntry<'w, K, 
         }
         let d = self.writer.service.dynamic();
         let words = d.key_words(self.index);
-        // A dead holder's half-written buffer was never published: nothing to repair.
-        let _ = words.lock.lock_robust();
+        if self.writer.locks {
+            // A dead holder's half-written buffer was never published: nothing to
+            // repair.
+            let _ = words.lock.lock_robust();
+        }
         let Some(buffer) = value::pick(words.current, words.pins) else {
-            // SAFETY: locked just above by this thread.
-            unsafe { words.lock.unlock() };
+            self.writer.unlock(self.index);
             return Err(WriteError::NoFreeBuffer {
                 name: self.writer.service.name().to_string(),
                 key: self.key.clone(),
@@ -166,15 +183,7 @@ impl<'w, K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> WriterEntry<'w, K, 
     /// The generation of the key's value now.
     pub fn generation(&self) -> u64 {
         let d = self.writer.service.dynamic();
-        value::generation_of(
-            d.key_words(self.index)
-                .current
-                .load(std::sync::atomic::Ordering::Acquire),
-        )
-    }
-
-    fn lock(&self) -> &'w RawRobustMutex {
-        self.writer.service.dynamic().key_words(self.index).lock
+        value::generation_of(d.key_words(self.index).current.load(Ordering::Acquire))
     }
 }
 
@@ -213,13 +222,12 @@ impl<K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> EntryLoan<'_, K, V> {
         crate::testing::stall_point("blackboard-before-publish");
         let word = value::publish(d.key_words(self.entry.index).current, self.buffer);
         self.done = true;
-        // SAFETY: locked by this thread in `loan_uninit`.
-        unsafe { self.entry.lock().unlock() };
-        w.header().sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        w.unlock(self.entry.index);
+        // Only this port writes its header's count: no read-modify-write needed.
+        let sent = &w.header().sent;
+        sent.store(sent.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         // Listeners of the changes service; an update reaches its readers either way.
-        let _ = w
-            .notifier
-            .notify_with_custom_event_id(EventId::new(self.entry.index as u32));
+        w.notifier.signal(EventId::new(self.entry.index as u32));
         value::generation_of(word)
     }
 }
@@ -227,16 +235,7 @@ impl<K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> EntryLoan<'_, K, V> {
 impl<K, V> Drop for EntryLoan<'_, K, V> {
     fn drop(&mut self) {
         if !self.done {
-            // SAFETY: locked by this thread in `loan_uninit`, not unlocked yet.
-            unsafe {
-                self.entry
-                    .writer
-                    .service
-                    .dynamic()
-                    .key_words(self.entry.index)
-                    .lock
-                    .unlock()
-            };
+            self.entry.writer.unlock(self.entry.index);
         }
     }
 }

@@ -153,6 +153,14 @@ impl Notifier {
         Ok(reached)
     }
 
+    /// Sets `id` (at most `event_id_max`: the caller's check) pending for every
+    /// listener and wakes those that wait: a notify without its checks and count, for
+    /// a blackboard writer's changes (which checked the process and counts updates).
+    pub(crate) fn signal(&self, id: EventId) {
+        debug_assert!(id.as_value() <= self.event_id_max);
+        pending::signal(self.service.dynamic(), id.as_value(), &self.ringer);
+    }
+
     /// The id [`Notifier::notify`] sends.
     pub fn default_event_id(&self) -> EventId {
         self.default_id
