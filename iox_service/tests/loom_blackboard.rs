@@ -9,12 +9,12 @@
 //!   the writer publishes new ones (no race on the buffer it reads);
 //! - the writer always finds a buffer (`2 * readers + 2` buffers, a reader pinning at
 //!   most two);
-//! - a reader that already pins a buffer (a guard) and pins again keeps its first pin
-//!   when the second attempt backs off.
+//! - a reader that holds a guard and copies the value meanwhile reads both whole.
 //!
-//! Variants refuted: a writer that writes any buffer but the current one, without
-//! looking at the pins, races with a reader; a reader that does not check `current`
-//! again after setting its pin reads a buffer being rewritten.
+//! Variants refuted: a writer that double-buffers without looking at the pins races
+//! with a reader; a reader that does not look at `current` again after storing its pin
+//! reads a buffer being rewritten; a reader whose pin store is Relaxed lets the writer
+//! read its next pin instead of its unpin and rewrite a buffer it just read.
 //!
 //! Run: `cargo test -p iox_service --test loom_blackboard`.
 
@@ -37,6 +37,7 @@ use sync::{AtomicU64, Ordering};
 
 struct Key {
     current: AtomicU64,
+    /// Per reader slot its `value::READER_WORDS` pin words.
     pins: Vec<AtomicU64>,
     buffers: Vec<UnsafeCell<u64>>,
 }
@@ -58,11 +59,18 @@ fn key(readers: usize) -> Arc<Key> {
     let n = 2 * readers + 2;
     Arc::new(Key {
         current: AtomicU64::new(1 << 8),
-        pins: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        pins: (0..readers * value::READER_WORDS)
+            .map(|_| AtomicU64::new(0))
+            .collect(),
         buffers: (0..n)
             .map(|b| UnsafeCell::new(if b == 0 { 10 } else { 0 }))
             .collect(),
     })
+}
+
+/// Reader slot `r`'s pin word `which`.
+fn mine(k: &Key, r: usize, which: usize) -> &AtomicU64 {
+    &k.pins[r * value::READER_WORDS + which]
 }
 
 /// The writer: `updates` updates, picking buffers as production does, or (`checked`
@@ -72,7 +80,7 @@ fn writer(k: &Arc<Key>, updates: u64, checked: bool) -> thread::JoinHandle<()> {
     thread::spawn(move || {
         for _ in 0..updates {
             let b = if checked {
-                value::pick(&k.current, &k.pins).expect("a free buffer")
+                value::pick(&k.current, &k.pins, k.buffers.len()).expect("a free buffer")
             } else {
                 // Double buffering: the other of buffers 0 and 1.
                 value::buffer_of(k.current.load(Ordering::Relaxed)) ^ 1
@@ -84,13 +92,13 @@ fn writer(k: &Arc<Key>, updates: u64, checked: bool) -> thread::JoinHandle<()> {
     })
 }
 
-/// One read by reader bit `bit`: pin, read, check, unpin.
-fn read(k: &Key, bit: u64) {
-    let word = value::pin(&k.current, &k.pins, bit, |_| false);
+/// One copy by reader slot `r`: pin, read, check, unpin.
+fn read(k: &Key, r: usize) {
+    let word = value::pin(&k.current, mine(k, r, value::COPY));
     let b = value::buffer_of(word);
     let v = get(&k.buffers[b]);
     assert_eq!(v, 10 * value::generation_of(word), "a torn or stale value");
-    value::unpin(&k.pins, b, bit);
+    value::unpin(mine(k, r, value::COPY));
 }
 
 #[test]
@@ -98,8 +106,8 @@ fn a_reader_reads_the_whole_value_of_its_generation_while_a_writer_updates() {
     model(|| {
         let k = key(1);
         let w = writer(&k, 2, true);
-        read(&k, 1);
-        read(&k, 1);
+        read(&k, 0);
+        read(&k, 0);
         w.join().unwrap();
     });
 }
@@ -110,34 +118,23 @@ fn two_readers_and_a_writer() {
         let k = key(2);
         let w = writer(&k, 1, true);
         let k2 = Arc::clone(&k);
-        let r = thread::spawn(move || read(&k2, 2));
-        read(&k, 1);
+        let r = thread::spawn(move || read(&k2, 1));
+        read(&k, 0);
         r.join().unwrap();
         w.join().unwrap();
     });
 }
 
 #[test]
-fn a_reader_holding_a_guard_keeps_it_while_it_reads_again() {
+fn a_reader_holding_a_guard_copies_meanwhile() {
     model(|| {
         let k = key(1);
-        // The guard: buffer 0 pinned (generation 1).
-        let guard = value::pin(&k.current, &k.pins, 1, |_| false);
-        let gb = value::buffer_of(guard);
+        let guard = value::pin(&k.current, mine(&k, 0, value::GUARD));
         let w = writer(&k, 2, true);
-        // A copy while the guard lives: a failed try on the guard's buffer must not
-        // clear the guard's pin.
-        let word = value::pin(&k.current, &k.pins, 1, |b| b == gb);
-        let b = value::buffer_of(word);
-        let v = get(&k.buffers[b]);
-        assert_eq!(v, 10 * value::generation_of(word));
-        if b != gb {
-            value::unpin(&k.pins, b, 1);
-        }
-        // The guard's value is still whole.
-        let g = get(&k.buffers[gb]);
-        assert_eq!(g, 10 * value::generation_of(guard));
-        value::unpin(&k.pins, gb, 1);
+        read(&k, 0);
+        let g = get(&k.buffers[value::buffer_of(guard)]);
+        assert_eq!(g, 10 * value::generation_of(guard), "the guard's value");
+        value::unpin(mine(&k, 0, value::GUARD));
         w.join().unwrap();
     });
 }
@@ -148,7 +145,7 @@ fn a_writer_that_ignores_the_pins_is_refuted() {
         model(|| {
             let k = key(1);
             let w = writer(&k, 2, false);
-            read(&k, 1);
+            read(&k, 0);
             w.join().unwrap();
         });
     })
@@ -164,10 +161,39 @@ fn a_reader_that_does_not_look_again_is_refuted() {
             let w = writer(&k, 2, true);
             let word = k.current.load(Ordering::Acquire);
             let b = value::buffer_of(word);
-            k.pins[b].fetch_or(1, Ordering::Relaxed);
+            mine(&k, 0, value::COPY).store(b as u64 + 1, Ordering::Relaxed);
             let v = get(&k.buffers[b]);
             assert_eq!(v, 10 * value::generation_of(word));
-            value::unpin(&k.pins, b, 1);
+            value::unpin(mine(&k, 0, value::COPY));
+            w.join().unwrap();
+        });
+    })
+    .is_err();
+    assert!(refuted, "the model did not find the race");
+}
+
+#[test]
+fn a_reader_whose_pin_store_is_relaxed_is_refuted() {
+    // Its next pin's store is what the writer may read instead of the unpin: without
+    // Release it does not carry the reads made under the pin before.
+    let refuted = std::panic::catch_unwind(|| {
+        model(|| {
+            let k = key(1);
+            let w = writer(&k, 2, true);
+            for _ in 0..2 {
+                let pin = mine(&k, 0, value::COPY);
+                let word = loop {
+                    let word = k.current.load(Ordering::Acquire);
+                    pin.store(value::buffer_of(word) as u64 + 1, Ordering::Relaxed);
+                    sync::fence(Ordering::SeqCst);
+                    if k.current.load(Ordering::Relaxed) == word {
+                        break word;
+                    }
+                };
+                let v = get(&k.buffers[value::buffer_of(word)]);
+                assert_eq!(v, 10 * value::generation_of(word));
+                value::unpin(pin);
+            }
             w.join().unwrap();
         });
     })

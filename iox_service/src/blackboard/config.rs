@@ -66,7 +66,7 @@ impl BlackboardConfig {
             ("max_writers", "max_readers"),
             self.max_writers,
             self.max_readers,
-            "; writers + readers <= 47 per service (each reader is one bit of a buffer's pin word)",
+            "; writers + readers <= 47 per service",
         )?;
         let bad = |what: String| Err(InvalidConfig::Blackboard(what));
         let needed = 2 * self.max_readers + 2;

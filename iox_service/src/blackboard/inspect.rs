@@ -37,11 +37,7 @@ pub(crate) fn keys(d: Dynamic<'_>, c: &BlackboardConfig) -> Vec<KeyInfo> {
                 key: show_key(&c.key_type, &e.key),
                 value: e.value.to_string(),
                 generation: value::generation_of(words.current.load(Ordering::Acquire)),
-                pinned_buffers: words
-                    .pins
-                    .iter()
-                    .filter(|p| p.load(Ordering::Relaxed) != 0)
-                    .count(),
+                pinned_buffers: pinned(words.pins),
                 locked: words.lock.holder() != 0,
             }
         })
@@ -70,4 +66,21 @@ pub(crate) fn show_key(key_type: &PayloadType, bytes: &[u8]) -> String {
         "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => signed.to_string(),
         _ => bytes.iter().map(|b| format!("{b:02x}")).collect(),
     }
+}
+
+/// How many distinct buffers the pin words `pins` (every reader slot's) name.
+fn pinned(pins: &[std::sync::atomic::AtomicU64]) -> usize {
+    let mut seen: Vec<u64> = pins
+        .chunks(value::READER_WORDS)
+        .flat_map(|r| {
+            [
+                r[value::COPY].load(Ordering::Relaxed),
+                r[value::GUARD].load(Ordering::Relaxed),
+            ]
+        })
+        .filter(|&p| p != 0)
+        .collect();
+    seen.sort_unstable();
+    seen.dedup();
+    seen.len()
 }

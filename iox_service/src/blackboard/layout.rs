@@ -5,7 +5,8 @@
 //! the port slots, three regions, each key's part in the order of the config's entries:
 //! - key headers, 64 bytes each: the `current` word (`blackboard::value`) at 0, the
 //!   key's writer lock (a [`RawRobustMutex`], 16 bytes) at 8;
-//! - pin words, `buffers` per key, each key's on its own cache line(s);
+//! - pin words: per key, per reader slot a cache line whose first two words are its
+//!   pins (`blackboard::value`);
 //! - values, from a page boundary: per key `buffers` copies of its value, each at a
 //!   multiple of the value's alignment and of 64 bytes ([`value_places`]).
 //!
@@ -16,12 +17,12 @@ use std::sync::atomic::AtomicU64;
 use iox_mempool::Bookkeeping;
 
 use super::config::BlackboardConfig;
+use super::value;
 use crate::PayloadType;
 use crate::dynamic::Dynamic;
 use crate::pattern::{Backlog, PatternLayout, PatternParts, Regions, Side};
 use crate::recovery::robust_mutex::RawRobustMutex;
 use crate::recovery::{CleanupReport, Liveness};
-use crate::shm::layout::table_bytes;
 
 /// Bytes of a key's header.
 const HEADER: usize = 64;
@@ -31,6 +32,7 @@ const HEADER: usize = 64;
 pub(crate) struct BlackboardLayout {
     pub(crate) keys: usize,
     pub(crate) buffers: usize,
+    readers: usize,
     headers: usize,
     pins: usize,
     pins_stride: usize,
@@ -79,13 +81,15 @@ impl BlackboardLayout {
         let headers = place_pairs(false);
         let keys = c.entries.len();
         let buffers = c.buffers as usize;
+        let readers = c.max_readers as usize;
         let pins = headers + keys * HEADER;
-        let pins_stride = table_bytes(buffers);
+        let pins_stride = readers * value::READER_WORDS * 8;
         let values = (pins + keys * pins_stride).next_multiple_of(4096);
         let (_, end) = value_places(c, values);
         Self {
             keys,
             buffers,
+            readers,
             headers,
             pins,
             pins_stride,
@@ -109,7 +113,15 @@ impl Regions for BlackboardLayout {
 pub(crate) struct KeyWords<'a> {
     pub(crate) current: &'a AtomicU64,
     pub(crate) lock: &'a RawRobustMutex,
+    /// Every reader slot's pin words, [`value::READER_WORDS`] each.
     pub(crate) pins: &'a [AtomicU64],
+}
+
+impl<'a> KeyWords<'a> {
+    /// Reader slot `s`'s pin words of this key.
+    pub(crate) fn reader(&self, s: usize) -> &'a [AtomicU64] {
+        &self.pins[s * value::READER_WORDS..(s + 1) * value::READER_WORDS]
+    }
 }
 
 impl<'a> Dynamic<'a> {
@@ -122,7 +134,7 @@ impl<'a> Dynamic<'a> {
         let (words, pins) = unsafe {
             (
                 self.words(header, 3),
-                self.words(b.pins + k * b.pins_stride, b.buffers),
+                self.words(b.pins + k * b.pins_stride, b.readers * value::READER_WORDS),
             )
         };
         // SAFETY: words 1 and 2 of the header are the lock's 16 bytes, 8-aligned;
@@ -133,13 +145,6 @@ impl<'a> Dynamic<'a> {
             lock,
             pins,
         }
-    }
-
-    /// Every pin word of every key (recovery).
-    fn all_pins(&self) -> &'a [AtomicU64] {
-        let b = self.regions::<BlackboardLayout>();
-        // SAFETY: the pins region, as laid out above.
-        unsafe { self.words(b.pins, b.keys * b.pins_stride / 8) }
     }
 
     /// The address of buffer `buffer` of the key at `place` (one of this layout's
@@ -175,7 +180,7 @@ impl PatternParts for BlackboardLayout {
         live: &mut Liveness,
         report: &mut CleanupReport,
     ) {
-        super::recovery::recover_ports(d, d.all_pins(), live, report);
+        super::recovery::recover_ports(d, self.keys, live, report);
     }
 
     fn backlog(&self, _d: Dynamic<'_>, _side: Side, _slot: usize) -> Backlog {

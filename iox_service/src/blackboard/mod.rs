@@ -13,13 +13,14 @@
 //!   each key has `2 * max_readers + 2` value buffers and a `current` word naming the
 //!   buffer and generation of the latest value. A writer writes a buffer that no reader
 //!   pins and that is not current, then publishes it; a reader pins the current buffer
-//!   with its bit and checks that it is still current. So a reader never sees a torn
-//!   value, never blocks a writer, and never waits for another reader; a writer killed
-//!   in the middle of an update leaves the last complete value current.
-//! - **Writers** (`max_writers`, default 1) update a key under its lock, a robust
-//!   process-shared mutex ([`crate::robust_mutex`]) that the next writer takes over
-//!   from a dead holder: with a copy ([`WriterEntry::update_with_copy`]) or a loan
-//!   written in place ([`WriterEntry::loan_uninit`]).
+//!   in a pin word of its own and checks that it is still current. So a reader never
+//!   sees a torn value, never blocks a writer, and never waits for another reader; a
+//!   writer killed in the middle of an update leaves the last complete value current.
+//! - **Writers** (`max_writers`, default 1) update a key, under its lock when there may
+//!   be more than one writer: a robust process-shared mutex ([`crate::robust_mutex`])
+//!   that the next writer takes over from a dead holder; with a copy
+//!   ([`WriterEntry::update_with_copy`]) or a loan written in place
+//!   ([`WriterEntry::loan_uninit`]).
 //! - **Readers** read a copy ([`ReaderEntry::get`]) or a zero-copy guard
 //!   ([`ReaderEntry::read`], one at a time per key and reader), and ask whether a key
 //!   changed since they last read it ([`ReaderEntry::has_changed`], by generation).

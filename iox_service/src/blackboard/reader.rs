@@ -1,12 +1,12 @@
 //! Readers: read a key's latest value as a copy or through a zero-copy guard, and ask
 //! whether it changed since they last read it.
 //!
-//! A read pins the key's current buffer with the reader slot's bit
-//! (`value::pin`), reads, and unpins (a copy at once; a guard when it drops). The
-//! reader counts its own pins per buffer, so its bit is cleared only when its last
-//! pin of that buffer goes, and holds at most one guard per key (a second `read` of a
-//! key whose guard lives is [`ReadError::GuardHeld`]): with one copy in flight, at most
-//! two buffers of a key pinned per reader, which the buffer count allows for.
+//! A read pins the key's current buffer in one of the reader slot's two pin words of
+//! the key (`value::pin`), reads, and unpins (a copy at once, through its copy word; a
+//! guard when it drops, through its guard word). So a reader holds at most one guard
+//! per key (a second `read` of a key whose guard lives is [`ReadError::GuardHeld`]):
+//! with a copy in flight, at most two buffers of a key pinned per reader, which the
+//! buffer count allows for.
 //!
 //! A `Reader` is `Send` but not `Sync` (its pin counts are `Cell`s).
 
@@ -53,20 +53,17 @@ impl<K: ZeroCopySafe + std::fmt::Debug> ReaderBuilder<K> {
     /// Creates the reader (claims a reader slot; recovers dead participants first).
     pub fn create(self) -> Result<Reader<K>, PortCreateError> {
         let claim = SlotClaim::new(&self.service.shared, Side::Receiving, "reader")?;
-        let c = self.service.blackboard_config();
-        let (keys, buffers) = (c.entries.len(), c.buffers as usize);
+        let keys = self.service.blackboard_config().entries.len();
         // What a dead previous owner of the slot pinned was cleared by recovery,
-        // which the claim ran; its bit is ours from here.
+        // which the claim ran; its pin words are ours from here.
         let (slot, generation) = claim.activate(None);
         Ok(Reader {
             fork_generation: self.service.shared.fork_generation,
             service: self.service,
             slot,
             generation,
-            pins: (0..keys * buffers).map(|_| Cell::new(0)).collect(),
             guards: (0..keys).map(|_| Cell::new(false)).collect(),
             seen: (0..keys).map(|_| Cell::new(0)).collect(),
-            buffers,
         })
     }
 }
@@ -78,13 +75,10 @@ pub struct Reader<K> {
     slot: usize,
     generation: u64,
     fork_generation: u64,
-    /// This reader's pins per (key, buffer).
-    pins: Vec<Cell<u32>>,
     /// Whether a guard of each key lives.
     guards: Vec<Cell<bool>>,
     /// The generation of each key this reader last read.
     seen: Vec<Cell<u64>>,
-    buffers: usize,
 }
 
 impl<K: ZeroCopySafe + std::fmt::Debug> Reader<K> {
@@ -100,32 +94,23 @@ impl<K: ZeroCopySafe + std::fmt::Debug> Reader<K> {
         })
     }
 
-    fn bit(&self) -> u64 {
-        1 << self.slot
-    }
-
-    /// Pins key `k`'s current buffer; the buffer and its generation.
-    fn pin(&self, k: usize) -> Result<(usize, u64), ReadError> {
+    /// Pins key `k`'s current buffer through this reader's pin word `which`
+    /// (`value::COPY` or `value::GUARD`); the buffer and its generation.
+    fn pin(&self, k: usize, which: usize) -> Result<(usize, u64), ReadError> {
         if !crate::recovery::fork::is_same_process(self.fork_generation) {
             return Err(ReadError::ForkedProcess);
         }
-        let d = self.service.dynamic();
-        let words = d.key_words(k);
-        let mine = &self.pins[k * self.buffers..(k + 1) * self.buffers];
-        let word = value::pin(words.current, words.pins, self.bit(), |b| mine[b].get() > 0);
-        let b = value::buffer_of(word);
-        mine[b].set(mine[b].get() + 1);
+        let words = self.service.dynamic().key_words(k);
+        let word = value::pin(words.current, &words.reader(self.slot)[which]);
         crate::testing::stall_point("blackboard-pinned");
-        Ok((b, value::generation_of(word)))
+        Ok((value::buffer_of(word), value::generation_of(word)))
     }
+}
 
-    /// Ends one pin of key `k`'s buffer `b`.
-    fn unpin(&self, k: usize, b: usize) {
-        let mine = &self.pins[k * self.buffers + b];
-        mine.set(mine.get() - 1);
-        if mine.get() == 0 {
-            value::unpin(self.service.dynamic().key_words(k).pins, b, self.bit());
-        }
+impl<K> Reader<K> {
+    /// Ends the pin of key `k` held by this reader's pin word `which`.
+    fn unpin(&self, k: usize, which: usize) {
+        value::unpin(&self.service.dynamic().key_words(k).reader(self.slot)[which]);
     }
 }
 
@@ -139,9 +124,8 @@ impl<K> Drop for Reader<K> {
         port::close(header, self.generation);
         // Guards borrow the reader, so none lives: every pin is gone. Cleared again all
         // the same, as recovery would.
-        let c = self.service.shared.config.blackboard();
-        for k in 0..c.map_or(0, |c| c.entries.len()) {
-            value::clear_reader(d.key_words(k).pins, 1 << self.slot);
+        for k in 0..self.seen.len() {
+            value::clear_reader(d.key_words(k).reader(self.slot));
         }
         port::free(header, self.generation);
         port::announce(d);
@@ -162,13 +146,18 @@ impl<'r, K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> ReaderEntry<'r, K, 
     /// A copy of the key's latest value.
     pub fn get(&self) -> Result<V, ReadError> {
         let r = self.reader;
-        let (b, generation) = r.pin(self.index)?;
+        let (b, generation) = r.pin(self.index, value::COPY)?;
         let ptr = r.service.dynamic().value_ptr(self.place, b).cast::<V>();
+        let mut v = std::mem::MaybeUninit::<V>::uninit();
         // SAFETY: buffer b is pinned and current-at-pin: no writer writes it until the
         // unpin below (`value`); it holds a V written whole by a writer of this key's
-        // recorded type (checked when the entry was made), aligned for it.
-        let v = unsafe { ptr.read() };
-        r.unpin(self.index, b);
+        // recorded type (checked when the entry was made), aligned for it; `v` is a
+        // V-sized place of our own.
+        let v = unsafe {
+            std::ptr::copy_nonoverlapping(ptr, v.as_mut_ptr(), 1);
+            v.assume_init()
+        };
+        r.unpin(self.index, value::COPY);
         r.seen[self.index].set(generation);
         Ok(v)
     }
@@ -182,13 +171,12 @@ impl<'r, K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> ReaderEntry<'r, K, 
                 key: self.key.clone(),
             });
         }
-        let (buffer, generation) = r.pin(self.index)?;
+        let (buffer, generation) = r.pin(self.index, value::GUARD)?;
         r.guards[self.index].set(true);
         r.seen[self.index].set(generation);
         Ok(ValueGuard {
             reader: r,
             index: self.index,
-            buffer,
             generation,
             ptr: r.service.dynamic().value_ptr(self.place, buffer).cast::<V>(),
         })
@@ -213,7 +201,6 @@ impl<'r, K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> ReaderEntry<'r, K, 
 pub struct ValueGuard<'r, K, V> {
     reader: &'r Reader<K>,
     index: usize,
-    buffer: usize,
     generation: u64,
     ptr: *const V,
 }
@@ -236,16 +223,7 @@ impl<K, V> std::ops::Deref for ValueGuard<'_, K, V> {
 
 impl<K, V> Drop for ValueGuard<'_, K, V> {
     fn drop(&mut self) {
-        let r = self.reader;
-        r.guards[self.index].set(false);
-        let mine = &r.pins[self.index * r.buffers + self.buffer];
-        mine.set(mine.get() - 1);
-        if mine.get() == 0 {
-            value::unpin(
-                r.service.dynamic().key_words(self.index).pins,
-                self.buffer,
-                1 << r.slot,
-            );
-        }
+        self.reader.guards[self.index].set(false);
+        self.reader.unpin(self.index, value::GUARD);
     }
 }

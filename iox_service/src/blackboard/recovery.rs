@@ -3,23 +3,18 @@
 //! - a dead **writer** slot is closed and freed. A key lock it held is taken over by
 //!   the next writer (the robust mutex finds its process dead); a buffer it was
 //!   writing was never published, so readers keep the last complete value;
-//! - a dead **reader** slot is closed, its bit cleared from every pin word (so the
+//! - a dead **reader** slot is closed, its pin words of every key cleared (so the
 //!   buffers it was reading can be written again), and freed.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use super::value;
 use crate::dynamic::{self, Dynamic};
 use crate::port;
 use crate::recovery::{CleanupReport, Liveness};
 
-/// Recovers the dead reader and writer slots of `d`; `pins` is every pin word.
-pub(crate) fn recover_ports(
-    d: Dynamic<'_>,
-    pins: &[AtomicU64],
-    live: &mut Liveness,
-    report: &mut CleanupReport,
-) {
+/// Recovers the dead reader and writer slots of the blackboard `d` of `keys` keys.
+pub(crate) fn recover_ports(d: Dynamic<'_>, keys: usize, live: &mut Liveness, report: &mut CleanupReport) {
     let l = d.layout();
     for s in 0..l.receiving {
         let header = d.subscriber(s);
@@ -27,7 +22,9 @@ pub(crate) fn recover_ports(
         if node != 0 && !live.alive(node) {
             let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
             port::close(header, generation);
-            value::clear_reader(pins, 1 << s);
+            for k in 0..keys {
+                value::clear_reader(d.key_words(k).reader(s));
+            }
             port::free(header, generation);
             port::announce(d);
             report.ports += 1;

@@ -447,24 +447,31 @@ impl<K: ZeroCopySafe + std::fmt::Debug> BlackboardService<K> {
 }
 
 impl<K> BlackboardService<K> {
-    /// Buffers of key number `index` (the order of [`keys`](Self::keys)) that readers
-    /// pin right now, with the reader bits pinning each (a snapshot, for tools and
-    /// tests); `None` for an index out of range.
-    pub fn pins_of(&self, index: usize) -> Option<Vec<(usize, u64)>> {
+    /// The buffers of key number `index` (the order of [`keys`](Self::keys)) that
+    /// readers pin right now, each with the reader slots pinning it (a snapshot, for
+    /// tools and tests); `None` for an index out of range.
+    pub fn pins_of(&self, index: usize) -> Option<Vec<(usize, Vec<usize>)>> {
         let c = self.shared.config.blackboard()?;
         if index >= c.entries.len() {
             return None;
         }
         let words = self.shared.dynamic().key_words(index);
-        Some(
-            words
-                .pins
-                .iter()
-                .enumerate()
-                .map(|(b, w)| (b, w.load(std::sync::atomic::Ordering::Relaxed)))
-                .filter(|&(_, bits)| bits != 0)
-                .collect(),
-        )
+        let mut pins: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (slot, mine) in words.pins.chunks(value::READER_WORDS).enumerate() {
+            for w in [value::COPY, value::GUARD] {
+                let p = mine[w].load(std::sync::atomic::Ordering::Relaxed);
+                if p == 0 {
+                    continue;
+                }
+                let b = p as usize - 1;
+                match pins.iter_mut().find(|(x, _)| *x == b) {
+                    Some((_, slots)) => slots.push(slot),
+                    None => pins.push((b, vec![slot])),
+                }
+            }
+        }
+        pins.sort();
+        Some(pins)
     }
 
     pub(crate) fn dynamic(&self) -> Dynamic<'_> {

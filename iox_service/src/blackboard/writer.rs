@@ -65,6 +65,7 @@ impl<K: ZeroCopySafe + std::fmt::Debug> WriterBuilder<K> {
         let (slot, generation) = claim.activate(None);
         Ok(Writer {
             locks: self.service.blackboard_config().max_writers > 1,
+            buffers: self.service.blackboard_config().buffers as usize,
             fork_generation: self.service.shared.fork_generation,
             service: self.service,
             slot,
@@ -85,6 +86,8 @@ pub struct Writer<K> {
     /// Whether updates take the key's lock: only with more than one writer (one writer
     /// port is used by one thread at a time, and its slot is claimed once).
     locks: bool,
+    /// Value buffers per key.
+    buffers: usize,
     notifier: Notifier,
     _not_sync: PhantomData<std::cell::Cell<()>>,
 }
@@ -164,7 +167,7 @@ impl<'w, K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> WriterEntry<'w, K, 
             // repair.
             let _ = words.lock.lock_robust();
         }
-        let Some(buffer) = value::pick(words.current, words.pins) else {
+        let Some(buffer) = value::pick(words.current, words.pins, self.writer.buffers) else {
             self.writer.unlock(self.index);
             return Err(WriteError::NoFreeBuffer {
                 name: self.writer.service.name().to_string(),
