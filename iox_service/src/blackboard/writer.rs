@@ -2,10 +2,11 @@
 //! place, then publish it and notify the change listeners.
 //!
 //! An update takes the key's robust lock if the blackboard allows more than one writer
-//! (another writer of the same key waits; a dead holder is taken over), picks a buffer that is neither current nor pinned
-//! (`value::pick`), writes it, publishes it (`value::publish`), unlocks, and notifies
-//! event id = the key's index on the changes service. A loan dropped without
-//! [`EntryLoan::update`] publishes nothing. Readers are never waited for.
+//! (another writer of the same key waits; a dead holder is taken over), picks a buffer
+//! that is neither current nor pinned (`value::pick`), writes it, publishes it
+//! (`value::publish`), unlocks, and notifies event id = the key's index on the changes
+//! service. A loan dropped without [`EntryLoan::write_and_update`] (or
+//! [`EntryLoan::assume_init_update`]) publishes nothing. Readers are never waited for.
 //!
 //! A `Writer` is `Send` but not `Sync` (one port, one thread at a time, as a
 //! publisher).
@@ -154,8 +155,9 @@ impl<'w, K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> WriterEntry<'w, K, 
     }
 
     /// A buffer for the key's next value, written in place and published by
-    /// [`EntryLoan::update`]; the key stays locked for other writers until then (or
-    /// until the loan is dropped, which publishes nothing).
+    /// [`EntryLoan::write_and_update`] (or [`EntryLoan::assume_init_update`]); with
+    /// more than one writer the key stays locked for the others until then (or until
+    /// the loan is dropped, which publishes nothing).
     pub fn loan_uninit(&self) -> Result<EntryLoan<'_, K, V>, WriteError> {
         if !crate::recovery::fork::is_same_process(self.writer.fork_generation) {
             return Err(WriteError::ForkedProcess);
