@@ -97,8 +97,17 @@ impl PyNotifier {
 
 /// A listener (`iox.Listener`).
 #[pyclass(name = "Listener", module = "iox", frozen)]
-struct PyListener {
+pub(crate) struct PyListener {
     inner: Mutex<Listener>,
+}
+
+impl PyListener {
+    /// Wraps `listener` (a blackboard's change listener, say).
+    pub(crate) fn new(listener: Listener) -> Self {
+        Self {
+            inner: Mutex::new(listener),
+        }
+    }
 }
 
 #[pymethods]

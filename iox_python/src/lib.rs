@@ -1,7 +1,8 @@
 //! `iox` for Python: the extension module `iox._iox` (the package `iox` in
 //! `python/iox/` wraps it with the builder API, asyncio helpers and a WaitSet).
 //!
-//! What lives here: the ports and samples (`pubsub`, `event`), numpy views of chunks
+//! What lives here: the ports and samples (`pubsub`, `event`), blackboards
+//! (`blackboard`), numpy views of chunks
 //! (`array`), and the exception hierarchy (`errors`). The payload's numpy dtype and
 //! shape are decided in Python (`iox/_types.py`) and arrive here as a
 //! [`iox_service::PayloadType`] plus a dtype and shape; the service is a `[u8]` service
@@ -19,6 +20,7 @@
 //! service) release the GIL.
 
 mod array;
+mod blackboard;
 mod errors;
 mod event;
 mod inspect;
@@ -33,6 +35,7 @@ fn _iox(m: &Bound<'_, PyModule>) -> PyResult<()> {
     pubsub::register(m)?;
     publisher::register(m)?;
     event::register(m)?;
+    blackboard::register(m)?;
     inspect::register(m)?;
     m.add_function(wrap_pyfunction!(check_name, m)?)?;
     Ok(())

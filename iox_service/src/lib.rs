@@ -65,8 +65,8 @@ pub(crate) use shm::{doorbell, dynamic, lifecycle, queue};
 
 pub use blackboard::{
     BlackboardBuilder, BlackboardService, EntryError, EntryLoan, KeyInfo, MAX_BLACKBOARD_KEYS,
-    MAX_BLACKBOARD_VALUE, ReadError, Reader, ReaderBuilder, ReaderEntry, ValueGuard, WriteError, Writer,
-    WriterBuilder, WriterEntry,
+    MAX_BLACKBOARD_VALUE, RawReaderEntry, RawWriterEntry, ReadError, Reader, ReaderBuilder, ReaderEntry,
+    ValueGuard, WriteError, Writer, WriterBuilder, WriterEntry,
 };
 pub use cleanup::{CleanupError, RemoveError};
 #[cfg(feature = "tokio")]

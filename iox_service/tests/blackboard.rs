@@ -219,6 +219,11 @@ fn keys_and_types_that_do_not_match_are_refused() {
     let b = board(&root, "bb/mismatch", 1);
     let r = b.reader_builder().create().unwrap();
     let w = b.writer_builder().create().unwrap();
+    let err = b.writer_builder().create().unwrap_err();
+    assert!(
+        err.to_string().contains("bb/mismatch") && err.to_string().contains("writer"),
+        "a second writer of a one-writer blackboard: {err}"
+    );
     let err = r.entry::<u64>(&7).unwrap_err();
     assert!(matches!(err, EntryError::NoSuchKey { .. }), "{err}");
     assert!(err.to_string().contains("[0, 1]"), "names the keys it has: {err}");

@@ -22,6 +22,7 @@ import numpy as np
 
 from . import _iox
 from ._aio import wait_async
+from ._blackboard import Blackboard, BlackboardBuilder, BlackboardReader, BlackboardWriter
 from ._iox import (  # noqa: F401
     Error, IncompatibleService, LimitReached, Loan, Listener, Notifier, PoolExhausted,
     Publisher, PubSubService, EventService, Sample, ServiceExists, ServiceNotFound,
@@ -34,7 +35,7 @@ __all__ = [
     "Service", "MemoryType", "pool_usage", "Type", "WaitSet", "wait_async", "Error", "IncompatibleService",
     "ServiceNotFound", "ServiceExists", "PoolExhausted", "LimitReached", "ViewsAlive", "WrongThread",
     "PubSubService", "Publisher", "Loan", "Subscriber", "Sample", "EventService", "Notifier",
-    "Listener",
+    "Listener", "Blackboard", "BlackboardBuilder", "BlackboardReader", "BlackboardWriter",
 ]
 
 
@@ -73,6 +74,11 @@ class Service:
 
     def event(self) -> "EventBuilder":
         return EventBuilder(self)
+
+    def blackboard(self, key_dtype) -> "BlackboardBuilder":
+        """A blackboard builder with keys of the integer dtype ``key_dtype`` (see
+        ``iox._blackboard``)."""
+        return BlackboardBuilder(self, key_dtype)
 
 
 class _Builder:

@@ -39,11 +39,13 @@
 //!
 //! Files: `config.rs` (the static config section), `layout.rs` (its regions),
 //! `value.rs` (the protocol), `service.rs` (builder, [`BlackboardService`]),
-//! `writer.rs`, `reader.rs`, `recovery.rs`, `inspect.rs` (what `iox show` lists).
+//! `writer.rs`, `reader.rs`, `raw.rs` (values as bytes, for bindings), `recovery.rs`,
+//! `inspect.rs` (what `iox show` lists).
 
 pub(crate) mod config;
 pub(crate) mod inspect;
 pub(crate) mod layout;
+pub(crate) mod raw;
 pub(crate) mod reader;
 pub(crate) mod recovery;
 pub(crate) mod service;
@@ -61,6 +63,7 @@ use thiserror::Error;
 
 pub use config::{MAX_BLACKBOARD_KEYS, MAX_BLACKBOARD_VALUE};
 pub use inspect::KeyInfo;
+pub use raw::{RawReaderEntry, RawWriterEntry};
 pub use reader::{ReadError, Reader, ReaderBuilder, ReaderEntry, ValueGuard};
 pub use service::{BlackboardBuilder, BlackboardService};
 pub use writer::{EntryLoan, WriteError, Writer, WriterBuilder, WriterEntry};

@@ -71,14 +71,14 @@ impl<K: ZeroCopySafe + std::fmt::Debug> ReaderBuilder<K> {
 /// A reader of a blackboard's keys.
 #[derive(Debug)]
 pub struct Reader<K> {
-    service: BlackboardService<K>,
+    pub(super) service: BlackboardService<K>,
     slot: usize,
     generation: u64,
     fork_generation: u64,
     /// Whether a guard of each key lives.
     guards: Vec<Cell<bool>>,
     /// The generation of each key this reader last read.
-    seen: Vec<Cell<u64>>,
+    pub(super) seen: Vec<Cell<u64>>,
 }
 
 impl<K: ZeroCopySafe + std::fmt::Debug> Reader<K> {
@@ -96,7 +96,7 @@ impl<K: ZeroCopySafe + std::fmt::Debug> Reader<K> {
 
     /// Pins key `k`'s current buffer through this reader's pin word `which`
     /// (`value::COPY` or `value::GUARD`); the buffer and its generation.
-    fn pin(&self, k: usize, which: usize) -> Result<(usize, u64), ReadError> {
+    pub(super) fn pin(&self, k: usize, which: usize) -> Result<(usize, u64), ReadError> {
         if !crate::recovery::fork::is_same_process(self.fork_generation) {
             return Err(ReadError::ForkedProcess);
         }
@@ -109,7 +109,7 @@ impl<K: ZeroCopySafe + std::fmt::Debug> Reader<K> {
 
 impl<K> Reader<K> {
     /// Ends the pin of key `k` held by this reader's pin word `which`.
-    fn unpin(&self, k: usize, which: usize) {
+    pub(super) fn unpin(&self, k: usize, which: usize) {
         value::unpin(&self.service.dynamic().key_words(k).reader(self.slot)[which]);
     }
 }

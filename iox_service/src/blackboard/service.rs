@@ -26,7 +26,7 @@ const DEFAULT_READERS: u32 = 8;
 const DEFAULT_LISTENERS: u32 = 16;
 
 /// What writes a key's initial value into its first buffer.
-type Initial = Box<dyn Fn(*mut u8) + Send + Sync>;
+pub(crate) type Initial = Box<dyn Fn(*mut u8) + Send + Sync>;
 
 /// Builds, opens or creates a blackboard with keys of type `K`. The keys and their
 /// value types are fixed when it is created ([`add`](Self::add), each with its initial
@@ -92,17 +92,18 @@ impl<K: ZeroCopySafe + std::fmt::Debug> BlackboardBuilder<K> {
     /// Adds key `key` with values of type `V`, starting at `initial` (when creating;
     /// when opening, the service must have this key with this value type). A key
     /// added twice is refused at creation.
-    pub fn add<V: ZeroCopySafe>(mut self, key: K, initial: V) -> Self {
-        let entry = BlackboardEntry {
-            key: key_bytes(&key).to_vec(),
-            value: <V as Payload>::payload_type(),
-        };
+    pub fn add<V: ZeroCopySafe>(self, key: K, initial: V) -> Self {
         let write: Initial = Box::new(move |dst| {
             // SAFETY: `dst` is the key's first buffer, sized and aligned for V (the
             // entry's recorded type, from which its place was computed).
             unsafe { dst.cast::<V>().write(initial) }
         });
-        self.entries.push((entry, write));
+        self.add_entry(key_bytes(&key).to_vec(), <V as Payload>::payload_type(), write)
+    }
+
+    /// Adds the key with bytes `key`, values of `value`, written first by `initial`.
+    pub(crate) fn add_entry(mut self, key: Vec<u8>, value: PayloadType, initial: Initial) -> Self {
+        self.entries.push((BlackboardEntry { key, value }, initial));
         self
     }
 

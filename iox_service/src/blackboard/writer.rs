@@ -22,7 +22,6 @@ use super::layout::ValuePlace;
 use super::service::BlackboardService;
 use super::{EntryError, entry_index, value};
 use crate::ZeroCopySafe;
-use crate::dynamic::PortHeader;
 use crate::event::{EventId, Notifier};
 use crate::port::{self, PortCreateError, Side, SlotClaim};
 
@@ -61,8 +60,10 @@ impl<K: ZeroCopySafe + std::fmt::Debug> WriterBuilder<K> {
 
     /// Creates the writer (claims a writer slot; recovers dead participants first).
     pub fn create(self) -> Result<Writer<K>, PortCreateError> {
-        let notifier = self.service.changes.notifier_builder().create()?;
+        // The writer slot first, so that a blackboard at its writers' limit says so;
+        // the notifier of the changes service (whose limit is the same) next.
         let claim = SlotClaim::new(&self.service.shared, Side::Sending, "writer")?;
+        let notifier = self.service.changes.notifier_builder().create()?;
         let (slot, generation) = claim.activate(None);
         Ok(Writer {
             locks: self.service.blackboard_config().max_writers > 1,
@@ -80,7 +81,7 @@ impl<K: ZeroCopySafe + std::fmt::Debug> WriterBuilder<K> {
 /// A writer of a blackboard's keys.
 #[derive(Debug)]
 pub struct Writer<K> {
-    service: BlackboardService<K>,
+    pub(super) service: BlackboardService<K>,
     slot: usize,
     generation: u64,
     fork_generation: u64,
@@ -105,14 +106,50 @@ impl<K: ZeroCopySafe + std::fmt::Debug> Writer<K> {
             _value: PhantomData,
         })
     }
-
-    fn header(&self) -> &PortHeader {
-        self.service.dynamic().publisher(self.slot)
-    }
 }
 
 impl<K> Writer<K> {
-    /// Unlocks key `k`, which this writer's thread locked in `loan_uninit` (nothing to
+    /// Starts an update of key `k` (named `key` in errors): locks it if there may be
+    /// other writers, and picks the buffer to write.
+    pub(crate) fn begin(&self, k: usize, key: &str) -> Result<usize, WriteError> {
+        if !crate::recovery::fork::is_same_process(self.fork_generation) {
+            return Err(WriteError::ForkedProcess);
+        }
+        let d = self.service.dynamic();
+        let words = d.key_words(k);
+        if self.locks {
+            // A dead holder's half-written buffer was never published: nothing to
+            // repair.
+            let _ = words.lock.lock_robust();
+        }
+        let Some(buffer) = value::pick(words.current, words.pins, self.buffers) else {
+            self.unlock(k);
+            return Err(WriteError::NoFreeBuffer {
+                name: self.service.shared.name.to_string(),
+                key: key.to_string(),
+            });
+        };
+        crate::testing::stall_point("blackboard-locked");
+        Ok(buffer)
+    }
+
+    /// Ends the update of key `k` that [`begin`](Self::begin) started, with buffer
+    /// `buffer` written: publishes it, unlocks, counts it and notifies the change
+    /// listeners; the generation published.
+    pub(crate) fn finish(&self, k: usize, buffer: usize) -> u64 {
+        let d = self.service.dynamic();
+        crate::testing::stall_point("blackboard-before-publish");
+        let word = value::publish(d.key_words(k).current, buffer);
+        self.unlock(k);
+        // Only this port writes its header's count: no read-modify-write needed.
+        let sent = &d.publisher(self.slot).sent;
+        sent.store(sent.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        // Listeners of the changes service; an update reaches its readers either way.
+        self.notifier.signal(EventId::new(k as u32));
+        value::generation_of(word)
+    }
+
+    /// Unlocks key `k`, which this writer's thread locked in `begin` (nothing to
     /// do for a blackboard of one writer, which takes no locks).
     fn unlock(&self, k: usize) {
         if self.locks {
@@ -159,28 +196,16 @@ impl<'w, K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> WriterEntry<'w, K, 
     /// more than one writer the key stays locked for the others until then (or until
     /// the loan is dropped, which publishes nothing).
     pub fn loan_uninit(&self) -> Result<EntryLoan<'_, K, V>, WriteError> {
-        if !crate::recovery::fork::is_same_process(self.writer.fork_generation) {
-            return Err(WriteError::ForkedProcess);
-        }
-        let d = self.writer.service.dynamic();
-        let words = d.key_words(self.index);
-        if self.writer.locks {
-            // A dead holder's half-written buffer was never published: nothing to
-            // repair.
-            let _ = words.lock.lock_robust();
-        }
-        let Some(buffer) = value::pick(words.current, words.pins, self.writer.buffers) else {
-            self.writer.unlock(self.index);
-            return Err(WriteError::NoFreeBuffer {
-                name: self.writer.service.name().to_string(),
-                key: self.key.clone(),
-            });
-        };
-        crate::testing::stall_point("blackboard-locked");
+        let buffer = self.writer.begin(self.index, &self.key)?;
         Ok(EntryLoan {
             entry: self,
             buffer,
-            ptr: d.value_ptr(self.place, buffer).cast::<MaybeUninit<V>>(),
+            ptr: self
+                .writer
+                .service
+                .dynamic()
+                .value_ptr(self.place, buffer)
+                .cast::<MaybeUninit<V>>(),
             done: false,
         })
     }
@@ -222,18 +247,8 @@ impl<K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> EntryLoan<'_, K, V> {
     /// # Safety
     /// The whole value was written through [`payload_mut`](Self::payload_mut).
     pub unsafe fn assume_init_update(mut self) -> u64 {
-        let w = self.entry.writer;
-        let d = w.service.dynamic();
-        crate::testing::stall_point("blackboard-before-publish");
-        let word = value::publish(d.key_words(self.entry.index).current, self.buffer);
         self.done = true;
-        w.unlock(self.entry.index);
-        // Only this port writes its header's count: no read-modify-write needed.
-        let sent = &w.header().sent;
-        sent.store(sent.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        // Listeners of the changes service; an update reaches its readers either way.
-        w.notifier.signal(EventId::new(self.entry.index as u32));
-        value::generation_of(word)
+        self.entry.writer.finish(self.entry.index, self.buffer)
     }
 }
 
