@@ -159,7 +159,8 @@ pub struct ServiceInfo {
     /// Its files under the root (static config, dynamic segment, chunks, pool file),
     /// those that exist.
     pub files: Vec<String>,
-    /// A blackboard's keys (empty for other patterns).
+    /// What the pattern's own regions hold: a blackboard's keys (empty for other
+    /// patterns).
     pub keys: Vec<crate::blackboard::KeyInfo>,
 }
 
@@ -436,9 +437,7 @@ fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
             Ok(()) => {
                 let d = segment.view();
                 read_ports(d, alive, &mut info);
-                if let Some(b) = config.blackboard() {
-                    info.keys = crate::blackboard::inspect::keys(d, b);
-                }
+                info.keys = d.layout().pattern.parts().keys(d, config);
                 match Pool::usage(root, stem, &config.layout, *hash) {
                     Ok(classes) => {
                         info.classes = classes

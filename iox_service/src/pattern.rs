@@ -9,7 +9,7 @@
 //!   queues (the layout's constructor);
 //! - the one limit of its own that the dynamic header records and an opener checks;
 //! - how its dead ports are recovered;
-//! - what its ports have waiting, for tools.
+//! - what its ports have waiting, and what its own regions hold, for tools.
 //!
 //! [`PatternLayout`] is the pattern's part of a [`crate::dynamic::DynamicLayout`];
 //! [`PatternLayout::new`] and [`PatternLayout::parts`] are the only `match`es on the
@@ -60,6 +60,11 @@ pub(crate) trait PatternParts {
     );
     /// What port slot `slot` on `side` has waiting.
     fn backlog(&self, d: Dynamic<'_>, side: Side, slot: usize) -> Backlog;
+    /// The state of the pattern's own regions that tools show (a blackboard's keys);
+    /// nothing by default.
+    fn keys(&self, _d: Dynamic<'_>, _config: &StaticConfig) -> Vec<crate::blackboard::KeyInfo> {
+        Vec::new()
+    }
 }
 
 /// The pattern's part of a dynamic layout.

@@ -121,6 +121,45 @@ fn a_writer_in_another_process_updates_what_readers_read() {
 }
 
 #[test]
+fn an_update_in_another_process_wakes_a_waitset_on_the_change_listener() {
+    const TEST: &str = "an_update_in_another_process_wakes_a_waitset_on_the_change_listener";
+    if role().as_deref() == Some("writer") {
+        let root: PathBuf = env("ROOT");
+        let b = board(&root, "bb/waitset", 1);
+        let w = b.writer_builder().create().unwrap();
+        w.entry::<Stamped>(&1)
+            .unwrap()
+            .update_with_copy(Stamped::new(5))
+            .unwrap();
+        return;
+    }
+    let (_dir, root) = scene();
+    let b = board(&root, "bb/waitset", 1);
+    let reader = b.reader_builder().create().unwrap();
+    let listener = b.listener_builder().create().unwrap();
+    let waitset = iox_service::WaitSet::new().unwrap();
+    let changes = waitset.attach_notification(&listener).unwrap();
+    let child = child(TEST, "writer", &root, &[]);
+    let mut woken = false;
+    let result = waitset
+        .wait_and_process_once_with_timeout(
+            |id| {
+                woken = id.has_event_from(&changes);
+                iox_service::CallbackProgression::Stop
+            },
+            LIMIT,
+        )
+        .unwrap();
+    assert!(woken, "the WaitSet woke for the change ({result:?})");
+    assert_eq!(listener.try_wait_one().unwrap(), b.event_id(&1));
+    assert_eq!(
+        reader.entry::<Stamped>(&1).unwrap().get().unwrap(),
+        Stamped::new(5)
+    );
+    wait_ok(child, LIMIT);
+}
+
+#[test]
 fn a_writer_killed_in_the_middle_of_an_update_leaves_the_last_value() {
     const TEST: &str = "a_writer_killed_in_the_middle_of_an_update_leaves_the_last_value";
     if role().as_deref() == Some("writer") {

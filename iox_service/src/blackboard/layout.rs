@@ -186,4 +186,10 @@ impl PatternParts for BlackboardLayout {
     fn backlog(&self, _d: Dynamic<'_>, _side: Side, _slot: usize) -> Backlog {
         Backlog::default()
     }
+
+    fn keys(&self, d: Dynamic<'_>, config: &crate::StaticConfig) -> Vec<super::KeyInfo> {
+        config
+            .blackboard()
+            .map_or_else(Vec::new, |b| super::inspect::keys(d, b))
+    }
 }
