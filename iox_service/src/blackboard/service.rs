@@ -6,16 +6,13 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use iox_mempool::segment;
-use iox_mempool::{MemfdIdentity, MemoryType, PoolLayout};
-
 use super::config::{BlackboardConfig, BlackboardEntry};
 use super::layout::{BlackboardLayout, ValuePlace, value_places};
 use super::{ReaderBuilder, WriterBuilder, key_bytes, value};
 use crate::dynamic::Dynamic;
 use crate::event::{EventId, EventService, ListenerBuilder};
 use crate::service::{self, CreateError, OpenError, OpenOrCreateError, Pattern, ServiceShared, Target};
-use crate::static_config::{self, MessagingPattern, PatternConfig, PayloadBacking, StaticConfig};
+use crate::static_config::{MessagingPattern, PatternConfig, StaticConfig};
 use crate::{Payload, PayloadType, ZeroCopySafe};
 
 /// Default `max_writers`.
@@ -204,16 +201,6 @@ impl<K: ZeroCopySafe + std::fmt::Debug> BlackboardBuilder<K> {
     }
 }
 
-/// The payload recorded for a blackboard: none (the values are per key).
-fn no_payload() -> PayloadType {
-    PayloadType::Typed {
-        type_name: "(no payload: blackboard)".into(),
-        size: 0,
-        alignment: 1,
-        invalid_bit_patterns: false,
-    }
-}
-
 impl<K: ZeroCopySafe + std::fmt::Debug> Pattern for BlackboardBuilder<K> {
     const PATTERN: MessagingPattern = MessagingPattern::Blackboard;
     type Section = BlackboardConfig;
@@ -223,41 +210,17 @@ impl<K: ZeroCopySafe + std::fmt::Debug> Pattern for BlackboardBuilder<K> {
     }
 
     fn new_config(&self, target: &Target) -> Result<StaticConfig, CreateError> {
-        let permissions = self.permissions.unwrap_or(segment::DEFAULT_MODE);
-        // The minimal pool, as an event service's: the values live in the dynamic
-        // segment (see the module docs).
-        let layout = PoolLayout::new(&[(64, 1)]).expect("constant layout");
-        let backing = PayloadBacking::Memfd(MemfdIdentity {
-            len: layout.payload_len() as u64,
-            dev: 0,
-            ino: 0,
-            nonce: 0,
-        });
         let max_readers = self.max_readers.unwrap_or(DEFAULT_READERS);
-        let config = StaticConfig {
-            version: static_config::CONFIG_VERSION,
-            name: target.name.to_string(),
-            pattern: PatternConfig::Blackboard(BlackboardConfig {
-                max_writers: self.max_writers.unwrap_or(DEFAULT_WRITERS),
-                max_readers,
-                buffers: 2 * max_readers + 2,
-                key_type: <K as Payload>::payload_type(),
-                entries: self.entries.iter().map(|(e, _)| e.clone()).collect(),
-            }),
-            payload: no_payload(),
-            memory_type: MemoryType::Cpu,
-            layout,
-            permissions,
-            backing,
-            created_unix_ns: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64),
-        };
-        config.check().map_err(|e| CreateError::InvalidSetting {
-            name: target.name.to_string(),
-            source: e,
-        })?;
-        Ok(config)
+        let pattern = PatternConfig::Blackboard(BlackboardConfig {
+            max_writers: self.max_writers.unwrap_or(DEFAULT_WRITERS),
+            max_readers,
+            buffers: 2 * max_readers + 2,
+            key_type: <K as Payload>::payload_type(),
+            entries: self.entries.iter().map(|(e, _)| e.clone()).collect(),
+        });
+        // The values live in the dynamic segment (see the module docs): the pool is
+        // the minimal one.
+        service::payloadless_config(target, pattern, "blackboard", self.permissions)
     }
 
     fn init_dynamic(&self, config: &StaticConfig, d: Dynamic<'_>) {

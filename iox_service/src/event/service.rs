@@ -5,16 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use iox_mempool::segment;
-use iox_mempool::{MemfdIdentity, MemoryType, PoolLayout};
-
 use super::{ListenerBuilder, NotifierBuilder};
 use crate::CleanupReport;
-use crate::PayloadType;
 use crate::service::{self, CreateError, OpenError, OpenOrCreateError, Pattern, ServiceShared, Target};
-use crate::static_config::{
-    self, EventConfig, MessagingPattern, PatternConfig, PayloadBacking, StaticConfig,
-};
+use crate::static_config::{EventConfig, MessagingPattern, PatternConfig, StaticConfig};
 
 /// Default `max_notifiers`.
 const DEFAULT_NOTIFIERS: u32 = 16;
@@ -136,16 +130,6 @@ impl EventBuilder {
     }
 }
 
-/// The payload type recorded for event services: none (size 0).
-fn no_payload() -> PayloadType {
-    PayloadType::Typed {
-        type_name: "(no payload: event)".into(),
-        size: 0,
-        alignment: 1,
-        invalid_bit_patterns: false,
-    }
-}
-
 impl Pattern for EventBuilder {
     const PATTERN: MessagingPattern = MessagingPattern::Event;
     type Section = EventConfig;
@@ -155,41 +139,15 @@ impl Pattern for EventBuilder {
     }
 
     fn new_config(&self, target: &Target) -> Result<StaticConfig, CreateError> {
-        let permissions = self.permissions.unwrap_or(segment::DEFAULT_MODE);
-        // The minimal pool (see the module docs): one chunk, never loaned.
-        let layout = PoolLayout::new(&[(64, 1)]).expect("constant layout");
-        // Memfd, as pub-sub's default: handed over to newcomers (`crate::handover`).
-        let backing = PayloadBacking::Memfd(MemfdIdentity {
-            len: layout.payload_len() as u64,
-            dev: 0,
-            ino: 0,
-            nonce: 0,
+        let pattern = PatternConfig::Event(EventConfig {
+            max_notifiers: self.max_notifiers.unwrap_or(DEFAULT_NOTIFIERS),
+            max_listeners: self.max_listeners.unwrap_or(DEFAULT_LISTENERS),
+            event_id_max: self.event_id_max.unwrap_or(DEFAULT_EVENT_ID_MAX),
+            notifier_created_event: self.created,
+            notifier_dropped_event: self.dropped,
+            notifier_dead_event: self.dead,
         });
-        let config = StaticConfig {
-            version: static_config::CONFIG_VERSION,
-            name: target.name.to_string(),
-            pattern: PatternConfig::Event(EventConfig {
-                max_notifiers: self.max_notifiers.unwrap_or(DEFAULT_NOTIFIERS),
-                max_listeners: self.max_listeners.unwrap_or(DEFAULT_LISTENERS),
-                event_id_max: self.event_id_max.unwrap_or(DEFAULT_EVENT_ID_MAX),
-                notifier_created_event: self.created,
-                notifier_dropped_event: self.dropped,
-                notifier_dead_event: self.dead,
-            }),
-            payload: no_payload(),
-            memory_type: MemoryType::Cpu,
-            layout,
-            permissions,
-            backing,
-            created_unix_ns: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64),
-        };
-        config.check().map_err(|e| CreateError::InvalidSetting {
-            name: target.name.to_string(),
-            source: e,
-        })?;
-        Ok(config)
+        service::payloadless_config(target, pattern, "event", self.permissions)
     }
 
     fn check_compatible(

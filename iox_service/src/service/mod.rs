@@ -187,6 +187,51 @@ pub(crate) struct Target {
     pub(crate) timeout: Duration,
 }
 
+/// The checked static config of a service whose pattern carries no payload through the
+/// pool (events, blackboards): `pattern`, the payload recorded as `(no payload:
+/// {what})`, and the minimal pool (one 64-byte chunk, never loaned), memfd-backed as
+/// pub-sub's default so newcomers get it handed over (`crate::handover`). Decision: a
+/// minimal pool rather than teaching the core to skip the pool, so that open, create,
+/// recovery, cleanup and inspection stay one code path for every pattern.
+pub(crate) fn payloadless_config(
+    target: &Target,
+    pattern: crate::PatternConfig,
+    what: &str,
+    permissions: Option<u32>,
+) -> Result<crate::StaticConfig, CreateError> {
+    use iox_mempool::{MemfdIdentity, MemoryType, PoolLayout};
+    let layout = PoolLayout::new(&[(64, 1)]).expect("constant layout");
+    let backing = crate::PayloadBacking::Memfd(MemfdIdentity {
+        len: layout.payload_len() as u64,
+        dev: 0,
+        ino: 0,
+        nonce: 0,
+    });
+    let config = crate::StaticConfig {
+        version: crate::static_config::CONFIG_VERSION,
+        name: target.name.to_string(),
+        pattern,
+        payload: crate::PayloadType::Typed {
+            type_name: format!("(no payload: {what})"),
+            size: 0,
+            alignment: 1,
+            invalid_bit_patterns: false,
+        },
+        memory_type: MemoryType::Cpu,
+        layout,
+        permissions: permissions.unwrap_or(iox_mempool::segment::DEFAULT_MODE),
+        backing,
+        created_unix_ns: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+    };
+    config.check().map_err(|e| CreateError::InvalidSetting {
+        name: target.name.to_string(),
+        source: e,
+    })?;
+    Ok(config)
+}
+
 /// What a messaging pattern adds to the protocol.
 pub(crate) trait Pattern {
     /// The pattern recorded in the static configs it creates.
