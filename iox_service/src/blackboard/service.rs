@@ -383,12 +383,7 @@ impl<K: ZeroCopySafe + std::fmt::Debug> BlackboardService<K> {
 
     /// Writers and readers connected right now (a snapshot).
     pub fn port_counts(&self) -> (usize, usize) {
-        let d = self.shared.dynamic();
-        let l = d.layout();
-        (
-            crate::port::active_count((0..l.sending).map(|p| d.publisher(p))),
-            crate::port::active_count((0..l.receiving).map(|s| d.subscriber(s))),
-        )
+        self.shared.port_counts()
     }
 
     /// Whether the service was removed after this handle opened it.

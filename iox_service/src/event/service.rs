@@ -255,12 +255,7 @@ impl EventService {
 
     /// Notifiers and listeners connected right now (a snapshot).
     pub fn port_counts(&self) -> (usize, usize) {
-        let d = self.shared.dynamic();
-        let l = d.layout();
-        (
-            crate::port::active_count((0..l.sending).map(|p| d.publisher(p))),
-            crate::port::active_count((0..l.receiving).map(|s| d.subscriber(s))),
-        )
+        self.shared.port_counts()
     }
 
     /// Listeners blocked in a `timed_wait_*` or `blocking_wait_*` right now (a

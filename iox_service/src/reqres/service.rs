@@ -429,12 +429,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestResponseService<Req, 
 
     /// Clients and servers connected right now (a snapshot).
     pub fn port_counts(&self) -> (usize, usize) {
-        let d = self.shared.dynamic();
-        let l = d.layout();
-        (
-            crate::port::active_count((0..l.sending).map(|p| d.publisher(p))),
-            crate::port::active_count((0..l.receiving).map(|s| d.subscriber(s))),
-        )
+        self.shared.port_counts()
     }
 
     /// Requests in flight right now: sent and neither ended nor released (a snapshot).

@@ -411,6 +411,16 @@ pub(crate) struct ServiceShared {
 }
 
 impl ServiceShared {
+    /// (sending, receiving) ports connected right now (a snapshot).
+    pub(crate) fn port_counts(&self) -> (usize, usize) {
+        let d = self.dynamic();
+        let l = d.layout();
+        (
+            crate::port::active_count((0..l.sending).map(|p| d.publisher(p))),
+            crate::port::active_count((0..l.receiving).map(|s| d.subscriber(s))),
+        )
+    }
+
     pub(crate) fn dynamic(&self) -> Dynamic<'_> {
         self.dynamic.view()
     }
