@@ -5,14 +5,18 @@
 //!
 //! The key type is one of Rust's integers; each is its own monomorphisation of the
 //! Rust blackboard, behind the enums here. Readers and writers are behind a mutex (the
-//! Rust ports are `Send`, not `Sync`); a writer must be used from the thread that made
-//! it when the blackboard allows several writers (its key lock is per thread).
+//! Rust ports are `Send`, not `Sync`).
+//!
+//! Writes: a key whose recorded type has bit patterns that are no value (a `bool`
+//! field, padding) is written from Python only if this handle declared its dtype
+//! (`add`), whose numpy conversion makes valid values; the bytes of a type Python was
+//! not told about are never written, so a Rust reader never gets an invalid value.
 
 use std::sync::Mutex;
 
 use iox_service::{BlackboardService, PayloadType, Reader, Service, Writer};
 use numpy::{PyReadonlyArray1, PyReadwriteArray1};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -123,11 +127,18 @@ macro_rules! key_types {
 
         impl AnyWriter {
             /// Sets `key`'s value to the bytes `src` (their size checked); the generation.
-            fn update_from(&self, key: i128, src: &[u8]) -> PyResult<u64> {
+            /// `declared`: whether this handle declared the key's dtype.
+            fn update_from(&self, key: i128, src: &[u8], declared: bool) -> PyResult<u64> {
                 match self { $(AnyWriter::$variant(w) => {
-                    let key = <$k>::try_from(key).map_err(|_| PyValueError::new_err(format!("key {key} is not a {}", $name)))?;
-                    let e = w.entry_raw(&key).map_err(errors::other)?;
+                    let k = <$k>::try_from(key).map_err(|_| PyValueError::new_err(format!("key {key} is not a {}", $name)))?;
+                    let e = w.entry_raw(&k).map_err(errors::other)?;
                     check_size(e.size(), src.len())?;
+                    if !declared && matches!(e.value_type(), PayloadType::Typed { invalid_bit_patterns: true, .. }) {
+                        return Err(PyTypeError::new_err(format!(
+                            "key {key} holds {}, which not every bit pattern is a value of: write it from Python only after declaring its dtype (.add({key}, iox.Type(...)))",
+                            e.value_type()
+                        )));
+                    }
                     // SAFETY: `src` holds the value's size (checked above), the bytes of
                     // a numpy value of the key's dtype (`iox/_blackboard.py` converts).
                     unsafe { e.update_from(src.as_ptr()) }.map_err(errors::other)
@@ -172,14 +183,17 @@ fn open_blackboard(
     if let Some(root) = opts.get_item("root")?.filter(|v| !v.is_none()) {
         service = service.root(root.extract::<std::path::PathBuf>()?);
     }
+    let declared = entries.iter().map(|e| e.0).collect();
     let inner = open_any(py, key_type, service, mode, entries, opts)?;
-    Ok(PyBlackboard { inner })
+    Ok(PyBlackboard { inner, declared })
 }
 
 /// An open blackboard (`iox.Blackboard` wraps it).
 #[pyclass(name = "BlackboardService", module = "iox", frozen)]
 struct PyBlackboard {
     inner: Board,
+    /// The keys whose dtypes this handle declared (`add`).
+    declared: std::collections::HashSet<i128>,
 }
 
 #[pymethods]
@@ -194,6 +208,7 @@ impl PyBlackboard {
     fn writer(&self) -> PyResult<PyBlackboardWriter> {
         Ok(PyBlackboardWriter {
             inner: Mutex::new(self.inner.writer()?),
+            declared: self.declared.clone(),
         })
     }
     /// A listener of changes: event id i when key number i (the order of `keys`) is
@@ -267,6 +282,7 @@ impl PyBlackboardReader {
 #[pyclass(name = "BlackboardWriter", module = "iox", frozen)]
 struct PyBlackboardWriter {
     inner: Mutex<AnyWriter>,
+    declared: std::collections::HashSet<i128>,
 }
 
 #[pymethods]
@@ -278,6 +294,6 @@ impl PyBlackboardWriter {
             .inner
             .lock()
             .map_err(|_| errors::other("a writer panicked"))?;
-        w.update_from(key, src.as_slice()?)
+        w.update_from(key, src.as_slice()?, self.declared.contains(&key))
     }
 }

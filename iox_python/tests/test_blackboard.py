@@ -106,3 +106,15 @@ def test_rust_writer_python_reader_and_back(root, rust_examples):
     w.update(1, [1, 1, 2])
     out = subprocess.run([exe, "read"], env=env, check=True, capture_output=True, text=True, timeout=60).stdout
     assert "speed 9.5" in out and "position [1.0, 1.0, 2.0]" in out, out
+
+
+def test_a_type_with_invalid_bit_patterns_is_written_only_with_its_dtype(root):
+    flagged = iox.Type("Flagged", np.dtype([("on", "?"), ("x", "<f4")], align=True))
+    bb = iox.Service("py/flags", root=root).blackboard(np.uint8).add(9, flagged, (True, 1.5)).open_or_create()
+    bb.writer().update(9, (False, 2.5))  # declared here: numpy makes a valid bool
+    assert bb.reader().get(9)["x"] == 2.5
+    other = iox.Service("py/flags", root=root).blackboard(np.uint8).open()
+    raw = other.reader().get(9)
+    assert raw.dtype == np.uint8 and raw[0] == 0, "read as bytes: the bool is 0"
+    with pytest.raises(TypeError, match="declaring its dtype"):
+        other.writer().update(9, np.zeros(8, np.uint8))

@@ -80,7 +80,7 @@ fn a_writer_in_another_process_updates_what_readers_read() {
             let mut loan = stamped.loan_uninit().unwrap();
             loan.payload_mut().write(Stamped::new(i));
             // SAFETY: written in full just above.
-            unsafe { loan.assume_init_update() };
+            unsafe { loan.assume_init_update() }.unwrap();
         }
         return;
     }
@@ -177,7 +177,7 @@ fn a_writer_killed_in_the_middle_of_an_update_leaves_the_last_value() {
             ..Stamped::new(2)
         });
         // SAFETY: written in full just above.
-        unsafe { loan.assume_init_update() };
+        unsafe { loan.assume_init_update() }.unwrap();
         unreachable!("killed at the stall point");
     }
     let (dir, root) = scene();
@@ -367,7 +367,7 @@ fn soak_writer(root: &Path, id: u64) {
             let mut loan = e.loan_uninit().unwrap();
             loan.payload_mut().write(Stamped::new(i));
             // SAFETY: written in full just above.
-            unsafe { loan.assume_init_update() };
+            unsafe { loan.assume_init_update() }.unwrap();
         }
     }
 }
@@ -440,4 +440,98 @@ fn four_writers_and_eight_readers_under_random_kills_never_see_a_torn_value() {
     assert_eq!(b.generation(&1).unwrap(), before + 1);
     let r = b.reader_builder().create().unwrap();
     assert_eq!(r.entry::<Stamped>(&1).unwrap().get().unwrap(), Stamped::new(7));
+}
+
+/// Runs in a re-executed, single-threaded test process (see `tests/fork.rs`).
+fn forked_child_leaves_the_parents_pins_and_loans() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = board(dir.path(), "bb/fork", 1);
+    let w = b.writer_builder().create().unwrap();
+    let r = b.reader_builder().create().unwrap();
+    let entry = r.entry::<Stamped>(&1).unwrap();
+    let guard = entry.read().unwrap();
+    let stamped = w.entry::<Stamped>(&1).unwrap();
+    let loan = stamped.loan_uninit().unwrap();
+    let pins = b.pins_of(1).unwrap();
+    // SAFETY: a single-threaded process (re-executed for this test); the child only
+    // drops its copies and reports.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let refused = (
+            matches!(entry.get(), Err(ReadError::ForkedProcess)),
+            matches!(
+                stamped.update_with_copy(Stamped::new(9)),
+                Err(iox_service::WriteError::UpdateInProgress { .. } | iox_service::WriteError::ForkedProcess)
+            ),
+            matches!(
+                loan.write_and_update(Stamped::new(8)),
+                Err(iox_service::WriteError::ForkedProcess)
+            ),
+        );
+        drop(guard);
+        let ok = refused == (true, true, true);
+        if !ok {
+            eprintln!("forked child: refused (get, update, publish) = {refused:?}");
+        }
+        // SAFETY: leaves the child at once, without the parent's exit handlers.
+        unsafe { libc::_exit(if ok { 0 } else { 3 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked; `status` is a valid out pointer.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child's calls must be refused ({status:#x})"
+    );
+    assert_eq!(
+        b.pins_of(1).unwrap(),
+        pins,
+        "the child's drop left the parent's guard pinned"
+    );
+    assert_eq!(entry.generation(), 1, "the child published nothing");
+    assert_eq!(*guard, Stamped::new(0));
+    assert_eq!(
+        loan.write_and_update(Stamped::new(4)).unwrap(),
+        2,
+        "the parent's loan still publishes"
+    );
+}
+
+#[test]
+fn a_forked_child_neither_unpins_nor_publishes_for_its_parent() {
+    const TEST: &str = "a_forked_child_neither_unpins_nor_publishes_for_its_parent";
+    if role().as_deref() == Some("forker") {
+        forked_child_leaves_the_parents_pins_and_loans();
+        return;
+    }
+    wait_ok(spawn_self(TEST, "forker", &[]), LIMIT);
+}
+
+#[test]
+fn a_second_update_of_a_key_under_way_is_refused() {
+    let (_dir, root) = scene();
+    let b = board(&root, "bb/twice", 1);
+    let w = b.writer_builder().create().unwrap();
+    let e = w.entry::<u64>(&0).unwrap();
+    let first = e.loan_uninit().unwrap();
+    assert!(matches!(
+        e.loan_uninit(),
+        Err(iox_service::WriteError::UpdateInProgress { .. })
+    ));
+    assert!(matches!(
+        e.update_with_copy(3),
+        Err(iox_service::WriteError::UpdateInProgress { .. })
+    ));
+    // Another key is another update.
+    w.entry::<Stamped>(&1)
+        .unwrap()
+        .update_with_copy(Stamped::new(1))
+        .unwrap();
+    drop(first);
+    assert_eq!(
+        e.update_with_copy(3).unwrap(),
+        2,
+        "the dropped loan published nothing"
+    );
 }

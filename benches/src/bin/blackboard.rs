@@ -34,6 +34,10 @@ struct Args {
     /// Seconds of each scaling run.
     #[arg(long, default_value_t = 1.0)]
     seconds: f64,
+    /// Only run N 8-byte updates of iox's blackboard, then N reads (to count
+    /// instructions with callgrind, two N apart).
+    #[arg(long, hide = true)]
+    loop_only: Option<u64>,
 }
 
 /// Median of `batches` timed batches of 1,000 calls of `op`: ns per call.
@@ -252,8 +256,32 @@ fn iceoryx2_scaling(round: u32, seconds: f64) -> f64 {
     )
 }
 
+/// `--loop-only N`: N updates and N reads of an 8-byte key, nothing else timed.
+fn loop_only(n: u64) {
+    let dir = tempfile::tempdir().expect("a temporary root");
+    let board = iox_service::Service::named("bench/bb-loop")
+        .expect("a name")
+        .root(dir.path())
+        .blackboard::<u32>()
+        .add::<u64>(0, 0)
+        .create()
+        .expect("the blackboard");
+    let writer = board.writer_builder().create().expect("a writer");
+    let reader = board.reader_builder().create().expect("a reader");
+    let (w, r) = (writer.entry::<u64>(&0).unwrap(), reader.entry::<u64>(&0).unwrap());
+    let mut sum = 0u64;
+    for i in 0..n {
+        w.update_with_copy(i).unwrap();
+        sum = sum.wrapping_add(r.get().unwrap());
+    }
+    println!("{n} updates and reads, checksum {sum}");
+}
+
 fn main() {
     let args = Args::parse();
+    if let Some(n) = args.loop_only {
+        return loop_only(n);
+    }
     iceoryx2::prelude::set_log_level(iceoryx2::prelude::LogLevel::Error);
     let dir = tempfile::tempdir().expect("a temporary root");
     let (mut iox, mut ice, mut floor) = (Vec::new(), Vec::new(), Vec::new());

@@ -35,7 +35,10 @@
 //!   service (decision: the value buffers need no chunk ownership, and the segment is
 //!   written before the service appears). So a blackboard is CPU memory only.
 //! - **Faults.** A dead writer's slot is freed and its lock taken over; a dead reader's
-//!   slot is freed and its pins cleared (`recovery.rs`), both by the usual recovery.
+//!   slot is freed and its pins cleared (`recovery.rs`), both by the usual recovery. A
+//!   forked child's copies of a reader, a guard, a writer or a loan neither unpin nor
+//!   publish (they are the parent's); a current word naming no buffer (damaged shared
+//!   memory) is [`ReadError::Damaged`], never a panic.
 //!
 //! Files: `config.rs` (the static config section), `layout.rs` (its regions),
 //! `value.rs` (the protocol), `service.rs` (builder, [`BlackboardService`]),

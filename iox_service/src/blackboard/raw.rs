@@ -174,6 +174,10 @@ impl<K> RawWriterEntry<'_, K> {
         // SAFETY: the buffer is this writer's (neither current nor pinned when picked),
         // `size` bytes long; `src` is valid for them (the caller's contract).
         unsafe { std::ptr::copy_nonoverlapping(src, dst, self.place.size) };
-        Ok(w.finish(self.index, buffer))
+        let published = w.finish(self.index, buffer);
+        if published.is_err() {
+            w.unlock(self.index);
+        }
+        published
     }
 }

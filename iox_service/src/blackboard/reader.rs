@@ -38,6 +38,17 @@ pub enum ReadError {
         /// The key.
         key: String,
     },
+    /// The key's current word names a buffer the blackboard does not have: its shared
+    /// memory was damaged.
+    #[error(
+        "key {key}'s current value names buffer {buffer}, which does not exist (damaged shared memory; remove the service)"
+    )]
+    Damaged {
+        /// The key.
+        key: String,
+        /// The buffer named.
+        buffer: usize,
+    },
     /// This process is a fork of the one that made the reader.
     #[error(
         "this reader belongs to the process this one was forked from; open the service again in this process"
@@ -54,6 +65,7 @@ impl<K: ZeroCopySafe + std::fmt::Debug> ReaderBuilder<K> {
     pub fn create(self) -> Result<Reader<K>, PortCreateError> {
         let claim = SlotClaim::new(&self.service.shared, Side::Receiving, "reader")?;
         let keys = self.service.blackboard_config().entries.len();
+        let buffers = self.service.blackboard_config().buffers as usize;
         // What a dead previous owner of the slot pinned was cleared by recovery,
         // which the claim ran; its pin words are ours from here.
         let (slot, generation) = claim.activate(None);
@@ -64,6 +76,7 @@ impl<K: ZeroCopySafe + std::fmt::Debug> ReaderBuilder<K> {
             generation,
             guards: (0..keys).map(|_| Cell::new(false)).collect(),
             seen: (0..keys).map(|_| Cell::new(0)).collect(),
+            buffers,
         })
     }
 }
@@ -79,6 +92,8 @@ pub struct Reader<K> {
     guards: Vec<Cell<bool>>,
     /// The generation of each key this reader last read.
     pub(super) seen: Vec<Cell<u64>>,
+    /// Value buffers per key.
+    buffers: usize,
 }
 
 impl<K: ZeroCopySafe + std::fmt::Debug> Reader<K> {
@@ -101,15 +116,30 @@ impl<K: ZeroCopySafe + std::fmt::Debug> Reader<K> {
             return Err(ReadError::ForkedProcess);
         }
         let words = self.service.dynamic().key_words(k);
-        let word = value::pin(words.current, &words.reader(self.slot)[which]);
+        let mine = &words.reader(self.slot)[which];
+        let word = value::pin(words.current, mine);
+        let buffer = value::buffer_of(word);
+        if buffer >= self.buffers {
+            value::unpin(mine);
+            return Err(ReadError::Damaged {
+                key: super::inspect::show_key(
+                    &self.service.blackboard_config().key_type,
+                    &self.service.blackboard_config().entries[k].key,
+                ),
+                buffer,
+            });
+        }
         crate::testing::stall_point("blackboard-pinned");
-        Ok((value::buffer_of(word), value::generation_of(word)))
+        Ok((buffer, value::generation_of(word)))
     }
 }
 
 impl<K> Reader<K> {
     /// Ends the pin of key `k` held by this reader's pin word `which`.
     pub(super) fn unpin(&self, k: usize, which: usize) {
+        if !crate::recovery::fork::is_same_process(self.fork_generation) {
+            return; // a forked child's copy: the pin is its parent's
+        }
         value::unpin(&self.service.dynamic().key_words(k).reader(self.slot)[which]);
     }
 }
@@ -172,13 +202,14 @@ impl<'r, K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> ReaderEntry<'r, K, 
             });
         }
         let (buffer, generation) = r.pin(self.index, value::GUARD)?;
+        let ptr = r.service.dynamic().value_ptr(self.place, buffer).cast::<V>();
         r.guards[self.index].set(true);
         r.seen[self.index].set(generation);
         Ok(ValueGuard {
             reader: r,
             index: self.index,
             generation,
-            ptr: r.service.dynamic().value_ptr(self.place, buffer).cast::<V>(),
+            ptr,
         })
     }
 
@@ -225,5 +256,35 @@ impl<K, V> Drop for ValueGuard<'_, K, V> {
     fn drop(&mut self) {
         self.reader.guards[self.index].set(false);
         self.reader.unpin(self.index, value::GUARD);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::ReadError;
+    use crate::Service;
+
+    #[test]
+    fn a_current_word_naming_no_buffer_is_damage_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let board = Service::named("bb/damaged")
+            .unwrap()
+            .root(dir.path())
+            .blackboard::<u8>()
+            .add::<u64>(1, 5)
+            .create()
+            .unwrap();
+        let reader = board.reader_builder().create().unwrap();
+        let entry = reader.entry::<u64>(&1).unwrap();
+        let current = board.dynamic().key_words(0).current;
+        let good = current.load(Ordering::Relaxed);
+        current.store((7 << 8) | 200, Ordering::Relaxed); // buffer 200 of 18
+        assert!(matches!(entry.get(), Err(ReadError::Damaged { buffer: 200, .. })));
+        assert!(matches!(entry.read(), Err(ReadError::Damaged { .. })));
+        assert_eq!(board.pins_of(0), Some(vec![]), "no pin left behind");
+        current.store(good, Ordering::Relaxed);
+        assert_eq!(*entry.read().unwrap(), 5, "no guard was left marked taken");
     }
 }

@@ -9,7 +9,7 @@
 //! [`EntryLoan::assume_init_update`]) publishes nothing. Readers are never waited for.
 //!
 //! A `Writer` is `Send` but not `Sync` (one port, one thread at a time, as a
-//! publisher).
+//! publisher), and runs one update per key at a time.
 
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
@@ -46,6 +46,13 @@ pub enum WriteError {
         /// The key.
         key: String,
     },
+    /// This writer has an update of the key under way (a loan not yet published or
+    /// dropped).
+    #[error("this writer is updating key {key} already; publish or drop that loan first")]
+    UpdateInProgress {
+        /// The key.
+        key: String,
+    },
     /// This process is a fork of the one that made the writer.
     #[error(
         "this writer belongs to the process this one was forked from; open the service again in this process"
@@ -68,12 +75,14 @@ impl<K: ZeroCopySafe + std::fmt::Debug> WriterBuilder<K> {
         Ok(Writer {
             locks: self.service.blackboard_config().max_writers > 1,
             buffers: self.service.blackboard_config().buffers as usize,
+            updating: (0..self.service.blackboard_config().entries.len())
+                .map(|_| std::cell::Cell::new(false))
+                .collect(),
             fork_generation: self.service.shared.fork_generation,
             service: self.service,
             slot,
             generation,
             notifier,
-            _not_sync: PhantomData,
         })
     }
 }
@@ -90,8 +99,9 @@ pub struct Writer<K> {
     locks: bool,
     /// Value buffers per key.
     buffers: usize,
+    /// Per key, whether an update of it is under way.
+    updating: Vec<std::cell::Cell<bool>>,
     notifier: Notifier,
-    _not_sync: PhantomData<std::cell::Cell<()>>,
 }
 
 impl<K: ZeroCopySafe + std::fmt::Debug> Writer<K> {
@@ -115,6 +125,11 @@ impl<K> Writer<K> {
         if !crate::recovery::fork::is_same_process(self.fork_generation) {
             return Err(WriteError::ForkedProcess);
         }
+        // One update per key at a time: a second would pick the same buffer (nothing
+        // marks it taken before its publish), and the key lock is not reentrant.
+        if self.updating[k].replace(true) {
+            return Err(WriteError::UpdateInProgress { key: key.to_string() });
+        }
         let d = self.service.dynamic();
         let words = d.key_words(k);
         if self.locks {
@@ -135,23 +150,31 @@ impl<K> Writer<K> {
 
     /// Ends the update of key `k` that [`begin`](Self::begin) started, with buffer
     /// `buffer` written: publishes it, unlocks, counts it and notifies the change
-    /// listeners; the generation published.
-    pub(crate) fn finish(&self, k: usize, buffer: usize) -> u64 {
+    /// listeners; the generation published. A forked child's copy of the update
+    /// publishes nothing (the buffer is its parent's).
+    pub(crate) fn finish(&self, k: usize, buffer: usize) -> Result<u64, WriteError> {
+        if !crate::recovery::fork::is_same_process(self.fork_generation) {
+            return Err(WriteError::ForkedProcess);
+        }
         let d = self.service.dynamic();
         crate::testing::stall_point("blackboard-before-publish");
         let word = value::publish(d.key_words(k).current, buffer);
         self.unlock(k);
         // Only this port writes its header's count: no read-modify-write needed.
         let sent = &d.publisher(self.slot).sent;
-        sent.store(sent.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        sent.store(sent.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
         // Listeners of the changes service; an update reaches its readers either way.
         self.notifier.signal(EventId::new(k as u32));
-        value::generation_of(word)
+        Ok(value::generation_of(word))
     }
 
     /// Unlocks key `k`, which this writer's thread locked in `begin` (nothing to
     /// do for a blackboard of one writer, which takes no locks).
-    fn unlock(&self, k: usize) {
+    pub(super) fn unlock(&self, k: usize) {
+        self.updating[k].set(false);
+        if !crate::recovery::fork::is_same_process(self.fork_generation) {
+            return; // a forked child's copy: the lock (if any) is the parent's
+        }
         if self.locks {
             // SAFETY: locked by this thread in `loan_uninit`, not unlocked since.
             unsafe { self.service.dynamic().key_words(k).lock.unlock() };
@@ -185,10 +208,7 @@ pub struct WriterEntry<'w, K, V> {
 impl<'w, K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> WriterEntry<'w, K, V> {
     /// Sets the key's value to `value`; the generation it published.
     pub fn update_with_copy(&self, value: V) -> Result<u64, WriteError> {
-        let mut loan = self.loan_uninit()?;
-        loan.payload_mut().write(value);
-        // SAFETY: just written in full.
-        Ok(unsafe { loan.assume_init_update() })
+        self.loan_uninit()?.write_and_update(value)
     }
 
     /// A buffer for the key's next value, written in place and published by
@@ -229,14 +249,18 @@ pub struct EntryLoan<'e, K, V> {
 impl<K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> EntryLoan<'_, K, V> {
     /// The value to write (uninitialised: write all of it).
     pub fn payload_mut(&mut self) -> &mut MaybeUninit<V> {
-        // SAFETY: the buffer is this writer's under the key's lock (neither current nor
-        // pinned when picked, and readers pin only the current one), sized and aligned
-        // for V (its recorded type); the borrow of `self` keeps it exclusive.
+        // SAFETY: the buffer is this loan's: neither current nor pinned when picked
+        // (readers pin only the current one), and no other update of the key runs (the
+        // writer refuses a second one, and other writers wait for the key's lock while
+        // there are several); sized and aligned for V (its recorded type); the borrow
+        // of `self` keeps this reference the only one. (A forked child's copy of the
+        // loan writes its parent's buffer, as a copy of a publisher's loan does; its
+        // publish is refused.)
         unsafe { &mut *self.ptr }
     }
 
     /// Writes `value` and publishes it; the generation published.
-    pub fn write_and_update(mut self, value: V) -> u64 {
+    pub fn write_and_update(mut self, value: V) -> Result<u64, WriteError> {
         self.payload_mut().write(value);
         // SAFETY: just written in full.
         unsafe { self.assume_init_update() }
@@ -246,9 +270,13 @@ impl<K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> EntryLoan<'_, K, V> {
     ///
     /// # Safety
     /// The whole value was written through [`payload_mut`](Self::payload_mut).
-    pub unsafe fn assume_init_update(mut self) -> u64 {
+    pub unsafe fn assume_init_update(mut self) -> Result<u64, WriteError> {
         self.done = true;
-        self.entry.writer.finish(self.entry.index, self.buffer)
+        let published = self.entry.writer.finish(self.entry.index, self.buffer);
+        if published.is_err() {
+            self.entry.writer.unlock(self.entry.index);
+        }
+        published
     }
 }
 
