@@ -535,3 +535,28 @@ fn a_second_update_of_a_key_under_way_is_refused() {
         "the dropped loan published nothing"
     );
 }
+
+#[test]
+fn a_listener_created_after_updates_gets_the_next_change() {
+    let (_dir, root) = scene();
+    let b = board(&root, "bb/late-listener", 1);
+    let w = b.writer_builder().create().unwrap();
+    let e = w.entry::<u64>(&0).unwrap();
+    e.update_with_copy(1).unwrap(); // the writer looks up the listener slots: none
+    let listener = b.listener_builder().create().unwrap();
+    e.update_with_copy(2).unwrap();
+    assert_eq!(
+        listener.try_wait_one().unwrap(),
+        b.event_id(&0),
+        "reached once the ports changed"
+    );
+    drop(listener);
+    let other = b.listener_builder().create().unwrap();
+    e.update_with_copy(3).unwrap();
+    assert_eq!(
+        other.try_wait_one().unwrap(),
+        b.event_id(&0),
+        "a listener in a freed slot"
+    );
+    assert_eq!(other.try_wait_one().unwrap(), None, "once");
+}

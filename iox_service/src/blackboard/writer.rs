@@ -78,6 +78,7 @@ impl<K: ZeroCopySafe + std::fmt::Debug> WriterBuilder<K> {
             updating: (0..self.service.blackboard_config().entries.len())
                 .map(|_| std::cell::Cell::new(false))
                 .collect(),
+            listeners: std::cell::Cell::new((None, 0)),
             fork_generation: self.service.shared.fork_generation,
             service: self.service,
             slot,
@@ -101,6 +102,9 @@ pub struct Writer<K> {
     buffers: usize,
     /// Per key, whether an update of it is under way.
     updating: Vec<std::cell::Cell<bool>>,
+    /// The changes service's listener slots found active, and its `ports_changed`
+    /// word when they were (looked up again when that word changes).
+    listeners: std::cell::Cell<(Option<u32>, u64)>,
     notifier: Notifier,
 }
 
@@ -163,8 +167,15 @@ impl<K> Writer<K> {
         // Only this port writes its header's count: no read-modify-write needed.
         let sent = &d.publisher(self.slot).sent;
         sent.store(sent.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
-        // Listeners of the changes service; an update reaches its readers either way.
-        self.notifier.signal(EventId::new(k as u32));
+        // Listeners of the changes service (their slots looked up again only when its
+        // ports changed); an update reaches its readers either way.
+        let changed = self.notifier.ports_changed();
+        let (seen, mut slots) = self.listeners.get();
+        if seen != Some(changed) {
+            slots = self.notifier.listener_slots();
+            self.listeners.set((Some(changed), slots));
+        }
+        self.notifier.signal(EventId::new(k as u32), slots);
         Ok(value::generation_of(word))
     }
 

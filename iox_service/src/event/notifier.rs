@@ -153,12 +153,32 @@ impl Notifier {
         Ok(reached)
     }
 
-    /// Sets `id` (at most `event_id_max`: the caller's check) pending for every
-    /// listener and wakes those that wait: a notify without its checks and count, for
-    /// a blackboard writer's changes (which checked the process and counts updates).
-    pub(crate) fn signal(&self, id: EventId) {
+    /// The service's `ports_changed` word now, for a caller that keeps the active
+    /// listener slots ([`Notifier::listener_slots`]) until it changes.
+    pub(crate) fn ports_changed(&self) -> u32 {
+        self.service
+            .dynamic()
+            .header()
+            .ports_changed
+            .load(Ordering::Acquire)
+    }
+
+    /// The listener slots active now, a bit each (read after [`Notifier::ports_changed`]:
+    /// a slot that becomes active after this look changes that word).
+    pub(crate) fn listener_slots(&self) -> u64 {
+        pending::active(self.service.dynamic())
+    }
+
+    /// Sets `id` (at most `event_id_max`: the caller's check) pending for the listener
+    /// slots `slots` ([`Notifier::listener_slots`], kept while the ports did not change)
+    /// and wakes those that wait: a notify without its checks, count or look at every
+    /// slot, for a blackboard writer's changes (which checked the process and counts
+    /// updates). A listener that became active since the slots were looked up is
+    /// reached once the caller looks again, as one that became active just after a
+    /// full look would be.
+    pub(crate) fn signal(&self, id: EventId, slots: u64) {
         debug_assert!(id.as_value() <= self.event_id_max);
-        pending::signal(self.service.dynamic(), id.as_value(), &self.ringer);
+        pending::signal_to(self.service.dynamic(), id.as_value(), slots, &self.ringer);
     }
 
     /// The id [`Notifier::notify`] sends.

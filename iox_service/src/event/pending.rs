@@ -12,22 +12,42 @@ use crate::port;
 /// those that sleep on their futex or armed their descriptor. Returns how many
 /// listeners it reached. `id` must be at most `event_id_max` (callers check).
 pub(crate) fn signal(d: Dynamic<'_>, id: u32, ringer: &Ringer) -> usize {
-    debug_assert!(id < d.regions::<super::layout::EventLayout>().event_ids);
-    // Listener slots are at most 46: one bit each.
-    let mut reached = 0u64;
+    signal_to(d, id, active(d), ringer)
+}
+
+/// The listener slots of `d` that are active now, a bit each (at most 46).
+pub(crate) fn active(d: Dynamic<'_>) -> u64 {
+    let mut slots = 0u64;
     for s in 0..d.layout().receiving {
         let header = d.subscriber(s);
-        if dynamic::split_state(header.state.load(Ordering::Acquire)).1 != dynamic::ACTIVE {
-            continue;
+        if dynamic::split_state(header.state.load(Ordering::Acquire)).1 == dynamic::ACTIVE {
+            slots |= 1 << s;
         }
+    }
+    slots
+}
+
+/// [`signal`] to the listener slots in `slots` (found active by [`active`], now or
+/// since the service's ports last changed); how many it reached. A slot freed since is
+/// marked all the same: its next owner clears its set when it claims it, or sees one
+/// spurious event (as `pending_set` allows). With no slot there is nothing to mark and
+/// nothing to order against a listener's look, so nothing more is done.
+pub(crate) fn signal_to(d: Dynamic<'_>, id: u32, slots: u64, ringer: &Ringer) -> usize {
+    debug_assert!(id < d.regions::<super::layout::EventLayout>().event_ids);
+    if slots == 0 {
+        return 0;
+    }
+    let mut rest = slots;
+    while rest != 0 {
+        let s = rest.trailing_zeros() as usize;
+        rest &= rest - 1;
         pending_set::mark(d.pending(s), id);
-        reached |= 1 << s;
     }
     // Either we see a listener counted in `waiting` (or armed), or its look after
     // counting sees our bit (`pending_set`).
     pending_set::after_marks();
-    wake(d, reached, ringer);
-    reached.count_ones() as usize
+    wake(d, slots, ringer);
+    slots.count_ones() as usize
 }
 
 /// Wakes the listeners in the bit mask `slots` that sleep or are armed.
