@@ -36,7 +36,7 @@ pub(crate) fn keys(d: Dynamic<'_>, c: &BlackboardConfig) -> Vec<KeyInfo> {
             KeyInfo {
                 key: show_key(&c.key_type, &e.key),
                 value: e.value.to_string(),
-                generation: value::generation_of(words.current.load(Ordering::Acquire)),
+                generation: words.generation(),
                 pinned_buffers: pinned(words.pins),
                 locked: words.lock.holder() != 0,
             }

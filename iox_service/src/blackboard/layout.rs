@@ -118,6 +118,11 @@ pub(crate) struct KeyWords<'a> {
 }
 
 impl<'a> KeyWords<'a> {
+    /// The generation of the key's value now (1: the initial one).
+    pub(crate) fn generation(&self) -> u64 {
+        value::generation_of(self.current.load(std::sync::atomic::Ordering::Acquire))
+    }
+
     /// Reader slot `s`'s pin words of this key.
     pub(crate) fn reader(&self, s: usize) -> &'a [AtomicU64] {
         &self.pins[s * value::READER_WORDS..(s + 1) * value::READER_WORDS]

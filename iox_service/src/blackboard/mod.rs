@@ -114,26 +114,35 @@ pub(crate) fn key_bytes<K: ZeroCopySafe>(key: &K) -> &[u8] {
     unsafe { std::slice::from_raw_parts((key as *const K).cast::<u8>(), size_of::<K>()) }
 }
 
+/// The index of `key` in `service`, whatever its value type, or why not.
+pub(crate) fn key_index<K: ZeroCopySafe + std::fmt::Debug>(
+    service: &BlackboardService<K>,
+    key: &K,
+) -> Result<usize, EntryError> {
+    service
+        .blackboard_config()
+        .index_of(key_bytes(key))
+        .ok_or_else(|| EntryError::NoSuchKey {
+            name: service.name().to_string(),
+            key: format!("{key:?}"),
+            keys: format!("{:?}", service.keys()),
+        })
+}
+
 /// The index of `key` in `service` with values of type `V`, or why not.
 pub(crate) fn entry_index<K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe>(
     service: &BlackboardService<K>,
     key: &K,
 ) -> Result<usize, EntryError> {
-    let c = service.blackboard_config();
-    let Some(i) = c.index_of(key_bytes(key)) else {
-        return Err(EntryError::NoSuchKey {
-            name: service.name().to_string(),
-            key: format!("{key:?}"),
-            keys: format!("{:?}", service.keys()),
-        });
-    };
+    let i = key_index(service, key)?;
+    let found = &service.blackboard_config().entries[i].value;
     let requested = <V as crate::Payload>::payload_type();
-    if c.entries[i].value != requested {
+    if *found != requested {
         return Err(EntryError::WrongType {
             name: service.name().to_string(),
             key: format!("{key:?}"),
             requested: requested.to_string(),
-            found: c.entries[i].value.to_string(),
+            found: found.to_string(),
         });
     }
     Ok(i)

@@ -7,11 +7,9 @@
 //! copies go through addresses, never through `&[u8]`: a value may hold padding bytes,
 //! which Rust may not read as initialised `u8`s.
 
-use std::sync::atomic::Ordering;
-
 use super::layout::ValuePlace;
 use super::service::{BlackboardBuilder, Initial};
-use super::{EntryError, ReadError, Reader, WriteError, Writer, key_bytes, value};
+use super::{EntryError, ReadError, Reader, WriteError, Writer, key_bytes, key_index, value};
 use crate::{PayloadType, ZeroCopySafe};
 
 impl<K: ZeroCopySafe + std::fmt::Debug> BlackboardBuilder<K> {
@@ -41,38 +39,15 @@ impl<K: ZeroCopySafe + std::fmt::Debug> BlackboardBuilder<K> {
     }
 }
 
-/// The index of `key` in the blackboard of `config`, or why not.
-fn index_of<K: ZeroCopySafe + std::fmt::Debug>(
-    name: &str,
-    config: &crate::BlackboardConfig,
-    key: &K,
-) -> Result<usize, EntryError> {
-    config
-        .index_of(key_bytes(key))
-        .ok_or_else(|| EntryError::NoSuchKey {
-            name: name.to_string(),
-            key: format!("{key:?}"),
-            keys: format!(
-                "{:?}",
-                config
-                    .entries
-                    .iter()
-                    .map(|e| super::service::key_of::<K>(&e.key))
-                    .collect::<Vec<_>>()
-            ),
-        })
-}
-
 impl<K: ZeroCopySafe + std::fmt::Debug> Reader<K> {
     /// The entry of `key`, whatever its value type (see [`RawReaderEntry`]).
     pub fn entry_raw(&self, key: &K) -> Result<RawReaderEntry<'_, K>, EntryError> {
-        let (name, config) = (self.service.name(), self.service.blackboard_config());
-        let index = index_of(name, config, key)?;
+        let index = key_index(&self.service, key)?;
         Ok(RawReaderEntry {
             reader: self,
             index,
             place: self.service.places[index],
-            value: config.entries[index].value.clone(),
+            value: self.service.blackboard_config().entries[index].value.clone(),
         })
     }
 }
@@ -116,7 +91,7 @@ impl<K: ZeroCopySafe + std::fmt::Debug> RawReaderEntry<'_, K> {
     /// The generation of the key's value now, without reading it.
     pub fn generation(&self) -> u64 {
         let d = self.reader.service.dynamic();
-        value::generation_of(d.key_words(self.index).current.load(Ordering::Acquire))
+        d.key_words(self.index).generation()
     }
 
     /// Whether the key was updated since this reader last read it.
@@ -128,13 +103,12 @@ impl<K: ZeroCopySafe + std::fmt::Debug> RawReaderEntry<'_, K> {
 impl<K: ZeroCopySafe + std::fmt::Debug> Writer<K> {
     /// The entry of `key`, whatever its value type (see [`RawWriterEntry`]).
     pub fn entry_raw(&self, key: &K) -> Result<RawWriterEntry<'_, K>, EntryError> {
-        let (name, config) = (self.service.name(), self.service.blackboard_config());
-        let index = index_of(name, config, key)?;
+        let index = key_index(&self.service, key)?;
         Ok(RawWriterEntry {
             writer: self,
             index,
             place: self.service.places[index],
-            value: config.entries[index].value.clone(),
+            value: self.service.blackboard_config().entries[index].value.clone(),
             key: format!("{key:?}"),
         })
     }

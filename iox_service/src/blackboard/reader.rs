@@ -12,7 +12,6 @@
 
 use std::cell::Cell;
 use std::marker::PhantomData;
-use std::sync::atomic::Ordering;
 
 use thiserror::Error;
 
@@ -217,7 +216,7 @@ impl<'r, K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> ReaderEntry<'r, K, 
     /// update), without reading it.
     pub fn generation(&self) -> u64 {
         let d = self.reader.service.dynamic();
-        value::generation_of(d.key_words(self.index).current.load(Ordering::Acquire))
+        d.key_words(self.index).generation()
     }
 
     /// Whether the key was updated since this reader last read it (`get` or `read`);

@@ -395,13 +395,7 @@ impl<K: ZeroCopySafe + std::fmt::Debug> BlackboardService<K> {
     /// update), without reading it; `None` for a key the blackboard does not have.
     pub fn generation(&self, key: &K) -> Option<u64> {
         let k = self.blackboard_config().index_of(key_bytes(key))?;
-        let word = self
-            .shared
-            .dynamic()
-            .key_words(k)
-            .current
-            .load(std::sync::atomic::Ordering::Acquire);
-        Some(value::generation_of(word))
+        Some(self.shared.dynamic().key_words(k).generation())
     }
 }
 

@@ -244,7 +244,7 @@ impl<'w, K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> WriterEntry<'w, K, 
     /// The generation of the key's value now.
     pub fn generation(&self) -> u64 {
         let d = self.writer.service.dynamic();
-        value::generation_of(d.key_words(self.index).current.load(Ordering::Acquire))
+        d.key_words(self.index).generation()
     }
 }
 
