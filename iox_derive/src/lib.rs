@@ -33,7 +33,10 @@
 //!   pattern (no `bool`, nothing containing one) and no padding (see below).
 //!
 //! It then emits `unsafe impl ::iox_service::ZeroCopySafe for Type { .. }`, with
-//! `type_name()` returning the attribute's value when one is given. The type also
+//! `type_name()` returning the attribute's value when one is given, and `schema()`
+//! describing every field (name, `offset_of!`, the field type's own schema): the
+//! layout a publish-subscribe service records, so `iox echo` prints samples with field
+//! names and an opener whose type has other fields is told which one differs. The type also
 //! needs `Clone` and `Copy` (the trait's supertraits; derive them too).
 //!
 //! ## Type identity
@@ -218,6 +221,10 @@ fn expand(mut input: DeriveInput) -> syn::Result<TokenStream2> {
             ));
         }
     };
+    let field_members = match &input.data {
+        Data::Struct(s) => s.fields.iter().map(|f| f.ident.clone()).collect::<Vec<_>>(),
+        _ => Vec::new(),
+    };
     check_repr(&input)?;
     let type_name = type_name_attr(&input)?;
 
@@ -306,6 +313,33 @@ fn expand(mut input: DeriveInput) -> syn::Result<TokenStream2> {
             );
         }
     });
+    // The schema: each field's name, `offset_of!` and own schema.
+    let schema_fields = fields.iter().enumerate().map(|(i, (ty, name))| {
+        let member = match &field_members[i] {
+            Some(ident) => quote!(#ident),
+            None => {
+                let index = syn::Index::from(i);
+                quote!(#index)
+            }
+        };
+        quote! {
+            ::iox_service::schema::Field {
+                name: ::std::string::String::from(#name),
+                offset: ::core::mem::offset_of!(Self, #member) as u64,
+                schema: <#ty as ::iox_service::ZeroCopySafe>::schema(),
+            }
+        }
+    });
+    let schema_fn = quote! {
+        fn schema() -> ::iox_service::Schema {
+            ::iox_service::Schema::Struct {
+                name: <Self as ::iox_service::ZeroCopySafe>::type_name().into_owned(),
+                size: ::core::mem::size_of::<Self>() as u64,
+                alignment: ::core::mem::align_of::<Self>() as u64,
+                fields: ::std::vec![#(#schema_fields),*],
+            }
+        }
+    };
     let name_fn = type_name.map(|(name, _)| {
         quote! {
             fn type_name() -> ::std::borrow::Cow<'static, str> {
@@ -331,6 +365,7 @@ fn expand(mut input: DeriveInput) -> syn::Result<TokenStream2> {
         unsafe impl #impl_generics ::iox_service::ZeroCopySafe for #ident #ty_generics #where_clause {
             const ANY_BIT_PATTERN: bool = #any_bit_pattern;
             #name_fn
+            #schema_fn
         }
     })
 }

@@ -42,6 +42,7 @@ mod port;
 mod pubsub;
 mod recovery;
 mod reqres;
+pub mod schema;
 mod service;
 mod shm;
 pub mod static_config;
@@ -97,6 +98,7 @@ pub use reqres::{
     ResponseMutUninit, ResponseReceiveError, ResponseSendError, Server, ServerBuilder, ServerReceiveError,
 };
 pub use sample::{DevicePtrError, Sample, SampleMut, SampleMutUninit};
+pub use schema::Schema;
 pub use service::{CreateError, OpenError, OpenOrCreateError, RootError, Service};
 pub use shm::dynamic::Corruption;
 pub use static_config::{

@@ -103,6 +103,11 @@ pub struct StaticConfig {
     pub backing: PayloadBacking,
     /// Creation time, nanoseconds since the Unix epoch.
     pub created_unix_ns: u64,
+    /// The field layout of the payload (its element, for a slice), when the creator
+    /// knew one ([`crate::schema`]). Absent in configs written before schemas existed
+    /// and by creators that know no layout; those open as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<crate::Schema>,
 }
 
 /// A service's pattern and its section of the static config: its port limits, named
@@ -311,6 +316,9 @@ pub enum InvalidConfig {
     /// The service name is invalid.
     #[error(transparent)]
     Name(#[from] crate::NameError),
+    /// The recorded payload schema is damaged (the message says how).
+    #[error("payload schema: {0}")]
+    Schema(#[from] crate::schema::SchemaError),
     /// A blackboard's keys or limits are not valid (the message says which).
     #[error("blackboard: {0}")]
     Blackboard(String),
@@ -514,7 +522,11 @@ impl StaticConfig {
                 payload: self.layout.payload_len(),
             });
         }
-        check_payload(&self.payload, &self.layout)
+        check_payload(&self.payload, &self.layout)?;
+        if let Some(schema) = &self.schema {
+            schema.check(self.payload.element_size() as u64)?;
+        }
+        Ok(())
     }
 
     /// The config as RON text, as written to the file.

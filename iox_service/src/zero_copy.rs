@@ -115,6 +115,8 @@
 
 use std::borrow::Cow;
 
+use crate::schema::Schema;
+
 /// `#[derive(ZeroCopySafe)]` (from `iox_derive`; the trait's name in the macro namespace,
 /// so `use iox_service::ZeroCopySafe` brings both).
 pub use iox_derive::ZeroCopySafe;
@@ -184,26 +186,50 @@ pub unsafe trait ZeroCopySafe: Copy + Send + Sync + 'static {
     fn type_name() -> Cow<'static, str> {
         Cow::Borrowed(std::any::type_name::<Self>())
     }
+
+    /// The type's field layout, recorded in a publish-subscribe service's static config
+    /// so tools (`iox echo`, `iox record`) and bindings can read samples without the
+    /// program's source (see [`Schema`]). Built in for numbers, `bool`, arrays and
+    /// tuples, written by `#[derive(ZeroCopySafe)]` from the fields; a hand-written
+    /// impl defaults to [`Schema::Bytes`] (shown as bytes) and may return the real
+    /// layout instead, which, like the rest of the impl, it must get right.
+    fn schema() -> Schema {
+        Schema::Bytes {
+            size: size_of::<Self>() as u64,
+        }
+    }
 }
 
 macro_rules! zero_copy_safe_number {
-    ($($t:ty),*) => {
+    ($($t:ty => $schema:expr),*) => {
         $(
             // SAFETY: a plain number with a fixed layout and no pointers; every bit
             // pattern is a valid value (a NaN is a valid float) and it has no padding.
             unsafe impl ZeroCopySafe for $t {
                 const ANY_BIT_PATTERN: bool = true;
+
+                fn schema() -> Schema {
+                    $schema
+                }
             }
         )*
     };
 }
 zero_copy_safe_number!(
-    u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64
+    u8 => Schema::U8, u16 => Schema::U16, u32 => Schema::U32, u64 => Schema::U64,
+    u128 => Schema::U128, i8 => Schema::I8, i16 => Schema::I16, i32 => Schema::I32,
+    i64 => Schema::I64, i128 => Schema::I128, f32 => Schema::F32, f64 => Schema::F64,
+    usize => if size_of::<usize>() == 8 { Schema::U64 } else { Schema::U32 },
+    isize => if size_of::<isize>() == 8 { Schema::I64 } else { Schema::I32 }
 );
 
 // SAFETY: one byte, no pointers. Only 0 and 1 are valid: not ANY_BIT_PATTERN (the
 // default), so no type with a stable name can contain one.
-unsafe impl ZeroCopySafe for bool {}
+unsafe impl ZeroCopySafe for bool {
+    fn schema() -> Schema {
+        Schema::Bool
+    }
+}
 
 // SAFETY: an array of zero-copy-safe elements is laid out contiguously, with no bytes
 // between elements: it is valid for every bit pattern when its element is. Its name is
@@ -214,10 +240,17 @@ unsafe impl<T: ZeroCopySafe, const N: usize> ZeroCopySafe for [T; N] {
     fn type_name() -> Cow<'static, str> {
         Cow::Owned(format!("[{}; {N}]", T::type_name()))
     }
+
+    fn schema() -> Schema {
+        Schema::Array {
+            element: Box::new(T::schema()),
+            len: N as u64,
+        }
+    }
 }
 
 macro_rules! zero_copy_safe_tuple {
-    ($($t:ident),+) => {
+    ($($t:ident $i:tt),+) => {
         // SAFETY: tuples of zero-copy-safe fields; layout is fixed per compiler (module
         // docs). Valid for every bit pattern when every field is and the fields' sizes
         // add up to the tuple's (no padding). The name is composed like the array's.
@@ -229,12 +262,25 @@ macro_rules! zero_copy_safe_tuple {
                 let names = [$($t::type_name()),+];
                 Cow::Owned(format!("({})", names.join(", ")))
             }
+
+            fn schema() -> Schema {
+                Schema::Struct {
+                    name: Self::type_name().into_owned(),
+                    size: size_of::<Self>() as u64,
+                    alignment: align_of::<Self>() as u64,
+                    fields: vec![$(crate::schema::Field {
+                        name: stringify!($i).to_owned(),
+                        offset: std::mem::offset_of!(Self, $i) as u64,
+                        schema: $t::schema(),
+                    }),+],
+                }
+            }
         }
     };
 }
-zero_copy_safe_tuple!(A, B);
-zero_copy_safe_tuple!(A, B, C);
-zero_copy_safe_tuple!(A, B, C, D);
+zero_copy_safe_tuple!(A 0, B 1);
+zero_copy_safe_tuple!(A 0, B 1, C 2);
+zero_copy_safe_tuple!(A 0, B 1, C 2, D 3);
 
 /// What a service carries, as recorded in its static config.
 ///
@@ -300,6 +346,14 @@ impl PayloadType {
                 (bytes & (element - 1) == 0).then_some(bytes >> shift)
             }
             PayloadType::Slice { .. } => bytes.is_multiple_of(element).then_some(bytes / element),
+        }
+    }
+
+    /// The type's name (the element's, for a slice).
+    pub fn type_name(&self) -> &str {
+        match self {
+            PayloadType::Typed { type_name, .. } => type_name,
+            PayloadType::Slice { element, .. } => element,
         }
     }
 

@@ -87,6 +87,17 @@ mod posebad {
         }
     }
 
+    /// The same size and alignment, one field of another type: refused by the schema.
+    #[derive(ZeroCopySafe, Clone, Copy)]
+    #[repr(C)]
+    #[iox(type_name = "Pose")]
+    pub struct PoseSigned {
+        pub x: f64,
+        pub y: f64,
+        pub yaw: f32,
+        pub seq: i32,
+    }
+
     /// The same size (24), another alignment (4).
     #[derive(ZeroCopySafe, Clone, Copy)]
     #[repr(C)]
@@ -168,6 +179,25 @@ fn pose_with_type_name_crosses_programs() {
     assert!(s.receive().unwrap().is_none());
 }
 
+/// The child of the schema refusal tests: opens service `name` as `P` and expects
+/// `IncompatibleSchema` naming `field`, with what the service and `P` have there.
+fn expect_other_fields<P: iox_service::ZeroCopySafe>(name: &str, field: &str, found: &str, requested: &str) {
+    match Service::named(name).unwrap().publish_subscribe::<P>().open() {
+        Err(e @ OpenError::IncompatibleSchema(_)) => {
+            let OpenError::IncompatibleSchema(m) = &e else {
+                unreachable!()
+            };
+            let got = (m.field.as_str(), m.found.as_str(), m.requested.as_str());
+            assert_eq!(got, (field, found, requested), "{e}");
+            assert_eq!(m.type_name, "Pose");
+            let text = e.to_string();
+            assert!(text.contains(&format!("field `{field}`")), "{text}");
+        }
+        Err(e) => panic!("expected IncompatibleSchema, got {e}"),
+        Ok(_) => panic!("opened {name} as {}", P::type_name()),
+    }
+}
+
 /// The child of the refusal tests: opens service `name` as `P` and expects
 /// `IncompatiblePayload`, recording `requested` as `P`'s payload type.
 fn expect_refused<P: iox_service::ZeroCopySafe>(name: &str) {
@@ -216,8 +246,17 @@ fn same_struct_without_type_name_is_refused() {
 #[test]
 fn same_type_name_other_layout_is_refused() {
     match role().as_deref() {
-        Some("bigger") => return expect_refused::<posebad::Pose>("pose"),
-        Some("aligned") => return expect_refused::<posebad::PoseAlign4>("pose"),
+        // Same name, other fields: the first differing field is named.
+        Some("bigger") => return expect_other_fields::<posebad::Pose>("pose", "z", "nothing", "f64"),
+        Some("aligned") => {
+            return expect_other_fields::<posebad::PoseAlign4>(
+                "pose",
+                "words",
+                "`x` at offset 0",
+                "`words` at offset 0",
+            );
+        }
+        Some("signed") => return expect_other_fields::<posebad::PoseSigned>("pose", "seq", "u32", "i32"),
         Some("by-hand") => {
             // The same layout, differing only in the bit-pattern claim: refused, and
             // the message says how to make the two agree.
@@ -242,7 +281,7 @@ fn same_type_name_other_layout_is_refused() {
         .publish_subscribe::<posepub::Pose>()
         .create()
         .unwrap();
-    for role in ["bigger", "aligned", "by-hand"] {
+    for role in ["bigger", "aligned", "signed", "by-hand"] {
         let child = spawn_self("same_type_name_other_layout_is_refused", role, &[root_env(&dir)]);
         wait_ok(child, LIMIT);
     }
@@ -302,7 +341,7 @@ fn arrays_and_slices_use_the_element_name() {
         .root(dir.path())
         .publish_subscribe::<[posebad::Pose]>()
         .open();
-    assert!(matches!(refused, Err(OpenError::IncompatiblePayload { .. })));
+    assert!(matches!(refused, Err(OpenError::IncompatibleSchema(_))));
 }
 
 /// Generic structs: type parameters are bounded by ZeroCopySafe; the name stays Rust's.
@@ -376,4 +415,43 @@ fn unnamed_struct_with_bool_and_padding() {
     }
     assert_eq!(size_of::<NamedStatus>(), 16);
     assert_eq!(NamedStatus::type_name(), "Status");
+}
+
+/// A service recorded without a schema (as by an iox from before schemas, or a binding
+/// that knows no layout) opens with a typed program, from another process; one
+/// recorded with a schema has it in the config file, as RON.
+#[test]
+fn config_without_schema_still_opens() {
+    if role().as_deref() == Some("typed") {
+        let svc = Service::named("old")
+            .unwrap()
+            .publish_subscribe::<posepub::Pose>()
+            .open()
+            .expect("a config without a schema opens");
+        assert_eq!(svc.static_config().schema, None);
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let old = Service::named("old")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<[u8]>()
+        .carry_payload_type(<posesub::Pose as iox_service::Payload>::payload_type())
+        .chunk_sizes(&[24])
+        .create()
+        .unwrap();
+    assert!(!old.static_config().to_ron().contains("schema"));
+    let child = spawn_self("config_without_schema_still_opens", "typed", &[root_env(&dir)]);
+    wait_ok(child, LIMIT);
+
+    let new = Service::named("new")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<posesub::Pose>()
+        .create()
+        .unwrap();
+    let text = new.static_config().to_ron();
+    assert!(text.contains("schema: Some(Struct("), "{text}");
+    assert!(text.contains("name: \"yaw\""), "{text}");
+    assert_eq!(new.static_config().schema, Some(posesub::Pose::schema()));
 }

@@ -141,6 +141,7 @@ fn open_or_create(
             Err(OpenError::DoesNotExist(_)) => {}
             Err(
                 e @ (OpenError::IncompatiblePayload { .. }
+                | OpenError::IncompatibleSchema(_)
                 | OpenError::IncompatibleMemoryType { .. }
                 | OpenError::IncompatibleLimit { .. }),
             ) => {

@@ -50,7 +50,7 @@ use crate::static_config::{
     self, InvalidConfig, MessagingPattern, Overflow, PatternConfig, PayloadBacking, PubSubConfig,
     StaticConfig,
 };
-use crate::{Payload, PayloadType};
+use crate::{Payload, PayloadType, Schema};
 
 /// Builds, opens or creates a publish-subscribe service. Settings other than the
 /// payload type are applied when creating; when opening, those the caller set are
@@ -76,6 +76,8 @@ pub struct PubSubBuilder<P: ?Sized> {
     /// `P::payload_type()`: set by `raw_payload_type` (language bindings) or
     /// `carry_payload_type` (bridges).
     payload_override: Option<PayloadType>,
+    /// The schema recorded with `payload_override` (`payload_schema`); unused without it.
+    schema_override: Option<Schema>,
     _payload: PhantomData<fn() -> Box<P>>,
 }
 
@@ -97,6 +99,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             allow_pool_exhaustion: false,
             backing: None,
             payload_override: None,
+            schema_override: None,
             _payload: PhantomData,
         }
     }
@@ -105,6 +108,16 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
     /// one given to `raw_payload_type` / `carry_payload_type`.
     fn payload_type(&self) -> PayloadType {
         self.payload_override.clone().unwrap_or_else(P::payload_type)
+    }
+
+    /// The schema recorded in (or checked against) the static config: the element
+    /// type's, when it knows its layout, or the one given to `payload_schema` with a
+    /// raw or carried payload type.
+    fn schema(&self) -> Option<Schema> {
+        if self.payload_override.is_some() {
+            return self.schema_override.clone();
+        }
+        Some(<P::Element as crate::ZeroCopySafe>::schema()).filter(Schema::is_known)
     }
 }
 
@@ -287,6 +300,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             created_unix_ns: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
+            schema: self.schema(),
         };
         if let Err(e) = config.check() {
             // Limits first, so a zero count is reported as such, not as a layout error.
@@ -329,7 +343,24 @@ impl<P: ?Sized + Payload> Pattern for PubSubBuilder<P> {
         ps: &PubSubConfig,
     ) -> Result<(), OpenError> {
         let name = || target.name.to_string();
-        if c.payload != self.payload_type() {
+        let requested = self.payload_type();
+        // Same name, other fields: say which field (a type-name mismatch is the
+        // payload error below).
+        if let (Some(mine), Some(theirs)) = (self.schema(), &c.schema)
+            && requested.type_name() == c.payload.type_name()
+            && let Some(d) = mine.difference(theirs)
+        {
+            return Err(OpenError::IncompatibleSchema(Box::new(
+                crate::schema::SchemaMismatch {
+                    name: name(),
+                    type_name: requested.type_name().to_owned(),
+                    field: d.field,
+                    requested: d.left,
+                    found: d.right,
+                },
+            )));
+        }
+        if c.payload != requested {
             return Err(OpenError::IncompatiblePayload {
                 name: name(),
                 requested: self.payload_type(),
@@ -508,6 +539,30 @@ impl PubSubBuilder<[u8]> {
     /// ```
     pub fn carry_payload_type(mut self, payload: crate::PayloadType) -> Self {
         self.payload_override = Some(payload);
+        self
+    }
+
+    /// With [`raw_payload_type`](Self::raw_payload_type) or
+    /// [`carry_payload_type`](Self::carry_payload_type): the field layout of that
+    /// payload (its element, for a slice), recorded when creating and compared when
+    /// opening, as a Rust type's is (see [`crate::schema`]). Without it such a builder
+    /// records no schema and accepts any. A schema whose size is not the payload's is
+    /// refused by `create` ([`InvalidConfig::Schema`]).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use iox_service::{Payload, Schema, Service};
+    /// let svc = Service::named("doc/schema")?.root(dir.path())
+    ///     .publish_subscribe::<[u8]>()
+    ///     .carry_payload_type(<u32 as Payload>::payload_type())
+    ///     .payload_schema(Schema::U32)
+    ///     .chunk_sizes(&[4])
+    ///     .create()?;
+    /// assert_eq!(svc.static_config().schema, Some(Schema::U32));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn payload_schema(mut self, schema: Schema) -> Self {
+        self.schema_override = Some(schema);
         self
     }
 }

@@ -260,6 +260,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Pattern for RequestResponseB
             created_unix_ns: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
+            schema: None,
         };
         if let Err(e) = config.check()
             && !e.is_payload()

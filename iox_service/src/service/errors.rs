@@ -275,6 +275,10 @@ pub enum OpenError {
         /// What the service carries.
         found: PayloadType,
     },
+    /// The service's payload type has the same name as the caller's but other fields
+    /// (its recorded schema differs: see [`crate::schema`]).
+    #[error("{0}")]
+    IncompatibleSchema(Box<crate::schema::SchemaMismatch>),
     /// The service has another memory type than the caller set.
     #[error("service {name:?} has memory type {found}, not {requested}")]
     IncompatibleMemoryType {

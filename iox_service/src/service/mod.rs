@@ -224,6 +224,7 @@ pub(crate) fn payloadless_config(
         created_unix_ns: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64),
+        schema: None,
     };
     config.check().map_err(|e| CreateError::InvalidSetting {
         name: target.name.to_string(),
@@ -336,6 +337,7 @@ pub(crate) fn open_or_create(t: &Target, p: &impl Pattern) -> Result<ServiceShar
             }
             Attempt::Failed(
                 e @ (OpenError::IncompatiblePayload { .. }
+                | OpenError::IncompatibleSchema(_)
                 | OpenError::IncompatibleMemoryType { .. }
                 | OpenError::IncompatibleLimit { .. }
                 | OpenError::WrongPattern { .. }),
