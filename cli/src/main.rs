@@ -1,5 +1,8 @@
-//! `iox`: list, inspect, watch, clean and remove the iox services under a root, and
-//! notify or listen on event services.
+//! `iox`: list, inspect, watch, clean and remove the iox services under a root;
+//! notify or listen on event services; and, on publish-subscribe services, print
+//! samples by their recorded schema (`echo`), measure their rate (`hz`), publish a
+//! value (`pub`), record into MCAP files (`record`) and play recordings back
+//! (`replay`).
 //!
 //! Reading commands (`list`, `show`, `watch`, `clean --dry-run`) use
 //! `iox_service::inspect`, which only loads from the files and never changes them.
@@ -16,10 +19,18 @@
 //! `notify`/`listen` on a service whose ports of that kind are all taken),
 //! 5 the root cannot be used (read-only, not writable, full, other I/O error),
 //! 6 the service has another pattern than the command works on (`notify`/`listen` on
-//! a publish-subscribe service).
+//! a publish-subscribe service, `echo`/`hz`/`pub` on an event service).
+//! `echo`, `hz` and `listen` stopped by `--timeout` exit 0; `pub` refusing its input
+//! exits 2; `replay` of a file cut short replays what is readable, then exits 3.
 
+mod echo;
 mod events;
+mod publish;
+mod record;
 mod render;
+mod replay;
+mod topic;
+mod value;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -31,6 +42,7 @@ use iox_service::inspect::{self, Health, InspectError, ServiceInfo};
 use iox_service::{CleanupError, RemoveError, RootError, Service};
 
 const NOT_FOUND: u8 = 1;
+const USAGE: u8 = 2;
 const CORRUPT: u8 = 3;
 const REFUSED: u8 = 4;
 const ROOT_UNUSABLE: u8 = 5;
@@ -109,6 +121,129 @@ enum Command {
         /// Wait for the service to be created instead of failing (within --timeout).
         #[arg(long)]
         wait: bool,
+    },
+    /// Print each sample of a publish-subscribe service, with field names (RON, or JSON).
+    ///
+    /// Example: iox echo examples/readings --count 3
+    #[command(visible_alias = "sub")]
+    Echo {
+        /// The service name.
+        name: String,
+        /// Print JSON instead of RON.
+        #[arg(long)]
+        json: bool,
+        /// Stop after this many samples.
+        #[arg(long)]
+        count: Option<u64>,
+        /// Stop after this long (10, 2.5s, 500ms, 1m); default: until interrupted.
+        #[arg(long, value_parser = events::parse_duration)]
+        timeout: Option<Duration>,
+        /// Most elements of a slice to print (the rest are counted).
+        #[arg(long, default_value_t = 16)]
+        max_elements: usize,
+        /// Wait for the service to be created instead of failing (within --timeout).
+        #[arg(long)]
+        wait: bool,
+    },
+    /// The rate samples arrive at: Hz, and the mean, min, max and std of the interval.
+    ///
+    /// Example: iox hz examples/readings --window 100
+    Hz {
+        /// The service name.
+        name: String,
+        /// Intervals the statistics are over (the most recent).
+        #[arg(long, default_value_t = 1000)]
+        window: usize,
+        /// Seconds between reports.
+        #[arg(long, default_value_t = 1.0)]
+        interval: f64,
+        /// Stop after this many reports.
+        #[arg(long)]
+        count: Option<u64>,
+        /// Stop after this long (10, 2.5s, 500ms, 1m).
+        #[arg(long, value_parser = events::parse_duration)]
+        timeout: Option<Duration>,
+        /// One JSON object per report.
+        #[arg(long)]
+        json: bool,
+        /// Wait for the service to be created instead of failing (within --timeout).
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Publish a value, written as RON or JSON by the service's schema.
+    ///
+    /// Example: iox pub examples/readings '(seq: 1, value: 0.5)' --rate 10 --count 20
+    Pub {
+        /// The service name.
+        name: String,
+        /// The value: `(x: 1.0, y: 2.0)` or `{"x": 1.0, "y": 2.0}`; an array for a
+        /// slice service. Fields named `_...` (padding) may be left out.
+        value: String,
+        /// Publish at this many Hz (default: once, or until --count/--timeout).
+        #[arg(long)]
+        rate: Option<f64>,
+        /// How many times to publish (default 1, or unlimited with --rate).
+        #[arg(long)]
+        count: Option<u64>,
+        /// Wait until the service has a subscriber before the first send.
+        #[arg(long)]
+        wait_for_subscribers: bool,
+        /// Wait for the service to be created instead of failing.
+        #[arg(long)]
+        wait: bool,
+        /// Stop waiting or publishing after this long (10, 2.5s, 500ms, 1m).
+        #[arg(long, value_parser = events::parse_duration)]
+        timeout: Option<Duration>,
+    },
+    /// Record publish-subscribe services into an MCAP file, one channel per service.
+    ///
+    /// Example: iox record -o run.mcap 'robot/*' examples/readings --duration 10s
+    Record {
+        /// The MCAP file to write (with splitting: STEM_000.mcap, STEM_001.mcap, ...).
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Service names or globs ('robot/*'); services created later are picked up.
+        #[arg(required = true)]
+        services: Vec<String>,
+        /// Start a new file when this many payload bytes are in the current one
+        /// (a number, or with K, M, G).
+        #[arg(long, value_parser = parse_size)]
+        split_size: Option<u64>,
+        /// Start a new file after this long (10, 2.5s, 500ms, 1m).
+        #[arg(long, value_parser = events::parse_duration)]
+        split_duration: Option<Duration>,
+        /// Stop after this long (default: until Ctrl-C / SIGTERM).
+        #[arg(long, value_parser = events::parse_duration)]
+        duration: Option<Duration>,
+        /// Stop after this many samples.
+        #[arg(long)]
+        count: Option<u64>,
+        /// Samples held in memory for the disk; more are dropped (and counted).
+        #[arg(long, default_value_t = 65_536)]
+        queue: usize,
+    },
+    /// Republish a recording into its services (created from the recorded configs).
+    ///
+    /// Example: iox replay run.mcap --rate 2 --topics 'robot/*'
+    Replay {
+        /// The recording (several: the parts of a split one, in order).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Speed factor (2 plays twice as fast).
+        #[arg(long, default_value_t = 1.0)]
+        rate: f64,
+        /// Start again after the last message, until interrupted.
+        #[arg(long = "loop")]
+        looping: bool,
+        /// Replay only services matching this glob (repeatable).
+        #[arg(long)]
+        topics: Vec<String>,
+        /// Wait until every replayed service has a subscriber before the first message.
+        #[arg(long)]
+        wait_for_subscribers: bool,
+        /// Limit for --wait-for-subscribers (10, 2.5s, 500ms, 1m).
+        #[arg(long, value_parser = events::parse_duration)]
+        timeout: Option<Duration>,
     },
     /// Remove a service's files.
     Remove {
@@ -280,6 +415,108 @@ fn run(root: &Path, command: Command) -> Result<u8, Failure> {
             count,
             wait,
         } => events::listen(root, &name, timeout, count, wait),
+        Command::Echo {
+            name,
+            json,
+            count,
+            timeout,
+            max_elements,
+            wait,
+        } => echo::echo(
+            root,
+            &name,
+            echo::EchoArgs {
+                json,
+                count,
+                timeout,
+                max_elements,
+                wait,
+            },
+        ),
+        Command::Hz {
+            name,
+            window,
+            interval,
+            count,
+            timeout,
+            json,
+            wait,
+        } => {
+            let interval = Duration::try_from_secs_f64(interval)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| fail(USAGE, format!("--interval {interval} is not a duration above 0")))?;
+            echo::hz(
+                root,
+                &name,
+                echo::HzArgs {
+                    window,
+                    interval,
+                    count,
+                    timeout,
+                    json,
+                    wait,
+                },
+            )
+        }
+        Command::Pub {
+            name,
+            value,
+            rate,
+            count,
+            wait_for_subscribers,
+            wait,
+            timeout,
+        } => publish::publish(
+            root,
+            &name,
+            publish::PubArgs {
+                value,
+                rate,
+                count,
+                wait,
+                wait_for_subscribers,
+                timeout,
+            },
+        ),
+        Command::Record {
+            output,
+            services,
+            split_size,
+            split_duration,
+            duration,
+            count,
+            queue,
+        } => record::record(
+            root,
+            record::RecordArgs {
+                output,
+                patterns: services,
+                split_size,
+                split_duration,
+                duration,
+                count,
+                queue,
+            },
+        ),
+        Command::Replay {
+            files,
+            rate,
+            looping,
+            topics,
+            wait_for_subscribers,
+            timeout,
+        } => replay::replay(
+            root,
+            replay::ReplayArgs {
+                files,
+                rate,
+                looping,
+                topics,
+                wait_for_subscribers,
+                timeout,
+            },
+        ),
         Command::Remove { name, force } => {
             let info = inspect_one(root, &name)?;
             let (p, s) = info.live_ports();
@@ -299,4 +536,22 @@ fn run(root: &Path, command: Command) -> Result<u8, Failure> {
             Ok(0)
         }
     }
+}
+
+/// A size in bytes: a number, or with K, M or G (powers of 1024).
+fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (number, scale) = match t.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&t[..i], 1u64 << 10),
+        Some((i, 'M' | 'm')) => (&t[..i], 1 << 20),
+        Some((i, 'G' | 'g')) => (&t[..i], 1 << 30),
+        _ => (t, 1),
+    };
+    number
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{text:?} is not a size (e.g. 1000000, 64K, 100M, 2G)"))
 }

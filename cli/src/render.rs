@@ -178,6 +178,11 @@ pub fn show(s: &ServiceInfo) -> String {
         }
     } else if let Some(c) = &s.config {
         let _ = writeln!(out, "payload   {}", c.payload);
+        if let Some(schema) = &c.schema {
+            for line in fields(schema, "") {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
         if let Some(r) = c.request_response() {
             let _ = writeln!(out, "response  {}", r.response);
             let in_flight: u64 = s
@@ -465,4 +470,23 @@ fn namespace_note(s: &ServiceInfo) -> String {
     } else {
         String::new()
     }
+}
+
+/// One line per field of `schema` (nested structs indented under their field):
+/// `name: type @ offset`.
+fn fields(schema: &iox_service::Schema, indent: &str) -> Vec<String> {
+    let iox_service::Schema::Struct { fields: list, .. } = schema else {
+        return vec![format!("{indent}schema: {schema}")];
+    };
+    let mut out = Vec::new();
+    for f in list {
+        match &f.schema {
+            nested @ iox_service::Schema::Struct { name, .. } => {
+                out.push(format!("{indent}{}: {name} @ {}", f.name, f.offset));
+                out.extend(fields(nested, &format!("{indent}  ")));
+            }
+            other => out.push(format!("{indent}{}: {other} @ {}", f.name, f.offset)),
+        }
+    }
+    out
 }

@@ -1,0 +1,212 @@
+//! `iox echo` (alias `sub`) and `iox hz`: a subscriber on a publish-subscribe service
+//! from the shell, printing each sample by its recorded schema, or the rate samples
+//! arrive at.
+//!
+//! Both open the service (never create it; `--wait` waits for it). Samples are printed
+//! one per line on stdout (RON, or JSON with `--json`); status goes to stderr. Both
+//! stop at `--count`, at `--timeout` (exit 0, like `iox listen`), or when killed; they
+//! block in the subscriber's futex wait between samples, so they use no CPU while
+//! idle.
+//!
+//! `hz` decisions: the rate is over a window of the last `--window` intervals between
+//! receive times (default 1000; ROS 2's `topic hz` also averages over a window), with
+//! mean, min, max and standard deviation of the intervals; it reports every
+//! `--interval` (1 s) once it has seen two samples, refreshing one line in place on a
+//! terminal and printing one plain line per report otherwise (or one JSON object per
+//! line with `--json`).
+
+use std::collections::VecDeque;
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::topic::Topic;
+use crate::value::{self, Value};
+use crate::{Failure, fail};
+
+/// What `echo` was asked for.
+pub struct EchoArgs {
+    pub json: bool,
+    pub count: Option<u64>,
+    pub timeout: Option<Duration>,
+    pub max_elements: usize,
+    pub wait: bool,
+}
+
+/// Time left before `deadline` (an hour at a time without one); `None` once passed.
+fn left(deadline: Option<Instant>) -> Option<Duration> {
+    match deadline {
+        Some(d) => d.checked_duration_since(Instant::now()).filter(|l| !l.is_zero()),
+        None => Some(Duration::from_secs(3600)),
+    }
+}
+
+/// A sample's payload as a value by the topic's schema, or hex, or a note why not.
+fn render(topic: &Topic, bytes: Option<Vec<u8>>, len: usize, max_elements: usize) -> Value {
+    let Some(bytes) = bytes else {
+        return Value::Struct(vec![
+            ("unreadable_bytes".into(), Value::UInt(len as u128)),
+            (
+                "why".into(),
+                Value::Text("no schema recorded, and the type has padding or invalid bit patterns".into()),
+            ),
+        ]);
+    };
+    match topic.schema() {
+        Some(schema) if topic.is_slice() => value::decode_slice(schema, &bytes, max_elements),
+        Some(schema) => value::decode(schema, &bytes),
+        None => Value::Bytes(bytes),
+    }
+}
+
+/// `iox echo NAME`.
+pub fn echo(root: &Path, name: &str, args: EchoArgs) -> Result<u8, Failure> {
+    let deadline = args.timeout.and_then(|t| Instant::now().checked_add(t));
+    let topic = Topic::open(root, name, args.wait, deadline)?;
+    let subscriber = topic.subscriber()?;
+    if topic.schema().is_none() {
+        eprintln!(
+            "{name}: no schema recorded ({}); printing bytes as hex",
+            topic.config.payload
+        );
+    }
+    eprintln!("subscribed to {name}");
+    let mut out = std::io::stdout().lock();
+    let mut seen = 0u64;
+    while args.count.is_none_or(|c| seen < c) {
+        let Some(wait) = left(deadline) else { break };
+        let Some(sample) = subscriber
+            .receive_timeout_raw(wait)
+            .map_err(|e| fail(crate::CORRUPT, format!("{name}: {e}")))?
+        else {
+            continue;
+        };
+        let bytes = topic.copy_payload(&sample);
+        let len = sample.len_bytes();
+        drop(sample);
+        let v = render(&topic, bytes, len, args.max_elements);
+        seen += 1;
+        if writeln!(out, "{}", value::to_text(&v, args.json)).is_err() {
+            return Ok(0); // stdout closed (`| head`): done
+        }
+        let _ = out.flush();
+    }
+    Ok(0)
+}
+
+/// What `hz` was asked for.
+pub struct HzArgs {
+    pub window: usize,
+    pub interval: Duration,
+    pub count: Option<u64>,
+    pub timeout: Option<Duration>,
+    pub json: bool,
+    pub wait: bool,
+}
+
+/// Interval statistics over a window, in seconds.
+#[derive(Debug, serde::Serialize)]
+pub struct Rate {
+    pub hz: f64,
+    pub mean_s: f64,
+    pub min_s: f64,
+    pub max_s: f64,
+    pub std_s: f64,
+    pub window: usize,
+    pub samples: u64,
+}
+
+/// Statistics of `intervals` (seconds), with `samples` received in all.
+pub fn rate(intervals: &VecDeque<f64>, samples: u64) -> Option<Rate> {
+    let n = intervals.len();
+    if n == 0 {
+        return None;
+    }
+    let mean = intervals.iter().sum::<f64>() / n as f64;
+    let var = intervals.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / n as f64;
+    Some(Rate {
+        hz: if mean > 0.0 { 1.0 / mean } else { f64::INFINITY },
+        mean_s: mean,
+        min_s: intervals.iter().copied().fold(f64::INFINITY, f64::min),
+        max_s: intervals.iter().copied().fold(0.0, f64::max),
+        std_s: var.sqrt(),
+        window: n,
+        samples,
+    })
+}
+
+fn ms(s: f64) -> String {
+    format!("{:.3} ms", s * 1e3)
+}
+
+/// `iox hz NAME`.
+pub fn hz(root: &Path, name: &str, args: HzArgs) -> Result<u8, Failure> {
+    if args.window < 1 {
+        return Err(fail(2, "--window must be at least 1"));
+    }
+    let deadline = args.timeout.and_then(|t| Instant::now().checked_add(t));
+    let topic = Topic::open(root, name, args.wait, deadline)?;
+    let subscriber = topic.subscriber()?;
+    eprintln!("measuring the rate of {name}");
+    let in_place = std::io::stdout().is_terminal() && !args.json;
+    let mut out = std::io::stdout().lock();
+    let mut intervals = VecDeque::with_capacity(args.window);
+    let mut last: Option<Instant> = None;
+    let mut samples = 0u64;
+    let mut reports = 0u64;
+    let mut next_report = Instant::now() + args.interval;
+    while args.count.is_none_or(|c| reports < c) {
+        let Some(until_end) = left(deadline) else { break };
+        let wait = until_end.min(next_report.saturating_duration_since(Instant::now()));
+        let got = subscriber
+            .receive_timeout_raw(wait)
+            .map_err(|e| fail(crate::CORRUPT, format!("{name}: {e}")))?;
+        if got.is_some() {
+            let now = Instant::now();
+            samples += 1;
+            if let Some(prev) = last {
+                if intervals.len() == args.window {
+                    intervals.pop_front();
+                }
+                intervals.push_back(now.duration_since(prev).as_secs_f64());
+            }
+            last = Some(now);
+            // Drain what is queued without waiting: each is timed as it is taken.
+            continue;
+        }
+        if Instant::now() < next_report {
+            continue;
+        }
+        next_report += args.interval;
+        let Some(r) = rate(&intervals, samples) else {
+            continue;
+        };
+        reports += 1;
+        let line = if args.json {
+            serde_json::to_string(&r).expect("numbers serialise")
+        } else {
+            format!(
+                "rate {:.2} Hz  mean {}  min {}  max {}  std {}  window {}",
+                r.hz,
+                ms(r.mean_s),
+                ms(r.min_s),
+                ms(r.max_s),
+                ms(r.std_s),
+                r.window
+            )
+        };
+        let written = if in_place {
+            write!(out, "\r\x1b[2K{line}")
+        } else {
+            writeln!(out, "{line}")
+        };
+        if written.is_err() {
+            return Ok(0);
+        }
+        let _ = out.flush();
+    }
+    if in_place {
+        let _ = writeln!(out);
+    }
+    Ok(0)
+}

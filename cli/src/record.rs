@@ -1,0 +1,405 @@
+//! `iox record -o FILE NAME|GLOB...`: records publish-subscribe services into an MCAP
+//! file, one channel per service.
+//!
+//! Format (what `iox replay` and other MCAP readers find):
+//! - one channel per service, its topic the service name, message encoding
+//!   [`MESSAGE_ENCODING`] (the payload's bytes as the publisher wrote them, padding
+//!   zeroed), metadata `iox.payload` (the payload type as `iox show` prints it);
+//! - the channel's schema: named after the payload type, encoding
+//!   [`SCHEMA_ENCODING`], data the service's static config as RON (pattern settings,
+//!   payload type and its field schema), from which `replay` recreates the service;
+//! - `log_time` and `publish_time`: when the recorder received the sample (ns since the
+//!   Unix epoch; iox samples carry no send time);
+//! - chunked, with CRCs, no compression; a chunk is closed at least every
+//!   [`FLUSH_EVERY`], so a recorder killed with SIGKILL leaves a file readable up to
+//!   its last closed chunk (MCAP readers that accept a missing footer read it; `iox
+//!   replay` does).
+//!
+//! The recorder never blocks a publisher: a receiving thread copies each sample out of
+//! shared memory and releases it at once, and hands the copy to a writing thread
+//! through a bounded queue (`--queue` samples); when the disk falls behind and the
+//! queue is full, samples are dropped, counted and reported at the end (and a service
+//! whose subscriber queue overflows loses samples as its overflow policy says, as for
+//! any slow subscriber).
+//!
+//! Services are matched by exact name or glob (`robot/*`); services created later that
+//! match are picked up (the root is listed again every [`RESCAN_EVERY`]). A service
+//! whose payload has padding and no recorded schema is skipped with a warning: its
+//! padding bytes cannot be copied. `--split-size` / `--split-duration` start a new file
+//! (`STEM_000.mcap`, `STEM_001.mcap`, ...) when the current one reaches the size or
+//! age; each file holds every channel's schema, so each replays on its own. SIGINT or
+//! SIGTERM (or `--duration`, `--count`) ends the recording and completes the file.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::time::{Duration, Instant, SystemTime};
+
+use iox_service::{CallbackProgression, Service, StaticConfig, Subscriber, WaitSet, WaitSetRunResult};
+
+use crate::topic::{Topic, glob_match};
+use crate::{Failure, fail};
+
+/// Schema encoding of iox channels: the data is a static config in RON.
+pub const SCHEMA_ENCODING: &str = "iox.static_config.ron";
+/// Message encoding of iox channels: the payload's raw bytes.
+pub const MESSAGE_ENCODING: &str = "iox.raw";
+/// Longest a chunk stays open (what a SIGKILL can lose).
+pub const FLUSH_EVERY: Duration = Duration::from_millis(500);
+/// How often the root is listed for new matching services.
+pub const RESCAN_EVERY: Duration = Duration::from_secs(1);
+
+/// What `record` was asked for.
+pub struct RecordArgs {
+    pub output: PathBuf,
+    pub patterns: Vec<String>,
+    pub split_size: Option<u64>,
+    pub split_duration: Option<Duration>,
+    pub duration: Option<Duration>,
+    pub count: Option<u64>,
+    pub queue: usize,
+}
+
+/// What the receiving thread hands the writing thread.
+enum Item {
+    /// A new channel: its index, the service's name and static config.
+    Channel(usize, Box<StaticConfig>),
+    /// A sample of channel `.0`, received at `.1` (ns since the epoch).
+    Sample(usize, u64, Vec<u8>),
+}
+
+/// One recorded service.
+struct Recorded {
+    topic: Topic,
+    subscriber: Subscriber<[u8]>,
+    channel: usize,
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// `iox record`.
+pub fn record(root: &Path, args: RecordArgs) -> Result<u8, Failure> {
+    if args.patterns.is_empty() {
+        return Err(fail(2, "name at least one service (or a glob such as 'robot/*')"));
+    }
+    if args.queue == 0 {
+        return Err(fail(2, "--queue must be at least 1"));
+    }
+    let (tx, rx) = sync_channel::<Item>(args.queue);
+    let files = Files::new(
+        &args.output,
+        args.split_size.is_some() || args.split_duration.is_some(),
+    );
+    let first = files.path(0);
+    let first_file = File::create(&first).map_err(|e| {
+        fail(
+            crate::ROOT_UNUSABLE,
+            format!("cannot create {}: {e}", first.display()),
+        )
+    })?;
+    let (split_size, split_duration) = (args.split_size, args.split_duration);
+    let writer = std::thread::spawn(move || write_files(rx, files, first_file, split_size, split_duration));
+    let received = receive(root, &args, &tx);
+    drop(tx);
+    let written = writer
+        .join()
+        .map_err(|_| fail(crate::ROOT_UNUSABLE, "the writing thread panicked"))?;
+    let (received, dropped) = received?;
+    let written = written?;
+    eprintln!(
+        "recorded {} sample(s) of {} service(s) into {}{}",
+        received - dropped,
+        written.channels,
+        written
+            .files
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        if dropped > 0 {
+            format!("; dropped {dropped} the disk could not keep up with")
+        } else {
+            String::new()
+        }
+    );
+    Ok(0)
+}
+
+/// The receiving side: opens matching services, drains their subscribers into `tx`
+/// until a stop condition; returns (samples received, samples dropped).
+fn receive(root: &Path, args: &RecordArgs, tx: &SyncSender<Item>) -> Result<(u64, u64), Failure> {
+    let waitset = WaitSet::new().map_err(|e| fail(2, e.to_string()))?;
+    let start = Instant::now();
+    let end = args.duration.and_then(|d| start.checked_add(d));
+    let mut recorded: Vec<Recorded> = Vec::new();
+    let (mut received, mut dropped) = (0u64, 0u64);
+    let mut skipped: Vec<String> = Vec::new();
+    let mut said_waiting = false;
+    loop {
+        for r in scan(root, args, &recorded, &mut skipped, tx)? {
+            eprintln!("recording {} ({})", r.topic.name, r.topic.config.payload);
+            recorded.push(r);
+        }
+        if recorded.is_empty() && !said_waiting {
+            eprintln!("waiting for services matching {}", args.patterns.join(" "));
+            said_waiting = true;
+        }
+        let guards = recorded
+            .iter()
+            .map(|r| waitset.attach_notification(&r.subscriber))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| fail(2, e.to_string()))?;
+        let rescan_at = Instant::now() + RESCAN_EVERY;
+        loop {
+            let stop_at = end.map_or(rescan_at, |e| e.min(rescan_at));
+            let wait = stop_at.saturating_duration_since(Instant::now());
+            let result = waitset
+                .wait_and_process_once_with_timeout(|_| CallbackProgression::Continue, wait)
+                .map_err(|e| fail(2, e.to_string()))?;
+            for r in &recorded {
+                while let Some(sample) = r
+                    .subscriber
+                    .receive_raw()
+                    .map_err(|e| fail(crate::CORRUPT, format!("{}: {e}", r.topic.name)))?
+                {
+                    let at = now_ns();
+                    let Some(bytes) = r.topic.copy_payload(&sample) else {
+                        continue;
+                    };
+                    drop(sample);
+                    received += 1;
+                    match tx.try_send(Item::Sample(r.channel, at, bytes)) {
+                        Ok(()) => {}
+                        Err(TrySendError::Full(_)) => dropped += 1,
+                        Err(TrySendError::Disconnected(_)) => {
+                            return Err(fail(crate::ROOT_UNUSABLE, "the writing thread stopped"));
+                        }
+                    }
+                    if args.count.is_some_and(|c| received >= c) {
+                        return Ok((received, dropped));
+                    }
+                }
+            }
+            if result == WaitSetRunResult::TerminationRequest || end.is_some_and(|e| Instant::now() >= e) {
+                return Ok((received, dropped));
+            }
+            if Instant::now() >= rescan_at {
+                break;
+            }
+        }
+        drop(guards);
+    }
+}
+
+/// Services under `root` matching the patterns and not yet recorded, opened with a
+/// subscriber each; their channels announced to the writer.
+fn scan(
+    root: &Path,
+    args: &RecordArgs,
+    recorded: &[Recorded],
+    skipped: &mut Vec<String>,
+    tx: &SyncSender<Item>,
+) -> Result<Vec<Recorded>, Failure> {
+    let Ok(configs) = Service::list_in(root) else {
+        return Ok(Vec::new()); // the root may not exist yet
+    };
+    let mut found = Vec::new();
+    for config in configs.into_iter().flatten() {
+        let name = config.name.clone();
+        let wanted = args.patterns.iter().any(|p| glob_match(p, &name));
+        let known = recorded.iter().any(|r| r.topic.name == name) || skipped.contains(&name);
+        if !wanted || known || config.publish_subscribe().is_none() {
+            continue;
+        }
+        if !config.payload.any_bit_pattern() && config.schema.is_none() {
+            eprintln!(
+                "iox: skipping {name}: its payload {} has padding or invalid bit patterns and no schema says where its fields are",
+                config.payload
+            );
+            skipped.push(name);
+            continue;
+        }
+        let topic = match Topic::open_config(root, config, false) {
+            Ok(t) => t,
+            Err(e) if e.code == crate::NOT_FOUND => continue, // removed meanwhile
+            Err(e) => {
+                eprintln!("iox: skipping {name}: {e}");
+                skipped.push(name);
+                continue;
+            }
+        };
+        let subscriber = match topic.subscriber() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("iox: skipping {name}: {e}");
+                skipped.push(name);
+                continue;
+            }
+        };
+        let channel = recorded.len() + found.len();
+        tx.send(Item::Channel(channel, Box::new(topic.config.clone())))
+            .map_err(|_| fail(crate::ROOT_UNUSABLE, "the writing thread stopped"))?;
+        found.push(Recorded {
+            topic,
+            subscriber,
+            channel,
+        });
+    }
+    Ok(found)
+}
+
+/// The output file names: the path itself, or `STEM_NNN.EXT` when splitting.
+struct Files {
+    base: PathBuf,
+    split: bool,
+}
+
+impl Files {
+    fn new(base: &Path, split: bool) -> Self {
+        Files {
+            base: base.to_owned(),
+            split,
+        }
+    }
+
+    fn path(&self, index: usize) -> PathBuf {
+        if !self.split {
+            return self.base.clone();
+        }
+        let stem = self
+            .base
+            .file_stem()
+            .map_or_else(|| "recording".into(), |s| s.to_string_lossy());
+        let ext = self
+            .base
+            .extension()
+            .map_or_else(|| "mcap".into(), |e| e.to_string_lossy());
+        self.base.with_file_name(format!("{stem}_{index:03}.{ext}"))
+    }
+}
+
+/// What the writing thread did.
+struct Written {
+    files: Vec<PathBuf>,
+    channels: usize,
+}
+
+/// One open output file.
+struct Output {
+    writer: mcap::Writer<File>,
+    /// Our channel index -> the file's channel id.
+    ids: BTreeMap<usize, u16>,
+    opened: Instant,
+    bytes: u64,
+    sequence: u32,
+}
+
+fn io_failure(path: &Path, e: impl std::fmt::Display) -> Failure {
+    fail(crate::ROOT_UNUSABLE, format!("writing {}: {e}", path.display()))
+}
+
+fn open_output(file: File, path: &Path, channels: &BTreeMap<usize, StaticConfig>) -> Result<Output, Failure> {
+    let writer = mcap::WriteOptions::new()
+        .compression(None)
+        .profile("")
+        .library(concat!("iox ", env!("CARGO_PKG_VERSION")))
+        .chunk_size(Some(1 << 20))
+        .create(file)
+        .map_err(|e| io_failure(path, e))?;
+    let mut out = Output {
+        writer,
+        ids: BTreeMap::new(),
+        opened: Instant::now(),
+        bytes: 0,
+        sequence: 0,
+    };
+    for (&index, config) in channels {
+        add_channel(&mut out, index, config, path)?;
+    }
+    Ok(out)
+}
+
+fn add_channel(out: &mut Output, index: usize, config: &StaticConfig, path: &Path) -> Result<(), Failure> {
+    let schema = out
+        .writer
+        .add_schema(
+            config.payload.type_name(),
+            SCHEMA_ENCODING,
+            config.to_ron().as_bytes(),
+        )
+        .map_err(|e| io_failure(path, e))?;
+    let metadata = BTreeMap::from([("iox.payload".to_owned(), config.payload.to_string())]);
+    let id = out
+        .writer
+        .add_channel(schema, &config.name, MESSAGE_ENCODING, &metadata)
+        .map_err(|e| io_failure(path, e))?;
+    out.ids.insert(index, id);
+    Ok(())
+}
+
+/// The writing thread: writes what `rx` brings into the files until it closes.
+fn write_files(
+    rx: Receiver<Item>,
+    files: Files,
+    first: File,
+    split_size: Option<u64>,
+    split_duration: Option<Duration>,
+) -> Result<Written, Failure> {
+    let mut channels: BTreeMap<usize, StaticConfig> = BTreeMap::new();
+    let mut paths = vec![files.path(0)];
+    let mut out = open_output(first, &paths[0], &channels)?;
+    let mut last_flush = Instant::now();
+    loop {
+        let item = match rx.recv_timeout(FLUSH_EVERY) {
+            Ok(item) => Some(item),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        let path = paths.last().expect("one file at least").clone();
+        match item {
+            Some(Item::Channel(index, config)) => {
+                add_channel(&mut out, index, &config, &path)?;
+                channels.insert(index, *config);
+            }
+            Some(Item::Sample(index, at, data)) => {
+                let split = split_size.is_some_and(|s| out.bytes >= s)
+                    || split_duration.is_some_and(|d| out.opened.elapsed() >= d);
+                if split && out.bytes > 0 {
+                    out.writer.finish().map_err(|e| io_failure(&path, e))?;
+                    let next = files.path(paths.len());
+                    let file = File::create(&next).map_err(|e| io_failure(&next, e))?;
+                    out = open_output(file, &next, &channels)?;
+                    paths.push(next);
+                }
+                let path = paths.last().expect("one file at least");
+                let header = mcap::records::MessageHeader {
+                    channel_id: out.ids[&index],
+                    sequence: out.sequence,
+                    log_time: at,
+                    publish_time: at,
+                };
+                out.sequence = out.sequence.wrapping_add(1);
+                out.bytes += data.len() as u64;
+                out.writer
+                    .write_to_known_channel(&header, &data)
+                    .map_err(|e| io_failure(path, e))?;
+            }
+            None => {}
+        }
+        if last_flush.elapsed() >= FLUSH_EVERY {
+            out.writer.flush().map_err(|e| io_failure(&path, e))?;
+            last_flush = Instant::now();
+        }
+    }
+    let path = paths.last().expect("one file at least");
+    out.writer.finish().map_err(|e| io_failure(path, e))?;
+    Ok(Written {
+        files: paths,
+        channels: channels.len(),
+    })
+}

@@ -1,0 +1,231 @@
+//! `iox replay FILE...`: republishes an `iox record` recording (see `record` for the
+//! format) into the services it names, opening each or creating it from the recorded
+//! static config (payload type, schema, limits, overflow, history, size classes).
+//!
+//! Decisions:
+//! - Timing: each message is sent at its recorded offset from the first message of the
+//!   first file, divided by `--rate` (2 plays twice as fast); files given together play
+//!   as one recording (the parts of a split one, in order).
+//! - A first pass reads every channel, so all services and publishers exist before the
+//!   first message; `--wait-for-subscribers` then waits (within `--timeout`) until each
+//!   has a subscriber, so nothing is sent before a reader is there.
+//! - `--topics GLOB` (repeatable) replays only matching services; `--loop` starts
+//!   again after the last message, until interrupted.
+//! - A file cut short (the recorder was killed) or damaged is replayed up to its last
+//!   readable chunk; the damage is then reported and the exit code is 3 (corrupt
+//!   files found). Channels that are not iox's (another encoding) are skipped with a
+//!   warning.
+//! - A file is read into memory whole (recordings are split with `--split-size` when
+//!   they are large), so the MCAP reader works on a slice and no file is mapped.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use iox_service::{Publisher, StaticConfig};
+use mcap::read::Options;
+
+use crate::record::{MESSAGE_ENCODING, SCHEMA_ENCODING};
+use crate::topic::{Topic, glob_match};
+use crate::{CORRUPT, Failure, fail};
+
+/// What `replay` was asked for.
+pub struct ReplayArgs {
+    pub files: Vec<PathBuf>,
+    pub rate: f64,
+    pub looping: bool,
+    pub topics: Vec<String>,
+    pub wait_for_subscribers: bool,
+    pub timeout: Option<Duration>,
+}
+
+/// A replayed service: its topic and publisher.
+struct Target {
+    topic: Topic,
+    publisher: Publisher<[u8]>,
+}
+
+/// The recordings, read whole.
+fn read_files(files: &[PathBuf]) -> Result<Vec<(PathBuf, Vec<u8>)>, Failure> {
+    files
+        .iter()
+        .map(|p| {
+            std::fs::read(p)
+                .map(|b| (p.clone(), b))
+                .map_err(|e| fail(crate::NOT_FOUND, format!("cannot read {}: {e}", p.display())))
+        })
+        .collect()
+}
+
+/// Every message of `buf` in order, calling `each` with (topic, schema encoding,
+/// schema data, message encoding, log time, data); stops at the first damaged record
+/// and returns its error.
+fn messages(
+    buf: &[u8],
+    mut each: impl FnMut(&mcap::Message<'_>) -> Result<(), Failure>,
+) -> Result<Option<String>, Failure> {
+    let stream = match mcap::MessageStream::new_with_options(buf, Options::IgnoreEndMagic.into()) {
+        Ok(s) => s,
+        Err(e) => return Ok(Some(e.to_string())),
+    };
+    for message in stream {
+        match message {
+            Ok(m) => each(&m)?,
+            Err(e) => return Ok(Some(e.to_string())),
+        }
+    }
+    Ok(None)
+}
+
+/// The static config a channel carries, if it is an iox channel.
+fn channel_config(channel: &mcap::Channel<'_>, path: &Path) -> Result<StaticConfig, String> {
+    let schema = channel.schema.as_ref().ok_or("the channel has no schema")?;
+    if schema.encoding != SCHEMA_ENCODING || channel.message_encoding != MESSAGE_ENCODING {
+        return Err(format!(
+            "encoding {}/{} is not iox's ({SCHEMA_ENCODING}/{MESSAGE_ENCODING})",
+            schema.encoding, channel.message_encoding
+        ));
+    }
+    let text = std::str::from_utf8(&schema.data).map_err(|e| e.to_string())?;
+    StaticConfig::parse(text, path).map_err(|e| e.to_string())
+}
+
+/// `iox replay`.
+pub fn replay(root: &Path, args: ReplayArgs) -> Result<u8, Failure> {
+    if !(args.rate.is_finite() && args.rate > 0.0) {
+        return Err(fail(
+            2,
+            format!(
+                "--rate {}: give a factor above 0 (2 plays twice as fast)",
+                args.rate
+            ),
+        ));
+    }
+    let files = read_files(&args.files)?;
+    let wanted = |name: &str| args.topics.is_empty() || args.topics.iter().any(|p| glob_match(p, name));
+
+    // First pass: the channels, each service opened or created, one publisher each.
+    let mut targets: BTreeMap<String, Option<Target>> = BTreeMap::new();
+    let mut first_time: Option<u64> = None;
+    let mut damaged = Vec::new();
+    for (path, buf) in &files {
+        let end = messages(buf, |m| {
+            first_time.get_or_insert(m.log_time);
+            let topic_name = &m.channel.topic;
+            if targets.contains_key(topic_name) {
+                return Ok(());
+            }
+            if !wanted(topic_name) {
+                targets.insert(topic_name.clone(), None);
+                return Ok(());
+            }
+            let config = match channel_config(&m.channel, path) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("iox: skipping channel {topic_name:?}: {e}");
+                    targets.insert(topic_name.clone(), None);
+                    return Ok(());
+                }
+            };
+            let topic = Topic::open_config(root, config, true)?;
+            let publisher = topic.publisher()?;
+            eprintln!("replaying {} ({})", topic.name, topic.config.payload);
+            targets.insert(topic_name.clone(), Some(Target { topic, publisher }));
+            Ok(())
+        })?;
+        if let Some(e) = end {
+            damaged.push(format!("{}: {e}", path.display()));
+        }
+    }
+    let Some(t0) = first_time else {
+        return Err(fail(CORRUPT, "no message could be read from the recording"));
+    };
+    if targets.values().all(Option::is_none) {
+        return Err(fail(crate::NOT_FOUND, "no recorded service matches --topics"));
+    }
+    if args.wait_for_subscribers {
+        let deadline = args.timeout.and_then(|t| Instant::now().checked_add(t));
+        for t in targets.values().flatten() {
+            while t.topic.service.port_counts().1 == 0 {
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Err(fail(
+                        crate::NOT_FOUND,
+                        format!("no subscriber on {} within --timeout", t.topic.name),
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+
+    // Second pass (and more with --loop): the messages at their times.
+    let mut sent = 0u64;
+    loop {
+        let start = Instant::now();
+        for (_, buf) in &files {
+            messages(buf, |m| {
+                let Some(Some(t)) = targets.get(&m.channel.topic) else {
+                    return Ok(());
+                };
+                let offset = Duration::from_nanos(m.log_time.saturating_sub(t0)).div_f64(args.rate);
+                let due = start + offset;
+                let now = Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+                send(t, &m.data)?;
+                sent += 1;
+                Ok(())
+            })?;
+        }
+        if !args.looping {
+            break;
+        }
+    }
+    eprintln!("replayed {sent} sample(s)");
+    if damaged.is_empty() {
+        Ok(0)
+    } else {
+        for d in &damaged {
+            eprintln!("iox: replayed up to the last readable record of {d}");
+        }
+        Ok(CORRUPT)
+    }
+}
+
+/// Publishes `data` (one recorded payload) on `t`. A payload type with invalid bit
+/// patterns (a `bool`) is sent only when the schema shows every `bool` is 0 or 1: a
+/// file's bytes are not trusted to be a valid value.
+fn send(t: &Target, data: &[u8]) -> Result<(), Failure> {
+    if !t.topic.config.payload.any_bit_pattern() {
+        let valid = t
+            .topic
+            .schema()
+            .is_some_and(|s| crate::value::bools_valid(s, data));
+        if !valid {
+            eprintln!(
+                "iox: {}: a recorded sample is not a valid {} (a bool that is neither 0 nor 1, or no schema to check it): not sent",
+                t.topic.name, t.topic.config.payload
+            );
+            return Ok(());
+        }
+    }
+    let mut loan = match t.publisher.loan_raw(data.len()) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!(
+                "iox: {}: a recorded sample of {} bytes not sent: {e}",
+                t.topic.name,
+                data.len()
+            );
+            return Ok(());
+        }
+    };
+    // SAFETY: the loan holds `data.len()` bytes (loan_raw's length), not overlapping
+    // `data`.
+    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), loan.as_mut_ptr(), data.len()) };
+    // SAFETY: every byte was written just above, with bytes a publisher of this
+    // payload type wrote (recorded field bytes, padding zero): a valid value of it.
+    unsafe { loan.send() }.map_err(|e| fail(crate::REFUSED, format!("{}: {e}", t.topic.name)))?;
+    Ok(())
+}

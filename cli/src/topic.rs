@@ -1,0 +1,245 @@
+//! A publish-subscribe service opened by the tools (`echo`, `hz`, `pub`, `record`,
+//! `replay`) without knowing its type: its static config is read first, then the
+//! service is opened (or, for `replay`, created) with the recorded payload type and
+//! schema, and its ports move the payload as bytes.
+//!
+//! Invariant: payload bytes leave shared memory only through [`copy_payload`], which
+//! copies the field bytes a schema names (padding stays zero), or every byte when the
+//! payload has no padding and no invalid bit patterns; a payload with padding and no
+//! schema is not copied at all (its padding bytes may be uninitialised).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use iox_service::{
+    OpenError, PayloadType, PubSubService, Publisher, RawSample, Schema, Service, StaticConfig, Subscriber,
+};
+
+use crate::{Failure, NOT_FOUND, REFUSED, WRONG_PATTERN, fail, root_failure};
+
+/// How often `--wait` looks for the service.
+const WAIT_POLL: Duration = Duration::from_millis(20);
+
+/// An open publish-subscribe service and its static config.
+pub struct Topic {
+    /// The service name.
+    pub name: String,
+    /// Its static config as read when opening.
+    pub config: StaticConfig,
+    /// The service, carrying the recorded type as bytes.
+    pub service: PubSubService<[u8]>,
+    /// Field byte ranges of one element (`Schema::data_ranges`), when a schema is known.
+    ranges: Option<Vec<(usize, usize)>>,
+}
+
+/// The static config of service `name` under `root`, if it exists.
+pub fn find_config(root: &Path, name: &str) -> Result<Option<StaticConfig>, Failure> {
+    let configs = Service::list_in(root).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => fail(NOT_FOUND, format!("{} does not exist", root.display())),
+        _ => fail(
+            crate::ROOT_UNUSABLE,
+            format!("cannot list {}: {e}", root.display()),
+        ),
+    })?;
+    Ok(configs.into_iter().flatten().find(|c| c.name == name))
+}
+
+impl Topic {
+    /// Opens publish-subscribe service `name`; with `wait`, polls until it exists or
+    /// `deadline` passes.
+    pub fn open(root: &Path, name: &str, wait: bool, deadline: Option<Instant>) -> Result<Topic, Failure> {
+        let mut said = false;
+        loop {
+            let found = match find_config(root, name) {
+                Err(e) if e.code == NOT_FOUND && wait => None,
+                other => other?,
+            };
+            match found {
+                Some(config) => match Self::open_config(root, config, false) {
+                    // Removed between the listing and the open: look again.
+                    Err(e) if e.code == NOT_FOUND && wait => {}
+                    other => return other,
+                },
+                None if wait && deadline.is_none_or(|d| Instant::now() < d) => {
+                    if !said {
+                        eprintln!(
+                            "waiting for service {name:?} to be created under {}",
+                            root.display()
+                        );
+                        said = true;
+                    }
+                }
+                None => {
+                    let hint = if wait {
+                        "(not created within --timeout)"
+                    } else {
+                        "(start the program that creates it first, or pass --wait)"
+                    };
+                    return Err(fail(
+                        NOT_FOUND,
+                        format!("service {name:?} does not exist under {} {hint}", root.display()),
+                    ));
+                }
+            }
+            std::thread::sleep(WAIT_POLL);
+        }
+    }
+
+    /// Opens the service `config` describes, or with `create` opens or creates it with
+    /// the recorded settings (`replay`).
+    pub fn open_config(root: &Path, config: StaticConfig, create: bool) -> Result<Topic, Failure> {
+        let name = config.name.clone();
+        let Some(section) = config.publish_subscribe() else {
+            return Err(fail(
+                WRONG_PATTERN,
+                format!(
+                    "service {name:?} is a {} service; these commands work on publish-subscribe services",
+                    config.messaging_pattern()
+                ),
+            ));
+        };
+        let builder = Service::named(&name)
+            .map_err(|e| fail(2, e.to_string()))?
+            .root(root);
+        // SAFETY: the ports made from this service loan only with `loan_raw`, receive
+        // only with `receive_raw`, and read samples only through their addresses
+        // (`copy_payload`), as `raw_payload_type` requires.
+        let mut b = unsafe {
+            builder
+                .publish_subscribe::<[u8]>()
+                .raw_payload_type(config.payload.clone())
+        };
+        if let Some(schema) = &config.schema {
+            b = b.payload_schema(schema.clone());
+        }
+        let opened = if create {
+            b = b
+                .max_publishers(section.max_publishers)
+                .max_subscribers(section.max_subscribers)
+                .subscriber_buffer(section.subscriber_buffer)
+                .max_loans(section.max_loans)
+                .max_held(section.max_held)
+                .overflow(section.overflow)
+                .history(section.history)
+                .memory_type(config.memory_type)
+                .permissions(config.permissions);
+            if matches!(config.payload, PayloadType::Slice { .. }) {
+                let classes: Vec<(usize, usize)> = config
+                    .layout
+                    .classes()
+                    .iter()
+                    .map(|c| (c.chunk_size, c.count as usize))
+                    .collect();
+                b = b.size_classes(&classes).allow_pool_exhaustion(true);
+            }
+            b.open_or_create().map_err(|e| match e {
+                iox_service::OpenOrCreateError::Open(e) => open_failure(&name, e),
+                e => fail(REFUSED, e.to_string()),
+            })
+        } else {
+            b.open().map_err(|e| open_failure(&name, e))
+        }?;
+        let ranges = config.schema.as_ref().map(Schema::data_ranges);
+        Ok(Topic {
+            name,
+            config,
+            service: opened,
+            ranges,
+        })
+    }
+
+    /// The payload's schema (its element's, for a slice), if recorded.
+    pub fn schema(&self) -> Option<&Schema> {
+        self.config.schema.as_ref()
+    }
+
+    /// Whether the service carries slices.
+    pub fn is_slice(&self) -> bool {
+        matches!(self.config.payload, PayloadType::Slice { .. })
+    }
+
+    /// A subscriber on the service.
+    pub fn subscriber(&self) -> Result<Subscriber<[u8]>, Failure> {
+        self.service
+            .subscriber_builder()
+            .create()
+            .map_err(|e| fail(REFUSED, format!("{}: {e}", self.name)))
+    }
+
+    /// A publisher on the service.
+    pub fn publisher(&self) -> Result<Publisher<[u8]>, Failure> {
+        self.service
+            .publisher_builder()
+            .create()
+            .map_err(|e| fail(REFUSED, format!("{}: {e}", self.name)))
+    }
+
+    /// A copy of `sample`'s payload (module docs), or `None` if the payload has padding
+    /// or invalid bit patterns and no schema says where its fields are.
+    pub fn copy_payload(&self, sample: &RawSample) -> Option<Vec<u8>> {
+        let len = sample.len_bytes();
+        let mut out = vec![0u8; len];
+        if self.config.payload.any_bit_pattern() {
+            // SAFETY: the sample's `len_bytes` bytes at its address are mapped and stay
+            // valid while `sample` lives; the payload type has no padding and every byte
+            // of it was written by its publisher (a loan is sent only once written).
+            unsafe { std::ptr::copy_nonoverlapping(sample.as_ptr(), out.as_mut_ptr(), len) };
+            return Some(out);
+        }
+        let ranges = self.ranges.as_ref()?;
+        let element = self.config.payload.element_size();
+        for base in (0..len).step_by(element.max(1)) {
+            for &(offset, n) in ranges {
+                if base + offset + n > len {
+                    return None;
+                }
+                // SAFETY: in bounds (checked above); these are the field bytes of a
+                // value the publisher wrote (the schema was checked against the
+                // payload's size when the config was read).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        sample.as_ptr().add(base + offset),
+                        out.as_mut_ptr().add(base + offset),
+                        n,
+                    )
+                };
+            }
+        }
+        Some(out)
+    }
+}
+
+fn open_failure(name: &str, e: OpenError) -> Failure {
+    match e {
+        OpenError::DoesNotExist(_) => fail(NOT_FOUND, e.to_string()),
+        OpenError::Root { source, .. } => root_failure(source),
+        OpenError::WrongPattern { .. } => {
+            fail(WRONG_PATTERN, format!("{e} (`iox show {name}` describes it)"))
+        }
+        e => fail(REFUSED, e.to_string()),
+    }
+}
+
+/// Whether `name` matches glob `pattern` (`*` matches across `/` too, so `robot/*`
+/// takes `robot/arm/pose`); a pattern that is not a valid glob matches itself only.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    match glob::Pattern::new(pattern) {
+        Ok(p) => p.matches(name),
+        Err(_) => pattern == name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("robot/*", "robot/pose"));
+        assert!(glob_match("robot/*", "robot/arm/pose"));
+        assert!(glob_match("a?c", "abc"));
+        assert!(!glob_match("robot/*", "robo/pose"));
+        assert!(!glob_match("exact", "exactly"));
+        assert!(glob_match("[", "["));
+    }
+}

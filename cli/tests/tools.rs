@@ -1,0 +1,354 @@
+//! `iox echo`, `hz` and `pub` against Rust ports in this test process: the tool runs as
+//! its own process, each test under its own root.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use iox_service::{PubSubService, Service, ZeroCopySafe};
+use iox_testkit::wait_until;
+
+mod common;
+use common::{code, iox, text};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+#[derive(ZeroCopySafe, Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+struct Vec3 {
+    x: f32,
+    y: f32,
+    z: f32,
+}
+
+/// Nested struct, a `bool`, an array, padding (before `stamp`).
+#[derive(ZeroCopySafe, Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+struct Pose {
+    position: Vec3,
+    ok: bool,
+    id: u16,
+    grid: [u8; 3],
+    stamp: u64,
+}
+
+fn pose(i: u8) -> Pose {
+    Pose {
+        position: Vec3 {
+            x: f32::from(i),
+            y: 2.5,
+            z: -3.0,
+        },
+        ok: i % 2 == 0,
+        id: 7 + u16::from(i),
+        grid: [i, 2, 3],
+        stamp: 1000 + u64::from(i),
+    }
+}
+
+fn poses(root: &Path) -> PubSubService<Pose> {
+    Service::named("robot/pose")
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<Pose>()
+        .open_or_create()
+        .unwrap()
+}
+
+/// `iox ARGS` under `root`, stdout piped.
+fn spawn(root: &Path, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_iox"))
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn echo_prints_a_derived_struct_with_field_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = poses(dir.path());
+    let publisher = svc.publisher_builder().create().unwrap();
+    for json in [false, true] {
+        let mut args = vec!["echo", "robot/pose", "--count", "2", "--timeout", "60s"];
+        if json {
+            args.push("--json");
+        }
+        let child = spawn(dir.path(), &args);
+        assert!(
+            wait_until(LIMIT, || svc.port_counts().1 == 1),
+            "iox echo never subscribed"
+        );
+        for i in 0..2 {
+            publisher
+                .loan_uninit()
+                .unwrap()
+                .write_payload(pose(i))
+                .send()
+                .unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(code(&out), 0, "{}", text(&out));
+        let lines: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(Into::into)
+            .collect();
+        if json {
+            let v: serde_json::Value = serde_json::from_str(&lines[1]).unwrap();
+            assert_eq!(v["position"]["x"], 1.0);
+            assert_eq!(v["ok"], false);
+            assert_eq!(v["grid"], serde_json::json!([1, 2, 3]));
+            assert_eq!(v["stamp"], 1001);
+        } else {
+            assert_eq!(
+                lines,
+                [
+                    "(position: (x: 0.0, y: 2.5, z: -3.0), ok: true, id: 7, grid: [0, 2, 3], stamp: 1000)",
+                    "(position: (x: 1.0, y: 2.5, z: -3.0), ok: false, id: 8, grid: [1, 2, 3], stamp: 1001)",
+                ]
+            );
+        }
+        assert!(wait_until(LIMIT, || svc.port_counts().1 == 0));
+    }
+    // `show` lists the fields.
+    let out = iox(dir.path(), &["show", "robot/pose"]);
+    let shown = text(&out);
+    assert!(
+        shown.contains("position: Vec3 @ 0") || shown.contains("position: tools::Vec3 @ 0"),
+        "{shown}"
+    );
+    assert!(shown.contains("stamp: u64 @ 24"), "{shown}");
+}
+
+#[test]
+fn echo_prints_slices_capped_and_unknown_types_as_hex() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = Service::named("scan")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<[u32]>()
+        .max_slice_len(64)
+        .create()
+        .unwrap();
+    let child = spawn(
+        dir.path(),
+        &[
+            "echo",
+            "scan",
+            "--count",
+            "1",
+            "--max-elements",
+            "4",
+            "--timeout",
+            "60s",
+        ],
+    );
+    assert!(wait_until(LIMIT, || svc.port_counts().1 == 1));
+    let p = svc.publisher_builder().create().unwrap();
+    p.loan_slice_uninit(10)
+        .unwrap()
+        .write_from_fn(|i| i as u32 * 10)
+        .send()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "[0, 10, 20, 30, \"... 6 more\"]\n",
+        "{}",
+        text(&out)
+    );
+
+    // A hand-written impl records no schema: bytes as hex.
+    #[derive(Clone, Copy)]
+    #[repr(C)]
+    struct Opaque([u8; 4]);
+    // SAFETY: four bytes, every pattern valid, no padding.
+    unsafe impl ZeroCopySafe for Opaque {
+        const ANY_BIT_PATTERN: bool = true;
+    }
+    let svc = Service::named("opaque")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<Opaque>()
+        .create()
+        .unwrap();
+    assert_eq!(svc.static_config().schema, None);
+    let child = spawn(
+        dir.path(),
+        &["echo", "opaque", "--count", "1", "--timeout", "60s"],
+    );
+    assert!(wait_until(LIMIT, || svc.port_counts().1 == 1));
+    let p = svc.publisher_builder().create().unwrap();
+    p.loan_uninit()
+        .unwrap()
+        .write_payload(Opaque([0xde, 0xad, 0xbe, 0xef]))
+        .send()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "\"deadbeef\"\n",
+        "{}",
+        text(&out)
+    );
+    assert!(text(&out).contains("no schema recorded"), "{}", text(&out));
+}
+
+/// A steady 200 Hz publisher (absolute schedule in a thread of this process), and
+/// `iox hz` in its own process: the rate it reports is within 10 %.
+#[test]
+fn hz_reports_a_steady_200_hz_publisher() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = Service::named("tick")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<u64>()
+        .create()
+        .unwrap();
+    let done = AtomicBool::new(false);
+    let out = std::thread::scope(|s| {
+        s.spawn(|| {
+            let p = svc.publisher_builder().create().unwrap();
+            let start = Instant::now();
+            let mut i = 0u32;
+            while !done.load(Ordering::Relaxed) && start.elapsed() < LIMIT {
+                // The publisher's pacing: the thing measured, not a synchronisation.
+                let due = start + Duration::from_millis(5) * i;
+                std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                p.loan_uninit()
+                    .unwrap()
+                    .write_payload(u64::from(i))
+                    .send()
+                    .unwrap();
+                i += 1;
+            }
+        });
+        let out = spawn(
+            dir.path(),
+            &[
+                "hz",
+                "tick",
+                "--json",
+                "--count",
+                "3",
+                "--window",
+                "200",
+                "--timeout",
+                "60s",
+            ],
+        )
+        .wait_with_output()
+        .unwrap();
+        done.store(true, Ordering::Relaxed);
+        out
+    });
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let last: serde_json::Value = serde_json::from_str(stdout.lines().last().expect("a report")).unwrap();
+    let hz = last["hz"].as_f64().unwrap();
+    assert!((180.0..=220.0).contains(&hz), "{stdout}");
+    let mean = last["mean_s"].as_f64().unwrap();
+    assert!(last["min_s"].as_f64().unwrap() <= mean && mean <= last["max_s"].as_f64().unwrap());
+    assert!(last["window"].as_u64().unwrap() >= 100, "{stdout}");
+}
+
+#[test]
+fn pub_reaches_a_rust_subscriber() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = poses(dir.path());
+    let s = svc.subscriber_builder().create().unwrap();
+    let value = "(position: (x: 1.5, y: 2.5, z: -3.0), ok: true, id: 9, grid: [4, 5, 6], stamp: 77)";
+    let out = iox(dir.path(), &["pub", "robot/pose", value]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert!(
+        text(&out).contains("published to 1 subscriber(s)"),
+        "{}",
+        text(&out)
+    );
+    let got = *s.receive_timeout(LIMIT).unwrap().expect("the published value");
+    let want = Pose {
+        position: Vec3 {
+            x: 1.5,
+            y: 2.5,
+            z: -3.0,
+        },
+        ok: true,
+        id: 9,
+        grid: [4, 5, 6],
+        stamp: 77,
+    };
+    assert_eq!(got, want);
+
+    // JSON, at a rate, a count of them.
+    let json =
+        r#"{"position": {"x": 0, "y": 0, "z": 0}, "ok": false, "id": 1, "grid": [0, 0, 0], "stamp": 5}"#;
+    let out = iox(
+        dir.path(),
+        &["pub", "robot/pose", json, "--rate", "200", "--count", "3"],
+    );
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    for _ in 0..3 {
+        let got = *s.receive_timeout(LIMIT).unwrap().expect("three values");
+        assert_eq!((got.id, got.stamp, got.ok), (1, 5, false));
+    }
+}
+
+#[test]
+fn pub_refuses_bad_input_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = poses(dir.path());
+    let s = svc.subscriber_builder().create().unwrap();
+    let good = "position: (x: 1.0, y: 2.0, z: 3.0), ok: true, id: 9, grid: [4, 5, 6], stamp: 77";
+    let cases = [
+        (format!("({good}, speed: 3)"), "`speed` is not a field"),
+        (
+            format!("({})", good.replace("id: 9", "id: 70000")),
+            "`id`: 70000 is out of range for u16",
+        ),
+        (
+            format!("({})", good.replace("id: 9", "id: -1")),
+            "`id`: -1 is out of range",
+        ),
+        (
+            format!("({})", good.replace("ok: true", "ok: 1")),
+            "`ok` is a bool",
+        ),
+        (
+            format!("({})", good.replace("x: 1.0", "x: \"far\"")),
+            "`position.x` is a number",
+        ),
+        (
+            format!("({})", good.replace("[4, 5, 6]", "[4, 5]")),
+            "`grid` is an array of 3",
+        ),
+        (
+            format!("({})", good.replace("stamp: 77", "")),
+            "field `stamp` is missing",
+        ),
+        ("(position: ".to_owned(), "not RON or JSON"),
+    ];
+    for (value, expected) in &cases {
+        let out = iox(dir.path(), &["pub", "robot/pose", value]);
+        assert_eq!(code(&out), 2, "{value}: {}", text(&out));
+        assert!(text(&out).contains(expected), "{value}: {}", text(&out));
+    }
+    assert!(s.receive().unwrap().is_none(), "nothing was published");
+
+    let out = iox(dir.path(), &["pub", "nothing/here", "1"]);
+    assert_eq!(code(&out), 1, "{}", text(&out));
+    let _event = Service::named("ev")
+        .unwrap()
+        .root(dir.path())
+        .event()
+        .create()
+        .unwrap();
+    let out = iox(dir.path(), &["pub", "ev", "1"]);
+    assert_eq!(code(&out), 6, "{}", text(&out));
+    let out = iox(dir.path(), &["echo", "ev", "--count", "1"]);
+    assert_eq!(code(&out), 6, "{}", text(&out));
+}
