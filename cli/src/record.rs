@@ -23,7 +23,8 @@
 //! any slow subscriber).
 //!
 //! Services are matched by exact name or glob (`robot/*`); services created later that
-//! match are picked up (the root is listed again every [`RESCAN_EVERY`]). A service
+//! match are picked up (the root is listed again every [`RESCAN_EVERY`], every 50 ms
+//! while nothing matched yet). A service
 //! whose payload has padding and no recorded schema is skipped with a warning: its
 //! padding bytes cannot be copied. `--split-size` / `--split-duration` start a new file
 //! (`STEM_000.mcap`, `STEM_001.mcap`, ...) when the current one reaches the size or
@@ -154,7 +155,14 @@ fn receive(root: &Path, args: &RecordArgs, tx: &SyncSender<Item>) -> Result<(u64
             .map(|r| waitset.attach_notification(&r.subscriber))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| fail(2, e.to_string()))?;
-        let rescan_at = Instant::now() + RESCAN_EVERY;
+        // Nothing matched yet: look again soon, so a service created just after the
+        // recorder started loses few samples.
+        let rescan_at = Instant::now()
+            + if recorded.is_empty() {
+                RESCAN_EVERY / 20
+            } else {
+                RESCAN_EVERY
+            };
         loop {
             let stop_at = end.map_or(rescan_at, |e| e.min(rescan_at));
             let wait = stop_at.saturating_duration_since(Instant::now());

@@ -1,0 +1,444 @@
+//! `iox record` and `iox replay`: Rust publishers and subscribers in this test process,
+//! the recorder and the player as `iox` processes, each test under its own roots. The
+//! files are also read back with the `mcap` crate's streaming reader.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use iox_service::{Overflow, PubSubService, Publisher, SendError, Service, ZeroCopySafe};
+use iox_testkit::{Reaped, wait_until};
+
+mod common;
+use common::{code, iox, text};
+
+const LIMIT: Duration = Duration::from_secs(60);
+/// Spacing of the recorded samples.
+const STEP: Duration = Duration::from_millis(20);
+
+#[derive(ZeroCopySafe, Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+struct Reading {
+    seq: u32,
+    valid: bool,
+    value: f64,
+}
+
+fn spawn(root: &Path, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_iox"))
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn readings(root: &Path) -> PubSubService<Reading> {
+    Service::named("rec/readings")
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<Reading>()
+        .subscriber_buffer(64)
+        .overflow(Overflow::Reject)
+        .open_or_create()
+        .unwrap()
+}
+
+fn counters(root: &Path) -> PubSubService<u64> {
+    Service::named("rec/counter")
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<u64>()
+        .subscriber_buffer(64)
+        .overflow(Overflow::Reject)
+        .open_or_create()
+        .unwrap()
+}
+
+fn scans(root: &Path) -> PubSubService<[u16]> {
+    Service::named("rec/scan")
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<[u16]>()
+        .subscriber_buffer(64)
+        .overflow(Overflow::Reject)
+        .max_slice_len(32)
+        .open_or_create()
+        .unwrap()
+}
+
+/// Sends `value`, retrying while the recorder's queue is full (the services reject
+/// rather than drop, so every sample is recorded), within the limit.
+fn send<T: ZeroCopySafe>(p: &Publisher<T>, value: T) {
+    let start = Instant::now();
+    loop {
+        match p.loan_uninit().unwrap().write_payload(value).send() {
+            Ok(_) => return,
+            Err(SendError::QueueFull { .. }) => std::thread::yield_now(),
+            Err(e) => panic!("send: {e}"),
+        }
+        assert!(start.elapsed() < LIMIT, "the recorder stopped reading");
+    }
+}
+
+fn reading(i: u32) -> Reading {
+    Reading {
+        seq: i,
+        valid: i % 3 == 0,
+        value: f64::from(i) * 0.25,
+    }
+}
+
+fn scan(i: u32) -> Vec<u16> {
+    (0..(i % 7 + 1)).map(|k| (i * 100 + k) as u16).collect()
+}
+
+/// (topic, log time, data) of every message the `mcap` reader gets from `path`,
+/// stopping at the first damaged record.
+fn read_back(path: &Path) -> Vec<(String, u64, Vec<u8>)> {
+    let buf = std::fs::read(path).unwrap();
+    let Ok(stream) = mcap::MessageStream::new_with_options(&buf, mcap::read::Options::IgnoreEndMagic.into())
+    else {
+        return Vec::new();
+    };
+    stream
+        .map_while(Result::ok)
+        .map(|m| (m.channel.topic.clone(), m.log_time, m.data.into_owned()))
+        .collect()
+}
+
+/// Three services recorded for a few seconds, replayed into a fresh root: a subscriber
+/// of each sees the same samples in order, with the recorded spacing.
+#[test]
+fn record_three_services_and_replay_them_into_a_fresh_root() {
+    const N: u32 = 60;
+    let recorded_root = tempfile::tempdir().unwrap();
+    let replay_root = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let file = files.path().join("run.mcap");
+    let root = recorded_root.path();
+    let (r, c, s) = (readings(root), counters(root), scans(root));
+    let recorder = spawn(
+        root,
+        &[
+            "record",
+            "-o",
+            file.to_str().unwrap(),
+            "rec/*",
+            "--count",
+            &(3 * N).to_string(),
+        ],
+    );
+    let recorder = Reaped::new(recorder);
+    assert!(
+        wait_until(LIMIT, || r.port_counts().1 == 1
+            && c.port_counts().1 == 1
+            && s.port_counts().1 == 1),
+        "iox record never subscribed to all three"
+    );
+    let (pr, pc, ps) = (
+        r.publisher_builder().create().unwrap(),
+        c.publisher_builder().create().unwrap(),
+        s.publisher_builder().create().unwrap(),
+    );
+    let start = Instant::now();
+    for i in 0..N {
+        // The publisher's pacing (what is recorded), not a synchronisation.
+        std::thread::sleep((start + STEP * i).saturating_duration_since(Instant::now()));
+        send(&pr, reading(i));
+        send(&pc, u64::from(i) << 20);
+        let v = scan(i);
+        ps.loan_slice_uninit(v.len())
+            .unwrap()
+            .write_from_slice(&v)
+            .send()
+            .unwrap();
+    }
+    let recorded_span = start.elapsed();
+    let out = recorder.into_inner().wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!("recorded {} sample(s) of 3 service(s)", 3 * N)),
+        "{}",
+        text(&out)
+    );
+
+    // The independent reader sees every message, in order per channel.
+    let messages = read_back(&file);
+    assert_eq!(messages.len(), 3 * N as usize);
+    let counter: Vec<u64> = messages
+        .iter()
+        .filter(|m| m.0 == "rec/counter")
+        .map(|m| u64::from_ne_bytes(m.2[..].try_into().unwrap()))
+        .collect();
+    assert_eq!(counter, (0..u64::from(N)).map(|i| i << 20).collect::<Vec<_>>());
+
+    // Replay into a fresh root: the player creates the services from the recorded
+    // configs and waits for a subscriber on each.
+    let player = Reaped::new(spawn(
+        replay_root.path(),
+        &[
+            "replay",
+            file.to_str().unwrap(),
+            "--wait-for-subscribers",
+            "--timeout",
+            "60s",
+        ],
+    ));
+    let open = |name: &str| {
+        let mut found = false;
+        wait_until(LIMIT, || {
+            found = Service::list_in(replay_root.path())
+                .map(|l| l.into_iter().flatten().any(|c| c.name == name))
+                .unwrap_or(false);
+            found
+        });
+        assert!(found, "replay never created {name}");
+    };
+    for name in ["rec/readings", "rec/counter", "rec/scan"] {
+        open(name);
+    }
+    let root = replay_root.path();
+    let (r2, c2, s2) = (
+        Service::named("rec/readings")
+            .unwrap()
+            .root(root)
+            .publish_subscribe::<Reading>()
+            .open()
+            .unwrap(),
+        Service::named("rec/counter")
+            .unwrap()
+            .root(root)
+            .publish_subscribe::<u64>()
+            .open()
+            .unwrap(),
+        Service::named("rec/scan")
+            .unwrap()
+            .root(root)
+            .publish_subscribe::<[u16]>()
+            .open()
+            .unwrap(),
+    );
+    assert_eq!(r2.static_config().schema, Some(Reading::schema()));
+    assert_eq!(
+        r2.static_config().publish_subscribe().unwrap().subscriber_buffer,
+        64
+    );
+    let (sr, sc, ss) = (
+        r2.subscriber_builder().create().unwrap(),
+        c2.subscriber_builder().create().unwrap(),
+        s2.subscriber_builder().create().unwrap(),
+    );
+    let mut first_last = (None, None);
+    for i in 0..N {
+        let got = *sr.receive_timeout(LIMIT).unwrap().expect("a replayed reading");
+        assert_eq!(got, reading(i));
+        let now = Instant::now();
+        first_last.0.get_or_insert(now);
+        first_last.1 = Some(now);
+        assert_eq!(
+            *sc.receive_timeout(LIMIT).unwrap().expect("a replayed counter"),
+            u64::from(i) << 20
+        );
+        assert_eq!(
+            &*ss.receive_timeout(LIMIT).unwrap().expect("a replayed scan"),
+            &scan(i)[..]
+        );
+    }
+    let out = player.into_inner().wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    // The recorded spacing (59 steps of 20 ms, about 1.2 s), within a wide tolerance.
+    let (Some(first), Some(last)) = first_last else {
+        unreachable!()
+    };
+    let replayed_span = last - first;
+    let recorded = recorded_span.as_secs_f64();
+    assert!(
+        (0.6 * recorded..=1.6 * recorded).contains(&replayed_span.as_secs_f64()),
+        "replayed over {replayed_span:?}, recorded over {recorded_span:?}"
+    );
+}
+
+/// A recorder killed with SIGKILL leaves a file readable up to its last closed chunk;
+/// `iox replay` replays that and exits 3.
+#[test]
+fn a_recording_cut_by_sigkill_stays_readable() {
+    let root_dir = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let file = files.path().join("cut.mcap");
+    let root = root_dir.path();
+    let c = counters(root);
+    let recorder = Reaped::new(spawn(
+        root,
+        &["record", "-o", file.to_str().unwrap(), "rec/counter"],
+    ));
+    assert!(wait_until(LIMIT, || c.port_counts().1 == 1));
+    let p = c.publisher_builder().create().unwrap();
+    let mut i = 0u64;
+    // Publish until the reader finds at least 50 messages in closed chunks.
+    let ok = wait_until(LIMIT, || {
+        for _ in 0..10 {
+            send(&p, i);
+            i += 1;
+        }
+        read_back(&file).len() >= 50
+    });
+    assert!(ok, "no chunk was closed");
+    recorder.kill();
+    let messages = read_back(&file);
+    assert!(messages.len() >= 50);
+    let values: Vec<u64> = messages
+        .iter()
+        .map(|m| u64::from_ne_bytes(m.2[..].try_into().unwrap()))
+        .collect();
+    assert_eq!(
+        values,
+        (0..values.len() as u64).collect::<Vec<_>>(),
+        "in order, none lost before the cut"
+    );
+
+    let fresh = tempfile::tempdir().unwrap();
+    let out = iox(
+        fresh.path(),
+        &["replay", file.to_str().unwrap(), "--rate", "1000"],
+    );
+    assert_eq!(code(&out), 3, "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains(&format!("replayed {} sample(s)", values.len())),
+        "{said}"
+    );
+    assert!(said.contains("last readable record"), "{said}");
+}
+
+/// `--split-size` starts new files, each with the channels, each replayable alone.
+#[test]
+fn split_recordings_hold_every_channel() {
+    const N: u64 = 300;
+    let root_dir = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let root = root_dir.path();
+    let c = counters(root);
+    let recorder = Reaped::new(spawn(
+        root,
+        &[
+            "record",
+            "-o",
+            files.path().join("part.mcap").to_str().unwrap(),
+            "rec/counter",
+            "--split-size",
+            "1K",
+            "--count",
+            &N.to_string(),
+        ],
+    ));
+    assert!(wait_until(LIMIT, || c.port_counts().1 == 1));
+    let p = c.publisher_builder().create().unwrap();
+    for i in 0..N {
+        send(&p, i);
+    }
+    let out = recorder.into_inner().wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let mut parts: Vec<_> = std::fs::read_dir(files.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    parts.sort();
+    assert!(parts.len() >= 2, "{parts:?}");
+    assert!(parts[0].ends_with("part_000.mcap"), "{parts:?}");
+    let mut all = Vec::new();
+    for part in &parts {
+        let messages = read_back(part);
+        assert!(!messages.is_empty(), "{part:?} is empty");
+        all.extend(
+            messages
+                .iter()
+                .map(|m| u64::from_ne_bytes(m.2[..].try_into().unwrap())),
+        );
+    }
+    assert_eq!(all, (0..N).collect::<Vec<_>>());
+}
+
+/// Bytes from a file are not trusted: a damaged file is exit 3, a recorded `bool` that
+/// is neither 0 nor 1 is not sent (a Rust reader would get an invalid `bool`), a
+/// channel of another encoding is skipped.
+#[test]
+fn replay_refuses_damaged_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.mcap");
+    std::fs::write(&garbage, b"\x89MCAP0\r\nthis is not a recording at all").unwrap();
+    let fresh = tempfile::tempdir().unwrap();
+    let out = iox(fresh.path(), &["replay", garbage.to_str().unwrap()]);
+    assert_eq!(code(&out), 3, "{}", text(&out));
+
+    // A recording written here: one channel for `Reading` (its real static config),
+    // one of another encoding.
+    let config_root = tempfile::tempdir().unwrap();
+    let config = readings(config_root.path()).static_config().to_ron();
+    let file = dir.path().join("crafted.mcap");
+    {
+        let mut w = mcap::Writer::new(std::fs::File::create(&file).unwrap()).unwrap();
+        let schema = w
+            .add_schema("Reading", "iox.static_config.ron", config.as_bytes())
+            .unwrap();
+        let ch = w
+            .add_channel(schema, "rec/readings", "iox.raw", &Default::default())
+            .unwrap();
+        let other = w
+            .add_channel(0, "foreign/json", "json", &Default::default())
+            .unwrap();
+        let bytes = |seq: u32, valid: u8| {
+            let mut b = vec![0u8; size_of::<Reading>()];
+            b[..4].copy_from_slice(&seq.to_ne_bytes());
+            b[4] = valid;
+            b[8..].copy_from_slice(&0.5f64.to_ne_bytes());
+            b
+        };
+        let (bad, good) = (bytes(1, 2), bytes(2, 1));
+        for (i, (channel, data)) in [(ch, &bad[..]), (other, b"{}"), (ch, &good[..])]
+            .into_iter()
+            .enumerate()
+        {
+            let header = mcap::records::MessageHeader {
+                channel_id: channel,
+                sequence: i as u32,
+                log_time: 1000 + i as u64,
+                publish_time: 1000 + i as u64,
+            };
+            w.write_to_known_channel(&header, data).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let player = Reaped::new(spawn(
+        fresh.path(),
+        &[
+            "replay",
+            file.to_str().unwrap(),
+            "--wait-for-subscribers",
+            "--timeout",
+            "60s",
+        ],
+    ));
+    let mut svc = None;
+    assert!(wait_until(LIMIT, || {
+        svc = Service::named("rec/readings")
+            .unwrap()
+            .root(fresh.path())
+            .publish_subscribe::<Reading>()
+            .open()
+            .ok();
+        svc.is_some()
+    }));
+    let svc = svc.unwrap();
+    let s = svc.subscriber_builder().create().unwrap();
+    let out = player.into_inner().wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("skipping channel \"foreign/json\""), "{said}");
+    assert!(said.contains("is not a valid"), "{said}");
+    let got = *s.receive().unwrap().expect("the valid sample");
+    assert_eq!((got.seq, got.valid), (2, true));
+    assert!(s.receive().unwrap().is_none(), "the invalid bool was not sent");
+}
