@@ -46,8 +46,10 @@
 //! programs is two payloads; a service is shared by one type, compiled into each
 //! program from the same source. With `#[iox(type_name = "Pose")]` both programs'
 //! `Pose` record `Pose` and may share a service; size and alignment are still checked,
-//! fields are not. So a reader's `Pose` may be handed bytes another program wrote as
-//! its own `Pose`, and that must never be undefined behaviour: a named type must accept
+//! and so are the fields when both sides have a schema (the derive writes one), but a
+//! service recorded without one (an older iox, a binding that knows no layout) is not
+//! compared field by field. So a reader's `Pose` may be handed bytes another program
+//! wrote as its own `Pose`, and that must never be undefined behaviour: a named type must accept
 //! every bit pattern (use a `u8` for a flag, not a `bool`; an integer, not an enum) and
 //! have no padding, whose bytes are uninitialised (add explicit fields such as
 //! `_pad: [u8; 4]`). The derive checks both at compile time. Two types given the same

@@ -32,12 +32,15 @@
 //!   of your choosing, so two programs (or two crates) that each define their own
 //!   `Pose` can share one service. Arrays and tuples compose the names of their
 //!   elements (`[Pose; 4]`), slices record the element's name.
-//! - Size and alignment are always recorded and checked, whatever the name. iox does
-//!   not compare fields: two types given the same name should have the same fields in
-//!   the same order, which is up to you.
+//! - Size and alignment are always recorded and checked, whatever the name.
+//! - Fields are compared through the [`Schema`] a publish-subscribe service records
+//!   ([`crate::schema`]): an opener whose type has the same name and other fields is
+//!   refused with [`OpenError::IncompatibleSchema`](crate::OpenError::IncompatibleSchema).
+//!   A service recorded without a schema (an older iox, a binding that knows no
+//!   layout, a hand-written impl's opaque bytes) is not compared field by field.
 //!
-//! Because fields are not compared, a stable name lets one program's `Pose` read bytes
-//! another program wrote as a different `Pose`. Getting the fields wrong must give
+//! Because a service without a schema does not compare fields, a stable name lets one
+//! program's `Pose` read bytes another program wrote as a different `Pose`. Getting the fields wrong must give
 //! wrong values, not undefined behaviour, so the derive accepts the attribute only on
 //! a type that is *valid for every bit pattern and has no padding*:
 //!
