@@ -86,7 +86,7 @@ fn send<T: ZeroCopySafe>(p: &Publisher<T>, value: T) {
 fn reading(i: u32) -> Reading {
     Reading {
         seq: i,
-        valid: i % 3 == 0,
+        valid: i.is_multiple_of(3),
         value: f64::from(i) * 0.25,
     }
 }

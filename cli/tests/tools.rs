@@ -40,7 +40,7 @@ fn pose(i: u8) -> Pose {
             y: 2.5,
             z: -3.0,
         },
-        ok: i % 2 == 0,
+        ok: i.is_multiple_of(2),
         id: 7 + u16::from(i),
         grid: [i, 2, 3],
         stamp: 1000 + u64::from(i),

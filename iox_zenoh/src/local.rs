@@ -1,7 +1,7 @@
 //! Opening the local end of a bridged service as bytes, whatever its payload type.
 //!
 //! The bridge never knows payload types at compile time: it opens every service as
-//! `[u8]` with [`PubSubBuilder::carry_payload_type`](iox_service::PubSubBuilder::carry_payload_type), so the service keeps the identity
+//! `[u8]` with [`PubSubBuilder::carry_payload_type`](iox_service::PubSubBuilder::carry_payload_type) (and its schema), so the service keeps the identity
 //! its programs use (a typed subscriber on host B opens what the bridge created from
 //! host A's config), and samples move as bytes.
 //!
@@ -80,11 +80,26 @@ pub fn open_for_export(root: &Path, config: &StaticConfig) -> Result<PubSubServi
         .root(root)
         .publish_subscribe::<[u8]>()
         .carry_payload_type(config.payload.clone())
+        .payload_schema_of(config)
         .open()
         .map_err(|e| LocalError::Other {
             name: config.name.clone(),
             message: e.to_string(),
         })
+}
+
+/// The exporter's payload schema on a builder that carries its payload type.
+trait SchemaOf {
+    fn payload_schema_of(self, config: &StaticConfig) -> Self;
+}
+
+impl SchemaOf for iox_service::PubSubBuilder<[u8]> {
+    fn payload_schema_of(self, config: &StaticConfig) -> Self {
+        match &config.schema {
+            Some(schema) => self.payload_schema(schema.clone()),
+            None => self,
+        }
+    }
 }
 
 /// Opens the local service like the remote `config` for import, creating it with that
@@ -98,6 +113,7 @@ pub fn open_like(root: &Path, config: &StaticConfig) -> Result<PubSubService<[u8
             .root(root)
             .publish_subscribe::<[u8]>()
             .carry_payload_type(config.payload.clone())
+            .payload_schema_of(config)
             .memory_type(config.memory_type)
             .chunk_sizes(&[largest]))
     };
@@ -112,6 +128,7 @@ pub fn open_like(root: &Path, config: &StaticConfig) -> Result<PubSubService<[u8
             .root(root)
             .publish_subscribe::<[u8]>()
             .carry_payload_type(config.payload.clone())
+            .payload_schema_of(config)
             .memory_type(config.memory_type)
             .max_publishers(section.max_publishers)
             .max_subscribers(section.max_subscribers)
