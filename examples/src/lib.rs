@@ -12,6 +12,8 @@
 //! - `pubsub`: starts `publisher` and `subscriber` as two processes and prints what
 //!   arrives (the README's main command).
 //! - `frames`: 16 MiB frames through a slice service, with throughput.
+//! - `schema_peer`: a nested derived struct for the Python schema tests
+//!   (`iox_python/tests/test_schema.py`): publishes it, or checks what Python recorded.
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! The exception hierarchy: `iox.Error` and its subclasses, each raised with the Rust
 //! error's message (which names the service and both sides of a mismatch).
 //!
-//! Mapping: a payload, memory type, limit or pattern mismatch on open is
+//! Mapping: a payload (type or field layout), memory type, limit or pattern mismatch on open is
 //! `IncompatibleService`; no such service on open is `ServiceNotFound`; an existing
 //! one on create is `ServiceExists`; an empty pool class is `PoolExhausted`; a loan
 //! beyond `max_loans` or samples beyond `max_held` are `LimitReached`; a send refused
@@ -81,6 +81,7 @@ pub(crate) fn open(e: &OpenError) -> PyErr {
     match e {
         OpenError::DoesNotExist(_) => ServiceNotFound::new_err(msg),
         OpenError::IncompatiblePayload { .. }
+        | OpenError::IncompatibleSchema(_)
         | OpenError::IncompatibleMemoryType { .. }
         | OpenError::IncompatibleLimit { .. }
         | OpenError::WrongPattern { .. } => IncompatibleService::new_err(msg),

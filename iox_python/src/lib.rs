@@ -7,7 +7,9 @@
 //! shape are decided in Python (`iox/_types.py`) and arrive here as a
 //! [`iox_service::PayloadType`] plus a dtype and shape; the service is a `[u8]` service
 //! that records that payload type (`PubSubBuilder::raw_payload_type`), so Rust
-//! programs that use the real type share it.
+//! programs that use the real type share it, and the dtype's field layout as a
+//! schema (`schema`, `PubSubBuilder::payload_schema`), so Rust tools read its fields
+//! and a service Rust created opens without a dtype (its schema gives one).
 //!
 //! Threading rule: a publisher and its loans belong to the thread that made the
 //! publisher (using them from another thread raises `iox.WrongThread`, see
@@ -26,6 +28,7 @@ mod event;
 mod inspect;
 mod publisher;
 mod pubsub;
+mod schema;
 
 use pyo3::prelude::*;
 

@@ -2,7 +2,10 @@
 //!
 //! A service is opened by `open_pubsub` (called by `iox.PubSubBuilder` in Python)
 //! as a `[u8]` service recording the payload type Python derived from the dtype and
-//! shape (`raw_payload_type`). Its handle keeps the dtype and shape for the arrays.
+//! shape (`raw_payload_type`) and the dtype's schema (`payload_schema`, see
+//! `schema.rs`), or by `open_pubsub_from_schema` (no dtype given) with the payload type
+//! and schema the existing service records and the dtype its schema gives. Its handle
+//! keeps the dtype and shape for the arrays.
 //!
 //! A `Sample` owns its chunk; `sample.array` is a read-only numpy view whose base is
 //! the sample, so the chunk stays held while any view of it lives (also after
@@ -11,16 +14,19 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use iox_service::{MemoryType, PayloadType, PubSubService, RawSample, Service, Subscriber};
+use iox_service::{
+    MemoryType, PayloadType, PubSubBuilder, PubSubService, RawSample, Schema, Service, Subscriber,
+};
 use numpy::{PyArrayDescr, PyArrayDescrMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use crate::{array, errors};
+use crate::{array, errors, schema};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open_pubsub, m)?)?;
+    m.add_function(wrap_pyfunction!(open_pubsub_from_schema, m)?)?;
     m.add_class::<PyPubSubService>()?;
     m.add_class::<PySubscriber>()?;
     m.add_class::<PySample>()?;
@@ -80,9 +86,12 @@ fn any_bit_pattern(dtype: &Bound<'_, PyArrayDescr>) -> bool {
     end == dtype.itemsize()
 }
 
-/// Opens, creates or opens-or-creates a publish-subscribe service.
+/// Opens, creates or opens-or-creates a publish-subscribe service of `dtype` (and
+/// `shape`), recording the dtype's schema when it has one (`schema.rs`).
+/// `element_name` is the type name of one element (`type_name` without the shape's
+/// brackets): the schema's outermost struct is named after it.
 #[pyfunction]
-#[pyo3(signature = (name, mode, kind, type_name, size, alignment, dtype, shape, opts))]
+#[pyo3(signature = (name, mode, kind, type_name, element_name, size, alignment, dtype, shape, opts))]
 #[allow(clippy::too_many_arguments)]
 fn open_pubsub(
     py: Python<'_>,
@@ -90,6 +99,7 @@ fn open_pubsub(
     mode: &str,
     kind: &str,
     type_name: String,
+    element_name: &str,
     size: u64,
     alignment: u64,
     dtype: Bound<'_, PyArrayDescr>,
@@ -112,19 +122,120 @@ fn open_pubsub(
         },
         _ => return Err(PyValueError::new_err(format!("unknown payload kind {kind:?}"))),
     };
+    let schema = schema::of_dtype(&dtype, shape.as_deref().unwrap_or(&[]), element_name, alignment);
+    let builder = builder(name, opts, payload, schema)?;
+    finish(py, builder, mode, dtype, shape)
+}
+
+/// Opens an existing publish-subscribe service with the dtype and shape its recorded
+/// schema gives (`publish_subscribe()` without a payload in Python): the payload type
+/// and schema as recorded, so only a service replaced meanwhile is refused.
+#[pyfunction]
+#[pyo3(signature = (name, opts))]
+fn open_pubsub_from_schema(
+    py: Python<'_>,
+    name: &str,
+    opts: &Bound<'_, PyDict>,
+) -> PyResult<PyPubSubService> {
+    let root = match opt(opts, "root") {
+        Some(r) => r.extract::<std::path::PathBuf>()?,
+        None => iox_mempool::root::root_dir(),
+    };
+    let timeout = match opt(opts, "timeout") {
+        Some(t) => Duration::from_secs_f64(t.extract()?),
+        None => Duration::from_secs(10), // the builder's default
+    };
+    let config = py.detach(|| read_config(&root, name, timeout))?;
+    if config.publish_subscribe().is_none() {
+        return Err(errors::IncompatibleService::new_err(format!(
+            "service {name:?} is not a publish-subscribe service (its pattern: {})",
+            config.messaging_pattern()
+        )));
+    }
+    let Some(recorded) = config.schema else {
+        return Err(errors::Error::new_err(format!(
+            "service {name:?} records no payload schema, so its dtype is unknown here (it \
+             carries {}; its creator's type records no field layout, or it predates \
+             schemas): open it with the payload's dtype, e.g. \
+             publish_subscribe(iox.Type(\"{}\", np.dtype([...], align=True)))",
+            config.payload,
+            config.payload.type_name(),
+        )));
+    };
+    let slice = matches!(config.payload, PayloadType::Slice { .. });
+    let (dtype, shape) = schema::to_dtype(py, &recorded, !slice)?;
+    // The arrays' size must be the payload's (the views rely on it): it is, as the
+    // config's check made the schema's size the element's; checked again here.
+    let value = dtype.itemsize() * shape.iter().product::<usize>();
+    if value != config.payload.element_size() {
+        return Err(errors::Error::new_err(format!(
+            "service {name:?}: its schema gives {value}-byte values, its payload is {}",
+            config.payload
+        )));
+    }
+    let builder = builder(name, opts, config.payload.clone(), Some(recorded))?;
+    finish(py, builder, "open", dtype, (!slice).then_some(shape))
+}
+
+/// The static config of service `name` under `root`, read-only (as `iox show` reads
+/// it). A service another process is creating has its dynamic segment before its
+/// config: that is waited for, up to `timeout`, as opening waits for a creator.
+fn read_config(root: &std::path::Path, name: &str, timeout: Duration) -> PyResult<iox_service::StaticConfig> {
+    use iox_service::inspect::{Health, InspectError, inspect_in};
+    let start = Instant::now();
+    loop {
+        let info = inspect_in(root, name).map_err(|e| match e {
+            InspectError::NotFound(_) => errors::ServiceNotFound::new_err(format!(
+                "{e} (opening without a dtype reads the payload's layout from the existing \
+                 service; to create one, give publish_subscribe a dtype)"
+            )),
+            e => errors::other(e),
+        })?;
+        if let Some(config) = info.config {
+            return Ok(config);
+        }
+        let creating = info.health == Health::Creating;
+        if !creating || start.elapsed() >= timeout {
+            let why = if creating {
+                format!("it is still being created after {timeout:?}")
+            } else if info.problems.is_empty() {
+                "it has none (its creator died, or it is being removed)".to_owned()
+            } else {
+                info.problems.join("; ")
+            };
+            return Err(errors::Error::new_err(format!(
+                "service {name:?} has no readable static config: {why}"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// `opts[key]` unless missing or `None`.
+fn opt<'py>(opts: &Bound<'py, PyDict>, key: &str) -> Option<Bound<'py, PyAny>> {
+    opts.get_item(key).ok().flatten().filter(|v| !v.is_none())
+}
+
+/// A builder of a `[u8]` service recording `payload` (and `schema`, if any), with the
+/// settings in `opts`.
+fn builder(
+    name: &str,
+    opts: &Bound<'_, PyDict>,
+    payload: PayloadType,
+    schema: Option<Schema>,
+) -> PyResult<PubSubBuilder<[u8]>> {
     let mut service = Service::named(name).map_err(errors::other)?;
-    let get = |k: &str| opts.get_item(k).ok().flatten().filter(|v| !v.is_none());
+    let get = |k: &str| opt(opts, k);
     if let Some(root) = get("root") {
         service = service.root(root.extract::<std::path::PathBuf>()?);
     }
     // SAFETY: the ports built from this service (here and in publisher.rs) loan only
     // with `loan_raw`, receive only with `receive_raw`, and read samples only through
     // their addresses (numpy views), as `raw_payload_type` requires.
-    let mut b = unsafe {
-        service
-            .publish_subscribe::<[u8]>()
-            .raw_payload_type(payload.clone())
-    };
+    let mut b = unsafe { service.publish_subscribe::<[u8]>().raw_payload_type(payload) };
+    if let Some(schema) = schema {
+        b = b.payload_schema(schema);
+    }
     if let Some(v) = get("memory_type") {
         b = b.memory_type(memory_type(v.extract()?)?);
     }
@@ -160,6 +271,18 @@ fn open_pubsub(
     if let Some(v) = get("timeout") {
         b = b.timeout(Duration::from_secs_f64(v.extract()?));
     }
+    Ok(b)
+}
+
+/// Opens (`mode`: "open", "create" or "open_or_create") with `b`; the arrays are of
+/// `dtype` and `shape` (`None`: slices).
+fn finish(
+    py: Python<'_>,
+    b: PubSubBuilder<[u8]>,
+    mode: &str,
+    dtype: Bound<'_, PyArrayDescr>,
+    shape: Option<Vec<usize>>,
+) -> PyResult<PyPubSubService> {
     // Opening may wait for a service another process is creating: without the GIL.
     let inner = py.detach(|| match mode {
         "open" => b.open().map_err(|e| errors::open(&e)),
@@ -200,6 +323,20 @@ impl PyPubSubService {
     #[getter]
     fn is_creator(&self) -> bool {
         self.inner.is_creator()
+    }
+    /// The payload's field layout as recorded in the service (`None` if it records
+    /// none), in plain Python values: a number as its Rust name (`"f64"`, `"bool"`),
+    /// an array as `{"array": element, "len": n}`, a struct as `{"struct": name, "size":
+    /// s, "alignment": a, "fields": [(name, offset, schema), ...]}`, bytes of unknown
+    /// layout as `{"bytes": size}`. A slice service's is its element's.
+    #[getter]
+    fn schema<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner
+            .static_config()
+            .schema
+            .as_ref()
+            .map(|s| schema::to_python(py, s))
+            .transpose()
     }
     /// The dtype of the arrays' elements.
     #[getter]

@@ -64,12 +64,20 @@ class Service:
         self.name = name
         self.root = root
 
-    def publish_subscribe(self, payload, shape=None, *, size_classes=None, chunk_sizes=None,
+    def publish_subscribe(self, payload=None, shape=None, *, size_classes=None, chunk_sizes=None,
                           max_len=None) -> "PubSubBuilder":
         """A publish-subscribe builder. ``payload``: a numpy dtype (or scalar type),
         ``bytes`` or an ``iox.Type``. With ``shape``: fixed-shape arrays. Without:
         one value, unless ``size_classes`` / ``chunk_sizes`` (bytes) / ``max_len``
-        (elements) make it a slice service of 1-D arrays of any length."""
+        (elements) make it a slice service of 1-D arrays of any length.
+
+        ``payload=None`` (or no payload) opens an existing service with the dtype and
+        shape its recorded schema gives, e.g. one a Rust program created with a
+        ``#[derive(ZeroCopySafe)]`` struct: a structured dtype with the struct's
+        field names and offsets (``sample.array["x"]``), its arrays as shape
+        (``[[f32; 3]; 4]`` is float32 of shape (4, 3)), a slice's element as the
+        dtype. Only ``open()`` is possible then (creating needs a dtype); a service
+        that records no schema raises ``iox.Error`` saying which dtype to pass."""
         return PubSubBuilder(self, payload, shape, size_classes, chunk_sizes, max_len)
 
     def event(self) -> "EventBuilder":
@@ -106,19 +114,27 @@ class _Builder:
 class PubSubBuilder(_Builder):
     def __init__(self, service, payload, shape, size_classes, chunk_sizes, max_len):
         super().__init__(service)
+        if payload is None:
+            # The dtype comes from the service's schema (``_open``); the pool settings,
+            # if given, are checked against the service's on open.
+            if shape is not None:
+                raise TypeError("publish_subscribe(None) takes the shape from the service: drop shape=")
+            self._payload = None
+            self._opts.update(size_classes=size_classes, chunk_sizes=chunk_sizes, max_len=max_len)
+            return
         name, dtype, alignment = element(payload)
         slice_ = payload is bytes or any(x is not None for x in (size_classes, chunk_sizes, max_len))
         if slice_ and shape is not None:
             raise TypeError("a fixed shape and size classes exclude each other")
         if slice_:
-            self._payload = ("slice", name, dtype.itemsize, alignment)
+            self._payload = ("slice", name, name, dtype.itemsize, alignment)
             self._shape = None
             self._opts.update(size_classes=size_classes, chunk_sizes=chunk_sizes,
                               max_len=max_len)
         else:
             shape = () if shape is None else tuple(int(n) for n in np.atleast_1d(shape)) if not isinstance(shape, int) else (shape,)
             size = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
-            self._payload = ("typed", array_name(name, shape), size, alignment)
+            self._payload = ("typed", array_name(name, shape), name, size, alignment)
             self._shape = list(shape)
         self._dtype = dtype
 
@@ -150,8 +166,13 @@ class PubSubBuilder(_Builder):
         return self._set("allow_pool_exhaustion", allow)
 
     def _open(self, mode):
-        kind, name, size, alignment = self._payload
-        return _iox.open_pubsub(self._service.name, mode, kind, name, size, alignment,
+        if self._payload is None:
+            if mode != "open":
+                raise TypeError(f"{mode}() needs the payload's dtype: publish_subscribe(None) only "
+                                "opens an existing service (its recorded schema gives the dtype)")
+            return _iox.open_pubsub_from_schema(self._service.name, self._opts)
+        kind, name, element_name, size, alignment = self._payload
+        return _iox.open_pubsub(self._service.name, mode, kind, name, element_name, size, alignment,
                                 self._dtype, self._shape, self._opts)
 
 

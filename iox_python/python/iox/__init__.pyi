@@ -19,8 +19,12 @@ class MemoryType(enum.IntEnum):
     CUDA_PINNED = 2
 
 class Type:
+    """A payload type with a stable name; a structured dtype's fields are recorded
+    as the service's schema and compared with a Rust type's of that name."""
     name: str
     dtype: np.dtype
+    """The dtype; a structured one carries ``name`` in its metadata (``iox.type_name``),
+    which names it where it is nested in another ``Type``'s dtype."""
     alignment: int
     def __init__(self, name: str, dtype: Any, alignment: Optional[int] = None) -> None: ...
 
@@ -40,10 +44,14 @@ class Service:
     name: str
     root: Optional[str]
     def __init__(self, name: str, root: Optional[str] = None) -> None: ...
-    def publish_subscribe(self, payload: Any, shape: Optional[Union[int, Sequence[int]]] = None, *,
+    def publish_subscribe(self, payload: Any = None, shape: Optional[Union[int, Sequence[int]]] = None, *,
                           size_classes: Optional[Sequence[tuple[int, int]]] = None,
                           chunk_sizes: Optional[Sequence[int]] = None,
-                          max_len: Optional[int] = None) -> PubSubBuilder: ...
+                          max_len: Optional[int] = None) -> PubSubBuilder:
+        """``payload``: a numpy dtype, ``bytes`` or an ``iox.Type`` (its layout is
+        recorded as the service's schema). ``None``: only ``open()``, with the dtype and
+        shape the existing service's recorded schema gives."""
+        ...
     def event(self) -> EventBuilder: ...
 
 class PubSubBuilder:

@@ -5,11 +5,20 @@ A fixed-shape service records the Rust type of the whole array
 its element (``bytes`` is ``[u8]``), so Rust programs using those types share the
 service. Structured dtypes need a stable name: ``iox.Type("Pose", dtype)``, which
 meets a Rust ``#[iox(type_name = "Pose")]`` type of the same size and alignment.
+
+The dtype's field layout is recorded too, as the service's schema (see
+``iox_python/src/schema.rs``): numbers, ``bool``, sub-arrays and (nested) structured
+dtypes with their field names and offsets. A dtype with other parts (objects,
+strings, complex, a non-native byte order) records none.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+# The dtype metadata key naming a structured dtype's type (set by ``Type``, read
+# for nested structs when the schema is recorded).
+TYPE_NAME_KEY = "iox.type_name"
 
 _RUST_NAMES = {
     "b1": "bool", "i1": "i8", "u1": "u8", "i2": "i16", "u2": "u16", "i4": "i32",
@@ -21,12 +30,25 @@ class Type:
     """A payload type with a stable name: ``Type("Pose", np.dtype([...], align=True))``.
 
     Size and alignment are the dtype's (``alignment`` overrides the latter); they must
-    equal the Rust type's, or opening is ``IncompatibleService`` naming both sides.
+    equal the Rust type's, or opening is ``IncompatibleService`` naming both sides. The
+    fields are recorded as the service's schema (a struct named ``name``) and compared
+    with a Rust type's of the same name: another field name, offset or kind is
+    ``IncompatibleService`` naming the first such field. A ``#[repr(C)]`` struct's
+    dtype is ``np.dtype([...], align=True)`` with the fields in declaration order (or
+    open the Rust program's service with ``publish_subscribe()``: no dtype needed).
+    A nested struct field is recorded under the name of the ``Type`` whose ``.dtype``
+    it is (``("pose", Pose.dtype)``), else under its field name; nested names are
+    not compared on open.
     """
 
     def __init__(self, name: str, dtype, alignment: int | None = None):
         self.name = str(name)
-        self.dtype = np.dtype(dtype)
+        dtype = np.dtype(dtype)
+        if dtype.names is not None:
+            # The name travels with the dtype (numpy keeps metadata in nested fields),
+            # so a struct that uses ``Pose.dtype`` for a field records it as ``Pose``.
+            dtype = np.dtype(dtype, metadata={**(dtype.metadata or {}), TYPE_NAME_KEY: self.name})
+        self.dtype = dtype
         self.alignment = int(alignment if alignment is not None else self.dtype.alignment)
 
     def __repr__(self) -> str:
