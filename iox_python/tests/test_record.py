@@ -2,7 +2,9 @@
 the README's main job (the `pubsub` example: publisher and subscriber processes) is
 recorded by the `iox` tool, and the recording is opened and decoded here."""
 
+import json
 import os
+import time
 import subprocess
 
 import numpy as np
@@ -56,3 +58,33 @@ def test_a_recording_of_the_pubsub_example_opens_in_the_mcap_reader(root, bins, 
     assert all(float(v["value"]) == int(v["seq"]) * 0.5 for v in values)
     times = [m.log_time for _, _, m in messages]
     assert times == sorted(times)
+
+
+def test_iox_echo_prints_python_published_samples_with_field_names(root, bins):
+    """A structured dtype published from Python is recorded as a schema, so the Rust
+    `iox echo` (another process) prints its samples field by field."""
+    import iox
+
+    pose = iox.Type("Pose2", np.dtype([("x", "f8"), ("y", "f8"), ("tag", "u2", (2,)), ("_pad", "u1", (4,))],
+                                      align=True))
+    svc = iox.Service("py/poses").publish_subscribe(pose).open_or_create()
+    echo = subprocess.Popen([os.path.join(bins, "iox"), "echo", "py/poses", "--count", "2", "--timeout", "60s",
+                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while svc.port_counts()[1] == 0:  # bounded polling until `iox echo` subscribed
+            assert echo.poll() is None, echo.communicate()
+            assert time.monotonic() < deadline, "iox echo never subscribed"
+            time.sleep(0.01)
+        pub = svc.publisher()
+        for i in range(2):
+            value = np.zeros((), dtype=pose.dtype)
+            value["x"], value["y"], value["tag"] = i + 0.5, -1.0, [i, 7]
+            pub.send(value)
+        out, err = echo.communicate(timeout=60)
+    finally:
+        echo.kill()
+    assert echo.returncode == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert lines == [{"x": 0.5, "y": -1.0, "tag": [0, 7], "_pad": [0, 0, 0, 0]},
+                     {"x": 1.5, "y": -1.0, "tag": [1, 7], "_pad": [0, 0, 0, 0]}], out
