@@ -10,9 +10,9 @@
 //!   payload type and its field schema), from which `replay` recreates the service;
 //! - `log_time` and `publish_time`: when the recorder received the sample (ns since the
 //!   Unix epoch; iox samples carry no send time);
-//! - chunked, with CRCs, no compression; a chunk is closed at least every
-//!   [`FLUSH_EVERY`], so a recorder killed with SIGKILL leaves a file readable up to
-//!   its last closed chunk (MCAP readers that accept a missing footer read it; `iox
+//! - chunked, with CRCs, no compression, written through a 1 MiB buffer; a chunk is
+//!   closed and the buffer written out at least every [`FLUSH_EVERY`], so a recorder
+//!   killed with SIGKILL leaves a file readable up to its last closed chunk (MCAP readers that accept a missing footer read it; `iox
 //!   replay` does).
 //!
 //! The recorder never blocks a publisher: a receiving thread copies each sample out of
@@ -33,6 +33,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, Instant, SystemTime};
@@ -48,6 +49,8 @@ pub const SCHEMA_ENCODING: &str = "iox.static_config.ron";
 pub const MESSAGE_ENCODING: &str = "iox.raw";
 /// Longest a chunk stays open (what a SIGKILL can lose).
 pub const FLUSH_EVERY: Duration = Duration::from_millis(500);
+/// Buffers kept for reuse between the receiving and the writing thread.
+const RECYCLED: usize = 64;
 /// How often the root is listed for new matching services.
 pub const RESCAN_EVERY: Duration = Duration::from_secs(1);
 
@@ -92,6 +95,8 @@ pub fn record(root: &Path, args: RecordArgs) -> Result<u8, Failure> {
         return Err(fail(2, "--queue must be at least 1"));
     }
     let (tx, rx) = sync_channel::<Item>(args.queue);
+    // Buffers written out, back to the receiving side for reuse.
+    let (recycle, recycled) = sync_channel::<Vec<u8>>(RECYCLED);
     let files = Files::new(
         &args.output,
         args.split_size.is_some() || args.split_duration.is_some(),
@@ -104,8 +109,9 @@ pub fn record(root: &Path, args: RecordArgs) -> Result<u8, Failure> {
         )
     })?;
     let (split_size, split_duration) = (args.split_size, args.split_duration);
-    let writer = std::thread::spawn(move || write_files(rx, files, first_file, split_size, split_duration));
-    let received = receive(root, &args, &tx);
+    let writer =
+        std::thread::spawn(move || write_files(rx, &recycle, files, first_file, split_size, split_duration));
+    let received = receive(root, &args, &tx, &recycled);
     drop(tx);
     let written = writer
         .join()
@@ -133,7 +139,12 @@ pub fn record(root: &Path, args: RecordArgs) -> Result<u8, Failure> {
 
 /// The receiving side: opens matching services, drains their subscribers into `tx`
 /// until a stop condition; returns (samples received, samples dropped).
-fn receive(root: &Path, args: &RecordArgs, tx: &SyncSender<Item>) -> Result<(u64, u64), Failure> {
+fn receive(
+    root: &Path,
+    args: &RecordArgs,
+    tx: &SyncSender<Item>,
+    recycled: &Receiver<Vec<u8>>,
+) -> Result<(u64, u64), Failure> {
     let waitset = WaitSet::new().map_err(|e| fail(2, e.to_string()))?;
     let start = Instant::now();
     let end = args.duration.and_then(|d| start.checked_add(d));
@@ -176,9 +187,12 @@ fn receive(root: &Path, args: &RecordArgs, tx: &SyncSender<Item>) -> Result<(u64
                     .map_err(|e| fail(crate::CORRUPT, format!("{}: {e}", r.topic.name)))?
                 {
                     let at = now_ns();
-                    let Some(bytes) = r.topic.copy_payload(&sample) else {
+                    // A buffer the writer is done with, so large samples cost no fresh
+                    // allocation (and its page faults) each.
+                    let mut bytes = recycled.try_recv().unwrap_or_default();
+                    if !r.topic.copy_payload_into(&sample, &mut bytes) {
                         continue;
-                    };
+                    }
                     drop(sample);
                     received += 1;
                     match tx.try_send(Item::Sample(r.channel, at, bytes)) {
@@ -299,7 +313,7 @@ struct Written {
 
 /// One open output file.
 struct Output {
-    writer: mcap::Writer<File>,
+    writer: mcap::Writer<BufWriter<File>>,
     /// Our channel index -> the file's channel id.
     ids: BTreeMap<usize, u16>,
     opened: Instant,
@@ -317,7 +331,7 @@ fn open_output(file: File, path: &Path, channels: &BTreeMap<usize, StaticConfig>
         .profile("")
         .library(concat!("iox ", env!("CARGO_PKG_VERSION")))
         .chunk_size(Some(1 << 20))
-        .create(file)
+        .create(BufWriter::with_capacity(1 << 20, file))
         .map_err(|e| io_failure(path, e))?;
     let mut out = Output {
         writer,
@@ -350,9 +364,20 @@ fn add_channel(out: &mut Output, index: usize, config: &StaticConfig, path: &Pat
     Ok(())
 }
 
+/// Completes `out` (summary, footer) and writes all of it to its file.
+fn close(mut out: Output, path: &Path) -> Result<(), Failure> {
+    out.writer.finish().map_err(|e| io_failure(path, e))?;
+    out.writer
+        .into_inner()
+        .into_inner()
+        .map_err(|e| io_failure(path, e.error()))?;
+    Ok(())
+}
+
 /// The writing thread: writes what `rx` brings into the files until it closes.
 fn write_files(
     rx: Receiver<Item>,
+    recycle: &SyncSender<Vec<u8>>,
     files: Files,
     first: File,
     split_size: Option<u64>,
@@ -378,10 +403,12 @@ fn write_files(
                 let split = split_size.is_some_and(|s| out.bytes >= s)
                     || split_duration.is_some_and(|d| out.opened.elapsed() >= d);
                 if split && out.bytes > 0 {
-                    out.writer.finish().map_err(|e| io_failure(&path, e))?;
                     let next = files.path(paths.len());
                     let file = File::create(&next).map_err(|e| io_failure(&next, e))?;
-                    out = open_output(file, &next, &channels)?;
+                    close(
+                        std::mem::replace(&mut out, open_output(file, &next, &channels)?),
+                        &path,
+                    )?;
                     paths.push(next);
                 }
                 let path = paths.last().expect("one file at least");
@@ -396,6 +423,7 @@ fn write_files(
                 out.writer
                     .write_to_known_channel(&header, &data)
                     .map_err(|e| io_failure(path, e))?;
+                let _ = recycle.try_send(data);
             }
             None => {}
         }
@@ -404,8 +432,7 @@ fn write_files(
             last_flush = Instant::now();
         }
     }
-    let path = paths.last().expect("one file at least");
-    out.writer.finish().map_err(|e| io_failure(path, e))?;
+    close(out, paths.last().expect("one file at least"))?;
     Ok(Written {
         files: paths,
         channels: channels.len(),

@@ -177,21 +177,34 @@ impl Topic {
     /// A copy of `sample`'s payload (module docs), or `None` if the payload has padding
     /// or invalid bit patterns and no schema says where its fields are.
     pub fn copy_payload(&self, sample: &RawSample) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        self.copy_payload_into(sample, &mut out).then_some(out)
+    }
+
+    /// [`copy_payload`](Self::copy_payload) into `out` (replacing what it held, reusing
+    /// its allocation); false, with `out` empty, where that gives `None`.
+    pub fn copy_payload_into(&self, sample: &RawSample, out: &mut Vec<u8>) -> bool {
         let len = sample.len_bytes();
-        let mut out = vec![0u8; len];
+        out.clear();
         if self.config.payload.any_bit_pattern() {
             // SAFETY: the sample's `len_bytes` bytes at its address are mapped and stay
             // valid while `sample` lives; the payload type has no padding and every byte
-            // of it was written by its publisher (a loan is sent only once written).
-            unsafe { std::ptr::copy_nonoverlapping(sample.as_ptr(), out.as_mut_ptr(), len) };
-            return Some(out);
+            // of it was written by its publisher (a loan is sent only once written), so
+            // they are initialised bytes.
+            let bytes = unsafe { std::slice::from_raw_parts(sample.as_ptr(), len) };
+            out.extend_from_slice(bytes);
+            return true;
         }
-        let ranges = self.ranges.as_ref()?;
+        let Some(ranges) = self.ranges.as_ref() else {
+            return false;
+        };
+        out.resize(len, 0);
         let element = self.config.payload.element_size();
         for base in (0..len).step_by(element.max(1)) {
             for &(offset, n) in ranges {
                 if base + offset + n > len {
-                    return None;
+                    out.clear();
+                    return false;
                 }
                 // SAFETY: in bounds (checked above); these are the field bytes of a
                 // value the publisher wrote (the schema was checked against the
@@ -205,7 +218,7 @@ impl Topic {
                 };
             }
         }
-        Some(out)
+        true
     }
 }
 
