@@ -89,7 +89,7 @@ impl Topic {
     /// the recorded settings (`replay`).
     pub fn open_config(root: &Path, config: StaticConfig, create: bool) -> Result<Topic, Failure> {
         let name = config.name.clone();
-        let Some(section) = config.publish_subscribe() else {
+        if config.publish_subscribe().is_none() {
             return Err(fail(
                 WRONG_PATTERN,
                 format!(
@@ -97,46 +97,29 @@ impl Topic {
                     config.messaging_pattern()
                 ),
             ));
-        };
+        }
         let builder = Service::named(&name)
             .map_err(|e| fail(2, e.to_string()))?
             .root(root);
         // SAFETY: the ports made from this service loan only with `loan_raw`, receive
         // only with `receive_raw`, and read samples only through their addresses
         // (`copy_payload`), as `raw_payload_type` requires.
-        let mut b = unsafe {
+        let b = unsafe {
             builder
                 .publish_subscribe::<[u8]>()
                 .raw_payload_type(config.payload.clone())
         };
-        if let Some(schema) = &config.schema {
-            b = b.payload_schema(schema.clone());
-        }
         let opened = if create {
-            b = b
-                .max_publishers(section.max_publishers)
-                .max_subscribers(section.max_subscribers)
-                .subscriber_buffer(section.subscriber_buffer)
-                .max_loans(section.max_loans)
-                .max_held(section.max_held)
-                .overflow(section.overflow)
-                .history(section.history)
-                .memory_type(config.memory_type)
-                .permissions(config.permissions);
-            if matches!(config.payload, PayloadType::Slice { .. }) {
-                let classes: Vec<(usize, usize)> = config
-                    .layout
-                    .classes()
-                    .iter()
-                    .map(|c| (c.chunk_size, c.count as usize))
-                    .collect();
-                b = b.size_classes(&classes).allow_pool_exhaustion(true);
-            }
-            b.open_or_create().map_err(|e| match e {
+            // Recreated as recorded: settings, size classes, schema.
+            b.like_config(&config).open_or_create().map_err(|e| match e {
                 iox_service::OpenOrCreateError::Open(e) => open_failure(&name, e),
                 e => fail(REFUSED, e.to_string()),
             })
         } else {
+            let b = match &config.schema {
+                Some(schema) => b.payload_schema(schema.clone()),
+                None => b,
+            };
             b.open().map_err(|e| open_failure(&name, e))
         }?;
         let ranges = config.schema.as_ref().map(Schema::data_ranges);

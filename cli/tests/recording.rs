@@ -3,14 +3,13 @@
 //! files are also read back with the `mcap` crate's streaming reader.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use iox_service::{Overflow, PubSubService, Publisher, SendError, Service, ZeroCopySafe};
 use iox_testkit::{Reaped, wait_until};
 
 mod common;
-use common::{code, iox, text};
+use common::{code, iox, spawn, text};
 
 const LIMIT: Duration = Duration::from_secs(60);
 /// Spacing of the recorded samples.
@@ -22,17 +21,6 @@ struct Reading {
     seq: u32,
     valid: bool,
     value: f64,
-}
-
-fn spawn(root: &Path, args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_iox"))
-        .arg("--root")
-        .arg(root)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
 }
 
 fn readings(root: &Path) -> PubSubService<Reading> {

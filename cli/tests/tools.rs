@@ -2,7 +2,6 @@
 //! its own process, each test under its own root.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -10,7 +9,7 @@ use iox_service::{PubSubService, Service, ZeroCopySafe};
 use iox_testkit::wait_until;
 
 mod common;
-use common::{code, iox, text};
+use common::{code, iox, spawn, text};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -53,18 +52,6 @@ fn poses(root: &Path) -> PubSubService<Pose> {
         .root(root)
         .publish_subscribe::<Pose>()
         .open_or_create()
-        .unwrap()
-}
-
-/// `iox ARGS` under `root`, stdout piped.
-fn spawn(root: &Path, args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_iox"))
-        .arg("--root")
-        .arg(root)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
         .unwrap()
 }
 

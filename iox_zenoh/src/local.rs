@@ -80,7 +80,7 @@ pub fn open_for_export(root: &Path, config: &StaticConfig) -> Result<PubSubServi
         .root(root)
         .publish_subscribe::<[u8]>()
         .carry_payload_type(config.payload.clone())
-        .payload_schema_of(config)
+        .payload_schema_if(config)
         .open()
         .map_err(|e| LocalError::Other {
             name: config.name.clone(),
@@ -88,13 +88,14 @@ pub fn open_for_export(root: &Path, config: &StaticConfig) -> Result<PubSubServi
         })
 }
 
-/// The exporter's payload schema on a builder that carries its payload type.
-trait SchemaOf {
-    fn payload_schema_of(self, config: &StaticConfig) -> Self;
+/// The exporter's schema, if it recorded one, on a builder carrying its payload type
+/// (opening: the local service's limits are its own business, see the module docs).
+trait SchemaIf {
+    fn payload_schema_if(self, config: &StaticConfig) -> Self;
 }
 
-impl SchemaOf for iox_service::PubSubBuilder<[u8]> {
-    fn payload_schema_of(self, config: &StaticConfig) -> Self {
+impl SchemaIf for iox_service::PubSubBuilder<[u8]> {
+    fn payload_schema_if(self, config: &StaticConfig) -> Self {
         match &config.schema {
             Some(schema) => self.payload_schema(schema.clone()),
             None => self,
@@ -105,7 +106,7 @@ impl SchemaOf for iox_service::PubSubBuilder<[u8]> {
 /// Opens the local service like the remote `config` for import, creating it with that
 /// config if it does not exist (see the module docs for what must match).
 pub fn open_like(root: &Path, config: &StaticConfig) -> Result<PubSubService<[u8]>, LocalError> {
-    let section = bridgeable(config)?;
+    bridgeable(config)?;
     let name = config.name.as_str();
     let largest = config.layout.max_chunk_size();
     let lenient = || -> Result<_, LocalError> {
@@ -113,34 +114,16 @@ pub fn open_like(root: &Path, config: &StaticConfig) -> Result<PubSubService<[u8
             .root(root)
             .publish_subscribe::<[u8]>()
             .carry_payload_type(config.payload.clone())
-            .payload_schema_of(config)
+            .payload_schema_if(config)
             .memory_type(config.memory_type)
             .chunk_sizes(&[largest]))
     };
-    let classes: Vec<(usize, usize)> = config
-        .layout
-        .classes()
-        .iter()
-        .map(|c| (c.chunk_size, c.count as usize))
-        .collect();
     let create = || -> Result<_, LocalError> {
         Ok(Service::named(name)?
             .root(root)
             .publish_subscribe::<[u8]>()
             .carry_payload_type(config.payload.clone())
-            .payload_schema_of(config)
-            .memory_type(config.memory_type)
-            .max_publishers(section.max_publishers)
-            .max_subscribers(section.max_subscribers)
-            .subscriber_buffer(section.subscriber_buffer)
-            .max_loans(section.max_loans)
-            .max_held(section.max_held)
-            .overflow(section.overflow)
-            .history(section.history)
-            .permissions(config.permissions)
-            .backing(config.backing.kind())
-            .size_classes(&classes)
-            .allow_pool_exhaustion(true))
+            .like_config(config))
     };
     open_or_create(name, || Ok(lenient()?.open()), || Ok(create()?.create()))
 }

@@ -204,7 +204,7 @@ fn iox2_recorder(file: &Path, service: &str, count: u64) {
         .publish_subscribe::<[u8]>()
         .open()
         .expect("iceoryx2 service");
-    let details = svc.static_config().message_type_details().clone();
+    let details = *svc.static_config().message_type_details();
     let types = ServiceTypes {
         payload: details.payload,
         user_header: details.user_header,

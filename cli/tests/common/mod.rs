@@ -1,7 +1,7 @@
 //! Helpers shared by the `iox` tool's test files.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 
 /// Runs the `iox` binary with `--root root` and `args`.
 pub fn iox(root: &Path, args: &[&str]) -> Output {
@@ -25,4 +25,18 @@ pub fn text(o: &Output) -> String {
 /// Its exit code.
 pub fn code(o: &Output) -> i32 {
     o.status.code().expect("exit code")
+}
+
+/// Starts the `iox` binary with `--root root` and `args`, stdout and stderr piped.
+/// (Not every test file that includes this module starts one.)
+#[allow(dead_code)]
+pub fn spawn(root: &Path, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_iox"))
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start iox")
 }

@@ -3,6 +3,7 @@
 
 pub(crate) mod config;
 pub(crate) mod layout;
+pub(crate) mod like_config;
 pub(crate) mod publisher;
 pub(crate) mod raw;
 #[cfg(feature = "tokio")]

@@ -1,0 +1,58 @@
+//! Building a service like one described by a static config from elsewhere: a bridge
+//! recreating a remote service, `iox replay` recreating a recorded one. One place says
+//! which recorded settings a recreated service takes, so the two cannot drift apart.
+
+use crate::{PubSubBuilder, StaticConfig};
+
+impl PubSubBuilder<[u8]> {
+    /// For a builder that carries `config`'s payload type
+    /// ([`carry_payload_type`](Self::carry_payload_type) or
+    /// [`raw_payload_type`](Self::raw_payload_type)): its schema, memory type and, when
+    /// creating, its limits, overflow, history, permissions, backing kind and size
+    /// classes (the counts as recorded, so the pool is the original's:
+    /// [`allow_pool_exhaustion`](Self::allow_pool_exhaustion) is set). A `config` of
+    /// another pattern contributes only its schema and memory type.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let other = tempfile::tempdir().unwrap();
+    /// use iox_service::Service;
+    /// let original = Service::named("doc/like")?.root(dir.path())
+    ///     .publish_subscribe::<u32>().subscriber_buffer(9).history(3).create()?;
+    /// let config = original.static_config();
+    /// let copy = Service::named("doc/like")?.root(other.path())
+    ///     .publish_subscribe::<[u8]>()
+    ///     .carry_payload_type(config.payload.clone())
+    ///     .like_config(config)
+    ///     .create()?;
+    /// assert_eq!(copy.static_config().publish_subscribe(), config.publish_subscribe());
+    /// assert_eq!(copy.static_config().schema, config.schema);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn like_config(self, config: &StaticConfig) -> Self {
+        let mut b = self.memory_type(config.memory_type);
+        if let Some(schema) = &config.schema {
+            b = b.payload_schema(schema.clone());
+        }
+        let Some(section) = config.publish_subscribe() else {
+            return b;
+        };
+        let classes: Vec<(usize, usize)> = config
+            .layout
+            .classes()
+            .iter()
+            .map(|c| (c.chunk_size, c.count as usize))
+            .collect();
+        b.max_publishers(section.max_publishers)
+            .max_subscribers(section.max_subscribers)
+            .subscriber_buffer(section.subscriber_buffer)
+            .max_loans(section.max_loans)
+            .max_held(section.max_held)
+            .overflow(section.overflow)
+            .history(section.history)
+            .permissions(config.permissions)
+            .backing(config.backing.kind())
+            .size_classes(&classes)
+            .allow_pool_exhaustion(true)
+    }
+}
