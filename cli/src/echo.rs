@@ -48,13 +48,16 @@ fn render(topic: &Topic, bytes: Option<Vec<u8>>, len: usize, max_elements: usize
             ("unreadable_bytes".into(), Value::UInt(len as u128)),
             (
                 "why".into(),
-                Value::Text("no schema recorded, and the type has padding or invalid bit patterns".into()),
+                Value::Text(
+                    "the type has padding or invalid bit patterns and no schema describes all its bytes"
+                        .into(),
+                ),
             ),
         ]);
     };
     match topic.schema() {
         Some(schema) if topic.is_slice() => value::decode_slice(schema, &bytes, max_elements),
-        Some(schema) => value::decode(schema, &bytes),
+        Some(schema) => value::decode(schema, &bytes, max_elements),
         None => Value::Bytes(bytes),
     }
 }
@@ -150,7 +153,7 @@ pub fn hz(root: &Path, name: &str, args: HzArgs) -> Result<u8, Failure> {
     eprintln!("measuring the rate of {name}");
     let in_place = std::io::stdout().is_terminal() && !args.json;
     let mut out = std::io::stdout().lock();
-    let mut intervals = VecDeque::with_capacity(args.window);
+    let mut intervals = VecDeque::with_capacity(args.window.min(1 << 16));
     let mut last: Option<Instant> = None;
     let mut samples = 0u64;
     let mut reports = 0u64;

@@ -221,6 +221,9 @@ enum Command {
         /// Samples held in memory for the disk; more are dropped (and counted).
         #[arg(long, default_value_t = 65_536)]
         queue: usize,
+        /// Payload bytes held in memory for the disk (K, M, G); more are dropped.
+        #[arg(long, value_parser = parse_size, default_value = "256M")]
+        queue_bytes: u64,
     },
     /// Republish a recording into its services (created from the recorded configs).
     ///
@@ -487,6 +490,7 @@ fn run(root: &Path, command: Command) -> Result<u8, Failure> {
             duration,
             count,
             queue,
+            queue_bytes,
         } => record::record(
             root,
             record::RecordArgs {
@@ -497,6 +501,7 @@ fn run(root: &Path, command: Command) -> Result<u8, Failure> {
                 duration,
                 count,
                 queue,
+                queue_bytes,
             },
         ),
         Command::Replay {

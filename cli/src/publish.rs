@@ -4,7 +4,9 @@
 //!
 //! The service must exist and record a schema: the schema is what says how the text
 //! becomes bytes, so a service without one is refused (exit 2) rather than written
-//! blindly. Bad input (a field the schema does not have, a missing field, a value of
+//! blindly, and so is one whose payload has padding or a `bool` while its schema has
+//! bytes of unknown layout (a field of a hand-written `ZeroCopySafe` type): those bytes
+//! might have to be 0 or 1. Bad input (a field the schema does not have, a missing field, a value of
 //! the wrong kind, a number out of range) is refused before anything is published, with
 //! the field named (exit 2). `--wait-for-subscribers` first waits (within `--timeout`)
 //! until the service has a subscriber, so a single value is not sent to nobody.
@@ -15,9 +17,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::topic::Topic;
+use crate::topic::{Topic, by_schema_or_bytes, sleep_until};
 use crate::value;
 use crate::{Failure, fail};
+
+/// Longest time between two sends at a `--rate`.
+const MAX_PERIOD: Duration = Duration::from_secs(86_400);
 
 /// What `pub` was asked for.
 pub struct PubArgs {
@@ -33,17 +38,24 @@ pub struct PubArgs {
 pub fn publish(root: &Path, name: &str, args: PubArgs) -> Result<u8, Failure> {
     let period = match args.rate {
         None => None,
-        Some(r) if r.is_finite() && r > 0.0 => Some(Duration::from_secs_f64(1.0 / r)),
-        Some(r) => return Err(fail(2, format!("--rate {r}: give a rate in Hz above 0"))),
+        Some(r) => match Duration::try_from_secs_f64(1.0 / r) {
+            Ok(p) if r.is_finite() && r > 0.0 && p <= MAX_PERIOD => Some(p),
+            _ => {
+                return Err(fail(
+                    2,
+                    format!("--rate {r}: give a rate in Hz, at least one a day"),
+                ));
+            }
+        },
     };
     let count = args.count.unwrap_or(if period.is_some() { u64::MAX } else { 1 });
     let deadline = args.timeout.and_then(|t| Instant::now().checked_add(t));
     let topic = Topic::open(root, name, args.wait, deadline)?;
-    let Some(schema) = topic.schema() else {
+    let Some(schema) = topic.schema().filter(|_| by_schema_or_bytes(&topic.config)) else {
         return Err(fail(
             2,
             format!(
-                "service {name:?} records no schema for its payload {}, so iox cannot tell how to write {:?} (services created by a Rust type with #[derive(ZeroCopySafe)], a built-in type or a Python dtype record one)",
+                "service {name:?} records no schema that describes every byte of its payload {}, so iox cannot tell how to write {:?} (services created by a Rust type with #[derive(ZeroCopySafe)] throughout, a built-in type or a Python dtype record one)",
                 topic.config.payload, args.value
             ),
         ));
@@ -57,25 +69,22 @@ pub fn publish(root: &Path, name: &str, args: PubArgs) -> Result<u8, Failure> {
     .map_err(|e| fail(2, format!("{name}: {e}")))?;
     let publisher = topic.publisher()?;
     if args.wait_for_subscribers {
-        while topic.service.port_counts().1 == 0 {
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(fail(
-                    crate::NOT_FOUND,
-                    format!("no subscriber on {name} within --timeout"),
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(5));
+        let limit = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(Instant::now()));
+        let found = publisher
+            .wait_for_subscribers(1, limit)
+            .map_err(|e| fail(crate::CORRUPT, format!("{name}: {e}")))?;
+        if found == 0 {
+            return Err(fail(
+                crate::NOT_FOUND,
+                format!("no subscriber on {name} within --timeout"),
+            ));
         }
     }
     let start = Instant::now();
     let mut sent = 0u64;
     while sent < count {
         if let Some(p) = period {
-            let due = start + p.mul_f64(sent as f64);
-            let now = Instant::now();
-            if due > now {
-                std::thread::sleep(due - now);
-            }
+            sleep_until(start + p.mul_f64(sent as f64));
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             break;
@@ -86,9 +95,11 @@ pub fn publish(root: &Path, name: &str, args: PubArgs) -> Result<u8, Failure> {
         // SAFETY: the loan holds `bytes.len()` bytes (loan_raw's length) that do not
         // overlap `bytes`.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), loan.as_mut_ptr(), bytes.len()) };
-        // SAFETY: every byte was written just above, with a value the schema checked:
-        // each field encoded from the text, padding zero. The schema was recorded
-        // with the type, so these bytes are a valid value of it.
+        // SAFETY: every byte was written just above. Either every byte string is a
+        // value of the payload type, or (`by_schema_or_bytes`) the service's schema
+        // describes every byte and the text was encoded by it: each number from the
+        // text, each `bool` as 0 or 1, padding zero. The schema is the service's own,
+        // compared with the type's by every typed opener, so this is a valid value.
         let reached = unsafe { loan.send() }.map_err(|e| fail(crate::REFUSED, format!("{name}: {e}")))?;
         sent += 1;
         if period.is_none() {

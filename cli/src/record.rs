@@ -17,8 +17,9 @@
 //!
 //! The recorder never blocks a publisher: a receiving thread copies each sample out of
 //! shared memory and releases it at once, and hands the copy to a writing thread
-//! through a bounded queue (`--queue` samples); when the disk falls behind and the
-//! queue is full, samples are dropped, counted and reported at the end (and a service
+//! through a bounded queue (`--queue` samples and `--queue-bytes` payload bytes);
+//! when the disk falls behind and the queue is full, samples are dropped, counted and
+//! reported at the end (and a service
 //! whose subscriber queue overflows loses samples as its overflow policy says, as for
 //! any slow subscriber).
 //!
@@ -35,12 +36,14 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError, channel, sync_channel};
 use std::time::{Duration, Instant, SystemTime};
 
 use iox_service::{CallbackProgression, Service, StaticConfig, Subscriber, WaitSet, WaitSetRunResult};
 
-use crate::topic::{Topic, glob_match};
+use crate::topic::{Topic, by_schema_or_bytes, glob_match};
 use crate::{Failure, fail};
 
 /// Schema encoding of iox channels: the data is a static config in RON.
@@ -63,15 +66,17 @@ pub struct RecordArgs {
     pub duration: Option<Duration>,
     pub count: Option<u64>,
     pub queue: usize,
+    pub queue_bytes: u64,
 }
 
-/// What the receiving thread hands the writing thread.
-enum Item {
-    /// A new channel: its index, the service's name and static config.
-    Channel(usize, Box<StaticConfig>),
-    /// A sample of channel `.0`, received at `.1` (ns since the epoch).
-    Sample(usize, u64, Vec<u8>),
-}
+/// A sample for the writing thread: its channel, when it was received (ns since the
+/// epoch), its payload.
+type Item = (usize, u64, Vec<u8>);
+
+/// A new channel for the writing thread: its index and the service's static config.
+/// Announced on a channel of their own, never full, so announcing one never waits for
+/// the disk; the writer takes all announced channels before each sample.
+type Announcement = (usize, Box<StaticConfig>);
 
 /// One recorded service.
 struct Recorded {
@@ -95,6 +100,9 @@ pub fn record(root: &Path, args: RecordArgs) -> Result<u8, Failure> {
         return Err(fail(2, "--queue must be at least 1"));
     }
     let (tx, rx) = sync_channel::<Item>(args.queue);
+    let (announce, announced) = channel::<Announcement>();
+    // Payload bytes handed to the writer and not yet written (`--queue-bytes`).
+    let in_flight = Arc::new(AtomicU64::new(0));
     // Buffers written out, back to the receiving side for reuse.
     let (recycle, recycled) = sync_channel::<Vec<u8>>(RECYCLED);
     let files = Files::new(
@@ -109,10 +117,24 @@ pub fn record(root: &Path, args: RecordArgs) -> Result<u8, Failure> {
         )
     })?;
     let (split_size, split_duration) = (args.split_size, args.split_duration);
-    let writer =
-        std::thread::spawn(move || write_files(rx, &recycle, files, first_file, split_size, split_duration));
-    let received = receive(root, &args, &tx, &recycled);
-    drop(tx);
+    let queue = Queue {
+        samples: tx,
+        announce,
+        recycled,
+        in_flight: in_flight.clone(),
+        budget: args.queue_bytes,
+    };
+    let writer = std::thread::spawn(move || {
+        let inbox = Inbox {
+            samples: rx,
+            announced,
+            recycle,
+            in_flight,
+        };
+        write_files(inbox, files, first_file, split_size, split_duration)
+    });
+    let received = receive(root, &args, &queue);
+    drop(queue);
     let written = writer
         .join()
         .map_err(|_| fail(crate::ROOT_UNUSABLE, "the writing thread panicked"))?;
@@ -137,14 +159,26 @@ pub fn record(root: &Path, args: RecordArgs) -> Result<u8, Failure> {
     Ok(0)
 }
 
+/// The receiving thread's ends of the queues to the writer.
+struct Queue {
+    samples: SyncSender<Item>,
+    announce: Sender<Announcement>,
+    recycled: Receiver<Vec<u8>>,
+    in_flight: Arc<AtomicU64>,
+    budget: u64,
+}
+
+/// The writing thread's ends.
+struct Inbox {
+    samples: Receiver<Item>,
+    announced: Receiver<Announcement>,
+    recycle: SyncSender<Vec<u8>>,
+    in_flight: Arc<AtomicU64>,
+}
+
 /// The receiving side: opens matching services, drains their subscribers into `tx`
 /// until a stop condition; returns (samples received, samples dropped).
-fn receive(
-    root: &Path,
-    args: &RecordArgs,
-    tx: &SyncSender<Item>,
-    recycled: &Receiver<Vec<u8>>,
-) -> Result<(u64, u64), Failure> {
+fn receive(root: &Path, args: &RecordArgs, queue: &Queue) -> Result<(u64, u64), Failure> {
     let waitset = WaitSet::new().map_err(|e| fail(2, e.to_string()))?;
     let start = Instant::now();
     let end = args.duration.and_then(|d| start.checked_add(d));
@@ -153,7 +187,7 @@ fn receive(
     let mut skipped: Vec<String> = Vec::new();
     let mut said_waiting = false;
     loop {
-        for r in scan(root, args, &recorded, &mut skipped, tx)? {
+        for r in scan(root, args, &recorded, &mut skipped, &queue.announce)? {
             eprintln!("recording {} ({})", r.topic.name, r.topic.config.payload);
             recorded.push(r);
         }
@@ -189,17 +223,25 @@ fn receive(
                     let at = now_ns();
                     // A buffer the writer is done with, so large samples cost no fresh
                     // allocation (and its page faults) each.
-                    let mut bytes = recycled.try_recv().unwrap_or_default();
-                    if !r.topic.copy_payload_into(&sample, &mut bytes) {
-                        continue;
-                    }
+                    let mut bytes = queue.recycled.try_recv().unwrap_or_default();
+                    let copied = r.topic.copy_payload_into(&sample, &mut bytes);
                     drop(sample);
                     received += 1;
-                    match tx.try_send(Item::Sample(r.channel, at, bytes)) {
-                        Ok(()) => {}
-                        Err(TrySendError::Full(_)) => dropped += 1,
-                        Err(TrySendError::Disconnected(_)) => {
-                            return Err(fail(crate::ROOT_UNUSABLE, "the writing thread stopped"));
+                    let len = bytes.len() as u64;
+                    // Over the byte budget, or the queue full: dropped, and counted.
+                    if !copied || queue.in_flight.load(Ordering::Relaxed) + len > queue.budget {
+                        dropped += 1;
+                    } else {
+                        queue.in_flight.fetch_add(len, Ordering::Relaxed);
+                        match queue.samples.try_send((r.channel, at, bytes)) {
+                            Ok(()) => {}
+                            Err(TrySendError::Full(_)) => {
+                                queue.in_flight.fetch_sub(len, Ordering::Relaxed);
+                                dropped += 1;
+                            }
+                            Err(TrySendError::Disconnected(_)) => {
+                                return Err(fail(crate::ROOT_UNUSABLE, "the writing thread stopped"));
+                            }
                         }
                     }
                     if args.count.is_some_and(|c| received >= c) {
@@ -225,7 +267,7 @@ fn scan(
     args: &RecordArgs,
     recorded: &[Recorded],
     skipped: &mut Vec<String>,
-    tx: &SyncSender<Item>,
+    announce: &Sender<Announcement>,
 ) -> Result<Vec<Recorded>, Failure> {
     let Ok(configs) = Service::list_in(root) else {
         return Ok(Vec::new()); // the root may not exist yet
@@ -238,9 +280,9 @@ fn scan(
         if !wanted || known || config.publish_subscribe().is_none() {
             continue;
         }
-        if !config.payload.any_bit_pattern() && config.schema.is_none() {
+        if !by_schema_or_bytes(&config) {
             eprintln!(
-                "iox: skipping {name}: its payload {} has padding or invalid bit patterns and no schema says where its fields are",
+                "iox: skipping {name}: its payload {} has padding or invalid bit patterns and no schema describes all its bytes",
                 config.payload
             );
             skipped.push(name);
@@ -264,7 +306,8 @@ fn scan(
             }
         };
         let channel = recorded.len() + found.len();
-        tx.send(Item::Channel(channel, Box::new(topic.config.clone())))
+        announce
+            .send((channel, Box::new(topic.config.clone())))
             .map_err(|_| fail(crate::ROOT_UNUSABLE, "the writing thread stopped"))?;
         found.push(Recorded {
             topic,
@@ -376,8 +419,7 @@ fn close(mut out: Output, path: &Path) -> Result<(), Failure> {
 
 /// The writing thread: writes what `rx` brings into the files until it closes.
 fn write_files(
-    rx: Receiver<Item>,
-    recycle: &SyncSender<Vec<u8>>,
+    inbox: Inbox,
     files: Files,
     first: File,
     split_size: Option<u64>,
@@ -388,49 +430,56 @@ fn write_files(
     let mut out = open_output(first, &paths[0], &channels)?;
     let mut last_flush = Instant::now();
     loop {
-        let item = match rx.recv_timeout(FLUSH_EVERY) {
+        // Wake for the next flush at the latest: a closed chunk at least every
+        // FLUSH_EVERY, however the samples come.
+        let wait = (last_flush + FLUSH_EVERY).saturating_duration_since(Instant::now());
+        let item = match inbox.samples.recv_timeout(wait) {
             Ok(item) => Some(item),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => break,
         };
         let path = paths.last().expect("one file at least").clone();
-        match item {
-            Some(Item::Channel(index, config)) => {
-                add_channel(&mut out, index, &config, &path)?;
-                channels.insert(index, *config);
+        // Every channel announced before this sample was sent.
+        while let Ok((index, config)) = inbox.announced.try_recv() {
+            add_channel(&mut out, index, &config, &path)?;
+            channels.insert(index, *config);
+        }
+        if let Some((index, at, data)) = item {
+            let split = split_size.is_some_and(|s| out.bytes >= s)
+                || split_duration.is_some_and(|d| out.opened.elapsed() >= d);
+            if split && out.bytes > 0 {
+                let next = files.path(paths.len());
+                let file = File::create(&next).map_err(|e| io_failure(&next, e))?;
+                close(
+                    std::mem::replace(&mut out, open_output(file, &next, &channels)?),
+                    &path,
+                )?;
+                paths.push(next);
             }
-            Some(Item::Sample(index, at, data)) => {
-                let split = split_size.is_some_and(|s| out.bytes >= s)
-                    || split_duration.is_some_and(|d| out.opened.elapsed() >= d);
-                if split && out.bytes > 0 {
-                    let next = files.path(paths.len());
-                    let file = File::create(&next).map_err(|e| io_failure(&next, e))?;
-                    close(
-                        std::mem::replace(&mut out, open_output(file, &next, &channels)?),
-                        &path,
-                    )?;
-                    paths.push(next);
-                }
-                let path = paths.last().expect("one file at least");
-                let header = mcap::records::MessageHeader {
-                    channel_id: out.ids[&index],
-                    sequence: out.sequence,
-                    log_time: at,
-                    publish_time: at,
-                };
-                out.sequence = out.sequence.wrapping_add(1);
-                out.bytes += data.len() as u64;
-                out.writer
-                    .write_to_known_channel(&header, &data)
-                    .map_err(|e| io_failure(path, e))?;
-                let _ = recycle.try_send(data);
-            }
-            None => {}
+            let path = paths.last().expect("one file at least");
+            let header = mcap::records::MessageHeader {
+                channel_id: out.ids[&index],
+                sequence: out.sequence,
+                log_time: at,
+                publish_time: at,
+            };
+            out.sequence = out.sequence.wrapping_add(1);
+            out.bytes += data.len() as u64;
+            out.writer
+                .write_to_known_channel(&header, &data)
+                .map_err(|e| io_failure(path, e))?;
+            inbox.in_flight.fetch_sub(data.len() as u64, Ordering::Relaxed);
+            let _ = inbox.recycle.try_send(data);
         }
         if last_flush.elapsed() >= FLUSH_EVERY {
             out.writer.flush().map_err(|e| io_failure(&path, e))?;
             last_flush = Instant::now();
         }
+    }
+    let path = paths.last().expect("one file at least").clone();
+    while let Ok((index, config)) = inbox.announced.try_recv() {
+        add_channel(&mut out, index, &config, &path)?;
+        channels.insert(index, *config);
     }
     close(out, paths.last().expect("one file at least"))?;
     Ok(Written {

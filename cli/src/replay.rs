@@ -13,8 +13,13 @@
 //!   again after the last message, until interrupted.
 //! - A file cut short (the recorder was killed) or damaged is replayed up to its last
 //!   readable chunk; the damage is then reported and the exit code is 3 (corrupt
-//!   files found). Channels that are not iox's (another encoding) are skipped with a
-//!   warning.
+//!   files found). Channels that are not iox's (another encoding), or whose config
+//!   names another service than the channel's topic, are skipped with a warning.
+//! - A file is not trusted: its configs are checked as any static config is; a
+//!   payload with a `bool` is sent only when the service's own schema shows every
+//!   `bool` in it is 0 or 1 (so a payload with bytes of unknown layout is not sent);
+//!   message times further apart than a year are refused as damage; services are
+//!   created with the default permissions (owner only), not the recorded ones.
 //! - A file is read into memory whole (recordings are split with `--split-size` when
 //!   they are large), so the MCAP reader works on a slice and no file is mapped.
 
@@ -26,8 +31,13 @@ use iox_service::{Publisher, StaticConfig};
 use mcap::read::Options;
 
 use crate::record::{MESSAGE_ENCODING, SCHEMA_ENCODING};
-use crate::topic::{Topic, glob_match};
+use crate::topic::{Topic, glob_match, sleep_until};
 use crate::{CORRUPT, Failure, fail};
+
+/// The furthest a message may lie after the first (a year, at the given rate).
+const MAX_OFFSET: Duration = Duration::from_secs(366 * 86_400);
+/// The least time between two passes of `--loop`.
+const LOOP_GAP: Duration = Duration::from_millis(1);
 
 /// What `replay` was asked for.
 pub struct ReplayArgs {
@@ -120,6 +130,16 @@ pub fn replay(root: &Path, args: ReplayArgs) -> Result<u8, Failure> {
                 return Ok(());
             }
             let config = match channel_config(&m.channel, path) {
+                // The channel's topic is the service it is replayed into: `--topics`
+                // filters on it, so a config naming another service is refused.
+                Ok(c) if c.name != *topic_name => {
+                    eprintln!(
+                        "iox: skipping channel {topic_name:?}: its config is of service {:?}",
+                        c.name
+                    );
+                    targets.insert(topic_name.clone(), None);
+                    return Ok(());
+                }
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("iox: skipping channel {topic_name:?}: {e}");
@@ -146,14 +166,16 @@ pub fn replay(root: &Path, args: ReplayArgs) -> Result<u8, Failure> {
     if args.wait_for_subscribers {
         let deadline = args.timeout.and_then(|t| Instant::now().checked_add(t));
         for t in targets.values().flatten() {
-            while t.topic.service.port_counts().1 == 0 {
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    return Err(fail(
-                        crate::NOT_FOUND,
-                        format!("no subscriber on {} within --timeout", t.topic.name),
-                    ));
-                }
-                std::thread::sleep(Duration::from_millis(5));
+            let limit = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(Instant::now()));
+            let found = t
+                .publisher
+                .wait_for_subscribers(1, limit)
+                .map_err(|e| fail(CORRUPT, format!("{}: {e}", t.topic.name)))?;
+            if found == 0 {
+                return Err(fail(
+                    crate::NOT_FOUND,
+                    format!("no subscriber on {} within --timeout", t.topic.name),
+                ));
             }
         }
     }
@@ -167,12 +189,7 @@ pub fn replay(root: &Path, args: ReplayArgs) -> Result<u8, Failure> {
                 let Some(Some(t)) = targets.get(&m.channel.topic) else {
                     return Ok(());
                 };
-                let offset = Duration::from_nanos(m.log_time.saturating_sub(t0)).div_f64(args.rate);
-                let due = start + offset;
-                let now = Instant::now();
-                if due > now {
-                    std::thread::sleep(due - now);
-                }
+                sleep_until(due(start, m.log_time.saturating_sub(t0), args.rate)?);
                 send(t, &m.data)?;
                 sent += 1;
                 Ok(())
@@ -181,6 +198,8 @@ pub fn replay(root: &Path, args: ReplayArgs) -> Result<u8, Failure> {
         if !args.looping {
             break;
         }
+        // A recording of one instant would loop without pause: at least LOOP_GAP apart.
+        sleep_until(start + LOOP_GAP);
     }
     eprintln!("replayed {sent} sample(s)");
     if damaged.is_empty() {
@@ -193,7 +212,25 @@ pub fn replay(root: &Path, args: ReplayArgs) -> Result<u8, Failure> {
     }
 }
 
-/// Publishes `data` (one recorded payload) on `t`. A payload type with invalid bit
+/// When a message recorded `offset_ns` after the first one is due, at `rate`; a time
+/// further than [`MAX_OFFSET`] away is a damaged recording (or a `--rate` too small to
+/// play it), not a wait.
+fn due(start: Instant, offset_ns: u64, rate: f64) -> Result<Instant, Failure> {
+    let secs = offset_ns as f64 / 1e9 / rate;
+    Duration::try_from_secs_f64(secs)
+        .ok()
+        .filter(|d| *d <= MAX_OFFSET)
+        .and_then(|d| start.checked_add(d))
+        .ok_or_else(|| {
+            fail(
+                CORRUPT,
+                format!("a message is due {secs:.0} s after the first: the recording's times are damaged, or --rate is too small"),
+            )
+        })
+}
+
+/// Publishes `data` (one recorded payload) on `t` (`t.topic.config` is the opened
+/// service's own config, not the file's). A payload type with invalid bit
 /// patterns (a `bool`) is sent only when the schema shows every `bool` is 0 or 1: a
 /// file's bytes are not trusted to be a valid value.
 fn send(t: &Target, data: &[u8]) -> Result<(), Failure> {
@@ -224,8 +261,10 @@ fn send(t: &Target, data: &[u8]) -> Result<(), Failure> {
     // SAFETY: the loan holds `data.len()` bytes (loan_raw's length), not overlapping
     // `data`.
     unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), loan.as_mut_ptr(), data.len()) };
-    // SAFETY: every byte was written just above, with bytes a publisher of this
-    // payload type wrote (recorded field bytes, padding zero): a valid value of it.
+    // SAFETY: every byte was written just above. Either every byte string is a value
+    // of the payload type, or the service's own schema (compared with the type's by
+    // every typed opener) describes every byte and shows each `bool` is 0 or 1 (the
+    // check above): the recorded bytes are a valid value.
     unsafe { loan.send() }.map_err(|e| fail(crate::REFUSED, format!("{}: {e}", t.topic.name)))?;
     Ok(())
 }

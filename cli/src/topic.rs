@@ -3,10 +3,12 @@
 //! service is opened (or, for `replay`, created) with the recorded payload type and
 //! schema, and its ports move the payload as bytes.
 //!
-//! Invariant: payload bytes leave shared memory only through [`copy_payload`], which
-//! copies the field bytes a schema names (padding stays zero), or every byte when the
-//! payload has no padding and no invalid bit patterns; a payload with padding and no
-//! schema is not copied at all (its padding bytes may be uninitialised).
+//! Invariant: payload bytes leave shared memory only through [`Topic::copy_payload`],
+//! which copies every byte when the payload has no padding and no invalid bit
+//! patterns, else the field bytes a complete schema names (padding stays zero); a
+//! payload with padding whose schema is missing or has bytes of unknown layout is not
+//! copied at all (those bytes may be uninitialised padding). The same rule
+//! ([`by_schema_or_bytes`]) decides what `pub` and `replay` may write.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -15,7 +17,9 @@ use iox_service::{
     OpenError, PayloadType, PubSubService, Publisher, RawSample, Schema, Service, StaticConfig, Subscriber,
 };
 
-use crate::{Failure, NOT_FOUND, REFUSED, WRONG_PATTERN, fail, root_failure};
+use iox_service::inspect::{self, InspectError};
+
+use crate::{CORRUPT, Failure, NOT_FOUND, REFUSED, WRONG_PATTERN, fail, root_failure};
 
 /// How often `--wait` looks for the service.
 const WAIT_POLL: Duration = Duration::from_millis(20);
@@ -34,14 +38,38 @@ pub struct Topic {
 
 /// The static config of service `name` under `root`, if it exists.
 pub fn find_config(root: &Path, name: &str) -> Result<Option<StaticConfig>, Failure> {
-    let configs = Service::list_in(root).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => fail(NOT_FOUND, format!("{} does not exist", root.display())),
-        _ => fail(
-            crate::ROOT_UNUSABLE,
-            format!("cannot list {}: {e}", root.display()),
-        ),
-    })?;
-    Ok(configs.into_iter().flatten().find(|c| c.name == name))
+    match inspect::inspect_in(root, name) {
+        Ok(info) => match info.config {
+            Some(config) => Ok(Some(config)),
+            None => Err(fail(
+                CORRUPT,
+                format!(
+                    "{name}: its static config cannot be read: {}",
+                    info.problems.join("; ")
+                ),
+            )),
+        },
+        Err(InspectError::NotFound(_)) => Ok(None),
+        Err(InspectError::Root(e)) => Err(root_failure(e)),
+        Err(e) => Err(fail(2, e.to_string())),
+    }
+}
+
+/// Whether the tools may read or write `config`'s payload by its bytes: it has no
+/// padding and no invalid bit patterns, or its schema describes every byte (module
+/// docs). Otherwise bytes of unknown layout may be padding (not to be read) or a
+/// `bool` (not to be written as anything but 0 or 1).
+pub fn by_schema_or_bytes(config: &StaticConfig) -> bool {
+    config.payload.any_bit_pattern() || config.schema.as_ref().is_some_and(Schema::is_complete)
+}
+
+/// Sleeps until `due` (a pacing schedule: `pub --rate`, `replay`); returns at once if
+/// it has passed.
+pub fn sleep_until(due: Instant) {
+    let now = Instant::now();
+    if due > now {
+        std::thread::sleep(due - now);
+    }
 }
 
 impl Topic {
@@ -122,6 +150,9 @@ impl Topic {
             };
             b.open().map_err(|e| open_failure(&name, e))
         }?;
+        // From here on, the service as it is (an existing one may differ from `config`
+        // where opening does not compare, such as its schema's presence).
+        let config = opened.static_config().clone();
         let ranges = config.schema.as_ref().map(Schema::data_ranges);
         Ok(Topic {
             name,
@@ -169,6 +200,9 @@ impl Topic {
     pub fn copy_payload_into(&self, sample: &RawSample, out: &mut Vec<u8>) -> bool {
         let len = sample.len_bytes();
         out.clear();
+        if !by_schema_or_bytes(&self.config) {
+            return false;
+        }
         if self.config.payload.any_bit_pattern() {
             // SAFETY: the sample's `len_bytes` bytes at its address are mapped and stay
             // valid while `sample` lives; the payload type has no padding and every byte

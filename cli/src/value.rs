@@ -14,11 +14,14 @@
 //!   name starts with `_` (explicit padding), which default to zero; a field the schema
 //!   does not have, a value of the wrong kind, and a number out of its type's range are
 //!   errors naming the field.
-//! - Bytes of unknown layout print as a hex string and are given as one.
+//! - Bytes of unknown layout print as a hex string and are given as one (callers
+//!   allow that only where every byte string is a value: `topic::by_schema_or_bytes`).
+//! - `--max-elements` caps every array, fixed or slice, at any depth.
 
 use std::fmt::Write as _;
 
 use iox_service::Schema;
+use iox_service::schema::child_path;
 
 /// A decoded payload value.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,9 +46,11 @@ pub enum Value {
     Text(String),
 }
 
-/// Decodes one value of `schema` from `bytes` (exactly its size; the schema is checked).
-pub fn decode(schema: &Schema, bytes: &[u8]) -> Value {
-    fn le<const N: usize>(b: &[u8]) -> [u8; N] {
+/// Decodes one value of `schema` from `bytes` (exactly its size; the schema is
+/// checked), printing at most `max` elements of each array (the rest counted in a
+/// trailing [`Value::More`]).
+pub fn decode(schema: &Schema, bytes: &[u8], max: usize) -> Value {
+    fn ne<const N: usize>(b: &[u8]) -> [u8; N] {
         b[..N].try_into().expect("length checked by the schema")
     }
     match schema {
@@ -55,33 +60,32 @@ pub fn decode(schema: &Schema, bytes: &[u8]) -> Value {
             n => Value::UInt(n.into()),
         },
         Schema::U8 => Value::UInt(bytes[0].into()),
-        Schema::U16 => Value::UInt(u16::from_ne_bytes(le(bytes)).into()),
-        Schema::U32 => Value::UInt(u32::from_ne_bytes(le(bytes)).into()),
-        Schema::U64 => Value::UInt(u64::from_ne_bytes(le(bytes)).into()),
-        Schema::U128 => Value::UInt(u128::from_ne_bytes(le(bytes))),
+        Schema::U16 => Value::UInt(u16::from_ne_bytes(ne(bytes)).into()),
+        Schema::U32 => Value::UInt(u32::from_ne_bytes(ne(bytes)).into()),
+        Schema::U64 => Value::UInt(u64::from_ne_bytes(ne(bytes)).into()),
+        Schema::U128 => Value::UInt(u128::from_ne_bytes(ne(bytes))),
         Schema::I8 => Value::Int((bytes[0] as i8).into()),
-        Schema::I16 => Value::Int(i16::from_ne_bytes(le(bytes)).into()),
-        Schema::I32 => Value::Int(i32::from_ne_bytes(le(bytes)).into()),
-        Schema::I64 => Value::Int(i64::from_ne_bytes(le(bytes)).into()),
-        Schema::I128 => Value::Int(i128::from_ne_bytes(le(bytes))),
-        Schema::F32 => Value::Float(f32::from_ne_bytes(le(bytes)).into()),
-        Schema::F64 => Value::Float(f64::from_ne_bytes(le(bytes))),
+        Schema::I16 => Value::Int(i16::from_ne_bytes(ne(bytes)).into()),
+        Schema::I32 => Value::Int(i32::from_ne_bytes(ne(bytes)).into()),
+        Schema::I64 => Value::Int(i64::from_ne_bytes(ne(bytes)).into()),
+        Schema::I128 => Value::Int(i128::from_ne_bytes(ne(bytes))),
+        Schema::F32 => Value::Float(f32::from_ne_bytes(ne(bytes)).into()),
+        Schema::F64 => Value::Float(f64::from_ne_bytes(ne(bytes))),
         Schema::Array { element, len } => {
             let step = element.size().unwrap_or(0) as usize;
-            Value::Array(
-                (0..*len as usize)
-                    .map(|i| decode(element, &bytes[i * step..(i + 1) * step]))
-                    .collect(),
-            )
+            let len = *len as usize;
+            let mut out: Vec<Value> = (0..len.min(max))
+                .map(|i| decode(element, &bytes[i * step..(i + 1) * step], max))
+                .collect();
+            if len > max {
+                out.push(Value::More(len - max));
+            }
+            Value::Array(out)
         }
         Schema::Struct { fields, .. } => Value::Struct(
             fields
                 .iter()
-                .map(|f| {
-                    let start = f.offset as usize;
-                    let end = start + f.schema.size().unwrap_or(0) as usize;
-                    (f.name.clone(), decode(&f.schema, &bytes[start..end]))
-                })
+                .map(|f| (f.name.clone(), decode(&f.schema, &bytes[f.range()], max)))
                 .collect(),
         ),
         // Bytes, and kinds a newer iox may add.
@@ -95,7 +99,7 @@ pub fn decode_slice(schema: &Schema, bytes: &[u8], max: usize) -> Value {
     let step = schema.size().unwrap_or(0) as usize;
     let count = bytes.len().checked_div(step).unwrap_or(0);
     let mut out: Vec<Value> = (0..count.min(max))
-        .map(|i| decode(schema, &bytes[i * step..(i + 1) * step]))
+        .map(|i| decode(schema, &bytes[i * step..(i + 1) * step], max))
         .collect();
     if count > max {
         out.push(Value::More(count - max));
@@ -117,11 +121,10 @@ fn one_valid(schema: &Schema, bytes: &[u8]) -> bool {
     match schema {
         Schema::Bool => bytes[0] <= 1,
         Schema::Array { element, .. } => bools_valid(element, bytes),
-        Schema::Struct { fields, .. } => fields.iter().all(|f| {
-            let start = f.offset as usize;
-            let end = start + f.schema.size().unwrap_or(0) as usize;
-            one_valid(&f.schema, &bytes[start..end])
-        }),
+        Schema::Struct { fields, .. } => fields.iter().all(|f| one_valid(&f.schema, &bytes[f.range()])),
+        // Bytes of unknown layout cannot be shown to be valid.
+        Schema::Bytes { .. } => false,
+        // Numbers: every bit pattern is a value.
         _ => true,
     }
 }
@@ -352,27 +355,14 @@ fn encode(schema: &Schema, value: &ron::Value, path: &str, out: &mut [u8]) -> Re
                 unreachable!()
             };
             for (f, item) in fields.iter().zip(items) {
-                let start = f.offset as usize;
-                let end = start + f.schema.size().unwrap_or(0) as usize;
-                let child = if path == "(value)" {
-                    f.name.clone()
-                } else {
-                    format!("{path}.{}", f.name)
-                };
-                encode(&f.schema, item, &child, &mut out[start..end])?;
+                encode(&f.schema, item, &child_path(path, &f.name), &mut out[f.range()])?;
             }
         }
         Schema::Struct { fields, .. } => {
             let ron::Value::Map(map) = value else {
                 return Err(wrong(&format!("a struct of {} fields", fields.len())));
             };
-            let child = |name: &str| {
-                if path == "(value)" {
-                    name.to_owned()
-                } else {
-                    format!("{path}.{name}")
-                }
-            };
+            let child = |name: &str| child_path(path, name);
             for (key, _) in map.iter() {
                 let ron::Value::String(key) = key else {
                     return Err(EncodeError(format!("`{path}`: field names are strings")));
@@ -387,10 +377,8 @@ fn encode(schema: &Schema, value: &ron::Value, path: &str, out: &mut [u8]) -> Re
                 }
             }
             for f in fields {
-                let start = f.offset as usize;
-                let end = start + f.schema.size().unwrap_or(0) as usize;
                 match map.get(&ron::Value::String(f.name.clone())) {
-                    Some(v) => encode(&f.schema, v, &child(&f.name), &mut out[start..end])?,
+                    Some(v) => encode(&f.schema, v, &child(&f.name), &mut out[f.range()])?,
                     None if f.name.starts_with('_') => {}
                     None => return Err(EncodeError(format!("field `{}` is missing", child(&f.name)))),
                 }
@@ -448,7 +436,7 @@ mod tests {
             pair: (-3, 0.25),
         };
         let s = Pose::schema();
-        let v = decode(&s, &bytes_of(&pose));
+        let v = decode(&s, &bytes_of(&pose), 16);
         let ron = to_text(&v, false);
         assert_eq!(
             ron,
@@ -462,7 +450,7 @@ mod tests {
         for text in [ron.as_str(), json.as_str()] {
             let mut out = vec![0u8; size_of::<Pose>()];
             encode_text(&s, text, &mut out).unwrap();
-            assert_eq!(decode(&s, &out), v, "{text}");
+            assert_eq!(decode(&s, &out, 16), v, "{text}");
         }
     }
 
@@ -504,5 +492,10 @@ mod tests {
         assert!(!bools_valid(&s, &[7, 1, 9, 2]));
         assert!(!bools_valid(&s, &[7, 1, 9]));
         assert!(bools_valid(&Schema::U32, &[1, 2, 3, 4, 5, 6, 7, 8]));
+        // Bytes of unknown layout cannot be shown valid.
+        assert!(!bools_valid(&Schema::Bytes { size: 1 }, &[0]));
+        // Fixed arrays are capped like slices.
+        let v = decode(&<[u8; 5]>::schema(), &[1, 2, 3, 4, 5], 2);
+        assert_eq!(to_text(&v, false), r#"[1, 2, "... 3 more"]"#);
     }
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use iox_service::{Overflow, PubSubService, Publisher, SendError, Service, ZeroCopySafe};
-use iox_testkit::{Reaped, wait_until};
+use iox_testkit::wait_until;
 
 mod common;
 use common::{code, iox, spawn, text};
@@ -71,6 +71,24 @@ fn send<T: ZeroCopySafe>(p: &Publisher<T>, value: T) {
     }
 }
 
+/// [`send`] for a slice service.
+fn send_slice(p: &Publisher<[u16]>, value: &[u16]) {
+    let start = Instant::now();
+    loop {
+        match p
+            .loan_slice_uninit(value.len())
+            .unwrap()
+            .write_from_slice(value)
+            .send()
+        {
+            Ok(_) => return,
+            Err(SendError::QueueFull { .. }) => std::thread::yield_now(),
+            Err(e) => panic!("send: {e}"),
+        }
+        assert!(start.elapsed() < LIMIT, "the recorder stopped reading");
+    }
+}
+
 fn reading(i: u32) -> Reading {
     Reading {
         seq: i,
@@ -119,7 +137,6 @@ fn record_three_services_and_replay_them_into_a_fresh_root() {
             &(3 * N).to_string(),
         ],
     );
-    let recorder = Reaped::new(recorder);
     assert!(
         wait_until(LIMIT, || r.port_counts().1 == 1
             && c.port_counts().1 == 1
@@ -138,11 +155,7 @@ fn record_three_services_and_replay_them_into_a_fresh_root() {
         send(&pr, reading(i));
         send(&pc, u64::from(i) << 20);
         let v = scan(i);
-        ps.loan_slice_uninit(v.len())
-            .unwrap()
-            .write_from_slice(&v)
-            .send()
-            .unwrap();
+        send_slice(&ps, &v);
     }
     let recorded_span = start.elapsed();
     let out = recorder.into_inner().wait_with_output().unwrap();
@@ -165,7 +178,7 @@ fn record_three_services_and_replay_them_into_a_fresh_root() {
 
     // Replay into a fresh root: the player creates the services from the recorded
     // configs and waits for a subscriber on each.
-    let player = Reaped::new(spawn(
+    let player = spawn(
         replay_root.path(),
         &[
             "replay",
@@ -174,7 +187,7 @@ fn record_three_services_and_replay_them_into_a_fresh_root() {
             "--timeout",
             "60s",
         ],
-    ));
+    );
     let open = |name: &str| {
         let mut found = false;
         wait_until(LIMIT, || {
@@ -258,10 +271,7 @@ fn a_recording_cut_by_sigkill_stays_readable() {
     let file = files.path().join("cut.mcap");
     let root = root_dir.path();
     let c = counters(root);
-    let recorder = Reaped::new(spawn(
-        root,
-        &["record", "-o", file.to_str().unwrap(), "rec/counter"],
-    ));
+    let recorder = spawn(root, &["record", "-o", file.to_str().unwrap(), "rec/counter"]);
     assert!(wait_until(LIMIT, || c.port_counts().1 == 1));
     let p = c.publisher_builder().create().unwrap();
     let mut i = 0u64;
@@ -309,7 +319,7 @@ fn split_recordings_hold_every_channel() {
     let files = tempfile::tempdir().unwrap();
     let root = root_dir.path();
     let c = counters(root);
-    let recorder = Reaped::new(spawn(
+    let recorder = spawn(
         root,
         &[
             "record",
@@ -321,7 +331,7 @@ fn split_recordings_hold_every_channel() {
             "--count",
             &N.to_string(),
         ],
-    ));
+    );
     assert!(wait_until(LIMIT, || c.port_counts().1 == 1));
     let p = c.publisher_builder().create().unwrap();
     for i in 0..N {
@@ -399,7 +409,7 @@ fn replay_refuses_damaged_input() {
         }
         w.finish().unwrap();
     }
-    let player = Reaped::new(spawn(
+    let player = spawn(
         fresh.path(),
         &[
             "replay",
@@ -408,7 +418,7 @@ fn replay_refuses_damaged_input() {
             "--timeout",
             "60s",
         ],
-    ));
+    );
     let mut svc = None;
     assert!(wait_until(LIMIT, || {
         svc = Service::named("rec/readings")
@@ -429,4 +439,77 @@ fn replay_refuses_damaged_input() {
     let got = *s.receive().unwrap().expect("the valid sample");
     assert_eq!((got.seq, got.valid), (2, true));
     assert!(s.receive().unwrap().is_none(), "the invalid bool was not sent");
+}
+
+/// A recording whose channel says one service and whose config another is skipped; a
+/// config whose schema leaves the `bool` of `Reading` undescribed (bytes) makes the
+/// replay send nothing of it, even valid-looking samples: bytes from a file that no
+/// schema can check are not written into a type with a `bool`.
+#[test]
+fn replay_checks_what_the_file_claims() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_root = tempfile::tempdir().unwrap();
+    let mut config = readings(config_root.path()).static_config().clone();
+    config.schema = Some(iox_service::Schema::Bytes {
+        size: size_of::<Reading>() as u64,
+    });
+    let file = dir.path().join("claims.mcap");
+    {
+        let mut w = mcap::Writer::new(std::fs::File::create(&file).unwrap()).unwrap();
+        let schema = w
+            .add_schema("Reading", "iox.static_config.ron", config.to_ron().as_bytes())
+            .unwrap();
+        let real = w
+            .add_channel(schema, "rec/readings", "iox.raw", &Default::default())
+            .unwrap();
+        let decoy = w
+            .add_channel(schema, "safe/elsewhere", "iox.raw", &Default::default())
+            .unwrap();
+        let mut sample = vec![0u8; size_of::<Reading>()];
+        sample[4] = 1; // `valid: true`, a valid value, but nothing can show it
+        for (i, channel) in [decoy, real].into_iter().enumerate() {
+            let header = mcap::records::MessageHeader {
+                channel_id: channel,
+                sequence: i as u32,
+                log_time: 1000 + i as u64,
+                publish_time: 1000 + i as u64,
+            };
+            w.write_to_known_channel(&header, &sample).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let fresh = tempfile::tempdir().unwrap();
+    let player = spawn(
+        fresh.path(),
+        &[
+            "replay",
+            file.to_str().unwrap(),
+            "--wait-for-subscribers",
+            "--timeout",
+            "60s",
+        ],
+    );
+    let mut svc = None;
+    assert!(wait_until(LIMIT, || {
+        svc = Service::named("rec/readings")
+            .unwrap()
+            .root(fresh.path())
+            .publish_subscribe::<Reading>()
+            .open()
+            .ok();
+        svc.is_some()
+    }));
+    let s = svc.unwrap().subscriber_builder().create().unwrap();
+    let out = player.into_inner().wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("skipping channel \"safe/elsewhere\": its config is of service \"rec/readings\""),
+        "{said}"
+    );
+    assert!(said.contains("is not a valid"), "{said}");
+    assert!(s.receive().unwrap().is_none(), "an uncheckable sample was sent");
+    // The services the replay creates are its user's alone, whatever was recorded.
+    let listed = Service::list_in(fresh.path()).unwrap();
+    assert!(listed.into_iter().flatten().all(|c| c.permissions == 0o600));
 }

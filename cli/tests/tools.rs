@@ -78,7 +78,7 @@ fn echo_prints_a_derived_struct_with_field_names() {
                 .send()
                 .unwrap();
         }
-        let out = child.wait_with_output().unwrap();
+        let out = child.into_inner().wait_with_output().unwrap();
         assert_eq!(code(&out), 0, "{}", text(&out));
         let lines: Vec<String> = String::from_utf8(out.stdout)
             .unwrap()
@@ -142,7 +142,7 @@ fn echo_prints_slices_capped_and_unknown_types_as_hex() {
         .write_from_fn(|i| i as u32 * 10)
         .send()
         .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = child.into_inner().wait_with_output().unwrap();
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "[0, 10, 20, 30, \"... 6 more\"]\n",
@@ -176,7 +176,7 @@ fn echo_prints_slices_capped_and_unknown_types_as_hex() {
         .write_payload(Opaque([0xde, 0xad, 0xbe, 0xef]))
         .send()
         .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = child.into_inner().wait_with_output().unwrap();
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "\"deadbeef\"\n",
@@ -229,6 +229,7 @@ fn hz_reports_a_steady_200_hz_publisher() {
                 "60s",
             ],
         )
+        .into_inner()
         .wait_with_output()
         .unwrap();
         done.store(true, Ordering::Relaxed);
@@ -338,4 +339,92 @@ fn pub_refuses_bad_input_naming_the_field() {
     assert_eq!(code(&out), 6, "{}", text(&out));
     let out = iox(dir.path(), &["echo", "ev", "--count", "1"]);
     assert_eq!(code(&out), 6, "{}", text(&out));
+}
+
+/// A flag written by hand: `bool` inside, no schema (bytes of unknown layout).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+struct Flags {
+    armed: bool,
+}
+
+// SAFETY: one `bool`; not valid for every bit pattern (the default), no schema.
+unsafe impl ZeroCopySafe for Flags {}
+
+/// A derived struct around it: its schema has a field of unknown layout.
+#[derive(ZeroCopySafe, Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+struct Cmd {
+    speed: f32,
+    flags: Flags,
+}
+
+/// Bytes of unknown layout in a payload that has a `bool` (or padding) are neither
+/// written by `pub` (they might have to be 0 or 1) nor read by `echo` (they might be
+/// padding).
+#[test]
+fn bytes_of_unknown_layout_are_neither_written_nor_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = Service::named("cmd")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<Cmd>()
+        .create()
+        .unwrap();
+    let schema = svc
+        .static_config()
+        .schema
+        .clone()
+        .expect("the derive records one");
+    assert!(!schema.is_complete(), "{schema:?}");
+    let s = svc.subscriber_builder().create().unwrap();
+    let out = iox(dir.path(), &["pub", "cmd", r#"(speed: 1.0, flags: "02")"#]);
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    assert!(
+        text(&out).contains("no schema that describes every byte"),
+        "{}",
+        text(&out)
+    );
+    assert!(s.receive().unwrap().is_none(), "nothing was published");
+
+    let echo = spawn(dir.path(), &["echo", "cmd", "--count", "1", "--timeout", "60s"]);
+    assert!(wait_until(LIMIT, || svc.port_counts().1 == 2));
+    let p = svc.publisher_builder().create().unwrap();
+    let cmd = Cmd {
+        speed: 2.0,
+        flags: Flags { armed: true },
+    };
+    p.loan_uninit().unwrap().write_payload(cmd).send().unwrap();
+    let out = echo.into_inner().wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let line = String::from_utf8_lossy(&out.stdout);
+    assert!(line.contains("unreadable_bytes: 8"), "{line}");
+}
+
+/// Bad numbers on the command line are usage errors, not panics.
+#[test]
+fn bad_numbers_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let _svc = Service::named("tick")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<u64>()
+        .create()
+        .unwrap();
+    for rate in ["1e-300", "0", "-5", "NaN"] {
+        let out = iox(dir.path(), &["pub", "tick", "1", "--rate", rate]);
+        assert_eq!(code(&out), 2, "--rate {rate}: {}", text(&out));
+    }
+    let out = iox(
+        dir.path(),
+        &[
+            "hz",
+            "tick",
+            "--window",
+            "18446744073709551615",
+            "--timeout",
+            "10ms",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", text(&out));
 }

@@ -166,7 +166,10 @@ fn open_pubsub_from_schema(
     let (dtype, shape) = schema::to_dtype(py, &recorded, !slice)?;
     // The arrays' size must be the payload's (the views rely on it): it is, as the
     // config's check made the schema's size the element's; checked again here.
-    let value = dtype.itemsize() * shape.iter().product::<usize>();
+    let value = shape
+        .iter()
+        .try_fold(dtype.itemsize(), |n, &d| n.checked_mul(d))
+        .unwrap_or(usize::MAX);
     if value != config.payload.element_size() {
         return Err(errors::Error::new_err(format!(
             "service {name:?}: its schema gives {value}-byte values, its payload is {}",

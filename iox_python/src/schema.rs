@@ -69,14 +69,14 @@ fn of_element(dtype: &Bound<'_, PyArrayDescr>, name: &str, alignment: Option<u64
             .is_none()
             .then(|| type_name_of(dtype))
             .flatten()
-            .filter(|n| valid_name(n));
+            .filter(|n| iox_service::schema::valid_name(n));
         let name = own.as_deref().unwrap_or(name);
-        if !valid_name(name) {
+        if !iox_service::schema::valid_name(name) {
             return None;
         }
         let mut fields = Vec::with_capacity(names.len());
         for field_name in names {
-            if !valid_name(&field_name) {
+            if !iox_service::schema::valid_name(&field_name) {
                 return None;
             }
             let (field, offset) = dtype.get_field(&field_name).ok()?;
@@ -125,13 +125,6 @@ fn type_name_of(dtype: &Bound<'_, PyArrayDescr>) -> Option<String> {
         .ok()?
         .extract()
         .ok()
-}
-
-/// What a recorded schema accepts as a struct or field name (`Schema::check`).
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= iox_service::schema::MAX_NAME
-        && name.bytes().all(|b| (0x20..0x7f).contains(&b))
 }
 
 /// The element dtype and shape of a value of `schema`. With `peel_arrays` (a typed

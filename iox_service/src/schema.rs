@@ -13,9 +13,14 @@
 //! the config's checks, so a damaged file is a clear error and never a wrong read):
 //! - its size equals the payload's element size;
 //! - every field lies inside its struct (offset + size <= struct size), every array's
-//!   size does not overflow, and nesting is at most [`MAX_DEPTH`] deep with at most
+//!   size does not overflow (an array of zero-size elements has at most
+//!   [`MAX_EMPTY_ELEMENTS`]), and nesting is at most [`MAX_DEPTH`] deep with at most
 //!   [`MAX_NODES`] nodes;
 //! - names are 1..=255 printable ASCII bytes.
+//!
+//! Not checked (nothing reads by them): alignment, and whether fields overlap or are in
+//! offset order. A type whose own schema breaks an invariant (a non-ASCII field name, a
+//! 300-byte type name) records none rather than failing to create its service.
 //!
 //! Compatibility ([`Schema::difference`]): two schemas agree when their fields have
 //! the same names, offsets and kinds in the same order. Names of nested structs are
@@ -49,6 +54,8 @@ pub const MAX_DEPTH: usize = 32;
 pub const MAX_NODES: usize = 4096;
 /// Longest struct or field name, in bytes.
 pub const MAX_NAME: usize = 255;
+/// Most elements of an array whose elements have no bytes (`[Empty; N]`).
+pub const MAX_EMPTY_ELEMENTS: u64 = 1 << 16;
 
 /// The layout of one payload value (module docs).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,6 +121,25 @@ pub struct Field {
     pub offset: u64,
     /// Its layout.
     pub schema: Schema,
+}
+
+impl Field {
+    /// The field's bytes within its struct (`offset .. offset + size`; in a checked
+    /// schema, inside the struct).
+    pub fn range(&self) -> std::ops::Range<usize> {
+        let start = self.offset as usize;
+        start..start + self.schema.size().unwrap_or(0) as usize
+    }
+}
+
+/// The path of field `name` inside the value at `path` (`pose.x`; a top-level field
+/// is its name alone): how schema errors and differences name fields.
+pub fn child_path(path: &str, name: &str) -> String {
+    if path == "(value)" {
+        name.to_owned()
+    } else {
+        format!("{path}.{name}")
+    }
 }
 
 /// Why a recorded schema is not usable (part of
@@ -202,6 +228,19 @@ impl Schema {
         !matches!(self, Self::Bytes { .. })
     }
 
+    /// Whether every byte of the value is described: no [`Schema::Bytes`] node
+    /// anywhere. A payload type with padding or invalid bit patterns (a `bool`) can be
+    /// read or written by its schema alone only when it is complete: bytes of unknown
+    /// layout inside it may be padding, or a `bool` that must be 0 or 1.
+    pub fn is_complete(&self) -> bool {
+        match self {
+            Self::Bytes { .. } => false,
+            Self::Array { element, .. } => element.is_complete(),
+            Self::Struct { fields, .. } => fields.iter().all(|f| f.schema.is_complete()),
+            _ => true,
+        }
+    }
+
     /// Checks the invariants (module docs) for a payload of `payload_size` bytes.
     pub fn check(&self, payload_size: u64) -> Result<(), SchemaError> {
         let mut nodes = 0;
@@ -224,6 +263,11 @@ impl Schema {
         match self {
             Self::Array { element, len } => {
                 let element_size = element.check_node(&format!("{path}[]"), depth + 1, nodes)?;
+                // Zero-size elements never overflow the size: bound the count itself,
+                // or walking the array (decoding, data ranges) would never end.
+                if element_size == 0 && *len > MAX_EMPTY_ELEMENTS {
+                    return Err(SchemaError::TooLarge);
+                }
                 element_size
                     .checked_mul(*len)
                     .ok_or_else(|| SchemaError::Overflow(path.to_owned()))
@@ -234,11 +278,7 @@ impl Schema {
                 check_name(name)?;
                 for f in fields {
                     check_name(&f.name)?;
-                    let field_path = if depth == 0 {
-                        f.name.clone()
-                    } else {
-                        format!("{path}.{}", f.name)
-                    };
+                    let field_path = child_path(path, &f.name);
                     *nodes += 1;
                     let field_size = f.schema.check_node(&field_path, depth + 1, nodes)?;
                     if f.offset.checked_add(field_size).is_none_or(|end| end > *size) {
@@ -288,13 +328,7 @@ impl Schema {
                     fields: b, size: sb, ..
                 },
             ) => {
-                let child = |name: &str| {
-                    if path == "(value)" {
-                        name.to_owned()
-                    } else {
-                        format!("{path}.{name}")
-                    }
-                };
+                let child = |name: &str| child_path(path, name);
                 for (fa, fb) in a.iter().zip(b) {
                     if fa.name != fb.name || fa.offset != fb.offset {
                         return Some(Difference {
@@ -335,6 +369,9 @@ impl Schema {
         match self {
             Self::Array { element, len } => {
                 let step = element.size().unwrap_or(0) as usize;
+                if step == 0 {
+                    return; // no bytes, whatever the count
+                }
                 if element.data_ranges() == [(0, step)] {
                     push_range(out, base, step * *len as usize);
                 } else {
@@ -363,9 +400,15 @@ fn push_range(out: &mut Vec<(usize, usize)>, offset: usize, len: usize) {
     }
 }
 
-fn check_name(name: &str) -> Result<(), SchemaError> {
+/// Whether `name` is a valid struct or field name in a schema: 1 to [`MAX_NAME`]
+/// printable ASCII bytes.
+pub fn valid_name(name: &str) -> bool {
     let printable = name.bytes().all(|b| (0x20..0x7f).contains(&b));
-    if name.is_empty() || name.len() > MAX_NAME || !printable {
+    !name.is_empty() && name.len() <= MAX_NAME && printable
+}
+
+fn check_name(name: &str) -> Result<(), SchemaError> {
+    if !valid_name(name) {
         return Err(SchemaError::Name(name.chars().take(40).collect()));
     }
     Ok(())
@@ -461,6 +504,12 @@ mod tests {
         assert!(A::schema().difference(&Schema::Bytes { size: 8 }).is_some());
         let d = Outer::schema().difference(&Outer::schema()).is_none();
         assert!(d);
+        assert!(Outer::schema().is_complete());
+        let opaque = Schema::Array {
+            element: Box::new(Schema::Bytes { size: 2 }),
+            len: 2,
+        };
+        assert!(!opaque.is_complete());
     }
 
     #[test]
@@ -489,6 +538,24 @@ mod tests {
             };
         }
         assert_eq!(deep.check(1), Err(SchemaError::TooLarge));
+        // Zero-size elements: the size never overflows, the count is bounded.
+        let empty = || Schema::Struct {
+            name: "Empty".into(),
+            size: 0,
+            alignment: 1,
+            fields: vec![],
+        };
+        let endless = Schema::Array {
+            element: Box::new(empty()),
+            len: u64::MAX,
+        };
+        assert_eq!(endless.check(0), Err(SchemaError::TooLarge));
+        let few = Schema::Array {
+            element: Box::new(empty()),
+            len: 4,
+        };
+        few.check(0).unwrap();
+        assert_eq!(few.data_ranges(), []);
         assert!(matches!(Schema::U32.check(8), Err(SchemaError::Size { .. })));
         let unnamed = Schema::Struct {
             name: String::new(),

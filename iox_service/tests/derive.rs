@@ -455,3 +455,23 @@ fn config_without_schema_still_opens() {
     assert!(text.contains("name: \"yaw\""), "{text}");
     assert_eq!(new.static_config().schema, Some(posesub::Pose::schema()));
 }
+
+/// A type whose own schema the config check refuses (here a field name that is not
+/// ASCII) still creates its service, recorded without a schema, as before schemas.
+#[test]
+fn a_schema_the_check_refuses_is_not_recorded() {
+    #[derive(ZeroCopySafe, Clone, Copy)]
+    #[repr(C)]
+    struct Size {
+        größe: u32,
+    }
+    assert!(Size::schema().check(4).is_err());
+    let dir = tempfile::tempdir().unwrap();
+    let svc = Service::named("size")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<Size>()
+        .create()
+        .unwrap();
+    assert_eq!(svc.static_config().schema, None);
+}

@@ -123,7 +123,8 @@ pub fn open_like(root: &Path, config: &StaticConfig) -> Result<PubSubService<[u8
             .root(root)
             .publish_subscribe::<[u8]>()
             .carry_payload_type(config.payload.clone())
-            .like_config(config))
+            .like_config(config)
+            .permissions(config.permissions))
     };
     open_or_create(name, || Ok(lenient()?.open()), || Ok(create()?.create()))
 }

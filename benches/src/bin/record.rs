@@ -25,7 +25,7 @@
 //! library version pinned for the other benchmarks, and two versions do not share
 //! services).
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -113,8 +113,13 @@ fn iox_case(dir: &Path, size: usize, n: u64, round: u32) -> f64 {
             "bench/rec/*",
             "--count",
             &n.to_string(),
+            // Room for every sample: a dropped one would count toward --count unwritten.
+            "--queue",
+            "1000000",
+            "--queue-bytes",
+            "64G",
         ])
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("iox record");
     let start = Instant::now();
@@ -140,6 +145,12 @@ fn iox_case(dir: &Path, size: usize, n: u64, round: u32) -> f64 {
     }
     wait_exit(&mut recorder, "iox record");
     let secs = start.elapsed().as_secs_f64();
+    let mut said = String::new();
+    let _ = recorder.stderr.take().expect("piped").read_to_string(&mut said);
+    assert!(
+        said.contains(&format!("recorded {n} sample(s)")) && !said.contains("dropped"),
+        "iox record did not write every sample: {said}"
+    );
     let _ = std::fs::remove_file(file);
     secs
 }

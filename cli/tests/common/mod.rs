@@ -1,7 +1,7 @@
 //! Helpers shared by the `iox` tool's test files.
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 
 /// Runs the `iox` binary with `--root root` and `args`.
 pub fn iox(root: &Path, args: &[&str]) -> Output {
@@ -27,16 +27,18 @@ pub fn code(o: &Output) -> i32 {
     o.status.code().expect("exit code")
 }
 
-/// Starts the `iox` binary with `--root root` and `args`, stdout and stderr piped.
-/// (Not every test file that includes this module starts one.)
+/// Starts the `iox` binary with `--root root` and `args`, stdout and stderr piped;
+/// SIGKILLed if the test fails before taking it back (`into_inner`). (Not every test
+/// file that includes this module starts one.)
 #[allow(dead_code)]
-pub fn spawn(root: &Path, args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_iox"))
+pub fn spawn(root: &Path, args: &[&str]) -> iox_testkit::Reaped {
+    let child = Command::new(env!("CARGO_BIN_EXE_iox"))
         .arg("--root")
         .arg(root)
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start iox")
+        .expect("start iox");
+    iox_testkit::Reaped::new(child)
 }

@@ -8,10 +8,12 @@ impl PubSubBuilder<[u8]> {
     /// For a builder that carries `config`'s payload type
     /// ([`carry_payload_type`](Self::carry_payload_type) or
     /// [`raw_payload_type`](Self::raw_payload_type)): its schema, memory type and, when
-    /// creating, its limits, overflow, history, permissions, backing kind and size
-    /// classes (the counts as recorded, so the pool is the original's:
+    /// creating, its limits, overflow, history, backing kind and size classes (the
+    /// counts as recorded, so the pool is the original's:
     /// [`allow_pool_exhaustion`](Self::allow_pool_exhaustion) is set). A `config` of
-    /// another pattern contributes only its schema and memory type.
+    /// another pattern contributes only its schema and memory type. Not the
+    /// permissions: who may open the new service is the caller's decision (a file or a
+    /// remote host should not make a service world-writable by saying so).
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -50,7 +52,6 @@ impl PubSubBuilder<[u8]> {
             .max_held(section.max_held)
             .overflow(section.overflow)
             .history(section.history)
-            .permissions(config.permissions)
             .backing(config.backing.kind())
             .size_classes(&classes)
             .allow_pool_exhaustion(true)

@@ -111,13 +111,16 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
     }
 
     /// The schema recorded in (or checked against) the static config: the element
-    /// type's, when it knows its layout, or the one given to `payload_schema` with a
-    /// raw or carried payload type.
+    /// type's, when it knows its layout and passes the config's checks, or the one
+    /// given to `payload_schema` with a raw or carried payload type.
     fn schema(&self) -> Option<Schema> {
         if self.payload_override.is_some() {
             return self.schema_override.clone();
         }
-        Some(<P::Element as crate::ZeroCopySafe>::schema()).filter(Schema::is_known)
+        // A schema the config check would refuse (a non-ASCII name, too deep) is not
+        // recorded: the service is created without one, as before schemas existed.
+        let size = size_of::<P::Element>() as u64;
+        Some(<P::Element as crate::ZeroCopySafe>::schema()).filter(|s| s.is_known() && s.check(size).is_ok())
     }
 }
 
