@@ -4,8 +4,8 @@
 //! the value out of (or into) shared memory with no protocol at all.
 //!
 //! ```sh
-//! cargo run --release -p iox_benches --bin blackboard            # ~30 s
-//! cargo run --release -p iox_benches --bin blackboard -- --rounds 1
+//! cargo run --release -p iox_benches --bin blackboard_bench            # ~30 s
+//! cargo run --release -p iox_benches --bin blackboard_bench -- --rounds 1
 //! ```
 //!
 //! Latencies: a round times batches of 1,000 operations in one thread (reader and
