@@ -542,6 +542,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Drop for RequestMutUninit<Re
 impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestMut<Req, Resp> {
     /// Sends the request to one server (round robin over the connected ones) and
     /// returns the pending response that receives its stream.
+    #[inline]
     pub fn send(mut self) -> Result<PendingResponse<Req, Resp>, RequestSendError> {
         let chunk = self.inner.chunk.take().expect("a loan is sent at most once");
         let port = Rc::clone(&self.inner.port);
