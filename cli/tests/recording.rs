@@ -513,3 +513,40 @@ fn replay_checks_what_the_file_claims() {
     let listed = Service::list_in(fresh.path()).unwrap();
     assert!(listed.into_iter().flatten().all(|c| c.permissions == 0o600));
 }
+
+/// When the writer's queue is full the recorder drops samples, counts them and says
+/// so, and the publisher is never held up: here a byte budget smaller than one sample
+/// drops every one.
+#[test]
+fn a_full_queue_drops_and_reports() {
+    const N: u64 = 20;
+    let root_dir = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let file = files.path().join("drops.mcap");
+    let root = root_dir.path();
+    let c = counters(root);
+    let recorder = spawn(
+        root,
+        &[
+            "record",
+            "-o",
+            file.to_str().unwrap(),
+            "rec/counter",
+            "--count",
+            &N.to_string(),
+            "--queue-bytes",
+            "1",
+        ],
+    );
+    assert!(wait_until(LIMIT, || c.port_counts().1 == 1));
+    let p = c.publisher_builder().create().unwrap();
+    for i in 0..N {
+        send(&p, i);
+    }
+    let out = recorder.into_inner().wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("recorded 0 sample(s) of 1 service(s)"), "{said}");
+    assert!(said.contains(&format!("dropped {N}")), "{said}");
+    assert!(read_back(&file).is_empty());
+}

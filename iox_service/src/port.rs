@@ -188,9 +188,11 @@ pub(crate) enum Side {
 }
 
 /// A port slot being set up: the one way every port kind is created. [`SlotClaim::new`]
-/// checks the handle is this process's, recovers dead participants (best effort: a
-/// live recoverer or an unreadable file only means no slot is freed now), and claims a
-/// free slot of the side; the steps that can fail (a writable payload, the readiness
+/// checks the handle is this process's, recovers dead participants (best effort: an
+/// unreadable file only means no slot is freed now; when another live process is
+/// recovering and no slot is free, it waits for that recoverer, bounded, and looks
+/// again, so a dead port's slot being freed is not reported as `TooManyPorts`), and
+/// claims a free slot of the side; the steps that can fail (a writable payload, the readiness
 /// socket, pinning) come through it; [`SlotClaim::activate`] makes the port visible.
 /// Dropped before that (any failure, a panic), the claim frees the slot again, so a
 /// failed creation leaves nothing behind. A process SIGKILLed while it holds one
@@ -213,17 +215,28 @@ impl<'a> SlotClaim<'a> {
         kind: &'static str,
     ) -> Result<Self, PortCreateError> {
         check_own_process(service)?;
-        let _ = crate::recovery::recover(service);
+        let recovered = crate::recovery::recover(service);
         let d = service.dynamic();
         let l = d.layout();
-        let (slot, generation) = match side {
-            Side::Sending => claim(service, (0..l.sending).map(|p| d.publisher(p)), kind, l.sending)?,
+        let claim_one = || match side {
+            Side::Sending => claim(service, (0..l.sending).map(|p| d.publisher(p)), kind, l.sending),
             Side::Receiving => claim(
                 service,
                 (0..l.receiving).map(|s| d.subscriber(s)),
                 kind,
                 l.receiving,
-            )?,
+            ),
+        };
+        let (slot, generation) = match claim_one() {
+            // Every slot taken while another process was recovering the service: some
+            // may be dead ports it is freeing right now. Wait for it (bounded, as an
+            // open does), then look once more.
+            Err(PortCreateError::TooManyPorts { .. }) if recovered.is_err() => {
+                crate::testing::stall_point("claim-behind-recoverer");
+                let _ = crate::recovery::recover_waiting(service);
+                claim_one()?
+            }
+            other => other?,
         };
         Ok(Self {
             service,

@@ -15,6 +15,10 @@
 //! - `create-before-rename`: the dynamic segment is built under its temporary name;
 //! - `create-before-config`: the dynamic segment and pool exist, the static config
 //!   does not;
+//! - `recovery-locked`: a recoverer took the service's recovery lock and has not yet
+//!   recovered anything;
+//! - `claim-behind-recoverer`: a port's creation found every slot taken while another
+//!   process was recovering, and is about to wait for it and look again;
 //! - `recovery-after-first-port`: holding the recovery lock, one dead port recovered;
 //! - `history-send-before-hand-off`: a send with history pushed to the subscribers and
 //!   the history queue, not handed off;

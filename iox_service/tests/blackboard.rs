@@ -407,7 +407,12 @@ fn four_writers_and_eight_readers_under_random_kills_never_see_a_torn_value() {
         };
         // Killed first: its successor's port creation finds it dead and recovers it.
         let slot = id as usize;
-        if let Some(old) = pool[slot].take() {
+        if let Some(mut old) = pool[slot].take() {
+            // One that failed (a replacement refused its port, say) fails the soak,
+            // even if it is the one picked to be killed.
+            if let Some(status) = old.try_wait() {
+                panic!("soak {role} {id} stopped by itself: {status}");
+            }
             old.kill();
         }
         kills += 1;

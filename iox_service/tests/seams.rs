@@ -546,3 +546,57 @@ fn open_one_request(root: &Path) -> iox_service::RequestResponseService<u64, u64
         .open_or_create()
         .unwrap()
 }
+
+/// A port's creation that finds every slot taken while another process is recovering
+/// the service waits for that recoverer and gets the dead port's slot: it is not
+/// `TooManyPorts` (the soak of blackboard writers killed at random met it, as a
+/// replacement writer's creation raced a replacement reader's recovery).
+#[test]
+fn a_port_created_while_another_process_recovers_gets_the_dead_ports_slot() {
+    const TEST: &str = "a_port_created_while_another_process_recovers_gets_the_dead_ports_slot";
+    match role().as_deref() {
+        Some("dies") => {
+            // Holds the only publisher slot until SIGKILLed.
+            let svc = open_u64(&env::<PathBuf>("ROOT"), "seam/claim", 1);
+            let _publisher = svc.publisher_builder().create().unwrap();
+            loop {
+                std::thread::park();
+            }
+        }
+        Some("recoverer") => {
+            // Its subscriber's creation recovers the dead publisher, stalled with the
+            // recovery lock held (the gate from the environment).
+            let svc = open_u64(&env::<PathBuf>("ROOT"), "seam/claim", 1);
+            let _subscriber = svc.subscriber_builder().create().unwrap();
+            return;
+        }
+        _ => {}
+    }
+    let scene = Scene::new();
+    let svc = open_u64(&scene.root, "seam/claim", 1);
+    let dies = iox_testkit::Reaped::new(scene.spawn(TEST, "dies", &[]));
+    assert!(wait_until(LIMIT, || svc.port_counts().0 == 1));
+    dies.kill();
+    let locked = scene.gate("locked");
+    let recoverer = scene.spawn(TEST, "recoverer", &locked.env("recovery-locked"));
+    assert!(locked.wait_reached(LIMIT), "the recoverer never took the lock");
+    // Our publisher's creation finds the slot taken and the recoverer busy.
+    let behind = scene.gate("behind");
+    iox_service::testing::stall_at("claim-behind-recoverer", behind.path());
+    let created = std::thread::scope(|s| {
+        // (A publisher stays in its thread: the result leaves it.)
+        let creating = s.spawn(|| svc.publisher_builder().create().map(drop));
+        assert!(
+            behind.wait_reached(LIMIT),
+            "the creation did not wait behind the recoverer"
+        );
+        locked.open();
+        behind.open();
+        creating.join().unwrap()
+    });
+    created.expect("the dead publisher's slot, once recovered");
+    wait_ok(recoverer, LIMIT);
+    // Freed again when that publisher went: the slot is usable.
+    let publisher = svc.publisher_builder().create().unwrap();
+    publisher.loan_uninit().unwrap().write_payload(1).send().unwrap();
+}

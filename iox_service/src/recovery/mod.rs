@@ -271,6 +271,7 @@ fn recover_locked(
         return Ok(report);
     }
     let _lock = lock(&d.header().recovery, wait, live)?;
+    crate::testing::stall_point("recovery-locked");
     d.layout()
         .pattern
         .parts()
