@@ -24,12 +24,25 @@ use crate::topic::Topic;
 use crate::value::{self, Value};
 use crate::{Failure, fail};
 
-/// What `echo` was asked for.
+/// What `iox echo` was asked for (its command-line arguments).
+#[derive(clap::Args)]
 pub struct EchoArgs {
+    /// The service name.
+    pub name: String,
+    /// Print JSON instead of RON.
+    #[arg(long)]
     pub json: bool,
+    /// Stop after this many samples.
+    #[arg(long)]
     pub count: Option<u64>,
+    /// Stop after this long (10, 2.5s, 500ms, 1m); default: until interrupted.
+    #[arg(long, value_parser = crate::events::parse_duration)]
     pub timeout: Option<Duration>,
+    /// Most elements of a slice to print (the rest are counted).
+    #[arg(long, default_value_t = 16)]
     pub max_elements: usize,
+    /// Wait for the service to be created instead of failing (within --timeout).
+    #[arg(long)]
     pub wait: bool,
 }
 
@@ -63,7 +76,8 @@ fn render(topic: &Topic, bytes: Option<Vec<u8>>, len: usize, max_elements: usize
 }
 
 /// `iox echo NAME`.
-pub fn echo(root: &Path, name: &str, args: EchoArgs) -> Result<u8, Failure> {
+pub fn echo(root: &Path, args: EchoArgs) -> Result<u8, Failure> {
+    let name = args.name.as_str();
     let deadline = args.timeout.and_then(|t| Instant::now().checked_add(t));
     let topic = Topic::open(root, name, args.wait, deadline)?;
     let subscriber = topic.subscriber()?;
@@ -97,13 +111,28 @@ pub fn echo(root: &Path, name: &str, args: EchoArgs) -> Result<u8, Failure> {
     Ok(0)
 }
 
-/// What `hz` was asked for.
+/// What `iox hz` was asked for (its command-line arguments).
+#[derive(clap::Args)]
 pub struct HzArgs {
+    /// The service name.
+    pub name: String,
+    /// Intervals the statistics are over (the most recent).
+    #[arg(long, default_value_t = 1000)]
     pub window: usize,
-    pub interval: Duration,
+    /// Seconds between reports.
+    #[arg(long, default_value_t = 1.0)]
+    pub interval: f64,
+    /// Stop after this many reports.
+    #[arg(long)]
     pub count: Option<u64>,
+    /// Stop after this long (10, 2.5s, 500ms, 1m).
+    #[arg(long, value_parser = crate::events::parse_duration)]
     pub timeout: Option<Duration>,
+    /// One JSON object per report.
+    #[arg(long)]
     pub json: bool,
+    /// Wait for the service to be created instead of failing (within --timeout).
+    #[arg(long)]
     pub wait: bool,
 }
 
@@ -143,7 +172,17 @@ fn ms(s: f64) -> String {
 }
 
 /// `iox hz NAME`.
-pub fn hz(root: &Path, name: &str, args: HzArgs) -> Result<u8, Failure> {
+pub fn hz(root: &Path, args: HzArgs) -> Result<u8, Failure> {
+    let name = args.name.as_str();
+    let interval = Duration::try_from_secs_f64(args.interval)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            fail(
+                2,
+                format!("--interval {} is not a duration above 0", args.interval),
+            )
+        })?;
     if args.window < 1 {
         return Err(fail(2, "--window must be at least 1"));
     }
@@ -157,7 +196,7 @@ pub fn hz(root: &Path, name: &str, args: HzArgs) -> Result<u8, Failure> {
     let mut last: Option<Instant> = None;
     let mut samples = 0u64;
     let mut reports = 0u64;
-    let mut next_report = Instant::now() + args.interval;
+    let mut next_report = Instant::now() + interval;
     while args.count.is_none_or(|c| reports < c) {
         let Some(until_end) = left(deadline) else { break };
         let wait = until_end.min(next_report.saturating_duration_since(Instant::now()));
@@ -180,7 +219,7 @@ pub fn hz(root: &Path, name: &str, args: HzArgs) -> Result<u8, Failure> {
         if Instant::now() < next_report {
             continue;
         }
-        next_report += args.interval;
+        next_report += interval;
         let Some(r) = rate(&intervals, samples) else {
             continue;
         };

@@ -42,7 +42,6 @@ use iox_service::inspect::{self, Health, InspectError, ServiceInfo};
 use iox_service::{CleanupError, RemoveError, RootError, Service};
 
 const NOT_FOUND: u8 = 1;
-const USAGE: u8 = 2;
 const CORRUPT: u8 = 3;
 const REFUSED: u8 = 4;
 const ROOT_UNUSABLE: u8 = 5;
@@ -126,128 +125,23 @@ enum Command {
     ///
     /// Example: iox echo examples/readings --count 3
     #[command(visible_alias = "sub")]
-    Echo {
-        /// The service name.
-        name: String,
-        /// Print JSON instead of RON.
-        #[arg(long)]
-        json: bool,
-        /// Stop after this many samples.
-        #[arg(long)]
-        count: Option<u64>,
-        /// Stop after this long (10, 2.5s, 500ms, 1m); default: until interrupted.
-        #[arg(long, value_parser = events::parse_duration)]
-        timeout: Option<Duration>,
-        /// Most elements of a slice to print (the rest are counted).
-        #[arg(long, default_value_t = 16)]
-        max_elements: usize,
-        /// Wait for the service to be created instead of failing (within --timeout).
-        #[arg(long)]
-        wait: bool,
-    },
+    Echo(echo::EchoArgs),
     /// The rate samples arrive at: Hz, and the mean, min, max and std of the interval.
     ///
     /// Example: iox hz examples/readings --window 100
-    Hz {
-        /// The service name.
-        name: String,
-        /// Intervals the statistics are over (the most recent).
-        #[arg(long, default_value_t = 1000)]
-        window: usize,
-        /// Seconds between reports.
-        #[arg(long, default_value_t = 1.0)]
-        interval: f64,
-        /// Stop after this many reports.
-        #[arg(long)]
-        count: Option<u64>,
-        /// Stop after this long (10, 2.5s, 500ms, 1m).
-        #[arg(long, value_parser = events::parse_duration)]
-        timeout: Option<Duration>,
-        /// One JSON object per report.
-        #[arg(long)]
-        json: bool,
-        /// Wait for the service to be created instead of failing (within --timeout).
-        #[arg(long)]
-        wait: bool,
-    },
+    Hz(echo::HzArgs),
     /// Publish a value, written as RON or JSON by the service's schema.
     ///
     /// Example: iox pub examples/readings '(seq: 1, value: 0.5)' --rate 10 --count 20
-    Pub {
-        /// The service name.
-        name: String,
-        /// The value: `(x: 1.0, y: 2.0)` or `{"x": 1.0, "y": 2.0}`; an array for a
-        /// slice service. Fields named `_...` (padding) may be left out.
-        value: String,
-        /// Publish at this many Hz (default: once, or until --count/--timeout).
-        #[arg(long)]
-        rate: Option<f64>,
-        /// How many times to publish (default 1, or unlimited with --rate).
-        #[arg(long)]
-        count: Option<u64>,
-        /// Wait until the service has a subscriber before the first send.
-        #[arg(long)]
-        wait_for_subscribers: bool,
-        /// Wait for the service to be created instead of failing.
-        #[arg(long)]
-        wait: bool,
-        /// Stop waiting or publishing after this long (10, 2.5s, 500ms, 1m).
-        #[arg(long, value_parser = events::parse_duration)]
-        timeout: Option<Duration>,
-    },
+    Pub(publish::PubArgs),
     /// Record publish-subscribe services into an MCAP file, one channel per service.
     ///
     /// Example: iox record -o run.mcap 'robot/*' examples/readings --duration 10s
-    Record {
-        /// The MCAP file to write (with splitting: STEM_000.mcap, STEM_001.mcap, ...).
-        #[arg(short, long)]
-        output: PathBuf,
-        /// Service names or globs ('robot/*'); services created later are picked up.
-        #[arg(required = true)]
-        services: Vec<String>,
-        /// Start a new file when this many payload bytes are in the current one
-        /// (a number, or with K, M, G).
-        #[arg(long, value_parser = parse_size)]
-        split_size: Option<u64>,
-        /// Start a new file after this long (10, 2.5s, 500ms, 1m).
-        #[arg(long, value_parser = events::parse_duration)]
-        split_duration: Option<Duration>,
-        /// Stop after this long (default: until Ctrl-C / SIGTERM).
-        #[arg(long, value_parser = events::parse_duration)]
-        duration: Option<Duration>,
-        /// Stop after this many samples.
-        #[arg(long)]
-        count: Option<u64>,
-        /// Samples held in memory for the disk; more are dropped (and counted).
-        #[arg(long, default_value_t = 65_536)]
-        queue: usize,
-        /// Payload bytes held in memory for the disk (K, M, G); more are dropped.
-        #[arg(long, value_parser = parse_size, default_value = "256M")]
-        queue_bytes: u64,
-    },
+    Record(record::RecordArgs),
     /// Republish a recording into its services (created from the recorded configs).
     ///
     /// Example: iox replay run.mcap --rate 2 --topics 'robot/*'
-    Replay {
-        /// The recording (several: the parts of a split one, in order).
-        #[arg(required = true)]
-        files: Vec<PathBuf>,
-        /// Speed factor (2 plays twice as fast).
-        #[arg(long, default_value_t = 1.0)]
-        rate: f64,
-        /// Start again after the last message, until interrupted.
-        #[arg(long = "loop")]
-        looping: bool,
-        /// Replay only services matching this glob (repeatable).
-        #[arg(long)]
-        topics: Vec<String>,
-        /// Wait until every replayed service has a subscriber before the first message.
-        #[arg(long)]
-        wait_for_subscribers: bool,
-        /// Limit for --wait-for-subscribers (10, 2.5s, 500ms, 1m).
-        #[arg(long, value_parser = events::parse_duration)]
-        timeout: Option<Duration>,
-    },
+    Replay(replay::ReplayArgs),
     /// Remove a service's files.
     Remove {
         /// The service name.
@@ -418,110 +312,11 @@ fn run(root: &Path, command: Command) -> Result<u8, Failure> {
             count,
             wait,
         } => events::listen(root, &name, timeout, count, wait),
-        Command::Echo {
-            name,
-            json,
-            count,
-            timeout,
-            max_elements,
-            wait,
-        } => echo::echo(
-            root,
-            &name,
-            echo::EchoArgs {
-                json,
-                count,
-                timeout,
-                max_elements,
-                wait,
-            },
-        ),
-        Command::Hz {
-            name,
-            window,
-            interval,
-            count,
-            timeout,
-            json,
-            wait,
-        } => {
-            let interval = Duration::try_from_secs_f64(interval)
-                .ok()
-                .filter(|d| !d.is_zero())
-                .ok_or_else(|| fail(USAGE, format!("--interval {interval} is not a duration above 0")))?;
-            echo::hz(
-                root,
-                &name,
-                echo::HzArgs {
-                    window,
-                    interval,
-                    count,
-                    timeout,
-                    json,
-                    wait,
-                },
-            )
-        }
-        Command::Pub {
-            name,
-            value,
-            rate,
-            count,
-            wait_for_subscribers,
-            wait,
-            timeout,
-        } => publish::publish(
-            root,
-            &name,
-            publish::PubArgs {
-                value,
-                rate,
-                count,
-                wait,
-                wait_for_subscribers,
-                timeout,
-            },
-        ),
-        Command::Record {
-            output,
-            services,
-            split_size,
-            split_duration,
-            duration,
-            count,
-            queue,
-            queue_bytes,
-        } => record::record(
-            root,
-            record::RecordArgs {
-                output,
-                patterns: services,
-                split_size,
-                split_duration,
-                duration,
-                count,
-                queue,
-                queue_bytes,
-            },
-        ),
-        Command::Replay {
-            files,
-            rate,
-            looping,
-            topics,
-            wait_for_subscribers,
-            timeout,
-        } => replay::replay(
-            root,
-            replay::ReplayArgs {
-                files,
-                rate,
-                looping,
-                topics,
-                wait_for_subscribers,
-                timeout,
-            },
-        ),
+        Command::Echo(args) => echo::echo(root, args),
+        Command::Hz(args) => echo::hz(root, args),
+        Command::Pub(args) => publish::publish(root, args),
+        Command::Record(args) => record::record(root, args),
+        Command::Replay(args) => replay::replay(root, args),
         Command::Remove { name, force } => {
             let info = inspect_one(root, &name)?;
             let (p, s) = info.live_ports();

@@ -24,18 +24,34 @@ use crate::{Failure, fail};
 /// Longest time between two sends at a `--rate`.
 const MAX_PERIOD: Duration = Duration::from_secs(86_400);
 
-/// What `pub` was asked for.
+/// What `iox pub` was asked for (its command-line arguments).
+#[derive(clap::Args)]
 pub struct PubArgs {
+    /// The service name.
+    pub name: String,
+    /// The value: `(x: 1.0, y: 2.0)` or `{"x": 1.0, "y": 2.0}`; an array for a
+    /// slice service. Fields named `_...` (padding) may be left out.
     pub value: String,
+    /// Publish at this many Hz (default: once, or until --count/--timeout).
+    #[arg(long)]
     pub rate: Option<f64>,
+    /// How many times to publish (default 1, or unlimited with --rate).
+    #[arg(long)]
     pub count: Option<u64>,
-    pub wait: bool,
+    /// Wait until the service has a subscriber before the first send.
+    #[arg(long)]
     pub wait_for_subscribers: bool,
+    /// Wait for the service to be created instead of failing.
+    #[arg(long)]
+    pub wait: bool,
+    /// Stop waiting or publishing after this long (10, 2.5s, 500ms, 1m).
+    #[arg(long, value_parser = crate::events::parse_duration)]
     pub timeout: Option<Duration>,
 }
 
 /// `iox pub NAME VALUE`.
-pub fn publish(root: &Path, name: &str, args: PubArgs) -> Result<u8, Failure> {
+pub fn publish(root: &Path, args: PubArgs) -> Result<u8, Failure> {
+    let name = args.name.as_str();
     let period = match args.rate {
         None => None,
         Some(r) => match Duration::try_from_secs_f64(1.0 / r) {

@@ -57,15 +57,33 @@ const RECYCLED: usize = 64;
 /// How often the root is listed for new matching services.
 pub const RESCAN_EVERY: Duration = Duration::from_secs(1);
 
-/// What `record` was asked for.
+/// What `iox record` was asked for (its command-line arguments).
+#[derive(clap::Args)]
 pub struct RecordArgs {
+    /// The MCAP file to write (with splitting: STEM_000.mcap, STEM_001.mcap, ...).
+    #[arg(short, long)]
     pub output: PathBuf,
-    pub patterns: Vec<String>,
+    /// Service names or globs ('robot/*'); services created later are picked up.
+    #[arg(required = true)]
+    pub services: Vec<String>,
+    /// Start a new file when this many payload bytes are in the current one
+    /// (a number, or with K, M, G).
+    #[arg(long, value_parser = crate::parse_size)]
     pub split_size: Option<u64>,
+    /// Start a new file after this long (10, 2.5s, 500ms, 1m).
+    #[arg(long, value_parser = crate::events::parse_duration)]
     pub split_duration: Option<Duration>,
+    /// Stop after this long (default: until Ctrl-C / SIGTERM).
+    #[arg(long, value_parser = crate::events::parse_duration)]
     pub duration: Option<Duration>,
+    /// Stop after this many samples.
+    #[arg(long)]
     pub count: Option<u64>,
+    /// Samples held in memory for the disk; more are dropped (and counted).
+    #[arg(long, default_value_t = 65_536)]
     pub queue: usize,
+    /// Payload bytes held in memory for the disk (K, M, G); more are dropped.
+    #[arg(long, value_parser = crate::parse_size, default_value = "256M")]
     pub queue_bytes: u64,
 }
 
@@ -93,7 +111,7 @@ fn now_ns() -> u64 {
 
 /// `iox record`.
 pub fn record(root: &Path, args: RecordArgs) -> Result<u8, Failure> {
-    if args.patterns.is_empty() {
+    if args.services.is_empty() {
         return Err(fail(2, "name at least one service (or a glob such as 'robot/*')"));
     }
     if args.queue == 0 {
@@ -192,7 +210,7 @@ fn receive(root: &Path, args: &RecordArgs, queue: &Queue) -> Result<(u64, u64), 
             recorded.push(r);
         }
         if recorded.is_empty() && !said_waiting {
-            eprintln!("waiting for services matching {}", args.patterns.join(" "));
+            eprintln!("waiting for services matching {}", args.services.join(" "));
             said_waiting = true;
         }
         let guards = recorded
@@ -275,7 +293,7 @@ fn scan(
     let mut found = Vec::new();
     for config in configs.into_iter().flatten() {
         let name = config.name.clone();
-        let wanted = args.patterns.iter().any(|p| glob_match(p, &name));
+        let wanted = args.services.iter().any(|p| glob_match(p, &name));
         let known = recorded.iter().any(|r| r.topic.name == name) || skipped.contains(&name);
         if !wanted || known || config.publish_subscribe().is_none() {
             continue;

@@ -39,13 +39,26 @@ const MAX_OFFSET: Duration = Duration::from_secs(366 * 86_400);
 /// The least time between two passes of `--loop`.
 const LOOP_GAP: Duration = Duration::from_millis(1);
 
-/// What `replay` was asked for.
+/// What `iox replay` was asked for (its command-line arguments).
+#[derive(clap::Args)]
 pub struct ReplayArgs {
+    /// The recording (several: the parts of a split one, in order).
+    #[arg(required = true)]
     pub files: Vec<PathBuf>,
+    /// Speed factor (2 plays twice as fast).
+    #[arg(long, default_value_t = 1.0)]
     pub rate: f64,
+    /// Start again after the last message, until interrupted.
+    #[arg(long = "loop")]
     pub looping: bool,
+    /// Replay only services matching this glob (repeatable).
+    #[arg(long)]
     pub topics: Vec<String>,
+    /// Wait until every replayed service has a subscriber before the first message.
+    #[arg(long)]
     pub wait_for_subscribers: bool,
+    /// Limit for --wait-for-subscribers (10, 2.5s, 500ms, 1m).
+    #[arg(long, value_parser = crate::events::parse_duration)]
     pub timeout: Option<Duration>,
 }
 

@@ -23,35 +23,27 @@ struct Reading {
     value: f64,
 }
 
-fn readings(root: &Path) -> PubSubService<Reading> {
-    Service::named("rec/readings")
+/// A service of these tests: a 64-deep buffer that rejects when full (the publishers
+/// retry), so the recorder gets every sample.
+fn service<P: ?Sized + iox_service::Payload>(root: &Path, name: &str) -> iox_service::PubSubBuilder<P> {
+    Service::named(name)
         .unwrap()
         .root(root)
-        .publish_subscribe::<Reading>()
+        .publish_subscribe::<P>()
         .subscriber_buffer(64)
         .overflow(Overflow::Reject)
-        .open_or_create()
-        .unwrap()
+}
+
+fn readings(root: &Path) -> PubSubService<Reading> {
+    service(root, "rec/readings").open_or_create().unwrap()
 }
 
 fn counters(root: &Path) -> PubSubService<u64> {
-    Service::named("rec/counter")
-        .unwrap()
-        .root(root)
-        .publish_subscribe::<u64>()
-        .subscriber_buffer(64)
-        .overflow(Overflow::Reject)
-        .open_or_create()
-        .unwrap()
+    service(root, "rec/counter").open_or_create().unwrap()
 }
 
 fn scans(root: &Path) -> PubSubService<[u16]> {
-    Service::named("rec/scan")
-        .unwrap()
-        .root(root)
-        .publish_subscribe::<[u16]>()
-        .subscriber_buffer(64)
-        .overflow(Overflow::Reject)
+    service(root, "rec/scan")
         .max_slice_len(32)
         .open_or_create()
         .unwrap()
@@ -69,6 +61,32 @@ fn send<T: ZeroCopySafe>(p: &Publisher<T>, value: T) {
         }
         assert!(start.elapsed() < LIMIT, "the recorder stopped reading");
     }
+}
+
+/// `iox replay FILE --wait-for-subscribers` into `root`, and its `rec/readings`
+/// service opened as `Reading` once the player created it.
+fn replay_readings(root: &Path, file: &Path) -> (iox_testkit::Reaped, PubSubService<Reading>) {
+    let player = spawn(
+        root,
+        &[
+            "replay",
+            file.to_str().unwrap(),
+            "--wait-for-subscribers",
+            "--timeout",
+            "60s",
+        ],
+    );
+    let mut svc = None;
+    assert!(wait_until(LIMIT, || {
+        svc = Service::named("rec/readings")
+            .unwrap()
+            .root(root)
+            .publish_subscribe::<Reading>()
+            .open()
+            .ok();
+        svc.is_some()
+    }));
+    (player, svc.expect("the player created it"))
 }
 
 /// [`send`] for a slice service.
@@ -409,27 +427,7 @@ fn replay_refuses_damaged_input() {
         }
         w.finish().unwrap();
     }
-    let player = spawn(
-        fresh.path(),
-        &[
-            "replay",
-            file.to_str().unwrap(),
-            "--wait-for-subscribers",
-            "--timeout",
-            "60s",
-        ],
-    );
-    let mut svc = None;
-    assert!(wait_until(LIMIT, || {
-        svc = Service::named("rec/readings")
-            .unwrap()
-            .root(fresh.path())
-            .publish_subscribe::<Reading>()
-            .open()
-            .ok();
-        svc.is_some()
-    }));
-    let svc = svc.unwrap();
+    let (player, svc) = replay_readings(fresh.path(), &file);
     let s = svc.subscriber_builder().create().unwrap();
     let out = player.into_inner().wait_with_output().unwrap();
     assert_eq!(code(&out), 0, "{}", text(&out));
@@ -479,27 +477,8 @@ fn replay_checks_what_the_file_claims() {
         w.finish().unwrap();
     }
     let fresh = tempfile::tempdir().unwrap();
-    let player = spawn(
-        fresh.path(),
-        &[
-            "replay",
-            file.to_str().unwrap(),
-            "--wait-for-subscribers",
-            "--timeout",
-            "60s",
-        ],
-    );
-    let mut svc = None;
-    assert!(wait_until(LIMIT, || {
-        svc = Service::named("rec/readings")
-            .unwrap()
-            .root(fresh.path())
-            .publish_subscribe::<Reading>()
-            .open()
-            .ok();
-        svc.is_some()
-    }));
-    let s = svc.unwrap().subscriber_builder().create().unwrap();
+    let (player, svc) = replay_readings(fresh.path(), &file);
+    let s = svc.subscriber_builder().create().unwrap();
     let out = player.into_inner().wait_with_output().unwrap();
     assert_eq!(code(&out), 0, "{}", text(&out));
     let said = text(&out);
