@@ -156,8 +156,9 @@ pub fn record(root: &Path, args: RecordArgs) -> Result<u8, Failure> {
     let written = writer
         .join()
         .map_err(|_| fail(crate::ROOT_UNUSABLE, "the writing thread panicked"))?;
-    let (received, dropped) = received?;
+    // The writer's own error first: it says why the receiving side saw it stop.
     let written = written?;
+    let (received, dropped) = received?;
     eprintln!(
         "recorded {} sample(s) of {} service(s) into {}{}",
         received - dropped,
