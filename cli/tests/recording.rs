@@ -89,6 +89,21 @@ fn replay_readings(root: &Path, file: &Path) -> (iox_testkit::Reaped, PubSubServ
     (player, svc.expect("the player created it"))
 }
 
+/// Writes `messages` (channel, data) in order, 1 ns apart, and completes the file: a
+/// recording crafted by a test.
+fn write_messages(mut w: mcap::Writer<std::fs::File>, messages: &[(u16, &[u8])]) {
+    for (i, &(channel, data)) in messages.iter().enumerate() {
+        let header = mcap::records::MessageHeader {
+            channel_id: channel,
+            sequence: i as u32,
+            log_time: 1000 + i as u64,
+            publish_time: 1000 + i as u64,
+        };
+        w.write_to_known_channel(&header, data).unwrap();
+    }
+    w.finish().unwrap();
+}
+
 /// [`send`] for a slice service.
 fn send_slice(p: &Publisher<[u16]>, value: &[u16]) {
     let start = Instant::now();
@@ -413,19 +428,7 @@ fn replay_refuses_damaged_input() {
             b
         };
         let (bad, good) = (bytes(1, 2), bytes(2, 1));
-        for (i, (channel, data)) in [(ch, &bad[..]), (other, b"{}"), (ch, &good[..])]
-            .into_iter()
-            .enumerate()
-        {
-            let header = mcap::records::MessageHeader {
-                channel_id: channel,
-                sequence: i as u32,
-                log_time: 1000 + i as u64,
-                publish_time: 1000 + i as u64,
-            };
-            w.write_to_known_channel(&header, data).unwrap();
-        }
-        w.finish().unwrap();
+        write_messages(w, &[(ch, &bad), (other, b"{}"), (ch, &good)]);
     }
     let (player, svc) = replay_readings(fresh.path(), &file);
     let s = svc.subscriber_builder().create().unwrap();
@@ -465,16 +468,7 @@ fn replay_checks_what_the_file_claims() {
             .unwrap();
         let mut sample = vec![0u8; size_of::<Reading>()];
         sample[4] = 1; // `valid: true`, a valid value, but nothing can show it
-        for (i, channel) in [decoy, real].into_iter().enumerate() {
-            let header = mcap::records::MessageHeader {
-                channel_id: channel,
-                sequence: i as u32,
-                log_time: 1000 + i as u64,
-                publish_time: 1000 + i as u64,
-            };
-            w.write_to_known_channel(&header, &sample).unwrap();
-        }
-        w.finish().unwrap();
+        write_messages(w, &[(decoy, &sample), (real, &sample)]);
     }
     let fresh = tempfile::tempdir().unwrap();
     let (player, svc) = replay_readings(fresh.path(), &file);

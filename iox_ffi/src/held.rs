@@ -32,7 +32,7 @@ use iox_service::{RawLoan, RawSample};
 
 use crate::handle::{live, non_null, put, this_thread};
 use crate::publisher::{IoxPublisher, PUBLISHER, loan_checked};
-use crate::status::{IoxStatus, fail, guard, refuse};
+use crate::status::{IoxStatus, fail, guard, refuse, write_device_ptr};
 use crate::subscriber::{IoxSubscriber, SUBSCRIBER, receive_checked};
 
 /// Opaque room for the port's loan or sample (8-byte aligned).
@@ -163,6 +163,21 @@ unsafe fn take_loan(loan: *mut IoxHeldLoan) -> Result<RawLoan, IoxStatus> {
     }
 }
 
+/// The sample in `*sample`, if it is live (borrowed while the caller keeps the
+/// struct).
+///
+/// # Safety
+/// `sample` points to an `IoxHeldSample` (see the module docs).
+#[inline(always)]
+unsafe fn live_sample<'a>(sample: *mut IoxHeldSample) -> Result<&'a RawSample, IoxStatus> {
+    // SAFETY: the caller's contract: readable, `live` initialised.
+    if unsafe { (&raw const (*sample).live).read() } != SAMPLE_LIVE {
+        return refuse(IoxStatus::StaleHandle, NO_SAMPLE);
+    }
+    // SAFETY: `live` says `state` holds a RawSample (module invariant).
+    Ok(unsafe { &*(&raw const (*sample).state).cast::<RawSample>() })
+}
+
 /// The device address of the held loan's payload (as `iox_publisher_device_ptr`): for a
 /// loan of a publisher that pinned a `CudaPinned` pool, where a kernel writes it.
 /// `IOX_STATUS_NO_DEVICE_POINTER` if it did not pin, or its pinner gives none.
@@ -181,12 +196,8 @@ pub unsafe extern "C" fn iox_held_loan_device_ptr(
         // SAFETY: the caller's contract: readable; a live loan is borrowed here while
         // the caller keeps the struct, on the thread that owns it (checked).
         let raw = unsafe { live_loan(loan) }?;
-        let p = raw
-            .device_ptr()
-            .map_err(|e| fail(IoxStatus::NoDevicePointer, e))?;
-        // SAFETY: the caller's contract; not NULL (checked).
-        unsafe { device_ptr.write(p) };
-        Ok(())
+        // SAFETY: the caller's contract: writable; not NULL (checked).
+        unsafe { write_device_ptr(device_ptr, raw.device_ptr()) }
     })
 }
 
@@ -277,16 +288,13 @@ pub unsafe extern "C" fn iox_held_sample_release(sample: *mut IoxHeldSample) -> 
     guard(|| {
         let sample = non_null(sample, "sample")?;
         // SAFETY: the caller's contract: readable and writable.
-        if unsafe { (&raw const (*sample).live).read() } != SAMPLE_LIVE {
-            return refuse(IoxStatus::StaleHandle, NO_SAMPLE);
-        }
-        // SAFETY: `live` says `state` holds a RawSample (module invariant); it is moved
-        // out and `live` cleared first, so it is never read again.
-        let raw = unsafe {
+        let raw: *const RawSample = unsafe { live_sample(sample) }?;
+        // SAFETY: `raw` is the live sample in `state`; it is moved out and `live`
+        // cleared first, so it is never read again.
+        drop(unsafe {
             (&raw mut (*sample).live).write(0);
-            (&raw const (*sample).state).cast::<RawSample>().read()
-        };
-        drop(raw);
+            raw.read()
+        });
         Ok(())
     })
 }
@@ -308,17 +316,8 @@ pub unsafe extern "C" fn iox_held_sample_device_ptr(
         let sample = non_null(sample.cast_mut(), "sample")?;
         let device_ptr = non_null(device_ptr, "device_ptr")?;
         // SAFETY: the caller's contract: readable.
-        if unsafe { (&raw const (*sample).live).read() } != SAMPLE_LIVE {
-            return refuse(IoxStatus::StaleHandle, NO_SAMPLE);
-        }
-        // SAFETY: `live` says `state` holds a RawSample (module invariant), borrowed
-        // here while the caller keeps the struct.
-        let raw = unsafe { &*(&raw const (*sample).state).cast::<RawSample>() };
-        let p = raw
-            .device_ptr()
-            .map_err(|e| fail(IoxStatus::NoDevicePointer, e))?;
-        // SAFETY: the caller's contract; not NULL (checked).
-        unsafe { device_ptr.write(p) };
-        Ok(())
+        let raw = unsafe { live_sample(sample) }?;
+        // SAFETY: the caller's contract: writable; not NULL (checked).
+        unsafe { write_device_ptr(device_ptr, raw.device_ptr()) }
     })
 }

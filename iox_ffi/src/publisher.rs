@@ -12,7 +12,7 @@ use iox_service::{PayloadType, Publisher, RawLoan};
 
 use crate::handle::{Slots, bytes, drop_handle, hand_out, lend, live, marker, non_null, put, take};
 use crate::service::{IoxPoolInfo, IoxPubSubService, SERVICE};
-use crate::status::{IoxStatus, fail, guard, refuse};
+use crate::status::{IoxStatus, fail, guard, refuse, write_device_ptr};
 
 /// A publisher (opaque): used from the thread that created it.
 pub struct IoxPublisher {
@@ -177,12 +177,8 @@ pub unsafe extern "C" fn iox_publisher_device_ptr(
         let Some(loan) = loans.get(id) else {
             return refuse(IoxStatus::StaleHandle, NO_LOAN);
         };
-        let d = loan
-            .device_ptr()
-            .map_err(|e| fail(IoxStatus::NoDevicePointer, e))?;
-        // SAFETY: the caller's contract; not NULL (checked).
-        unsafe { device_ptr.write(d) };
-        Ok(())
+        // SAFETY: the caller's contract: writable; not NULL (checked).
+        unsafe { write_device_ptr(device_ptr, loan.device_ptr()) }
     })
 }
 

@@ -132,3 +132,19 @@ pub extern "C" fn iox_status_name(status: i32) -> *const c_char {
     };
     name.as_ptr().cast()
 }
+
+/// Writes a loan's or sample's device address to `out`, or fails with
+/// `IOX_STATUS_NO_DEVICE_POINTER` saying why there is none (the four
+/// `iox_*_device_ptr` calls).
+///
+/// # Safety
+/// `out` is not NULL and points to writable memory for a `uint64_t`.
+pub(crate) unsafe fn write_device_ptr(
+    out: *mut u64,
+    ptr: Result<u64, iox_service::DevicePtrError>,
+) -> Result<(), IoxStatus> {
+    let p = ptr.map_err(|e| fail(IoxStatus::NoDevicePointer, e))?;
+    // SAFETY: the caller's contract.
+    unsafe { out.write(p) };
+    Ok(())
+}

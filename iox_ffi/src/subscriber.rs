@@ -15,7 +15,7 @@ use iox_service::{RawSample, Subscriber};
 
 use crate::handle::{Slots, drop_handle, hand_out, live, marker, non_null, show, take, timeout};
 use crate::service::{IoxPoolInfo, IoxPubSubService, SERVICE};
-use crate::status::{IoxStatus, fail, guard, refuse};
+use crate::status::{IoxStatus, fail, guard, refuse, write_device_ptr};
 
 /// A subscriber (opaque): used from the thread that created it.
 pub struct IoxSubscriber {
@@ -172,12 +172,8 @@ pub unsafe extern "C" fn iox_subscriber_device_ptr(
         let Some(sample) = samples.get(id) else {
             return refuse(IoxStatus::StaleHandle, NO_SAMPLE);
         };
-        let p = sample
-            .device_ptr()
-            .map_err(|e| fail(IoxStatus::NoDevicePointer, e))?;
-        // SAFETY: the caller's contract; not NULL (checked).
-        unsafe { device_ptr.write(p) };
-        Ok(())
+        // SAFETY: the caller's contract: writable; not NULL (checked).
+        unsafe { write_device_ptr(device_ptr, sample.device_ptr()) }
     })
 }
 
