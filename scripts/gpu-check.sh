@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# One command that proves iox's GPU path: builds and runs the CUDA tests (issue 18's
-# 1-11 and the pinner's own), the gpu_pinned example, and the measurements
-# (examples/src/bin/gpu_measure.rs), then prints one summary table. Exits non-zero on
+# One command that proves iox's GPU paths: builds and runs the CUDA tests (issue 18's
+# 1-11 and the pinner's own; the device-memory pools' across processes), the
+# gpu_pinned and gpu_device examples, and the measurements (examples/src/bin/
+# gpu_measure.rs; gpu_device --measure: two processes on one device, 16 MiB tensors,
+# hand-off latency and throughput against cuMemcpyDtoD in one process and against the
+# CudaPinned host path), then prints one summary table. Exits non-zero on
 # any failure, including a run past its 5-minute budget.
 #
 # On a machine with an NVIDIA driver (libcuda.so.1 loadable) everything runs against
@@ -73,10 +76,13 @@ export IOX_REQUIRE_GPU=1
 
 step tests-iox_cuda cargo test -p iox_cuda --test double --test driver
 step tests-iox_service-gpu cargo test -p iox_service --features cuda --test gpu_double -- --nocapture
+step tests-iox_service-device cargo test -p iox_service --features cuda --test gpu_device -- --nocapture
 step tests-examples-gpu cargo test -p iox_examples --features cuda --test examples gpu
 mkdir -p "$work/root"
 step example-gpu_pinned env IOX_ROOT="$work/root" target/release/gpu_pinned --count 32
 step measure env IOX_ROOT="$work/root" target/release/gpu_measure
+step example-gpu_device env IOX_ROOT="$work/root" target/release/gpu_device --count 32
+step measure-device env IOX_ROOT="$work/root" target/release/gpu_device --measure --count 64
 
 value() { awk -v k="$1" '$1 == "measure" && $2 == k { print $3 }' "$work/measure.log"; }
 total=$(($(date +%s) - start))
@@ -101,6 +107,11 @@ if [ -s "$work/measure.log" ] && grep -q '^measure h2d_ratio' "$work/measure.log
         "$(value first_sample_ms)" "$(value steady_sample_ms)" "$(value first_sample_ratio)"
     printf '%-34s %s ns (asking the driver: %s ns)\n' "Sample::device_ptr per sample" \
         "$(value device_ptr_ns)" "$(value driver_lookup_ns)"
+fi
+if [ -s "$work/measure-device.log" ] && grep -q '^device hand-off' "$work/measure-device.log"; then
+    echo
+    echo "DEVICE POOLS (CudaDevice), two processes, 16 MiB tensors ($( [ "$mode" = double ] && echo 'DOUBLE, not a GPU' || echo 'this GPU'))"
+    grep -E '^(device hand-off|device pipeline|cuMemcpyDtoD|CudaPinned host path)' "$work/measure-device.log"
 fi
 grep -h 'device_ptr_makes_no_driver_call_per_sample:' "$work"/tests-iox_service-gpu.log 2>/dev/null | sed 's/^/note: /'
 grep -h '^NOTE ' "$work"/tests-*.log 2>/dev/null | sort -u | sed 's/^/note: /'

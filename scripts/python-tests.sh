@@ -19,5 +19,5 @@ if [ -z "$venv" ]; then
 fi
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check maturin numpy pytest mcap
-(cd iox_python && VIRTUAL_ENV=$venv PATH=$venv/bin:$PATH maturin develop -q)
+(cd iox_python && VIRTUAL_ENV=$venv PATH=$venv/bin:$PATH maturin develop -q --features cuda)
 "$venv/bin/python" -m pytest -q -p no:cacheprovider iox_python/tests

@@ -220,6 +220,12 @@ pub fn show(s: &ServiceInfo) -> String {
                 "backing   sealed memfd (inode {}:{}, reached through the processes using it)",
                 id.dev, id.ino
             ),
+            iox_service::PayloadBacking::CudaDevice(id) => writeln!(
+                out,
+                "backing   memory of GPU {} ({} bytes, exported by the driver, handed over by the processes using it)",
+                id.uuid_text(),
+                id.len
+            ),
         };
         let _ = writeln!(out, "pool      {}", bytes(s.pool_bytes));
     }

@@ -2,7 +2,10 @@
 //!
 //! Only codes listed here are ever returned (cudarc reads results as a Rust enum, so
 //! an unknown value would be undefined behaviour on its side); a failure asked for
-//! with an unknown code is reported as `CUDA_ERROR_UNKNOWN`.
+//! with an unknown code is reported as `CUDA_ERROR_UNKNOWN`. Some codes are listed
+//! only so that a failure can be asked for with them (`CUDA_ERROR_NOT_READY`,
+//! `CUDA_ERROR_ILLEGAL_ADDRESS`): the double itself never returns them, as its work is
+//! done when a call returns and it refuses a copy the real driver would fault on.
 
 pub(crate) type CuResult = u32;
 
@@ -12,6 +15,7 @@ pub(crate) const OUT_OF_MEMORY: CuResult = 2;
 pub(crate) const NOT_INITIALIZED: CuResult = 3;
 pub(crate) const INVALID_DEVICE: CuResult = 101;
 pub(crate) const INVALID_CONTEXT: CuResult = 201;
+pub(crate) const INVALID_HANDLE: CuResult = 400;
 pub(crate) const HOST_MEMORY_ALREADY_REGISTERED: CuResult = 712;
 pub(crate) const HOST_MEMORY_NOT_REGISTERED: CuResult = 713;
 pub(crate) const NOT_SUPPORTED: CuResult = 801;
@@ -56,6 +60,17 @@ const TABLE: &[(CuResult, &str, &str)] = &[
         HOST_MEMORY_NOT_REGISTERED,
         "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED\0",
         "pointer does not correspond to a registered memory region\0",
+    ),
+    (
+        INVALID_HANDLE,
+        "CUDA_ERROR_INVALID_HANDLE\0",
+        "invalid resource handle\0",
+    ),
+    (600, "CUDA_ERROR_NOT_READY\0", "device not ready\0"),
+    (
+        700,
+        "CUDA_ERROR_ILLEGAL_ADDRESS\0",
+        "an illegal memory access was encountered\0",
     ),
     (800, "CUDA_ERROR_NOT_PERMITTED\0", "operation not permitted\0"),
     (

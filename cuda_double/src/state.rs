@@ -1,10 +1,12 @@
 //! The driver's state in this process: initialisation, contexts, the table of
-//! registered host ranges, device allocations, and each thread's current contexts.
+//! registered host ranges, device allocations, each thread's current contexts, and
+//! (in their own modules) VMM and stream/event state.
 //!
 //! Invariants:
 //! - Registered ranges never overlap (a register that would overlap is refused).
 //! - Every registration and allocation owns a distinct device address range, above
-//!   [`DEVICE_SPACE`], that never overlaps another's.
+//!   [`DEVICE_SPACE`], that never overlaps another's (nor VMM reservations, which
+//!   start at `crate::vmm::RESERVED_SPACE`, 16 TiB higher).
 //! - A context handle is a made-up non-null address, never dereferenced by anyone:
 //!   primary context of device `d` is `PRIMARY + d * 16`, created contexts follow
 //!   [`CREATED`].
@@ -57,6 +59,10 @@ pub(crate) struct State {
     /// Device base address -> the host storage of a device allocation.
     pub(crate) allocations: BTreeMap<u64, Box<[u8]>>,
     next_device: u64,
+    /// Virtual memory management (see `crate::vmm`).
+    pub(crate) vmm: crate::vmm::Vmm,
+    /// Streams and events (see `crate::events`).
+    pub(crate) events: crate::events::Events,
 }
 
 impl State {
@@ -115,8 +121,16 @@ impl State {
     }
 
     /// The host bytes behind device range `dev..dev + len`, and whether the device may
-    /// write them: inside one registration (its host range) or one allocation.
+    /// write them: inside one registration (its host range), one allocation, or one
+    /// VMM mapping the current context's device was given access to (read access to
+    /// read, read-write to write; see `crate::vmm`). `None`: no such bytes, which the
+    /// callers report as `CUDA_ERROR_INVALID_VALUE` (where the real driver faults on
+    /// a VMM range without access, `CUDA_ERROR_ILLEGAL_ADDRESS`, the double refuses).
     pub(crate) fn resolve_device(&mut self, dev: u64, len: usize) -> Option<(*mut u8, bool)> {
+        let device = self.current().ok().map(|(_, c)| c.device);
+        if let Some(found) = self.vmm.resolve(dev, len, device) {
+            return found;
+        }
         let end = dev.checked_add(len as u64)?;
         for (base, r) in &self.registrations {
             if r.device <= dev && end <= r.device + r.len as u64 {
@@ -126,7 +140,7 @@ impl State {
         }
         let (base, storage) = self.allocations.range_mut(..=dev).next_back()?;
         let offset = (dev - base) as usize;
-        (offset + len <= storage.len()).then(|| (storage[offset..].as_mut_ptr(), true))
+        (offset.checked_add(len)? <= storage.len()).then(|| (storage[offset..].as_mut_ptr(), true))
     }
 }
 

@@ -212,6 +212,59 @@ fn gpu_pinned_runs_end_to_end_against_the_driver_double() {
     }
 }
 
+/// The device-memory example end to end against the CUDA driver double (the real
+/// driver with `IOX_CUDA_DRIVER=real`): two processes, 16 MiB tensors in a
+/// `CudaDevice` pool, the last one checked on the host; each process mapped the pool
+/// once (one create and export, one import), and no file is left behind. Its
+/// `--measure` mode runs too (the figures are the double's).
+#[cfg(feature = "cuda")]
+#[test]
+fn gpu_device_runs_end_to_end_against_the_driver_double() {
+    use iox_testkit::cuda_double::Driver;
+    let dir = tempfile::tempdir().unwrap();
+    let driver = Driver::new(dir.path());
+    if !driver.is_double()
+        && let Err(e) = iox_cuda::device_uuid(0)
+    {
+        iox_testkit::skip(
+            "gpu_device_runs_end_to_end_against_the_driver_double",
+            iox_testkit::REQUIRE_GPU,
+            format!("no usable CUDA device: {e}"),
+        );
+        return;
+    }
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    for args in [&["--count", "4"][..], &["--measure", "--count", "4"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpu_device"))
+            .args(args)
+            .env("IOX_ROOT", &root)
+            .envs(driver.envs())
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "{args:?}: {stdout}\n{stderr}");
+        let expect = if args[0] == "--measure" {
+            "device hand-off"
+        } else {
+            "received 4 tensors of 16 MiB"
+        };
+        assert!(stdout.contains(expect), "{stdout}");
+        assert_eq!(std::fs::read_dir(&root).unwrap().count(), 0, "files left behind");
+    }
+    if let Some(calls) = driver.calls() {
+        let count = |name: &str| calls.iter().filter(|c| c.name == name).count();
+        // The pipeline: one service; the measurement: two device services, each
+        // made once and imported once.
+        assert_eq!(count("cuMemCreate"), 3);
+        assert_eq!(count("cuMemImportFromShareableHandle"), 3);
+        assert_eq!(count("cuMemRelease"), 6, "every mapping released");
+    }
+}
+
 /// Built without the `cuda` feature the GPU example is not built at all: say so.
 #[cfg(not(feature = "cuda"))]
 #[test]

@@ -165,3 +165,28 @@ fn the_readme_rust_examples_are_one_program_that_runs_unprivileged() {
         );
     }
 }
+
+/// The README's ```` ```rs ```` blocks (the device-memory excerpts) are the text of
+/// `examples/src/bin/gpu_device.rs`, which CI builds and runs against the driver
+/// double: an excerpt cannot drift from code that works.
+#[test]
+fn the_readme_device_excerpts_are_in_the_gpu_device_example() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    // Compared line by line without indentation (an excerpt is dedented).
+    let dedent = |t: &str| t.lines().map(str::trim_start).collect::<Vec<_>>().join("\n");
+    let source = dedent(&std::fs::read_to_string(repo().join("examples/src/bin/gpu_device.rs")).unwrap());
+    let mut excerpts = 0;
+    let mut rest = readme.as_str();
+    while let Some(start) = rest.find("```rs\n") {
+        let body = &rest[start + 6..];
+        let end = body.find("```").expect("a closed block");
+        assert!(
+            source.contains(dedent(&body[..end]).trim_end()),
+            "not in gpu_device.rs:\n{}",
+            &body[..end]
+        );
+        excerpts += 1;
+        rest = &body[end + 3..];
+    }
+    assert!(excerpts >= 3, "{excerpts} excerpts");
+}

@@ -63,6 +63,16 @@ pub enum CudaError {
         "CUDA device {0} cannot register read-only host memory (CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED is 0) and this process maps the pool read-only (it has only subscribers of it); build a pinned publisher in this process first, or build the subscriber with .pin_memory(false) and copy from the CPU"
     )]
     ReadOnlyRegisterUnsupported(i32),
+    /// A descriptor handed over as a service's device memory is another allocation
+    /// (its token is not there).
+    #[error("the descriptor handed over is not this service's device memory (its identity mark differs)")]
+    WrongAllocation,
+    /// A copy outside a device allocation.
+    #[error("a copy outside the {len}-byte device allocation")]
+    OutOfBounds {
+        /// The allocation's length.
+        len: usize,
+    },
 }
 
 /// Turns a driver result into `Ok` or a [`CudaError::Driver`] naming `call`.

@@ -8,6 +8,14 @@
 //! a machine without CUDA work; asking for the pinner there is a [`CudaError`], never a
 //! panic (cudarc panics on a missing library, so presence is checked first, once).
 //!
+//! Device memory for `CudaDevice` pools ([`DeviceMemory`]): allocated with the
+//! driver's virtual memory management, exported as a file descriptor, imported and
+//! mapped once per process per allocation, unmapped, freed and released in that order
+//! by the last user in the process. Stream order between processes: inter-process
+//! events ([`IpcEvent`], [`OpenedEvent`]) recorded on and waited for by streams
+//! ([`Stream`], [`OwnedStream`]), never on the host per sample. GPUs are named by UUID
+//! ([`device_uuid`], [`ordinal_of`]).
+//!
 //! ```
 //! match iox_cuda::register(0) {
 //!     Ok(()) => println!("CudaPinned pools are now pinned with the CUDA driver"),
@@ -15,13 +23,24 @@
 //! }
 //! ```
 
+mod context;
+mod copy;
 mod device;
+mod device_memory;
 mod driver;
+mod events;
 mod pinner;
+mod stream;
+mod uuid;
 
+pub use copy::{copy_device_to_device, copy_to_device, copy_to_host};
 pub use device::DeviceBuffer;
+pub use device_memory::DeviceMemory;
 pub use driver::CudaError;
+pub use events::{EventHandle, IpcEvent, OpenedEvent};
 pub use pinner::CudaPinner;
+pub use stream::{OwnedStream, Stream};
+pub use uuid::{device_uuid, format_uuid, ordinal_of, parse_uuid};
 
 use std::sync::{Arc, Mutex};
 

@@ -49,7 +49,7 @@ pub use pin::{
     register_pinner,
 };
 pub use pool::{
-    Bookkeeping, ChunkError, ChunkHandle, ChunkRef, ClassInfo, CreatePoolError, LoanError, Located,
-    OpenPoolError, Pool, PoolInfo, PoolPin,
+    Bookkeeping, ChunkError, ChunkHandle, ChunkRef, ClassInfo, CreatePoolError, DevicePayload, LoanError,
+    Located, OpenPoolError, Pool, PoolInfo, PoolPin,
 };
 pub use segment::MakeWritableError;

@@ -2,12 +2,14 @@
 //!
 //! Each type has a stable numeric code, stored in files and compared between processes:
 //! `Cpu` 0x0000, `Locked` 0x0001 (page-locked with `mlock`), `CudaPinned` 0x0002
-//! (registered with the CUDA driver), and `User(code)` for `code >= 0x0100`, a range
+//! (registered with the CUDA driver), `CudaDevice` 0x0003 (the payload is memory of
+//! one GPU, never mapped into the host's address space; which GPU is recorded beside
+//! it, with the payload's backing), and `User(code)` for `code >= 0x0100`, a range
 //! kept for users' own kinds (an RDMA registration, a Vulkan import). Codes below
 //! 0x0100 that iox does not know are an error, so a file written by a newer iox with a
 //! new built-in type is refused rather than misread.
 //!
-//! In RON the type reads as `Cpu`, `Locked`, `CudaPinned` or `User(256)`.
+//! In RON the type reads as `Cpu`, `Locked`, `CudaPinned`, `CudaDevice` or `User(256)`.
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -21,6 +23,7 @@ pub const USER_CODE_MIN: u16 = 0x0100;
 /// use iox_mempool::MemoryType;
 /// assert_eq!(MemoryType::from_code(0x0002).unwrap(), MemoryType::CudaPinned);
 /// assert_eq!(MemoryType::user(0x0100).unwrap().code(), 0x0100);
+/// assert_eq!(MemoryType::from_code(0x0003).unwrap(), MemoryType::CudaDevice);
 /// assert!(MemoryType::from_code(0x0042).is_err());
 /// assert!(MemoryType::user(7).is_err());
 /// ```
@@ -38,6 +41,10 @@ pub enum MemoryType {
     Locked,
     /// Page-locked and registered with the CUDA driver when a port pins it.
     CudaPinned,
+    /// Memory of one GPU, allocated with the CUDA driver's virtual memory management
+    /// and handed between processes as an exported descriptor. Samples of it have a
+    /// device address only: the host never reads or writes it, and nothing pins it.
+    CudaDevice,
     /// A user-defined kind; its code is `>= 0x0100`. Pinned by the pinner registered
     /// for it.
     User(UserCode),
@@ -89,7 +96,7 @@ impl From<UserCode> for u16 {
 pub enum MemoryTypeError {
     /// A code below 0x0100 that this version of iox does not know.
     #[error(
-        "memory type code {0:#06x} is unknown (known: 0x0000 Cpu, 0x0001 Locked, 0x0002 CudaPinned; users' own start at 0x0100)"
+        "memory type code {0:#06x} is unknown (known: 0x0000 Cpu, 0x0001 Locked, 0x0002 CudaPinned, 0x0003 CudaDevice; users' own start at 0x0100)"
     )]
     Unknown(u16),
     /// `User` with a code inside the reserved built-in range.
@@ -112,6 +119,7 @@ impl MemoryType {
             MemoryType::Cpu => 0x0000,
             MemoryType::Locked => 0x0001,
             MemoryType::CudaPinned => 0x0002,
+            MemoryType::CudaDevice => 0x0003,
             MemoryType::User(code) => code.get(),
         }
     }
@@ -122,6 +130,7 @@ impl MemoryType {
             0x0000 => Ok(MemoryType::Cpu),
             0x0001 => Ok(MemoryType::Locked),
             0x0002 => Ok(MemoryType::CudaPinned),
+            0x0003 => Ok(MemoryType::CudaDevice),
             c if c >= USER_CODE_MIN => Ok(MemoryType::User(UserCode(c))),
             c => Err(MemoryTypeError::Unknown(c)),
         }
@@ -144,6 +153,7 @@ enum MemoryTypeSpec {
     Cpu,
     Locked,
     CudaPinned,
+    CudaDevice,
     User(u16),
 }
 
@@ -154,6 +164,7 @@ impl TryFrom<MemoryTypeSpec> for MemoryType {
             MemoryTypeSpec::Cpu => Ok(MemoryType::Cpu),
             MemoryTypeSpec::Locked => Ok(MemoryType::Locked),
             MemoryTypeSpec::CudaPinned => Ok(MemoryType::CudaPinned),
+            MemoryTypeSpec::CudaDevice => Ok(MemoryType::CudaDevice),
             MemoryTypeSpec::User(code) => MemoryType::user(code),
         }
     }
@@ -165,6 +176,7 @@ impl From<MemoryType> for MemoryTypeSpec {
             MemoryType::Cpu => MemoryTypeSpec::Cpu,
             MemoryType::Locked => MemoryTypeSpec::Locked,
             MemoryType::CudaPinned => MemoryTypeSpec::CudaPinned,
+            MemoryType::CudaDevice => MemoryTypeSpec::CudaDevice,
             MemoryType::User(code) => MemoryTypeSpec::User(code.get()),
         }
     }

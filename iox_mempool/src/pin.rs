@@ -248,6 +248,9 @@ pub enum RegisterPinnerError {
     /// `Cpu` memory is never pinned.
     #[error("Cpu memory is never pinned; register pinners for Locked, CudaPinned or User codes")]
     CpuNotPinnable,
+    /// `CudaDevice` memory is the device's own: there is nothing to pin.
+    #[error("CudaDevice memory is GPU memory already and is never pinned")]
+    DeviceNotPinnable,
 }
 
 struct Entry {
@@ -288,8 +291,10 @@ pub fn register_pinner(
     memory_type: MemoryType,
     pinner: Arc<dyn Pinner>,
 ) -> Result<Option<Arc<dyn Pinner>>, RegisterPinnerError> {
-    if memory_type == MemoryType::Cpu {
-        return Err(RegisterPinnerError::CpuNotPinnable);
+    match memory_type {
+        MemoryType::Cpu => return Err(RegisterPinnerError::CpuNotPinnable),
+        MemoryType::CudaDevice => return Err(RegisterPinnerError::DeviceNotPinnable),
+        _ => {}
     }
     Ok(registry().pinners.insert(memory_type, pinner))
 }
@@ -342,6 +347,12 @@ pub unsafe fn acquire(region: Region<'_>, memory_type: MemoryType) -> Result<Pin
             return Err(PinError::NoPinner {
                 memory_type,
                 hint: "CudaPinned pools are pinned by iox_cuda; build iox_service with the `cuda` feature on a machine with a CUDA driver, or register a pinner",
+            });
+        }
+        (None, MemoryType::CudaDevice) => {
+            return Err(PinError::NoPinner {
+                memory_type,
+                hint: "CudaDevice pools are GPU memory already: there is nothing to pin",
             });
         }
         (None, _) => {

@@ -23,6 +23,8 @@
 
 mod array;
 mod blackboard;
+#[cfg(feature = "cuda")]
+mod device;
 mod errors;
 mod event;
 mod inspect;
@@ -39,6 +41,8 @@ fn _iox(m: &Bound<'_, PyModule>) -> PyResult<()> {
     publisher::register(m)?;
     event::register(m)?;
     blackboard::register(m)?;
+    #[cfg(feature = "cuda")]
+    device::register(m)?;
     inspect::register(m)?;
     m.add_function(wrap_pyfunction!(check_name, m)?)?;
     Ok(())

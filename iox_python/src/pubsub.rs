@@ -370,6 +370,29 @@ impl PyPubSubService {
             spec: self.spec.clone(),
         })
     }
+    /// A subscriber of a `CUDA_DEVICE` service: its samples are DLPack producers of
+    /// GPU memory (`torch.from_dlpack(sample)`). Needs the package built with the
+    /// `cuda` feature and this process's CUDA device with the service's GPU UUID.
+    fn device_subscriber(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        #[cfg(feature = "cuda")]
+        {
+            let sub = self
+                .inner
+                .device_subscriber_builder()
+                .create()
+                .map_err(errors::other)?;
+            Ok(crate::device::PyDeviceSubscriber::new(sub)
+                .into_pyobject(py)?
+                .into_any()
+                .unbind())
+        }
+        #[cfg(not(feature = "cuda"))]
+        let _ = py;
+        #[cfg(not(feature = "cuda"))]
+        Err(errors::other(
+            "this iox package was built without the `cuda` feature: it cannot use CUDA_DEVICE services",
+        ))
+    }
     /// A publisher (owned by the calling thread). See `iox.Publisher`.
     #[pyo3(signature = (pin = false))]
     fn publisher(&self, py: Python<'_>, pin: bool) -> PyResult<crate::publisher::PyPublisher> {

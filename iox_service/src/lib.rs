@@ -33,6 +33,7 @@
 mod async_ready;
 mod blackboard;
 mod config_file;
+mod device;
 mod event;
 mod handover;
 pub mod inspect;
@@ -70,12 +71,22 @@ pub use blackboard::{
     ValueGuard, WriteError, Writer, WriterBuilder, WriterEntry,
 };
 pub use cleanup::{CleanupError, RemoveError};
+#[cfg(feature = "cuda")]
+pub use device::publisher::{
+    DeviceLoan, DeviceLoanError, DevicePublisher, DevicePublisherBuilder, DeviceSendError,
+};
+#[cfg(feature = "cuda")]
+pub use device::subscriber::{DeviceSample, DeviceSubscriber, DeviceSubscriberBuilder, DeviceWaitError};
 #[cfg(feature = "tokio")]
 pub use event::WaitAsyncError;
 pub use event::{
     EventBuilder, EventId, EventService, ListenError, Listener, ListenerBuilder, Notifier, NotifierBuilder,
     NotifyError,
 };
+/// The CUDA side of device-memory services (streams, device memory), with the `cuda`
+/// feature.
+#[cfg(feature = "cuda")]
+pub use iox_cuda as cuda;
 pub use iox_mempool::{
     Backing, ClassInfo, MemoryType, MemoryTypeError, PinError, Pinner, PoolInfo, Region, UserCode,
     register_pinner,
@@ -102,8 +113,9 @@ pub use schema::Schema;
 pub use service::{CreateError, OpenError, OpenOrCreateError, RootError, Service};
 pub use shm::dynamic::Corruption;
 pub use static_config::{
-    BlackboardConfig, BlackboardEntry, ConfigError, EventConfig, InvalidConfig, MessagingPattern, Overflow,
-    PatternConfig, PayloadBacking, PortLimits, PubSubConfig, RequestResponseConfig, StaticConfig,
+    BlackboardConfig, BlackboardEntry, ConfigError, DeviceIdentity, EventConfig, InvalidConfig,
+    MessagingPattern, Overflow, PatternConfig, PayloadBacking, PortLimits, PubSubConfig,
+    RequestResponseConfig, StaticConfig,
 };
 pub use subscriber::{ReceiveError, Subscriber, SubscriberBuilder};
 pub use waitset::{

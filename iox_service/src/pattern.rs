@@ -85,7 +85,14 @@ impl PatternLayout {
     /// pattern's regions begin.
     pub(crate) fn new(c: &StaticConfig, place_pairs: impl FnOnce(bool) -> usize) -> Self {
         match &c.pattern {
-            PatternConfig::PublishSubscribe(p) => Self::PublishSubscribe(PubSubLayout::new(p, place_pairs)),
+            PatternConfig::PublishSubscribe(p) => {
+                let device_chunks = if c.memory_type == iox_mempool::MemoryType::CudaDevice {
+                    c.layout.classes().iter().map(|class| class.count as usize).sum()
+                } else {
+                    0
+                };
+                Self::PublishSubscribe(PubSubLayout::new(p, device_chunks, place_pairs))
+            }
             PatternConfig::Event(e) => Self::Event(EventLayout::new(e, place_pairs)),
             PatternConfig::RequestResponse(r) => Self::RequestResponse(ReqResLayout::new(r, place_pairs)),
             PatternConfig::Blackboard(b) => Self::Blackboard(BlackboardLayout::new(b, place_pairs)),

@@ -163,6 +163,35 @@ pub enum PortCreateError {
         /// Why no CUDA pinner is available (feature off, no driver, no device).
         reason: String,
     },
+    /// The service's samples are in GPU memory (`CudaDevice`), which the host cannot
+    /// read or write: its ports are device ports.
+    #[error(
+        "service {service:?} keeps its samples in GPU memory (CudaDevice): build a device port (device_publisher_builder / device_subscriber_builder, with the `cuda` feature), whose samples are device pointers"
+    )]
+    DeviceMemory {
+        /// The service.
+        service: String,
+    },
+    /// A device port's inter-process events could not be made or published.
+    #[error("cannot make the CUDA events of a device port of service {service:?}: {reason}")]
+    DeviceEvents {
+        /// The service.
+        service: String,
+        /// The driver's refusal.
+        reason: String,
+    },
+}
+
+/// Refuses a host port (one that hands out host addresses) of a device-memory
+/// service, whose chunk addresses are device addresses.
+pub(crate) fn check_host_port(service: &ServiceShared) -> Result<(), PortCreateError> {
+    if service.pool.is_device() {
+        Err(PortCreateError::DeviceMemory {
+            service: service.name.to_string(),
+        })
+    } else {
+        Ok(())
+    }
 }
 
 /// Refuses to build a port from a service handle this process inherited by `fork`.

@@ -222,9 +222,44 @@ pub const MAX_EVENT_ID: u32 = 65_535;
 pub enum PayloadBacking {
     /// The named file `iox_<H>.pool` under the root.
     File,
-    /// A sealed memfd of this size and inode, reached through a participant process
-    /// (`/proc/<pid>/fd/<n>`, with the fd numbers in the dynamic segment).
+    /// A sealed memfd of this size and inode, handed over by a participant process
+    /// (see the `handover` module).
     Memfd(iox_mempool::MemfdIdentity),
+    /// Memory of one GPU (the `CudaDevice` memory type), exported by the driver as a
+    /// descriptor and handed over by a participant process like a memfd.
+    CudaDevice(DeviceIdentity),
+}
+
+/// Which device memory a `CudaDevice` service's pool is: recorded by its creator.
+///
+/// The GPU is named by its UUID, not an ordinal: ordinals differ between processes
+/// with different `CUDA_VISIBLE_DEVICES`. The allocation is `len` bytes (the payload
+/// rounded up to the driver's granularity, with room for the token); `token` is
+/// written by the creator right after the payload, and an importer reads it back to
+/// know that the descriptor it was handed is this service's memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceIdentity {
+    /// The GPU's UUID (the 16 bytes `cuDeviceGetUuid` reports).
+    pub uuid: [u8; 16],
+    /// Bytes of the allocation.
+    pub len: u64,
+    /// The identity mark after the payload.
+    pub token: [u8; 16],
+}
+
+impl DeviceIdentity {
+    /// The UUID as `nvidia-smi -L` prints it (`GPU-xxxxxxxx-xxxx-...`).
+    pub fn uuid_text(&self) -> String {
+        let h: String = self.uuid.iter().map(|b| format!("{b:02x}")).collect();
+        format!(
+            "GPU-{}-{}-{}-{}-{}",
+            &h[..8],
+            &h[8..12],
+            &h[12..16],
+            &h[16..20],
+            &h[20..]
+        )
+    }
 }
 
 impl PayloadBacking {
@@ -232,7 +267,7 @@ impl PayloadBacking {
     pub fn kind(&self) -> iox_mempool::Backing {
         match self {
             Self::File => iox_mempool::Backing::File,
-            Self::Memfd(_) => iox_mempool::Backing::Memfd,
+            Self::Memfd(_) | Self::CudaDevice(_) => iox_mempool::Backing::Memfd,
         }
     }
 }
@@ -410,6 +445,19 @@ pub enum InvalidConfig {
         /// The payload's length.
         payload: usize,
     },
+    /// Device memory (`CudaDevice`) without its device backing, a device backing of
+    /// another memory type, or device memory for another pattern than
+    /// publish-subscribe.
+    #[error("the CudaDevice memory type goes with a CudaDevice backing and publish-subscribe services only")]
+    DeviceMemory,
+    /// The device allocation is shorter than the payload and its identity mark.
+    #[error("device allocation of {len} bytes, but the layout's payload is {payload} (and 16 more)")]
+    DeviceLength {
+        /// The allocation's length.
+        len: u64,
+        /// The payload's length.
+        payload: usize,
+    },
     /// An event id setting above `event_id_max`, or `event_id_max` above
     /// [`MAX_EVENT_ID`].
     #[error("{what} is {value}; it must be at most {max}")]
@@ -432,11 +480,16 @@ pub enum InvalidConfig {
 }
 
 impl InvalidConfig {
-    /// Whether the problem is in the payload or pool (not in the limits).
+    /// Whether the problem is in the payload, pool or backing (not in the limits): what
+    /// a builder fills in after its first check.
     pub(crate) fn is_payload(&self) -> bool {
         matches!(
             self,
-            Self::PayloadAlignment { .. } | Self::PayloadSize { .. } | Self::MemfdLength { .. }
+            Self::PayloadAlignment { .. }
+                | Self::PayloadSize { .. }
+                | Self::MemfdLength { .. }
+                | Self::DeviceMemory
+                | Self::DeviceLength { .. }
         )
     }
 }
@@ -519,6 +572,20 @@ impl StaticConfig {
         {
             return Err(InvalidConfig::MemfdLength {
                 memfd: id.len,
+                payload: self.layout.payload_len(),
+            });
+        }
+        let device = matches!(self.backing, PayloadBacking::CudaDevice(_));
+        if device != (self.memory_type == iox_mempool::MemoryType::CudaDevice)
+            || device && !matches!(self.pattern, PatternConfig::PublishSubscribe(_))
+        {
+            return Err(InvalidConfig::DeviceMemory);
+        }
+        if let PayloadBacking::CudaDevice(id) = self.backing
+            && id.len < self.layout.payload_len() as u64 + 16
+        {
+            return Err(InvalidConfig::DeviceLength {
+                len: id.len,
                 payload: self.layout.payload_len(),
             });
         }

@@ -15,7 +15,10 @@ const CAN_MAP_HOST_MEMORY: c_int = 19;
 const UNIFIED_ADDRESSING: c_int = 41;
 const COMPUTE_CAPABILITY_MAJOR: c_int = 75;
 const HOST_REGISTER_SUPPORTED: c_int = 99;
+const VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: c_int = 102;
+const HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: c_int = 103;
 const READ_ONLY_HOST_REGISTER_SUPPORTED: c_int = 113;
+const IPC_EVENT_SUPPORTED: c_int = 125;
 /// Attributes past this are invalid (the last one CUDA 12.8 defines is below it).
 const MAX_ATTRIBUTE: c_int = 140;
 
@@ -116,6 +119,8 @@ pub unsafe extern "C" fn cuDeviceGetAttribute(
         let v = match attribute {
             MULTIPROCESSOR_COUNT => 1,
             CAN_MAP_HOST_MEMORY | UNIFIED_ADDRESSING | HOST_REGISTER_SUPPORTED => 1,
+            VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED | HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED => 1,
+            IPC_EVENT_SUPPORTED => 1,
             COMPUTE_CAPABILITY_MAJOR => 9,
             READ_ONLY_HOST_REGISTER_SUPPORTED => c_int::from(config::get().read_only_register),
             1..=MAX_ATTRIBUTE => 0,

@@ -148,7 +148,7 @@ const MEMORYTYPE_HOST: c_uint = 1;
 const MEMORYTYPE_DEVICE: c_uint = 2;
 
 /// `cuPointerGetAttribute` for a registered host address or a device address (of a
-/// registration or an allocation). Other attributes are `CUDA_ERROR_NOT_SUPPORTED`
+/// registration, an allocation or a VMM mapping). Other attributes are `CUDA_ERROR_NOT_SUPPORTED`
 /// here (a limit of the double); an address the driver does not know is
 /// `CUDA_ERROR_INVALID_VALUE`.
 ///
@@ -175,7 +175,7 @@ pub unsafe extern "C" fn cuPointerGetAttribute(data: *mut c_void, attribute: c_u
             {
                 return Ok((MEMORYTYPE_HOST, ptr, *base as u64 + (ptr - r.device), r.ctx));
             }
-            if s.resolve_device(ptr, 1).is_some() {
+            if s.resolve_device(ptr, 1).is_some() || s.vmm.mapping_at(ptr).is_some() {
                 let ctx = s.primary(0);
                 return Ok((MEMORYTYPE_DEVICE, ptr, 0, ctx));
             }

@@ -1,17 +1,10 @@
-//! Device memory and copies: `cuMemAlloc_v2`, `cuMemFree_v2`, `cuMemcpyHtoD_v2`,
-//! `cuMemcpyDtoH_v2`.
+//! Device memory: `cuMemAlloc_v2`, `cuMemFree_v2` (copies are in `copies`).
 //!
-//! Device memory is a host allocation the double owns, at a made-up device address;
-//! a registration's device range stands for its host bytes. Copies are synchronous
-//! `memcpy`s (so copy speeds measured against the double are memory bandwidth, the
-//! same for pinned and pageable sources). The host side of a copy is checked against
-//! the process's mappings first.
-
-use std::ffi::c_void;
+//! Device memory is a zeroed host allocation the double owns, at a made-up device
+//! address (see `State::device_range`); a current context is required.
 
 use super::{put, run};
 use crate::log::{Call, hex};
-use crate::maps::{self, Mapped};
 use crate::result::{CuResult, INVALID_VALUE};
 use crate::state;
 
@@ -60,68 +53,6 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: u64) -> CuResult {
             s.check_init()?;
             s.current()?;
             s.allocations.remove(&dptr).map(drop).ok_or(INVALID_VALUE)
-        })
-    })
-}
-
-/// `cuMemcpyHtoD_v2`: `len` bytes from host `src` to device `dst`.
-///
-/// # Safety
-///
-/// None beyond the driver's: both sides are checked.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuMemcpyHtoD_v2(dst: u64, src: *const c_void, len: usize) -> CuResult {
-    let mut call = Call::new("cuMemcpyHtoD_v2");
-    call.arg("dst", hex(dst))
-        .arg("src", hex(src as u64))
-        .arg("bytesize", len);
-    run(call, |_| {
-        state::with(|s| {
-            s.check_init()?;
-            s.current()?;
-            if len == 0 {
-                return Ok(());
-            }
-            let (to, writable) = s.resolve_device(dst, len).ok_or(INVALID_VALUE)?;
-            if !writable || maps::mapped(src as usize, len) == Mapped::No {
-                return Err(INVALID_VALUE);
-            }
-            // SAFETY: `src` is mapped readable for `len` bytes (checked just now); `to`
-            // is `len` bytes of an allocation we own or of a registered range mapped
-            // writable; `copy` allows the two to overlap.
-            unsafe { std::ptr::copy(src.cast::<u8>(), to, len) };
-            Ok(())
-        })
-    })
-}
-
-/// `cuMemcpyDtoH_v2`: `len` bytes from device `src` to host `dst`.
-///
-/// # Safety
-///
-/// None beyond the driver's: both sides are checked.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: u64, len: usize) -> CuResult {
-    let mut call = Call::new("cuMemcpyDtoH_v2");
-    call.arg("dst", hex(dst as u64))
-        .arg("src", hex(src))
-        .arg("bytesize", len);
-    run(call, |_| {
-        state::with(|s| {
-            s.check_init()?;
-            s.current()?;
-            if len == 0 {
-                return Ok(());
-            }
-            let (from, _) = s.resolve_device(src, len).ok_or(INVALID_VALUE)?;
-            if maps::mapped(dst as usize, len) != Mapped::ReadWrite {
-                return Err(INVALID_VALUE);
-            }
-            // SAFETY: `from` is `len` readable bytes (an allocation, or a registered
-            // range, which is mapped); `dst` is mapped writable for `len` bytes
-            // (checked just now).
-            unsafe { std::ptr::copy(from, dst.cast::<u8>(), len) };
-            Ok(())
         })
     })
 }

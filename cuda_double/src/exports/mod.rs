@@ -10,11 +10,16 @@
 #![allow(non_snake_case)]
 
 mod context;
+mod copies;
 mod device;
 mod errors;
+mod events;
 mod host;
+mod mapping;
 mod memory;
+mod streams;
 mod stubs;
+mod vmm;
 
 use crate::config;
 use crate::log::{Call, hex};

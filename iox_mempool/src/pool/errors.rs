@@ -30,6 +30,14 @@ pub enum OpenPoolError {
     /// A segment could not be opened, or is too short.
     #[error(transparent)]
     Segment(#[from] OpenSegmentError),
+    /// The device memory handed in is shorter than the layout's payload.
+    #[error("the device memory is {len} bytes long, the layout's payload needs {expected}")]
+    DevicePayloadLength {
+        /// Its length.
+        len: usize,
+        /// The layout's payload length.
+        expected: usize,
+    },
     /// The bookkeeping has no magic yet: its creator is still building it (or died).
     #[error("{path} is not initialised yet (its creator is still building it, or died while doing so)")]
     NotReady {

@@ -40,6 +40,7 @@
 
 mod bookkeeping;
 mod chunk_ref;
+mod device;
 mod errors;
 mod handle;
 mod located;
@@ -56,6 +57,8 @@ use crate::{MemoryType, PoolLayout};
 
 pub use bookkeeping::{Bookkeeping, CHUNKS_MAGIC, CHUNKS_VERSION};
 pub use chunk_ref::ChunkRef;
+pub use device::DevicePayload;
+use device::Payload;
 pub use errors::{ChunkError, CreatePoolError, LoanError, OpenPoolError};
 pub use handle::{ChunkHandle, ClassInfo, PoolInfo};
 use located::ClassSpan;
@@ -81,7 +84,7 @@ pub use located::Located;
 #[derive(Debug)]
 pub struct Pool {
     book: Bookkeeping,
-    payload: Segment,
+    payload: Payload,
     /// Each class's ownership words and chunks in this process (see `located`).
     spans: Box<[ClassSpan]>,
 }
@@ -168,7 +171,54 @@ impl Pool {
             });
         }
         let book = Bookkeeping::create(dir, stem, layout, memory_type, mode, tag)?;
-        Ok(Self::with_spans(book, payload))
+        Ok(Self::with_spans(book, Payload::Host(payload)))
+    }
+
+    /// [`Pool::create_tagged`] around device memory the caller made and mapped (see
+    /// [`DevicePayload`]), of at least `layout.payload_len()` bytes, for a pool of
+    /// [`MemoryType::CudaDevice`]: only the bookkeeping file `dir/stem.chunks` is
+    /// created. Chunk addresses of such a pool are device addresses.
+    pub fn create_with_device(
+        dir: &Path,
+        stem: &str,
+        layout: &PoolLayout,
+        mode: u32,
+        tag: u64,
+        payload: Arc<dyn DevicePayload>,
+    ) -> Result<Self, CreatePoolError> {
+        if payload.len() < layout.payload_len() {
+            return Err(CreatePoolError::PayloadLength {
+                len: payload.len(),
+                expected: layout.payload_len(),
+            });
+        }
+        let book = Bookkeeping::create(dir, stem, layout, MemoryType::CudaDevice, mode, tag)?;
+        Ok(Self::with_spans(book, Payload::Device(payload)))
+    }
+
+    /// [`Pool::open_with_payload`] for a [`MemoryType::CudaDevice`] pool whose device
+    /// memory the caller imported and mapped.
+    pub fn open_with_device(
+        dir: &Path,
+        stem: &str,
+        layout: &PoolLayout,
+        tag: u64,
+        payload: Arc<dyn DevicePayload>,
+    ) -> Result<Self, OpenPoolError> {
+        let book = Bookkeeping::open(dir, stem, layout, Some(MemoryType::CudaDevice), tag)?;
+        if payload.len() < layout.payload_len() {
+            return Err(OpenPoolError::DevicePayloadLength {
+                len: payload.len(),
+                expected: layout.payload_len(),
+            });
+        }
+        Ok(Self::with_spans(book, Payload::Device(payload)))
+    }
+
+    /// Whether the payload is device memory (chunk addresses are device addresses).
+    #[inline]
+    pub fn is_device(&self) -> bool {
+        matches!(self.payload, Payload::Device(_))
     }
 
     /// [`Pool::open_tagged`] around a payload the caller obtained and checked (e.g.
@@ -189,13 +239,13 @@ impl Pool {
     /// A pool from validated bookkeeping and a payload of exactly its length.
     fn assemble(book: Bookkeeping, payload: Segment) -> Result<Self, OpenPoolError> {
         payload.expect_len(book.layout.payload_len())?;
-        Ok(Self::with_spans(book, payload))
+        Ok(Self::with_spans(book, Payload::Host(payload)))
     }
 
     /// The pool of `book` and a payload of exactly its layout's length, with its class
     /// spans worked out.
-    fn with_spans(book: Bookkeeping, payload: Segment) -> Self {
-        debug_assert_eq!(payload.len(), book.layout.payload_len());
+    fn with_spans(book: Bookkeeping, payload: Payload) -> Self {
+        debug_assert!(payload.len() >= book.layout.payload_len());
         let metas = book.chunks.as_ptr();
         let spans = book
             .tables
@@ -207,8 +257,11 @@ impl Pool {
                 // payload mapping has (checked by the callers): both stay inside their
                 // mappings. Mappings are never null.
                 metas: unsafe { NonNull::new_unchecked(metas.add(t.offset).cast()) },
-                // SAFETY: as above.
-                payload: unsafe { NonNull::new_unchecked(payload.as_ptr().add(t.payload)) },
+                // Address arithmetic only (`wrapping_add`: a device payload's base is
+                // a device address, not an allocation of this process); non-null as
+                // a mapping's (or a device mapping's) base plus an offset inside it is.
+                payload: NonNull::new(payload.base().wrapping_add(t.payload))
+                    .expect("a payload mapping does not end at address 0"),
                 count: t.count,
                 chunk_size: t.chunk_size,
             })
@@ -379,8 +432,23 @@ impl Pool {
 
     /// The payload mapping as a region, e.g. to pin it; read-only if the payload is
     /// mapped read-only at the time of the call.
+    ///
+    /// # Panics
+    ///
+    /// On a device pool ([`Pool::is_device`]): its memory is not mapped into this
+    /// process; use [`Pool::payload_base`] for its address.
     pub fn payload_region(&self) -> Region<'_> {
-        Region::of(&self.payload)
+        match &self.payload {
+            Payload::Host(s) => Region::of(s),
+            Payload::Device(_) => panic!("a device pool's payload is not a host mapping"),
+        }
+    }
+
+    /// The address of the payload's first byte in this process: a host address, or
+    /// for a device pool a device address.
+    #[inline]
+    pub fn payload_base(&self) -> usize {
+        self.payload.base() as usize
     }
 
     /// How the payload is mapped in this process now.
@@ -424,25 +492,32 @@ impl Pool {
     /// Sizes, offsets, occupancy and address of the pool in this process.
     pub fn info(&self) -> PoolInfo {
         PoolInfo {
-            base: self.payload.as_ptr() as usize,
+            base: self.payload.base() as usize,
             len: self.payload.len(),
             memory_type: self.book.memory_type,
             classes: self.book().class_usage(),
         }
     }
 
-    /// The payload's open file (e.g. a memfd to share with other processes).
-    pub fn payload_file(&self) -> &std::fs::File {
-        self.payload.file()
+    /// The payload's descriptor to share with other processes: its open file (e.g. a
+    /// memfd), or a device payload's export.
+    pub fn payload_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.payload.fd()
     }
 
     /// Pins the payload through the process's pin registry (see [`crate::pin`]). The
     /// returned guard keeps the pool mapped, so the region is unpinned before it is
     /// unmapped.
     pub fn pin(self: &Arc<Self>) -> Result<PoolPin, PinError> {
+        let Payload::Host(segment) = &self.payload else {
+            return Err(PinError::NoPinner {
+                memory_type: self.book.memory_type,
+                hint: "a device pool is GPU memory already: there is nothing to pin",
+            });
+        };
         // SAFETY: the PoolPin holds the pool, so the payload stays mapped, until after
         // the guard is dropped (field order); leaking the PoolPin leaks the pool too.
-        let guard = unsafe { pin::acquire(self.payload_region(), self.book.memory_type) }?;
+        let guard = unsafe { pin::acquire(Region::of(segment), self.book.memory_type) }?;
         Ok(PoolPin {
             guard,
             _pool: Arc::clone(self),

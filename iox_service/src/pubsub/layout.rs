@@ -9,6 +9,12 @@
 //! subscriber it last gave its history to (see `pubsub::publisher::history`). Without
 //! history there is nothing after the pair queues. The header limit it records is
 //! `history`.
+//!
+//! A device-memory service (`CudaDevice`) then has one event table per port slot,
+//! publishers' first, then subscribers': a word on its own line (the generation of
+//! the port whose events the table holds; 0 = none published), then per chunk of the
+//! pool the 64 bytes of an inter-process event handle as 8 words (see
+//! `crate::device::events`).
 
 use std::sync::atomic::AtomicU64;
 
@@ -32,11 +38,25 @@ pub(crate) struct PubSubLayout {
     /// Offset of the history-given words within one publisher's stride.
     given: usize,
     max_subscribers: usize,
+    /// Chunks of a device pool (0: not a device service, no event tables).
+    pub(crate) device_chunks: usize,
+    /// Offset of publisher slot 0's event table.
+    events: usize,
     end: usize,
 }
 
+/// Bytes of one port slot's event table for `chunks` chunks.
+fn event_stride(chunks: usize) -> usize {
+    64 + chunks * 64
+}
+
 impl PubSubLayout {
-    pub(crate) fn new(c: &PubSubConfig, place_pairs: impl FnOnce(bool) -> usize) -> Self {
+    /// `device_chunks`: the pool's chunk count for a device-memory service, else 0.
+    pub(crate) fn new(
+        c: &PubSubConfig,
+        device_chunks: usize,
+        place_pairs: impl FnOnce(bool) -> usize,
+    ) -> Self {
         let history_queues = place_pairs(true);
         let history = c.history as usize;
         let max_subscribers = c.max_subscribers as usize;
@@ -45,13 +65,22 @@ impl PubSubLayout {
         } else {
             queue_bytes(history) + table_bytes(max_subscribers)
         };
+        let events = history_queues + history_stride * c.max_publishers as usize;
+        let slots = c.max_publishers as usize + max_subscribers;
         Self {
             history,
             history_queues,
             history_stride,
             given: queue_bytes(history),
             max_subscribers,
-            end: history_queues + history_stride * c.max_publishers as usize,
+            device_chunks,
+            events,
+            end: events
+                + if device_chunks == 0 {
+                    0
+                } else {
+                    slots * event_stride(device_chunks)
+                },
         }
     }
 }
@@ -92,6 +121,32 @@ impl<'a> Dynamic<'a> {
             )
         };
         &words[s]
+    }
+}
+
+impl<'a> Dynamic<'a> {
+    /// The event table of a device-memory service's publisher (`Side::Sending`) or
+    /// subscriber slot: its generation word and `chunks x 8` handle words (`None`
+    /// for a service without device memory, or a slot out of range).
+    pub(crate) fn device_events(&self, side: Side, slot: usize) -> Option<(&'a AtomicU64, &'a [AtomicU64])> {
+        let h = self.regions::<PubSubLayout>();
+        let (sending, receiving) = (self.layout().sending, self.layout().receiving);
+        let index = match side {
+            Side::Sending if slot < sending => slot,
+            Side::Receiving if slot < receiving => sending + slot,
+            _ => return None,
+        };
+        if h.device_chunks == 0 {
+            return None;
+        }
+        let at = h.events + index * event_stride(h.device_chunks);
+        // SAFETY: slot `index`'s table, index checked against the slots the region
+        // was laid out for: inside the pub-sub regions, which end at the layout's
+        // length.
+        let generation = unsafe { &self.words(at, 1)[0] };
+        // SAFETY: as above, the rest of the same table.
+        let handles = unsafe { self.words(at + 64, h.device_chunks * 8) };
+        Some((generation, handles))
     }
 }
 

@@ -142,6 +142,13 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
 
     /// Claims a publisher slot (and pins, if asked).
     pub fn create(self) -> Result<Publisher<P>, PortCreateError> {
+        port::check_host_port(&self.service)?;
+        self.build()
+    }
+
+    /// [`create`](Self::create) without refusing a device-memory service (for the
+    /// device ports, which hand out device addresses only).
+    pub(crate) fn build(self) -> Result<Publisher<P>, PortCreateError> {
         let claim = SlotClaim::new(&self.service, Side::Sending, "publisher")?;
         let d = self.service.dynamic();
         let max_subscribers = d.layout().receiving;
@@ -248,6 +255,12 @@ pub(crate) struct PublisherPort {
 }
 
 impl<P: ?Sized + Payload> Publisher<P> {
+    /// The service handle, slot and generation of this port (for the device ports).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn port_identity(&self) -> (&Shared, usize, u64) {
+        (&self.port.service, self.port.slot, self.port.generation)
+    }
+
     /// The pool: address in this process, length, memory type, classes.
     pub fn pool_info(&self) -> PoolInfo {
         self.port.service.pool.info()

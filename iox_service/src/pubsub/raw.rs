@@ -43,6 +43,14 @@ impl RawLoan {
         self.bytes
     }
 
+    /// The loaned chunk.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn chunk_handle(&self) -> iox_mempool::ChunkHandle {
+        self.loan
+            .chunk_handle()
+            .expect("a raw loan is sent only by consuming it")
+    }
+
     /// See [`SampleMutUninit::device_ptr`].
     pub fn device_ptr(&self) -> Result<u64, DevicePtrError> {
         self.loan.device_ptr()
@@ -68,6 +76,12 @@ pub struct RawSample {
 }
 
 impl RawSample {
+    /// The received chunk and the slot of the publisher that sent it.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn origin(&self) -> (iox_mempool::ChunkHandle, usize) {
+        (self.sample.chunk_handle(), self.sample.publisher_slot())
+    }
+
     /// The payload's first byte.
     #[inline]
     pub fn as_ptr(&self) -> *const u8 {

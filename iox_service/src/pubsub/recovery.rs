@@ -20,6 +20,8 @@
 //!   after; see `shm::connected`); its claim is finished or undone; its queues are
 //!   drained into its owner bit; its bit is cleared on every chunk (samples it held)
 //!   and the slot is freed.
+//! - Either, of a device-memory service: its event table is unpublished (generation
+//!   0) before the slot is freed, so no peer opens the events of a dead process.
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -27,6 +29,7 @@ use std::sync::atomic::Ordering;
 use iox_mempool::Bookkeeping;
 
 use crate::dynamic::{self, Dynamic};
+use crate::pattern::Side;
 use crate::port;
 use crate::queue;
 use crate::recovery::{CleanupReport, Liveness, finish_journaled_send, resolve_claims};
@@ -84,11 +87,19 @@ fn wake_receivers(d: Dynamic<'_>, stem: &str, root: &Path) {
     }
 }
 
+/// Unpublishes a dead device port's event table (nothing for other services).
+fn unpublish_events(d: Dynamic<'_>, side: Side, slot: usize) {
+    if let Some((generation, _)) = d.device_events(side, slot) {
+        generation.store(0, Ordering::Release);
+    }
+}
+
 /// Recovers dead publisher slot `p`.
 fn recover_publisher(d: Dynamic<'_>, pool: &Bookkeeping, p: usize, report: &mut CleanupReport) {
     let header = d.publisher(p);
     let owner = port::publisher_owner(p);
     let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
+    unpublish_events(d, Side::Sending, p);
     port::close(header, generation);
     let subs = d.layout().receiving;
     // Its history queue, if the service keeps one: one more queue it pushed to.
@@ -120,6 +131,8 @@ fn recover_subscriber(d: Dynamic<'_>, pool: &Bookkeeping, s: usize, report: &mut
     let publishers = d.layout().sending;
     let owner = port::subscriber_owner(publishers, s);
     let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
+    // Before any chunk it held is freed (a loan of it would look for its events).
+    unpublish_events(d, Side::Receiving, s);
     // Publishers stop delivering to it (and drain what they pushed meanwhile).
     d.connected().disconnect(s);
     port::close(header, generation);

@@ -50,6 +50,11 @@ impl<P: ?Sized + Payload> SampleMutUninit<P> {
         }
     }
 
+    /// The loaned chunk (`None` once sent).
+    pub(crate) fn chunk_handle(&self) -> Option<iox_mempool::ChunkHandle> {
+        self.chunk.as_ref().map(Located::handle)
+    }
+
     /// Declares the payload initialised.
     ///
     /// # Safety
@@ -74,7 +79,7 @@ impl<P: ?Sized + Payload> SampleMutUninit<P> {
     /// ```
     #[inline]
     pub fn device_ptr(&self) -> Result<u64, DevicePtrError> {
-        let offset = self.ptr as usize - self.port.pool().payload_region().addr() as usize;
+        let offset = self.ptr as usize - self.port.pool().payload_base();
         match self.port.device_base() {
             Some(base) => Ok(base + offset as u64),
             None => Err(DevicePtrError::NotPinned),
@@ -248,6 +253,12 @@ impl<P: ?Sized + Payload> Sample<P> {
         self.publisher as usize
     }
 
+    /// The received chunk.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn chunk_handle(&self) -> iox_mempool::ChunkHandle {
+        self.chunk.handle()
+    }
+
     /// The payload as bytes, whatever its type: `len x` the element size recorded in
     /// the static config (the whole value for typed payloads), so a program that opened
     /// the service as `[u8]` with
@@ -310,7 +321,7 @@ impl<P: ?Sized + Payload> Sample<P> {
 
     /// The chunk's offset from the pool's base (the same in every process).
     pub fn offset(&self) -> usize {
-        self.chunk.addr() as usize - self.port.pool().payload_region().addr() as usize
+        self.chunk.addr() as usize - self.port.pool().payload_base()
     }
 }
 

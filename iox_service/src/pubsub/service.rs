@@ -72,6 +72,8 @@ pub struct PubSubBuilder<P: ?Sized> {
     max_slice_len: Option<usize>,
     allow_pool_exhaustion: bool,
     backing: Option<Backing>,
+    /// The CUDA device ordinal whose memory a `CudaDevice` service's pool is made in.
+    cuda_device: i32,
     /// Recorded (when creating) and required (when opening) instead of
     /// `P::payload_type()`: set by `raw_payload_type` (language bindings) or
     /// `carry_payload_type` (bridges).
@@ -98,6 +100,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             max_slice_len: None,
             allow_pool_exhaustion: false,
             backing: None,
+            cuda_device: 0,
             payload_override: None,
             schema_override: None,
             _payload: PhantomData,
@@ -204,6 +207,14 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
     /// names a file under the root instead). On open: must match if set.
     pub fn backing(mut self, backing: Backing) -> Self {
         self.backing = Some(backing);
+        self
+    }
+    /// The GPU (a CUDA device ordinal of this process, default 0) whose memory holds
+    /// the pool of a service created with `.memory_type(MemoryType::CudaDevice)`. The
+    /// static config records that GPU's UUID; openers find it among their own devices
+    /// by UUID, whatever its ordinal there.
+    pub fn cuda_device(mut self, ordinal: i32) -> Self {
+        self.cuda_device = ordinal;
         self
     }
     /// How long open and open-or-create wait for a service another process is
@@ -314,7 +325,17 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
         let counts = section.worst_case_chunks();
         config.layout = self.layout(counts as usize)?;
         let memfd = self.backing.is_none_or(|b| b == Backing::Memfd);
-        if memfd {
+        if memory_type == MemoryType::CudaDevice {
+            if !memfd {
+                return self.fail(InvalidConfig::DeviceMemory);
+            }
+            let planned = crate::device::memory::planned(self.cuda_device, config.layout.payload_len())
+                .map_err(|reason| CreateError::DeviceMemory {
+                    name: self.target.name.to_string(),
+                    reason,
+                })?;
+            config.backing = PayloadBacking::CudaDevice(planned);
+        } else if memfd {
             config.backing = PayloadBacking::Memfd(MemfdIdentity {
                 len: config.layout.payload_len() as u64,
                 dev: 0,
@@ -658,5 +679,24 @@ impl<P: ?Sized + Payload> PubSubService<P> {
             (0..l.sending).filter(|&p| active(d.publisher(p))).count(),
             (0..l.receiving).filter(|&s| active(d.subscriber(s))).count(),
         )
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl PubSubService<[u8]> {
+    /// A builder for a device publisher of a `CudaDevice` service (its samples are
+    /// GPU memory; see [`crate::DevicePublisher`]).
+    pub fn device_publisher_builder(&self) -> crate::DevicePublisherBuilder {
+        crate::DevicePublisherBuilder {
+            inner: crate::PublisherBuilder::new(self.shared.clone()),
+        }
+    }
+
+    /// A builder for a device subscriber of a `CudaDevice` service (see
+    /// [`crate::DeviceSubscriber`]).
+    pub fn device_subscriber_builder(&self) -> crate::DeviceSubscriberBuilder {
+        crate::DeviceSubscriberBuilder {
+            inner: crate::SubscriberBuilder::new(self.shared.clone()),
+        }
     }
 }

@@ -149,6 +149,13 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
 
     /// Claims a subscriber slot (and pins, if asked).
     pub fn create(self) -> Result<Subscriber<P>, PortCreateError> {
+        port::check_host_port(&self.service)?;
+        self.build()
+    }
+
+    /// [`create`](Self::create) without refusing a device-memory service (for the
+    /// device ports, which hand out device addresses only).
+    pub(crate) fn build(self) -> Result<Subscriber<P>, PortCreateError> {
         let claim = SlotClaim::new(&self.service, Side::Receiving, "subscriber")?;
         let d = self.service.dynamic();
         let doorbell = claim.doorbell(claim.slot())?;
@@ -304,6 +311,12 @@ impl SubscriberPort {
 }
 
 impl<P: ?Sized + Payload> Subscriber<P> {
+    /// The service handle, slot and generation of this port (for the device ports).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn port_identity(&self) -> (&Shared, usize, u64) {
+        (&self.port.service, self.port.slot, self.port.generation)
+    }
+
     /// The pool: address in this process, length, memory type, classes.
     pub fn pool_info(&self) -> PoolInfo {
         self.port.pool.info()

@@ -45,15 +45,25 @@ pub(super) fn try_create(
     // Only sized and named here (cheap); its pages are allocated and it is sealed
     // once we have won the race for the name.
     let mut config = config.clone();
-    let memfd = match config.backing {
-        PayloadBacking::File => None,
+    // Device memory is allocated here too (its length is known only then); a
+    // creator that loses the race frees it again.
+    let (mut memfd, mut device) = (None, None);
+    match config.backing {
+        PayloadBacking::File => {}
         PayloadBacking::Memfd(_) => {
             let unsealed = iox_mempool::memfd::Unsealed::new(&stem, config.layout.payload_len())
                 .map_err(|source| CreateError::Segment { name: name(), source })?;
             config.backing = PayloadBacking::Memfd(unsealed.identity());
-            Some(unsealed)
+            memfd = Some(unsealed);
         }
-    };
+        PayloadBacking::CudaDevice(planned) => {
+            let (memory, id) = crate::device::memory::allocate(planned, config.layout.payload_len())
+                .map_err(|reason| CreateError::DeviceMemory { name: name(), reason })?;
+            config.backing = PayloadBacking::CudaDevice(id);
+            device = Some(memory);
+        }
+    }
+    let handed_over = memfd.is_some() || device.is_some();
     let config = &config;
     remove_dead_temp_files(&t.root, &[&dynamic_name, &format!(".{config_name}")], me);
     let tmp = node::temp_file_name(&dynamic_name, me);
@@ -72,7 +82,7 @@ pub(super) fn try_create(
     // The pattern's own regions, before the segment appears under its name.
     init(config, d);
     d.users()[0].store(me, Ordering::Relaxed);
-    if memfd.is_some() {
+    if handed_over {
         // We offer it before the service says ALIVE (openers ask only then).
         d.user_holders()[0].store(1, Ordering::Relaxed);
     }
@@ -96,8 +106,11 @@ pub(super) fn try_create(
         e
     };
     let _ = Pool::remove(&t.root, &stem);
-    let created = match memfd {
-        Some(unsealed) => unsealed.finish().map_err(Into::into).and_then(|payload| {
+    let created = match (memfd, device) {
+        (_, Some(memory)) => {
+            Pool::create_with_device(&t.root, &stem, &config.layout, config.permissions, hash, memory)
+        }
+        (Some(unsealed), None) => unsealed.finish().map_err(Into::into).and_then(|payload| {
             Pool::create_with_payload(
                 &t.root,
                 &stem,
@@ -108,7 +121,7 @@ pub(super) fn try_create(
                 payload,
             )
         }),
-        None => Pool::create_tagged(
+        (None, None) => Pool::create_tagged(
             &t.root,
             &stem,
             &config.layout,
@@ -127,17 +140,17 @@ pub(super) fn try_create(
     pool.make_payload_read_only()
         .map_err(|e| undo(io("map the payload read-only", std::io::Error::other(e))))?;
     let offer = match config.backing {
-        PayloadBacking::Memfd(_) => Some(
+        PayloadBacking::Memfd(_) | PayloadBacking::CudaDevice(_) => Some(
             crate::handover::offer(
                 &t.root,
                 &stem,
                 hash,
                 me,
-                &[pool.payload_file().as_fd()],
+                &[pool.payload_fd()],
                 dynamic.file().as_fd(),
                 config.permissions,
             )
-            .map_err(|e| undo(io("offer the memfd payload to other processes", e)))?,
+            .map_err(|e| undo(io("offer the payload's descriptor to other processes", e)))?,
         ),
         PayloadBacking::File => None,
     };

@@ -120,6 +120,15 @@ pub enum CreateError {
     /// The service exists already.
     #[error("service {0:?} already exists")]
     AlreadyExists(String),
+    /// Its device memory (`CudaDevice`) could not be allocated, exported or mapped, or
+    /// this process has no CUDA (the text says which, and what to do).
+    #[error("service {name:?}: cannot make its device memory: {reason}")]
+    DeviceMemory {
+        /// The service.
+        name: String,
+        /// Why, in the driver's words where it refused.
+        reason: String,
+    },
     /// A blackboard's change notifications (the event service `NAME/~changes` beside
     /// it) could not be opened or created.
     #[error("cannot open {changes:?}, the change notifications of blackboard {name:?}: {source}")]
@@ -334,6 +343,30 @@ pub enum OpenError {
         /// The service.
         name: String,
         /// What happened with each participant.
+        tried: Vec<String>,
+    },
+    /// The service's pool is memory of a GPU this process cannot use: no CUDA here (a
+    /// CPU-only process, or a build without the `cuda` feature), or no visible device
+    /// with the recorded UUID (another GPU, or `CUDA_VISIBLE_DEVICES` hides it).
+    /// Nothing is copied to the host instead.
+    #[error(
+        "service {name:?} keeps its samples in the memory of GPU {uuid}, which this process cannot use: {reason}"
+    )]
+    DeviceUnavailable {
+        /// The service.
+        name: String,
+        /// The GPU's UUID, as `nvidia-smi -L` prints it.
+        uuid: String,
+        /// What is missing.
+        reason: String,
+    },
+    /// The service's device memory was handed over but could not be imported or
+    /// mapped here (each holder's answer or the driver's refusal).
+    #[error("cannot import the device memory of service {name:?}: {}", tried.join("; "))]
+    DeviceImport {
+        /// The service.
+        name: String,
+        /// What happened with each holder.
         tried: Vec<String>,
     },
     /// A process holding the service's memfd payload refused to hand it over: this

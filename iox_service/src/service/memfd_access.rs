@@ -1,5 +1,6 @@
-//! Reaching a service's memfd payload: handed over by a live holder (see
-//! `crate::handover`), checked, mapped.
+//! Reaching a service's payload that only a descriptor reaches (a sealed memfd, or a
+//! GPU's exported memory): handed over by a live holder (see `crate::handover`),
+//! checked, mapped.
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -21,11 +22,10 @@ pub(super) struct Unreachable {
     pub(super) refused: bool,
 }
 
-/// Asks each registered holder whose node is alive for the memfd payload, until one
-/// hands over a descriptor that passes the checks of
+/// [`reach`] for a memfd payload: a descriptor that passes the checks of
 /// [`iox_mempool::memfd::open_memfd`] (name, seals, size, inode: this service's
-/// memfd and nothing else); gives up at `deadline`. `incarnation` is the static
-/// config's hash (holders offer per incarnation).
+/// memfd and nothing else), mapped read-only (the port that publishes makes it
+/// writable; the holder's descriptor is read-write).
 pub(super) fn reach_memfd(
     root: &Path,
     d: Dynamic<'_>,
@@ -35,6 +35,25 @@ pub(super) fn reach_memfd(
     live: &mut Liveness,
     deadline: Instant,
 ) -> Result<Segment, Unreachable> {
+    reach(root, d, stem, incarnation, live, deadline, &mut |fd, path| {
+        iox_mempool::memfd::open_memfd(std::fs::File::from(fd), path, Access::ReadOnly, id)
+            .map_err(|e| e.to_string())
+    })
+}
+
+/// Asks each registered holder whose node is alive for the payload's descriptor,
+/// until one hands over one that `accept` takes (it checks that it is this service's
+/// payload and nothing else, and maps it); gives up at `deadline`. `incarnation` is
+/// the static config's hash (holders offer per incarnation).
+pub(super) fn reach<T>(
+    root: &Path,
+    d: Dynamic<'_>,
+    stem: &str,
+    incarnation: u64,
+    live: &mut Liveness,
+    deadline: Instant,
+    accept: &mut dyn FnMut(std::os::fd::OwnedFd, std::path::PathBuf) -> Result<T, String>,
+) -> Result<T, Unreachable> {
     let mut tried = Vec::new();
     let (mut transient, mut refused) = (false, false);
     for (user, holder) in d.users().iter().zip(d.user_holders()) {
@@ -71,17 +90,15 @@ pub(super) fn reach_memfd(
         let Some(fd) = fds.into_iter().next() else {
             continue; // `fetch` returns at least one
         };
-        // Mapped read-only: the port that publishes makes it writable (the holder's
-        // descriptor is read-write).
-        match iox_mempool::memfd::open_memfd(std::fs::File::from(fd), path, Access::ReadOnly, id) {
-            Ok(segment) => return Ok(segment),
+        match accept(fd, path) {
+            Ok(payload) => return Ok(payload),
             Err(e) => tried.push(format!("handed over by node {node:016x}: {e}")),
         }
     }
     if tried.is_empty() {
         // No live holder at all: its last user is leaving, or all died (recovery then
         // removes it): look again.
-        tried.push("no live process holds the memfd".into());
+        tried.push("no live process holds its descriptor".into());
         transient = true;
     }
     Err(Unreachable {

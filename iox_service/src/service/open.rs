@@ -104,7 +104,8 @@ pub(super) fn try_open(
             hash,
         ),
         PayloadBacking::Memfd(id) => {
-            match memfd_access::reach_memfd(&t.root, d, &stem, hash, id, &mut live, deadline) {
+            let reached = memfd_access::reach_memfd(&t.root, d, &stem, hash, id, &mut live, deadline);
+            match reached {
                 Ok(payload) => Pool::open_with_payload(
                     &t.root,
                     &stem,
@@ -113,33 +114,35 @@ pub(super) fn try_open(
                     hash,
                     payload,
                 ),
+                Err(unreachable) => {
+                    return unreached(t, (&config, hash), d, &dynamic, &node, &mut live, unreachable);
+                }
+            }
+        }
+        PayloadBacking::CudaDevice(id) => {
+            // Which GPU first: a process that cannot use it asks no holder.
+            if let Err(reason) = crate::device::memory::ordinal(&id) {
+                return Attempt::Failed(OpenError::DeviceUnavailable {
+                    name: name(),
+                    uuid: id.uuid_text(),
+                    reason,
+                });
+            }
+            let payload_len = config.layout.payload_len();
+            let reached = memfd_access::reach(&t.root, d, &stem, hash, &mut live, deadline, &mut |fd, _| {
+                crate::device::memory::import(fd, &id, payload_len)
+            });
+            match reached {
+                Ok(payload) => Pool::open_with_device(&t.root, &stem, &config.layout, hash, payload),
                 Err(memfd_access::Unreachable {
                     tried,
-                    transient,
-                    refused,
-                }) => {
-                    // No live participant let us in: if none is alive, the service is
-                    // dead; recovery (on the bookkeeping alone) removes it.
-                    if let Ok(book) =
-                        Bookkeeping::open(&t.root, &stem, &config.layout, Some(config.memory_type), hash)
-                    {
-                        let _ = recovery::recover_in(d, &stem, &book, &mut live);
-                    }
-                    if lifecycle::remove_if_unused(&t.root, &stem, &dynamic, node.id()) {
-                        return Attempt::Retry("all its processes had died; removed it".into());
-                    }
-                    let leaving = dynamic::split_lifecycle(d.header().lifecycle.load(Ordering::Acquire)).1
-                        != dynamic::ALIVE;
-                    if refused && !leaving {
-                        return Attempt::Failed(OpenError::MemfdRefused {
-                            name: name(),
-                            why: tried,
-                        });
-                    }
-                    if transient || leaving {
-                        return Attempt::Retry(format!("memfd not reachable yet: {}", tried.join("; ")));
-                    }
-                    return Attempt::Failed(OpenError::MemfdUnreachable { name: name(), tried });
+                    transient: false,
+                    refused: false,
+                }) if !tried.is_empty() => {
+                    return Attempt::Failed(OpenError::DeviceImport { name: name(), tried });
+                }
+                Err(unreachable) => {
+                    return unreached(t, (&config, hash), d, &dynamic, &node, &mut live, unreachable);
                 }
             }
         }
@@ -166,12 +169,12 @@ pub(super) fn try_open(
     }
     // Offered before our user entry says we hold it.
     let offer = match config.backing {
-        PayloadBacking::Memfd(_) => match crate::handover::offer(
+        PayloadBacking::Memfd(_) | PayloadBacking::CudaDevice(_) => match crate::handover::offer(
             &t.root,
             &stem,
             hash,
             node.id(),
-            &[pool.payload_file().as_fd()],
+            &[pool.payload_fd()],
             dynamic.file().as_fd(),
             config.permissions,
         ) {
@@ -181,7 +184,7 @@ pub(super) fn try_open(
                     name: name(),
                     source: RootError::classify(
                         &t.root,
-                        "offer the memfd payload to other processes",
+                        "offer the payload's descriptor to other processes",
                         source,
                     ),
                 });
@@ -212,6 +215,45 @@ pub(super) fn try_open(
         created: false,
         fork_generation: crate::recovery::fork::generation(),
     })
+}
+
+/// No live participant handed over the payload's descriptor: if none is alive, the
+/// service is dead and recovery (on the bookkeeping alone) removes it; otherwise
+/// whether to retry (a holder registering, leaving or silent) or fail (refused, or
+/// every holder answered wrongly).
+fn unreached(
+    t: &Target,
+    (config, hash): (&StaticConfig, u64),
+    d: dynamic::Dynamic<'_>,
+    dynamic: &DynamicSegment,
+    node: &Node,
+    live: &mut Liveness,
+    unreachable: memfd_access::Unreachable,
+) -> Attempt<ServiceShared, OpenError> {
+    let memfd_access::Unreachable {
+        tried,
+        transient,
+        refused,
+    } = unreachable;
+    let stem = t.name.stem();
+    let name = || t.name.to_string();
+    if let Ok(book) = Bookkeeping::open(&t.root, &stem, &config.layout, Some(config.memory_type), hash) {
+        let _ = recovery::recover_in(d, &stem, &book, live);
+    }
+    if lifecycle::remove_if_unused(&t.root, &stem, dynamic, node.id()) {
+        return Attempt::Retry("all its processes had died; removed it".into());
+    }
+    let leaving = dynamic::split_lifecycle(d.header().lifecycle.load(Ordering::Acquire)).1 != dynamic::ALIVE;
+    if refused && !leaving {
+        return Attempt::Failed(OpenError::MemfdRefused {
+            name: name(),
+            why: tried,
+        });
+    }
+    if transient || leaving {
+        return Attempt::Retry(format!("payload not reachable yet: {}", tried.join("; ")));
+    }
+    Attempt::Failed(OpenError::MemfdUnreachable { name: name(), tried })
 }
 
 /// For `open_or_create` of a service that exists with other settings: recovers its

@@ -1,0 +1,155 @@
+//! Device publishers: loan a chunk of GPU memory in stream order, write it with the
+//! GPU, send it in stream order.
+//!
+//! A [`DevicePublisher`] is a publisher of the service (the same slot claim, loan and
+//! send as every publisher, see `crate::publisher`) that hands out device addresses
+//! only, plus the port's events (see `super::events`). [`DevicePublisher::loan_on`]
+//! makes the given stream wait until every subscriber's last read of the chunk is
+//! done; [`DeviceLoan::send_on`] records the write-done event on the stream the
+//! writing work was enqueued on, then sends. Neither waits on the host.
+
+use iox_cuda::{CudaError, Stream};
+use thiserror::Error;
+
+use std::sync::Arc;
+
+use super::events::{EventsOwner, PortEvents, chunk_index};
+use crate::RawLoan;
+use crate::pattern::Side;
+use crate::port::{LoanError, PortCreateError};
+use crate::publisher::{Publisher, PublisherBuilder, SendError};
+
+/// Builds a [`DevicePublisher`] of a `CudaDevice` service.
+#[derive(Debug)]
+pub struct DevicePublisherBuilder {
+    pub(crate) inner: PublisherBuilder<[u8]>,
+}
+
+impl DevicePublisherBuilder {
+    /// Claims a publisher slot and publishes the port's events.
+    pub fn create(self) -> Result<DevicePublisher, PortCreateError> {
+        let inner = self.inner.build()?;
+        let (service, slot, generation) = inner.port_identity();
+        let name = || service.name.to_string();
+        let ordinal = super::service_ordinal(service).map_err(|reason| PortCreateError::DeviceEvents {
+            service: name(),
+            reason,
+        })?;
+        let events = PortEvents::publish(service.dynamic(), Side::Sending, slot, generation, ordinal)
+            .map_err(|e| PortCreateError::DeviceEvents {
+                service: name(),
+                reason: e.to_string(),
+            })?;
+        let events = Arc::new(EventsOwner {
+            events,
+            service: service.clone(),
+            generation,
+        });
+        Ok(DevicePublisher { events, inner })
+    }
+}
+
+/// Sends chunks of a `CudaDevice` service's GPU memory to every subscriber. Not
+/// `Send`, like [`Publisher`].
+#[derive(Debug)]
+pub struct DevicePublisher {
+    // Field order: the events retire (wait for this port's work) before the port goes.
+    events: Arc<EventsOwner>,
+    inner: Publisher<[u8]>,
+}
+
+/// Why [`DevicePublisher::loan_on`] failed.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum DeviceLoanError {
+    /// No chunk (see [`LoanError`]).
+    #[error(transparent)]
+    Loan(#[from] LoanError),
+    /// The driver refused to make the stream wait for the chunk's readers; the chunk
+    /// went back to the pool.
+    #[error("cannot order the loan after the chunk's last reads: {0}")]
+    Driver(CudaError),
+}
+
+/// Why [`DeviceLoan::send_on`] failed.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum DeviceSendError {
+    /// The send itself (see [`SendError`]).
+    #[error(transparent)]
+    Send(#[from] SendError),
+    /// The driver refused to record the write-done event: nothing was sent, and the
+    /// chunk went back to the pool.
+    #[error("cannot record the end of the write on the stream, nothing was sent: {0}")]
+    Driver(CudaError),
+}
+
+impl DevicePublisher {
+    /// Loans a chunk for `bytes` bytes and makes `stream` wait until every
+    /// subscriber's last use of that chunk is done: work enqueued on `stream` after
+    /// this may write it.
+    pub fn loan_on(&self, stream: Stream, bytes: usize) -> Result<DeviceLoan<'_>, DeviceLoanError> {
+        let loan = self.inner.loan_raw(bytes)?;
+        let chunk = chunk_index(self.inner.port_identity().0.pool.layout(), loan.chunk_handle());
+        let d = self.inner.port_identity().0.dynamic();
+        self.events
+            .events
+            .wait_all_peers(d, chunk, stream)
+            .map_err(DeviceLoanError::Driver)?;
+        Ok(DeviceLoan {
+            loan,
+            chunk,
+            publisher: self,
+        })
+    }
+
+    /// The publisher underneath, for what is the same on every publisher (its slot,
+    /// waiting for subscribers, whether the service was removed). Its own loans are
+    /// refused: they would be host memory.
+    pub fn port(&self) -> &Publisher<[u8]> {
+        &self.inner
+    }
+}
+
+/// A loaned chunk of GPU memory: write it with work on a stream, then
+/// [`send_on`](Self::send_on) that stream. Dropped unsent, it goes back to the pool
+/// (any work still writing it must be finished or ordered before the next loan by
+/// the user).
+#[derive(Debug)]
+pub struct DeviceLoan<'a> {
+    loan: RawLoan,
+    chunk: usize,
+    publisher: &'a DevicePublisher,
+}
+
+impl DeviceLoan<'_> {
+    /// The chunk's device address (valid in this process's CUDA context of the
+    /// service's GPU).
+    pub fn device_ptr(&mut self) -> u64 {
+        self.loan.as_mut_ptr() as u64
+    }
+
+    /// Bytes loaned.
+    pub fn len(&self) -> usize {
+        self.loan.len_bytes()
+    }
+
+    /// Whether no bytes were loaned.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Records the write-done event on `stream` (after the work that writes the chunk
+    /// was enqueued there) and sends the chunk; returns how many subscribers got it.
+    pub fn send_on(self, stream: Stream) -> Result<usize, DeviceSendError> {
+        self.publisher
+            .events
+            .events
+            .record(self.chunk, stream)
+            .map_err(DeviceSendError::Driver)?;
+        // SAFETY: the payload is `[u8]` in device memory, which this process never
+        // reads: any bytes the GPU wrote (or did not) are valid `u8`s to a reader
+        // that reads them on a device.
+        Ok(unsafe { self.loan.send() }?)
+    }
+}

@@ -1,0 +1,493 @@
+//! Device-memory services (`MemoryType::CudaDevice`) across processes, against the
+//! driver double (`cuda_double/`): the pool is allocated with the driver's virtual
+//! memory management, exported as a descriptor, handed over to other processes and
+//! imported once per process; samples are ordered by inter-process events. Every
+//! test runs its ports in child processes that load the double and checks their
+//! calls in its log. With `IOX_CUDA_DRIVER=real` (scripts/gpu-check.sh on a GPU
+//! machine) the same children run against the installed driver, and only behaviour
+//! is checked. Needs the `cuda` feature.
+#![cfg(feature = "cuda")]
+
+use std::path::Path;
+use std::time::Duration;
+
+use iox_cuda::OwnedStream;
+use iox_service::{DevicePublisher, MemoryType, OpenError, PortCreateError, PubSubService, Service};
+use iox_testkit::cuda_double::{Call, Driver, names, test_dir};
+
+const WAIT: Duration = Duration::from_secs(60);
+/// Bytes per sample in these tests.
+const LEN: usize = 4096;
+/// Samples a pipeline sends.
+const SAMPLES: u8 = 24;
+
+/// The driver for `test`'s children, or `None` (after a skip line) when the real
+/// driver was asked for and none is usable.
+fn driver(test: &str, dir: &Path) -> Option<Driver> {
+    let driver = Driver::new(dir);
+    if !driver.is_double()
+        && let Err(e) = iox_cuda::device_uuid(0)
+    {
+        iox_testkit::skip(
+            test,
+            iox_testkit::REQUIRE_GPU,
+            format!("no usable CUDA device: {e}"),
+        );
+        return None;
+    }
+    Some(driver)
+}
+
+fn service(name: &str) -> Result<PubSubService<[u8]>, iox_service::OpenOrCreateError> {
+    Service::named(name)
+        .unwrap()
+        .publish_subscribe::<[u8]>()
+        .memory_type(MemoryType::CudaDevice)
+        .max_slice_len(LEN)
+        .max_publishers(2)
+        .max_subscribers(2)
+        // Every sample stays queued until read (none is dropped as the oldest).
+        .subscriber_buffer(SAMPLES as u32)
+        .open_or_create()
+}
+
+fn of<'a>(calls: &'a [Call], name: &str) -> Vec<&'a Call> {
+    calls.iter().filter(|c| c.name == name).collect()
+}
+
+/// Where (in the log's order) the first call named `name` is.
+fn position(calls: &[Call], name: &str) -> usize {
+    calls
+        .iter()
+        .position(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no {name} in {:#?}", names(calls)))
+}
+
+/// Sends `SAMPLES` samples, sample `i` all bytes `i`, written on a stream.
+fn publish(publisher: &DevicePublisher) {
+    let stream = OwnedStream::new(0).unwrap();
+    for i in 0..SAMPLES {
+        let mut loan = publisher.loan_on(stream.stream(), LEN).unwrap();
+        iox_cuda::copy_to_device(0, loan.device_ptr(), &[i; LEN], stream.stream()).unwrap();
+        loan.send_on(stream.stream()).unwrap();
+    }
+}
+
+fn wait_for_file(name: &str) {
+    let path = test_dir().join(name);
+    assert!(
+        iox_testkit::wait_until(WAIT, || path.exists()),
+        "{name} never appeared"
+    );
+}
+
+/// Two processes, one GPU: a publisher writes each sample with work on its stream
+/// and sends it; a subscriber in another process waits on its own stream and reads
+/// the bytes. Each process maps the pool once (one create and export, one import),
+/// the reader's every wait is on an event the writer recorded before, nothing is
+/// synchronised on the host per sample, and each process unmaps, frees the address
+/// range and releases the allocation, in that order, when its last port goes.
+#[test]
+fn a_device_pipeline_hands_samples_between_processes_in_stream_order() {
+    const TEST: &str = "a_device_pipeline_hands_samples_between_processes_in_stream_order";
+    match iox_testkit::role().as_deref() {
+        Some("publisher") => {
+            let s = service("gpu/pipeline").unwrap();
+            std::fs::write(test_dir().join("created"), b"").unwrap();
+            let publisher = s.device_publisher_builder().create().unwrap();
+            // A second handle and port of the same service in this process: no
+            // second allocation or mapping.
+            let again = service("gpu/pipeline").unwrap();
+            let _second = again.device_publisher_builder().create().unwrap();
+            // The subscriber's device port is made (its events published).
+            wait_for_file("subscribed");
+            publish(&publisher);
+            wait_for_file("read");
+            return;
+        }
+        Some("subscriber") => {
+            let s = service("gpu/pipeline").unwrap();
+            let again = service("gpu/pipeline").unwrap();
+            let subscriber = s.device_subscriber_builder().create().unwrap();
+            std::fs::write(test_dir().join("subscribed"), b"").unwrap();
+            let stream = OwnedStream::new(0).unwrap();
+            for i in 0..SAMPLES {
+                let mut sample = subscriber
+                    .receive_timeout(WAIT)
+                    .unwrap()
+                    .expect("a sample in time");
+                assert_eq!(sample.len(), LEN);
+                sample.wait_on(stream.stream()).unwrap();
+                let mut bytes = vec![0u8; LEN];
+                iox_cuda::copy_to_host(0, sample.device_ptr(), &mut bytes, stream.stream()).unwrap();
+                assert!(bytes.iter().all(|&b| b == i), "sample {i} read {:?}", &bytes[..8]);
+            }
+            std::fs::write(test_dir().join("read"), b"").unwrap();
+            drop((subscriber, s, again));
+            return;
+        }
+        _ => {}
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(driver) = driver(TEST, dir.path()) else {
+        return;
+    };
+    let publisher = driver.spawn(TEST, "publisher", dir.path(), &[]);
+    // The publisher's process creates the service; the subscriber's imports it.
+    assert!(iox_testkit::wait_until(WAIT, || dir
+        .path()
+        .join("created")
+        .exists()));
+    let subscriber = driver.spawn(TEST, "subscriber", dir.path(), &[]);
+    let (p, s) = (publisher.id(), subscriber.id());
+    iox_testkit::wait_ok(subscriber, Duration::from_secs(120));
+    iox_testkit::wait_ok(publisher, Duration::from_secs(120));
+    let Some(all) = driver.calls() else {
+        return;
+    };
+    let calls = |pid| all.iter().filter(|c| c.pid == pid).cloned().collect::<Vec<_>>();
+    let (pc, sc) = (calls(p), calls(s));
+    // The creator made and exported one allocation; the other imported it once.
+    assert_eq!(of(&pc, "cuMemCreate").len(), 1, "{:#?}", names(&pc));
+    assert_eq!(of(&pc, "cuMemExportToShareableHandle").len(), 1);
+    assert_eq!(of(&sc, "cuMemCreate").len(), 0);
+    assert_eq!(
+        of(&sc, "cuMemImportFromShareableHandle").len(),
+        1,
+        "{:#?}",
+        names(&sc)
+    );
+    for c in [&pc, &sc] {
+        assert_eq!(of(c, "cuMemMap").len(), 1);
+        assert_eq!(of(c, "cuMemSetAccess").len(), 1);
+        // Teardown in order, once.
+        let (unmap, free, release) = (
+            position(c, "cuMemUnmap"),
+            position(c, "cuMemAddressFree"),
+            position(c, "cuMemRelease"),
+        );
+        assert!(unmap < free && free < release, "{:#?}", names(c));
+        // No host synchronisation per sample: iox's only ones are the ports'
+        // retiring waits (at most one per event it made), after the last sample.
+        let last_copy = c
+            .iter()
+            .rposition(|x| x.name.starts_with("cuMemcpy"))
+            .expect("copies");
+        let syncs: Vec<usize> = (0..c.len())
+            .filter(|&i| c[i].name == "cuEventSynchronize")
+            .collect();
+        assert!(syncs.len() <= of(c, "cuEventCreate").len(), "{syncs:?}");
+        assert!(
+            syncs.iter().all(|&i| i > last_copy),
+            "a host wait before the last sample: {:#?}",
+            names(c)
+        );
+    }
+    // The writer never waits on the host (the reader's stream syncs are the test's
+    // own copies back to check the bytes).
+    assert!(of(&pc, "cuStreamSynchronize").is_empty() && of(&pc, "cuCtxSynchronize").is_empty());
+    // Every wait of the reader is on an event the writer recorded before it.
+    let waits: Vec<_> = all
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.pid == s && c.name == "cuStreamWaitEvent")
+        .collect();
+    assert_eq!(waits.len(), SAMPLES as usize, "{:#?}", names(&sc));
+    for (at, wait) in waits {
+        let event = wait.get("event").expect("the double names the event waited on");
+        assert!(
+            all[..at]
+                .iter()
+                .any(|c| c.pid == p && c.name == "cuEventRecord" && c.get("event") == Some(event)),
+            "the reader waited on {event} before the writer recorded it"
+        );
+    }
+    // The writer recorded one write-done per sample.
+    assert_eq!(of(&pc, "cuEventRecord").len(), SAMPLES as usize);
+    // Each loan's stream waited on the reader's event of that chunk (the reader's
+    // table was published before the first send), and where the reader had recorded
+    // that event, after its record.
+    let loan_waits: Vec<_> = all
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.pid == p && c.name == "cuStreamWaitEvent")
+        .collect();
+    assert_eq!(loan_waits.len(), SAMPLES as usize, "{:#?}", names(&pc));
+    for (_, wait) in &loan_waits {
+        let event = wait.get("event").expect("named");
+        assert!(
+            event.starts_with(&format!("{s}:")),
+            "the writer waited on {event}, not a reader's event"
+        );
+    }
+    let reader_records: Vec<_> = of(&sc, "cuEventRecord");
+    assert_eq!(
+        reader_records.len(),
+        SAMPLES as usize,
+        "one read-done per sample released"
+    );
+}
+
+/// A host publisher or subscriber of a device service is refused with an error that
+/// names device ports: its samples would be host addresses of GPU memory.
+#[test]
+fn host_ports_of_a_device_service_are_refused() {
+    const TEST: &str = "host_ports_of_a_device_service_are_refused";
+    if iox_testkit::role().is_some() {
+        let s = service("gpu/host-ports").unwrap();
+        let e = s.publisher_builder().create().unwrap_err();
+        assert!(matches!(e, PortCreateError::DeviceMemory { .. }), "{e}");
+        assert!(e.to_string().contains("device_publisher_builder"), "{e}");
+        let e = s.subscriber_builder().create().unwrap_err();
+        assert!(matches!(e, PortCreateError::DeviceMemory { .. }), "{e}");
+        // The device ports of the same handle work.
+        let _p = s.device_publisher_builder().create().unwrap();
+        let _s = s.device_subscriber_builder().create().unwrap();
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(driver) = driver(TEST, dir.path()) else {
+        return;
+    };
+    driver.run(TEST, "child", dir.path(), &[]);
+}
+
+/// A process that cannot use the service's GPU gets a clear error naming it, and
+/// nothing is copied: with no CUDA driver at all, and with a driver whose devices
+/// are other GPUs (another UUID). The service and its creator are unaffected.
+#[test]
+fn a_process_without_the_gpu_gets_an_error_naming_it() {
+    const TEST: &str = "a_process_without_the_gpu_gets_an_error_naming_it";
+    match iox_testkit::role().as_deref() {
+        Some("creator") => {
+            let s = service("gpu/mixed").unwrap();
+            let publisher = s.device_publisher_builder().create().unwrap();
+            std::fs::write(test_dir().join("created"), b"").unwrap();
+            wait_for_file("tried");
+            // Still usable: one more sample goes out (to no one).
+            publish_one(&publisher);
+            return;
+        }
+        Some("opener") => {
+            let e = Service::named("gpu/mixed")
+                .unwrap()
+                .publish_subscribe::<[u8]>()
+                .open()
+                .unwrap_err();
+            assert!(matches!(e, OpenError::DeviceUnavailable { .. }), "{e}");
+            let text = e.to_string();
+            assert!(text.contains("GPU-"), "{text}");
+            let expected: String = iox_testkit::env("EXPECT");
+            assert!(text.contains(&expected), "{text}");
+            return;
+        }
+        _ => {}
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(driver) = driver(TEST, dir.path()) else {
+        return;
+    };
+    if !driver.is_double() {
+        return; // the other-GPU case needs the double's UUIDs
+    }
+    let creator = driver.spawn(TEST, "creator", dir.path(), &[]);
+    assert!(iox_testkit::wait_until(WAIT, || dir
+        .path()
+        .join("created")
+        .exists()));
+    // No driver: a plain child, without the double on its library path.
+    let root = dir.path().join("root");
+    let plain = iox_testkit::spawn_self(
+        TEST,
+        "opener",
+        &[
+            ("IOX_ROOT", root.display().to_string()),
+            ("EXPECT", "no CUDA driver".into()),
+        ],
+    );
+    iox_testkit::wait_ok(plain, WAIT);
+    // Another GPU: the double's device 0 has another UUID in that process.
+    driver.run(
+        TEST,
+        "opener",
+        dir.path(),
+        &[
+            ("IOX_CUDA_DOUBLE_UUIDS", "0123456789abcdef0123456789abcdef".into()),
+            ("EXPECT", "no visible CUDA device has this UUID".into()),
+        ],
+    );
+    std::fs::write(dir.path().join("tried"), b"").unwrap();
+    iox_testkit::wait_ok(creator, WAIT);
+}
+
+fn publish_one(publisher: &DevicePublisher) {
+    let stream = OwnedStream::new(0).unwrap();
+    let mut loan = publisher.loan_on(stream.stream(), LEN).unwrap();
+    iox_cuda::copy_to_device(0, loan.device_ptr(), &[7; LEN], stream.stream()).unwrap();
+    loan.send_on(stream.stream()).unwrap();
+}
+
+/// The driver refusing the allocation (out of memory) or the export makes creation
+/// fail with the driver's words and leaves no service behind; refusing the import
+/// makes only that opener fail, and the creator's ports go on.
+#[test]
+fn refused_allocation_export_or_import_is_a_clear_error() {
+    const TEST: &str = "refused_allocation_export_or_import_is_a_clear_error";
+    match iox_testkit::role().as_deref() {
+        Some("refused-create") => {
+            let call: String = iox_testkit::env("CALL");
+            let e = service("gpu/refused").map(|_| ()).unwrap_err();
+            let text = e.to_string();
+            assert!(text.contains(&call), "{text}");
+            assert!(!Service::exists("gpu/refused").unwrap(), "nothing left behind");
+            return;
+        }
+        Some("creator") => {
+            let s = service("gpu/refused").unwrap();
+            let publisher = s.device_publisher_builder().create().unwrap();
+            std::fs::write(test_dir().join("created"), b"").unwrap();
+            wait_for_file("tried");
+            publisher.port().wait_for_subscribers(1, WAIT).unwrap();
+            publish(&publisher);
+            wait_for_file("read");
+            return;
+        }
+        Some("refused-open") => {
+            let e = service("gpu/refused").map(|_| ()).unwrap_err();
+            assert!(e.to_string().contains("cuMemImportFromShareableHandle"), "{e}");
+            return;
+        }
+        Some("subscriber") => {
+            let s = service("gpu/refused").unwrap();
+            let subscriber = s.device_subscriber_builder().create().unwrap();
+            let stream = OwnedStream::new(0).unwrap();
+            for _ in 0..SAMPLES {
+                let mut sample = subscriber
+                    .receive_timeout(WAIT)
+                    .unwrap()
+                    .expect("a sample in time");
+                sample.wait_on(stream.stream()).unwrap();
+            }
+            std::fs::write(test_dir().join("read"), b"").unwrap();
+            return;
+        }
+        _ => {}
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(driver) = driver(TEST, dir.path()) else {
+        return;
+    };
+    if !driver.is_double() {
+        return; // refusals are the double's
+    }
+    for call in ["cuMemCreate", "cuMemExportToShareableHandle"] {
+        driver.run(
+            TEST,
+            "refused-create",
+            dir.path(),
+            &[
+                ("IOX_CUDA_DOUBLE_FAIL", format!("{call}:2")),
+                ("CALL", call.into()),
+            ],
+        );
+    }
+    let creator = driver.spawn(TEST, "creator", dir.path(), &[]);
+    assert!(iox_testkit::wait_until(WAIT, || dir
+        .path()
+        .join("created")
+        .exists()));
+    driver.run(
+        TEST,
+        "refused-open",
+        dir.path(),
+        &[("IOX_CUDA_DOUBLE_FAIL", "cuMemImportFromShareableHandle:1".into())],
+    );
+    std::fs::write(dir.path().join("tried"), b"").unwrap();
+    driver.run(TEST, "subscriber", dir.path(), &[]);
+    iox_testkit::wait_ok(creator, WAIT);
+}
+
+/// A publisher SIGKILLed with samples queued and a loan held, and a reader SIGKILLed
+/// between `wait_on` and its release: the survivors recover every chunk (a new
+/// publisher can loan the whole pool again). A third process holds the service (and
+/// the export) throughout, so the survivor's memory is handed over by it.
+#[test]
+fn processes_killed_with_chunks_in_flight_lose_nothing() {
+    const TEST: &str = "processes_killed_with_chunks_in_flight_lose_nothing";
+    match iox_testkit::role().as_deref() {
+        Some("publisher") => {
+            let s = service("gpu/killed").unwrap();
+            let publisher = s.device_publisher_builder().create().unwrap();
+            publisher.port().wait_for_subscribers(1, WAIT).unwrap();
+            let stream = OwnedStream::new(0).unwrap();
+            for i in 0..3u8 {
+                let mut loan = publisher.loan_on(stream.stream(), LEN).unwrap();
+                iox_cuda::copy_to_device(0, loan.device_ptr(), &[i; LEN], stream.stream()).unwrap();
+                loan.send_on(stream.stream()).unwrap();
+            }
+            let _held = publisher.loan_on(stream.stream(), LEN).unwrap();
+            std::fs::write(test_dir().join("sent"), b"").unwrap();
+            loop {
+                std::thread::park(); // until SIGKILL
+            }
+        }
+        Some("reader") => {
+            let s = service("gpu/killed").unwrap();
+            let subscriber = s.device_subscriber_builder().create().unwrap();
+            wait_for_file("sent");
+            let stream = OwnedStream::new(0).unwrap();
+            let mut sample = subscriber.receive_timeout(WAIT).unwrap().expect("a sample");
+            sample.wait_on(stream.stream()).unwrap();
+            std::fs::write(test_dir().join("waited"), b"").unwrap();
+            loop {
+                std::thread::park(); // until SIGKILL, sample held
+            }
+        }
+        Some("keeper") => {
+            // Creates the service and holds it (and its export) throughout.
+            let _s = service("gpu/killed").unwrap();
+            std::fs::write(test_dir().join("created"), b"").unwrap();
+            wait_for_file("done");
+            return;
+        }
+        Some("survivor") => {
+            let s = service("gpu/killed").unwrap();
+            // Recovery ran when this process opened the service: the pool is whole.
+            let subscriber = s.device_subscriber_builder().create().unwrap();
+            drop(subscriber);
+            let publisher = s.device_publisher_builder().create().unwrap();
+            let info = s.pool_info();
+            let free: u32 = info.classes.iter().map(|c| c.free).sum();
+            let total: u32 = info.classes.iter().map(|c| c.count).sum();
+            assert_eq!(free, total, "{info:?}");
+            let stream = OwnedStream::new(0).unwrap();
+            // Every chunk can be loaned (the killed reader's events are not waited on).
+            let loans: Vec<_> = (0..total)
+                .map_while(|_| publisher.loan_on(stream.stream(), LEN).ok())
+                .collect();
+            assert!(loans.len() >= 2, "{} loans", loans.len());
+            return;
+        }
+        _ => {}
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(driver) = driver(TEST, dir.path()) else {
+        return;
+    };
+    let keeper = driver.spawn(TEST, "keeper", dir.path(), &[]);
+    assert!(iox_testkit::wait_until(WAIT, || dir
+        .path()
+        .join("created")
+        .exists()));
+    let publisher = iox_testkit::Reaped::new(driver.spawn(TEST, "publisher", dir.path(), &[]));
+    let reader = iox_testkit::Reaped::new(driver.spawn(TEST, "reader", dir.path(), &[]));
+    assert!(iox_testkit::wait_until(WAIT, || dir
+        .path()
+        .join("waited")
+        .exists()));
+    publisher.kill();
+    reader.kill();
+    driver.run(TEST, "survivor", dir.path(), &[]);
+    std::fs::write(dir.path().join("done"), b"").unwrap();
+    iox_testkit::wait_ok(keeper, WAIT);
+}
