@@ -1,5 +1,7 @@
 //! Copies between the host and device addresses (a sample's `device_ptr()`), for
-//! programs that fill or check device samples without a kernel.
+//! programs that fill or check device samples without a kernel. They take raw device
+//! addresses, which with unified addressing may be host memory too, so they are
+//! `unsafe`: the caller vouches for the ranges.
 
 use cudarc::driver::sys;
 
@@ -8,17 +10,24 @@ use crate::driver::{CudaError, check};
 use crate::stream::Stream;
 
 /// Enqueues a copy of `src` to device address `dst` (device `ordinal`) on `stream`.
-/// `src` may be dropped when this returns: from pageable host memory the driver
-/// stages the bytes before returning, as its reference documents.
 ///
 /// ```
 /// // No device address is valid without a driver.
-/// assert!(iox_cuda::copy_to_device(0, 0, &[1, 2, 3], iox_cuda::Stream::null()).is_err());
+/// // SAFETY: nothing is copied (the driver refuses first).
+/// assert!(unsafe { iox_cuda::copy_to_device(0, 0, &[1, 2, 3], iox_cuda::Stream::null()) }.is_err());
 /// ```
-pub fn copy_to_device(ordinal: i32, dst: u64, src: &[u8], stream: Stream) -> Result<(), CudaError> {
+///
+/// # Safety
+///
+/// `dst..dst + src.len()` is device memory no one else reads or writes until the copy
+/// is done on `stream`. `src` stays valid until then if it is page-locked or
+/// registered memory (then the copy is fully asynchronous); from pageable memory the
+/// driver stages the bytes before returning, as its reference documents.
+pub unsafe fn copy_to_device(ordinal: i32, dst: u64, src: &[u8], stream: Stream) -> Result<(), CudaError> {
     let ctx = Context::retain(ordinal)?;
     ctx.run(|| {
-        // SAFETY: src is valid for src.len() bytes; the driver checks the device range;
+        // SAFETY: src is valid for src.len() bytes; the device range is the caller's
+        // (this function's contract);
         // the stream is the caller's (Stream's contract).
         check("cuMemcpyHtoDAsync", unsafe {
             sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), stream.as_raw().cast())
@@ -29,10 +38,15 @@ pub fn copy_to_device(ordinal: i32, dst: u64, src: &[u8], stream: Stream) -> Res
 /// Copies `dst.len()` bytes from device address `src` (device `ordinal`) to `dst`:
 /// enqueued on `stream` (after the work there, e.g. a sample's `wait_on`), then
 /// waited for on the host.
-pub fn copy_to_host(ordinal: i32, src: u64, dst: &mut [u8], stream: Stream) -> Result<(), CudaError> {
+///
+/// # Safety
+///
+/// `src..src + dst.len()` is device memory readable while the copy runs (e.g. a
+/// sample held until this returns).
+pub unsafe fn copy_to_host(ordinal: i32, src: u64, dst: &mut [u8], stream: Stream) -> Result<(), CudaError> {
     let ctx = Context::retain(ordinal)?;
     ctx.run(|| {
-        // SAFETY: dst is valid for dst.len() bytes; the driver checks the device range.
+        // SAFETY: dst is valid for dst.len() bytes; the device range is the caller's.
         check("cuMemcpyDtoHAsync", unsafe {
             sys::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr().cast(), src, dst.len(), stream.as_raw().cast())
         })?;
@@ -45,7 +59,12 @@ pub fn copy_to_host(ordinal: i32, src: u64, dst: &mut [u8], stream: Stream) -> R
 
 /// Enqueues a copy of `len` bytes from device address `src` to `dst` (device
 /// `ordinal`) on `stream`.
-pub fn copy_device_to_device(
+///
+/// # Safety
+///
+/// Both ranges are device memory, `src` readable and `dst` writable by nobody else,
+/// until the copy is done on `stream`.
+pub unsafe fn copy_device_to_device(
     ordinal: i32,
     dst: u64,
     src: u64,
@@ -54,7 +73,7 @@ pub fn copy_device_to_device(
 ) -> Result<(), CudaError> {
     let ctx = Context::retain(ordinal)?;
     ctx.run(|| {
-        // SAFETY: device addresses, checked by the driver; the stream is the caller's.
+        // SAFETY: the caller's ranges (this function's contract); the stream is theirs.
         check("cuMemcpyDtoDAsync", unsafe {
             sys::cuMemcpyDtoDAsync_v2(dst, src, len, stream.as_raw().cast())
         })

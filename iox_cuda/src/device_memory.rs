@@ -17,7 +17,10 @@
 //! `cuMemUnmap`, `cuMemAddressFree`, `cuMemRelease` of the handle, then the
 //! descriptor is closed and the context released. The reference frees the memory once
 //! the handle is released and no mapping is left; the address range can be freed only
-//! once nothing is mapped in it.
+//! once nothing is mapped in it. The handle is kept (not released right after
+//! `cuMemMap`, which the reference also allows) so that one undo path serves a failed
+//! step and the drop alike, and the allocation is named by a live handle for as long
+//! as this process uses it.
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -27,7 +30,6 @@ use cudarc::driver::sys;
 
 use crate::context::Context;
 use crate::driver::{CudaError, check};
-use crate::stream::Stream;
 
 /// One device allocation, mapped read-write into this process's device address space.
 #[derive(Debug)]
@@ -37,10 +39,14 @@ pub struct DeviceMemory {
     handle: sys::CUmemGenericAllocationHandle,
     export: OwnedFd,
     token: [u8; 16],
+    uuid: [u8; 16],
     ctx: Arc<Context>,
 }
 
 static REGISTRY: Mutex<Option<HashMap<[u8; 16], Weak<DeviceMemory>>>> = Mutex::new(None);
+/// Held across a whole import, so two threads importing one allocation at once make
+/// one mapping (the second finds the first's in the registry).
+static IMPORTING: Mutex<()> = Mutex::new(());
 
 /// The live mapping of the allocation marked `token` in this process, if any.
 fn registered(token: &[u8; 16]) -> Option<Arc<DeviceMemory>> {
@@ -97,6 +103,20 @@ fn prop(device: i32) -> sys::CUmemAllocationProp {
     prop
 }
 
+/// The context's device's allocation granularity (`option`: minimum or recommended),
+/// at least 1.
+fn granularity(ctx: &Context, option: sys::CUmemAllocationGranularity_flags) -> Result<usize, CudaError> {
+    let prop = prop(ctx.ordinal);
+    let mut granularity = 0;
+    ctx.run(|| {
+        // SAFETY: valid out-pointer and property.
+        check("cuMemGetAllocationGranularity", unsafe {
+            sys::cuMemGetAllocationGranularity(&mut granularity, &prop, option)
+        })
+    })?;
+    Ok(granularity.max(1))
+}
+
 /// Reserves `len` bytes of address space and maps `handle` there read-write for the
 /// context's device, recording each step in `steps`.
 fn map(
@@ -141,20 +161,19 @@ impl DeviceMemory {
     /// ```
     pub fn create(ordinal: i32, payload_len: usize, token: [u8; 16]) -> Result<Arc<Self>, CudaError> {
         let ctx = Context::retain(ordinal)?;
+        let uuid = crate::uuid::device_uuid(ordinal)?;
         let prop = prop(ordinal);
-        let mut granularity = 0;
-        ctx.run(|| {
-            // SAFETY: valid out-pointer and property.
-            check("cuMemGetAllocationGranularity", unsafe {
-                sys::cuMemGetAllocationGranularity(
-                    &mut granularity,
-                    &prop,
-                    sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED,
-                )
-            })
-        })?;
-        let granularity = granularity.max(1);
-        let len = (payload_len + 16).next_multiple_of(granularity);
+        let granularity = granularity(
+            &ctx,
+            sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED,
+        )?;
+        let len = payload_len
+            .checked_add(16)
+            .and_then(|l| l.checked_next_multiple_of(granularity))
+            .ok_or(CudaError::TooLarge { len: payload_len })?;
+        // Declared before `steps`, so that on a failure the descriptor closes after
+        // the undo, as in the drop.
+        let export: OwnedFd;
         let mut steps = Steps {
             ctx: &ctx,
             handle: None,
@@ -190,7 +209,7 @@ impl DeviceMemory {
             });
         }
         // SAFETY: the driver handed us this new descriptor to own.
-        let export = unsafe { OwnedFd::from_raw_fd(fd) };
+        export = unsafe { OwnedFd::from_raw_fd(fd) };
         let base = map(&mut steps, handle, len, granularity)?;
         ctx.run(|| {
             // SAFETY: base + payload_len + 16 <= base + len, inside the mapping just
@@ -206,6 +225,7 @@ impl DeviceMemory {
             handle,
             export,
             token,
+            uuid,
             ctx,
         });
         register(&memory);
@@ -223,13 +243,15 @@ impl DeviceMemory {
         payload_len: usize,
         token: [u8; 16],
     ) -> Result<Arc<Self>, CudaError> {
+        let _importing = IMPORTING.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(memory) = registered(&token) {
             return Ok(memory);
         }
-        if payload_len + 16 > alloc_len {
+        if payload_len.checked_add(16).is_none_or(|end| end > alloc_len) {
             return Err(CudaError::WrongAllocation);
         }
         let ctx = Context::retain(ordinal)?;
+        let uuid = crate::uuid::device_uuid(ordinal)?;
         let mut steps = Steps {
             ctx: &ctx,
             handle: None,
@@ -249,19 +271,11 @@ impl DeviceMemory {
             })
         })?;
         steps.handle = Some(handle);
-        let prop = prop(ordinal);
-        let mut granularity = 0;
-        ctx.run(|| {
-            // SAFETY: valid out-pointer and property.
-            check("cuMemGetAllocationGranularity", unsafe {
-                sys::cuMemGetAllocationGranularity(
-                    &mut granularity,
-                    &prop,
-                    sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
-                )
-            })
-        })?;
-        let base = map(&mut steps, handle, alloc_len, granularity.max(1))?;
+        let align = granularity(
+            &ctx,
+            sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
+        )?;
+        let base = map(&mut steps, handle, alloc_len, align)?;
         let mut found = [0u8; 16];
         ctx.run(|| {
             // SAFETY: inside the mapping (payload_len + 16 <= alloc_len, checked);
@@ -280,6 +294,7 @@ impl DeviceMemory {
             handle,
             export: fd,
             token,
+            uuid,
             ctx,
         });
         register(&memory);
@@ -311,13 +326,61 @@ impl DeviceMemory {
         self.export.as_fd()
     }
 
-    /// Copies `dst.len()` bytes from `offset` to the host: enqueued on `stream`, then
-    /// waited for on the host.
-    pub fn copy_to_host(&self, offset: usize, dst: &mut [u8], stream: Stream) -> Result<(), CudaError> {
-        if offset.checked_add(dst.len()).is_none_or(|end| end > self.len) {
+    /// The UUID of the device it is mapped for (asked once, when it was mapped here).
+    pub fn uuid(&self) -> [u8; 16] {
+        self.uuid
+    }
+
+    /// Copies `dst.len()` bytes from `offset` to the host, synchronously
+    /// (`cuMemcpyDtoH`). A range outside the allocation is [`CudaError::OutOfBounds`].
+    ///
+    /// ```
+    /// if let Ok(m) = iox_cuda::DeviceMemory::create(0, 4096, [2; 16]) {
+    ///     let mut mark = [0u8; 16];
+    ///     m.copy_to_host(4096, &mut mark).unwrap();
+    ///     assert_eq!(mark, [2; 16]);
+    ///     assert!(m.copy_to_host(m.len(), &mut mark).is_err());
+    /// }
+    /// ```
+    pub fn copy_to_host(&self, offset: usize, dst: &mut [u8]) -> Result<(), CudaError> {
+        let at = self.range(offset, dst.len())?;
+        self.ctx.run(|| {
+            // SAFETY: `dst` is writable for its length; the device range lies inside
+            // this allocation (checked), mapped read-write while `self` lives.
+            check("cuMemcpyDtoH", unsafe {
+                sys::cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), at, dst.len())
+            })
+        })
+    }
+
+    /// Copies `src` to `offset`, synchronously (`cuMemcpyHtoD`). A range outside the
+    /// allocation is [`CudaError::OutOfBounds`].
+    ///
+    /// ```
+    /// if let Ok(m) = iox_cuda::DeviceMemory::create(0, 4096, [3; 16]) {
+    ///     m.copy_from_host(0, b"hello").unwrap();
+    ///     let mut back = [0u8; 5];
+    ///     m.copy_to_host(0, &mut back).unwrap();
+    ///     assert_eq!(&back, b"hello");
+    /// }
+    /// ```
+    pub fn copy_from_host(&self, offset: usize, src: &[u8]) -> Result<(), CudaError> {
+        let at = self.range(offset, src.len())?;
+        self.ctx.run(|| {
+            // SAFETY: `src` is readable for its length; the device range lies inside
+            // this allocation (checked), mapped read-write while `self` lives.
+            check("cuMemcpyHtoD", unsafe {
+                sys::cuMemcpyHtoD_v2(at, src.as_ptr().cast(), src.len())
+            })
+        })
+    }
+
+    /// The device address of `offset`, if `len` bytes from there lie inside.
+    fn range(&self, offset: usize, len: usize) -> Result<u64, CudaError> {
+        if offset.checked_add(len).is_none_or(|end| end > self.len) {
             return Err(CudaError::OutOfBounds { len: self.len });
         }
-        crate::copy::copy_to_host(self.ctx.ordinal, self.base + offset as u64, dst, stream)
+        Ok(self.base + offset as u64)
     }
 }
 

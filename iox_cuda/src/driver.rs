@@ -67,6 +67,13 @@ pub enum CudaError {
     /// (its token is not there).
     #[error("the descriptor handed over is not this service's device memory (its identity mark differs)")]
     WrongAllocation,
+    /// A device allocation too large to describe (its length and 16-byte mark,
+    /// rounded up to the granularity, overflow).
+    #[error("a device allocation for {len} payload bytes is too large")]
+    TooLarge {
+        /// The payload length asked for.
+        len: usize,
+    },
     /// A copy outside a device allocation.
     #[error("a copy outside the {len}-byte device allocation")]
     OutOfBounds {

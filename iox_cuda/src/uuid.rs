@@ -61,11 +61,21 @@ pub fn format_uuid(uuid: &[u8; 16]) -> String {
     )
 }
 
-/// The UUID [`format_uuid`] printed (strict: that form only).
+/// The UUID [`format_uuid`] printed (strict: that form only, hex digits of either
+/// case; anything else, a sign or a missing prefix included, is `None`).
+///
+/// ```
+/// let uuid = iox_cuda::parse_uuid("GPU-00112233-4455-6677-8899-aabbccddeeff").unwrap();
+/// assert_eq!(uuid[..3], [0x00, 0x11, 0x22]);
+/// assert_eq!(iox_cuda::parse_uuid("00112233-4455-6677-8899-aabbccddeeff"), None);
+/// assert_eq!(iox_cuda::parse_uuid("GPU-+0112233-4455-6677-8899-aabbccddeeff"), None);
+/// ```
 pub fn parse_uuid(text: &str) -> Option<[u8; 16]> {
     let rest = text.strip_prefix("GPU-")?;
     let groups: Vec<&str> = rest.split('-').collect();
-    if groups.iter().map(|g| g.len()).collect::<Vec<_>>() != [8, 4, 4, 4, 12] {
+    if groups.iter().map(|g| g.len()).collect::<Vec<_>>() != [8, 4, 4, 4, 12]
+        || !groups.iter().all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
         return None;
     }
     let hex: String = groups.concat();
@@ -74,4 +84,34 @@ pub fn parse_uuid(text: &str) -> Option<[u8; 16]> {
         *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{format_uuid, parse_uuid};
+
+    #[test]
+    fn format_and_parse_are_inverse_and_parse_is_strict() {
+        let uuid: [u8; 16] = std::array::from_fn(|i| (i * 17 + 3) as u8);
+        let text = format_uuid(&uuid);
+        assert_eq!(text, "GPU-03142536-4758-697a-8b9c-adbecfe0f102");
+        assert_eq!(parse_uuid(&text), Some(uuid));
+        assert_eq!(parse_uuid(&text.to_uppercase()), Some(uuid));
+        for bad in [
+            "",
+            "GPU-",
+            "03142536-4758-697a-8b9c-adbecfe0f102",
+            "gpu-03142536-4758-697a-8b9c-adbecfe0f102",
+            "GPU-031425364758697a8b9cadbecfe0f102",
+            "GPU-0314253-64758-697a-8b9c-adbecfe0f102",
+            "GPU-03142536-4758-697a-8b9c-adbecfe0f10",
+            "GPU-03142536-4758-697a-8b9c-adbecfe0f1022",
+            "GPU-03142536-4758-697a-8b9c-adbecfe0f10g",
+            "GPU-+3142536-4758-697a-8b9c-adbecfe0f102",
+            "GPU-03142536-4758-697a-8b9c-adbecfe0f102-",
+            "GPU-03142536-4758-697a-8b9c-adbecfe0f1\u{e9}",
+        ] {
+            assert_eq!(parse_uuid(bad), None, "{bad:?}");
+        }
+    }
 }

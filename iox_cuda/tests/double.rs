@@ -19,18 +19,7 @@ use iox_testkit::cuda_double::{self, Call, Driver, names};
 /// The driver for `test`'s children, or `None` (after a skip line) when the real
 /// driver was asked for and none is usable.
 fn driver(test: &str, dir: &Path) -> Option<Driver> {
-    let driver = Driver::new(dir);
-    if !driver.is_double()
-        && let Err(e) = CudaPinner::new(0)
-    {
-        iox_testkit::skip(
-            test,
-            iox_testkit::REQUIRE_GPU,
-            format!("no usable CUDA device: {e}"),
-        );
-        return None;
-    }
-    Some(driver)
+    Driver::for_test(test, dir, || CudaPinner::new(0).map(drop))
 }
 
 /// A 4 MiB CudaPinned pool under the test directory (created by this process).

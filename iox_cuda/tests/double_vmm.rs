@@ -148,21 +148,10 @@ fn calls_named<'a>(calls: &'a [Call], name: &str) -> Vec<&'a Call> {
     calls.iter().filter(|c| c.name == name).collect()
 }
 
-/// The driver for a test's children; `None` (after a skip line) when the real driver
-/// was asked for and none is usable.
+/// The driver for `test`'s children, or `None` (after a skip line) when the real
+/// driver was asked for and none is usable.
 fn driver(test: &str, dir: &Path) -> Option<Driver> {
-    let driver = Driver::new(dir);
-    if !driver.is_double()
-        && let Err(e) = CudaPinner::new(0)
-    {
-        iox_testkit::skip(
-            test,
-            iox_testkit::REQUIRE_GPU,
-            format!("no usable CUDA device: {e}"),
-        );
-        return None;
-    }
-    Some(driver)
+    Driver::for_test(test, dir, || CudaPinner::new(0).map(drop))
 }
 
 /// The double only, for tests of its own semantics.

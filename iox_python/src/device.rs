@@ -5,8 +5,11 @@
 //!
 //! Stream order, as DLPack asks of a producer: `__dlpack__(stream=S)` makes the
 //! consumer's stream `S` wait for the publisher's write (`DeviceSample::wait_on`)
-//! before the capsule is handed out; `S` is `None` (the legacy default stream), `1`
-//! (legacy), `2` (per-thread) or a `CUstream` as an int; `-1` asks for no ordering.
+//! before the capsule is handed out; `S` is `None` or `1` (the legacy default
+//! stream) or a `CUstream` as an int; `-1` asks for no ordering. `2` (the per-thread
+//! default stream) is refused: the release records on the stream later, perhaps on
+//! another thread, where it names another stream. The stream must outlive the
+//! tensor (DLPack's consumers use their current stream, which they keep).
 //! When the consumer drops the tensor, the capsule's deleter releases the sample, which
 //! records the end of the reads on that stream, so the chunk's next writer waits for
 //! them. A sample is exported once (the capsule then owns it); `release(stream)` lets
@@ -17,7 +20,7 @@
 
 use std::ffi::{CStr, c_void};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use iox_service::cuda::Stream;
 use iox_service::{DeviceSample, DeviceSubscriber};
@@ -50,38 +53,18 @@ impl PyDeviceSubscriber {
     }
 }
 
-const SLICE: Duration = Duration::from_millis(100);
-
 #[pymethods]
 impl PyDeviceSubscriber {
     /// The next sample, or `None`; `timeout` seconds to wait (without the GIL, waking
     /// for Ctrl-C), `None` not to wait.
     #[pyo3(signature = (timeout = None))]
     fn receive(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<PyDeviceSample>> {
-        let got = match timeout {
-            None => self.lock().receive().map_err(|e| errors::receive(&e))?,
-            Some(t) if t.is_nan() || t < 0.0 => {
-                return Err(PyValueError::new_err(format!(
-                    "timeout must be >= 0 seconds, not {t}"
-                )));
-            }
-            Some(t) => {
-                let deadline = Duration::try_from_secs_f64(t)
-                    .ok()
-                    .and_then(|d| Instant::now().checked_add(d));
-                loop {
-                    let slice =
-                        deadline.map_or(SLICE, |d| d.saturating_duration_since(Instant::now()).min(SLICE));
-                    let got = py
-                        .detach(|| self.lock().receive_timeout(slice))
-                        .map_err(|e| errors::receive(&e))?;
-                    if got.is_some() || deadline.is_some_and(|d| Instant::now() >= d) {
-                        break got;
-                    }
-                    py.check_signals()?;
-                }
-            }
-        };
+        let got = crate::pubsub::receive_with(
+            py,
+            timeout,
+            || self.lock().receive(),
+            |slice| self.lock().receive_timeout(slice),
+        )?;
         Ok(got.map(|s| PyDeviceSample {
             nbytes: s.len(),
             device_ptr: s.device_ptr(),
@@ -93,7 +76,7 @@ impl PyDeviceSubscriber {
     /// Waits up to `timeout` seconds until `n` publishers are connected.
     fn wait_for_publishers(&self, py: Python<'_>, n: usize, timeout: f64) -> PyResult<usize> {
         let t = Duration::from_secs_f64(timeout.max(0.0));
-        py.detach(|| self.lock().port().wait_for_publishers(n, t))
+        py.detach(|| self.lock().wait_for_publishers(n, t))
             .map_err(errors::other)
     }
 }
@@ -113,7 +96,12 @@ fn dlpack_stream(stream: Option<i64>) -> PyResult<Option<Stream>> {
         None => Ok(Some(Stream::null())),
         Some(-1) => Ok(None),
         Some(0) => Err(PyValueError::new_err(
-            "stream=0 is ambiguous for CUDA in DLPack; pass 1 (legacy default), 2 (per-thread) or a stream handle",
+            "stream=0 is ambiguous for CUDA in DLPack; pass 1 (legacy default) or a stream handle",
+        )),
+        // The release records on the stream later, maybe on another thread, where the
+        // per-thread default stream is another stream.
+        Some(2) => Err(PyValueError::new_err(
+            "stream=2 (the per-thread default stream) is not accepted: the tensor's release may run on another thread, whose per-thread stream is another one; pass a stream handle",
         )),
         Some(s) if s < -1 => Err(PyValueError::new_err(format!("stream={s} is not a CUDA stream"))),
         // SAFETY: DLPack's contract: the consumer passes a valid stream of the
@@ -153,9 +141,13 @@ impl PyDeviceSample {
     /// Releases the sample (after the reads on `stream`, if given) unless exported.
     #[pyo3(signature = (stream = None))]
     fn release(&self, stream: Option<i64>) -> PyResult<()> {
+        let stream = match stream {
+            Some(s) => dlpack_stream(Some(s))?,
+            None => None,
+        };
         let taken = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
-        match (taken, dlpack_stream(stream)?) {
-            (Some(sample), Some(s)) if stream.is_some() => sample.release_on(s).map_err(errors::other),
+        match (taken, stream) {
+            (Some(sample), Some(s)) => sample.release_on(s).map_err(errors::other),
             _ => Ok(()),
         }
     }

@@ -417,6 +417,39 @@ pub(crate) struct PySubscriber {
 /// How long a blocking wait sleeps between looks at Python's signals (Ctrl-C).
 const SIGNAL_SLICE: Duration = Duration::from_millis(100);
 
+/// A receive as Python's `receive(timeout)` means it: `None` does not wait (`now`); a
+/// number of seconds waits up to that long (`math.inf`: forever) in slices of `wait`
+/// without the GIL, looking at Python's signals between them.
+pub(crate) fn receive_with<T: Send>(
+    py: Python<'_>,
+    timeout: Option<f64>,
+    now: impl FnOnce() -> Result<Option<T>, iox_service::ReceiveError>,
+    wait: impl Fn(Duration) -> Result<Option<T>, iox_service::ReceiveError> + Sync,
+) -> PyResult<Option<T>> {
+    match timeout {
+        None => now().map_err(|e| errors::receive(&e)),
+        Some(t) if t.is_nan() || t < 0.0 => Err(PyValueError::new_err(format!(
+            "timeout must be >= 0 seconds, not {t}"
+        ))),
+        Some(t) => {
+            let deadline = Duration::try_from_secs_f64(t)
+                .ok()
+                .and_then(|d| Instant::now().checked_add(d));
+            loop {
+                let slice = match deadline {
+                    Some(d) => d.saturating_duration_since(Instant::now()).min(SIGNAL_SLICE),
+                    None => SIGNAL_SLICE,
+                };
+                let got = py.detach(|| wait(slice)).map_err(|e| errors::receive(&e))?;
+                if got.is_some() || deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Ok(got);
+                }
+                py.check_signals()?;
+            }
+        }
+    }
+}
+
 impl PySubscriber {
     fn lock(&self) -> std::sync::MutexGuard<'_, Subscriber<[u8]>> {
         // A panic while holding the lock cannot leave the subscriber inconsistent
@@ -432,32 +465,12 @@ impl PySubscriber {
     /// waking for Ctrl-C.
     #[pyo3(signature = (timeout = None))]
     fn receive(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<PySample>> {
-        let got = match timeout {
-            None => self.lock().receive_raw().map_err(|e| errors::receive(&e))?,
-            Some(t) if t.is_nan() || t < 0.0 => {
-                return Err(PyValueError::new_err(format!(
-                    "timeout must be >= 0 seconds, not {t}"
-                )));
-            }
-            Some(t) => {
-                let deadline = Duration::try_from_secs_f64(t)
-                    .ok()
-                    .and_then(|d| Instant::now().checked_add(d));
-                loop {
-                    let slice = match deadline {
-                        Some(d) => d.saturating_duration_since(Instant::now()).min(SIGNAL_SLICE),
-                        None => SIGNAL_SLICE,
-                    };
-                    let got = py
-                        .detach(|| self.lock().receive_timeout_raw(slice))
-                        .map_err(|e| errors::receive(&e))?;
-                    if got.is_some() || deadline.is_some_and(|d| Instant::now() >= d) {
-                        break got;
-                    }
-                    py.check_signals()?;
-                }
-            }
-        };
+        let got = receive_with(
+            py,
+            timeout,
+            || self.lock().receive_raw(),
+            |slice| self.lock().receive_timeout_raw(slice),
+        )?;
         Ok(got.map(|inner| PySample {
             inner,
             spec: self.spec.clone(),

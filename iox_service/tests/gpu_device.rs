@@ -24,18 +24,7 @@ const SAMPLES: u8 = 24;
 /// The driver for `test`'s children, or `None` (after a skip line) when the real
 /// driver was asked for and none is usable.
 fn driver(test: &str, dir: &Path) -> Option<Driver> {
-    let driver = Driver::new(dir);
-    if !driver.is_double()
-        && let Err(e) = iox_cuda::device_uuid(0)
-    {
-        iox_testkit::skip(
-            test,
-            iox_testkit::REQUIRE_GPU,
-            format!("no usable CUDA device: {e}"),
-        );
-        return None;
-    }
-    Some(driver)
+    Driver::for_test(test, dir, || iox_cuda::device_uuid(0).map(drop))
 }
 
 fn service(name: &str) -> Result<PubSubService<[u8]>, iox_service::OpenOrCreateError> {
@@ -68,9 +57,21 @@ fn publish(publisher: &DevicePublisher) {
     let stream = OwnedStream::new(0).unwrap();
     for i in 0..SAMPLES {
         let mut loan = publisher.loan_on(stream.stream(), LEN).unwrap();
-        iox_cuda::copy_to_device(0, loan.device_ptr(), &[i; LEN], stream.stream()).unwrap();
+        // SAFETY: the loan's chunk, ours until sent (after this copy, on the same
+        // stream); the source is pageable (staged before the call returns).
+        unsafe { iox_cuda::copy_to_device(0, loan.device_ptr(), &[i; LEN], stream.stream()) }.unwrap();
         loan.send_on(stream.stream()).unwrap();
     }
+}
+
+/// Spawns `role` and waits until it wrote `created` under `dir` (it made the service).
+fn spawn_creator(driver: &Driver, test: &str, role: &str, dir: &Path) -> std::process::Child {
+    let child = driver.spawn(test, role, dir, &[]);
+    assert!(
+        iox_testkit::wait_until(WAIT, || dir.join("created").exists()),
+        "{role} never created the service"
+    );
+    child
 }
 
 fn wait_for_file(name: &str) {
@@ -119,7 +120,9 @@ fn a_device_pipeline_hands_samples_between_processes_in_stream_order() {
                 assert_eq!(sample.len(), LEN);
                 sample.wait_on(stream.stream()).unwrap();
                 let mut bytes = vec![0u8; LEN];
-                iox_cuda::copy_to_host(0, sample.device_ptr(), &mut bytes, stream.stream()).unwrap();
+                // SAFETY: the sample's chunk, held until after this synchronous copy.
+                unsafe { iox_cuda::copy_to_host(0, sample.device_ptr(), &mut bytes, stream.stream()) }
+                    .unwrap();
                 assert!(bytes.iter().all(|&b| b == i), "sample {i} read {:?}", &bytes[..8]);
             }
             std::fs::write(test_dir().join("read"), b"").unwrap();
@@ -132,12 +135,8 @@ fn a_device_pipeline_hands_samples_between_processes_in_stream_order() {
     let Some(driver) = driver(TEST, dir.path()) else {
         return;
     };
-    let publisher = driver.spawn(TEST, "publisher", dir.path(), &[]);
     // The publisher's process creates the service; the subscriber's imports it.
-    assert!(iox_testkit::wait_until(WAIT, || dir
-        .path()
-        .join("created")
-        .exists()));
+    let publisher = spawn_creator(&driver, TEST, "publisher", dir.path());
     let subscriber = driver.spawn(TEST, "subscriber", dir.path(), &[]);
     let (p, s) = (publisher.id(), subscriber.id());
     iox_testkit::wait_ok(subscriber, Duration::from_secs(120));
@@ -204,22 +203,27 @@ fn a_device_pipeline_hands_samples_between_processes_in_stream_order() {
     }
     // The writer recorded one write-done per sample.
     assert_eq!(of(&pc, "cuEventRecord").len(), SAMPLES as usize);
-    // Each loan's stream waited on the reader's event of that chunk (the reader's
-    // table was published before the first send), and where the reader had recorded
-    // that event, after its record.
-    let loan_waits: Vec<_> = all
+    // Each loan's stream waited on the chunk's last read (the reader's event; its
+    // table was published before the first send) and last write (the publishers'
+    // events, made in the writer's own process): one wait per published table.
+    let loan_waits: Vec<&str> = pc
         .iter()
-        .enumerate()
-        .filter(|(_, c)| c.pid == p && c.name == "cuStreamWaitEvent")
+        .filter(|c| c.name == "cuStreamWaitEvent")
+        .map(|c| c.get("event").expect("named"))
         .collect();
-    assert_eq!(loan_waits.len(), SAMPLES as usize, "{:#?}", names(&pc));
-    for (_, wait) in &loan_waits {
-        let event = wait.get("event").expect("named");
-        assert!(
-            event.starts_with(&format!("{s}:")),
-            "the writer waited on {event}, not a reader's event"
-        );
-    }
+    let on_reader = loan_waits
+        .iter()
+        .filter(|e| e.starts_with(&format!("{s}:")))
+        .count();
+    let on_writers = loan_waits
+        .iter()
+        .filter(|e| e.starts_with(&format!("{p}:")))
+        .count();
+    assert_eq!(
+        (on_reader, on_writers, loan_waits.len()),
+        (SAMPLES as usize, 2 * SAMPLES as usize, 3 * SAMPLES as usize),
+        "{loan_waits:?}"
+    );
     let reader_records: Vec<_> = of(&sc, "cuEventRecord");
     assert_eq!(
         reader_records.len(),
@@ -290,11 +294,7 @@ fn a_process_without_the_gpu_gets_an_error_naming_it() {
     if !driver.is_double() {
         return; // the other-GPU case needs the double's UUIDs
     }
-    let creator = driver.spawn(TEST, "creator", dir.path(), &[]);
-    assert!(iox_testkit::wait_until(WAIT, || dir
-        .path()
-        .join("created")
-        .exists()));
+    let creator = spawn_creator(&driver, TEST, "creator", dir.path());
     // No driver: a plain child, without the double on its library path.
     let root = dir.path().join("root");
     let plain = iox_testkit::spawn_self(
@@ -323,7 +323,9 @@ fn a_process_without_the_gpu_gets_an_error_naming_it() {
 fn publish_one(publisher: &DevicePublisher) {
     let stream = OwnedStream::new(0).unwrap();
     let mut loan = publisher.loan_on(stream.stream(), LEN).unwrap();
-    iox_cuda::copy_to_device(0, loan.device_ptr(), &[7; LEN], stream.stream()).unwrap();
+    // SAFETY: the loan's chunk, ours until sent (after this copy, on the same
+    // stream); the source is pageable (staged before the call returns).
+    unsafe { iox_cuda::copy_to_device(0, loan.device_ptr(), &[7; LEN], stream.stream()) }.unwrap();
     loan.send_on(stream.stream()).unwrap();
 }
 
@@ -347,7 +349,7 @@ fn refused_allocation_export_or_import_is_a_clear_error() {
             let publisher = s.device_publisher_builder().create().unwrap();
             std::fs::write(test_dir().join("created"), b"").unwrap();
             wait_for_file("tried");
-            publisher.port().wait_for_subscribers(1, WAIT).unwrap();
+            publisher.wait_for_subscribers(1, WAIT).unwrap();
             publish(&publisher);
             wait_for_file("read");
             return;
@@ -391,11 +393,7 @@ fn refused_allocation_export_or_import_is_a_clear_error() {
             ],
         );
     }
-    let creator = driver.spawn(TEST, "creator", dir.path(), &[]);
-    assert!(iox_testkit::wait_until(WAIT, || dir
-        .path()
-        .join("created")
-        .exists()));
+    let creator = spawn_creator(&driver, TEST, "creator", dir.path());
     driver.run(
         TEST,
         "refused-open",
@@ -418,11 +416,14 @@ fn processes_killed_with_chunks_in_flight_lose_nothing() {
         Some("publisher") => {
             let s = service("gpu/killed").unwrap();
             let publisher = s.device_publisher_builder().create().unwrap();
-            publisher.port().wait_for_subscribers(1, WAIT).unwrap();
+            publisher.wait_for_subscribers(1, WAIT).unwrap();
             let stream = OwnedStream::new(0).unwrap();
             for i in 0..3u8 {
                 let mut loan = publisher.loan_on(stream.stream(), LEN).unwrap();
-                iox_cuda::copy_to_device(0, loan.device_ptr(), &[i; LEN], stream.stream()).unwrap();
+                // SAFETY: the loan's chunk, ours until sent (after this copy, on the same
+                // stream); the source is pageable (staged before the call returns).
+                unsafe { iox_cuda::copy_to_device(0, loan.device_ptr(), &[i; LEN], stream.stream()) }
+                    .unwrap();
                 loan.send_on(stream.stream()).unwrap();
             }
             let _held = publisher.loan_on(stream.stream(), LEN).unwrap();
@@ -474,11 +475,7 @@ fn processes_killed_with_chunks_in_flight_lose_nothing() {
     let Some(driver) = driver(TEST, dir.path()) else {
         return;
     };
-    let keeper = driver.spawn(TEST, "keeper", dir.path(), &[]);
-    assert!(iox_testkit::wait_until(WAIT, || dir
-        .path()
-        .join("created")
-        .exists()));
+    let keeper = spawn_creator(&driver, TEST, "keeper", dir.path());
     let publisher = iox_testkit::Reaped::new(driver.spawn(TEST, "publisher", dir.path(), &[]));
     let reader = iox_testkit::Reaped::new(driver.spawn(TEST, "reader", dir.path(), &[]));
     assert!(iox_testkit::wait_until(WAIT, || dir

@@ -22,18 +22,7 @@ const WAIT: Duration = Duration::from_secs(60);
 /// The driver for `test`'s children, or `None` (after a skip line) when the real
 /// driver was asked for and none is usable.
 fn driver(test: &str, dir: &Path) -> Option<Driver> {
-    let driver = Driver::new(dir);
-    if !driver.is_double()
-        && let Err(e) = iox_cuda::CudaPinner::new(0)
-    {
-        iox_testkit::skip(
-            test,
-            iox_testkit::REQUIRE_GPU,
-            format!("no usable CUDA device: {e}"),
-        );
-        return None;
-    }
-    Some(driver)
+    Driver::for_test(test, dir, || iox_cuda::CudaPinner::new(0).map(drop))
 }
 
 fn service(name: &str) -> PubSubService<u64> {

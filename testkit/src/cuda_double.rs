@@ -90,6 +90,24 @@ pub struct Driver {
 }
 
 impl Driver {
+    /// [`Driver::new`] for `test`, or `None` after a skip line (a failure under
+    /// `IOX_REQUIRE_GPU=1`) when the real driver was asked for and `usable` says no
+    /// device can be used (e.g. `|| iox_cuda::CudaPinner::new(0).map(drop)`).
+    pub fn for_test<E: std::fmt::Display>(
+        test: &str,
+        dir: &Path,
+        usable: impl FnOnce() -> Result<(), E>,
+    ) -> Option<Self> {
+        let driver = Self::new(dir);
+        if !driver.is_double()
+            && let Err(e) = usable()
+        {
+            crate::skip(test, crate::REQUIRE_GPU, format!("no usable CUDA device: {e}"));
+            return None;
+        }
+        Some(driver)
+    }
+
     /// The double, set up under `dir` (the test's temp directory), or the real driver
     /// when [`real_driver`]. Panics if the double cannot be found or built.
     pub fn new(dir: &Path) -> Self {

@@ -37,14 +37,16 @@ fn service(name: &str, memory: MemoryType) -> Result<PubSubService<[u8]>, iox_se
 fn publish(count: usize) -> Result<(), Box<dyn std::error::Error>> {
     let service = service("examples/gpu-tensors", MemoryType::CudaDevice)?;
     let publisher = service.device_publisher_builder().create()?;
-    publisher.port().wait_for_subscribers(1, WAIT)?;
+    publisher.wait_for_subscribers(1, WAIT)?;
     let stream = OwnedStream::new(0)?;
     let mut pattern = vec![0u8; TENSOR];
     for i in 0..count {
         pattern.fill(i as u8);
         loop {
             let mut loan = publisher.loan_on(stream.stream(), TENSOR)?;
-            iox_cuda::copy_to_device(0, loan.device_ptr(), &pattern, stream.stream())?;
+            // SAFETY: the loan's chunk is ours until sent, on this stream, after the
+            // copy; `pattern` is pageable (staged before the call returns).
+            unsafe { iox_cuda::copy_to_device(0, loan.device_ptr(), &pattern, stream.stream()) }?;
             match loan.send_on(stream.stream()) {
                 Ok(_) => break,
                 Err(DeviceSendError::Send(SendError::QueueFull { .. })) => std::thread::yield_now(),
@@ -72,7 +74,17 @@ fn pipeline(count: usize) -> Result<(), Box<dyn std::error::Error>> {
         let mut tensor = subscriber.receive_timeout(WAIT)?.ok_or("no tensor within 30 s")?;
         tensor.wait_on(stream.stream())?;
         // Work on the tensor, ordered after the write: here a copy on the GPU.
-        iox_cuda::copy_device_to_device(0, mine.device_ptr(), tensor.device_ptr(), TENSOR, stream.stream())?;
+        // SAFETY: `mine` is ours; the tensor is held until its drop records the end of
+        // this copy on the same stream.
+        unsafe {
+            iox_cuda::copy_device_to_device(
+                0,
+                mine.device_ptr(),
+                tensor.device_ptr(),
+                TENSOR,
+                stream.stream(),
+            )
+        }?;
         // Dropping it records the end of that work; the chunk's next writer waits for it.
     }
     stream.synchronize()?;
@@ -139,7 +151,10 @@ mod measure {
         for _ in 0..count {
             let mut s = sub.receive_timeout(WAIT)?.ok_or("no tensor")?;
             s.wait_on(stream.stream())?;
-            iox_cuda::copy_device_to_device(0, mine.device_ptr(), s.device_ptr(), TENSOR, stream.stream())?;
+            // SAFETY: as in `pipeline`: our buffer, a held sample, one stream.
+            unsafe {
+                iox_cuda::copy_device_to_device(0, mine.device_ptr(), s.device_ptr(), TENSOR, stream.stream())
+            }?;
         }
         stream.synchronize()?;
         publisher.loan_on(stream.stream(), 8)?.send_on(stream.stream())?;
@@ -172,7 +187,7 @@ mod measure {
         let mut child = Command::new(std::env::current_exe()?)
             .args(["--measure-peer", "--count", &count.to_string()])
             .spawn()?;
-        publisher.port().wait_for_subscribers(1, WAIT)?;
+        publisher.wait_for_subscribers(1, WAIT)?;
         let stream = OwnedStream::new(0)?;
         let source = DeviceBuffer::new(0, TENSOR)?;
         // 1. Hand-off latency: ping-pong of a device sample, no work on it.
@@ -190,13 +205,17 @@ mod measure {
         for _ in 0..count {
             loop {
                 let mut loan = publisher.loan_on(stream.stream(), TENSOR)?;
-                iox_cuda::copy_device_to_device(
-                    0,
-                    loan.device_ptr(),
-                    source.device_ptr(),
-                    TENSOR,
-                    stream.stream(),
-                )?;
+                // SAFETY: the loan is ours until sent after this copy, on this stream;
+                // `source` is our buffer.
+                unsafe {
+                    iox_cuda::copy_device_to_device(
+                        0,
+                        loan.device_ptr(),
+                        source.device_ptr(),
+                        TENSOR,
+                        stream.stream(),
+                    )
+                }?;
                 match loan.send_on(stream.stream()) {
                     Ok(_) => break,
                     Err(DeviceSendError::Send(SendError::QueueFull { .. })) => std::thread::yield_now(),
@@ -210,13 +229,16 @@ mod measure {
         let target = DeviceBuffer::new(0, TENSOR)?;
         let t = Instant::now();
         for _ in 0..count {
-            iox_cuda::copy_device_to_device(
-                0,
-                target.device_ptr(),
-                source.device_ptr(),
-                TENSOR,
-                stream.stream(),
-            )?;
+            // SAFETY: both are our own buffers, alive past the synchronisation below.
+            unsafe {
+                iox_cuda::copy_device_to_device(
+                    0,
+                    target.device_ptr(),
+                    source.device_ptr(),
+                    TENSOR,
+                    stream.stream(),
+                )
+            }?;
         }
         stream.synchronize()?;
         let d2d = t.elapsed() / count as u32;

@@ -48,7 +48,7 @@ mod located;
 use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::owners::{ChunkMeta, Owner};
 use crate::pin::{self, PinError, PinGuard, Region};
@@ -85,6 +85,10 @@ pub use located::Located;
 pub struct Pool {
     book: Bookkeeping,
     payload: Payload,
+    /// Whether the payload is writable in this process now: the payload's own state,
+    /// mirrored here (set after the `mprotect` that made it so, Release; read with
+    /// Acquire) so that a loan tests one word whatever the payload is.
+    writable: AtomicBool,
     /// Each class's ownership words and chunks in this process (see `located`).
     spans: Box<[ClassSpan]>,
 }
@@ -266,7 +270,13 @@ impl Pool {
                 chunk_size: t.chunk_size,
             })
             .collect();
-        Self { book, payload, spans }
+        let writable = AtomicBool::new(payload.access() == Access::ReadWrite);
+        Self {
+            book,
+            payload,
+            writable,
+            spans,
+        }
     }
 
     /// Opens the pool `dir/stem` that must have `layout` (and `memory_type`, if given).
@@ -332,7 +342,7 @@ impl Pool {
     /// is updated to the class used.
     #[inline]
     pub fn loan(&self, size: usize, hint: &mut usize, owner: Owner) -> Result<ChunkHandle, LoanError> {
-        if self.payload.access() == Access::ReadOnly {
+        if !self.writable.load(Ordering::Acquire) {
             return Err(LoanError::ReadOnly);
         }
         let Some(class) = self.book.layout.class_for(size, *hint) else {
@@ -380,7 +390,7 @@ impl Pool {
     /// [`Pool::loan`] is the fallback, out of line.
     #[inline]
     pub fn loan_near(&self, near: ChunkHandle, owner: Owner) -> Result<Located, LoanError> {
-        if self.payload.access() == Access::ReadOnly {
+        if !self.writable.load(Ordering::Acquire) {
             return Err(LoanError::ReadOnly);
         }
         const PER_LINE: u32 = (64 / size_of::<ChunkMeta>()) as u32;
@@ -453,7 +463,11 @@ impl Pool {
 
     /// How the payload is mapped in this process now.
     pub fn payload_access(&self) -> Access {
-        self.payload.access()
+        if self.writable.load(Ordering::Acquire) {
+            Access::ReadWrite
+        } else {
+            Access::ReadOnly
+        }
     }
 
     /// Makes a read-only payload mapping writable (one `mprotect` over the whole
@@ -480,13 +494,17 @@ impl Pool {
     /// unsafe { ptr.write(1) };
     /// ```
     pub fn make_payload_writable(&self) -> Result<(), MakeWritableError> {
-        self.payload.make_writable()
+        self.payload.make_writable()?;
+        self.writable.store(true, Ordering::Release);
+        Ok(())
     }
 
     /// Makes the payload mapping read-only (see [`Segment::make_read_only`]): what a
     /// creator does so that it holds the pool like any other reader until it publishes.
     pub fn make_payload_read_only(&mut self) -> Result<(), MakeWritableError> {
-        self.payload.make_read_only()
+        self.payload.make_read_only()?;
+        *self.writable.get_mut() = self.payload.access() == Access::ReadWrite;
+        Ok(())
     }
 
     /// Sizes, offsets, occupancy and address of the pool in this process.

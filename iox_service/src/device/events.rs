@@ -12,21 +12,32 @@
 //!   subscriber that took `c` from publisher slot `p` makes its stream wait on `p`'s
 //!   event of `c` (the queue's Release/Acquire orders the record before the wait).
 //! - A subscriber records its event of `c` on its stream **before** its sample of `c`
-//!   is released; a publisher that loans `c` makes its stream wait on every subscriber
-//!   slot's event of `c` (the chunk's release and loan order the record before the
-//!   wait). Waiting on an event never recorded is no wait, as the driver documents.
+//!   is released; a publisher that loans `c` makes its stream wait on every port's
+//!   event of `c`: every subscriber slot's (the last reads) and every publisher slot's,
+//!   its own included (the last write, which no reader may have waited for: a sample
+//!   nobody took, or one dropped unread). The chunk's release and loan order each
+//!   record before the wait. Waiting on an event never recorded is no wait, as the
+//!   driver documents.
 //! - Nothing here synchronises the host: records and waits are enqueued on streams.
-//!   A port that goes away unpublishes its table, then waits (on the host, once) for
-//!   its recorded events to complete before destroying them, so a peer that finds the
-//!   slot empty or taken over knows that work is done.
+//!   A port that goes away first waits (on the host, once) for its recorded events
+//!   to complete, then unpublishes its table, then destroys them, so a peer that
+//!   finds the slot empty or taken over knows that work is done. A sample keeps its
+//!   port's events alive; the last one to go retires them before its chunk and its
+//!   slot are let go.
+//! - A handle a peer cannot open is skipped only when the port that published it is
+//!   gone (its table changed, or its process is dead: its work ended with its
+//!   context); any other refusal is an error of the loan or wait.
 //!
-//! Reading a table: generation (Acquire), handle words (Relaxed), an Acquire fence,
-//! the generation again: equal and non-zero means the words are that port's.
+//! Writing a table: the generation word is 0 (a port that leaves, or recovery, sets
+//! it so), a Release fence, the handle words (Relaxed), then the generation (Release).
+//! Reading one: generation (Acquire), handle words (Relaxed), an Acquire fence, the
+//! generation again: equal and non-zero means the words are that port's.
 //!
-//! Limits (the driver's, not hidden here): a peer that opened a port's events and
-//! uses them after that port's *process died* (before recovery freed the slot) uses
-//! events the reference calls undefined to use once their exporter freed them; a
-//! dead writer's unfinished work on a chunk is whatever the driver's teardown of its
+//! Limits (the driver's, not hidden here): a peer reads the table before each wait,
+//! but between that read and its `cuStreamWaitEvent` the exporting port may retire
+//! and destroy the event (its work is complete by then), or its process may die; the
+//! reference calls the use of an imported event undefined once its exporter freed it.
+//! A dead writer's unfinished work on a chunk is whatever the driver's teardown of its
 //! context left.
 
 use std::sync::Mutex;
@@ -72,10 +83,10 @@ struct Peer {
 }
 
 /// One device port's events: its own (published in its table) and those of the
-/// other side's ports it opened. Shared by the port and its samples (a sample
-/// records the port's event at its release), so it is `Sync`: the peers' table is
-/// behind a mutex no two threads of one port contend for on the hot path (a
-/// subscriber's samples released on other threads only record).
+/// ports it opened (publisher slots, then subscriber slots). Shared by the port and
+/// its samples (a sample records the port's event at its release), so it is `Sync`:
+/// the opened events are behind a mutex no two threads of one port contend for on
+/// the hot path (a subscriber's samples released on other threads only record).
 pub(crate) struct PortEvents {
     ordinal: i32,
     side: Side,
@@ -83,7 +94,15 @@ pub(crate) struct PortEvents {
     own: Vec<IpcEvent>,
     /// Whether each own event was recorded (and so must be waited for at retiring).
     recorded: Vec<AtomicBool>,
-    peers: Mutex<Vec<Option<Peer>>>,
+    /// Opened events per slot: `[sending, receiving]`.
+    peers: Mutex<[Vec<Option<Peer>>; 2]>,
+}
+
+fn side_index(side: Side) -> usize {
+    match side {
+        Side::Sending => 0,
+        Side::Receiving => 1,
+    }
 }
 
 impl std::fmt::Debug for PortEvents {
@@ -112,23 +131,24 @@ impl PortEvents {
         let own = (0..chunks)
             .map(|_| IpcEvent::new(ordinal))
             .collect::<Result<Vec<_>, _>>()?;
+        // The previous port of the slot unpublished already (or recovery did); make
+        // sure, then order that before the words change.
+        word.store(0, Ordering::Relaxed);
+        fence(Ordering::Release);
         for (c, event) in own.iter().enumerate() {
             for (i, w) in event.handle().to_words().into_iter().enumerate() {
                 handles[c * 8 + i].store(w, Ordering::Relaxed);
             }
         }
         word.store(published(generation), Ordering::Release);
-        let peer_slots = match side {
-            Side::Sending => d.layout().receiving,
-            Side::Receiving => d.layout().sending,
-        };
+        let none = |n: usize| (0..n).map(|_| None).collect::<Vec<_>>();
         Ok(Self {
             ordinal,
             side,
             slot,
             recorded: (0..own.len()).map(|_| AtomicBool::new(false)).collect(),
             own,
-            peers: Mutex::new((0..peer_slots).map(|_| None).collect()),
+            peers: Mutex::new([none(d.layout().sending), none(d.layout().receiving)]),
         })
     }
 
@@ -145,24 +165,21 @@ impl PortEvents {
         Ok(())
     }
 
-    /// Makes `stream` wait on the event of `chunk` of the port now in the other
-    /// side's slot `peer`, if it published events; whether it waited.
+    /// Makes `stream` wait on the event of `chunk` of the port now in slot `peer` of
+    /// `side`, if it published events; whether it waited.
     pub(crate) fn wait_peer(
         &self,
         d: Dynamic<'_>,
+        side: Side,
         peer: usize,
         chunk: usize,
         stream: Stream,
     ) -> Result<bool, CudaError> {
-        let other = match self.side {
-            Side::Sending => Side::Receiving,
-            Side::Receiving => Side::Sending,
-        };
         let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(entry) = peers.get_mut(peer) else {
+        let Some(entry) = peers[side_index(side)].get_mut(peer) else {
             return Ok(false);
         };
-        let Some(table) = d.device_events(other, peer) else {
+        let Some(table) = d.device_events(side, peer) else {
             return Ok(false);
         };
         let Some((generation, handle)) = read_handle(table, chunk) else {
@@ -177,42 +194,43 @@ impl PortEvents {
         }
         let opened = &mut entry.as_mut().expect("set above").opened[chunk];
         if opened.is_none() {
-            // A handle the driver cannot open is of a process that died after it
-            // published (recovery unpublishes it): its work ended with its context.
             match OpenedEvent::open(self.ordinal, &handle) {
                 Ok(event) => *opened = Some(event),
-                Err(_) => return Ok(false),
+                Err(e) if gone(d, side, peer, table.0, generation) => {
+                    let _ = e; // its port left or its process died meanwhile
+                    return Ok(false);
+                }
+                Err(e) => return Err(e),
             }
         }
         opened.as_ref().expect("opened above").wait(stream)?;
         Ok(true)
     }
 
-    /// Makes `stream` wait on every peer port's event of `chunk`; how many waited.
-    pub(crate) fn wait_all_peers(
-        &self,
-        d: Dynamic<'_>,
-        chunk: usize,
-        stream: Stream,
-    ) -> Result<usize, CudaError> {
-        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner()).len();
+    /// Makes `stream` wait on every port's event of `chunk` (every publisher slot's,
+    /// this port's own included, and every subscriber slot's): what a loan of the
+    /// chunk must follow. How many waited.
+    pub(crate) fn wait_all(&self, d: Dynamic<'_>, chunk: usize, stream: Stream) -> Result<usize, CudaError> {
         let mut waited = 0;
-        for peer in 0..peers {
-            waited += usize::from(self.wait_peer(d, peer, chunk, stream)?);
+        for side in [Side::Sending, Side::Receiving] {
+            let slots = self.peers.lock().unwrap_or_else(|e| e.into_inner())[side_index(side)].len();
+            for peer in 0..slots {
+                waited += usize::from(self.wait_peer(d, side, peer, chunk, stream)?);
+            }
         }
         Ok(waited)
     }
 
-    /// Unpublishes the table (if it is still this port's), then waits for this port's
-    /// recorded events; the events are destroyed when `self` drops.
+    /// Waits (on the host) for this port's recorded events, then unpublishes its
+    /// table if it is still this port's; the events are destroyed when `self` drops.
     fn retire(&self, d: Dynamic<'_>, generation: u64) {
-        if let Some((word, _)) = d.device_events(self.side, self.slot) {
-            let _ = word.compare_exchange(published(generation), 0, Ordering::AcqRel, Ordering::Relaxed);
-        }
         for (event, recorded) in self.own.iter().zip(&self.recorded) {
             if recorded.load(Ordering::Relaxed) {
                 let _ = event.synchronize();
             }
+        }
+        if let Some((word, _)) = d.device_events(self.side, self.slot) {
+            let _ = word.compare_exchange(published(generation), 0, Ordering::AcqRel, Ordering::Relaxed);
         }
     }
 }
@@ -235,6 +253,46 @@ impl std::fmt::Debug for EventsOwner {
 
 impl Drop for EventsOwner {
     fn drop(&mut self) {
-        self.events.retire(self.service.dynamic(), self.generation);
+        // A forked child's copy retires nothing: the table and the work are the
+        // parent's.
+        if self.service.is_own_process() {
+            self.events.retire(self.service.dynamic(), self.generation);
+        }
     }
+}
+
+/// Whether the port that published `generation` in slot `peer` of `side` is gone:
+/// its table changed, or its process is dead.
+fn gone(d: Dynamic<'_>, side: Side, peer: usize, word: &AtomicU64, generation: u64) -> bool {
+    if word.load(Ordering::Acquire) != generation {
+        return true;
+    }
+    let header = match side {
+        Side::Sending => d.publisher(peer),
+        Side::Receiving => d.subscriber(peer),
+    };
+    let node = header.node.load(Ordering::Acquire);
+    node == 0 || !crate::node::is_alive_anywhere(node)
+}
+
+/// Makes and publishes the events of the device port just built in `slot` of `side`
+/// (generation `generation`) of `service`.
+pub(crate) fn for_port(
+    service: &crate::port::Shared,
+    side: Side,
+    slot: usize,
+    generation: u64,
+) -> Result<std::sync::Arc<EventsOwner>, crate::port::PortCreateError> {
+    let failed = |reason: String| crate::port::PortCreateError::DeviceEvents {
+        service: service.name.to_string(),
+        reason,
+    };
+    let ordinal = super::service_ordinal(service).map_err(failed)?;
+    let events = PortEvents::publish(service.dynamic(), side, slot, generation, ordinal)
+        .map_err(|e| failed(e.to_string()))?;
+    Ok(std::sync::Arc::new(EventsOwner {
+        events,
+        service: service.clone(),
+        generation,
+    }))
 }

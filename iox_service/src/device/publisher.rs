@@ -4,19 +4,21 @@
 //! A [`DevicePublisher`] is a publisher of the service (the same slot claim, loan and
 //! send as every publisher, see `crate::publisher`) that hands out device addresses
 //! only, plus the port's events (see `super::events`). [`DevicePublisher::loan_on`]
-//! makes the given stream wait until every subscriber's last read of the chunk is
-//! done; [`DeviceLoan::send_on`] records the write-done event on the stream the
-//! writing work was enqueued on, then sends. Neither waits on the host.
+//! makes the given stream wait until the chunk's last reads (every subscriber's) and
+//! last write (every publisher's) are done; [`DeviceLoan::send_on`] records the
+//! write-done event on the stream the writing work was enqueued on, then sends.
+//! Neither waits on the host. The publisher underneath is not handed out: its own
+//! loans would be host addresses of GPU memory.
 
 use iox_cuda::{CudaError, Stream};
 use thiserror::Error;
 
 use std::sync::Arc;
 
-use super::events::{EventsOwner, PortEvents, chunk_index};
+use super::events::{self, EventsOwner, chunk_index};
 use crate::RawLoan;
 use crate::pattern::Side;
-use crate::port::{LoanError, PortCreateError};
+use crate::port::{LoanError, PortCreateError, WaitForPortsError};
 use crate::publisher::{Publisher, PublisherBuilder, SendError};
 
 /// Builds a [`DevicePublisher`] of a `CudaDevice` service.
@@ -30,21 +32,7 @@ impl DevicePublisherBuilder {
     pub fn create(self) -> Result<DevicePublisher, PortCreateError> {
         let inner = self.inner.build()?;
         let (service, slot, generation) = inner.port_identity();
-        let name = || service.name.to_string();
-        let ordinal = super::service_ordinal(service).map_err(|reason| PortCreateError::DeviceEvents {
-            service: name(),
-            reason,
-        })?;
-        let events = PortEvents::publish(service.dynamic(), Side::Sending, slot, generation, ordinal)
-            .map_err(|e| PortCreateError::DeviceEvents {
-                service: name(),
-                reason: e.to_string(),
-            })?;
-        let events = Arc::new(EventsOwner {
-            events,
-            service: service.clone(),
-            generation,
-        });
+        let events = events::for_port(service, Side::Sending, slot, generation)?;
         Ok(DevicePublisher { events, inner })
     }
 }
@@ -94,7 +82,7 @@ impl DevicePublisher {
         let d = self.inner.port_identity().0.dynamic();
         self.events
             .events
-            .wait_all_peers(d, chunk, stream)
+            .wait_all(d, chunk, stream)
             .map_err(DeviceLoanError::Driver)?;
         Ok(DeviceLoan {
             loan,
@@ -103,11 +91,24 @@ impl DevicePublisher {
         })
     }
 
-    /// The publisher underneath, for what is the same on every publisher (its slot,
-    /// waiting for subscribers, whether the service was removed). Its own loans are
-    /// refused: they would be host memory.
-    pub fn port(&self) -> &Publisher<[u8]> {
-        &self.inner
+    /// Waits up to `timeout` until `n` subscribers are connected; returns how many
+    /// are (see [`Publisher::wait_for_subscribers`]).
+    pub fn wait_for_subscribers(
+        &self,
+        n: usize,
+        timeout: std::time::Duration,
+    ) -> Result<usize, WaitForPortsError> {
+        self.inner.wait_for_subscribers(n, timeout)
+    }
+
+    /// The publisher slot this port holds (see [`Publisher::publisher_slot`]).
+    pub fn publisher_slot(&self) -> usize {
+        self.inner.publisher_slot()
+    }
+
+    /// Whether the service was removed after this port's handle opened it.
+    pub fn is_service_removed(&self) -> bool {
+        self.inner.is_service_removed()
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! A [`DeviceSubscriber`] is a subscriber of the service (the same claim and take as
 //! every subscriber, see `crate::subscriber`) that hands out device addresses only,
-//! plus the port's events (see `super::events`). [`DeviceSample::wait_on`] makes a
+//! plus the port's events (see `super::events`); the subscriber underneath is not
+//! handed out (its receives would read GPU memory on the host). [`DeviceSample::wait_on`] makes a
 //! stream wait for the publisher's write; the sample's release records this port's
 //! read-done event on the stream it was last waited on (or the one given to
 //! [`DeviceSample::release_on`]) before the chunk goes back, so the next loan of it
@@ -16,10 +17,10 @@ use thiserror::Error;
 
 use std::sync::Arc;
 
-use super::events::{EventsOwner, PortEvents, chunk_index};
+use super::events::{self, EventsOwner, chunk_index};
 use crate::RawSample;
 use crate::pattern::Side;
-use crate::port::PortCreateError;
+use crate::port::{PortCreateError, WaitForPortsError};
 use crate::subscriber::{ReceiveError, Subscriber, SubscriberBuilder};
 
 /// Builds a [`DeviceSubscriber`] of a `CudaDevice` service.
@@ -33,21 +34,7 @@ impl DeviceSubscriberBuilder {
     pub fn create(self) -> Result<DeviceSubscriber, PortCreateError> {
         let inner = self.inner.build()?;
         let (service, slot, generation) = inner.port_identity();
-        let name = || service.name.to_string();
-        let ordinal = super::service_ordinal(service).map_err(|reason| PortCreateError::DeviceEvents {
-            service: name(),
-            reason,
-        })?;
-        let events = PortEvents::publish(service.dynamic(), Side::Receiving, slot, generation, ordinal)
-            .map_err(|e| PortCreateError::DeviceEvents {
-                service: name(),
-                reason: e.to_string(),
-            })?;
-        let events = Arc::new(EventsOwner {
-            events,
-            service: service.clone(),
-            generation,
-        });
+        let events = events::for_port(service, Side::Receiving, slot, generation)?;
         Ok(DeviceSubscriber { events, inner })
     }
 }
@@ -88,11 +75,14 @@ impl DeviceSubscriber {
         }
     }
 
-    /// The subscriber underneath, for what is the same on every subscriber (its
-    /// readiness descriptor, waiting for publishers). Its own receives are refused:
-    /// they would read GPU memory on the host.
-    pub fn port(&self) -> &Subscriber<[u8]> {
-        &self.inner
+    /// Waits up to `timeout` until `n` publishers are connected; returns how many are.
+    pub fn wait_for_publishers(&self, n: usize, timeout: Duration) -> Result<usize, WaitForPortsError> {
+        self.inner.wait_for_publishers(n, timeout)
+    }
+
+    /// Samples queued for this subscriber now.
+    pub fn pending(&self) -> usize {
+        self.inner.pending()
     }
 }
 
@@ -100,14 +90,15 @@ impl DeviceSubscriber {
 /// subscriber, move to another thread, back a tensor in Python).
 #[derive(Debug)]
 pub struct DeviceSample {
-    sample: RawSample,
-    chunk: usize,
-    publisher: usize,
     /// The stream its reads were enqueued on (the last one waited on).
     stream: Option<Stream>,
-    // After `sample` (fields drop in order): a release records before the chunk
-    // goes, and the port's events retire after its last sample's release.
+    chunk: usize,
+    publisher: usize,
+    // Before `sample` (fields drop in order, after `Drop::drop` recorded the reads):
+    // the last sample of a dropped subscriber retires the port's events (waits for
+    // them, unpublishes the table) before its chunk is released and its slot freed.
     events: Arc<EventsOwner>,
+    sample: RawSample,
 }
 
 impl DeviceSample {
@@ -144,7 +135,7 @@ impl DeviceSample {
         let d = self.events.service.dynamic();
         self.events
             .events
-            .wait_peer(d, self.publisher, self.chunk, stream)
+            .wait_peer(d, Side::Sending, self.publisher, self.chunk, stream)
             .map_err(DeviceWaitError)?;
         self.stream = Some(stream);
         Ok(())
@@ -167,5 +158,13 @@ impl Drop for DeviceSample {
             // (its next loan then waits on this port's previous read, if any).
             let _ = self.events.events.record(self.chunk, stream);
         }
+    }
+}
+
+/// The readiness descriptor (as [`Subscriber`]'s): readable when a sample may be
+/// waiting, for epoll, a `WaitSet` or an async runtime.
+impl std::os::fd::AsFd for DeviceSubscriber {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.inner.as_fd()
     }
 }

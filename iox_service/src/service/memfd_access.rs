@@ -20,6 +20,9 @@ pub(super) struct Unreachable {
     pub(super) tried: Vec<String>,
     pub(super) transient: bool,
     pub(super) refused: bool,
+    /// A holder handed a descriptor over that the check refused (as opposed to
+    /// holders that could not be asked, or broke off).
+    pub(super) rejected: bool,
 }
 
 /// [`reach`] for a memfd payload: a descriptor that passes the checks of
@@ -55,7 +58,7 @@ pub(super) fn reach<T>(
     accept: &mut dyn FnMut(std::os::fd::OwnedFd, std::path::PathBuf) -> Result<T, String>,
 ) -> Result<T, Unreachable> {
     let mut tried = Vec::new();
-    let (mut transient, mut refused) = (false, false);
+    let (mut transient, mut refused, mut rejected) = (false, false, false);
     for (user, holder) in d.users().iter().zip(d.user_holders()) {
         let node = user.load(Ordering::Acquire);
         if node == 0 || !live.alive(node) {
@@ -92,7 +95,10 @@ pub(super) fn reach<T>(
         };
         match accept(fd, path) {
             Ok(payload) => return Ok(payload),
-            Err(e) => tried.push(format!("handed over by node {node:016x}: {e}")),
+            Err(e) => {
+                tried.push(format!("handed over by node {node:016x}: {e}"));
+                rejected = true;
+            }
         }
     }
     if tried.is_empty() {
@@ -105,5 +111,6 @@ pub(super) fn reach<T>(
         tried,
         transient,
         refused,
+        rejected,
     })
 }

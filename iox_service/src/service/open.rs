@@ -134,11 +134,14 @@ pub(super) fn try_open(
             });
             match reached {
                 Ok(payload) => Pool::open_with_device(&t.root, &stem, &config.layout, hash, payload),
+                // Every live holder answered, and this process could not import
+                // what it got (the driver refused): no retry helps.
                 Err(memfd_access::Unreachable {
                     tried,
                     transient: false,
                     refused: false,
-                }) if !tried.is_empty() => {
+                    rejected: true,
+                }) => {
                     return Attempt::Failed(OpenError::DeviceImport { name: name(), tried });
                 }
                 Err(unreachable) => {
@@ -234,6 +237,7 @@ fn unreached(
         tried,
         transient,
         refused,
+        ..
     } = unreachable;
     let stem = t.name.stem();
     let name = || t.name.to_string();
