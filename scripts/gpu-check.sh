@@ -74,7 +74,7 @@ fi
 # A skip for want of a GPU is a failure, against the double too (it is a GPU to iox).
 export IOX_REQUIRE_GPU=1
 
-step tests-iox_cuda cargo test -p iox_cuda --test double --test double_vmm --test driver
+step tests-iox_cuda cargo test -p iox_cuda --test double --test double_vmm --test device_memory --test driver
 step tests-iox_service-gpu cargo test -p iox_service --features cuda --test gpu_double -- --nocapture
 step tests-iox_service-device cargo test -p iox_service --features cuda --test gpu_device -- --nocapture
 step tests-examples-gpu cargo test -p iox_examples --features cuda --test examples gpu

@@ -297,14 +297,19 @@ fn a_process_without_the_gpu_gets_an_error_naming_it() {
     let creator = spawn_creator(&driver, TEST, "creator", dir.path());
     // No driver: a plain child, without the double on its library path.
     let root = dir.path().join("root");
-    let plain = iox_testkit::spawn_self(
+    let plain = iox_testkit::self_command(
         TEST,
         "opener",
         &[
             ("IOX_ROOT", root.display().to_string()),
             ("EXPECT", "no CUDA driver".into()),
         ],
-    );
+    )
+    // Not even one this process inherited (scripts/gpu-check.sh puts the double on
+    // every process's path).
+    .env_remove("LD_LIBRARY_PATH")
+    .spawn()
+    .unwrap();
     iox_testkit::wait_ok(plain, WAIT);
     // Another GPU: the double's device 0 has another UUID in that process.
     driver.run(
