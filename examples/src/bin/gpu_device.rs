@@ -54,8 +54,17 @@ fn publish(count: usize) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    // Until the reader is done: our events must outlive its waits on them.
-    while service.port_counts().1 > 0 {
+    // Until the reader is done (at most 30 s): our events must outlive its waits.
+    until_gone(|| service.port_counts().1)
+}
+
+/// Polls `ports` until it is 0, for at most [`WAIT`].
+fn until_gone(ports: impl Fn() -> usize) -> Result<(), Box<dyn std::error::Error>> {
+    let deadline = Instant::now() + WAIT;
+    while ports() > 0 {
+        if Instant::now() > deadline {
+            return Err("the other process did not finish within 30 s".into());
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
     Ok(())
@@ -167,10 +176,7 @@ mod measure {
             dev.copy_from_host(&s)?;
         }
         publisher.loan_on(stream.stream(), 8)?.send_on(stream.stream())?;
-        while ping.port_counts().0 > 0 {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Ok(())
+        until_gone(|| ping.port_counts().0)
     }
 
     fn row(what: &str, value: String) {
