@@ -73,6 +73,18 @@ struct Steps<'a> {
     mapped: bool,
 }
 
+impl<'a> Steps<'a> {
+    /// Nothing made yet.
+    fn new(ctx: &'a Context) -> Self {
+        Self {
+            ctx,
+            handle: None,
+            reserved: None,
+            mapped: false,
+        }
+    }
+}
+
 impl Drop for Steps<'_> {
     fn drop(&mut self) {
         let _ = self.ctx.run(|| {
@@ -174,12 +186,7 @@ impl DeviceMemory {
         // Declared before `steps`, so that on a failure the descriptor closes after
         // the undo, as in the drop.
         let export: OwnedFd;
-        let mut steps = Steps {
-            ctx: &ctx,
-            handle: None,
-            reserved: None,
-            mapped: false,
-        };
+        let mut steps = Steps::new(&ctx);
         let mut handle = 0;
         ctx.run(|| {
             // SAFETY: valid out-pointer and property; flags 0.
@@ -252,12 +259,7 @@ impl DeviceMemory {
         }
         let ctx = Context::retain(ordinal)?;
         let uuid = crate::uuid::device_uuid(ordinal)?;
-        let mut steps = Steps {
-            ctx: &ctx,
-            handle: None,
-            reserved: None,
-            mapped: false,
-        };
+        let mut steps = Steps::new(&ctx);
         let mut handle = 0;
         ctx.run(|| {
             // SAFETY: the POSIX-fd type takes the descriptor's number as the pointer

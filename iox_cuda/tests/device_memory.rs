@@ -39,12 +39,7 @@ fn driver(test: &str, dir: &Path) -> Option<Driver> {
 
 /// The double only (injected failures and `IOX_CUDA_DOUBLE_*` settings).
 fn double(test: &str, dir: &Path) -> Option<Driver> {
-    let driver = Driver::new(dir);
-    if driver.is_double() {
-        return Some(driver);
-    }
-    eprintln!("NOTE {test}: needs the double's failure injection; nothing to do against the real driver");
-    None
+    Driver::double_only(test, dir, "needs the double's failure injection")
 }
 
 /// The thread's current context (the driver is initialised by iox or `user_context`).

@@ -156,12 +156,7 @@ fn driver(test: &str, dir: &Path) -> Option<Driver> {
 
 /// The double only, for tests of its own semantics.
 fn double(test: &str, dir: &Path) -> Option<Driver> {
-    let driver = Driver::new(dir);
-    if driver.is_double() {
-        return Some(driver);
-    }
-    eprintln!("NOTE {test}: checks the double itself; nothing to do against the real driver");
-    None
+    Driver::double_only(test, dir, "checks the double itself")
 }
 
 /// (a) One process makes device memory, exports it, maps it and writes a pattern; a

@@ -108,6 +108,17 @@ impl Driver {
         Some(driver)
     }
 
+    /// [`Driver::new`] if it is the double, else `None` after a note that `test`
+    /// (which needs the double: `why`) has nothing to do against the real driver.
+    pub fn double_only(test: &str, dir: &Path, why: &str) -> Option<Self> {
+        let driver = Self::new(dir);
+        if driver.is_double() {
+            return Some(driver);
+        }
+        eprintln!("NOTE {test}: {why}; nothing to do against the real driver");
+        None
+    }
+
     /// The double, set up under `dir` (the test's temp directory), or the real driver
     /// when [`real_driver`]. Panics if the double cannot be found or built.
     pub fn new(dir: &Path) -> Self {
