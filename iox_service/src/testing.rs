@@ -38,6 +38,10 @@
 //!   not yet freed the request words ABANDONED for it.
 //! - `receive-before-wait`: a blocking receive found nothing to take and has not yet
 //!   said it waits;
+//! - `device-recorded-before-send`: a device loan recorded its write-done event and
+//!   has not yet sent its chunk;
+//! - `device-recorded-before-release`: a device sample recorded its read-done event
+//!   and has not yet released its chunk;
 //! - `receive-before-sleep`: a blocking receive found nothing ready after its fence
 //!   and is about to sleep on its wake word;
 //! - `handover-before-reply`: a holder's responder read a well-formed request for

@@ -493,3 +493,130 @@ fn processes_killed_with_chunks_in_flight_lose_nothing() {
     std::fs::write(dir.path().join("done"), b"").unwrap();
     iox_testkit::wait_ok(keeper, WAIT);
 }
+
+/// A process SIGKILLed at each new step of the event protocol leaves nothing behind:
+/// a writer stalled after recording its write-done event and before sending
+/// (`device-recorded-before-send`) delivered nothing and its chunk comes back; a
+/// reader stalled after recording its read-done event and before releasing
+/// (`device-recorded-before-release`) gives its chunk back through recovery, and its
+/// event table is unpublished, so the next loans wait on nothing of it.
+#[test]
+fn processes_killed_between_a_record_and_the_hand_off_lose_nothing() {
+    const TEST: &str = "processes_killed_between_a_record_and_the_hand_off_lose_nothing";
+    match iox_testkit::role().as_deref() {
+        Some("keeper") => {
+            let _s = service("gpu/stalls").unwrap();
+            std::fs::write(test_dir().join("created"), b"").unwrap();
+            wait_for_file("done");
+            return;
+        }
+        Some("stalled-writer") => {
+            let s = service("gpu/stalls").unwrap();
+            let publisher = s.device_publisher_builder().create().unwrap();
+            publisher.wait_for_subscribers(1, WAIT).unwrap();
+            publish_one(&publisher); // stalls after the record, until killed
+            unreachable!("the stall point holds this process until it is killed");
+        }
+        Some("idle-reader") => {
+            let s = service("gpu/stalls").unwrap();
+            let subscriber = s.device_subscriber_builder().create().unwrap();
+            wait_for_file("writer-killed");
+            assert!(
+                subscriber.receive().unwrap().is_none(),
+                "a killed writer delivered"
+            );
+            return;
+        }
+        Some("sender") => {
+            let s = service("gpu/stalls").unwrap();
+            let publisher = s.device_publisher_builder().create().unwrap();
+            publisher.wait_for_subscribers(1, WAIT).unwrap();
+            publish_one(&publisher);
+            wait_for_file("reader-killed");
+            return;
+        }
+        Some("stalled-reader") => {
+            let s = service("gpu/stalls").unwrap();
+            let subscriber = s.device_subscriber_builder().create().unwrap();
+            let stream = OwnedStream::new(0).unwrap();
+            let mut sample = subscriber.receive_timeout(WAIT).unwrap().expect("a sample");
+            sample.wait_on(stream.stream()).unwrap();
+            drop(sample); // stalls after the record, until killed
+            unreachable!("the stall point holds this process until it is killed");
+        }
+        Some("survivor") => {
+            let s = service("gpu/stalls").unwrap();
+            let publisher = s.device_publisher_builder().create().unwrap();
+            let info = s.pool_info();
+            let free: u32 = info.classes.iter().map(|c| c.free).sum();
+            let total: u32 = info.classes.iter().map(|c| c.count).sum();
+            assert_eq!(free, total, "{info:?}");
+            let stream = OwnedStream::new(0).unwrap();
+            // Loans as many as a publisher may hold (the killed ports' tables are
+            // unpublished: nothing of theirs is waited on; checked in the log).
+            let loans: Vec<_> = (0..total)
+                .map_while(|_| publisher.loan_on(stream.stream(), LEN).ok())
+                .collect();
+            assert_eq!(loans.len(), 2, "max_loans");
+            return;
+        }
+        _ => {}
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(driver) = driver(TEST, dir.path()) else {
+        return;
+    };
+    let keeper = spawn_creator(&driver, TEST, "keeper", dir.path());
+    // The writer, stalled between its record and its send.
+    let gate = iox_testkit::Gate::new(dir.path(), "send");
+    let reader = driver.spawn(TEST, "idle-reader", dir.path(), &[]);
+    let writer = iox_testkit::Reaped::new(driver.spawn(
+        TEST,
+        "stalled-writer",
+        dir.path(),
+        &gate.env("device-recorded-before-send"),
+    ));
+    let killed_writer = writer.id();
+    assert!(
+        gate.wait_reached(WAIT),
+        "the writer never reached its stall point"
+    );
+    writer.kill();
+    std::fs::write(dir.path().join("writer-killed"), b"").unwrap();
+    iox_testkit::wait_ok(reader, WAIT);
+    // The reader, stalled between its record and its release.
+    let gate = iox_testkit::Gate::new(dir.path(), "release");
+    let sender = driver.spawn(TEST, "sender", dir.path(), &[]);
+    let reader = iox_testkit::Reaped::new(driver.spawn(
+        TEST,
+        "stalled-reader",
+        dir.path(),
+        &gate.env("device-recorded-before-release"),
+    ));
+    let killed_reader = reader.id();
+    assert!(
+        gate.wait_reached(WAIT),
+        "the reader never reached its stall point"
+    );
+    reader.kill();
+    std::fs::write(dir.path().join("reader-killed"), b"").unwrap();
+    iox_testkit::wait_ok(sender, WAIT);
+    let survivor = driver.run(TEST, "survivor", dir.path(), &[]);
+    std::fs::write(dir.path().join("done"), b"").unwrap();
+    iox_testkit::wait_ok(keeper, WAIT);
+    if let Some(calls) = driver.calls_of(survivor) {
+        let waits: Vec<_> = calls
+            .iter()
+            .filter(|c| c.name == "cuStreamWaitEvent" || c.name == "cuIpcOpenEventHandle")
+            .collect();
+        assert!(!waits.is_empty(), "the survivor's loans waited on nothing at all");
+        for c in waits {
+            let event = c.get("event").or(c.get("of")).unwrap_or_default();
+            assert!(
+                !event.starts_with(&format!("{killed_writer}:"))
+                    && !event.starts_with(&format!("{killed_reader}:")),
+                "the survivor used {event}, an event of a killed process"
+            );
+        }
+    }
+}
