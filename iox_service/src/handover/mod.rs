@@ -2,10 +2,10 @@
 //! no daemon.
 //!
 //! Some of a service's memory is reachable only through a descriptor: the sealed
-//! memfd payload (no name in any file system), and, next, device-memory exports. A
-//! process that holds them *offers* them ([`offer`]): it listens on a socket under the
-//! root, `iox_<H>.h.<node>.sock`, and marks its user entry in the dynamic segment as a
-//! holder. A newcomer asks a live holder ([`fetch`]) and gets the descriptors with
+//! memfd payload (no name in any file system), and a device pool's export (which
+//! `/proc` cannot reopen). A process that holds them *offers* them ([`offer`]): it
+//! listens on a socket under the root, `iox_<H>.h.<node>.sock`, and marks its user
+//! entry in the dynamic segment as a holder. A newcomer asks a live holder ([`fetch`]) and gets the descriptors with
 //! `SCM_RIGHTS`. This works between PID namespaces (two containers sharing the root
 //! volume: a socket file on the shared volume reaches the other side, a pid does not)
 //! and between users (no ptrace rights needed).
@@ -18,7 +18,8 @@
 //!
 //! What the newcomer trusts: nothing it got until the descriptors pass the checks of
 //! their kind (the memfd: its name, seals, size and inode against the identity in the
-//! static config, see `iox_mempool::memfd::open_memfd`). A holder that answers garbage,
+//! static config, see `iox_mempool::memfd::open_memfd`; a device export: the import,
+//! and the token read back after the payload, see `crate::device::memory`). A holder that answers garbage,
 //! the wrong descriptor, none, too much, or nothing within [`request::PER_HOLDER`], is
 //! passed over for the next holder, until the open's timeout.
 //!

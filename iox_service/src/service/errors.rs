@@ -336,9 +336,10 @@ pub enum OpenError {
         /// Why.
         source: OpenPoolError,
     },
-    /// The service's memfd payload could not be had from any live process that holds
-    /// it (each answered wrongly: see `tried`).
-    #[error("cannot get the memfd payload of service {name:?} from any live process holding it: {}", tried.join("; "))]
+    /// The service's payload descriptor (its memfd, or its GPU memory's export) could
+    /// not be had from any live process that holds it (each answered wrongly: see
+    /// `tried`).
+    #[error("cannot get the memory of service {name:?} (its sealed memfd, or its GPU memory's export) from any live process holding it: {}", tried.join("; "))]
     MemfdUnreachable {
         /// The service.
         name: String,
