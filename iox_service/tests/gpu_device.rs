@@ -567,40 +567,32 @@ fn processes_killed_between_a_record_and_the_hand_off_lose_nothing() {
         return;
     };
     let keeper = spawn_creator(&driver, TEST, "keeper", dir.path());
-    // The writer, stalled between its record and its send.
-    let gate = iox_testkit::Gate::new(dir.path(), "send");
-    let reader = driver.spawn(TEST, "idle-reader", dir.path(), &[]);
-    let writer = iox_testkit::Reaped::new(driver.spawn(
-        TEST,
-        "stalled-writer",
-        dir.path(),
-        &gate.env("device-recorded-before-send"),
-    ));
-    let killed_writer = writer.id();
-    assert!(
-        gate.wait_reached(WAIT),
-        "the writer never reached its stall point"
-    );
-    writer.kill();
-    std::fs::write(dir.path().join("writer-killed"), b"").unwrap();
-    iox_testkit::wait_ok(reader, WAIT);
-    // The reader, stalled between its record and its release.
-    let gate = iox_testkit::Gate::new(dir.path(), "release");
-    let sender = driver.spawn(TEST, "sender", dir.path(), &[]);
-    let reader = iox_testkit::Reaped::new(driver.spawn(
-        TEST,
-        "stalled-reader",
-        dir.path(),
-        &gate.env("device-recorded-before-release"),
-    ));
-    let killed_reader = reader.id();
-    assert!(
-        gate.wait_reached(WAIT),
-        "the reader never reached its stall point"
-    );
-    reader.kill();
-    std::fs::write(dir.path().join("reader-killed"), b"").unwrap();
-    iox_testkit::wait_ok(sender, WAIT);
+    // The writer, stalled between its record and its send; then the reader, stalled
+    // between its record and its release. Each is killed there; its peer then checks.
+    let mut killed = Vec::new();
+    for (role, point, peer, note) in [
+        (
+            "stalled-writer",
+            "device-recorded-before-send",
+            "idle-reader",
+            "writer-killed",
+        ),
+        (
+            "stalled-reader",
+            "device-recorded-before-release",
+            "sender",
+            "reader-killed",
+        ),
+    ] {
+        let gate = iox_testkit::Gate::new(dir.path(), role);
+        let peer = driver.spawn(TEST, peer, dir.path(), &[]);
+        let stalled = iox_testkit::Reaped::new(driver.spawn(TEST, role, dir.path(), &gate.env(point)));
+        killed.push(stalled.id());
+        assert!(gate.wait_reached(WAIT), "{role} never reached {point}");
+        stalled.kill();
+        std::fs::write(dir.path().join(note), b"").unwrap();
+        iox_testkit::wait_ok(peer, WAIT);
+    }
     let survivor = driver.run(TEST, "survivor", dir.path(), &[]);
     std::fs::write(dir.path().join("done"), b"").unwrap();
     iox_testkit::wait_ok(keeper, WAIT);
@@ -613,8 +605,7 @@ fn processes_killed_between_a_record_and_the_hand_off_lose_nothing() {
         for c in waits {
             let event = c.get("event").or(c.get("of")).unwrap_or_default();
             assert!(
-                !event.starts_with(&format!("{killed_writer}:"))
-                    && !event.starts_with(&format!("{killed_reader}:")),
+                !killed.iter().any(|pid| event.starts_with(&format!("{pid}:"))),
                 "the survivor used {event}, an event of a killed process"
             );
         }

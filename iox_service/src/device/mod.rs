@@ -3,7 +3,8 @@
 //!
 //! - [`memory`]: making the pool's device memory and importing it (once per process).
 //! - `events` (with the `cuda` feature): the per-chunk inter-process events.
-//! - `publisher`, `subscriber` (with the `cuda` feature): the device ports.
+//! - `publisher`, `subscriber` (with the `cuda` feature): the device ports, built from
+//!   a `PubSubService<[u8]>` with the builders at the end of this file.
 //!
 //! Host ports of a device service are refused (`PortCreateError::DeviceMemory`), so
 //! safe code never reads or writes GPU memory through a host address.
@@ -23,5 +24,24 @@ pub(crate) fn service_ordinal(service: &crate::service::ServiceShared) -> Result
     match &service.config.backing {
         crate::static_config::PayloadBacking::CudaDevice(id) => memory::ordinal(id),
         _ => Err("the service's memory is not device memory".into()),
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl crate::PubSubService<[u8]> {
+    /// A builder for a device publisher of a `CudaDevice` service (its samples are
+    /// GPU memory; see [`crate::DevicePublisher`]).
+    pub fn device_publisher_builder(&self) -> crate::DevicePublisherBuilder {
+        crate::DevicePublisherBuilder {
+            inner: crate::PublisherBuilder::new(self.shared.clone()),
+        }
+    }
+
+    /// A builder for a device subscriber of a `CudaDevice` service (see
+    /// [`crate::DeviceSubscriber`]).
+    pub fn device_subscriber_builder(&self) -> crate::DeviceSubscriberBuilder {
+        crate::DeviceSubscriberBuilder {
+            inner: crate::SubscriberBuilder::new(self.shared.clone()),
+        }
     }
 }

@@ -681,22 +681,3 @@ impl<P: ?Sized + Payload> PubSubService<P> {
         )
     }
 }
-
-#[cfg(feature = "cuda")]
-impl PubSubService<[u8]> {
-    /// A builder for a device publisher of a `CudaDevice` service (its samples are
-    /// GPU memory; see [`crate::DevicePublisher`]).
-    pub fn device_publisher_builder(&self) -> crate::DevicePublisherBuilder {
-        crate::DevicePublisherBuilder {
-            inner: crate::PublisherBuilder::new(self.shared.clone()),
-        }
-    }
-
-    /// A builder for a device subscriber of a `CudaDevice` service (see
-    /// [`crate::DeviceSubscriber`]).
-    pub fn device_subscriber_builder(&self) -> crate::DeviceSubscriberBuilder {
-        crate::DeviceSubscriberBuilder {
-            inner: crate::SubscriberBuilder::new(self.shared.clone()),
-        }
-    }
-}
