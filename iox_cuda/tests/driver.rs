@@ -58,7 +58,9 @@ fn with_a_gpu_a_pool_is_registered_once_and_mapped_for_the_device() {
         iox_cuda::register(1),
         Err(CudaError::OtherDeviceRegistered { .. })
     ));
-    let dir = tempfile::tempdir().unwrap();
+    // On tmpfs: Linux refuses device pins of shared pages of files on disk
+    // filesystems (iox says so: `PinError::NotShmem`).
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap());
     let layout = PoolLayout::new(&[(8 << 20, 4)]).unwrap();
     let pool = Arc::new(Pool::create(dir.path(), "gpu", &layout, MemoryType::CudaPinned, 0o600).unwrap());
     let base = pool.payload_region().addr();

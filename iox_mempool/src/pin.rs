@@ -164,6 +164,42 @@ pub enum PinError {
     /// A pinner (e.g. a GPU driver) refused, with its own message.
     #[error("{0}")]
     Pinner(String),
+    /// A pinner refused a pool whose memory is a file outside tmpfs and hugetlbfs:
+    /// Linux refuses long-term device pins of shared pages of such files (writable
+    /// ones since 6.5), and a driver reports that as a bare invalid argument.
+    #[error(
+        "{source} (the pool's memory is a file on a filesystem with magic {magic:#x}, not tmpfs, hugetlbfs or ramfs, and Linux does not pin shared pages of such files for a device; create the pool under /dev/shm or in a memfd)"
+    )]
+    NotShmem {
+        /// The filesystem's `f_type` (`statfs`).
+        magic: u64,
+        /// The pinner's refusal.
+        source: Box<PinError>,
+    },
+}
+
+/// `err`, a pinner's refusal of a mapping of `file`, said as [`PinError::NotShmem`]
+/// when the file is outside tmpfs and hugetlbfs (`mlock` pins any file: `Locked`
+/// refusals are left as they are).
+pub(crate) fn explain_refusal(err: PinError, file: &std::fs::File, memory_type: MemoryType) -> PinError {
+    const TMPFS_MAGIC: u64 = 0x0102_1994;
+    const HUGETLBFS_MAGIC: u64 = 0x9584_58f6;
+    const RAMFS_MAGIC: u64 = 0x8584_58f6;
+    if !matches!(err, PinError::Pinner(_)) || memory_type == MemoryType::Locked {
+        return err;
+    }
+    match rustix::fs::fstatfs(file) {
+        // `f_type` is signed on some targets; the magic numbers are 32-bit.
+        Ok(st)
+            if ![TMPFS_MAGIC, HUGETLBFS_MAGIC, RAMFS_MAGIC].contains(&(st.f_type as u64 & 0xffff_ffff)) =>
+        {
+            PinError::NotShmem {
+                magic: st.f_type as u64 & 0xffff_ffff,
+                source: Box::new(err),
+            }
+        }
+        _ => err,
+    }
 }
 
 /// Pins and unpins regions for one memory type. Users implement it for their own

@@ -110,6 +110,70 @@ fn unregistered_types_fail_with_a_reason() {
     assert!(!cpu.pin().unwrap().is_pinned());
 }
 
+/// A pinner that refuses the way the CUDA driver refuses a file it cannot pin.
+struct RefusingPinner;
+
+impl Pinner for RefusingPinner {
+    fn pin(&self, _: &Region) -> Result<(), PinError> {
+        Err(PinError::Pinner(
+            "cuMemHostRegister failed: CUDA_ERROR_INVALID_VALUE (1)".into(),
+        ))
+    }
+    fn unpin(&self, _: &Region) -> Result<(), PinError> {
+        unreachable!("nothing was pinned")
+    }
+}
+
+/// A refused pin of a pool whose memory is a file outside tmpfs says so and names
+/// the fix; on tmpfs the pinner's own message stands. (The real driver refused a
+/// pool file on ext4 with a bare CUDA_ERROR_INVALID_VALUE on an H200.)
+#[test]
+fn a_refused_pin_of_a_disk_file_names_the_filesystem() {
+    let code = MemoryType::user(0x0103).unwrap();
+    register_pinner(code, Arc::new(RefusingPinner)).unwrap();
+    let layout = PoolLayout::new(&[(4096, 1)]).unwrap();
+    let shm = std::path::Path::new("/dev/shm");
+    let dirs = [
+        tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
+        tempfile::tempdir_in(if shm.is_dir() {
+            shm
+        } else {
+            std::path::Path::new("/tmp")
+        })
+        .unwrap(),
+    ];
+    let mut seen = [false; 2];
+    for dir in &dirs {
+        let pool = Arc::new(Pool::create(dir.path(), "refused", &layout, code, 0o600).unwrap());
+        let magic = rustix::fs::statfs(dir.path()).unwrap().f_type as u64 & 0xffff_ffff;
+        let e = pool.pin().unwrap_err();
+        let text = e.to_string();
+        assert!(text.starts_with("cuMemHostRegister failed"), "{text}");
+        if magic == 0x0102_1994 {
+            assert!(matches!(e, PinError::Pinner(_)), "{e:?}");
+            seen[1] = true;
+        } else {
+            assert!(
+                matches!(e, PinError::NotShmem { magic: m, .. } if m == magic),
+                "{e:?}"
+            );
+            assert!(text.contains("/dev/shm") && text.contains("memfd"), "{text}");
+            seen[0] = true;
+        }
+        assert_eq!(
+            pin_count(pool.payload_region().addr(), pool.payload_region().len()),
+            0
+        );
+    }
+    if !seen[0] || !seen[1] {
+        eprintln!("note: only one kind of filesystem here (seen disk/tmpfs: {seen:?})");
+    }
+    // `mlock` pins any file: a Locked refusal is never re-explained.
+    let locked =
+        Arc::new(Pool::create(dirs[0].path(), "locked", &layout, MemoryType::Locked, 0o600).unwrap());
+    assert!(locked.pin().is_ok());
+}
+
 #[test]
 fn conflicting_memory_types_on_one_region_are_refused() {
     let dir = tempfile::tempdir().unwrap();

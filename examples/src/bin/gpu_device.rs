@@ -166,11 +166,13 @@ mod measure {
             }?;
         }
         stream.synchronize()?;
-        publisher.loan_on(stream.stream(), 8)?.send_on(stream.stream())?;
-        // The CudaPinned host path: copy each tensor host-to-device from the pool.
+        // The CudaPinned host path: copy each tensor host-to-device from the pool. The
+        // subscriber (pinning the pool takes a while on a GPU) exists before the pong
+        // that starts the run, and the publisher waits for it too.
         let pinned = service("measure/pinned", MemoryType::CudaPinned)?;
         let psub = pinned.subscriber_builder().pin_memory(true).create()?;
         let mut dev = DeviceBuffer::new(0, TENSOR)?;
+        publisher.loan_on(stream.stream(), 8)?.send_on(stream.stream())?;
         for _ in 0..count {
             let s = psub.receive_timeout(WAIT)?.ok_or("no pinned tensor")?;
             dev.copy_from_host(&s)?;
@@ -250,6 +252,7 @@ mod measure {
         let d2d = t.elapsed() / count as u32;
         // 4. The CudaPinned host path: the GPU writes the pool (device-to-host), the
         // peer copies it to its GPU (host-to-device).
+        ppub.wait_for_subscribers(1, WAIT)?;
         let t = Instant::now();
         for _ in 0..count {
             loop {

@@ -535,7 +535,8 @@ impl Pool {
         };
         // SAFETY: the PoolPin holds the pool, so the payload stays mapped, until after
         // the guard is dropped (field order); leaking the PoolPin leaks the pool too.
-        let guard = unsafe { pin::acquire(Region::of(segment), self.book.memory_type) }?;
+        let guard = unsafe { pin::acquire(Region::of(segment), self.book.memory_type) }
+            .map_err(|e| pin::explain_refusal(e, segment.file(), self.book.memory_type))?;
         Ok(PoolPin {
             guard,
             _pool: Arc::clone(self),
