@@ -128,6 +128,18 @@ impl OwnerWord {
                 .is_ok()
     }
 
+    /// [`Self::try_loan`] with no plain load first: one CAS, which takes the line
+    /// exclusively in one step (a load and then a CAS of a line another core wrote
+    /// last are two transfers, a shared copy and then its upgrade). For a word in a
+    /// line the caller is about to write anyway (the spare next to the chunk being
+    /// sent); a scan over busy chunks uses `try_loan`.
+    #[inline]
+    pub(crate) fn try_loan_exclusive(&self, owner: Owner) -> bool {
+        self.0
+            .compare_exchange(0, owner.bit(), Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
     /// Release: clears `owner`'s bit (`fetch_and`, Release: the owner's use of the
     /// chunk happens-before the next loan). Idempotent in effect: a second release
     /// changes nothing and is [`WordError::NotHeld`]. `Ok(true)` if the chunk became

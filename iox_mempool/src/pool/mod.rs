@@ -405,7 +405,8 @@ impl Pool {
         for flip in 1..PER_LINE {
             if let Some(chunk) = span.locate(near.class, near.index ^ flip)
                 // SAFETY: located just now in this pool, which `&self` keeps mapped.
-                && unsafe { chunk.meta_ref() }.owners.try_loan(owner)
+                // One CAS, no load first: the line is `near`'s, which the send writes next.
+                && unsafe { chunk.meta_ref() }.owners.try_loan_exclusive(owner)
             {
                 return Ok(chunk);
             }

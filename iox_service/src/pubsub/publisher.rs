@@ -15,9 +15,10 @@
 //!   pushes and once after the fence: slots that are not connected cost nothing.
 //! - A sample dropped without being sent becomes the publisher's spare (below) if it
 //!   has none, else it returns its chunk to the pool.
-//! - After `send`, the publisher loans the next chunk of the same class ahead (its
-//!   "spare"), so the next `loan` of that class is local: the pool's CAS happens while
-//!   the message is in flight. The pool is sized with one spare per publisher.
+//! - In `send`, before the push, the publisher loans the next chunk of the same class
+//!   (its "spare") from the sent chunk's line of ownership words, which the hand-off
+//!   writes next, so the next `loan` of that class is local. The pool is sized with
+//!   one spare per publisher.
 //!
 //! Crash safety: every chunk this publisher holds carries its owner bit, so recovery
 //! releases them all by clearing that bit; a send interrupted between the journal and
@@ -415,9 +416,10 @@ impl PublisherPort {
         }
     }
 
-    /// After a send, off the latency path: loans the next chunk of the class just used
-    /// (`sent`), so the next `loan` takes it without touching a shared cache line.
-    /// Best effort: an exhausted pool just leaves no spare.
+    /// In a send, before the push: loans the next chunk of the class of `sent`, from
+    /// `sent`'s line of ownership words (one CAS, on the line the hand-off writes
+    /// next), so the next `loan` takes it without touching a shared cache line. Best
+    /// effort: an exhausted pool just leaves no spare.
     #[inline]
     pub(crate) fn refill_spare(&self, sent: ChunkHandle) {
         if self.spare.is_empty()
