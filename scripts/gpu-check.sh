@@ -32,6 +32,7 @@ gpu_tests=("iox_cuda double" "iox_cuda double_vmm" "iox_cuda device_memory" "iox
 gpu_bins=(gpu_pinned gpu_measure gpu_device)
 if [ "${1:-}" = --pack ]; then
     dir=${2:?usage: scripts/gpu-check.sh --pack DIR}
+    command -v jq >/dev/null || { echo "gpu-check --pack: needs jq (to read cargo's JSON)" >&2; exit 1; }
     mkdir -p "$dir/tests" "$dir/bin" && dir=$(cd "$dir" && pwd)
     cargo build --release -p iox_examples --features cuda --bins -q || exit 1
     cargo build --release -p iox_cuda_double -q || exit 1

@@ -164,7 +164,7 @@ pub enum PinError {
     /// A pinner (e.g. a GPU driver) refused, with its own message.
     #[error("{0}")]
     Pinner(String),
-    /// A pinner refused a pool whose memory is a file outside tmpfs and hugetlbfs:
+    /// A pinner refused a pool whose memory is a file outside tmpfs, hugetlbfs and ramfs:
     /// Linux refuses long-term device pins of shared pages of such files (writable
     /// ones since 6.5), and a driver reports that as a bare invalid argument.
     #[error(
@@ -179,7 +179,7 @@ pub enum PinError {
 }
 
 /// `err`, a pinner's refusal of a mapping of `file`, said as [`PinError::NotShmem`]
-/// when the file is outside tmpfs and hugetlbfs (`mlock` pins any file: `Locked`
+/// when the file is outside tmpfs, hugetlbfs and ramfs (`mlock` pins any file: `Locked`
 /// refusals are left as they are).
 pub(crate) fn explain_refusal(err: PinError, file: &std::fs::File, memory_type: MemoryType) -> PinError {
     const TMPFS_MAGIC: u64 = 0x0102_1994;
