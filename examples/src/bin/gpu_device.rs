@@ -32,6 +32,19 @@ fn service(name: &str, memory: MemoryType) -> Result<PubSubService<[u8]>, iox_se
         .open_or_create()
 }
 
+/// The measurement's acknowledgements (host memory): the reader sends one per tensor it
+/// took, and the writer keeps at most [`measure::WINDOW`] tensors unacknowledged, so a
+/// send never finds the reader's queue full and no tensor is written twice.
+fn acks() -> Result<PubSubService<u64>, iox_service::OpenOrCreateError> {
+    Service::named("measure/ack")
+        .expect("constant names are valid")
+        .publish_subscribe::<u64>()
+        .max_publishers(1)
+        .max_subscribers(1)
+        .subscriber_buffer(64)
+        .open_or_create()
+}
+
 /// The publishing child: `count` tensors, tensor `i` all bytes `i`, each written on
 /// the stream (a host-to-device copy here; a kernel in a real pipeline).
 fn publish(count: usize) -> Result<(), Box<dyn std::error::Error>> {
@@ -42,6 +55,9 @@ fn publish(count: usize) -> Result<(), Box<dyn std::error::Error>> {
     let mut pattern = vec![0u8; TENSOR];
     for i in 0..count {
         pattern.fill(i as u8);
+        // A full queue gives the chunk back and the retry writes the tensor again:
+        // fine for a few tensors; a steady writer paces itself to its reader (see
+        // `measure`, which keeps at most the queue's depth unacknowledged).
         loop {
             let mut loan = publisher.loan_on(stream.stream(), TENSOR)?;
             // SAFETY: the loan's chunk is ours until sent, on this stream, after the
@@ -140,13 +156,36 @@ fn main() -> ExitCode {
 mod measure {
     use super::*;
 
+    /// Tensors in flight at most between the writer and the reader: the reader's
+    /// queue depth (`subscriber_buffer(2)`).
+    pub(super) const WINDOW: usize = 2;
+
+    /// Takes acknowledgements from `acks` until fewer than [`WINDOW`] tensors are in
+    /// flight.
+    fn wait_for_room(
+        acks: &iox_service::Subscriber<u64>,
+        in_flight: &mut usize,
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let deadline = Instant::now() + WAIT;
+        while *in_flight >= WINDOW {
+            match acks.receive()? {
+                Some(_) => *in_flight -= 1,
+                None if Instant::now() > deadline => return Err("no acknowledgement within 30 s".into()),
+                None => std::thread::yield_now(),
+            }
+        }
+        Ok(())
+    }
+
     /// The peer process: answers each ping on `pong` (device hand-off, no work),
-    /// then reads `count` tensors for the throughput run, then answers pinned pings.
+    /// then reads `count` tensors for the throughput run, then the pinned ones,
+    /// acknowledging each tensor it took.
     pub(super) fn peer(count: usize) -> Result<(), Box<dyn std::error::Error>> {
         let ping = service("measure/ping", MemoryType::CudaDevice)?;
         let pong = service("measure/pong", MemoryType::CudaDevice)?;
         let sub = ping.device_subscriber_builder().create()?;
         let publisher = pong.device_publisher_builder().create()?;
+        let ack = acks()?.publisher_builder().create()?;
         let stream = OwnedStream::new(0)?;
         let mine = DeviceBuffer::new(0, TENSOR)?;
         // Latency: one round trip per ping.
@@ -164,6 +203,8 @@ mod measure {
             unsafe {
                 iox_cuda::copy_device_to_device(0, mine.device_ptr(), s.device_ptr(), TENSOR, stream.stream())
             }?;
+            drop(s); // records the end of the copy: the chunk's next write waits for it
+            ack.loan_uninit()?.write_payload(1).send()?;
         }
         stream.synchronize()?;
         // The CudaPinned host path: copy each tensor host-to-device from the pool. The
@@ -176,6 +217,8 @@ mod measure {
         for _ in 0..count {
             let s = psub.receive_timeout(WAIT)?.ok_or("no pinned tensor")?;
             dev.copy_from_host(&s)?;
+            drop(s);
+            ack.loan_uninit()?.write_payload(1).send()?;
         }
         publisher.loan_on(stream.stream(), 8)?.send_on(stream.stream())?;
         until_gone(|| ping.port_counts().0)
@@ -192,6 +235,7 @@ mod measure {
         let sub = pong.device_subscriber_builder().create()?;
         let pinned = service("measure/pinned", MemoryType::CudaPinned)?;
         let ppub = pinned.publisher_builder().pin_memory(true).create()?;
+        let acks = acks()?.subscriber_builder().create()?;
         let mut child = Command::new(std::env::current_exe()?)
             .args(["--measure-peer", "--count", &count.to_string()])
             .spawn()?;
@@ -208,28 +252,27 @@ mod measure {
             s.wait_on(stream.stream())?;
         }
         let handoff = t.elapsed() / (2 * count as u32);
-        // 2. Throughput: write each tensor on the GPU (a device-to-device copy), send.
+        // 2. Throughput: write each tensor on the GPU (a device-to-device copy), send;
+        // at most WINDOW unacknowledged, so every send finds room and every write
+        // counts.
+        let mut in_flight = 0;
         let t = Instant::now();
         for _ in 0..count {
-            loop {
-                let mut loan = publisher.loan_on(stream.stream(), TENSOR)?;
-                // SAFETY: the loan is ours until sent after this copy, on this stream;
-                // `source` is our buffer.
-                unsafe {
-                    iox_cuda::copy_device_to_device(
-                        0,
-                        loan.device_ptr(),
-                        source.device_ptr(),
-                        TENSOR,
-                        stream.stream(),
-                    )
-                }?;
-                match loan.send_on(stream.stream()) {
-                    Ok(_) => break,
-                    Err(DeviceSendError::Send(SendError::QueueFull { .. })) => std::thread::yield_now(),
-                    Err(e) => return Err(e.into()),
-                }
-            }
+            wait_for_room(&acks, &mut in_flight)?;
+            let mut loan = publisher.loan_on(stream.stream(), TENSOR)?;
+            // SAFETY: the loan is ours until sent after this copy, on this stream;
+            // `source` is our buffer.
+            unsafe {
+                iox_cuda::copy_device_to_device(
+                    0,
+                    loan.device_ptr(),
+                    source.device_ptr(),
+                    TENSOR,
+                    stream.stream(),
+                )
+            }?;
+            loan.send_on(stream.stream())?;
+            in_flight += 1;
         }
         sub.receive_timeout(WAIT)?.ok_or("no end of throughput run")?;
         let device_rate = count as f64 / t.elapsed().as_secs_f64();
@@ -255,20 +298,16 @@ mod measure {
         ppub.wait_for_subscribers(1, WAIT)?;
         let t = Instant::now();
         for _ in 0..count {
-            loop {
-                let mut loan = ppub.loan_slice_uninit(TENSOR)?;
-                let host = loan.payload_mut().as_mut_ptr().cast::<u8>();
-                // SAFETY: the loan is ours, TENSOR bytes, writable; filled in full by
-                // the copy before it is declared initialised.
-                let bytes = unsafe { std::slice::from_raw_parts_mut(host, TENSOR) };
-                source.copy_device_to_host(source.device_ptr(), bytes)?;
-                // SAFETY: every byte was just written.
-                match unsafe { loan.assume_init() }.send() {
-                    Ok(_) => break,
-                    Err(SendError::QueueFull { .. }) => std::thread::yield_now(),
-                    Err(e) => return Err(e.into()),
-                }
-            }
+            wait_for_room(&acks, &mut in_flight)?;
+            let mut loan = ppub.loan_slice_uninit(TENSOR)?;
+            let host = loan.payload_mut().as_mut_ptr().cast::<u8>();
+            // SAFETY: the loan is ours, TENSOR bytes, writable; filled in full by the
+            // copy before it is declared initialised.
+            let bytes = unsafe { std::slice::from_raw_parts_mut(host, TENSOR) };
+            source.copy_device_to_host(source.device_ptr(), bytes)?;
+            // SAFETY: every byte was just written.
+            unsafe { loan.assume_init() }.send()?;
+            in_flight += 1;
         }
         sub.receive_timeout(WAIT)?.ok_or("no end of pinned run")?;
         let pinned_rate = count as f64 / t.elapsed().as_secs_f64();
