@@ -23,6 +23,7 @@
 //! `echo`, `hz` and `listen` stopped by `--timeout` exit 0; `pub` refusing its input
 //! exits 2; `replay` of a file cut short replays what is readable, then exits 3.
 
+mod commit_file;
 mod echo;
 mod events;
 mod publish;

@@ -10,10 +10,16 @@
 //!   payload type and its field schema), from which `replay` recreates the service;
 //! - `log_time` and `publish_time`: when the recorder received the sample (ns since the
 //!   Unix epoch; iox samples carry no send time);
-//! - chunked, with CRCs, no compression, written through a 1 MiB buffer; a chunk is
-//!   closed and the buffer written out at least every [`FLUSH_EVERY`], so a recorder
-//!   killed with SIGKILL leaves a file readable up to its last closed chunk (MCAP readers that accept a missing footer read it; `iox
-//!   replay` does).
+//! - chunked, with CRCs, no compression; chunks are built in memory (no length is ever
+//!   patched in place) and reach the file only in whole commits
+//!   ([`crate::commit_file`]): the open chunk is closed and everything since the last
+//!   commit written out at least every [`FLUSH_EVERY`] and every
+//!   [`crate::commit_file::COMMIT_BYTES`]. So a recorder stopped at any moment (SIGKILL,
+//!   a signal it does not handle) leaves a file that ends at its last complete record,
+//!   with every message up to its last commit (no footer then: readers that read a file
+//!   without one read it, as `iox replay` and MCAP's streaming readers do, and `mcap
+//!   recover` rewrites it with one). A file is written as `FILE.partial` until its
+//!   header is committed and then renamed, so `FILE` always starts with one.
 //!
 //! The recorder never blocks a publisher: a receiving thread copies each sample out of
 //! shared memory and releases it at once, and hands the copy to a writing thread
@@ -30,12 +36,15 @@
 //! padding bytes cannot be copied. `--split-size` / `--split-duration` start a new file
 //! (`STEM_000.mcap`, `STEM_001.mcap`, ...) when the current one reaches the size or
 //! age; each file holds every channel's schema, so each replays on its own. SIGINT or
-//! SIGTERM (or `--duration`, `--count`) ends the recording and completes the file.
+//! SIGTERM (or `--duration`, `--count`) ends the recording and completes the file;
+//! signals that come within the WaitSet's grace of the first (`timeout` signals the
+//! process and then its group) are the same request.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::BufWriter;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError, channel, sync_channel};
@@ -43,6 +52,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use iox_service::{CallbackProgression, Service, StaticConfig, Subscriber, WaitSet, WaitSetRunResult};
 
+use crate::commit_file::{COMMIT_BYTES, CommitFile};
 use crate::topic::{Topic, by_schema_or_bytes, glob_match};
 use crate::{Failure, fail};
 
@@ -128,10 +138,10 @@ pub fn record(root: &Path, args: RecordArgs) -> Result<u8, Failure> {
         args.split_size.is_some() || args.split_duration.is_some(),
     );
     let first = files.path(0);
-    let first_file = File::create(&first).map_err(|e| {
+    let first_file = create_partial(&first).map_err(|e| {
         fail(
             crate::ROOT_UNUSABLE,
-            format!("cannot create {}: {e}", first.display()),
+            format!("cannot create {}: {e}", partial(&first).display()),
         )
     })?;
     let (split_size, split_duration) = (args.split_size, args.split_duration);
@@ -375,7 +385,9 @@ struct Written {
 
 /// One open output file.
 struct Output {
-    writer: mcap::Writer<BufWriter<File>>,
+    writer: mcap::Writer<mcap::write::NoSeek<CommitFile>>,
+    /// Bytes written and not yet committed to the file.
+    pending: Rc<Cell<usize>>,
     /// Our channel index -> the file's channel id.
     ids: BTreeMap<usize, u16>,
     opened: Instant,
@@ -387,16 +399,34 @@ fn io_failure(path: &Path, e: impl std::fmt::Display) -> Failure {
     fail(crate::ROOT_UNUSABLE, format!("writing {}: {e}", path.display()))
 }
 
+/// Where an output file is written until its header is committed: `PATH.partial`.
+fn partial(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".partial");
+    PathBuf::from(name)
+}
+
+fn create_partial(path: &Path) -> std::io::Result<File> {
+    File::create(partial(path))
+}
+
+/// The MCAP writer of `file` (created by [`create_partial`] for `path`): the header and
+/// `channels` committed, then renamed to `path`, so `path` never names a file without
+/// a header (a recorder killed before holds only `PATH.partial`).
 fn open_output(file: File, path: &Path, channels: &BTreeMap<usize, StaticConfig>) -> Result<Output, Failure> {
+    let (file, pending) = CommitFile::new(file);
     let writer = mcap::WriteOptions::new()
         .compression(None)
         .profile("")
         .library(concat!("iox ", env!("CARGO_PKG_VERSION")))
         .chunk_size(Some(1 << 20))
-        .create(BufWriter::with_capacity(1 << 20, file))
+        // Chunks built in memory, never patched in place (see `crate::commit_file`).
+        .disable_seeking(true)
+        .create(mcap::write::NoSeek::new(file))
         .map_err(|e| io_failure(path, e))?;
     let mut out = Output {
         writer,
+        pending,
         ids: BTreeMap::new(),
         opened: Instant::now(),
         bytes: 0,
@@ -405,6 +435,10 @@ fn open_output(file: File, path: &Path, channels: &BTreeMap<usize, StaticConfig>
     for (&index, config) in channels {
         add_channel(&mut out, index, config, path)?;
     }
+    // The header and the channels known so far, committed: from now on the file is a
+    // readable MCAP prefix, whenever the recorder stops.
+    out.writer.flush().map_err(|e| io_failure(path, e))?;
+    std::fs::rename(partial(path), path).map_err(|e| io_failure(path, e))?;
     Ok(out)
 }
 
@@ -426,14 +460,10 @@ fn add_channel(out: &mut Output, index: usize, config: &StaticConfig, path: &Pat
     Ok(())
 }
 
-/// Completes `out` (summary, footer) and writes all of it to its file.
+/// Completes `out` (summary, footer) and commits all of it to its file.
 fn close(mut out: Output, path: &Path) -> Result<(), Failure> {
     out.writer.finish().map_err(|e| io_failure(path, e))?;
-    out.writer
-        .into_inner()
-        .into_inner()
-        .map_err(|e| io_failure(path, e.error()))?;
-    Ok(())
+    std::io::Write::flush(&mut out.writer.into_inner().into_inner()).map_err(|e| io_failure(path, e))
 }
 
 /// The writing thread: writes what `rx` brings into the files until it closes.
@@ -468,7 +498,7 @@ fn write_files(
                 || split_duration.is_some_and(|d| out.opened.elapsed() >= d);
             if split && out.bytes > 0 {
                 let next = files.path(paths.len());
-                let file = File::create(&next).map_err(|e| io_failure(&next, e))?;
+                let file = create_partial(&next).map_err(|e| io_failure(&partial(&next), e))?;
                 close(
                     std::mem::replace(&mut out, open_output(file, &next, &channels)?),
                     &path,
@@ -487,6 +517,10 @@ fn write_files(
             out.writer
                 .write_to_known_channel(&header, &data)
                 .map_err(|e| io_failure(path, e))?;
+            if out.pending.get() >= COMMIT_BYTES {
+                out.writer.flush().map_err(|e| io_failure(path, e))?;
+                last_flush = Instant::now();
+            }
             inbox.in_flight.fetch_sub(data.len() as u64, Ordering::Relaxed);
             let _ = inbox.recycle.try_send(data);
         }

@@ -11,9 +11,9 @@
 //!   has a subscriber, so nothing is sent before a reader is there.
 //! - `--topics GLOB` (repeatable) replays only matching services; `--loop` starts
 //!   again after the last message, until interrupted.
-//! - A file cut short (the recorder was killed) or damaged is replayed up to its last
-//!   readable chunk; the damage is then reported and the exit code is 3 (corrupt
-//!   files found). Channels that are not iox's (another encoding), or whose config
+//! - A file cut short (the recorder was killed: no footer, see `record`) or damaged
+//!   is replayed up to its last readable record; that is then reported and the exit
+//!   code is 3 (corrupt or incomplete files found). Channels that are not iox's (another encoding), or whose config
 //!   names another service than the channel's topic, are skipped with a warning.
 //! - A file is not trusted: its configs are checked as any static config is; a
 //!   payload with a `bool` is sent only when the service's own schema shows every
@@ -82,7 +82,7 @@ fn read_files(files: &[PathBuf]) -> Result<Vec<(PathBuf, Vec<u8>)>, Failure> {
 
 /// Every message of `buf` in order, calling `each` with (topic, schema encoding,
 /// schema data, message encoding, log time, data); stops at the first damaged record
-/// and returns its error.
+/// and returns its error, or says that the file ends without its footer.
 fn messages(
     buf: &[u8],
     mut each: impl FnMut(&mcap::Message<'_>) -> Result<(), Failure>,
@@ -96,6 +96,11 @@ fn messages(
             Ok(m) => each(&m)?,
             Err(e) => return Ok(Some(e.to_string())),
         }
+    }
+    if !buf.ends_with(mcap::MAGIC) {
+        return Ok(Some(
+            "it ends without its footer (its recorder was stopped before it finished)".into(),
+        ));
     }
     Ok(None)
 }

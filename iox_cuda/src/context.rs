@@ -4,7 +4,9 @@
 //! events, streams and memory of one device retain its context once.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
+
+use iox_mempool::fork::{ForkLock, Rank};
 
 use cudarc::driver::sys;
 
@@ -28,8 +30,8 @@ impl Context {
     /// Device `ordinal`'s primary context: the one this process holds already, or
     /// newly retained.
     pub(crate) fn retain(ordinal: i32) -> Result<Arc<Self>, CudaError> {
-        static LIVE: Mutex<Option<HashMap<i32, Weak<Context>>>> = Mutex::new(None);
-        let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+        static LIVE: ForkLock<Option<HashMap<i32, Weak<Context>>>> = ForkLock::new(Rank::CudaContexts, None);
+        let mut live = LIVE.lock();
         let live = live.get_or_insert_with(HashMap::new);
         if let Some(ctx) = live.get(&ordinal).and_then(Weak::upgrade) {
             return Ok(ctx);

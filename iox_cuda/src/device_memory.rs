@@ -24,7 +24,9 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
+
+use iox_mempool::fork::{ForkLock, Rank};
 
 use cudarc::driver::sys;
 
@@ -43,23 +45,19 @@ pub struct DeviceMemory {
     ctx: Arc<Context>,
 }
 
-static REGISTRY: Mutex<Option<HashMap<[u8; 16], Weak<DeviceMemory>>>> = Mutex::new(None);
+static REGISTRY: ForkLock<Option<HashMap<[u8; 16], Weak<DeviceMemory>>>> =
+    ForkLock::new(Rank::CudaDeviceMemory, None);
 /// Held across a whole import, so two threads importing one allocation at once make
 /// one mapping (the second finds the first's in the registry).
-static IMPORTING: Mutex<()> = Mutex::new(());
+static IMPORTING: ForkLock<()> = ForkLock::new(Rank::CudaImport, ());
 
 /// The live mapping of the allocation marked `token` in this process, if any.
 fn registered(token: &[u8; 16]) -> Option<Arc<DeviceMemory>> {
-    REGISTRY
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()?
-        .get(token)?
-        .upgrade()
+    REGISTRY.lock().as_ref()?.get(token)?.upgrade()
 }
 
 fn register(memory: &Arc<DeviceMemory>) {
-    let mut registry = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    let mut registry = REGISTRY.lock();
     let map = registry.get_or_insert_with(HashMap::new);
     map.retain(|_, m| m.strong_count() > 0);
     map.insert(memory.token, Arc::downgrade(memory));
@@ -250,7 +248,7 @@ impl DeviceMemory {
         payload_len: usize,
         token: [u8; 16],
     ) -> Result<Arc<Self>, CudaError> {
-        let _importing = IMPORTING.lock().unwrap_or_else(|e| e.into_inner());
+        let _importing = IMPORTING.lock();
         if let Some(memory) = registered(&token) {
             return Ok(memory);
         }

@@ -7,7 +7,9 @@
 //! (a user's own, or none) is what it was before.
 
 use std::ffi::CStr;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use iox_mempool::fork::{ForkLock, Rank};
 
 use cudarc::driver::sys::{self, CUresult};
 use thiserror::Error;
@@ -80,6 +82,11 @@ pub enum CudaError {
         /// The allocation's length.
         len: usize,
     },
+    /// This process was forked (without `exec`) from one that had initialised CUDA.
+    #[error(
+        "CUDA was initialised in the process this one was forked from, and CUDA cannot be used in a forked child; start the child with exec (Python: multiprocessing's 'spawn' start method)"
+    )]
+    ForkedChild,
 }
 
 /// Turns a driver result into `Ok` or a [`CudaError::Driver`] naming `call`.
@@ -104,11 +111,26 @@ pub(crate) fn check(call: &'static str, result: CUresult) -> Result<(), CudaErro
     })
 }
 
-/// Loads the driver and runs `cuInit`, once per process.
+/// The fork generation (see [`iox_mempool::fork`]) that loaded the driver; `u64::MAX`
+/// while none did.
+static LOADED_IN: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Loads the driver and runs `cuInit`, once per process. Under a
+/// [`ForkLock`](iox_mempool::fork::ForkLock), so a fork waits for a load in progress; a
+/// forked child of a process that loaded it gets [`CudaError::ForkedChild`] (CUDA does
+/// not survive `fork`).
 pub(crate) fn load() -> Result<(), CudaError> {
-    static LOADED: OnceLock<Result<(), CudaError>> = OnceLock::new();
-    LOADED
-        .get_or_init(|| {
+    static LOADED: ForkLock<Option<Result<(), CudaError>>> = ForkLock::new(Rank::CudaDriver, None);
+    let mut loaded = LOADED.lock();
+    let generation = iox_mempool::fork::generation();
+    match LOADED_IN.load(Ordering::Relaxed) {
+        u64::MAX => {}
+        g if g == generation => {}
+        _ => return Err(CudaError::ForkedChild),
+    }
+    loaded
+        .get_or_insert_with(|| {
+            LOADED_IN.store(generation, Ordering::Relaxed);
             // SAFETY: only tries to dlopen the library by its usual names.
             if !unsafe { sys::is_culib_present() } {
                 return Err(CudaError::NoDriver);
@@ -117,6 +139,16 @@ pub(crate) fn load() -> Result<(), CudaError> {
             check("cuInit", unsafe { sys::cuInit(0) })
         })
         .clone()
+}
+
+/// `Err(ForkedChild)` in a forked child of the process that loaded the driver.
+#[inline]
+fn not_forked() -> Result<(), CudaError> {
+    match LOADED_IN.load(Ordering::Relaxed) {
+        u64::MAX => Ok(()),
+        g if iox_mempool::fork::is_same_process(g) => Ok(()),
+        _ => Err(CudaError::ForkedChild),
+    }
 }
 
 /// The device handle of ordinal `device`, checking it exists.
@@ -149,6 +181,7 @@ pub(crate) fn in_context<T>(
     ctx: sys::CUcontext,
     f: impl FnOnce() -> Result<T, CudaError>,
 ) -> Result<T, CudaError> {
+    not_forked()?;
     // SAFETY: `ctx` is a retained primary context (see CudaPinner, DeviceBuffer),
     // valid until released, which its holder does only after its last use here.
     check("cuCtxPushCurrent", unsafe { sys::cuCtxPushCurrent_v2(ctx) })?;

@@ -7,7 +7,9 @@
 //! event itself, with no driver call.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
+
+use iox_mempool::fork::{ForkLock, Rank};
 
 use cudarc::driver::sys;
 
@@ -63,7 +65,7 @@ impl Drop for Event {
 }
 
 /// Events made in this process, by handle.
-static OWN: Mutex<Option<HashMap<[u8; 64], Weak<Event>>>> = Mutex::new(None);
+static OWN: ForkLock<Option<HashMap<[u8; 64], Weak<Event>>>> = ForkLock::new(Rank::CudaEvents, None);
 
 /// An inter-process event this process made (`CU_EVENT_INTERPROCESS |
 /// CU_EVENT_DISABLE_TIMING`), destroyed when dropped.
@@ -100,7 +102,7 @@ impl IpcEvent {
             })
         })?;
         let handle = EventHandle(handle.reserved.map(|b| b as u8));
-        let mut own = OWN.lock().unwrap_or_else(|e| e.into_inner());
+        let mut own = OWN.lock();
         let own = own.get_or_insert_with(HashMap::new);
         own.retain(|_, e| e.strong_count() > 0);
         own.insert(handle.0, Arc::downgrade(&event));
@@ -145,7 +147,7 @@ impl OpenedEvent {
     /// Opens `handle` on device `ordinal` (an event of this process: shared, with no
     /// driver call).
     pub fn open(ordinal: i32, handle: &EventHandle) -> Result<Self, CudaError> {
-        let own = OWN.lock().unwrap_or_else(|e| e.into_inner());
+        let own = OWN.lock();
         if let Some(event) = own
             .as_ref()
             .and_then(|m| m.get(&handle.0))

@@ -42,17 +42,22 @@ pub use pinner::CudaPinner;
 pub use stream::{OwnedStream, Stream};
 pub use uuid::{device_uuid, format_uuid, ordinal_of, parse_uuid};
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use iox_mempool::fork::{ForkLock, Rank};
 use iox_mempool::{MemoryType, register_pinner};
 
-static REGISTERED: Mutex<Option<Arc<CudaPinner>>> = Mutex::new(None);
+/// The process's CUDA pinner. Every process-global lock of this crate is a
+/// [`ForkLock`]: a `fork` waits for a thread inside one, so a forked child never finds
+/// one held (and gets [`CudaError::ForkedChild`] from anything that would call the
+/// driver its parent initialised).
+static REGISTERED: ForkLock<Option<Arc<CudaPinner>>> = ForkLock::new(Rank::CudaPinnerRegistration, None);
 
 /// Registers a [`CudaPinner`] for device `device` as this process's pinner of
 /// [`MemoryType::CudaPinned`]. Idempotent for the same device; a second device is an
 /// error (one process pins its CUDA pools for one device).
 pub fn register(device: i32) -> Result<(), CudaError> {
-    let mut registered = REGISTERED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut registered = REGISTERED.lock();
     match registered.as_ref().map(|p| p.ordinal()) {
         Some(d) if d == device => return Ok(()),
         Some(d) => {
@@ -91,10 +96,6 @@ pub fn device_name(device: i32) -> Result<String, CudaError> {
 /// assert!(iox_cuda::device_pointer(std::ptr::null()).is_err());
 /// ```
 pub fn device_pointer(host: *const u8) -> Result<u64, CudaError> {
-    let pinner = REGISTERED
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
-        .ok_or(CudaError::NotRegistered)?;
+    let pinner = REGISTERED.lock().clone().ok_or(CudaError::NotRegistered)?;
     pinner.device_pointer(host)
 }

@@ -2,7 +2,8 @@
 //!
 //! The memory layer of iox: named shared-memory segments ([`segment`]), pool layouts
 //! ([`layout`]), the lock-free chunk pool living in them ([`pool`], with chunk ownership in [`owners`]), memory types
-//! ([`memory`]) and the process-local pin registry ([`pin`]).
+//! ([`memory`]), the process-local pin registry ([`pin`]), and the process-global locks
+//! that a `fork` never copies held ([`fork`]).
 //!
 //! It knows nothing of services or ports; `iox_service` builds those on top.
 //!
@@ -24,6 +25,7 @@
 //! pool.book().release(chunk, me).unwrap();
 //! ```
 
+pub mod fork;
 pub mod layout;
 pub mod memfd;
 pub mod memory;

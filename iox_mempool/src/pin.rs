@@ -10,7 +10,9 @@
 //!   [`PinGuard`] dropped causes exactly one [`Pinner::unpin`], with the same pinner
 //!   that pinned it (even if another pinner was registered meanwhile).
 //! - The registry holds its lock while it calls a pinner, so concurrent acquirers of a
-//!   region wait for the one registration instead of racing it.
+//!   region wait for the one registration instead of racing it. The lock is a
+//!   [`crate::fork::ForkLock`]: a `fork` waits for a pinner at work and never copies
+//!   it held.
 //! - A [`Region`] borrows the mapping it describes ([`Region::of`] a [`Segment`],
 //!   [`crate::Pool::payload_region`]), so a pinner is only ever handed mapped memory.
 //! - A guard never outlives its mapping: [`crate::Pool::pin`] keeps the pool mapped
@@ -18,28 +20,41 @@
 //!   its caller; this is what keeps the registry from ever holding a registration for
 //!   unmapped memory.
 //! - A region is pinned as it is mapped when it is first pinned: a read-only mapping
-//!   is registered read-only (e.g. CUDA's `READ_ONLY` flag), and stays so for as long
-//!   as this process holds the pin, even if the mapping is made writable meanwhile
-//!   ([`crate::Pool::make_payload_writable`]); the registration is not redone.
+//!   is registered read-only (e.g. CUDA's `READ_ONLY` flag), so a process that only
+//!   reads keeps a read-only mapping and registration. When a writable pin of a region
+//!   registered read-only is asked for (a pinned publisher built after a pinned
+//!   subscriber of the same pool, whose mapping became writable meanwhile,
+//!   [`crate::Pool::make_payload_writable`]), the registration is *upgraded*: unpinned
+//!   and pinned again writable, still one registration, so ports may be built in any
+//!   order and on any threads. `Locked` is never upgraded (`mlock` does not care). The
+//!   upgrade runs inside that publisher's construction, under the registry's lock:
+//!   device work that reads the pool through an earlier guard's device address must
+//!   not be in flight then (the region is unregistered for the moment of the swap).
 //! - A pinner may give a region a device address ([`Pinner::device_address`], e.g.
 //!   the CUDA pinner's `cuMemHostGetDevicePointer` of the base, asked once while it
-//!   registers); the registry asks once, right after the pin, and every guard of the
-//!   region carries it ([`PinGuard::device_base`]), so a sample's device address is the
-//!   base plus the chunk's offset, with no call into the pinner per sample.
+//!   registers); the registry asks once, right after each pin, and every guard of the
+//!   region reads it from the registration ([`PinGuard::device_base`], one relaxed
+//!   load), so a sample's device address is the base plus the chunk's offset, with no
+//!   call into the pinner per sample, and an upgrade's new address reaches every guard.
+//! - A forked child inherits the registry's entries but none of the pins (`mlock` is
+//!   not inherited; a driver's registration is the parent's): its guards copied from
+//!   the parent do nothing when dropped, and its own `acquire` of a region the parent
+//!   had pinned pins it afresh.
 //! - `Cpu` pools need no pinning: acquiring them succeeds and pins nothing. `Locked`
 //!   has a built-in pinner (`mlock`/`munlock`). `CudaPinned` and `User(code)` need a
 //!   pinner registered with [`register_pinner`]; without one, [`acquire`] fails with
 //!   [`PinError::NoPinner`].
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::io;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use thiserror::Error;
 
 use crate::MemoryType;
+use crate::fork::{ForkLock, ForkLockGuard, Rank};
 use crate::segment::{Access, Segment};
 
 /// A mapped range of this process's address space: the whole mapping of a segment,
@@ -128,16 +143,6 @@ pub enum PinError {
         existing: MemoryType,
         /// The type asked for.
         requested: MemoryType,
-    },
-    /// The region is registered read-only (pinned while mapped read-only, e.g. by a
-    /// subscriber built before the first publisher) and a writable pin was asked for:
-    /// a device could not write into it. `mlock` does not care and never reports this.
-    #[error(
-        "the region is registered read-only with the {memory_type} pinner (a port pinned it before the mapping became writable); build the pinned publisher before pinned subscribers, or drop those and pin again"
-    )]
-    ReadOnlyRegistration {
-        /// The memory type.
-        memory_type: MemoryType,
     },
     /// `mlock` refused because the region would take this process past its
     /// `RLIMIT_MEMLOCK` (and the process may not exceed it: no `CAP_IPC_LOCK`).
@@ -291,27 +296,45 @@ pub enum RegisterPinnerError {
 
 struct Entry {
     count: usize,
-    /// The pinner's device address of the region's base, asked once after the pin.
-    device_base: Option<u64>,
-    /// How the region was mapped when it was pinned (what the pinner registered).
+    /// The pinner's device address of the region's base, asked after each pin (0 =
+    /// none), shared with the region's guards so an upgrade reaches them.
+    device_base: Arc<AtomicU64>,
+    /// How the region was mapped when it was (last) pinned: what the pinner registered.
     read_only: bool,
     memory_type: MemoryType,
     pinner: Arc<dyn Pinner>,
+    /// The fork generation that pinned it (a forked child holds none of its pins).
+    fork_generation: u64,
 }
 
-#[derive(Default)]
+/// The pinners by memory type (few: a list) and the pins by region.
 struct Registry {
-    pinners: HashMap<MemoryType, Arc<dyn Pinner>>,
-    pins: HashMap<(usize, usize), Entry>,
+    pinners: Vec<(MemoryType, Arc<dyn Pinner>)>,
+    pins: BTreeMap<(usize, usize), Entry>,
 }
 
-static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Default::default);
+impl Registry {
+    fn pinner(&self, memory_type: MemoryType) -> Option<&Arc<dyn Pinner>> {
+        self.pinners
+            .iter()
+            .find(|(t, _)| *t == memory_type)
+            .map(|(_, p)| p)
+    }
+}
+
+static REGISTRY: ForkLock<Registry> = ForkLock::new(
+    Rank::PinRegistry,
+    Registry {
+        pinners: Vec::new(),
+        pins: BTreeMap::new(),
+    },
+);
 static UNPIN_FAILURES: AtomicUsize = AtomicUsize::new(0);
 
-fn registry() -> MutexGuard<'static, Registry> {
-    // A pinner that panicked leaves the maps consistent (we mutate them only after it
-    // returns), so a poisoned lock is safe to keep using.
-    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+/// The registry, locked. A pinner that panicked leaves the maps consistent (we mutate
+/// them only after it returns), so a poisoned lock is safe to keep using.
+fn registry() -> ForkLockGuard<Registry> {
+    REGISTRY.lock()
 }
 
 /// Registers `pinner` for `memory_type` in this process, replacing (and returning) any
@@ -332,13 +355,20 @@ pub fn register_pinner(
         MemoryType::CudaDevice => return Err(RegisterPinnerError::DeviceNotPinnable),
         _ => {}
     }
-    Ok(registry().pinners.insert(memory_type, pinner))
+    let mut reg = registry();
+    let old = match reg.pinners.iter_mut().find(|(t, _)| *t == memory_type) {
+        Some((_, there)) => Some(std::mem::replace(there, pinner)),
+        None => {
+            reg.pinners.push((memory_type, pinner));
+            None
+        }
+    };
+    Ok(old)
 }
 
 /// Whether a pinner is available for `memory_type` (registered, or built in).
 pub fn has_pinner(memory_type: MemoryType) -> bool {
-    matches!(memory_type, MemoryType::Cpu | MemoryType::Locked)
-        || registry().pinners.contains_key(&memory_type)
+    matches!(memory_type, MemoryType::Cpu | MemoryType::Locked) || registry().pinner(memory_type).is_some()
 }
 
 /// Pins `region` as `memory_type` unless this process has it pinned already, and
@@ -356,10 +386,14 @@ pub unsafe fn acquire(region: Region<'_>, memory_type: MemoryType) -> Result<Pin
         return Ok(PinGuard {
             key: None,
             device_base: None,
+            fork_generation: 0,
         });
     }
+    let generation = crate::fork::generation();
     let key = (region.addr, region.len);
     let mut reg = registry();
+    // Entries a forked child inherited are its parent's pins, not its own.
+    reg.pins.retain(|_, e| e.fork_generation == generation);
     if let Some(entry) = reg.pins.get_mut(&key) {
         if entry.memory_type != memory_type {
             return Err(PinError::Conflict {
@@ -368,15 +402,16 @@ pub unsafe fn acquire(region: Region<'_>, memory_type: MemoryType) -> Result<Pin
             });
         }
         if entry.read_only && !region.read_only && memory_type != MemoryType::Locked {
-            return Err(PinError::ReadOnlyRegistration { memory_type });
+            upgrade(entry, &region)?;
         }
         entry.count += 1;
         return Ok(PinGuard {
             key: Some(key),
-            device_base: entry.device_base,
+            device_base: Some(Arc::clone(&entry.device_base)),
+            fork_generation: generation,
         });
     }
-    let pinner: Arc<dyn Pinner> = match (reg.pinners.get(&memory_type), memory_type) {
+    let pinner: Arc<dyn Pinner> = match (reg.pinner(memory_type), memory_type) {
         (Some(p), _) => p.clone(),
         (None, MemoryType::Locked) => Arc::new(MlockPinner),
         (None, MemoryType::CudaPinned) => {
@@ -399,27 +434,65 @@ pub unsafe fn acquire(region: Region<'_>, memory_type: MemoryType) -> Result<Pin
         }
     };
     pinner.pin(&region)?;
-    let device_base = pinner.device_address(&region);
+    let device_base = Arc::new(AtomicU64::new(pinner.device_address(&region).unwrap_or(0)));
     reg.pins.insert(
         key,
         Entry {
             count: 1,
-            device_base,
+            device_base: Arc::clone(&device_base),
             read_only: region.read_only,
             memory_type,
             pinner,
+            fork_generation: generation,
         },
     );
     Ok(PinGuard {
         key: Some(key),
-        device_base,
+        device_base: Some(device_base),
+        fork_generation: generation,
     })
+}
+
+/// Re-registers `entry`'s region, registered read-only, as `writable` (the same
+/// range, now mapped writable): unpin, pin writable, ask the device address again. If
+/// the writable pin is refused, the read-only registration is restored (best effort)
+/// and the refusal returned; the entry is unchanged then.
+fn upgrade(entry: &mut Entry, writable: &Region<'_>) -> Result<(), PinError> {
+    // SAFETY: the same range as `writable`, which is mapped (it borrows its mapping);
+    // described read-only, as it was registered.
+    let read_only = unsafe { Region::from_raw(writable.addr, writable.len, true) };
+    entry.pinner.unpin(&read_only)?;
+    if let Err(e) = entry.pinner.pin(writable) {
+        match entry.pinner.pin(&read_only) {
+            Ok(()) => entry.device_base.store(
+                entry.pinner.device_address(&read_only).unwrap_or(0),
+                Ordering::Relaxed,
+            ),
+            // Neither: the guards still count it, and their unpin will fail (counted).
+            Err(_) => {
+                entry.device_base.store(0, Ordering::Relaxed);
+                UNPIN_FAILURES.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        return Err(e);
+    }
+    entry.read_only = false;
+    entry.device_base.store(
+        entry.pinner.device_address(writable).unwrap_or(0),
+        Ordering::Relaxed,
+    );
+    Ok(())
 }
 
 /// How many guards this process holds for the region at `addr` of `len` bytes
 /// (0 if it is not pinned).
 pub fn pin_count(addr: *const u8, len: usize) -> usize {
-    registry().pins.get(&(addr as usize, len)).map_or(0, |e| e.count)
+    let generation = crate::fork::generation();
+    registry()
+        .pins
+        .get(&(addr as usize, len))
+        .filter(|e| e.fork_generation == generation)
+        .map_or(0, |e| e.count)
 }
 
 /// What this process has pinned of one memory type.
@@ -451,9 +524,10 @@ pub struct PinnedUsage {
 /// # let _ = before;
 /// ```
 pub fn pinned_usage() -> Vec<PinnedUsage> {
+    let generation = crate::fork::generation();
     let reg = registry();
     let mut usage: Vec<PinnedUsage> = Vec::new();
-    for (&(_, len), entry) in &reg.pins {
+    for (&(_, len), entry) in reg.pins.iter().filter(|(_, e)| e.fork_generation == generation) {
         match usage.iter_mut().find(|u| u.memory_type == entry.memory_type) {
             Some(u) => {
                 u.regions += 1;
@@ -483,8 +557,11 @@ pub struct PinGuard {
     /// (address, length) of the region; mapped while the guard lives (the contract
     /// of [`acquire`]).
     key: Option<(usize, usize)>,
-    /// The device address of the region's base, if its pinner gives one.
-    device_base: Option<u64>,
+    /// The device address of the region's base (0 = none), shared with its
+    /// registration.
+    device_base: Option<Arc<AtomicU64>>,
+    /// The fork generation that acquired it: a forked child's copy does nothing.
+    fork_generation: u64,
 }
 
 impl PinGuard {
@@ -496,7 +573,7 @@ impl PinGuard {
     /// The device address of the region's first byte, learned once when the region
     /// was pinned (see [`Pinner::device_address`]); `None` if its pinner gives none.
     pub fn device_base(&self) -> Option<u64> {
-        self.device_base
+        Some(self.device_base.as_ref()?.load(Ordering::Relaxed)).filter(|&a| a != 0)
     }
 }
 
@@ -505,6 +582,9 @@ impl Drop for PinGuard {
         let Some(key) = self.key.take() else {
             return;
         };
+        if !crate::fork::is_same_process(self.fork_generation) {
+            return; // the parent's pin: not ours to release
+        }
         let mut reg = registry();
         let last = match reg.pins.get_mut(&key) {
             Some(entry) => {

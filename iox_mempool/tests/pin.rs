@@ -252,7 +252,7 @@ impl Pinner for ReadOnlyRecorder {
 }
 
 #[test]
-fn read_only_payloads_are_pinned_read_only_and_unpinned_as_pinned() {
+fn read_only_payloads_are_pinned_read_only_and_upgraded_for_a_writer() {
     let code = MemoryType::user(0x0102).unwrap();
     let pinner = Arc::new(ReadOnlyRecorder::default());
     register_pinner(code, pinner.clone()).unwrap();
@@ -267,15 +267,14 @@ fn read_only_payloads_are_pinned_read_only_and_unpinned_as_pinned() {
         !reader.payload_region().read_only(),
         "read_only is reported as of now"
     );
-    // A writable pin on top of the read-only registration is refused, not silently
-    // read-only.
-    assert!(matches!(
-        reader.pin(),
-        Err(PinError::ReadOnlyRegistration { memory_type }) if memory_type == code
-    ));
+    // A writable pin on top of the read-only registration upgrades it: one
+    // registration, writable from now on, whatever order the ports came in.
+    let writer_guard = reader.pin().unwrap();
+    let (addr, len) = (reader.payload_region().addr(), reader.payload_region().len());
+    assert_eq!(pin::pin_count(addr, len), 2);
     drop(guard);
-    let writer = Arc::new(Pool::open(dir.path(), "ro", &layout, Some(code), Access::ReadWrite).unwrap());
-    drop(writer.pin().unwrap());
+    drop(writer_guard);
+    assert_eq!(pin::pin_count(addr, len), 0);
     let seen = pinner.seen.lock().unwrap();
     assert_eq!(
         *seen,

@@ -161,3 +161,45 @@ def test_a_service_left_by_a_sigtermed_subscriber_is_recreated_with_another_dtyp
     pub, sub = svc.publisher(), svc.subscriber()
     pub.send(np.array([1.5, 2.5, 3.5, 4.5], np.float32))
     assert sub.receive(timeout=1.0).array.tolist() == [1.5, 2.5, 3.5, 4.5]
+
+
+def test_fork_start_method_with_a_busy_background_thread(root):
+    """Issue 45, items 2 and 3: with multiprocessing's `fork` start method, a child
+    forked while a background iox thread was inside a process-global lock (offering
+    or withdrawing a memfd service, making or dropping its node, pinning) blocked on
+    that lock forever. Every lock is held across fork now: each child opens and uses a
+    service of its own, and all of them finish."""
+    import multiprocessing
+    import threading
+
+    stop = threading.Event()
+
+    def churn():
+        # Services come and go: offers made and withdrawn, nodes made and dropped, the
+        # pin registry taken (Locked pools pinned by their subscribers).
+        i = 0
+        while not stop.is_set():
+            svc = (iox.Service(f"fork/churn{i % 3}").publish_subscribe(np.uint32)
+                   .memory_type(iox.MemoryType.LOCKED).open_or_create())
+            sub = svc.subscriber(pin=True)
+            del sub, svc
+            i += 1
+
+    background = threading.Thread(target=churn)
+    background.start()
+    ctx = multiprocessing.get_context("fork")
+    try:
+        with ctx.Pool(4) as pool:
+            results = pool.map_async(_child_opens_its_own_service, range(24)).get(timeout=120)
+    finally:
+        stop.set()
+        background.join()
+    assert results == list(range(24))
+
+
+def _child_opens_its_own_service(i):
+    svc = iox.Service(f"fork/child{i}").publish_subscribe(np.uint32).timeout(5.0).open_or_create()
+    pub, sub = svc.publisher(), svc.subscriber()
+    pub.send(np.uint32(i))
+    got = sub.receive(timeout=5.0)
+    return int(got.array) if got is not None else -1

@@ -88,3 +88,129 @@ def test_iox_echo_prints_python_published_samples_with_field_names(root, bins):
     lines = [json.loads(line) for line in out.splitlines()]
     assert lines == [{"x": 0.5, "y": -1.0, "tag": [0, 7], "_pad": [0, 0, 0, 0]},
                      {"x": 1.5, "y": -1.0, "tag": [1, 7], "_pad": [0, 0, 0, 0]}], out
+
+
+MAGIC = b"\x89MCAP0\r\n"
+
+
+def _records_end_at_a_boundary(path):
+    """Walks the file's record framing (magic, then opcode u8 + length u64 + body):
+    whether it ends exactly after a whole record, and how many records it holds."""
+    data = path.read_bytes()
+    assert data.startswith(MAGIC), data[:16]
+    at, records = len(MAGIC), 0
+    while at < len(data):
+        if data[at:] == MAGIC:  # the closing magic after the footer
+            return True, records
+        if at + 9 > len(data):
+            return False, records
+        length = int.from_bytes(data[at + 1:at + 9], "little")
+        if at + 9 + length > len(data):
+            return False, records
+        at += 9 + length
+        records += 1
+    return True, records
+
+
+def _stream_messages(path):
+    """Every message an independent streaming reader finds, up to the file's end (a
+    file without its footer ends in EndOfFile, which must come between records)."""
+    from mcap.exceptions import EndOfFile
+    from mcap.records import Message
+    from mcap.stream_reader import StreamReader
+
+    found = []
+    with open(path, "rb") as f:
+        try:
+            for record in StreamReader(f).records:
+                if isinstance(record, Message):
+                    found.append(record)
+        except EndOfFile:
+            pass
+    return found
+
+
+def _publishing(root, name, stop):
+    """A thread publishing a counter into `name` every millisecond until `stop` is set."""
+    import threading
+    import iox
+
+    svc = iox.Service(name, root=root).publish_subscribe(np.uint64).open_or_create()
+
+    def run():
+        pub = svc.publisher()  # a publisher belongs to the thread that makes it
+        i = 0
+        while not stop.is_set():
+            pub.send(np.uint64(i))
+            i += 1
+            time.sleep(0.001)
+
+    t = threading.Thread(target=run)
+    t.start()
+    return svc, t
+
+
+def test_a_recording_stopped_by_timeout_is_complete(root, bins, tmp_path):
+    """Issue 45, item 10: `timeout -s INT` signals the recorder and then its process
+    group, two SIGINTs at once; the second must not kill it before it completes its
+    file (it died in 2 runs of 15, leaving a placeholder length the reader rejected)."""
+    import threading
+
+    stop = threading.Event()
+    svc, publisher = _publishing(root, "rec/timeout", stop)
+    try:
+        for run in range(6):
+            out = tmp_path / f"run{run}.mcap"
+            done = subprocess.run(["timeout", "-s", "INT", "0.6", os.path.join(bins, "iox"), "record", "-o",
+                                   str(out), "rec/timeout"], capture_output=True, text=True, timeout=60)
+            assert done.returncode == 124, (done.returncode, done.stderr)  # timeout's: it had to signal
+            assert "recorded " in done.stderr, done.stderr  # the recorder's summary: it finished
+            with open(out, "rb") as f:
+                reader = make_reader(f)
+                summary = reader.get_summary()
+                assert summary is not None, f"run {run}: no summary"
+                messages = list(reader.iter_messages())
+            assert len(messages) == summary.statistics.message_count
+    finally:
+        stop.set()
+        publisher.join()
+
+
+def test_a_recording_killed_at_any_moment_ends_at_a_record(root, bins, tmp_path):
+    """Issue 45, item 10: SIGKILL at any moment leaves no file (killed before its
+    header was written) or one that ends at its last complete record (no footer then),
+    never a torn record or a placeholder length; an independent streaming reader reads
+    every message in it, in order."""
+    import threading
+
+    for run, after in enumerate([0.0, 0.02, 0.1, 0.3, 0.49, 0.51, 0.7, 1.05, 1.6]):
+        name = f"rec/killed{run}"
+        stop = threading.Event()
+        svc, publisher = _publishing(root, name, stop)
+        out = tmp_path / f"killed{run}.mcap"
+        recorder = subprocess.Popen([os.path.join(bins, "iox"), "record", "-o", str(out), name],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            if after > 0:
+                deadline = time.monotonic() + 60
+                while svc.port_counts()[1] < 1:  # bounded polling until the recorder subscribed
+                    assert time.monotonic() < deadline, "the recorder never subscribed"
+                    time.sleep(0.001)
+                end = time.monotonic() + after
+                while time.monotonic() < end:  # lets the recorder run for `after` seconds
+                    time.sleep(0.001)
+        finally:
+            recorder.kill()
+            recorder.wait(timeout=60)
+            stop.set()
+            publisher.join()
+        if not out.exists():
+            assert after < 0.1, f"killed after {after} s: no file"
+            continue
+        whole, records = _records_end_at_a_boundary(out)
+        assert whole, f"killed after {after} s: the file ends inside a record ({records} whole ones)"
+        messages = _stream_messages(out)
+        values = [int(np.frombuffer(m.data, np.uint64)[0]) for m in messages]
+        assert values == sorted(values) and len(set(values)) == len(values), values
+        if after >= 1.05:
+            assert messages, f"killed after {after} s: nothing committed"

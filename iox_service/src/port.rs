@@ -317,9 +317,8 @@ impl<'a> SlotClaim<'a> {
         Doorbell::bind(
             &s.root,
             &s.stem,
-            doorbell_slot,
-            self.generation,
-            s.node_id(),
+            (doorbell_slot, self.generation, s.node_id()),
+            &self.header().doorbell,
             s.config.permissions,
         )
         .map_err(|source| PortCreateError::Doorbell {
@@ -394,6 +393,7 @@ fn claim<'a>(
         header.sent.store(0, Ordering::Relaxed);
         header.missed.store(0, Ordering::Relaxed);
         header.flags.store(0, Ordering::Relaxed);
+        header.doorbell.store(0, Ordering::Relaxed);
         return Ok((i, generation));
     }
     Err(PortCreateError::TooManyPorts {
@@ -536,7 +536,11 @@ pub(crate) fn wake(header: &PortHeader, seen: u32, ringer: &Ringer, slot: usize)
     doorbell::ring_armed(&header.waiting, seen, || {
         crate::testing::stall_point("wake-before-ring");
         let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
-        let served = ringer.ring(slot, header.node.load(Ordering::Relaxed), generation);
+        let (node, nonce) = (
+            header.node.load(Ordering::Relaxed),
+            header.doorbell.load(Ordering::Relaxed),
+        );
+        let served = ringer.ring(slot, node, generation, nonce);
         crate::testing::stall_point("wake-after-ring");
         served
     });

@@ -647,7 +647,7 @@ impl StaticConfig {
         let tmp = dir.join(crate::node::temp_file_name(&format!(".{file_name}"), node));
         let fd = rustix::fs::open(
             &tmp,
-            OFlags::CREATE | OFlags::TRUNC | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::from_raw_mode(self.permissions),
         )?;
         rustix::fs::fchmod(&fd, Mode::from_raw_mode(self.permissions))?;

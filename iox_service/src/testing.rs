@@ -48,6 +48,13 @@
 //!   its service and has not yet checked the peer or replied.
 //! - `node-registry-held`: a thread making this process's node for a root holds the
 //!   process's node registry (what a `fork` must not copy held).
+//! - `handover-offer-held`: a thread offering a service's descriptors holds the
+//!   registry of offers and is about to bind its socket;
+//! - `handover-before-withdraw`: a service handle going away dropped its user entry
+//!   and its node (the process's node id is forgotten if it was the last), and has not
+//!   yet withdrawn its offer of the service's descriptors;
+//! - `waitset-signals-held`: a thread creating a WaitSet holds the registry of
+//!   termination-signal registrations;
 //! - `blackboard-locked`: a blackboard writer holds a key's lock and picked the buffer
 //!   it will write;
 //! - `blackboard-before-publish`: a blackboard writer wrote the new value into its
@@ -82,6 +89,11 @@ pub const GATE_ENV: &str = "IOX_TEST_GATE";
 /// (a test that never opens it has failed already; the process must not hang CI).
 #[cfg(feature = "testing")]
 pub const GATE_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// How many silent connections of one uid a holder's responder keeps at once (see
+/// `handover::serving`), for tests that bound a holder's descriptors under attack.
+#[cfg(feature = "testing")]
+pub const HANDOVER_PENDING_PER_UID: usize = crate::handover::serving::PER_UID;
 
 /// Node liveness, for tests that check how dead processes are told from live ones.
 #[cfg(feature = "testing")]
@@ -119,10 +131,11 @@ pub use crate::shm::files::parse_node_file_name;
 #[cfg(feature = "testing")]
 mod armed {
     use std::path::{Path, PathBuf};
-    use std::sync::Mutex;
 
     /// The point armed by `stall_at`, with its gate; taken (disarmed) when it stalls.
-    pub(super) static ARMED: Mutex<Option<(String, PathBuf)>> = Mutex::new(None);
+    /// Highest in rank: stall points sit inside the other process-global locks.
+    pub(super) static ARMED: iox_mempool::fork::ForkLock<Option<(String, PathBuf)>> =
+        iox_mempool::fork::ForkLock::new(iox_mempool::fork::Rank::TestStall, None);
     /// Whether `ARMED` holds a point (looked at before taking its lock).
     pub(super) static ANY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     /// The environment's point and gate, read at the first pass.
@@ -145,7 +158,7 @@ mod armed {
 /// thread that passes it stops there until `<gate>/open` exists (see the module docs).
 #[cfg(feature = "testing")]
 pub fn stall_at(point: &str, gate: &std::path::Path) {
-    *armed::ARMED.lock().unwrap_or_else(|e| e.into_inner()) = Some((point.to_string(), gate.to_path_buf()));
+    *armed::ARMED.lock() = Some((point.to_string(), gate.to_path_buf()));
     armed::ANY.store(true, std::sync::atomic::Ordering::Release);
 }
 
@@ -157,7 +170,7 @@ pub(crate) fn stall_point(name: &str) {
     use std::sync::atomic::Ordering;
     if armed::ANY.load(Ordering::Acquire) {
         let armed = {
-            let mut armed = armed::ARMED.lock().unwrap_or_else(|e| e.into_inner());
+            let mut armed = armed::ARMED.lock();
             match armed.as_ref() {
                 Some((point, _)) if point == name => {
                     armed::ANY.store(false, Ordering::Relaxed);

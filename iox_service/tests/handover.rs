@@ -205,3 +205,78 @@ fn a_dead_holder_is_passed_over_for_a_live_one() {
     assert_eq!(*s.receive().unwrap().unwrap(), 9);
     second.open();
 }
+
+/// Issue 45, item 6: offers were shared by (root, stem, incarnation). A handle going
+/// away dropped the process's last node (its id forgotten) and, before it withdrew its
+/// offer, another thread opened the service again with a new id and shared the old
+/// offer, whose socket is named with the dead id. Its user entry names the new id, so
+/// once the creator left no newcomer could get the payload, and `iox clean` deleted
+/// the live socket as a dead node's. Now a new id gets an offer of its own.
+#[test]
+fn an_offer_never_outlives_its_node_id() {
+    const TEST: &str = "an_offer_never_outlives_its_node_id";
+    if role().as_deref() == Some("reopener") {
+        let root: PathBuf = env("ROOT");
+        let dir: PathBuf = env("DIR");
+        let first = open(&root, LIMIT).unwrap();
+        let old_id = iox_service::testing::process_node_id();
+        let gate = Gate::new(&dir, "withdraw");
+        iox_service::testing::stall_at("handover-before-withdraw", gate.path());
+        // Drops the only handle of this process: its node goes, then its offer (stalled
+        // between the two).
+        let dropper = std::thread::spawn(move || drop(first));
+        assert!(gate.wait_reached(LIMIT));
+        let second = open(&root, LIMIT).unwrap();
+        assert_ne!(iox_service::testing::process_node_id(), old_id, "a new node id");
+        gate.open();
+        dropper.join().unwrap();
+        std::fs::write(dir.join("reopened"), b"").unwrap();
+        assert!(wait_until(LIMIT, || dir.join("done").exists()));
+        drop(second);
+        return;
+    }
+    let (dir, root) = scene();
+    let creator = open_or_create(&root);
+    let child = Reaped::new(spawn_self(
+        TEST,
+        "reopener",
+        &[
+            ("ROOT", root.display().to_string()),
+            ("DIR", dir.path().display().to_string()),
+        ],
+    ));
+    assert!(wait_until(LIMIT, || dir.path().join("reopened").exists()));
+    // The creator leaves: the reopened handle is the only holder.
+    drop(creator);
+    let newcomer = open(&root, Duration::from_secs(5)).expect("the reopened handle hands the payload over");
+    drop(newcomer);
+    // A cleanup finds nothing dead to remove: the live holder's socket stays.
+    Service::cleanup_all_dead_in(&root).unwrap();
+    let again = open(&root, Duration::from_secs(5)).expect("still reachable after a cleanup");
+    drop(again);
+    std::fs::write(dir.path().join("done"), b"").unwrap();
+    let mut child = child.into_inner();
+    assert!(child.wait().unwrap().success());
+}
+
+/// Issue 45, item 11: when the open's time was up at the check before a live holder
+/// was asked, the error said "no live process holds its descriptor". It is a timeout
+/// that says the time was up.
+#[test]
+fn a_deadline_before_a_live_holder_is_asked_is_a_timeout() {
+    const TEST: &str = "a_deadline_before_a_live_holder_is_asked_is_a_timeout";
+    if run_holder() {
+        return;
+    }
+    let (dir, root) = scene();
+    let gate = Gate::new(dir.path(), "held");
+    let _holder = holder(TEST, &root, &gate, None);
+    let Err(e) = open(&root, Duration::ZERO) else {
+        panic!("opened with no time at all");
+    };
+    assert!(
+        matches!(&e, OpenError::TimedOut { last, .. } if last.contains("time was up") && !last.contains("no live process")),
+        "{e}"
+    );
+    gate.open();
+}

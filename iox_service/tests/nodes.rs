@@ -50,3 +50,66 @@ fn nodes_made_and_dropped_at_once_under_two_roots_stay_alive_while_used() {
         t.join().unwrap();
     }
 }
+
+/// Issue 45, item 8: one root reached by two paths (a symlink, a volume bind-mounted
+/// twice) in one process: the second path's open failed with "iox_node_<id>.lock
+/// exists and is locked". Roots are keyed by the directory they are. The child opens
+/// one service by both paths and a second by the other path; ports of the two
+/// handles talk; the parent (a third process, by the first path) sees one node of the
+/// child and, once it is gone, nothing left.
+#[test]
+fn one_root_by_two_paths_is_one_root() {
+    const TEST: &str = "one_root_by_two_paths_is_one_root";
+    let open = |root: &std::path::Path, name: &str| {
+        Service::named(name)
+            .unwrap()
+            .root(root)
+            .publish_subscribe::<u64>()
+            .open_or_create()
+    };
+    if iox_testkit::role().as_deref() == Some("two-paths") {
+        let (root, link): (std::path::PathBuf, std::path::PathBuf) =
+            (iox_testkit::env("ROOT"), iox_testkit::env("LINK"));
+        let by_root = open(&root, "paths/one").unwrap();
+        let by_link = open(&link, "paths/one").expect("the same root by another path");
+        let other = open(&link, "paths/two").unwrap();
+        let p = by_link.publisher_builder().create().unwrap();
+        let s = by_root.subscriber_builder().create().unwrap();
+        p.loan_uninit().unwrap().write_payload(8).send().unwrap();
+        assert_eq!(*s.receive().unwrap().unwrap(), 8);
+        let nodes = std::fs::read_dir(&root)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("iox_node_")
+            })
+            .count();
+        assert_eq!(nodes, 1, "one node file for one root");
+        drop((p, s, by_root, by_link, other));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&root, &link).unwrap();
+    iox_testkit::wait_ok(
+        iox_testkit::spawn_self(
+            TEST,
+            "two-paths",
+            &[
+                ("ROOT", root.display().to_string()),
+                ("LINK", link.display().to_string()),
+            ],
+        ),
+        std::time::Duration::from_secs(60),
+    );
+    let left: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

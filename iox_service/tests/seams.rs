@@ -330,10 +330,13 @@ fn open_buffer(root: &Path, name: &str, buffer: u32) -> PubSubService<u64> {
 }
 
 /// Bug 2: a `[u8]` carrier of `bool`'s identity wrote bytes that are no `bool`, and a
-/// `Subscriber<bool>` in another process handed safe code a `&bool` holding 2. Bytes
-/// are now sent only as payloads valid for every bit pattern, and that validity is
-/// part of the identity: a carrier recording `bool` is refused at the send, and one
-/// claiming `bool` is valid for every bit pattern never meets a `bool` reader.
+/// `Subscriber<bool>` in another process handed safe code a `&bool` holding 2 (first
+/// through `send_payload_bytes`, then through a plain loan filled with 2 and sent).
+/// A payload type that not every byte string is a value of is not carried at all:
+/// `open` and `create` refuse it with `NotCarriable`, so no `[u8]` port of it exists;
+/// and a carrier claiming `bool` is valid for every bit pattern never meets a `bool`
+/// reader. Should the open succeed, the carrier tries the loan path and the parent's
+/// reader catches the 2.
 #[test]
 fn bytes_never_become_an_invalid_value_of_a_typed_reader() {
     const TEST: &str = "bytes_never_become_an_invalid_value_of_a_typed_reader";
@@ -345,15 +348,34 @@ fn bytes_never_become_an_invalid_value_of_a_typed_reader() {
             .publish_subscribe::<[u8]>()
             .carry_payload_type(<bool as iox_service::Payload>::payload_type())
             .chunk_sizes(&[1])
-            .open()
-            .unwrap();
-        let p = carrier.publisher_builder().create().unwrap();
-        match p.send_payload_bytes(&[&[2u8]]) {
-            Err(iox_service::SendBytesError::NotEveryBitPattern { payload }) => {
-                assert!(payload.contains("bool"), "{payload}")
+            .open();
+        match carrier {
+            Err(iox_service::OpenError::NotCarriable { payload, .. }) => {
+                assert_eq!(payload.type_name(), "bool");
             }
-            other => panic!("bytes sent as a bool: {other:?}"),
+            Err(other) => panic!("refused for another reason: {other}"),
+            Ok(carrier) => {
+                // The path the refusal closes: a loan written with 2 and sent.
+                let p = carrier.publisher_builder().create().unwrap();
+                let _ = p.send_payload_bytes(&[&[2u8]]);
+                let mut loan = p.loan_slice_uninit(1).unwrap();
+                loan.payload_mut()[0].write(2);
+                // SAFETY: the one byte was just written.
+                let sent = unsafe { loan.assume_init() }.send();
+                panic!("a [u8] port of a bool service was built and sent: {sent:?}");
+            }
         }
+        let created = Service::named("seam/bool-new")
+            .unwrap()
+            .root(&root)
+            .publish_subscribe::<[u8]>()
+            .carry_payload_type(<bool as iox_service::Payload>::payload_type())
+            .chunk_sizes(&[1])
+            .create();
+        assert!(
+            matches!(created, Err(iox_service::CreateError::NotCarriable { .. })),
+            "{created:?}"
+        );
         // A peer that lies about the type (say, a remote bridge) meets another identity.
         let forged = iox_service::PayloadType::Typed {
             type_name: "bool".into(),

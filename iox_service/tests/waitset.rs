@@ -337,8 +337,13 @@ fn a_second_signal_while_one_is_pending_terminates_the_default_way() {
     let child = Reaped::new(child);
     assert!(wait_until(LIMIT, || dir.path().join("ready").exists()));
     signal(&child, rustix::process::Signal::TERM);
+    let first = Instant::now();
     // Delivered (its handler ran, or runs with SIGTERM blocked until it returns).
     assert!(wait_until(LIMIT, || !pending(child.id(), 15)));
+    // A signal within the grace after the first is the same request (the next test):
+    // this one comes after it, so the program stuck elsewhere is terminated.
+    let grace = Duration::from_millis(300) + Duration::from_millis(50);
+    assert!(wait_until(LIMIT, || first.elapsed() > grace));
     signal(&child, rustix::process::Signal::TERM);
     let mut child = child.into_inner();
     let start = Instant::now();
@@ -351,6 +356,38 @@ fn a_second_signal_while_one_is_pending_terminates_the_default_way() {
     };
     drop(stdin);
     assert_eq!(status.signal(), Some(15), "{status}");
+}
+
+/// Issue 45, item 10: `timeout -s INT` signals the process and then its process group,
+/// two SIGINTs at once, and the second killed a recorder before it had handled the
+/// first. Two signals close together are one request: the program's wait reports it
+/// and the program ends on its own (exit 0), however busy it was when they came.
+#[test]
+fn two_signals_at_once_are_one_request() {
+    const TEST: &str = "two_signals_at_once_are_one_request";
+    if role().is_some() {
+        let waitset = WaitSet::new().unwrap();
+        let root = child_root();
+        std::fs::write(root.join("ready"), b"").unwrap();
+        // Busy elsewhere while both come (the parent says when it sent them).
+        assert!(wait_until(LIMIT, || root.join("sent").exists()));
+        let result = waitset
+            .wait_and_process_once_with_timeout(|_| CallbackProgression::Continue, LIMIT)
+            .unwrap();
+        assert_eq!(result, WaitSetRunResult::TerminationRequest);
+        std::fs::write(root.join("finished"), b"").unwrap();
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let child = Reaped::new(spawn_self(TEST, "busy", &[root_env(&dir)]));
+    assert!(wait_until(LIMIT, || dir.path().join("ready").exists()));
+    signal(&child, rustix::process::Signal::INT);
+    // Two deliveries, not one merged signal: the second is sent once the first is in.
+    assert!(wait_until(LIMIT, || !pending(child.id(), 2)));
+    signal(&child, rustix::process::Signal::INT);
+    std::fs::write(dir.path().join("sent"), b"").unwrap();
+    wait_ok(child.into_inner(), LIMIT);
+    assert!(dir.path().join("finished").exists());
 }
 
 #[test]

@@ -480,3 +480,70 @@ pub fn readable(fd: &impl std::os::fd::AsFd, timeout: Duration) -> bool {
 pub fn root_env(root: impl AsRef<std::path::Path>) -> (&'static str, String) {
     ("IOX_ROOT", root.as_ref().display().to_string())
 }
+
+/// Forks this process while another of its threads is stopped inside a process-global
+/// lock at `gate` (the caller started that thread; it waits at the gate, as a stall
+/// point or a blocking callback does, until the gate opens), and runs `child` in the
+/// forked child, which exits 0 if `child` returns true. The gate opens once the fork
+/// has returned in the parent, or after half a second if the fork waits for the lock
+/// (as it must when the lock is held across forks). Call it from a re-executed,
+/// single-test process ([`spawn_self`]): a fork copies only the calling thread.
+///
+/// `Ok` if the child finished well within `limit`; `Err` says what happened (it hung:
+/// the fork copied the lock held; or it failed).
+pub fn fork_inside(gate: &Gate, child: impl FnOnce() -> bool, limit: Duration) -> Result<(), String> {
+    if !gate.wait_reached(Duration::from_secs(30)) {
+        return Err("the holder never reached the gate".into());
+    }
+    let forked = gate.path().join("forked");
+    let opener = {
+        let (forked, gate_dir) = (forked.clone(), gate.path().to_path_buf());
+        std::thread::spawn(move || {
+            wait_until(Duration::from_millis(500), || forked.exists());
+            let _ = std::fs::write(gate_dir.join("open"), b"");
+        })
+    };
+    // SAFETY: the caller's process runs one test; its other threads are the holder,
+    // stopped at the gate inside the lock under test, and the opener above (which polls
+    // a file and writes one). The child runs `child` and leaves with `_exit`.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork failed: {}", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        let ok = child();
+        // SAFETY: leaves the child at once (no exit handlers, no harness output).
+        unsafe { libc::_exit(if ok { 0 } else { 3 }) };
+    }
+    let _ = std::fs::write(&forked, b"");
+    let mut status = 0;
+    let exited = wait_until(limit, || {
+        // SAFETY: polls the child just forked; `status` is a valid out pointer.
+        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) == pid }
+    });
+    if !exited {
+        // SAFETY: kills and reaps the child we forked.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, &mut status, 0);
+        }
+    }
+    let _ = opener.join();
+    if !exited {
+        return Err(format!(
+            "the forked child hung for {limit:?} (the lock was copied held)"
+        ));
+    }
+    if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+        return Err(format!("the forked child failed (status {status:#x})"));
+    }
+    Ok(())
+}
+
+/// Waits at `gate` as a stalled thread does: says it arrived, and returns once the
+/// gate opens (bounded by two minutes, so a failed test never hangs CI). For
+/// callbacks a test holds inside a lock (a pinner, say).
+pub fn wait_at(gate: &std::path::Path) {
+    let _ = std::fs::write(gate.join("reached"), b"");
+    wait_until(Duration::from_secs(120), || gate.join("open").exists());
+}

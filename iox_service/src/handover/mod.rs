@@ -4,8 +4,9 @@
 //! Some of a service's memory is reachable only through a descriptor: the sealed
 //! memfd payload (no name in any file system), and a device pool's export (which
 //! `/proc` cannot reopen). A process that holds them *offers* them ([`offer`]): it
-//! listens on a socket under the root, `iox_<H>.h.<node>.sock`, and marks its user
-//! entry in the dynamic segment as a holder. A newcomer asks a live holder ([`fetch`]) and gets the descriptors with
+//! listens on a socket under the root, `iox_<H>.h.<incarnation>.<random>.<node>.sock`,
+//! and marks its user entry in the dynamic segment as a holder with the name's random
+//! part (a name a stranger, who cannot read the entry, cannot take first). A newcomer asks a live holder ([`fetch`]) and gets the descriptors with
 //! `SCM_RIGHTS`. This works between PID namespaces (two containers sharing the root
 //! volume: a socket file on the shared volume reaches the other side, a pid does not)
 //! and between users (no ptrace rights needed).
@@ -23,11 +24,13 @@
 //! the wrong descriptor, none, too much, or nothing within [`request::PER_HOLDER`], is
 //! passed over for the next holder, until the open's timeout.
 //!
-//! Protocol: [`wire`]; the holder's thread and its costs: [`responder`].
+//! Protocol: [`wire`]; the offers: [`responder`]; the thread that answers, and why no
+//! peer's silence or flood delays another's hand-over: [`serving`].
 
 pub(crate) mod admission;
 pub(crate) mod request;
 pub(crate) mod responder;
+pub(crate) mod serving;
 pub(crate) mod wire;
 
 pub(crate) use request::{Denied, fetch};

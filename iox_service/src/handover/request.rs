@@ -12,8 +12,8 @@ use rustix::net::{
 
 use super::wire::{self, Status};
 
-/// The longest one holder is waited for before the next is asked: well above the
-/// responder's own bound on a slow peer (a holder busy with one delays the next).
+/// The longest one holder is waited for before the next is asked (a holder answers at
+/// once unless it is stopped, overloaded, or dying).
 pub(crate) const PER_HOLDER: Duration = Duration::from_secs(1);
 
 /// Why a holder handed nothing over.
@@ -28,16 +28,17 @@ pub(crate) enum Denied {
     Broken(String),
 }
 
-/// Asks node `node` for the descriptors of incarnation `incarnation` of service
-/// `stem` under `root`, waiting at most until `deadline` (and at most [`PER_HOLDER`]).
+/// Asks node `node`, whose socket's random part is `nonce` (its user entry's holder
+/// word), for the descriptors of incarnation `incarnation` of service `stem` under
+/// `root`, waiting at most until `deadline` (and at most [`PER_HOLDER`]).
 pub(crate) fn fetch(
     root: &Path,
     stem: &str,
     incarnation: u64,
-    node: u64,
+    (node, nonce): (u64, u32),
     deadline: Instant,
 ) -> Result<Vec<OwnedFd>, Denied> {
-    let name = super::responder::socket_name(stem, incarnation, node);
+    let name = super::responder::socket_name(stem, incarnation, nonce, node);
     let wait = deadline.saturating_duration_since(Instant::now()).min(PER_HOLDER);
     let io = |what: &str, e: rustix::io::Errno| format!("{what} {name}: {e}");
     let conn = net::socket_with(

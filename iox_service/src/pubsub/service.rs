@@ -78,6 +78,9 @@ pub struct PubSubBuilder<P: ?Sized> {
     /// `P::payload_type()`: set by `raw_payload_type` (language bindings) or
     /// `carry_payload_type` (bridges).
     payload_override: Option<PayloadType>,
+    /// `payload_override` came from `carry_payload_type`: its ports move bytes, so it
+    /// must be valid for every bit pattern (checked by `create` and `open`).
+    carried: bool,
     /// The schema recorded with `payload_override` (`payload_schema`); unused without it.
     schema_override: Option<Schema>,
     _payload: PhantomData<fn() -> Box<P>>,
@@ -102,6 +105,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             backing: None,
             cuda_device: 0,
             payload_override: None,
+            carried: false,
             schema_override: None,
             _payload: PhantomData,
         }
@@ -111,6 +115,15 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
     /// one given to `raw_payload_type` / `carry_payload_type`.
     fn payload_type(&self) -> PayloadType {
         self.payload_override.clone().unwrap_or_else(P::payload_type)
+    }
+
+    /// The carried payload type, if bytes ports could break it (see
+    /// `PubSubBuilder::<[u8]>::carry_payload_type`).
+    fn not_carriable(&self) -> Option<PayloadType> {
+        self.payload_override
+            .as_ref()
+            .filter(|p| self.carried && !p.any_bit_pattern())
+            .cloned()
     }
 
     /// The schema recorded in (or checked against) the static config: the element
@@ -356,7 +369,13 @@ impl<P: ?Sized + Payload> Pattern for PubSubBuilder<P> {
         c.publish_subscribe()
     }
 
-    fn new_config(&self, _target: &Target) -> Result<StaticConfig, CreateError> {
+    fn new_config(&self, target: &Target) -> Result<StaticConfig, CreateError> {
+        if let Some(payload) = self.not_carriable() {
+            return Err(CreateError::NotCarriable {
+                name: target.name.to_string(),
+                payload,
+            });
+        }
         self.config()
     }
 
@@ -367,6 +386,12 @@ impl<P: ?Sized + Payload> Pattern for PubSubBuilder<P> {
         ps: &PubSubConfig,
     ) -> Result<(), OpenError> {
         let name = || target.name.to_string();
+        if let Some(payload) = self.not_carriable() {
+            return Err(OpenError::NotCarriable {
+                name: name(),
+                payload,
+            });
+        }
         let requested = self.payload_type();
         // Same name, other fields: say which field (a type-name mismatch is the
         // payload error below).
@@ -526,6 +551,7 @@ impl PubSubBuilder<[u8]> {
     /// written as another type may have padding bytes that are not initialised.
     pub unsafe fn raw_payload_type(mut self, payload: PayloadType) -> Self {
         self.payload_override = Some(payload);
+        self.carried = false;
         self
     }
 
@@ -539,11 +565,14 @@ impl PubSubBuilder<[u8]> {
     /// [`Sample::payload_bytes`](crate::Sample::payload_bytes) and sent with
     /// [`Publisher::send_payload_bytes`](crate::Publisher::send_payload_bytes), which
     /// count in the recorded type's elements. Typed programs open the service as
-    /// usual. Bytes travel only for payloads valid for every bit pattern
+    /// usual. Only payloads valid for every bit pattern are carried
     /// ([`PayloadType::any_bit_pattern`](crate::PayloadType::any_bit_pattern)): for
-    /// others (padding, a `bool`) `send_payload_bytes` refuses and `payload_bytes` is
-    /// `None`, so no byte string ever becomes an invalid value of a typed reader (the
-    /// validity is part of the identity a typed program must match).
+    /// others (padding, a `bool`) `create` and `open` fail with `NotCarriable`
+    /// ([`CreateError::NotCarriable`], [`OpenError::NotCarriable`]), since every
+    /// `[u8]` port writes or reads bytes (a loan filled with 2 and sent would be an
+    /// invalid `bool` for a typed reader; padding read as bytes is uninitialised
+    /// memory). The validity is part of the identity a typed program must match, so a
+    /// carrier claiming it falsely meets `IncompatiblePayload`.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -563,6 +592,7 @@ impl PubSubBuilder<[u8]> {
     /// ```
     pub fn carry_payload_type(mut self, payload: crate::PayloadType) -> Self {
         self.payload_override = Some(payload);
+        self.carried = true;
         self
     }
 

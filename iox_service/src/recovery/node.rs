@@ -41,6 +41,10 @@
 //! then look like this process's until it exits: they wait, they are never
 //! corrupted), and creating the node fails if it is held.
 //!
+//! Roots are told apart by the directory they are (device and inode), not by the path
+//! given: one directory reached by two paths (a symlink, a volume bind-mounted twice)
+//! is one root with one node file, found under the first path it was used by.
+//!
 //! Invariant users must keep: never delete the node file of a live process (iox only
 //! deletes those it proved dead, see [`remove_if_dead`]).
 //!
@@ -50,13 +54,14 @@
 //! never corrupts. (The lock file is close-on-exec, so `fork` + `exec`, as
 //! `std::process::Command` does, is fine.)
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
+use iox_mempool::fork::{ForkLock, Rank};
 use rustix::fs::{FlockOperation, Mode, OFlags};
 
 /// A live node of this process under one root.
@@ -65,6 +70,8 @@ pub struct Node {
     id: u64,
     path: PathBuf,
     root: PathBuf,
+    /// The root directory's identity (see the module docs).
+    key: RootKey,
     /// The fork generation that made it (`recovery::fork`): a forked child inherits
     /// the value but must neither use nor delete it.
     fork_generation: u64,
@@ -74,11 +81,21 @@ pub struct Node {
 
 /// This process's nodes by root, with the fork generation that made each. An Arc
 /// upgraded from here under the lock is only ever returned, never dropped there (a
-/// `Node` dropped under this lock would take it again).
-static NODES: LazyLock<Mutex<NodesByRoot>> = LazyLock::new(Default::default);
+/// `Node` dropped under this lock would take it again). A [`ForkLock`]: held across
+/// every `fork`, so a child never copies it held.
+static NODES: ForkLock<NodesByRoot> = ForkLock::new(Rank::Nodes, BTreeMap::new());
 
-/// Per root: the node (weak) and the fork generation that made it.
-type NodesByRoot = HashMap<PathBuf, (Weak<Node>, u64)>;
+/// Per root: its path, the node (weak) and the fork generation that made it.
+type NodesByRoot = BTreeMap<RootKey, (PathBuf, Weak<Node>, u64)>;
+
+/// A root directory's identity: its device and inode.
+type RootKey = (u64, u64);
+
+/// The identity of the directory `root` (following links).
+fn root_key(root: &Path) -> std::io::Result<RootKey> {
+    let st = rustix::fs::stat(root)?;
+    Ok((st.st_dev, st.st_ino))
+}
 
 /// Node files of roots this process stopped using while it still has a node under
 /// another root: kept, locked, until the last node of the process goes. The id is the
@@ -88,11 +105,12 @@ type NodesByRoot = HashMap<PathBuf, (Weak<Node>, u64)>;
 /// up again if the process comes back to the root. When the last node goes, every
 /// file of the id is removed and the id forgotten: the next node draws a new one, so
 /// an id that looked dead once stays dead. Locked after `NODES`.
-static RETIRED: Mutex<Vec<Retired>> = Mutex::new(Vec::new());
+static RETIRED: ForkLock<Vec<Retired>> = ForkLock::new(Rank::RetiredNodes, Vec::new());
 
 struct Retired {
     id: u64,
     root: PathBuf,
+    key: RootKey,
     path: PathBuf,
     fork_generation: u64,
     _file: File,
@@ -128,40 +146,8 @@ pub fn process_node_id() -> u64 {
     replace_process_id(0)
 }
 
-thread_local! {
-    /// The node registry's locks (`NODES`, then `RETIRED`), held by the thread that
-    /// forks from the `pthread_atfork` prepare handler to the parent's and child's
-    /// handlers: so a child never gets a copy of them held by a thread it does not
-    /// have (it could never make a node then).
-    static HELD_ACROSS_FORK: std::cell::RefCell<Option<RegistryGuards>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-type RegistryGuards = (
-    std::sync::MutexGuard<'static, NodesByRoot>,
-    std::sync::MutexGuard<'static, Vec<Retired>>,
-);
-
-/// The atfork prepare step: takes the registry's locks, in the order every other
-/// path takes them (a thread making or dropping a node finishes first).
-pub(crate) fn lock_for_fork() {
-    let nodes = NODES.lock().unwrap_or_else(|e| e.into_inner());
-    let retired = RETIRED.lock().unwrap_or_else(|e| e.into_inner());
-    // A fork from a thread whose thread-locals are gone (a late destructor) holds
-    // nothing: the closure, and the guards it owns, are dropped unrun, so the locks
-    // are released at once and the release steps find nothing.
-    let _ = HELD_ACROSS_FORK.try_with(move |h| *h.borrow_mut() = Some((nodes, retired)));
-}
-
-/// The atfork parent and child step: releases what [`lock_for_fork`] took (in the
-/// child, the copies: one atomic swap each, and a futex wake if a parent thread was
-/// waiting, which is harmless there).
-pub(crate) fn unlock_after_fork() {
-    let _ = HELD_ACROSS_FORK.try_with(|h| drop(h.borrow_mut().take()));
-}
-
-/// Called in a forked child right after `fork` (one atomic store, allowed there):
-/// the child draws its own id.
+/// Called in a forked child right after `fork` (atomic stores, allowed there; see
+/// `recovery::fork`): the child draws its own id.
 pub(crate) fn forget_after_fork() {
     PROCESS_ID.store(0, Ordering::Relaxed);
     LIVE_NODES.store(0, Ordering::Relaxed);
@@ -194,13 +180,12 @@ const ID_MASK: u64 = (1 << 62) - 1;
 impl Node {
     /// The node of this process under `root`, created on first use.
     pub fn for_root(root: &Path) -> std::io::Result<Arc<Node>> {
-        // Before the registry's lock: this also registers the atfork handlers that
-        // hold it across a fork.
         let fork_generation = crate::recovery::fork::generation();
+        let key = root_key(root)?;
         let mut nodes = loop {
-            let nodes = NODES.lock().unwrap_or_else(|e| e.into_inner());
-            match nodes.get(root) {
-                Some((weak, generation)) if is_ours(*generation) => match weak.upgrade() {
+            let nodes = NODES.lock();
+            match nodes.get(&key) {
+                Some((_, weak, generation)) if is_ours(*generation) => match weak.upgrade() {
                     Some(node) => return Ok(node),
                     // Being dropped by another thread, which needs this lock to retire
                     // or remove its file: let it, then look again.
@@ -214,9 +199,9 @@ impl Node {
         };
         crate::testing::stall_point("node-registry-held");
         let retired = {
-            let mut retired = RETIRED.lock().unwrap_or_else(|e| e.into_inner());
+            let mut retired = RETIRED.lock();
             retired.retain(|r| is_ours(r.fork_generation)); // a forked child's copies
-            let at = retired.iter().position(|r| r.root == root);
+            let at = retired.iter().position(|r| r.key == key);
             // Only a file of the id in force (any other is debris: removed).
             match at.map(|i| retired.swap_remove(i)) {
                 Some(r) if r.id == process_node_id() => Some(r),
@@ -233,6 +218,7 @@ impl Node {
                 id: r.id,
                 path: r.path,
                 root: r.root,
+                key,
                 fork_generation,
                 file: Some(r._file),
             },
@@ -240,21 +226,17 @@ impl Node {
                 // No node anywhere yet: the id was not handed out in a node file, so
                 // on a collision another one may be drawn.
                 let first = LIVE_NODES.load(Ordering::Relaxed) == 0
-                    && RETIRED
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .iter()
-                        .all(|r| !is_ours(r.fork_generation));
-                Self::create(root, first)?
+                    && RETIRED.lock().iter().all(|r| !is_ours(r.fork_generation));
+                Self::create(root, key, first)?
             }
         };
         LIVE_NODES.fetch_add(1, Ordering::Relaxed);
         let node = Arc::new(node);
-        nodes.insert(root.to_owned(), (Arc::downgrade(&node), fork_generation));
+        nodes.insert(key, (root.to_owned(), Arc::downgrade(&node), fork_generation));
         Ok(node)
     }
 
-    fn create(root: &Path, may_redraw: bool) -> std::io::Result<Node> {
+    fn create(root: &Path, key: RootKey, may_redraw: bool) -> std::io::Result<Node> {
         let fork_generation = crate::recovery::fork::generation();
         loop {
             let id = process_node_id();
@@ -321,6 +303,7 @@ impl Node {
                 id,
                 path,
                 root: root.to_path_buf(),
+                key,
                 fork_generation,
                 file: Some(file),
             });
@@ -340,14 +323,14 @@ impl Drop for Node {
         if !is_ours(self.fork_generation) {
             return;
         }
-        let mut nodes = NODES.lock().unwrap_or_else(|e| e.into_inner());
+        let mut nodes = NODES.lock();
         if nodes
-            .get(&self.root)
-            .is_some_and(|(w, _)| std::ptr::eq(w.as_ptr(), self))
+            .get(&self.key)
+            .is_some_and(|(_, w, _)| std::ptr::eq(w.as_ptr(), self))
         {
-            nodes.remove(&self.root);
+            nodes.remove(&self.key);
         }
-        let mut retired = RETIRED.lock().unwrap_or_else(|e| e.into_inner());
+        let mut retired = RETIRED.lock();
         retired.retain(|r| is_ours(r.fork_generation));
         let others = LIVE_NODES.fetch_sub(1, Ordering::Relaxed).saturating_sub(1) > 0;
         if others && self.id == PROCESS_ID.load(Ordering::Relaxed) {
@@ -356,6 +339,7 @@ impl Drop for Node {
                 retired.push(Retired {
                     id: self.id,
                     root: self.root.clone(),
+                    key: self.key,
                     path: self.path.clone(),
                     fork_generation: self.fork_generation,
                     _file: file,
@@ -459,12 +443,12 @@ pub fn is_alive_anywhere(id: u64) -> bool {
 
 /// The roots where this process has a node now.
 fn roots() -> Vec<PathBuf> {
-    let nodes = NODES.lock().unwrap_or_else(|e| e.into_inner());
-    let retired = RETIRED.lock().unwrap_or_else(|e| e.into_inner());
+    let nodes = NODES.lock();
+    let retired = RETIRED.lock();
     nodes
-        .iter()
-        .filter(|(_, (w, generation))| is_ours(*generation) && w.strong_count() > 0)
-        .map(|(root, _)| root.clone())
+        .values()
+        .filter(|(_, w, generation)| is_ours(*generation) && w.strong_count() > 0)
+        .map(|(root, _, _)| root.clone())
         .chain(
             retired
                 .iter()

@@ -63,7 +63,6 @@ pub(super) fn try_create(
             device = Some(memory);
         }
     }
-    let handed_over = memfd.is_some() || device.is_some();
     let config = &config;
     remove_dead_temp_files(&t.root, &[&dynamic_name, &format!(".{config_name}")], me);
     let tmp = node::temp_file_name(&dynamic_name, me);
@@ -82,10 +81,6 @@ pub(super) fn try_create(
     // The pattern's own regions, before the segment appears under its name.
     init(config, d);
     d.users()[0].store(me, Ordering::Relaxed);
-    if handed_over {
-        // We offer it before the service says ALIVE (openers ask only then).
-        d.user_holders()[0].store(1, Ordering::Relaxed);
-    }
     dynamic.seal_header();
     crate::testing::stall_point("create-before-rename");
     // The exclusive step: the complete segment appears under its name, or not.
@@ -154,6 +149,11 @@ pub(super) fn try_create(
         ),
         PayloadBacking::File => None,
     };
+    if let Some(offer) = &offer {
+        // Offered before the service says ALIVE (openers ask only then; the CAS below
+        // publishes the mark).
+        d.user_holders()[0].store(offer.nonce(), Ordering::Relaxed);
+    }
     crate::testing::stall_point("create-before-config");
     let written = config
         .write_atomic(&t.root, &config_name, me)

@@ -211,6 +211,22 @@ pub enum CreateError {
         /// How long we waited.
         waited: Duration,
     },
+    /// [`carry_payload_type`](crate::PubSubBuilder::carry_payload_type) was given a
+    /// payload type that not every byte string is a value of.
+    #[error("service {name:?}: {}", not_carriable(.payload))]
+    NotCarriable {
+        /// The service.
+        name: String,
+        /// The payload type given.
+        payload: PayloadType,
+    },
+}
+
+/// Why a payload type cannot be carried as bytes, and what to do instead.
+fn not_carriable(payload: &PayloadType) -> String {
+    format!(
+        "cannot carry {payload} as bytes: not every byte string is a value of it (padding, or a bool), so bytes written or read through a [u8] port could be an invalid value for a typed program of the same service; open the service with its type instead"
+    )
 }
 
 /// The advice an [`OpenError::IncompatiblePayload`] adds when the two identities differ
@@ -407,6 +423,15 @@ pub enum OpenError {
         waited: Duration,
         /// What was last seen.
         last: String,
+    },
+    /// [`carry_payload_type`](crate::PubSubBuilder::carry_payload_type) was given a
+    /// payload type that not every byte string is a value of.
+    #[error("service {name:?}: {}", not_carriable(.payload))]
+    NotCarriable {
+        /// The service.
+        name: String,
+        /// The payload type given.
+        payload: PayloadType,
     },
 }
 

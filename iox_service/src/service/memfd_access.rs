@@ -64,15 +64,19 @@ pub(super) fn reach<T>(
         if node == 0 || !live.alive(node) {
             continue;
         }
-        if holder.load(Ordering::Acquire) == 0 || user.load(Ordering::Acquire) != node {
+        let nonce = holder.load(Ordering::Acquire);
+        if nonce == 0 || user.load(Ordering::Acquire) != node {
             transient = true; // registering, or the entry changed hands while we read
             continue;
         }
         if Instant::now() >= deadline {
+            tried.push(format!(
+                "the time was up before node {node:016x}, a live holder, was asked"
+            ));
             transient = true;
             break;
         }
-        let fds = match handover::fetch(root, stem, incarnation, node, deadline) {
+        let fds = match handover::fetch(root, stem, incarnation, (node, nonce), deadline) {
             Ok(fds) => fds,
             Err(Denied::Refused(why)) => {
                 tried.push(why);
@@ -89,7 +93,12 @@ pub(super) fn reach<T>(
                 continue;
             }
         };
-        let path = root.join(crate::handover::responder::socket_name(stem, incarnation, node));
+        let path = root.join(crate::handover::responder::socket_name(
+            stem,
+            incarnation,
+            nonce,
+            node,
+        ));
         let Some(fd) = fds.into_iter().next() else {
             continue; // `fetch` returns at least one
         };

@@ -195,7 +195,7 @@ pub(super) fn try_open(
         },
         PayloadBacking::File => None,
     };
-    let user = match lifecycle::register_user(d, node.id(), offer.is_some()) {
+    let user = match lifecycle::register_user(d, node.id(), offer.as_ref().map_or(0, |o| o.nonce())) {
         Ok(i) => i,
         Err(RegisterError::NotAlive) => return Attempt::Retry("being removed".into()),
         Err(RegisterError::Full) => {

@@ -2,13 +2,15 @@
 //! connections to it, and the arming protocol that decides when a sender rings.
 //!
 //! **Mechanism.** Every receiving port (subscriber, listener) binds a Unix datagram
-//! socket under the root, `iox_<H>.r<slot>.<generation>.<node>.sock` (see
+//! socket under the root, `iox_<H>.r<slot>.<generation>.<random>.<node>.sock` (see
 //! [`crate::shm::files`]): the slot's generation makes the name unique to this port,
 //! so a port created in the slot another thread of the process is releasing never
-//! shares its file. Its descriptor is the port's readiness descriptor (`AsFd`):
+//! shares its file, and the random part, recorded in the port's header while the slot
+//! is claimed, makes it a name no stranger can take first (one found taken is drawn
+//! again, never removed). Its descriptor is the port's readiness descriptor (`AsFd`):
 //! readable while a token datagram is queued on it. A sender rings by sending a
 //! one-byte datagram over a connected socket it keeps per receiver slot (reconnected
-//! when the slot's owner or generation changes).
+//! when the slot's owner, generation or random part changes).
 //!
 //! Why this and not the alternatives:
 //! - an `eventfd` cannot be reached by another process except through
@@ -95,25 +97,35 @@ pub(crate) struct Doorbell {
 
 impl Doorbell {
     /// Binds the socket of receiver slot `slot` of service `stem`, owned by `node` in
-    /// `generation`, with the service's permissions `mode`.
+    /// `generation`, with the service's permissions `mode`, under a name with a fresh
+    /// random part, which it stores in `nonce` (the port's header) once bound: senders
+    /// read it there once the port is active.
     pub(crate) fn bind(
         root: &Path,
         stem: &str,
-        slot: usize,
-        generation: u64,
-        node: u64,
+        (slot, generation, node): (usize, u64, u64),
+        nonce: &std::sync::atomic::AtomicU64,
         mode: u32,
     ) -> io::Result<Self> {
-        let name = files::socket_name(stem, slot, generation, node);
-        // The name carries our node id and the slot's generation: a file there is one
-        // this process left (a port whose drop could not unlink it).
-        let socket = with_address(root, &name, |addr| match UnixDatagram::bind(addr) {
-            Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
-                std::fs::remove_file(root.join(&name))?;
-                UnixDatagram::bind(addr)
+        // A name that is taken was taken by someone else (the random part is new):
+        // draw again. Eight collisions in a row are no accident: say so.
+        let mut taken = None;
+        for _ in 0..8 {
+            let drawn = iox_mempool::random::random_u64().max(1);
+            let name = files::socket_name(stem, slot, generation, drawn, node);
+            match with_address(root, &name, |addr| UnixDatagram::bind(addr)) {
+                Ok(socket) => {
+                    nonce.store(drawn, std::sync::atomic::Ordering::Relaxed);
+                    return Self::finish(socket, root, name, mode);
+                }
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => taken = Some(e),
+                Err(e) => return Err(e),
             }
-            r => r,
-        })?;
+        }
+        Err(taken.unwrap_or_else(|| io::Error::from(io::ErrorKind::AddrInUse)))
+    }
+
+    fn finish(socket: UnixDatagram, root: &Path, name: String, mode: u32) -> io::Result<Self> {
         let bell = Self {
             socket,
             root: root.to_path_buf(),
@@ -180,9 +192,9 @@ pub(crate) struct Ringer {
     peers: Mutex<Vec<Option<Peer>>>,
 }
 
-/// A connection to one receiver's socket: the (node, generation) of the port it was
-/// made for, and the connected socket.
-type Peer = ((u64, u64), UnixDatagram);
+/// A connection to one receiver's socket: the (node, generation, random part) of the
+/// port it was made for, and the connected socket.
+type Peer = ((u64, u64, u64), UnixDatagram);
 
 impl Ringer {
     pub(crate) fn new(root: &Path, stem: &str, slots: usize) -> Self {
@@ -193,22 +205,22 @@ impl Ringer {
         }
     }
 
-    /// Rings the doorbell of receiver slot `slot`, owned by `node` in `generation`.
-    /// Returns whether the arming is served: a token went out, the receiver's buffer
+    /// Rings the doorbell of receiver slot `slot`, owned by `node` in `generation`,
+    /// whose socket's random part is `nonce`. Returns whether the arming is served: a token went out, the receiver's buffer
     /// is full (it is readable), or the receiver is gone (its socket refuses or no
     /// longer exists: nobody to wake). Any other failure (out of descriptors, no
     /// permission) returns false, so the arming stays for the next sender.
-    pub(crate) fn ring(&self, slot: usize, node: u64, generation: u64) -> bool {
+    pub(crate) fn ring(&self, slot: usize, node: u64, generation: u64, nonce: u64) -> bool {
         let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
         let Some(peer) = peers.get_mut(slot) else {
             return false;
         };
-        let key = (node, generation);
+        let key = (node, generation, nonce);
         let mut last = None;
         for attempt in 0..2 {
             if peer.as_ref().is_none_or(|(k, _)| *k != key) || attempt == 1 {
                 *peer = None;
-                match self.connect(slot, generation, node) {
+                match self.connect(slot, key) {
                     Ok(socket) => *peer = Some((key, socket)),
                     Err(e) => {
                         last = Some(e);
@@ -230,10 +242,10 @@ impl Ringer {
         last.is_some_and(|e| is_gone(&e))
     }
 
-    fn connect(&self, slot: usize, generation: u64, node: u64) -> io::Result<UnixDatagram> {
+    fn connect(&self, slot: usize, (node, generation, nonce): (u64, u64, u64)) -> io::Result<UnixDatagram> {
         let socket = UnixDatagram::unbound()?;
         socket.set_nonblocking(true)?;
-        let name = files::socket_name(&self.stem, slot, generation, node);
+        let name = files::socket_name(&self.stem, slot, generation, nonce, node);
         with_address(&self.root, &name, |addr| socket.connect(addr))?;
         Ok(socket)
     }

@@ -13,11 +13,11 @@
 //!   publishers-seen set (one bit per publisher slot ever taken, see
 //!   [`crate::shm::publishers_seen`]);
 //! - the users table: [`USER_SLOTS`] words, each the node id of one open service
-//!   handle (0 = empty), then as many 32-bit words with the number + 1 of the file
-//!   descriptor under which that handle's process holds a memfd payload (0 = none;
-//!   written by the registrant after it claims the entry, cleared before an entry is
-//!   released; readers only follow entries of live nodes, read the `/proc` link
-//!   before opening, and verify what they open);
+//!   handle (0 = empty), then as many 32-bit holder words: non-zero if that handle's
+//!   process offers the service's descriptors (a memfd payload, a device export), the
+//!   random part of its hand-over socket's name (see `crate::handover`; written by the
+//!   registrant after it claims the entry, cleared before an entry is released;
+//!   readers only ask entries of live nodes, and verify what they get);
 //! - one 64-byte port header per publisher slot, then one per subscriber slot (a
 //!   subscriber's header counts the samples its publishers could not deliver to it
 //!   because its queue was full, `missed`);
@@ -62,7 +62,7 @@ use crate::static_config::StaticConfig;
 /// Magic of a dynamic segment.
 pub const DYNAMIC_MAGIC: u64 = u64::from_le_bytes(*b"IOXDYN\x00\x04");
 /// Version of the dynamic segment format.
-pub const DYNAMIC_VERSION: u32 = 12;
+pub const DYNAMIC_VERSION: u32 = 13;
 pub(crate) const HEADER_LEN: usize = 128;
 /// Open service handles (one per process and `open`) a service can have at once.
 pub const USER_SLOTS: usize = 128;
@@ -155,6 +155,10 @@ pub(crate) struct PortHeader {
     /// port caught mid-take), since the port was created. Publishers add to it only
     /// on that path, so a send that fits never touches it.
     pub(crate) missed: AtomicU64,
+    /// Receiving ports: the random part of the name of the port's readiness socket
+    /// (see [`crate::doorbell`]), written while the slot is claimed, before it is
+    /// active (0 = none).
+    pub(crate) doorbell: AtomicU64,
 }
 
 /// Port flag: the port pinned the service's pool in its process.

@@ -5,9 +5,22 @@
 //! incarnation), and the pool's `iox_H.chunks` and, with the file backing, `iox_H.pool`
 //! (named by `iox_mempool`, [`iox_mempool::Pool::file_names`]). One node lock file per
 //! process, `iox_node_<id>.lock` (see [`crate::node`]), temporary files
-//! `<base>.<n>.<id>.tmp` that end in their writer's node id, and one readiness socket
-//! per receiving port, `iox_H.r<slot>.<generation>.<id>.sock` (see [`crate::doorbell`]), which also
-//! ends in its owner's node id. Nothing else in the crate builds or parses these names.
+//! `<base>.<random>.<id>.tmp` that end in their writer's node id, one readiness socket
+//! per receiving port, `iox_H.r<slot>.<generation>.<random>.<id>.sock` (see
+//! [`crate::doorbell`]), and one descriptor hand-over socket per holder,
+//! `iox_H.h.<incarnation>.<random>.<id>.sock` (see `crate::handover`); these also end
+//! in their owner's node id. Nothing else in the crate builds or parses these names.
+//!
+//! **Names a stranger can predict.** In a root shared by several users (`1777`), anyone
+//! lists the names and may create files or bind sockets under names no one uses yet; in
+//! a sticky directory, nobody but their owner (and root) can remove them. So every name
+//! a process creates *after* a service exists carries a part drawn at random when it
+//! is made: 64 bits for temporary files and readiness sockets, 32 for hand-over
+//! sockets. Peers learn the readiness and hand-over names from the dynamic segment
+//! (the port's header, the user entry), which only those the service's mode admits
+//! can read; a name found taken is drawn again, never removed. What stays predictable
+//! is a service's own name (`iox_H.*`): whoever may create files in the root may
+//! create a service of any name first (see `docs/deploy.md`).
 
 use std::path::Path;
 
@@ -53,13 +66,12 @@ pub fn parse_node_file_name(name: &str) -> Option<u64> {
     (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok())?
 }
 
-/// A fresh name for a temporary file for `base` written by `node`: unique within the
-/// process (threads share a node), and ending in the node id so recovery can remove
-/// those of dead nodes.
+/// A fresh name for a temporary file for `base` written by `node`: a random part no
+/// one can predict (see the module docs), and the node id at the end so recovery can
+/// remove those of dead nodes. Create it with `O_EXCL`.
 pub(crate) fn temp_file_name(base: &str, node: u64) -> String {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("{base}.{n}.{node:016x}.tmp")
+    let n = iox_mempool::random::random_u64();
+    format!("{base}.{n:016x}.{node:016x}.tmp")
 }
 
 /// The node id in a temporary file name made by [`temp_file_name`].
@@ -70,18 +82,18 @@ pub(crate) fn parse_temp_file_name(name: &str) -> Option<u64> {
 }
 
 /// The readiness socket of receiver slot `slot` of service `stem`, owned by `node` in
-/// the slot's `generation`.
-pub(crate) fn socket_name(stem: &str, slot: usize, generation: u64, node: u64) -> String {
-    format!("{stem}.r{slot}.{generation:x}.{node:016x}{SOCKET_SUFFIX}")
+/// the slot's `generation`, with the random part `nonce` its port recorded.
+pub(crate) fn socket_name(stem: &str, slot: usize, generation: u64, nonce: u64, node: u64) -> String {
+    format!("{stem}.r{slot}.{generation:x}.{nonce:016x}.{node:016x}{SOCKET_SUFFIX}")
 }
 
 const SOCKET_SUFFIX: &str = ".sock";
 
 /// The descriptor hand-over socket of `node` for the incarnation of service `stem`
-/// whose static config hashes to `incarnation` (see `crate::handover`);
-/// [`parse_socket_name`] reads its node id too.
-pub(crate) fn handover_socket_name(stem: &str, incarnation: u64, node: u64) -> String {
-    format!("{stem}.h.{incarnation:016x}.{node:016x}{SOCKET_SUFFIX}")
+/// whose static config hashes to `incarnation`, with the random part `nonce` its user
+/// entry records (see `crate::handover`); [`parse_socket_name`] reads its node id too.
+pub(crate) fn handover_socket_name(stem: &str, incarnation: u64, nonce: u32, node: u64) -> String {
+    format!("{stem}.h.{incarnation:016x}.{nonce:08x}.{node:016x}{SOCKET_SUFFIX}")
 }
 
 /// The node id in a socket's name made by [`socket_name`] or [`handover_socket_name`].

@@ -65,18 +65,20 @@ pub(crate) enum RegisterError {
     NotAlive,
 }
 
-/// Registers `me` as a user, a holder of the service's descriptors if `holder` (it
-/// offers them, see `crate::handover`); returns the entry index.
-pub(crate) fn register_user(d: Dynamic<'_>, me: u64, holder: bool) -> Result<usize, RegisterError> {
+/// Registers `me` as a user, a holder of the service's descriptors if `holder` is not
+/// 0 (it offers them, see `crate::handover`: `holder` is the random part of its
+/// socket's name); returns the entry index.
+pub(crate) fn register_user(d: Dynamic<'_>, me: u64, holder: u32) -> Result<usize, RegisterError> {
     for (i, entry) in d.users().iter().enumerate() {
         if entry.load(Ordering::Relaxed) == 0
             && entry
                 .compare_exchange(0, me, Ordering::SeqCst, Ordering::Relaxed)
                 .is_ok()
         {
-            d.user_holders()[i].store(u32::from(holder), Ordering::Release);
+            d.user_holders()[i].store(holder, Ordering::Release);
             let (_, phase) = dynamic::split_lifecycle(d.header().lifecycle.load(Ordering::SeqCst));
             if phase != ALIVE {
+                d.user_holders()[i].store(0, Ordering::Release);
                 entry.store(0, Ordering::SeqCst);
                 return Err(RegisterError::NotAlive);
             }

@@ -164,7 +164,9 @@ struct State {
 /// (unless built with [`WaitSetBuilder::termination_signals`]`(false)`): the first
 /// WaitSet installs the handlers, once per process, and while any WaitSet is alive
 /// they replace the default Ctrl-C termination. A second signal while a request is
-/// still pending (no wait has reported it yet) terminates the process the default way.
+/// still pending (no wait has reported it yet) terminates the process the default way,
+/// unless it comes within 300 ms of the pending one (the same request: `timeout`
+/// signals the process and then its group).
 ///
 /// ```
 /// use iox_service::{Service, WaitSet, WaitSetRunResult, CallbackProgression};

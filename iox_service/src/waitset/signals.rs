@@ -12,18 +12,23 @@
 //! sees the request at its next wait.
 //!
 //! **Actions, in order, for each of the two signals:**
-//! 1. if [`KILL_NEXT`] is set, do what the default disposition does (terminate by that
-//!    signal): no WaitSet is alive, or a termination request is still pending and
-//!    unhandled, so a second Ctrl-C ends a program stuck before its next wait;
-//! 2. set [`KILL_NEXT`] (a request is now pending);
-//! 3. per live WaitSet: send one byte on its own socket pair (registered when the
+//! 1. a signal within [`GRACE`] of the one that made the last request
+//!    ([`LAST_REQUEST`]) is that request again, handled or not, WaitSets alive or not:
+//!    a supervisor that signals the process and then its process group (`timeout -s
+//!    INT`, a `kill` of the group), or a double press, asks once, and the program
+//!    finishes its shutdown (a recorder completes its file after its WaitSet is gone).
+//!    Otherwise, do what the default disposition does (terminate by that signal) if no
+//!    WaitSet is alive ([`ALIVE`] clear) or if the last request is still pending,
+//!    unhandled ([`PENDING`]): a second Ctrl-C ends a program stuck before its next
+//!    wait. Otherwise this signal is a new request, pending from now;
+//! 2. per live WaitSet: send one byte on its own socket pair (registered when the
 //!    WaitSet is created, unregistered when it is dropped). The read end is in the
 //!    WaitSet's epoll set, so every live WaitSet wakes, and one that is not waiting
 //!    finds the byte at its next wait.
 //!
-//! A WaitSet that reads the byte reports `TerminationRequest` and clears
-//! [`KILL_NEXT`] (the request is handled). When the last WaitSet goes, [`KILL_NEXT`]
-//! is set again: the signals terminate the process as by default.
+//! A WaitSet that reads the byte reports `TerminationRequest` and clears [`PENDING`]
+//! (the request is handled). When the last WaitSet goes, [`ALIVE`] is cleared: the
+//! signals terminate the process as by default (after the grace of the last request).
 //!
 //! **Programs with their own SIGINT/SIGTERM handling** (`tokio::signal`, `ctrlc`,
 //! `signal-hook` flags) must build their WaitSets with
@@ -36,20 +41,34 @@
 //! Decisions: a socket per WaitSet rather than one process-wide pipe, so every WaitSet
 //! in every thread wakes and none consumes another's notice. A stream socket pair: the
 //! zero-byte probe `signal-hook` sends at registration creates nothing on a stream
-//! (it would queue an empty datagram on a datagram socket). No unsafe code: the flag
-//! and pipe actions are `signal-hook`'s own.
+//! (it would queue an empty datagram on a datagram socket). The pipe action is
+//! `signal-hook`'s own; the first action is ours (one `unsafe` registration: it only
+//! reads the monotonic clock, does atomic operations, and calls `signal-hook`'s
+//! default emulation, all allowed in a signal handler).
+//!
+//! The bookkeeping below is changed under a [`ForkLock`], which every call into
+//! `signal-hook`'s registration is made under too: a `fork` never copies either held.
 
 use std::io::{self, Read};
 use std::os::unix::net::UnixStream;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
+use iox_mempool::fork::{ForkLock, Rank};
 use signal_hook::SigId;
 use signal_hook::consts::signal::{SIGINT, SIGTERM};
 
-/// Set: the next SIGINT/SIGTERM terminates the process the default way (no WaitSet is
-/// alive, or a termination request is pending and unhandled).
-static KILL_NEXT: AtomicBool = AtomicBool::new(true);
+/// Set while at least one WaitSet with termination handling is alive.
+static ALIVE: AtomicBool = AtomicBool::new(false);
+
+/// When the last termination request came (monotonic clock, ns; 0 = none yet).
+static LAST_REQUEST: AtomicU64 = AtomicU64::new(0);
+
+/// Set while the last termination request is not yet reported by any wait.
+static PENDING: AtomicBool = AtomicBool::new(false);
+
+/// How long after a request another signal is the same request.
+pub(crate) const GRACE: Duration = Duration::from_millis(300);
 
 /// Process-wide bookkeeping, changed only outside signal handlers.
 struct Registry {
@@ -59,10 +78,34 @@ struct Registry {
     live: usize,
 }
 
-static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
-    installed: false,
-    live: 0,
-});
+static REGISTRY: ForkLock<Registry> = ForkLock::new(
+    Rank::WaitSetSignals,
+    Registry {
+        installed: false,
+        live: 0,
+    },
+);
+
+/// The monotonic clock in ns, never 0 (0 means "none yet").
+fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    (t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64).max(1)
+}
+
+/// Action 1 (see the module docs), in the signal handler.
+fn terminate_or_request(signal: i32) {
+    let now = monotonic_ns();
+    let last = LAST_REQUEST.load(Ordering::SeqCst);
+    if last != 0 && now.saturating_sub(last) < GRACE.as_nanos() as u64 {
+        return; // the same request
+    }
+    if !ALIVE.load(Ordering::SeqCst) || PENDING.load(Ordering::SeqCst) {
+        let _ = signal_hook::low_level::emulate_default_handler(signal);
+        return;
+    }
+    LAST_REQUEST.store(now, Ordering::SeqCst);
+    PENDING.store(true, Ordering::SeqCst);
+}
 
 const SIGNALS: [i32; 2] = [SIGINT, SIGTERM];
 
@@ -76,12 +119,14 @@ pub(crate) struct TerminationNotice {
 impl TerminationNotice {
     /// Installs the process's handlers (first call only) and registers a new notice.
     pub(crate) fn register() -> io::Result<Self> {
-        let mut registry = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
+        let mut registry = REGISTRY.lock();
+        crate::testing::stall_point("waitset-signals-held");
         if !registry.installed {
             for signal in SIGNALS {
-                // The default action first (it checks the flag before step 2 sets it).
-                signal_hook::flag::register_conditional_default(signal, &KILL_NEXT)?;
-                signal_hook::flag::register(signal, &KILL_NEXT)?;
+                // SAFETY: the action is async-signal-safe: atomic operations, a read of
+                // the monotonic clock (vDSO `clock_gettime`), and signal-hook's default
+                // emulation, which is documented for use in a handler.
+                unsafe { signal_hook::low_level::register(signal, move || terminate_or_request(signal)) }?;
             }
             registry.installed = true;
         }
@@ -104,7 +149,7 @@ impl TerminationNotice {
             }
         }
         registry.live += 1;
-        KILL_NEXT.store(false, Ordering::SeqCst);
+        ALIVE.store(true, Ordering::SeqCst);
         Ok(Self { read, ids })
     }
 
@@ -122,7 +167,7 @@ impl TerminationNotice {
             any = true;
         }
         if any {
-            KILL_NEXT.store(false, Ordering::SeqCst);
+            PENDING.store(false, Ordering::SeqCst);
         }
         any
     }
@@ -130,13 +175,13 @@ impl TerminationNotice {
 
 impl Drop for TerminationNotice {
     fn drop(&mut self) {
-        let mut registry = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
+        let mut registry = REGISTRY.lock();
         for id in self.ids.drain(..) {
             signal_hook::low_level::unregister(id);
         }
         registry.live -= 1;
         if registry.live == 0 {
-            KILL_NEXT.store(true, Ordering::SeqCst);
+            ALIVE.store(false, Ordering::SeqCst);
         }
     }
 }

@@ -6,10 +6,12 @@
 //! Only payloads valid for every bit pattern are sent this way
 //! ([`crate::PayloadType::any_bit_pattern`]): bytes from anywhere (the network) are
 //! then always a value of the recorded type, so a typed subscriber of the same service
-//! never sees an invalid one (a `bool` holding 2). Others are refused with
-//! [`SendBytesError::NotEveryBitPattern`]; since validity is part of the payload's
-//! identity, a typed program whose type is not valid for every bit pattern never
-//! opens a service recorded as carrying one that is.
+//! never sees an invalid one (a `bool` holding 2). `carry_payload_type` refuses other
+//! types when the service is opened or created (no `[u8]` port of them exists, loans
+//! included); a service opened with the `unsafe` `raw_payload_type` is refused here
+//! with [`SendBytesError::NotEveryBitPattern`]. Since validity is part of the
+//! payload's identity, a typed program whose type is not valid for every bit pattern
+//! never opens a service recorded as carrying one that is.
 //!
 //! The bytes are copied into a loaned chunk (one copy) and sent; the length recorded
 //! for subscribers is counted in the recorded type's elements (1 for a typed payload),

@@ -1,0 +1,125 @@
+//! The pin registry across `fork`: a child forked while another thread's pinner works
+//! (the registry's lock held) can pin (the lock was not copied held), and a child
+//! holds none of its parent's pins (it neither counts nor releases them, and pins a
+//! region its parent pinned afresh). Each runs in a re-executed, single-test process.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use iox_mempool::pin::pin_count;
+use iox_mempool::{MemoryType, PinError, Pinner, Pool, PoolLayout, Region, register_pinner};
+use iox_testkit::{Gate, fork_inside, role, spawn_self, vm_lck_kib, wait_ok};
+
+/// A pinner that stops at its gate (inside the registry's lock) the first time it pins.
+struct StopsAtGate {
+    gate: PathBuf,
+}
+
+impl Pinner for StopsAtGate {
+    fn pin(&self, _: &Region) -> Result<(), PinError> {
+        iox_testkit::wait_at(&self.gate);
+        Ok(())
+    }
+    fn unpin(&self, _: &Region) -> Result<(), PinError> {
+        Ok(())
+    }
+}
+
+fn layout() -> PoolLayout {
+    PoolLayout::new(&[(4096, 2)]).unwrap()
+}
+
+#[test]
+fn a_child_forked_while_a_pinner_works_can_pin() {
+    const TEST: &str = "a_child_forked_while_a_pinner_works_can_pin";
+    if role().as_deref() != Some("forker") {
+        wait_ok(spawn_self(TEST, "forker", &[]), Duration::from_secs(90));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let gate = Gate::new(dir.path(), "pinner");
+    let code = MemoryType::user(0x0111).unwrap();
+    register_pinner(
+        code,
+        Arc::new(StopsAtGate {
+            gate: gate.path().to_path_buf(),
+        }),
+    )
+    .unwrap();
+    let slow = Arc::new(Pool::create(dir.path(), "slow", &layout(), code, 0o600).unwrap());
+    let locked = Arc::new(Pool::create(dir.path(), "locked", &layout(), MemoryType::Locked, 0o600).unwrap());
+    let holder = {
+        let slow = Arc::clone(&slow);
+        std::thread::spawn(move || slow.pin().is_ok())
+    };
+    let region = locked.payload_region();
+    let (addr, len) = (region.addr(), region.len());
+    let forked = fork_inside(
+        &gate,
+        || match locked.pin() {
+            Ok(p) if p.is_pinned() && pin_count(addr, len) == 1 => true,
+            other => {
+                eprintln!("child: {other:?}, count {}", pin_count(addr, len));
+                false
+            }
+        },
+        Duration::from_secs(20),
+    );
+    assert!(holder.join().unwrap(), "the holder's pin failed");
+    forked.unwrap();
+}
+
+#[test]
+fn a_forked_child_holds_none_of_its_parents_pins() {
+    const TEST: &str = "a_forked_child_holds_none_of_its_parents_pins";
+    if role().as_deref() != Some("forker") {
+        wait_ok(spawn_self(TEST, "forker", &[]), Duration::from_secs(90));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Arc::new(Pool::create(dir.path(), "p", &layout(), MemoryType::Locked, 0o600).unwrap());
+    let region = pool.payload_region();
+    let (addr, len) = (region.addr(), region.len());
+    let before = vm_lck_kib();
+    let parents = pool.pin().unwrap();
+    let pinned = vm_lck_kib();
+    assert!(pinned > before, "the parent's pin locked nothing");
+    // SAFETY: this process runs one test thread and no other thread of ours.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        // `mlock` is not inherited: the child has nothing locked and counts no pin.
+        let none = vm_lck_kib() == 0 && pin_count(addr, len) == 0;
+        // Its own pin locks the pages in the child, once.
+        let own = pool.pin();
+        let pins = own.as_ref().is_ok_and(|p| p.is_pinned()) && pin_count(addr, len) == 1 && vm_lck_kib() > 0;
+        drop(own);
+        // The parent's guard, copied: dropping it releases nothing anywhere.
+        drop(parents);
+        let ok = none && pins && vm_lck_kib() == 0;
+        if !ok {
+            eprintln!(
+                "child: inherited none {none}, own pin {pins}, VmLck after {}",
+                vm_lck_kib()
+            );
+        }
+        // SAFETY: leaves the child at once.
+        unsafe { libc::_exit(if ok { 0 } else { 3 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "status {status:#x}"
+    );
+    assert_eq!(
+        pin_count(addr, len),
+        1,
+        "the child's drops released the parent's pin"
+    );
+    assert_eq!(vm_lck_kib(), pinned);
+    drop(parents);
+    assert_eq!(pin_count(addr, len), 0);
+}
