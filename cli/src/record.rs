@@ -10,8 +10,8 @@
 //!   payload type and its field schema), from which `replay` recreates the service;
 //! - `log_time` and `publish_time`: when the recorder received the sample (ns since the
 //!   Unix epoch; iox samples carry no send time);
-//! - chunked, with CRCs, no compression; chunks are built in memory (no length is ever
-//!   patched in place) and reach the file only in whole commits
+//! - chunked, with CRCs, no compression; chunks are written (and their lengths
+//!   patched) in memory and reach the file only in whole commits
 //!   ([`crate::commit_file`]): the open chunk is closed and everything since the last
 //!   commit written out at least every [`FLUSH_EVERY`] and every
 //!   [`crate::commit_file::COMMIT_BYTES`]. So a recorder stopped at any moment (SIGKILL,
@@ -385,7 +385,7 @@ struct Written {
 
 /// One open output file.
 struct Output {
-    writer: mcap::Writer<mcap::write::NoSeek<CommitFile>>,
+    writer: mcap::Writer<CommitFile>,
     /// Bytes written and not yet committed to the file.
     pending: Rc<Cell<usize>>,
     /// Our channel index -> the file's channel id.
@@ -420,9 +420,8 @@ fn open_output(file: File, path: &Path, channels: &BTreeMap<usize, StaticConfig>
         .profile("")
         .library(concat!("iox ", env!("CARGO_PKG_VERSION")))
         .chunk_size(Some(1 << 20))
-        // Chunks built in memory, never patched in place (see `crate::commit_file`).
-        .disable_seeking(true)
-        .create(mcap::write::NoSeek::new(file))
+        // Chunks written in place and patched in memory (see `crate::commit_file`).
+        .create(file)
         .map_err(|e| io_failure(path, e))?;
     let mut out = Output {
         writer,
@@ -463,7 +462,7 @@ fn add_channel(out: &mut Output, index: usize, config: &StaticConfig, path: &Pat
 /// Completes `out` (summary, footer) and commits all of it to its file.
 fn close(mut out: Output, path: &Path) -> Result<(), Failure> {
     out.writer.finish().map_err(|e| io_failure(path, e))?;
-    std::io::Write::flush(&mut out.writer.into_inner().into_inner()).map_err(|e| io_failure(path, e))
+    std::io::Write::flush(&mut out.writer.into_inner()).map_err(|e| io_failure(path, e))
 }
 
 /// The writing thread: writes what `rx` brings into the files until it closes.

@@ -14,16 +14,24 @@
 //! **Ranks.** Each lock has a rank ([`Rank`]), unique in the process: the prepare step
 //! takes them in increasing rank, so code that nests them must too (a thread that
 //! holds a lock of rank 40 never waits for one of rank 20). Debug builds assert it.
-//! A lock the forking thread holds itself is not taken again (a pinner callback that
-//! forks, a signal handler that forks while its thread holds one): the child's copy
-//! is released when that thread's guard goes, as in the parent.
+//!
+//! **First use.** A lock is known to the handlers from its first use on: its first
+//! `lock` registers the handlers (once per process) and records the lock in its rank's
+//! slot under a gate that the prepare step holds across the fork, before it takes the
+//! lock. So a lock is either recorded before the prepare step looks (and then taken by
+//! it), or recorded and taken only after the fork.
 //!
 //! **Costs and limits.** A fork waits while another thread holds any of them: the
 //! longest is the pin registry while a pinner works (an `mlock` of a large pool, a
-//! driver registration). A lock is known to the handlers from its first use on: its
-//! first `lock` records it (one compare-and-swap) and registers the handlers (once per
-//! process) before it takes the lock. Code inside a lock must not fork from another
-//! thread and wait for that fork (the prepare step would wait for the lock).
+//! driver registration, which may load a library: glibc 2.36 and later run prepare
+//! handlers without their own handler lock, so a library that registers fork handlers
+//! as it loads does not deadlock with a waiting prepare step; older glibc and musl hold
+//! it, and there that one case can deadlock). Not supported: forking from code that
+//! runs under one of these locks (a pinner callback) or from a signal handler that
+//! interrupted iox; the prepare step skips the locks the forking thread is known to
+//! hold, but another thread may hold a lower-ranked one while it waits for them. A
+//! thread that forks from a thread-local destructor takes nothing (its thread-locals
+//! are gone). Code inside a lock must not wait for a fork made by another thread.
 //!
 //! **Which process am I.** [`generation`] is a process-global number that the child
 //! step bumps: a value taken in a process differs from the one its forked child reads.
@@ -33,7 +41,7 @@
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// The rank of a [`ForkLock`]: where the prepare step takes it, and the order in
@@ -127,10 +135,12 @@ impl<T: Send + 'static> ForkLock<T> {
         ForkLockGuard { guard, bit }
     }
 
-    /// Records this lock in its rank's slot and makes sure the handlers are registered.
+    /// Records this lock in its rank's slot and makes sure the handlers are registered
+    /// (see "First use" in the module docs).
     #[cold]
     fn make_known(&'static self) {
         ensure_registered();
+        let _gate = GATE.lock().unwrap_or_else(|e| e.into_inner());
         let slot = &SLOTS[self.rank as usize];
         let me: &'static dyn Hold = self;
         let mine = Box::into_raw(Box::new(me));
@@ -194,6 +204,10 @@ impl<T: Send + 'static> Hold for ForkLock<T> {
     }
 }
 
+/// Taken while a lock is recorded in [`SLOTS`], and by the prepare step across the
+/// fork (first, so no lock is recorded behind its back).
+static GATE: Mutex<()> = Mutex::new(());
+
 /// Per rank, the lock of that rank, once used (a leaked box, never freed).
 static SLOTS: [AtomicPtr<&'static dyn Hold>; RANKS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; RANKS];
 
@@ -206,8 +220,9 @@ thread_local! {
 
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
-/// Steps of other modules for the child ([`on_fork_child`]): function pointers, 0 = none.
-static CHILD_STEPS: [AtomicUsize; 8] = [const { AtomicUsize::new(0) }; 8];
+/// Steps of other modules for the child ([`on_fork_child`]): function pointers, null =
+/// none. (A step stays for the life of the process: iox's libraries are never unloaded.)
+static CHILD_STEPS: [AtomicPtr<()>; 8] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 8];
 
 /// The handlers' registration: 0 = not yet, [`REGISTERED`] = done, else the pid of the
 /// process one of whose threads is registering them.
@@ -256,6 +271,8 @@ extern "C" fn prepare() {
         if !prepared.is_empty() {
             return; // registered twice: taken already
         }
+        // The gate first (released last: the guards go in reverse).
+        prepared.push(Box::new(GATE.lock().unwrap_or_else(|e| e.into_inner())));
         let held = HELD.try_with(Cell::get).unwrap_or(0);
         for (rank, slot) in SLOTS.iter().enumerate() {
             let lock = slot.load(Ordering::Acquire);
@@ -277,9 +294,10 @@ extern "C" fn child() {
     GENERATION.fetch_add(1, Ordering::Relaxed);
     for step in &CHILD_STEPS {
         let f = step.load(Ordering::Acquire);
-        if f != 0 {
-            // SAFETY: only `on_fork_child` stores here, and only `fn()` pointers.
-            let f: fn() = unsafe { std::mem::transmute::<usize, fn()>(f) };
+        if !f.is_null() {
+            // SAFETY: only `on_fork_child` stores here, and only `fn()` pointers, which
+            // have the size and representation of a data pointer on Linux.
+            let f: fn() = unsafe { std::mem::transmute::<*mut (), fn()>(f) };
             f();
         }
     }
@@ -319,9 +337,9 @@ pub fn is_same_process(generation: u64) -> bool {
 /// stores). Idempotent for the same function; at most eight in a process.
 pub fn on_fork_child(step: fn()) {
     ensure_registered();
-    let f = step as usize;
+    let f = step as *mut ();
     for slot in &CHILD_STEPS {
-        match slot.compare_exchange(0, f, Ordering::AcqRel, Ordering::Acquire) {
+        match slot.compare_exchange(std::ptr::null_mut(), f, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => return,
             Err(there) if there == f => return,
             Err(_) => {}

@@ -301,6 +301,9 @@ struct Entry {
     device_base: Arc<AtomicU64>,
     /// How the region was mapped when it was (last) pinned: what the pinner registered.
     read_only: bool,
+    /// False after an upgrade failed and the read-only registration could not be
+    /// restored: the guards count, nothing is registered, the next acquire pins anew.
+    registered: bool,
     memory_type: MemoryType,
     pinner: Arc<dyn Pinner>,
     /// The fork generation that pinned it (a forked child holds none of its pins).
@@ -401,7 +404,13 @@ pub unsafe fn acquire(region: Region<'_>, memory_type: MemoryType) -> Result<Pin
                 requested: memory_type,
             });
         }
-        if entry.read_only && !region.read_only && memory_type != MemoryType::Locked {
+        if !entry.registered {
+            entry.pinner.pin(&region)?;
+            entry.registered = true;
+            entry.read_only = region.read_only;
+            let base = entry.pinner.device_address(&region).unwrap_or(0);
+            entry.device_base.store(base, Ordering::Relaxed);
+        } else if entry.read_only && !region.read_only && memory_type != MemoryType::Locked {
             upgrade(entry, &region)?;
         }
         entry.count += 1;
@@ -441,6 +450,7 @@ pub unsafe fn acquire(region: Region<'_>, memory_type: MemoryType) -> Result<Pin
             count: 1,
             device_base: Arc::clone(&device_base),
             read_only: region.read_only,
+            registered: true,
             memory_type,
             pinner,
             fork_generation: generation,
@@ -455,8 +465,9 @@ pub unsafe fn acquire(region: Region<'_>, memory_type: MemoryType) -> Result<Pin
 
 /// Re-registers `entry`'s region, registered read-only, as `writable` (the same
 /// range, now mapped writable): unpin, pin writable, ask the device address again. If
-/// the writable pin is refused, the read-only registration is restored (best effort)
-/// and the refusal returned; the entry is unchanged then.
+/// the writable pin is refused, the read-only registration is restored and the refusal
+/// returned; if that fails too, the entry is marked unregistered (its guards count on,
+/// their device address is gone, and the next acquire pins the region anew).
 fn upgrade(entry: &mut Entry, writable: &Region<'_>) -> Result<(), PinError> {
     // SAFETY: the same range as `writable`, which is mapped (it borrows its mapping);
     // described read-only, as it was registered.
@@ -468,10 +479,9 @@ fn upgrade(entry: &mut Entry, writable: &Region<'_>) -> Result<(), PinError> {
                 entry.pinner.device_address(&read_only).unwrap_or(0),
                 Ordering::Relaxed,
             ),
-            // Neither: the guards still count it, and their unpin will fail (counted).
             Err(_) => {
+                entry.registered = false;
                 entry.device_base.store(0, Ordering::Relaxed);
-                UNPIN_FAILURES.fetch_add(1, Ordering::Relaxed);
             }
         }
         return Err(e);
@@ -593,7 +603,11 @@ impl Drop for PinGuard {
             }
             None => false,
         };
-        if let Some(entry) = last.then(|| reg.pins.remove(&key)).flatten() {
+        if let Some(entry) = last
+            .then(|| reg.pins.remove(&key))
+            .flatten()
+            .filter(|e| e.registered)
+        {
             // SAFETY: the caller of `acquire` keeps the range mapped until this guard
             // is dropped, which is now; it is unpinned as it was pinned.
             let region = unsafe { Region::from_raw(key.0, key.1, entry.read_only) };

@@ -281,3 +281,73 @@ fn read_only_payloads_are_pinned_read_only_and_upgraded_for_a_writer() {
         [("pin", true), ("unpin", true), ("pin", false), ("unpin", false)]
     );
 }
+
+/// Refuses pins as told: writable ones, or every one after the first.
+#[derive(Default)]
+struct Refuses {
+    writable: std::sync::atomic::AtomicBool,
+    all: std::sync::atomic::AtomicBool,
+    calls: Mutex<Vec<(&'static str, bool)>>,
+}
+
+impl Pinner for Refuses {
+    fn pin(&self, r: &Region) -> Result<(), PinError> {
+        self.calls.lock().unwrap().push(("pin", r.read_only()));
+        let refuse =
+            self.all.load(Ordering::Relaxed) || (!r.read_only() && self.writable.load(Ordering::Relaxed));
+        if refuse {
+            return Err(PinError::Pinner("refused".into()));
+        }
+        Ok(())
+    }
+    fn unpin(&self, r: &Region) -> Result<(), PinError> {
+        self.calls.lock().unwrap().push(("unpin", r.read_only()));
+        Ok(())
+    }
+}
+
+/// An upgrade the pinner refuses leaves the read-only registration as it was; one
+/// whose read-only registration cannot be restored either leaves the region counted but
+/// unregistered, and the next pin registers it anew (it is never stuck).
+#[test]
+fn a_refused_upgrade_is_undone_and_never_stuck() {
+    let code = MemoryType::user(0x0109).unwrap();
+    let pinner = Arc::new(Refuses::default());
+    register_pinner(code, pinner.clone()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let layout = PoolLayout::new(&[(4096, 2)]).unwrap();
+    let _creator = Pool::create(dir.path(), "refused", &layout, code, 0o600).unwrap();
+    let pool = Arc::new(Pool::open(dir.path(), "refused", &layout, Some(code), Access::ReadOnly).unwrap());
+    let (addr, len) = (pool.payload_region().addr(), pool.payload_region().len());
+    let reader = pool.pin().unwrap();
+    pool.make_payload_writable().unwrap();
+    pinner.writable.store(true, Ordering::Relaxed);
+    assert!(pool.pin().is_err(), "the writable pin was refused");
+    assert_eq!(pin_count(addr, len), 1);
+    // Refused again, restored again: the read-only registration stands.
+    pinner.all.store(true, Ordering::Relaxed);
+    assert!(pool.pin().is_err());
+    assert_eq!(pin_count(addr, len), 1, "the reader's guard still counts");
+    // Now nothing is registered; the next pin registers the region anew, writable.
+    pinner.all.store(false, Ordering::Relaxed);
+    pinner.writable.store(false, Ordering::Relaxed);
+    let writer = pool.pin().unwrap();
+    assert_eq!(pin_count(addr, len), 2);
+    drop((reader, writer));
+    assert_eq!(pin_count(addr, len), 0);
+    let calls = pinner.calls.lock().unwrap().clone();
+    assert_eq!(
+        calls,
+        [
+            ("pin", true),    // the reader
+            ("unpin", true),  // upgrade 1
+            ("pin", false),   // refused
+            ("pin", true),    // restored
+            ("unpin", true),  // upgrade 2
+            ("pin", false),   // refused
+            ("pin", true),    // restore refused: unregistered
+            ("pin", false),   // the writer registers anew
+            ("unpin", false), // the last guard
+        ]
+    );
+}

@@ -535,7 +535,8 @@ pub(crate) fn wake(header: &PortHeader, seen: u32, ringer: &Ringer, slot: usize)
     }
     doorbell::ring_armed(&header.waiting, seen, || {
         crate::testing::stall_point("wake-before-ring");
-        let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
+        // Acquire: the socket's random part was stored before the port became active.
+        let (generation, _) = dynamic::split_state(header.state.load(Ordering::Acquire));
         let (node, nonce) = (
             header.node.load(Ordering::Relaxed),
             header.doorbell.load(Ordering::Relaxed),

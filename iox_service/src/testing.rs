@@ -90,11 +90,6 @@ pub const GATE_ENV: &str = "IOX_TEST_GATE";
 #[cfg(feature = "testing")]
 pub const GATE_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
 
-/// How many silent connections of one uid a holder's responder keeps at once (see
-/// `handover::serving`), for tests that bound a holder's descriptors under attack.
-#[cfg(feature = "testing")]
-pub const HANDOVER_PENDING_PER_UID: usize = crate::handover::serving::PER_UID;
-
 /// Node liveness, for tests that check how dead processes are told from live ones.
 #[cfg(feature = "testing")]
 pub use crate::recovery::node::{is_alive, process_node_id};

@@ -124,8 +124,10 @@ fn a_hostile_user_delays_no_other_users_hand_over() {
         "holder descriptors: {baseline} before, at most {most} under attack; {}",
         std::fs::read_to_string(dir.path().join("newcomer-done")).unwrap()
     );
+    // The stranger's silent connections are bounded per uid (8, `handover/serving.rs`);
+    // the newcomer's few come and go. Descriptors sent along would count by thousands.
     assert!(
-        most <= baseline + 2 * iox_service::testing::HANDOVER_PENDING_PER_UID + 16,
+        most <= baseline + 32,
         "the holder's descriptors grew from {baseline} to {most}"
     );
 }
@@ -423,4 +425,58 @@ fn responder_cpu(pid: u32) -> Duration {
     let rest: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
     let ticks: u32 = rest[11].parse::<u32>().unwrap() + rest[12].parse::<u32>().unwrap();
     tick * ticks
+}
+
+/// Review finding: a connection the responder closes while a forked child holds a copy
+/// of its descriptor stays registered in the epoll set (a registration lives as long
+/// as any copy), and once its peer hangs up it reports readable for ever: the thread
+/// spun. Connections leave the epoll set before they are closed.
+#[test]
+fn a_fork_while_a_connection_waits_does_not_make_the_responder_spin() {
+    const TEST: &str = "a_fork_while_a_connection_waits_does_not_make_the_responder_spin";
+    if role().as_deref() == Some("holder") {
+        let dir: PathBuf = env("DIR");
+        let _svc = service(&dir, "fork/held", 0o600);
+        std::fs::write(dir.join("ready"), b"").unwrap();
+        assert!(wait_until(LIMIT, || dir.join("connected").exists()));
+        // SAFETY: the child only polls for a file and leaves with `_exit`.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            wait_until(LIMIT, || dir.join("done").exists());
+            // SAFETY: leaves the child at once.
+            unsafe { libc::_exit(0) };
+        }
+        std::fs::write(dir.join("forked"), b"").unwrap();
+        assert!(wait_until(LIMIT, || dir.join("done").exists()));
+        let mut status = 0;
+        // SAFETY: reaps the child forked above.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let holder = spawn_self(TEST, "holder", &[("DIR", dir.path().display().to_string())]);
+    assert!(wait_until(LIMIT, || dir.path().join("ready").exists()));
+    let socket = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.to_string_lossy().contains(".h.") && p.to_string_lossy().ends_with(".sock"))
+        .unwrap();
+    let silent = connect(&socket).unwrap();
+    std::fs::write(dir.path().join("connected"), b"").unwrap();
+    assert!(wait_until(LIMIT, || dir.path().join("forked").exists()));
+    // The responder closes it at its deadline (the child's copy keeps it open for us:
+    // no end of file to see); then we hang up.
+    let past = Instant::now();
+    assert!(wait_until(LIMIT, || past.elapsed() > Duration::from_millis(400)));
+    drop(silent);
+    let before = responder_cpu(holder.id());
+    let idle = Instant::now();
+    assert!(wait_until(LIMIT, || idle.elapsed() > Duration::from_secs(1)));
+    let spent = responder_cpu(holder.id()) - before;
+    std::fs::write(dir.path().join("done"), b"").unwrap();
+    wait_ok(holder, LIMIT);
+    assert!(
+        spent < Duration::from_millis(100),
+        "the responder spun: {spent:?} of CPU in 1 s"
+    );
 }

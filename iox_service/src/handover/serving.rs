@@ -16,18 +16,22 @@
 //! whose mode lets it):
 //! - at most [`PER_UID`] pending connections per peer uid: a newer one closes that
 //!   uid's oldest, so one user's connections never take another's place; and at most
-//!   [`MAX_PENDING`] in all (the oldest closed), so they never take the process's
-//!   descriptors;
+//!   [`MAX_PENDING`] in all (then the oldest of the uid with the most is closed), so
+//!   they never take the process's descriptors;
 //! - at most [`ACCEPT_BURST`] accepts per listening socket per wake-up, so one
 //!   socket's flood does not hold up the others (level-triggered: the rest wait for
 //!   the next round);
-//! - at the descriptor limit (`accept` fails with `EMFILE`/`ENFILE`), the oldest pending
-//!   connection is closed to make room, or else, with none pending, the thread's
+//! - at the descriptor limit (`accept` fails with `EMFILE`/`ENFILE`), a pending
+//!   connection is closed to make room (the oldest of the uid with the most), or else,
+//!   with none pending, the thread's
 //!   reserve descriptor (a `/dev/null` kept open for this) is given up for one accept;
 //!   the reserve is taken back once a descriptor is free again. A queued connection is
 //!   so served or refused, never left queued while its listener stays readable (which
-//!   would spin the thread). If no descriptor can be had at all, the listener leaves
-//!   the epoll set for [`BACKOFF`];
+//!   would spin the thread). If no descriptor can be had at all, or `accept` fails
+//!   otherwise, the listener leaves the epoll set for [`BACKOFF`];
+//! - a connection leaves the epoll set before it is closed: a process forked from this
+//!   one holds copies of its descriptors, which would keep the registration (and its
+//!   readiness) alive.
 //! - a request is one record of at most [`wire::MAX_REQUEST`] bytes; descriptors a peer
 //!   sends along are never received (no control buffer: the kernel closes them).
 
@@ -180,13 +184,15 @@ impl Server {
             match net::accept_with(&entry.listener, SocketFlags::CLOEXEC | SocketFlags::NONBLOCK) {
                 Ok(conn) => self.admit(conn, entry),
                 Err(rustix::io::Errno::INTR | rustix::io::Errno::CONNABORTED) => {}
+                Err(rustix::io::Errno::AGAIN) => return, // all accepted
                 Err(rustix::io::Errno::MFILE | rustix::io::Errno::NFILE) => {
                     if !self.at_the_limit(token, entry) {
                         return;
                     }
                 }
-                // WOULDBLOCK (all accepted), or anything else: the next event retries.
-                Err(_) => return,
+                // Anything else (no memory, no buffers): the listener stays readable,
+                // so it rests rather than spin.
+                Err(_) => return self.rest(token, entry),
             }
         }
     }
@@ -194,7 +200,7 @@ impl Server {
     /// `accept` found no descriptor free: frees one (see the module docs); whether
     /// to go on accepting.
     fn at_the_limit(&mut self, token: u64, entry: &Arc<Entry>) -> bool {
-        if self.pending.pop_first().is_some() {
+        if self.evict() {
             return true; // its descriptor is free now
         }
         if self.reserve.take().is_some() {
@@ -206,7 +212,12 @@ impl Server {
             }
             return false;
         }
-        // Nothing to give up: rest this listener rather than spin on it.
+        self.rest(token, entry);
+        false
+    }
+
+    /// Takes `entry`'s listener out of the epoll set for [`BACKOFF`].
+    fn rest(&mut self, token: u64, entry: &Entry) {
         let _ = epoll::modify(
             &*self.epoll,
             &entry.listener,
@@ -214,7 +225,33 @@ impl Server {
             epoll::EventFlags::empty(),
         );
         self.resting.push((token, Instant::now() + BACKOFF));
-        false
+    }
+
+    /// Closes pending connection `key`. Out of the epoll set first: a process forked
+    /// meanwhile holds a copy of the descriptor, which keeps its registration alive
+    /// after ours is closed (and would report it readable for ever).
+    fn close(&mut self, key: u64) {
+        if let Some(p) = self.pending.remove(&key) {
+            let _ = epoll::delete(&*self.epoll, &p.conn);
+        }
+    }
+
+    /// Closes the oldest pending connection of the peer uid with the most of them
+    /// (one user's connections make room before another's); whether there was one.
+    fn evict(&mut self) -> bool {
+        let mut counts: HashMap<u32, usize> = HashMap::new();
+        for p in self.pending.values() {
+            *counts.entry(p.peer.uid).or_default() += 1;
+        }
+        let Some((&uid, _)) = counts.iter().max_by_key(|&(_, n)| *n) else {
+            return false;
+        };
+        let oldest = self
+            .pending
+            .iter()
+            .find(|(_, p)| p.peer.uid == uid)
+            .map(|(&k, _)| k);
+        oldest.inspect(|&k| self.close(k)).is_some()
     }
 
     /// A new connection: served at once if its request is there, else kept until its
@@ -233,10 +270,12 @@ impl Server {
                 .iter()
                 .find(|(_, p)| p.peer.uid == uid)
                 .map(|(&k, _)| k);
-            oldest.map(|k| self.pending.remove(&k));
+            if let Some(k) = oldest {
+                self.close(k);
+            }
         }
         if self.pending.len() >= MAX_PENDING {
-            self.pending.pop_first();
+            self.evict();
         }
         let key = self.next;
         self.next = (self.next + 1) & !CONNECTION;
@@ -263,11 +302,11 @@ impl Server {
 
     /// Pending connection `key` is readable: its request (or its end) came.
     fn readable(&mut self, key: u64) {
-        let Some(p) = self.pending.remove(&key) else {
+        let Some(p) = self.pending.get(&key) else {
             return;
         };
-        if serve(&p.conn, &p.entry, &p.peer) == Served::Waiting {
-            self.pending.insert(key, p); // a spurious wake-up
+        if serve(&p.conn, &p.entry, &p.peer) == Served::Done {
+            self.close(key);
         }
     }
 
@@ -275,7 +314,15 @@ impl Server {
     /// up, and lets rested listeners back in.
     fn expire(&mut self) {
         let now = Instant::now();
-        self.pending.retain(|_, p| p.deadline > now);
+        let late: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(&k, _)| k)
+            .collect();
+        for key in late {
+            self.close(key);
+        }
         if self.reserve.is_none() {
             self.reserve = reserve();
         }

@@ -14,9 +14,11 @@
 //! **Actions, in order, for each of the two signals:**
 //! 1. a signal within [`GRACE`] of the one that made the last request
 //!    ([`LAST_REQUEST`]) is that request again, handled or not, WaitSets alive or not:
-//!    a supervisor that signals the process and then its process group (`timeout -s
-//!    INT`, a `kill` of the group), or a double press, asks once, and the program
-//!    finishes its shutdown (a recorder completes its file after its WaitSet is gone).
+//!    it never terminates the process, so a supervisor that signals the process and
+//!    then its process group (`timeout -s INT`, a `kill` of the group), or a double
+//!    press, lets the program finish its shutdown (a recorder completes its file after
+//!    its WaitSet is gone). Live WaitSets are notified of it again (action 2), which a
+//!    program that already returned on the request does not see.
 //!    Otherwise, do what the default disposition does (terminate by that signal) if no
 //!    WaitSet is alive ([`ALIVE`] clear) or if the last request is still pending,
 //!    unhandled ([`PENDING`]): a second Ctrl-C ends a program stuck before its next
@@ -27,8 +29,10 @@
 //!    finds the byte at its next wait.
 //!
 //! A WaitSet that reads the byte reports `TerminationRequest` and clears [`PENDING`]
-//! (the request is handled). When the last WaitSet goes, [`ALIVE`] is cleared: the
-//! signals terminate the process as by default (after the grace of the last request).
+//! (the request is handled); so does a new WaitSet (a request its dropped predecessor
+//! never reported is not held against it). When the last WaitSet goes, [`ALIVE`] is
+//! cleared before its notices are unregistered: the signals terminate the process as
+//! by default (after the grace of the last request).
 //!
 //! **Programs with their own SIGINT/SIGTERM handling** (`tokio::signal`, `ctrlc`,
 //! `signal-hook` flags) must build their WaitSets with
@@ -149,6 +153,7 @@ impl TerminationNotice {
             }
         }
         registry.live += 1;
+        PENDING.store(false, Ordering::SeqCst);
         ALIVE.store(true, Ordering::SeqCst);
         Ok(Self { read, ids })
     }
@@ -176,12 +181,13 @@ impl TerminationNotice {
 impl Drop for TerminationNotice {
     fn drop(&mut self) {
         let mut registry = REGISTRY.lock();
-        for id in self.ids.drain(..) {
-            signal_hook::low_level::unregister(id);
-        }
         registry.live -= 1;
         if registry.live == 0 {
+            // Before the notices go: a signal in between terminates, not lost.
             ALIVE.store(false, Ordering::SeqCst);
+        }
+        for id in self.ids.drain(..) {
+            signal_hook::low_level::unregister(id);
         }
     }
 }
