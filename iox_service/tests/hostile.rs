@@ -370,12 +370,7 @@ fn the_responder_at_the_descriptor_limit_serves_and_does_not_spin() {
         .timeout(Duration::from_secs(3))
         .open();
     // A silent connection while at the limit: closed at its deadline, no spinning.
-    let socket = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.to_string_lossy().contains(".h.") && p.to_string_lossy().ends_with(".sock"))
-        .unwrap();
-    let silent = connect(&socket).unwrap();
+    let silent = connect(&connectable(dir.path(), &BTreeSet::new())[0]).unwrap();
     let start = Instant::now();
     assert!(
         wait_until(LIMIT, || iox_testkit::readable(&silent, Duration::ZERO)),
@@ -456,12 +451,7 @@ fn a_fork_while_a_connection_waits_does_not_make_the_responder_spin() {
     let dir = tempfile::tempdir().unwrap();
     let holder = spawn_self(TEST, "holder", &[("DIR", dir.path().display().to_string())]);
     assert!(wait_until(LIMIT, || dir.path().join("ready").exists()));
-    let socket = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.to_string_lossy().contains(".h.") && p.to_string_lossy().ends_with(".sock"))
-        .unwrap();
-    let silent = connect(&socket).unwrap();
+    let silent = connect(&connectable(dir.path(), &BTreeSet::new())[0]).unwrap();
     std::fs::write(dir.path().join("connected"), b"").unwrap();
     assert!(wait_until(LIMIT, || dir.path().join("forked").exists()));
     // The responder closes it at its deadline (the child's copy keeps it open for us:
