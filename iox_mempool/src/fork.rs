@@ -17,9 +17,14 @@
 //!
 //! **First use.** A lock is known to the handlers from its first use on: its first
 //! `lock` registers the handlers (once per process) and records the lock in its rank's
-//! slot under a gate that the prepare step holds across the fork, before it takes the
-//! lock. So a lock is either recorded before the prepare step looks (and then taken by
-//! it), or recorded and taken only after the fork.
+//! slot (a compare-and-swap under a short gate) before it takes the lock. The prepare
+//! step takes every recorded lock in rank order, then the gate, and looks again: a
+//! lock recorded behind it (a first use racing the fork, perhaps held by now) makes it
+//! let go of everything and start over in rank order, so no lock is ever taken against
+//! the order (a few rounds at most: each lock is new once per process). Otherwise it
+//! keeps the gate across the fork, so nothing is recorded between its last look and
+//! the fork. The gate is held only around a compare-and-swap, and the prepare step
+//! never waits while it holds it.
 //!
 //! **Costs and limits.** A fork waits while another thread holds any of them: the
 //! longest is the pin registry while a pinner works (an `mlock` of a large pool, a
@@ -204,8 +209,8 @@ impl<T: Send + 'static> Hold for ForkLock<T> {
     }
 }
 
-/// Taken while a lock is recorded in [`SLOTS`], and by the prepare step across the
-/// fork (first, so no lock is recorded behind its back).
+/// Held around recording a lock in [`SLOTS`], and by the prepare step from its last
+/// look at them across the fork (see "First use" in the module docs).
 static GATE: Mutex<()> = Mutex::new(());
 
 /// Per rank, the lock of that rank, once used (a leaked box, never freed).
@@ -271,17 +276,34 @@ extern "C" fn prepare() {
         if !prepared.is_empty() {
             return; // registered twice: taken already
         }
-        // The gate first (released last: the guards go in reverse).
-        prepared.push(Box::new(GATE.lock().unwrap_or_else(|e| e.into_inner())));
         let held = HELD.try_with(Cell::get).unwrap_or(0);
-        for (rank, slot) in SLOTS.iter().enumerate() {
-            let lock = slot.load(Ordering::Acquire);
-            if lock.is_null() || held & (1 << rank) != 0 {
-                continue;
+        loop {
+            let mut taken = 0u64;
+            for (rank, slot) in SLOTS.iter().enumerate() {
+                let lock = slot.load(Ordering::Acquire);
+                if lock.is_null() || held & (1 << rank) != 0 {
+                    continue;
+                }
+                // SAFETY: a slot holds only leaked boxes of `&'static dyn Hold`, never freed.
+                let lock: &'static dyn Hold = unsafe { *lock };
+                prepared.push(lock.hold());
+                taken |= 1 << rank;
             }
-            // SAFETY: a slot holds only leaked boxes of `&'static dyn Hold`, never freed.
-            let lock: &'static dyn Hold = unsafe { *lock };
-            prepared.push(lock.hold());
+            // The last look, with the gate: a lock recorded behind us (first used
+            // meanwhile) may be held now; start over in rank order (see "First use"
+            // in the module docs). Else the gate stays taken across the fork.
+            let gate = GATE.lock().unwrap_or_else(|e| e.into_inner());
+            let missed = SLOTS.iter().enumerate().any(|(rank, slot)| {
+                !slot.load(Ordering::Acquire).is_null() && (taken | held) & (1 << rank) == 0
+            });
+            if !missed {
+                prepared.push(Box::new(gate));
+                return;
+            }
+            drop(gate);
+            while let Some(guard) = prepared.pop() {
+                drop(guard);
+            }
         }
     });
 }

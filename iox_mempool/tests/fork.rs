@@ -123,3 +123,55 @@ fn a_forked_child_holds_none_of_its_parents_pins() {
     drop(parents);
     assert_eq!(pin_count(addr, len), 0);
 }
+
+/// A lock first used while a fork's prepare step is past its rank (recorded behind
+/// it, and held by the time the step would finish) is seen by the step's last look:
+/// it starts over in rank order and takes that lock too, so the child finds it free.
+#[test]
+fn a_lock_first_used_during_a_fork_is_not_copied_held() {
+    use iox_mempool::fork::{ForkLock, Rank};
+    static LOW: ForkLock<u32> = ForkLock::new(Rank::Test0, 0);
+    static HIGH: ForkLock<u32> = ForkLock::new(Rank::Test1, 0);
+    const TEST: &str = "a_lock_first_used_during_a_fork_is_not_copied_held";
+    if role().as_deref() != Some("forker") {
+        wait_ok(spawn_self(TEST, "forker", &[]), Duration::from_secs(90));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (Gate::new(dir.path(), "first"), Gate::new(dir.path(), "second"));
+    let holder = {
+        let (first, second) = (first.path().to_path_buf(), second.path().to_path_buf());
+        std::thread::spawn(move || {
+            let high = HIGH.lock();
+            iox_testkit::wait_at(&first); // the fork's prepare step waits for HIGH here
+            drop(high);
+            let low = LOW.lock(); // first use of LOW: recorded behind the step
+            iox_testkit::wait_at(&second);
+            drop(low);
+        })
+    };
+    // The second gate opens half a second after the holder reached it.
+    let opener = {
+        let second = Gate::new(dir.path(), "second");
+        std::thread::spawn(move || {
+            assert!(second.wait_reached(Duration::from_secs(30)));
+            let at = std::time::Instant::now();
+            iox_testkit::wait_until(Duration::from_secs(30), || {
+                at.elapsed() > Duration::from_millis(500)
+            });
+            second.open();
+        })
+    };
+    let forked = fork_inside(
+        &first,
+        || {
+            drop(LOW.lock());
+            drop(HIGH.lock());
+            true
+        },
+        Duration::from_secs(20),
+    );
+    holder.join().unwrap();
+    opener.join().unwrap();
+    forked.unwrap();
+}
