@@ -1,6 +1,7 @@
 //! The publish-subscribe pattern: its part of the dynamic segment (`layout.rs`),
 //! publishers, subscribers, samples, raw payloads, and the recovery of its ports.
 
+pub(crate) mod carry;
 pub(crate) mod config;
 pub(crate) mod layout;
 pub(crate) mod like_config;

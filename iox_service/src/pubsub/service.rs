@@ -77,12 +77,12 @@ pub struct PubSubBuilder<P: ?Sized> {
     /// Recorded (when creating) and required (when opening) instead of
     /// `P::payload_type()`: set by `raw_payload_type` (language bindings) or
     /// `carry_payload_type` (bridges).
-    payload_override: Option<PayloadType>,
+    pub(super) payload_override: Option<PayloadType>,
     /// `payload_override` came from `carry_payload_type`: its ports move bytes, so it
     /// must be valid for every bit pattern (checked by `create` and `open`).
-    carried: bool,
+    pub(super) carried: bool,
     /// The schema recorded with `payload_override` (`payload_schema`); unused without it.
-    schema_override: Option<Schema>,
+    pub(super) schema_override: Option<Schema>,
     _payload: PhantomData<fn() -> Box<P>>,
 }
 
@@ -528,95 +528,6 @@ impl<T: crate::ZeroCopySafe> PubSubBuilder<[T]> {
     /// On open: the service's largest chunk must hold this many.
     pub fn max_slice_len(mut self, len: usize) -> Self {
         self.max_slice_len = Some(len);
-        self
-    }
-}
-
-impl PubSubBuilder<[u8]> {
-    /// Records `payload` in the static config instead of `[u8]` (and checks an existing
-    /// service against it): for language bindings, whose payload types are known only
-    /// at run time (a numpy dtype and shape). The service is then the one a Rust
-    /// program opens with the type `payload` describes, and this side's ports move its
-    /// payload as bytes through [`Publisher::loan_raw`](crate::Publisher::loan_raw) and
-    /// [`Subscriber::receive_raw`](crate::Subscriber::receive_raw) (see `pubsub::raw`).
-    /// A `Typed` payload gets one size class of its size; a `Slice` payload takes its
-    /// classes from `size_classes` / `chunk_sizes` (bytes) or `max_slice_len` (elements
-    /// of `payload`, as for a Rust `[T]` service).
-    ///
-    /// # Safety
-    /// The ports built from this service must loan only with `loan_raw` and receive
-    /// only with `receive_raw` (the other methods record or read lengths in bytes,
-    /// not in elements of `payload`), and must read samples only through their
-    /// addresses ([`RawSample::as_ptr`](crate::RawSample::as_ptr)), since a payload
-    /// written as another type may have padding bytes that are not initialised.
-    pub unsafe fn raw_payload_type(mut self, payload: PayloadType) -> Self {
-        self.payload_override = Some(payload);
-        self.carried = false;
-        self
-    }
-
-    /// Carries the payload as bytes while recording (when creating) and requiring
-    /// (when opening) the identity `payload` instead of `[u8]`'s: for programs that move
-    /// a service's samples without knowing its type, such as a bridge recreating a
-    /// remote service with the exporter's payload type. Give the pool's size classes in
-    /// bytes ([`size_classes`](Self::size_classes) or
-    /// [`chunk_sizes`](Self::chunk_sizes)); the pool's alignment is at least
-    /// `payload`'s. Samples of such a service are read with
-    /// [`Sample::payload_bytes`](crate::Sample::payload_bytes) and sent with
-    /// [`Publisher::send_payload_bytes`](crate::Publisher::send_payload_bytes), which
-    /// count in the recorded type's elements. Typed programs open the service as
-    /// usual. Only payloads valid for every bit pattern are carried
-    /// ([`PayloadType::any_bit_pattern`](crate::PayloadType::any_bit_pattern)): for
-    /// others (padding, a `bool`) `create` and `open` fail with `NotCarriable`
-    /// ([`CreateError::NotCarriable`], [`OpenError::NotCarriable`]), since every
-    /// `[u8]` port writes or reads bytes (a loan filled with 2 and sent would be an
-    /// invalid `bool` for a typed reader; padding read as bytes is uninitialised
-    /// memory). The validity is part of the identity a typed program must match, so a
-    /// carrier claiming it falsely meets `IncompatiblePayload`.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// use iox_service::{Payload, Service};
-    /// let bytes = Service::named("doc/carry")?.root(dir.path())
-    ///     .publish_subscribe::<[u8]>()
-    ///     .carry_payload_type(<u64 as Payload>::payload_type())
-    ///     .chunk_sizes(&[8])
-    ///     .create()?;
-    /// let typed = Service::named("doc/carry")?.root(dir.path())
-    ///     .publish_subscribe::<u64>().open()?;
-    /// let subscriber = typed.subscriber_builder().create()?;
-    /// let publisher = bytes.publisher_builder().create()?;
-    /// publisher.send_payload_bytes(&[&7u64.to_ne_bytes()])?;
-    /// assert_eq!(*subscriber.receive()?.unwrap(), 7);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn carry_payload_type(mut self, payload: crate::PayloadType) -> Self {
-        self.payload_override = Some(payload);
-        self.carried = true;
-        self
-    }
-
-    /// With [`raw_payload_type`](Self::raw_payload_type) or
-    /// [`carry_payload_type`](Self::carry_payload_type): the field layout of that
-    /// payload (its element, for a slice), recorded when creating and compared when
-    /// opening, as a Rust type's is (see [`crate::schema`]). Without it such a builder
-    /// records no schema and accepts any. A schema whose size is not the payload's is
-    /// refused by `create` ([`InvalidConfig::Schema`]).
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// use iox_service::{Payload, Schema, Service};
-    /// let svc = Service::named("doc/schema")?.root(dir.path())
-    ///     .publish_subscribe::<[u8]>()
-    ///     .carry_payload_type(<u32 as Payload>::payload_type())
-    ///     .payload_schema(Schema::U32)
-    ///     .chunk_sizes(&[4])
-    ///     .create()?;
-    /// assert_eq!(svc.static_config().schema, Some(Schema::U32));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn payload_schema(mut self, schema: Schema) -> Self {
-        self.schema_override = Some(schema);
         self
     }
 }
