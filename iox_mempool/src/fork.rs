@@ -76,8 +76,6 @@ pub enum Rank {
     CudaEvents = 26,
     /// `iox_cuda`: primary contexts by device.
     CudaContexts = 27,
-    /// `iox_cuda`: the CUDA pinner's registrations.
-    CudaPinned = 28,
     /// `iox_cuda`: loading the driver.
     CudaDriver = 32,
     /// `iox_service`: the stall point armed by a test (taken inside others).

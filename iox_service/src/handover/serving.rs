@@ -23,15 +23,15 @@
 //!   the next round);
 //! - at the descriptor limit (`accept` fails with `EMFILE`/`ENFILE`), a pending
 //!   connection is closed to make room (the oldest of the uid with the most), or else,
-//!   with none pending, the thread's
-//!   reserve descriptor (a `/dev/null` kept open for this) is given up for one accept;
-//!   the reserve is taken back once a descriptor is free again. A queued connection is
-//!   so served or refused, never left queued while its listener stays readable (which
-//!   would spin the thread). If no descriptor can be had at all, or `accept` fails
-//!   otherwise, the listener leaves the epoll set for [`BACKOFF`];
+//!   with none pending, the thread's reserve descriptor (a `/dev/null` kept open for
+//!   this) is given up for one accept; the reserve is taken back once a descriptor is
+//!   free again. A queued connection is so served or refused, never left queued while
+//!   its listener stays readable (which would spin the thread). If no descriptor can
+//!   be had at all, or `accept` fails otherwise, the listener leaves the epoll set for
+//!   [`BACKOFF`];
 //! - a connection leaves the epoll set before it is closed: a process forked from this
 //!   one holds copies of its descriptors, which would keep the registration (and its
-//!   readiness) alive.
+//!   readiness) alive;
 //! - a request is one record of at most [`wire::MAX_REQUEST`] bytes; descriptors a peer
 //!   sends along are never received (no control buffer: the kernel closes them).
 
