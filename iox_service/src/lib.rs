@@ -100,6 +100,8 @@ pub use pubsub::raw::{RawLoan, RawSample};
 #[cfg(feature = "tokio")]
 pub use pubsub::receive_async::ReceiveAsyncError;
 pub use pubsub::service::{PubSubBuilder, PubSubService};
+pub use pubsub::user_header;
+pub use pubsub::user_header::{HeaderType, HeaderWritten, UserHeader};
 pub use recovery::CleanupReport;
 pub use recovery::robust_mutex;
 pub use reqres::raw::{RawActiveRequest, RawRequest, RawResponse, RawResponseLoan};
@@ -110,7 +112,7 @@ pub use reqres::{
 };
 pub use sample::{DevicePtrError, Sample, SampleMut, SampleMutUninit};
 pub use schema::Schema;
-pub use service::{CreateError, OpenError, OpenOrCreateError, RootError, Service};
+pub use service::{CreateError, OpenError, OpenOrCreateError, RootError, Service, UserHeaderMismatch};
 pub use shm::dynamic::Corruption;
 pub use static_config::{
     BlackboardConfig, BlackboardEntry, ConfigError, DeviceIdentity, EventConfig, InvalidConfig,

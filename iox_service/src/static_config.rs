@@ -108,6 +108,13 @@ pub struct StaticConfig {
     /// and by creators that know no layout; those open as before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<crate::Schema>,
+    /// The user header every chunk carries in front of the payload (publish-subscribe
+    /// only; see [`crate::user_header`]). Absent for a service without one, whose
+    /// config text is then what it was before headers existed. An older iox refuses a
+    /// config with a header as malformed (an unknown field), so it never reads a header
+    /// as payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_header: Option<crate::HeaderType>,
 }
 
 /// A service's pattern and its section of the static config: its port limits, named
@@ -354,6 +361,12 @@ pub enum InvalidConfig {
     /// The recorded payload schema is damaged (the message says how).
     #[error("payload schema: {0}")]
     Schema(#[from] crate::schema::SchemaError),
+    /// The recorded user header is not one iox can use (the message says why).
+    #[error("user header: {0}")]
+    UserHeader(String),
+    /// The recorded user header's schema is damaged (the message says how).
+    #[error("user header schema: {0}")]
+    UserHeaderSchema(crate::schema::SchemaError),
     /// A blackboard's keys or limits are not valid (the message says which).
     #[error("blackboard: {0}")]
     Blackboard(String),
@@ -487,6 +500,7 @@ impl InvalidConfig {
             self,
             Self::PayloadAlignment { .. }
                 | Self::PayloadSize { .. }
+                | Self::UserHeader(_)
                 | Self::MemfdLength { .. }
                 | Self::DeviceMemory
                 | Self::DeviceLength { .. }
@@ -553,6 +567,51 @@ pub(crate) fn check_payload(payload: &PayloadType, layout: &PoolLayout) -> Resul
     Ok(())
 }
 
+/// `Ok` when `header` fits a chunk in front of the payload: a typed header of a
+/// publish-subscribe service in host memory, aligned within the pool's alignment, with a
+/// schema of its size, and the header plus one payload element within the largest chunk.
+fn check_user_header(c: &StaticConfig, header: &crate::HeaderType) -> Result<(), InvalidConfig> {
+    let fail = |what: String| Err(InvalidConfig::UserHeader(what));
+    if !matches!(c.pattern, PatternConfig::PublishSubscribe(_)) {
+        return fail(format!(
+            "a {} service has no user header; only publish-subscribe services do",
+            c.pattern.kind()
+        ));
+    }
+    if c.memory_type == MemoryType::CudaDevice {
+        return fail(
+            "a CudaDevice service's chunks are GPU memory; user headers are for host memory types".into(),
+        );
+    }
+    let crate::PayloadType::Typed { .. } = header.identity else {
+        return fail(format!(
+            "{} is a slice; a header is one value of a type",
+            header.type_name()
+        ));
+    };
+    let (size, align) = (header.size(), header.alignment());
+    if !align.is_power_of_two() || align > c.layout.alignment() {
+        return fail(format!(
+            "alignment {align} is not a power of two up to the pool's alignment {}",
+            c.layout.alignment()
+        ));
+    }
+    let offset = crate::user_header::payload_offset(size, c.payload.alignment());
+    if offset.saturating_add(c.payload.element_size()) > c.layout.max_chunk_size() {
+        return fail(format!(
+            "{size} bytes (payload at offset {offset}) and a payload element of {} bytes do not fit the largest chunk ({} bytes)",
+            c.payload.element_size(),
+            c.layout.max_chunk_size()
+        ));
+    }
+    if let Some(schema) = &header.schema {
+        schema
+            .check(size as u64)
+            .map_err(InvalidConfig::UserHeaderSchema)?;
+    }
+    Ok(())
+}
+
 impl StaticConfig {
     /// Checks every bound a reader relies on: the pattern's section checks its own
     /// limits (under its own names), then what every service has.
@@ -592,6 +651,9 @@ impl StaticConfig {
         check_payload(&self.payload, &self.layout)?;
         if let Some(schema) = &self.schema {
             schema.check(self.payload.element_size() as u64)?;
+        }
+        if let Some(header) = &self.user_header {
+            check_user_header(self, header)?;
         }
         Ok(())
     }

@@ -5,7 +5,7 @@
 //! pattern, so no `[u8]` port can make or show an invalid value); with the field
 //! layout they record (`payload_schema`).
 
-use crate::{PayloadType, PubSubBuilder, Schema};
+use crate::{HeaderType, PayloadType, PubSubBuilder, Schema};
 
 impl PubSubBuilder<[u8]> {
     /// Records `payload` in the static config instead of `[u8]` (and checks an existing
@@ -92,6 +92,51 @@ impl PubSubBuilder<[u8]> {
     /// ```
     pub fn payload_schema(mut self, schema: Schema) -> Self {
         self.schema_override = Some(schema);
+        self
+    }
+
+    /// Records `header` as the service's user header (and requires it of an existing
+    /// service) for a byte service whose header, like its payload, is known only at run
+    /// time: a binding's or a bridge's. Its ports move the header as bytes beside the
+    /// payload: [`RawLoan::header_ptr`](crate::RawLoan::header_ptr),
+    /// [`RawSample::header_ptr`](crate::RawSample::header_ptr),
+    /// [`Publisher::send_sample_bytes`](crate::Publisher::send_sample_bytes) and
+    /// [`Sample::header_bytes`](crate::Sample::header_bytes), which find the payload
+    /// after it (see [`crate::user_header`]). With `carry_payload_type`, the header too
+    /// must be valid for every bit pattern (else `NotCarriable`).
+    ///
+    /// # Safety
+    /// As for [`raw_payload_type`](Self::raw_payload_type): the ports built from this
+    /// service must loan, send and read only through those methods and `loan_raw` /
+    /// `receive_raw`; the typed `[u8]` methods (`loan_slice_uninit`, a sample's `Deref`)
+    /// know no header and would read and write it as payload.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use iox_service::{HeaderType, Payload, Service};
+    /// let header = HeaderType { identity: <[u32; 2] as Payload>::payload_type(), schema: None };
+    /// // SAFETY: its ports use only the byte methods below.
+    /// let bytes = unsafe {
+    ///     Service::named("doc/carry-header")?.root(dir.path())
+    ///         .publish_subscribe::<[u8]>()
+    ///         .carry_payload_type(<[u8] as Payload>::payload_type())
+    ///         .raw_user_header(header)
+    /// }
+    /// .chunk_sizes(&[16])
+    /// .create()?;
+    /// let typed = Service::named("doc/carry-header")?.root(dir.path())
+    ///     .publish_subscribe::<[u8]>().user_header::<[u32; 2]>().open()?;
+    /// let subscriber = typed.subscriber_builder().create()?;
+    /// let publisher = bytes.publisher_builder().create()?;
+    /// let head = [640u32, 480u32].map(u32::to_ne_bytes).concat();
+    /// publisher.send_sample_bytes(&head, &[b"pixels"])?;
+    /// let sample = subscriber.receive()?.unwrap();
+    /// assert_eq!(*sample.user_header(), [640, 480]);
+    /// assert_eq!(&sample[..], b"pixels");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub unsafe fn raw_user_header(mut self, header: HeaderType) -> Self {
+        self.header_override = Some(header);
         self
     }
 }

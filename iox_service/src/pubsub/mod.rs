@@ -13,3 +13,4 @@ pub(crate) mod recovery;
 pub(crate) mod sample;
 pub(crate) mod service;
 pub(crate) mod subscriber;
+pub mod user_header;

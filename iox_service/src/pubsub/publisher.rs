@@ -72,6 +72,7 @@ use crate::port::{self, LoanError, PortCreateError, Shared, Side, SlotClaim, Wai
 use crate::queue::{self, Pushed};
 use crate::sample::SampleMutUninit;
 use crate::shm::connected;
+use crate::user_header::{UserHeader, offset_for};
 use crate::{Overflow, Payload, ZeroCopySafe};
 
 mod bytes;
@@ -84,10 +85,10 @@ pub use sendable::SendablePublisher;
 
 /// Builds a [`Publisher`].
 #[derive(Debug)]
-pub struct PublisherBuilder<P: ?Sized> {
+pub struct PublisherBuilder<P: ?Sized, H = ()> {
     service: Shared,
     pin: bool,
-    _payload: PhantomData<fn() -> Box<P>>,
+    _payload: crate::user_header::Marker<P, H>,
 }
 
 /// Why a send did not reach every subscriber.
@@ -126,7 +127,7 @@ pub enum UpdateConnectionsError {
     ForkedProcess,
 }
 
-impl<P: ?Sized + Payload> PublisherBuilder<P> {
+impl<P: ?Sized + Payload, H: UserHeader> PublisherBuilder<P, H> {
     pub(crate) fn new(service: Shared) -> Self {
         Self {
             service,
@@ -142,14 +143,14 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
     }
 
     /// Claims a publisher slot (and pins, if asked).
-    pub fn create(self) -> Result<Publisher<P>, PortCreateError> {
+    pub fn create(self) -> Result<Publisher<P, H>, PortCreateError> {
         port::check_host_port(&self.service)?;
         self.build()
     }
 
     /// [`create`](Self::create) without refusing a device-memory service (for the
     /// device ports, which hand out device addresses only).
-    pub(crate) fn build(self) -> Result<Publisher<P>, PortCreateError> {
+    pub(crate) fn build(self) -> Result<Publisher<P, H>, PortCreateError> {
         let claim = SlotClaim::new(&self.service, Side::Sending, "publisher")?;
         let d = self.service.dynamic();
         let max_subscribers = d.layout().receiving;
@@ -172,6 +173,7 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
                     Some(_) => history::NOT_A_GENERATION,
                 },
                 max_loans: section.max_loans as usize,
+                payload_offset: crate::user_header::payload_offset_of(&self.service.config),
                 drop_oldest: section.overflow == Overflow::DropOldest,
                 history,
                 pool: Arc::clone(&self.service.pool),
@@ -204,10 +206,12 @@ impl<P: ?Sized + Payload> PublisherBuilder<P> {
 /// fn needs_send<T: Send>() {}
 /// needs_send::<iox_service::SampleMut<u64>>(); // and so do its loans
 /// ```
+///
+/// `H` is the service's user header (`()`: none): loans carry one to write.
 #[derive(Debug)]
-pub struct Publisher<P: ?Sized> {
+pub struct Publisher<P: ?Sized, H = ()> {
     port: Rc<PublisherPort>,
-    _payload: PhantomData<fn() -> Box<P>>,
+    _payload: crate::user_header::Marker<P, H>,
 }
 
 /// The state of a publisher port, shared by the publisher and its loans; the slot is
@@ -233,6 +237,10 @@ pub(crate) struct PublisherPort {
     /// cost to the others (see [`history`]).
     send_generation: u64,
     max_loans: usize,
+    /// Where the payload starts in a chunk, from the static config (0 without a user
+    /// header): for the byte paths (`loan_raw`, `send_payload_bytes`); typed loans use
+    /// their types' constant.
+    payload_offset: usize,
     /// The service's overflow policy is to drop the oldest sample.
     drop_oldest: bool,
     /// What a publisher of a service with history keeps in the process (`None`
@@ -255,7 +263,7 @@ pub(crate) struct PublisherPort {
     ringer: Ringer,
 }
 
-impl<P: ?Sized + Payload> Publisher<P> {
+impl<P: ?Sized + Payload, H: UserHeader> Publisher<P, H> {
     /// The service handle, slot and generation of this port (for the device ports).
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn port_identity(&self) -> (&Shared, usize, u64) {
@@ -361,6 +369,11 @@ impl PublisherPort {
 
     pub(crate) fn pool(&self) -> &Pool {
         &self.pool
+    }
+
+    /// The user header the service's static config records.
+    pub(crate) fn recorded_header(&self) -> Option<&crate::HeaderType> {
+        self.service.config.user_header.as_ref()
     }
 
     fn header(&self) -> &PortHeader {
@@ -595,36 +608,50 @@ fn missed(d: Dynamic<'_>, s: usize) {
     d.subscriber(s).missed.fetch_add(1, Ordering::Relaxed);
 }
 
-impl<P: ?Sized> Publisher<P> {
+impl<P: ?Sized, H> Publisher<P, H> {
     /// The payload recorded in the service's static config (`pubsub::raw`).
     pub(crate) fn recorded_payload(&self) -> &crate::PayloadType {
         &self.port.service.config.payload
     }
+
+    /// The user header recorded in the service's static config.
+    pub(crate) fn recorded_header(&self) -> Option<&crate::HeaderType> {
+        self.port.service.config.user_header.as_ref()
+    }
+
+    /// Where the payload starts in a chunk (0 without a user header), from the static
+    /// config.
+    pub(crate) fn payload_offset(&self) -> usize {
+        self.port.payload_offset
+    }
 }
 
-impl<T: ZeroCopySafe> Publisher<T> {
-    /// Loans uninitialised memory for one `T` (never zero-filled).
+impl<T: ZeroCopySafe, H: UserHeader> Publisher<T, H> {
+    /// Loans uninitialised memory for one `T` (never zero-filled), and for the user
+    /// header in front of it if the service has one (`write_header` writes it).
     #[inline]
-    pub fn loan_uninit(&self) -> Result<SampleMutUninit<T>, LoanError> {
-        let (port, chunk) = self.loan_bytes(size_of::<T>())?;
+    pub fn loan_uninit(&self) -> Result<SampleMutUninit<T, H>, LoanError> {
+        let (port, chunk) = self.loan_bytes(offset_for::<H, T>() + size_of::<T>())?;
         Ok(SampleMutUninit::new(port, chunk, 1))
     }
 }
 
-impl<T: ZeroCopySafe> Publisher<[T]> {
+impl<T: ZeroCopySafe, H: UserHeader> Publisher<[T], H> {
     /// Most elements one sample can hold.
     pub fn max_slice_len(&self) -> usize {
-        self.port.service.pool.layout().max_chunk_size() / size_of::<T>().max(1)
+        let chunk = self.port.service.pool.layout().max_chunk_size();
+        chunk.saturating_sub(offset_for::<H, T>()) / size_of::<T>().max(1)
     }
 
-    /// Loans uninitialised memory for `len` elements (never zero-filled), from the
-    /// smallest size class that holds them.
-    pub fn loan_slice_uninit(&self, len: usize) -> Result<SampleMutUninit<[T]>, LoanError> {
+    /// Loans uninitialised memory for `len` elements (never zero-filled), and for the
+    /// user header in front of them if the service has one, from the smallest size
+    /// class that holds them.
+    pub fn loan_slice_uninit(&self, len: usize) -> Result<SampleMutUninit<[T], H>, LoanError> {
         let max = self.max_slice_len();
         if len > max && size_of::<T>() > 0 {
             return Err(LoanError::SliceTooLong { len, max });
         }
-        let (port, chunk) = self.loan_bytes(len * size_of::<T>())?;
+        let (port, chunk) = self.loan_bytes(offset_for::<H, T>() + len * size_of::<T>())?;
         Ok(SampleMutUninit::new(port, chunk, len))
     }
 }

@@ -22,7 +22,9 @@ use crate::publisher::{Publisher, SendError};
 use crate::sample::{DevicePtrError, Sample, SampleMutUninit};
 use crate::subscriber::{ReceiveError, Subscriber};
 
-/// A loaned chunk of a raw-payload service, written through its address.
+/// A loaned chunk of a raw-payload service, written through its address: the user
+/// header (if the service records one, see [`crate::user_header`]) at the chunk's start,
+/// the payload at its offset.
 #[derive(Debug)]
 pub struct RawLoan {
     loan: SampleMutUninit<[u8]>,
@@ -31,6 +33,19 @@ pub struct RawLoan {
 }
 
 impl RawLoan {
+    /// The user header's first byte (aligned for the recorded header type); its
+    /// [`header_len`](Self::header_len) bytes are to be written before `send`.
+    #[inline]
+    pub fn header_ptr(&mut self) -> *mut u8 {
+        self.loan.chunk_ptr()
+    }
+
+    /// The user header's length in bytes (0 for a service without one).
+    #[inline]
+    pub fn header_len(&self) -> usize {
+        self.loan.recorded_header().map_or(0, crate::HeaderType::size)
+    }
+
     /// The payload's first byte (aligned for the recorded type).
     #[inline]
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
@@ -60,7 +75,8 @@ impl RawLoan {
     ///
     /// # Safety
     /// All [`len_bytes`](Self::len_bytes) bytes must have been written, with a valid
-    /// value of the recorded type.
+    /// value of the recorded type, and all [`header_len`](Self::header_len) bytes of
+    /// the header, with a valid value of the recorded header type.
     #[inline]
     pub unsafe fn send(self) -> Result<usize, SendError> {
         // SAFETY: the caller wrote the payload (this function's contract).
@@ -85,7 +101,21 @@ impl RawSample {
     /// The payload's first byte.
     #[inline]
     pub fn as_ptr(&self) -> *const u8 {
-        self.sample.as_ptr()
+        // SAFETY: the receive checked that the offset plus the payload fit the chunk.
+        unsafe { self.sample.chunk_ptr().add(self.sample.payload_offset()) }
+    }
+
+    /// The user header's first byte (the chunk's); [`header_len`](Self::header_len)
+    /// bytes long.
+    #[inline]
+    pub fn header_ptr(&self) -> *const u8 {
+        self.sample.chunk_ptr()
+    }
+
+    /// The user header's length in bytes (0 for a service without one).
+    #[inline]
+    pub fn header_len(&self) -> usize {
+        self.sample.recorded_header().map_or(0, crate::HeaderType::size)
     }
 
     /// The payload's length in bytes.
@@ -105,14 +135,14 @@ impl RawSample {
         self.bytes == 0
     }
 
-    /// See [`Sample::device_ptr`].
+    /// See [`Sample::device_ptr`] (the payload's device address).
     pub fn device_ptr(&self) -> Result<u64, DevicePtrError> {
-        self.sample.device_ptr()
+        Ok(self.sample.device_ptr()? + self.sample.payload_offset() as u64)
     }
 
-    /// See [`Sample::offset`].
+    /// See [`Sample::offset`] (the payload's offset).
     pub fn offset(&self) -> usize {
-        self.sample.offset()
+        self.sample.offset() + self.sample.payload_offset()
     }
 }
 
@@ -127,11 +157,14 @@ impl Publisher<[u8]> {
         let Some(word) = payload.elements_in(bytes) else {
             return Err(LoanError::SliceTooLong {
                 len: bytes,
-                max: self.max_slice_len() / element.max(1) * element.max(1),
+                max: self.max_slice_len().saturating_sub(self.payload_offset()) / element.max(1)
+                    * element.max(1),
             });
         };
-        let (port, chunk) = self.loan_bytes(bytes)?;
-        let ptr = chunk.addr();
+        let offset = self.payload_offset();
+        let (port, chunk) = self.loan_bytes(offset + bytes)?;
+        // SAFETY: the chunk holds `offset + bytes` bytes.
+        let ptr = unsafe { chunk.addr().add(offset) };
         Ok(RawLoan {
             loan: SampleMutUninit::new(port, chunk, word),
             ptr,

@@ -25,7 +25,7 @@ pub enum ReceiveAsyncError {
     Reactor(#[source] io::Error),
 }
 
-impl<P: ?Sized + Payload> Subscriber<P> {
+impl<P: ?Sized + Payload, H: crate::UserHeader> Subscriber<P, H> {
     /// Waits for the next sample without blocking the thread: tokio's reactor watches
     /// the subscriber's readiness descriptor. A sample already waiting is returned at
     /// once. Needs a tokio runtime with I/O enabled (panics outside one, as tokio's
@@ -48,7 +48,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     ///     assert_eq!(*subscriber.receive_async().await.unwrap(), 7);
     /// });
     /// ```
-    pub async fn receive_async(&mut self) -> Result<Sample<P>, ReceiveAsyncError> {
+    pub async fn receive_async(&mut self) -> Result<Sample<P, H>, ReceiveAsyncError> {
         next_ready(self, Subscriber::receive).await.map_err(|e| match e {
             ReadyError::Take(e) => ReceiveAsyncError::Receive(e),
             ReadyError::Reactor(e) => ReceiveAsyncError::Reactor(e),

@@ -50,13 +50,17 @@ use crate::static_config::{
     self, InvalidConfig, MessagingPattern, Overflow, PatternConfig, PayloadBacking, PubSubConfig,
     StaticConfig,
 };
-use crate::{Payload, PayloadType, Schema};
+use crate::user_header::{self, HeaderType, UserHeader};
+use crate::{Payload, PayloadType, Schema, ZeroCopySafe};
 
 /// Builds, opens or creates a publish-subscribe service. Settings other than the
 /// payload type are applied when creating; when opening, those the caller set are
 /// checked against the existing service.
+///
+/// `H` is the user header every sample carries beside the payload (see
+/// [`user_header`](Self::user_header)); `()`, the default, is none.
 #[derive(Debug)]
-pub struct PubSubBuilder<P: ?Sized> {
+pub struct PubSubBuilder<P: ?Sized, H = ()> {
     target: Target,
     memory_type: Option<MemoryType>,
     max_publishers: Option<u32>,
@@ -83,7 +87,10 @@ pub struct PubSubBuilder<P: ?Sized> {
     pub(super) carried: bool,
     /// The schema recorded with `payload_override` (`payload_schema`); unused without it.
     pub(super) schema_override: Option<Schema>,
-    _payload: PhantomData<fn() -> Box<P>>,
+    /// The user header recorded (and required) instead of `H`'s: set with a raw or
+    /// carried payload type (`raw_user_header`), for bindings and bridges.
+    pub(super) header_override: Option<HeaderType>,
+    _payload: crate::user_header::Marker<P, H>,
 }
 
 impl<P: ?Sized + Payload> PubSubBuilder<P> {
@@ -107,8 +114,83 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             payload_override: None,
             carried: false,
             schema_override: None,
+            header_override: None,
             _payload: PhantomData,
         }
+    }
+
+    /// Every sample of the service carries a header of type `H` in front of its
+    /// payload, in the same chunk: written in place in the loan
+    /// ([`SampleMutUninit::write_header`](crate::SampleMutUninit::write_header)), read
+    /// in place from the sample ([`Sample::user_header`](crate::Sample::user_header)).
+    /// `H`'s identity and field layout are recorded in the static config beside the
+    /// payload's and checked on open under the same rules (a program that opens the
+    /// service with another header, or none, is refused). Not for `CudaDevice`
+    /// services. See [`crate::user_header`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use iox_service::{Service, ZeroCopySafe};
+    ///
+    /// #[derive(ZeroCopySafe, Clone, Copy, Debug, PartialEq)]
+    /// #[repr(C)]
+    /// struct Frame { stamp_ns: u64, width: u32, height: u32 }
+    ///
+    /// let svc = Service::named("doc/frames")?.root(dir.path())
+    ///     .publish_subscribe::<[u8]>()
+    ///     .user_header::<Frame>()
+    ///     .max_slice_len(4 * 3)
+    ///     .create()?;
+    /// let publisher = svc.publisher_builder().create()?;
+    /// let subscriber = svc.subscriber_builder().create()?;
+    /// let header = Frame { stamp_ns: 1, width: 4, height: 3 };
+    /// publisher.loan_slice_uninit(12)?.write_header(header).write_from_fn(|i| i as u8).send()?;
+    /// let frame = subscriber.receive()?.unwrap();
+    /// assert_eq!(*frame.user_header(), header);
+    /// assert_eq!(frame[11], 11);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn user_header<H: ZeroCopySafe>(self) -> PubSubBuilder<P, H> {
+        PubSubBuilder {
+            target: self.target,
+            memory_type: self.memory_type,
+            max_publishers: self.max_publishers,
+            max_subscribers: self.max_subscribers,
+            subscriber_buffer: self.subscriber_buffer,
+            max_loans: self.max_loans,
+            max_held: self.max_held,
+            overflow: self.overflow,
+            history: self.history,
+            permissions: self.permissions,
+            size_classes: self.size_classes,
+            max_slice_len: self.max_slice_len,
+            allow_pool_exhaustion: self.allow_pool_exhaustion,
+            backing: self.backing,
+            cuda_device: self.cuda_device,
+            payload_override: self.payload_override,
+            carried: self.carried,
+            schema_override: self.schema_override,
+            header_override: None,
+            _payload: PhantomData,
+        }
+    }
+}
+
+impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
+    /// The user header recorded in (or checked against) the static config: `H`'s, or
+    /// the one given to `raw_user_header`.
+    pub(super) fn header_type(&self) -> Option<HeaderType> {
+        match &self.header_override {
+            Some(h) => Some(h.clone()),
+            None => H::header_type(),
+        }
+    }
+
+    /// Where the payload starts in a chunk (0 without a header).
+    fn payload_offset(&self) -> usize {
+        self.header_type().map_or(0, |h| {
+            user_header::payload_offset(h.size(), self.payload_type().alignment())
+        })
     }
 
     /// The payload recorded in (or checked against) the static config: `P`'s, or the
@@ -120,9 +202,11 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
     /// The carried payload type, if bytes ports could break it (see
     /// `PubSubBuilder::<[u8]>::carry_payload_type`).
     fn not_carriable(&self) -> Option<PayloadType> {
+        let header = self.header_override.as_ref().map(|h| &h.identity);
         self.payload_override
-            .as_ref()
-            .filter(|p| self.carried && !p.any_bit_pattern())
+            .iter()
+            .chain(header)
+            .find(|p| self.carried && !p.any_bit_pattern())
             .cloned()
     }
 
@@ -140,7 +224,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
     }
 }
 
-impl<P: ?Sized + Payload> PubSubBuilder<P> {
+impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
     /// Memory type of the pool (default `Cpu`). On open: must match if set.
     pub fn memory_type(mut self, t: MemoryType) -> Self {
         self.memory_type = Some(t);
@@ -238,18 +322,18 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
     }
 
     /// Creates the service; fails if it exists.
-    pub fn create(self) -> Result<PubSubService<P>, CreateError> {
+    pub fn create(self) -> Result<PubSubService<P, H>, CreateError> {
         service::create(&self.target, &self).map(PubSubService::new)
     }
 
     /// Opens the service; fails if it does not exist.
-    pub fn open(self) -> Result<PubSubService<P>, OpenError> {
+    pub fn open(self) -> Result<PubSubService<P, H>, OpenError> {
         service::open(&self.target, &self).map(PubSubService::new)
     }
 
     /// Opens the service, or creates it if it does not exist. Any number of processes
     /// may race this: exactly one creates, the others open.
-    pub fn open_or_create(self) -> Result<PubSubService<P>, OpenOrCreateError> {
+    pub fn open_or_create(self) -> Result<PubSubService<P, H>, OpenOrCreateError> {
         service::open_or_create(&self.target, &self).map(PubSubService::new)
     }
 
@@ -264,12 +348,25 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
     /// a count the user gave below `counts` is refused unless they allowed exhaustion.
     fn layout(&self, counts: usize) -> Result<PoolLayout, CreateError> {
         let payload = self.payload_type();
-        let alignment = payload.alignment().max(iox_mempool::layout::DEFAULT_ALIGNMENT);
+        let header = self.header_type();
+        let alignment = payload
+            .alignment()
+            .max(header.as_ref().map_or(1, HeaderType::alignment))
+            .max(iox_mempool::layout::DEFAULT_ALIGNMENT);
+        // Every class holds the header in front of the payload bytes it was given.
+        let offset = self.payload_offset();
+        let with_header = |bytes: usize| bytes.checked_add(offset);
         let classes = if matches!(payload, PayloadType::Typed { .. }) {
-            vec![(payload.element_size().max(1), counts)]
+            vec![((offset + payload.element_size()).max(1), counts)]
         } else if let Some(classes) = &self.size_classes {
             let mut out = Vec::with_capacity(classes.len());
-            for &(bytes, count) in classes {
+            for &(payload_bytes, count) in classes {
+                let Some(bytes) = with_header(payload_bytes) else {
+                    return self.fail(InvalidConfig::Overflow {
+                        what: "size class",
+                        value: payload_bytes,
+                    });
+                };
                 match count {
                     None => out.push((bytes, counts)),
                     // A count of 0 is the layout's to refuse.
@@ -287,7 +384,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             }
             out
         } else if let Some(len) = self.max_slice_len {
-            let Some(bytes) = len.checked_mul(payload.element_size()) else {
+            let Some(bytes) = len.checked_mul(payload.element_size()).and_then(with_header) else {
                 return self.fail(InvalidConfig::Overflow {
                     what: "max_slice_len",
                     value: len,
@@ -328,6 +425,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
             schema: self.schema(),
+            user_header: self.header_type(),
         };
         if let Err(e) = config.check() {
             // Limits first, so a zero count is reported as such, not as a layout error.
@@ -361,7 +459,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
     }
 }
 
-impl<P: ?Sized + Payload> Pattern for PubSubBuilder<P> {
+impl<P: ?Sized + Payload, H: UserHeader> Pattern for PubSubBuilder<P, H> {
     const PATTERN: MessagingPattern = MessagingPattern::PublishSubscribe;
     type Section = PubSubConfig;
 
@@ -409,6 +507,7 @@ impl<P: ?Sized + Payload> Pattern for PubSubBuilder<P> {
                 },
             )));
         }
+        self.check_header(target, c)?;
         if c.payload != requested {
             return Err(OpenError::IncompatiblePayload {
                 name: name(),
@@ -475,10 +574,14 @@ impl<P: ?Sized + Payload> Pattern for PubSubBuilder<P> {
             });
         }
         let element = c.payload.element_size().max(1);
-        let wanted = self.max_slice_len.map(|l| l.saturating_mul(element)).or(self
-            .size_classes
-            .as_ref()
-            .and_then(|cl| cl.iter().map(|c| c.0).max()));
+        let wanted = self
+            .max_slice_len
+            .map(|l| l.saturating_mul(element))
+            .or(self
+                .size_classes
+                .as_ref()
+                .and_then(|cl| cl.iter().map(|c| c.0).max()))
+            .map(|bytes| bytes.saturating_add(self.payload_offset()));
         if let Some(bytes) = wanted
             && bytes > c.layout.max_chunk_size()
         {
@@ -493,7 +596,40 @@ impl<P: ?Sized + Payload> Pattern for PubSubBuilder<P> {
     }
 }
 
-impl<T: crate::ZeroCopySafe> PubSubBuilder<[T]> {
+impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
+    /// Whether the service's user header is the one this builder declares: the same
+    /// type (or both none), then, for the same name, the same fields.
+    fn check_header(&self, target: &Target, c: &StaticConfig) -> Result<(), OpenError> {
+        let mine = self.header_type();
+        if let (Some(m), Some(theirs)) = (&mine, &c.user_header)
+            && m.type_name() == theirs.type_name()
+            && let (Some(ms), Some(ts)) = (&m.schema, &theirs.schema)
+            && let Some(d) = ms.difference(ts)
+        {
+            return Err(OpenError::IncompatibleSchema(Box::new(
+                crate::schema::SchemaMismatch {
+                    name: target.name.to_string(),
+                    type_name: format!("{} (the user header)", m.type_name()),
+                    field: d.field,
+                    requested: d.left,
+                    found: d.right,
+                },
+            )));
+        }
+        if mine.as_ref().map(|h| &h.identity) != c.user_header.as_ref().map(|h| &h.identity) {
+            return Err(OpenError::IncompatibleUserHeader(Box::new(
+                crate::service::UserHeaderMismatch {
+                    name: target.name.to_string(),
+                    requested: mine.map(|h| h.identity),
+                    found: c.user_header.as_ref().map(|h| h.identity.clone()),
+                },
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl<T: crate::ZeroCopySafe, H: UserHeader> PubSubBuilder<[T], H> {
     /// The pool's size classes as `(bytes per chunk, chunk count)`; a sample uses the
     /// smallest class that holds it. On open: the largest must fit in the service's.
     ///
@@ -535,12 +671,12 @@ impl<T: crate::ZeroCopySafe> PubSubBuilder<[T]> {
 /// An open publish-subscribe service carrying `P`. Clone it freely; ports keep it
 /// alive. When the last handle of the last process goes, the service is removed.
 #[derive(Debug)]
-pub struct PubSubService<P: ?Sized> {
+pub struct PubSubService<P: ?Sized, H = ()> {
     pub(crate) shared: Arc<ServiceShared>,
-    _payload: PhantomData<fn() -> Box<P>>,
+    _payload: crate::user_header::Marker<P, H>,
 }
 
-impl<P: ?Sized> Clone for PubSubService<P> {
+impl<P: ?Sized, H> Clone for PubSubService<P, H> {
     fn clone(&self) -> Self {
         Self {
             shared: self.shared.clone(),
@@ -549,7 +685,7 @@ impl<P: ?Sized> Clone for PubSubService<P> {
     }
 }
 
-impl<P: ?Sized + Payload> PubSubService<P> {
+impl<P: ?Sized + Payload, H: UserHeader> PubSubService<P, H> {
     pub(crate) fn new(shared: ServiceShared) -> Self {
         Self {
             shared: Arc::new(shared),
@@ -584,12 +720,12 @@ impl<P: ?Sized + Payload> PubSubService<P> {
     }
 
     /// A builder for a publisher.
-    pub fn publisher_builder(&self) -> crate::PublisherBuilder<P> {
+    pub fn publisher_builder(&self) -> crate::PublisherBuilder<P, H> {
         crate::PublisherBuilder::new(self.shared.clone())
     }
 
     /// A builder for a subscriber.
-    pub fn subscriber_builder(&self) -> crate::SubscriberBuilder<P> {
+    pub fn subscriber_builder(&self) -> crate::SubscriberBuilder<P, H> {
         crate::SubscriberBuilder::new(self.shared.clone())
     }
 

@@ -78,6 +78,7 @@ use crate::dynamic::{PortHeader, QueueColumnOffset};
 use crate::port::{self, PortCreateError, Shared, Side, SlotClaim, WaitForPortsError};
 use crate::queue::{self, Popped};
 use crate::sample::Sample;
+use crate::user_header::{UserHeader, offset_for};
 use crate::{Payload, ZeroCopySafe};
 
 /// How often a subscriber whose queue is claimed by someone else looks for a dead
@@ -88,10 +89,10 @@ const STUCK_RECOVERY_PERIOD: Duration = Duration::from_millis(10);
 
 /// Builds a [`Subscriber`].
 #[derive(Debug)]
-pub struct SubscriberBuilder<P: ?Sized> {
+pub struct SubscriberBuilder<P: ?Sized, H = ()> {
     service: Shared,
     pin: bool,
-    _payload: PhantomData<fn() -> Box<P>>,
+    _payload: crate::user_header::Marker<P, H>,
 }
 
 /// Why a receive failed.
@@ -131,7 +132,7 @@ pub enum ReceiveError {
     Wait(std::io::Error),
 }
 
-impl<P: ?Sized + Payload> SubscriberBuilder<P> {
+impl<P: ?Sized + Payload, H: UserHeader> SubscriberBuilder<P, H> {
     pub(crate) fn new(service: Shared) -> Self {
         Self {
             service,
@@ -148,14 +149,14 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
     }
 
     /// Claims a subscriber slot (and pins, if asked).
-    pub fn create(self) -> Result<Subscriber<P>, PortCreateError> {
+    pub fn create(self) -> Result<Subscriber<P, H>, PortCreateError> {
         port::check_host_port(&self.service)?;
         self.build()
     }
 
     /// [`create`](Self::create) without refusing a device-memory service (for the
     /// device ports, which hand out device addresses only).
-    pub(crate) fn build(self) -> Result<Subscriber<P>, PortCreateError> {
+    pub(crate) fn build(self) -> Result<Subscriber<P, H>, PortCreateError> {
         let claim = SlotClaim::new(&self.service, Side::Receiving, "subscriber")?;
         let d = self.service.dynamic();
         let doorbell = claim.doorbell(claim.slot())?;
@@ -172,6 +173,7 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
             port: Arc::new(SubscriberPort {
                 fork_generation: self.service.fork_generation,
                 max_held: super::config::of(&self.service.config).max_held as usize,
+                payload_offset: crate::user_header::payload_offset_of(&self.service.config),
                 history: d.regions::<super::layout::PubSubLayout>().history > 0,
                 pool: Arc::clone(&self.service.pool),
                 queues: d.queue_column_offset(slot),
@@ -191,9 +193,10 @@ impl<P: ?Sized + Payload> SubscriberBuilder<P> {
     }
 }
 
-/// Receives samples of `P` from every publisher of the service.
+/// Receives samples of `P` from every publisher of the service. `H` is the service's
+/// user header (`()`: none).
 #[derive(Debug)]
-pub struct Subscriber<P: ?Sized> {
+pub struct Subscriber<P: ?Sized, H = ()> {
     port: Arc<SubscriberPort>,
     /// The publisher slot to look at first.
     cursor: Cell<usize>,
@@ -205,7 +208,7 @@ pub struct Subscriber<P: ?Sized> {
     stuck: Cell<u64>,
     /// When this subscriber last ran recovery for a stuck queue.
     last_recovery: Cell<Option<Instant>>,
-    _payload: PhantomData<fn() -> Box<P>>,
+    _payload: crate::user_header::Marker<P, H>,
 }
 
 /// The state of a subscriber port, shared by the subscriber and the samples received
@@ -224,6 +227,9 @@ pub(crate) struct SubscriberPort {
     /// here beside the other hot fields.
     fork_generation: u64,
     max_held: usize,
+    /// Where the payload starts in a chunk, from the static config (0 without a user
+    /// header): what a slice's length is checked against, and the byte paths' offset.
+    payload_offset: usize,
     /// The service keeps a history per publisher: entries from a publisher count only
     /// once it gave this port its history ([`SubscriberPort::given_history_by`]).
     history: bool,
@@ -295,6 +301,16 @@ impl SubscriberPort {
         &self.service.config.payload
     }
 
+    /// The user header the static config records.
+    pub(crate) fn recorded_header(&self) -> Option<&crate::HeaderType> {
+        self.service.config.user_header.as_ref()
+    }
+
+    /// Where the payload starts in a chunk (0 without a user header).
+    pub(crate) fn payload_offset(&self) -> usize {
+        self.payload_offset
+    }
+
     /// The device address of the pool's first byte, if this port pinned the pool with
     /// a pinner that gives one (learned at pinning; no call into the pinner here).
     #[inline]
@@ -310,7 +326,7 @@ impl SubscriberPort {
     }
 }
 
-impl<P: ?Sized + Payload> Subscriber<P> {
+impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
     /// The service handle, slot and generation of this port (for the device ports).
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn port_identity(&self) -> (&Shared, usize, u64) {
@@ -392,7 +408,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     /// nothing also re-arms it: the descriptor becomes readable when the next sample
     /// arrives. So an event loop receives until `None`, then waits for readability.
     #[inline]
-    pub fn receive(&self) -> Result<Option<Sample<P>>, ReceiveError> {
+    pub fn receive(&self) -> Result<Option<Sample<P, H>>, ReceiveError> {
         let port = &self.port;
         if !port.is_own_process() {
             return Err(ReceiveError::ForkedProcess);
@@ -413,7 +429,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     /// at the service's lifecycle.
     #[cold]
     #[inline(never)]
-    fn found_nothing(&self, seen: u64) -> Result<Option<Sample<P>>, ReceiveError> {
+    fn found_nothing(&self, seen: u64) -> Result<Option<Sample<P, H>>, ReceiveError> {
         let port = &self.port;
         if self.still_stuck() && self.resolve_stuck(false) {
             // A dead claimer's claim was resolved: what was behind it is ours now.
@@ -454,7 +470,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     /// Takes the next sample from the queues of the publisher slots in `slots` (a bit
     /// each), round-robin.
     #[inline(always)]
-    fn take(&self, slots: u64) -> Result<Option<Sample<P>>, ReceiveError> {
+    fn take(&self, slots: u64) -> Result<Option<Sample<P, H>>, ReceiveError> {
         let port = &self.port;
         let d = port.service.dynamic();
         // Round-robin over the slots in `slots` (a bit per publisher slot; those past
@@ -507,12 +523,14 @@ impl<P: ?Sized + Payload> Subscriber<P> {
             let fits = if P::IS_SLICE {
                 // Checked against the recorded type, which for a Rust slice is `P`'s
                 // element and for a raw port (`[u8]` of a type known at run time) is
-                // that type: its sample's bytes are then known to fit.
+                // that type, behind the recorded header: its sample's bytes are then
+                // known to fit, at the offset a raw port reads them from too.
                 port.recorded_payload()
                     .bytes_of(len as usize)
+                    .and_then(|b| b.checked_add(port.payload_offset))
                     .is_some_and(|b| b <= chunk_size)
             } else {
-                len == 1 && size_of::<P::Element>() <= chunk_size
+                len == 1 && offset_for::<H, P::Element>() + size_of::<P::Element>() <= chunk_size
             };
             if !fits {
                 let _ = chunk.release(port.owner);
@@ -529,7 +547,7 @@ impl<P: ?Sized + Payload> Subscriber<P> {
 
     /// Takes the next sample, waiting up to `timeout` for one to arrive. Sleeps on a
     /// futex meanwhile (no busy-waiting). Returns `None` on timeout.
-    pub fn receive_timeout(&self, timeout: Duration) -> Result<Option<Sample<P>>, ReceiveError> {
+    pub fn receive_timeout(&self, timeout: Duration) -> Result<Option<Sample<P, H>>, ReceiveError> {
         // A timeout too large to represent (e.g. Duration::MAX) waits without limit.
         let deadline = Instant::now().checked_add(timeout);
         if !self.port.is_own_process() {
@@ -590,21 +608,22 @@ impl<P: ?Sized + Payload> Subscriber<P> {
     }
 }
 
-impl<P: ?Sized> Subscriber<P> {
+impl<P: ?Sized, H> Subscriber<P, H> {
     /// The payload recorded in the service's static config (`pubsub::raw`).
     pub(crate) fn recorded_payload(&self) -> &crate::PayloadType {
         &self.port.service.config.payload
     }
 }
 
-impl<T: ZeroCopySafe> Subscriber<[T]> {
+impl<T: ZeroCopySafe, H: UserHeader> Subscriber<[T], H> {
     /// Most elements one sample can hold.
     pub fn max_slice_len(&self) -> usize {
-        self.port.pool.layout().max_chunk_size() / size_of::<T>().max(1)
+        let chunk = self.port.pool.layout().max_chunk_size();
+        chunk.saturating_sub(offset_for::<H, T>()) / size_of::<T>().max(1)
     }
 }
 
-impl<P: ?Sized> Drop for Subscriber<P> {
+impl<P: ?Sized, H> Drop for Subscriber<P, H> {
     fn drop(&mut self) {
         let port = &self.port;
         if !port.service.is_own_process() {
@@ -624,7 +643,7 @@ impl<P: ?Sized> Drop for Subscriber<P> {
 /// [`Subscriber::receive`] that finds nothing re-arms it. Put it in epoll, mio, tokio
 /// (`AsyncFd`) or a [`crate::WaitSet`]; on readability, receive until `None`. A
 /// wake-up may find nothing (a sample taken by a receive that raced the ring).
-impl<P: ?Sized + Payload> AsFd for Subscriber<P> {
+impl<P: ?Sized + Payload, H: UserHeader> AsFd for Subscriber<P, H> {
     fn as_fd(&self) -> BorrowedFd<'_> {
         if !self.armed_mode.replace(true) {
             self.port.may_wait();
@@ -637,7 +656,7 @@ impl<P: ?Sized + Payload> AsFd for Subscriber<P> {
     }
 }
 
-impl<P: ?Sized + Payload> AsRawFd for Subscriber<P> {
+impl<P: ?Sized + Payload, H: UserHeader> AsRawFd for Subscriber<P, H> {
     fn as_raw_fd(&self) -> RawFd {
         self.as_fd().as_raw_fd()
     }

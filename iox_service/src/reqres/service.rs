@@ -261,6 +261,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Pattern for RequestResponseB
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
             schema: None,
+            user_header: None,
         };
         if let Err(e) = config.check()
             && !e.is_payload()

@@ -229,6 +229,30 @@ fn not_carriable(payload: &PayloadType) -> String {
     )
 }
 
+/// What [`OpenError::IncompatibleUserHeader`] found.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error(
+    "service {name:?} carries {}, not {}: declare the service's header (`.user_header::<T>()` in Rust, `user_header=` in Python) with the same type, or use another service name",
+    header_text(.found.as_ref()),
+    header_text(.requested.as_ref())
+)]
+pub struct UserHeaderMismatch {
+    /// The service.
+    pub name: String,
+    /// The header the caller declared (`None`: no header).
+    pub requested: Option<PayloadType>,
+    /// The service's header (`None`: no header).
+    pub found: Option<PayloadType>,
+}
+
+/// A user header as an error message names it.
+fn header_text(h: Option<&PayloadType>) -> String {
+    match h {
+        Some(h) => format!("a user header {h}"),
+        None => "no user header".into(),
+    }
+}
+
 /// The advice an [`OpenError::IncompatiblePayload`] adds when the two identities differ
 /// only in whether every bit pattern is a value: the usual cause is a hand-written
 /// `unsafe impl ZeroCopySafe` (which claims nothing) against a derived type or a
@@ -300,6 +324,10 @@ pub enum OpenError {
         /// What the service carries.
         found: PayloadType,
     },
+    /// The service's user header is not the caller's: another type, or one side has
+    /// none (see [`crate::user_header`]).
+    #[error("{0}")]
+    IncompatibleUserHeader(Box<UserHeaderMismatch>),
     /// The service's payload type has the same name as the caller's but other fields
     /// (its recorded schema differs: see [`crate::schema`]).
     #[error("{0}")]

@@ -58,7 +58,7 @@ use std::time::{Duration, Instant};
 
 use iox_mempool::Pool;
 
-pub use errors::{CreateError, OpenError, OpenOrCreateError, RootError};
+pub use errors::{CreateError, OpenError, OpenOrCreateError, RootError, UserHeaderMismatch};
 
 use crate::dynamic::{Dynamic, DynamicSegment};
 use crate::lifecycle;
@@ -225,6 +225,7 @@ pub(crate) fn payloadless_config(
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64),
         schema: None,
+        user_header: None,
     };
     config.check().map_err(|e| CreateError::InvalidSetting {
         name: target.name.to_string(),
@@ -337,6 +338,7 @@ pub(crate) fn open_or_create(t: &Target, p: &impl Pattern) -> Result<ServiceShar
             }
             Attempt::Failed(
                 e @ (OpenError::IncompatiblePayload { .. }
+                | OpenError::IncompatibleUserHeader(_)
                 | OpenError::IncompatibleSchema(_)
                 | OpenError::IncompatibleMemoryType { .. }
                 | OpenError::IncompatibleLimit { .. }

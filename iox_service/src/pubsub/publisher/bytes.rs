@@ -46,6 +46,18 @@ pub enum SendBytesError {
         /// The payload type recorded in the static config.
         payload: String,
     },
+    /// The header bytes given are not the service's user header (the service has none,
+    /// or one of another size, or a header type that not every byte string is a value
+    /// of).
+    #[error(
+        "{len} header bytes do not make the service's user header ({expected}); give exactly its bytes (none for a service without a header)"
+    )]
+    Header {
+        /// Header bytes given.
+        len: usize,
+        /// What the service records.
+        expected: String,
+    },
     /// Larger than the service's largest chunk.
     #[error("{len} bytes do not fit the service's largest chunk ({max} bytes)")]
     TooLarge {
@@ -62,7 +74,7 @@ pub enum SendBytesError {
     Send(#[from] SendError),
 }
 
-impl<P: ?Sized + crate::Payload> Publisher<P> {
+impl<P: ?Sized + crate::Payload, H: crate::UserHeader> Publisher<P, H> {
     /// The slot this publisher occupies: what [`crate::Sample::publisher_slot`] reports
     /// for the samples it sends, as long as it lives.
     pub fn publisher_slot(&self) -> usize {
@@ -79,6 +91,28 @@ impl Publisher<[u8]> {
     /// the recorded type must be valid for every bit pattern
     /// ([`SendBytesError::NotEveryBitPattern`] otherwise, see the module docs).
     pub fn send_payload_bytes(&self, parts: &[&[u8]]) -> Result<usize, SendBytesError> {
+        self.send_sample_bytes(&[], parts)
+    }
+
+    /// [`send_payload_bytes`](Self::send_payload_bytes) with the user header's bytes
+    /// in front: `header` must be the recorded header's size exactly (empty for a
+    /// service without one, [`SendBytesError::Header`] otherwise), and its type valid
+    /// for every bit pattern too. The header is copied to the chunk's start and the
+    /// payload to its offset (see [`crate::user_header`]).
+    pub fn send_sample_bytes(&self, header: &[u8], parts: &[&[u8]]) -> Result<usize, SendBytesError> {
+        let recorded_header = self.recorded_header();
+        let header_fits = match recorded_header {
+            None => header.is_empty(),
+            Some(h) => h.identity.any_bit_pattern() && header.len() == h.size(),
+        };
+        if !header_fits {
+            return Err(SendBytesError::Header {
+                len: header.len(),
+                expected: recorded_header
+                    .map_or("none".into(), |h| format!("{}, {} bytes", h.identity, h.size())),
+            });
+        }
+        let offset = self.payload_offset();
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let recorded = &self.port.service.config.payload;
         if !recorded.any_bit_pattern() {
@@ -98,23 +132,28 @@ impl Publisher<[u8]> {
                 payload: recorded.to_string(),
             });
         };
-        let max = self.port.service.pool.layout().max_chunk_size();
+        let max = self.port.service.pool.layout().max_chunk_size() - offset;
         if len > max {
             return Err(SendBytesError::TooLarge { len, max });
         }
-        let (port, chunk) = self.loan_bytes(len)?;
+        let (port, chunk) = self.loan_bytes(offset + len)?;
         let ptr = chunk.addr();
-        let mut at = 0;
+        // SAFETY: the chunk is loaned to this publisher alone and holds `offset + len`
+        // bytes; the header is `header.len() <= offset` bytes at its start, from this
+        // process's own memory.
+        unsafe { std::ptr::copy_nonoverlapping(header.as_ptr(), ptr, header.len()) };
+        let mut at = offset;
         for part in parts {
             // SAFETY: `ptr` starts a chunk loaned to this publisher alone that holds at
-            // least `len` bytes (the pool gave a class that fits them), and the parts
-            // add up to `len`; the parts are this process's own memory, never the chunk.
+            // least `offset + len` bytes (the pool gave a class that fits them), and the
+            // parts add up to `len`; the parts are this process's own memory, never the chunk.
             unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), ptr.add(at), part.len()) };
             at += part.len();
         }
         let sample = SampleMutUninit::<[u8]>::new(port, chunk, elements);
-        // SAFETY: the payload's `elements x element` bytes (= `len`) were
-        // just written; the sample is only sent, never read through its `[u8]` view.
+        // SAFETY: the header and the payload's `elements x element` bytes (= `len`)
+        // were just written; the sample is only sent, never read through its `[u8]`
+        // view.
         Ok(unsafe { sample.assume_init() }.send()?)
     }
 }

@@ -44,7 +44,7 @@ use super::{Publisher, PublisherPort};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
-pub struct SendablePublisher<P: ?Sized>(Publisher<P>);
+pub struct SendablePublisher<P: ?Sized, H = ()>(Publisher<P, H>);
 
 // SAFETY: the publisher's only non-`Send` parts are the `Rc` of its port and the
 // `Cell`s inside the port. `into_sendable` builds this wrapper only when the `Rc` has
@@ -53,7 +53,7 @@ pub struct SendablePublisher<P: ?Sized>(Publisher<P>);
 // `into_publisher` on the receiving thread: so all references to the port, and every
 // `Cell` in it, move together and are used by one thread at a time. The port's other
 // contents are `Send` (checked at compile time below), so nothing thread-bound moves.
-unsafe impl<P: ?Sized> Send for SendablePublisher<P> {}
+unsafe impl<P: ?Sized, H> Send for SendablePublisher<P, H> {}
 
 /// The port's contents must stay `Send` for the `unsafe impl` above to hold.
 const _: fn() = || {
@@ -61,11 +61,11 @@ const _: fn() = || {
     is_send::<PublisherPort>();
 };
 
-impl<P: ?Sized> Publisher<P> {
+impl<P: ?Sized, H> Publisher<P, H> {
     /// Wraps this publisher so that it can move to another thread; gives it back
     /// (`Err`) if a loan of it is alive, since the loan would stay behind holding a
     /// reference to the port. See [`SendablePublisher`].
-    pub fn into_sendable(self) -> Result<SendablePublisher<P>, Self> {
+    pub fn into_sendable(self) -> Result<SendablePublisher<P, H>, Self> {
         if Rc::strong_count(&self.port) == 1 && Rc::weak_count(&self.port) == 0 {
             Ok(SendablePublisher(self))
         } else {
@@ -74,9 +74,9 @@ impl<P: ?Sized> Publisher<P> {
     }
 }
 
-impl<P: ?Sized> SendablePublisher<P> {
+impl<P: ?Sized, H> SendablePublisher<P, H> {
     /// The publisher, to use on the thread that now holds it.
-    pub fn into_publisher(self) -> Publisher<P> {
+    pub fn into_publisher(self) -> Publisher<P, H> {
         self.0
     }
 }

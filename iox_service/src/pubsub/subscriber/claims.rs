@@ -9,7 +9,7 @@ use std::time::Instant;
 use super::{STUCK_RECOVERY_PERIOD, Subscriber};
 use crate::Payload;
 
-impl<P: ?Sized + Payload> Subscriber<P> {
+impl<P: ?Sized + Payload, H: crate::UserHeader> Subscriber<P, H> {
     /// A queue from publisher slot `p` was claimed by someone else (see `stuck`).
     #[cold]
     #[inline(never)]
