@@ -8,6 +8,9 @@
 //! block in the subscriber's futex wait between samples, so they use no CPU while
 //! idle.
 //!
+//! A service with a user header prints each sample as `(header: ..., payload: ...)`,
+//! the header decoded by its own recorded schema (hex without one).
+//!
 //! `hz` decisions: the rate is over a window of the last `--window` intervals between
 //! receive times (default 1000; ROS 2's `topic hz` also averages over a window), with
 //! mean, min, max and standard deviation of the intervals; it reports every
@@ -75,6 +78,21 @@ fn render(topic: &Topic, bytes: Option<Vec<u8>>, len: usize, max_elements: usize
     }
 }
 
+/// A sample's user header as a value by its schema, or hex, or a note why not.
+fn render_header(topic: &Topic, bytes: Option<Vec<u8>>, max_elements: usize) -> Value {
+    match (bytes, topic.header_schema()) {
+        (Some(bytes), Some(schema)) => value::decode(schema, &bytes, max_elements),
+        (Some(bytes), None) => Value::Bytes(bytes),
+        (None, _) => Value::Struct(vec![
+            ("unreadable_bytes".into(), Value::UInt(topic.header_len() as u128)),
+            (
+                "why".into(),
+                Value::Text("the header type has padding or invalid bit patterns and no schema describes all its bytes".into()),
+            ),
+        ]),
+    }
+}
+
 /// `iox echo NAME`.
 pub fn echo(root: &Path, args: EchoArgs) -> Result<u8, Failure> {
     let name = args.name.as_str();
@@ -100,8 +118,16 @@ pub fn echo(root: &Path, args: EchoArgs) -> Result<u8, Failure> {
         };
         let bytes = topic.copy_payload(&sample);
         let len = sample.len_bytes();
+        let mut header = Vec::new();
+        let header = topic.copy_header_into(&sample, &mut header).then_some(header);
         drop(sample);
-        let v = render(&topic, bytes, len, args.max_elements);
+        let mut v = render(&topic, bytes, len, args.max_elements);
+        if topic.config.user_header.is_some() {
+            v = Value::Struct(vec![
+                ("header".into(), render_header(&topic, header, args.max_elements)),
+                ("payload".into(), v),
+            ]);
+        }
         seen += 1;
         if writeln!(out, "{}", value::to_text(&v, args.json)).is_err() {
             return Ok(0); // stdout closed (`| head`): done

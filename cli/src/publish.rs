@@ -11,13 +11,17 @@
 //! the field named (exit 2). `--wait-for-subscribers` first waits (within `--timeout`)
 //! until the service has a subscriber, so a single value is not sent to nobody.
 //!
+//! A service with a user header takes its value with `--header VALUE`, encoded by the
+//! header's recorded schema under the same rules (required for such a service, refused
+//! for one without).
+//!
 //! At a rate, sends are scheduled on absolute times (`start + i / rate`), so the rate
 //! does not drift with the time each send takes; a send that is late is made at once.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::topic::{Topic, by_schema_or_bytes, sleep_until};
+use crate::topic::{Topic, by_schema_or_bytes, header_by_schema_or_bytes, sleep_until};
 use crate::value;
 use crate::{Failure, fail};
 
@@ -32,6 +36,9 @@ pub struct PubArgs {
     /// The value: `(x: 1.0, y: 2.0)` or `{"x": 1.0, "y": 2.0}`; an array for a
     /// slice service. Fields named `_...` (padding) may be left out.
     pub value: String,
+    /// The user header's value, for a service that declares one (same syntax).
+    #[arg(long)]
+    pub header: Option<String>,
     /// Publish at this many Hz (default: once, or until --count/--timeout).
     #[arg(long)]
     pub rate: Option<f64>,
@@ -83,6 +90,7 @@ pub fn publish(root: &Path, args: PubArgs) -> Result<u8, Failure> {
         value::encode_text(schema, &args.value, &mut out).map(|()| out)
     }
     .map_err(|e| fail(2, format!("{name}: {e}")))?;
+    let header = header_bytes(&topic, args.header.as_deref())?;
     let publisher = topic.publisher()?;
     if args.wait_for_subscribers {
         let limit = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(Instant::now()));
@@ -109,10 +117,18 @@ pub fn publish(root: &Path, args: PubArgs) -> Result<u8, Failure> {
             .loan_raw(bytes.len())
             .map_err(|e| fail(crate::REFUSED, format!("{name}: {e}")))?;
         // SAFETY: the loan holds `bytes.len()` bytes (loan_raw's length) that do not
-        // overlap `bytes`.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), loan.as_mut_ptr(), bytes.len()) };
-        // SAFETY: every byte was written just above. Either every byte string is a
-        // value of the payload type, or (`by_schema_or_bytes`) the service's schema
+        // overlap `bytes`, and `header_len` header bytes (the recorded header's size,
+        // which `header` is: `header_bytes` encoded it by that header's schema).
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), loan.as_mut_ptr(), bytes.len());
+            std::ptr::copy_nonoverlapping(
+                header.as_ptr(),
+                loan.header_ptr(),
+                loan.header_len().min(header.len()),
+            );
+        }
+        // SAFETY: every byte was written just above (the header's too). Either every
+        // byte string is a value of the payload type (and header type), or (`by_schema_or_bytes`) the service's schema
         // describes every byte and the text was encoded by it: each number from the
         // text, each `bool` as 0 or 1, padding zero. The schema is the service's own,
         // compared with the type's by every typed opener, so this is a valid value.
@@ -126,4 +142,43 @@ pub fn publish(root: &Path, args: PubArgs) -> Result<u8, Failure> {
         println!("published {sent} sample(s)");
     }
     Ok(0)
+}
+
+/// The user header's bytes from `--header` (empty for a service without one), encoded by
+/// the header's schema under the payload's rules.
+fn header_bytes(topic: &Topic, text: Option<&str>) -> Result<Vec<u8>, Failure> {
+    let name = &topic.name;
+    let Some(header) = &topic.config.user_header else {
+        return match text {
+            Some(_) => Err(fail(
+                2,
+                format!("service {name:?} has no user header; leave out --header"),
+            )),
+            None => Ok(Vec::new()),
+        };
+    };
+    let Some(text) = text else {
+        return Err(fail(
+            2,
+            format!(
+                "service {name:?} carries a user header {} with every sample: give its value with --header",
+                header.identity
+            ),
+        ));
+    };
+    let Some(schema) = topic
+        .header_schema()
+        .filter(|_| header_by_schema_or_bytes(&topic.config))
+    else {
+        return Err(fail(
+            2,
+            format!(
+                "service {name:?} records no schema that describes every byte of its user header {}, so iox cannot tell how to write {text:?}",
+                header.identity
+            ),
+        ));
+    };
+    let mut out = vec![0u8; header.size()];
+    value::encode_text(schema, text, &mut out).map_err(|e| fail(2, format!("{name}: --header: {e}")))?;
+    Ok(out)
 }

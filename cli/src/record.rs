@@ -4,7 +4,9 @@
 //! Format (what `iox replay` and other MCAP readers find):
 //! - one channel per service, its topic the service name, message encoding
 //!   [`MESSAGE_ENCODING`] (the payload's bytes as the publisher wrote them, padding
-//!   zeroed), metadata `iox.payload` (the payload type as `iox show` prints it);
+//!   zeroed; for a service with a user header, the header's bytes first, then the
+//!   payload's, the header's size being the one the schema's config records),
+//!   metadata `iox.payload` (the payload type as `iox show` prints it);
 //! - the channel's schema: named after the payload type, encoding
 //!   [`SCHEMA_ENCODING`], data the service's static config as RON (pattern settings,
 //!   payload type and its field schema), from which `replay` recreates the service;
@@ -53,7 +55,7 @@ use std::time::{Duration, Instant, SystemTime};
 use iox_service::{CallbackProgression, Service, StaticConfig, Subscriber, WaitSet, WaitSetRunResult};
 
 use crate::commit_file::{COMMIT_BYTES, CommitFile};
-use crate::topic::{Topic, by_schema_or_bytes, glob_match};
+use crate::topic::{Topic, by_schema_or_bytes, glob_match, header_by_schema_or_bytes};
 use crate::{Failure, fail};
 
 /// Schema encoding of iox channels: the data is a static config in RON.
@@ -253,7 +255,9 @@ fn receive(root: &Path, args: &RecordArgs, queue: &Queue) -> Result<(u64, u64), 
                     // A buffer the writer is done with, so large samples cost no fresh
                     // allocation (and its page faults) each.
                     let mut bytes = queue.recycled.try_recv().unwrap_or_default();
-                    let copied = r.topic.copy_payload_into(&sample, &mut bytes);
+                    bytes.clear();
+                    let copied = r.topic.copy_header_into(&sample, &mut bytes)
+                        && r.topic.copy_payload_into(&sample, &mut bytes);
                     drop(sample);
                     received += 1;
                     let len = bytes.len() as u64;
@@ -313,6 +317,13 @@ fn scan(
             eprintln!(
                 "iox: skipping {name}: its payload {} has padding or invalid bit patterns and no schema describes all its bytes",
                 config.payload
+            );
+            skipped.push(name);
+            continue;
+        }
+        if !header_by_schema_or_bytes(&config) {
+            eprintln!(
+                "iox: skipping {name}: its user header has padding or invalid bit patterns and no schema describes all its bytes"
             );
             skipped.push(name);
             continue;

@@ -177,6 +177,15 @@ pub fn show(s: &ServiceInfo) -> String {
             );
         }
     } else if let Some(c) = &s.config {
+        if let Some(h) = &c.user_header {
+            let offset = iox_service::user_header::payload_offset_of(c);
+            let _ = writeln!(out, "header    {} (payload at offset {offset})", h.identity);
+            if let Some(schema) = &h.schema {
+                for line in fields(schema, "") {
+                    let _ = writeln!(out, "  {line}");
+                }
+            }
+        }
         let _ = writeln!(out, "payload   {}", c.payload);
         if let Some(schema) = &c.schema {
             for line in fields(schema, "") {

@@ -247,11 +247,40 @@ fn due(start: Instant, offset_ns: u64, rate: f64) -> Result<Instant, Failure> {
         })
 }
 
-/// Publishes `data` (one recorded payload) on `t` (`t.topic.config` is the opened
-/// service's own config, not the file's). A payload type with invalid bit
-/// patterns (a `bool`) is sent only when the schema shows every `bool` is 0 or 1: a
-/// file's bytes are not trusted to be a valid value.
+/// Publishes `data` (one recorded sample: the user header's bytes, if the service has
+/// one, then the payload's) on `t` (`t.topic.config` is the opened service's own
+/// config, not the file's). A payload or header type with invalid bit patterns (a
+/// `bool`) is sent only when its schema shows every `bool` is 0 or 1: a file's bytes
+/// are not trusted to be a valid value.
 fn send(t: &Target, data: &[u8]) -> Result<(), Failure> {
+    let header_len = t.topic.header_len();
+    let Some((header, data)) = data.split_at_checked(header_len) else {
+        eprintln!(
+            "iox: {}: a recorded sample of {} bytes is shorter than the service's {header_len}-byte user header: not sent",
+            t.topic.name,
+            data.len()
+        );
+        return Ok(());
+    };
+    if let Some(h) = t
+        .topic
+        .config
+        .user_header
+        .as_ref()
+        .filter(|h| !h.identity.any_bit_pattern())
+    {
+        let valid = t
+            .topic
+            .header_schema()
+            .is_some_and(|s| crate::value::bools_valid(s, header));
+        if !valid {
+            eprintln!(
+                "iox: {}: a recorded sample's header is not a valid {} (a bool that is neither 0 nor 1, or no schema to check it): not sent",
+                t.topic.name, h.identity
+            );
+            return Ok(());
+        }
+    }
     if !t.topic.config.payload.any_bit_pattern() {
         let valid = t
             .topic
@@ -276,9 +305,17 @@ fn send(t: &Target, data: &[u8]) -> Result<(), Failure> {
             return Ok(());
         }
     };
-    // SAFETY: the loan holds `data.len()` bytes (loan_raw's length), not overlapping
-    // `data`.
-    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), loan.as_mut_ptr(), data.len()) };
+    // SAFETY: the loan holds `data.len()` bytes (loan_raw's length) and `header_len`
+    // header bytes at its header address (the service's header, of `header`'s length),
+    // neither overlapping the recording's buffer.
+    unsafe {
+        std::ptr::copy_nonoverlapping(data.as_ptr(), loan.as_mut_ptr(), data.len());
+        std::ptr::copy_nonoverlapping(
+            header.as_ptr(),
+            loan.header_ptr(),
+            loan.header_len().min(header.len()),
+        );
+    }
     // SAFETY: every byte was written just above. Either every byte string is a value
     // of the payload type, or the service's own schema (compared with the type's by
     // every typed opener) describes every byte and shows each `bool` is 0 or 1 (the

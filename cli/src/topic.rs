@@ -9,6 +9,11 @@
 //! payload with padding whose schema is missing or has bytes of unknown layout is not
 //! copied at all (those bytes may be uninitialised padding). The same rule
 //! ([`by_schema_or_bytes`]) decides what `pub` and `replay` may write.
+//!
+//! A service with a user header is opened with it (as bytes, the recorded header
+//! declared), and its header leaves shared memory only through
+//! [`Topic::copy_header_into`], under the same rule with the header's own type and
+//! schema ([`header_by_schema_or_bytes`]).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -34,6 +39,8 @@ pub struct Topic {
     pub service: PubSubService<[u8]>,
     /// Field byte ranges of one element (`Schema::data_ranges`), when a schema is known.
     ranges: Option<Vec<(usize, usize)>>,
+    /// Field byte ranges of the user header, when it has a schema.
+    header_ranges: Option<Vec<(usize, usize)>>,
 }
 
 /// The static config of service `name` under `root`, if it exists.
@@ -61,6 +68,14 @@ pub fn find_config(root: &Path, name: &str) -> Result<Option<StaticConfig>, Fail
 /// `bool` (not to be written as anything but 0 or 1).
 pub fn by_schema_or_bytes(config: &StaticConfig) -> bool {
     config.payload.any_bit_pattern() || config.schema.as_ref().is_some_and(Schema::is_complete)
+}
+
+/// [`by_schema_or_bytes`] for the user header: true for a service without one.
+pub fn header_by_schema_or_bytes(config: &StaticConfig) -> bool {
+    config
+        .user_header
+        .as_ref()
+        .is_none_or(|h| h.identity.any_bit_pattern() || h.schema.as_ref().is_some_and(Schema::is_complete))
 }
 
 /// Sleeps until `due` (a pacing schedule: `pub --rate`, `replay`); returns at once if
@@ -133,9 +148,15 @@ impl Topic {
         // only with `receive_raw`, and read samples only through their addresses
         // (`copy_payload`), as `raw_payload_type` requires.
         let b = unsafe {
-            builder
+            let b = builder
                 .publish_subscribe::<[u8]>()
-                .raw_payload_type(config.payload.clone())
+                .raw_payload_type(config.payload.clone());
+            match &config.user_header {
+                // The header too, read through `copy_header_into` and written by
+                // `pub` / `replay` through the loan's header address only.
+                Some(h) => b.raw_user_header(h.clone()),
+                None => b,
+            }
         };
         let opened = if create {
             // Recreated as recorded: settings, size classes, schema.
@@ -154,11 +175,17 @@ impl Topic {
         // where opening does not compare, such as its schema's presence).
         let config = opened.static_config().clone();
         let ranges = config.schema.as_ref().map(Schema::data_ranges);
+        let header_ranges = config
+            .user_header
+            .as_ref()
+            .and_then(|h| h.schema.as_ref())
+            .map(Schema::data_ranges);
         Ok(Topic {
             name,
             config,
             service: opened,
             ranges,
+            header_ranges,
         })
     }
 
@@ -188,6 +215,57 @@ impl Topic {
             .map_err(|e| fail(REFUSED, format!("{}: {e}", self.name)))
     }
 
+    /// The user header's schema, if the service has a header and it records one.
+    pub fn header_schema(&self) -> Option<&Schema> {
+        self.config.user_header.as_ref()?.schema.as_ref()
+    }
+
+    /// Bytes of the user header (0 without one).
+    pub fn header_len(&self) -> usize {
+        self.config.user_header.as_ref().map_or(0, |h| h.size())
+    }
+
+    /// A copy of `sample`'s user header into `out` (appended; nothing for a service
+    /// without one), by the module docs' rule; false, with nothing appended, where its
+    /// bytes may not be read.
+    pub fn copy_header_into(&self, sample: &RawSample, out: &mut Vec<u8>) -> bool {
+        let Some(header) = &self.config.user_header else {
+            return true;
+        };
+        if !header_by_schema_or_bytes(&self.config) {
+            return false;
+        }
+        let len = sample.header_len();
+        let start = out.len();
+        if header.identity.any_bit_pattern() {
+            // SAFETY: the sample's `header_len` bytes at its header address are mapped
+            // while `sample` lives; the header type has no padding and its publisher
+            // wrote it before sending, so they are initialised bytes.
+            out.extend_from_slice(unsafe { std::slice::from_raw_parts(sample.header_ptr(), len) });
+            return true;
+        }
+        let Some(ranges) = &self.header_ranges else {
+            return false;
+        };
+        out.resize(start + len, 0);
+        for &(offset, n) in ranges {
+            if offset + n > len {
+                out.truncate(start);
+                return false;
+            }
+            // SAFETY: in bounds (checked above); field bytes of the header its publisher
+            // wrote (the schema was checked against the header's size).
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    sample.header_ptr().add(offset),
+                    out.as_mut_ptr().add(start + offset),
+                    n,
+                )
+            };
+        }
+        true
+    }
+
     /// A copy of `sample`'s payload (module docs), or `None` if the payload has padding
     /// or invalid bit patterns and no schema says where its fields are.
     pub fn copy_payload(&self, sample: &RawSample) -> Option<Vec<u8>> {
@@ -195,11 +273,11 @@ impl Topic {
         self.copy_payload_into(sample, &mut out).then_some(out)
     }
 
-    /// [`copy_payload`](Self::copy_payload) into `out` (replacing what it held, reusing
-    /// its allocation); false, with `out` empty, where that gives `None`.
+    /// [`copy_payload`](Self::copy_payload) appended to `out` (reusing its
+    /// allocation); false, with nothing appended, where that gives `None`.
     pub fn copy_payload_into(&self, sample: &RawSample, out: &mut Vec<u8>) -> bool {
         let len = sample.len_bytes();
-        out.clear();
+        let start = out.len();
         if !by_schema_or_bytes(&self.config) {
             return false;
         }
@@ -215,12 +293,12 @@ impl Topic {
         let Some(ranges) = self.ranges.as_ref() else {
             return false;
         };
-        out.resize(len, 0);
+        out.resize(start + len, 0);
         let element = self.config.payload.element_size();
         for base in (0..len).step_by(element.max(1)) {
             for &(offset, n) in ranges {
                 if base + offset + n > len {
-                    out.clear();
+                    out.truncate(start);
                     return false;
                 }
                 // SAFETY: in bounds (checked above); these are the field bytes of a
@@ -229,7 +307,7 @@ impl Topic {
                 unsafe {
                     std::ptr::copy_nonoverlapping(
                         sample.as_ptr().add(base + offset),
-                        out.as_mut_ptr().add(base + offset),
+                        out.as_mut_ptr().add(start + base + offset),
                         n,
                     )
                 };

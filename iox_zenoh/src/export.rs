@@ -216,7 +216,23 @@ impl Exporter {
             eprintln!("iox-zenoh: {name:?}: a sample's length does not fit its chunk; not exported");
             return;
         }
-        let payload = zenoh::bytes::ZBytes::from(bytes::Bytes::from_owner(Held(sample)));
+        // With a user header: its bytes (copied, they are few), then the payload's
+        // (the chunk backs them). The importer splits them by the recorded size.
+        let header = match sample.header_bytes() {
+            Some(h) => (!h.is_empty()).then(|| h.to_vec()),
+            None => {
+                stats.failed.fetch_add(1, Ordering::Relaxed);
+                eprintln!("iox-zenoh: {name:?}: a sample's header cannot be read as bytes; not exported");
+                return;
+            }
+        };
+        let mut payload = zenoh::bytes::ZBytes::from(bytes::Bytes::from_owner(Held(sample)));
+        if let Some(header) = header {
+            let mut writer = zenoh::bytes::ZBytes::writer();
+            writer.append(zenoh::bytes::ZBytes::from(header));
+            writer.append(payload);
+            payload = writer.finish();
+        }
         let put = self.publisher.put(payload).wait();
         match put {
             Ok(()) => stats.sent.fetch_add(1, Ordering::Relaxed),

@@ -248,7 +248,14 @@ fn publish(
         return Published::ServiceRemoved;
     };
     let parts: Vec<&[u8]> = payload.slices().collect();
-    let sent = publisher.send_payload_bytes(&parts);
+    let sent = match publisher.header_len() {
+        0 => publisher.send_payload_bytes(&parts),
+        n => {
+            // The header's bytes lead (see `export`): split them off the parts.
+            let (header, rest) = split_header(&parts, n);
+            publisher.send_sample_bytes(&header, &rest)
+        }
+    };
     *slot = publisher.into_sendable().ok();
     match sent {
         Ok(_) => {
@@ -266,6 +273,21 @@ fn publish(
             Published::Done
         }
     }
+}
+
+/// The first `n` bytes of the concatenation of `parts` (fewer if there are fewer:
+/// then the send refuses the short header), and the parts that follow them.
+fn split_header<'a>(parts: &[&'a [u8]], n: usize) -> (Vec<u8>, Vec<&'a [u8]>) {
+    let mut header = Vec::with_capacity(n);
+    let mut rest = Vec::with_capacity(parts.len());
+    for part in parts {
+        let take = (n - header.len()).min(part.len());
+        header.extend_from_slice(&part[..take]);
+        if take < part.len() {
+            rest.push(&part[take..]);
+        }
+    }
+    (header, rest)
 }
 
 /// A local service opened for import, and the bridge's publisher of it.

@@ -19,6 +19,11 @@
 //! padding or invalid bit patterns (a `bool`) is refused on both ends
 //! ([`LocalError::NotBridgeable`]); `#[derive(ZeroCopySafe)]` with a stable name, and
 //! integers, floats and arrays of them, are always bridgeable.
+//!
+//! A service with a user header (`iox_service::user_header`) is bridged with it: the
+//! header is declared from the config as bytes too (and must be valid for every bit
+//! pattern, as the payload), and a sample travels on Zenoh as the header's bytes
+//! followed by the payload's (see `export` and `import`).
 
 use std::path::Path;
 
@@ -81,6 +86,7 @@ pub fn open_for_export(root: &Path, config: &StaticConfig) -> Result<PubSubServi
         .publish_subscribe::<[u8]>()
         .carry_payload_type(config.payload.clone())
         .payload_schema_if(config)
+        .header_if(config)
         .open()
         .map_err(|e| LocalError::Other {
             name: config.name.clone(),
@@ -92,12 +98,25 @@ pub fn open_for_export(root: &Path, config: &StaticConfig) -> Result<PubSubServi
 /// (opening: the local service's limits are its own business, see the module docs).
 trait SchemaIf {
     fn payload_schema_if(self, config: &StaticConfig) -> Self;
+    /// The exporter's user header, if it records one.
+    fn header_if(self, config: &StaticConfig) -> Self;
 }
 
 impl SchemaIf for iox_service::PubSubBuilder<[u8]> {
     fn payload_schema_if(self, config: &StaticConfig) -> Self {
         match &config.schema {
             Some(schema) => self.payload_schema(schema.clone()),
+            None => self,
+        }
+    }
+
+    fn header_if(self, config: &StaticConfig) -> Self {
+        match &config.user_header {
+            // SAFETY: the bridge's ports move samples only as bytes placed by the
+            // recorded header: `Sample::header_bytes` / `payload_bytes` (export) and
+            // `Publisher::send_sample_bytes` (import), never a typed `[u8]` loan or a
+            // sample's `Deref`.
+            Some(h) => unsafe { self.raw_user_header(h.clone()) },
             None => self,
         }
     }
@@ -108,13 +127,15 @@ impl SchemaIf for iox_service::PubSubBuilder<[u8]> {
 pub fn open_like(root: &Path, config: &StaticConfig) -> Result<PubSubService<[u8]>, LocalError> {
     bridgeable(config)?;
     let name = config.name.as_str();
-    let largest = config.layout.max_chunk_size();
+    // The payload's bytes: the builder adds the header's room back.
+    let largest = config.layout.max_chunk_size() - iox_service::user_header::payload_offset_of(config);
     let lenient = || -> Result<_, LocalError> {
         Ok(Service::named(name)?
             .root(root)
             .publish_subscribe::<[u8]>()
             .carry_payload_type(config.payload.clone())
             .payload_schema_if(config)
+            .header_if(config)
             .memory_type(config.memory_type)
             .chunk_sizes(&[largest]))
     };
@@ -123,6 +144,7 @@ pub fn open_like(root: &Path, config: &StaticConfig) -> Result<PubSubService<[u8
             .root(root)
             .publish_subscribe::<[u8]>()
             .carry_payload_type(config.payload.clone())
+            .header_if(config)
             .like_config(config)
             .permissions(config.permissions))
     };
@@ -199,12 +221,16 @@ fn bridgeable(config: &StaticConfig) -> Result<&PubSubConfig, LocalError> {
             pattern: config.messaging_pattern(),
         });
     };
-    if config.payload.any_bit_pattern() {
-        Ok(section)
-    } else {
-        Err(LocalError::NotBridgeable {
+    let header = config.user_header.as_ref().map(|h| &h.identity);
+    match header.filter(|h| !h.any_bit_pattern()) {
+        _ if !config.payload.any_bit_pattern() => Err(LocalError::NotBridgeable {
             name: config.name.clone(),
             payload: config.payload.to_string(),
-        })
+        }),
+        Some(h) => Err(LocalError::NotBridgeable {
+            name: config.name.clone(),
+            payload: format!("a user header {h}"),
+        }),
+        None => Ok(section),
     }
 }

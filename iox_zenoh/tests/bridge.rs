@@ -421,3 +421,96 @@ fn payloads_not_valid_for_every_bit_pattern_are_not_bridged() {
     let config = bytes.static_config().clone();
     assert!(iox_zenoh::local::open_for_export(dir.path(), &config).is_ok());
 }
+
+/// A frame's header, as a camera service declares it.
+#[derive(iox_service::ZeroCopySafe, Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+#[iox(type_name = "BridgedFrame")]
+struct Frame {
+    stamp_ns: u64,
+    width: u32,
+    height: u32,
+}
+
+#[test]
+fn user_headers_cross_with_their_samples_and_are_declared_on_the_far_side() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let frames = |root: &std::path::Path| {
+        Service::named("cam/frames")
+            .unwrap()
+            .root(root)
+            .publish_subscribe::<[u8]>()
+            .user_header::<Frame>()
+            .max_slice_len(1 << 16)
+            .subscriber_buffer(16)
+    };
+    let frames_a = frames(a.path()).create().unwrap();
+    let (ba, bb) = pair(a.path(), &["cam/*"], &[], b.path(), &[], &["cam/*"]);
+    let publisher = frames_a.publisher_builder().create().unwrap();
+    // Host B's service is created by its bridge from A's config: wait for it.
+    let frames_b = {
+        let mut opened = None;
+        for _ in 0..400 {
+            let frame = Frame {
+                stamp_ns: u64::MAX,
+                width: 0,
+                height: 0,
+            };
+            publisher
+                .loan_slice_uninit(1)
+                .unwrap()
+                .write_header(frame)
+                .write_from_slice(&[0])
+                .send()
+                .unwrap();
+            if let Ok(s) = frames(b.path()).open() {
+                opened = Some(s);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        opened.expect("the importer created the header service on host B")
+    };
+    let recorded = frames_b.static_config().user_header.clone().unwrap();
+    assert_eq!(recorded, frames_a.static_config().user_header.clone().unwrap());
+    let subscriber = frames_b.subscriber_builder().create().unwrap();
+    let mut sent = 0u64;
+    let mut got = Vec::new();
+    for _ in 0..400 {
+        let len = 100 + sent as usize;
+        let frame = Frame {
+            stamp_ns: sent,
+            width: 10,
+            height: len as u32 / 10,
+        };
+        publisher
+            .loan_slice_uninit(len)
+            .unwrap()
+            .write_header(frame)
+            .write_from_fn(|i| (i as u64 + sent) as u8)
+            .send()
+            .unwrap();
+        sent += 1;
+        while let Some(s) = subscriber.receive_timeout(Duration::from_millis(25)).unwrap() {
+            if s.user_header().stamp_ns == u64::MAX {
+                continue;
+            }
+            let h = *s.user_header();
+            assert_eq!(s.len(), 100 + h.stamp_ns as usize, "the payload's length");
+            assert_eq!(h.height, s.len() as u32 / 10);
+            assert!(
+                s.iter()
+                    .enumerate()
+                    .all(|(i, &v)| v == (i as u64 + h.stamp_ns) as u8)
+            );
+            got.push(h.stamp_ns);
+        }
+        if got.len() >= 5 {
+            break;
+        }
+    }
+    assert!(got.len() >= 5, "frames with headers arrived on host B: {got:?}");
+    assert!(got.windows(2).all(|w| w[0] < w[1]), "in order: {got:?}");
+    ba.stop();
+    bb.stop();
+}

@@ -24,6 +24,9 @@ impl PubSubBuilder<[u8]> {
     /// not in elements of `payload`), and must read samples only through their
     /// addresses ([`RawSample::as_ptr`](crate::RawSample::as_ptr)), since a payload
     /// written as another type may have padding bytes that are not initialised.
+    /// The same holds for a user header recorded with
+    /// [`raw_user_header`](Self::raw_user_header) or taken from a config by
+    /// [`like_config`](Self::like_config).
     pub unsafe fn raw_payload_type(mut self, payload: PayloadType) -> Self {
         self.payload_override = Some(payload);
         self.carried = false;

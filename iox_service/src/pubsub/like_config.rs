@@ -11,7 +11,13 @@ impl PubSubBuilder<[u8]> {
     /// creating, its limits, overflow, history, backing kind and size classes (the
     /// counts as recorded, so the pool is the original's:
     /// [`allow_pool_exhaustion`](Self::allow_pool_exhaustion) is set). A `config` of
-    /// another pattern contributes only its schema and memory type. Not the
+    /// another pattern contributes only its schema and memory type. `config`'s user
+    /// header too, for a builder of [`raw_payload_type`](Self::raw_payload_type)
+    /// (whose `unsafe` contract covers it); a carrying builder declares it with the
+    /// `unsafe` [`raw_user_header`](Self::raw_user_header) itself, since its `[u8]`
+    /// ports would otherwise read the header and the gap after it as payload. The
+    /// classes' sizes are the payload's, the header's room added back when the service
+    /// is created. Not the
     /// permissions: who may open the new service is the caller's decision (a file or a
     /// remote host should not make a service world-writable by saying so).
     ///
@@ -36,14 +42,19 @@ impl PubSubBuilder<[u8]> {
         if let Some(schema) = &config.schema {
             b = b.payload_schema(schema.clone());
         }
+        if b.payload_override.is_some() && !b.carried {
+            // Under the caller's `raw_payload_type` contract, which covers the header.
+            b.header_override = config.user_header.clone();
+        }
         let Some(section) = config.publish_subscribe() else {
             return b;
         };
+        let offset = crate::user_header::payload_offset_of(config);
         let classes: Vec<(usize, usize)> = config
             .layout
             .classes()
             .iter()
-            .map(|c| (c.chunk_size, c.count as usize))
+            .map(|c| (c.chunk_size.saturating_sub(offset), c.count as usize))
             .collect();
         b.max_publishers(section.max_publishers)
             .max_subscribers(section.max_subscribers)

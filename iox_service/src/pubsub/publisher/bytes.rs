@@ -83,6 +83,12 @@ impl<P: ?Sized + crate::Payload, H: crate::UserHeader> Publisher<P, H> {
 }
 
 impl Publisher<[u8]> {
+    /// Bytes of the user header [`send_sample_bytes`](Self::send_sample_bytes) takes:
+    /// the recorded header's size (0 for a service without one).
+    pub fn header_len(&self) -> usize {
+        self.recorded_header().map_or(0, crate::HeaderType::size)
+    }
+
     /// Copies the payload, the concatenation of `parts` (e.g. the fragments of a
     /// network buffer), into a loaned chunk and sends it; returns how many subscribers
     /// got it. The payload must be a whole payload of the type recorded in the static
