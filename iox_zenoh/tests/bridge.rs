@@ -474,9 +474,8 @@ fn user_headers_cross_with_their_samples_and_are_declared_on_the_far_side() {
     let recorded = frames_b.static_config().user_header.clone().unwrap();
     assert_eq!(recorded, frames_a.static_config().user_header.clone().unwrap());
     let subscriber = frames_b.subscriber_builder().create().unwrap();
-    let mut sent = 0u64;
     let mut got = Vec::new();
-    for _ in 0..400 {
+    for sent in 0..400u64 {
         let len = 100 + sent as usize;
         let frame = Frame {
             stamp_ns: sent,
@@ -490,7 +489,6 @@ fn user_headers_cross_with_their_samples_and_are_declared_on_the_far_side() {
             .write_from_fn(|i| (i as u64 + sent) as u8)
             .send()
             .unwrap();
-        sent += 1;
         while let Some(s) = subscriber.receive_timeout(Duration::from_millis(25)).unwrap() {
             if s.user_header().stamp_ns == u64::MAX {
                 continue;
