@@ -18,13 +18,16 @@
 //!
 //! - `cargo run --release -p iox_benches --bin instructions`: instructions per message
 //!   counted with callgrind (deterministic), iox and iceoryx2 side by side; needs
-//!   valgrind. The loops it counts are in [`counted`].
+//!   valgrind. The loops it counts are in [`counted`] and [`counted_header`]; `--header`
+//!   on `pingpong` adds iox and iceoryx2 with a 64-byte user header (its transports
+//!   live in that binary, so that they change nothing in how this library compiles).
 //!
 //! Modules: [`endpoint`] (the trait every transport implements and the ping-pong
 //! loops), one module per transport ([`event_transport`] for the event benchmark,
 //! [`waitset_transport`] the blocking pub-sub ones), [`report`] (histograms, table, CSV).
 
 pub mod counted;
+pub mod counted_header;
 pub mod cpp_transport;
 pub mod endpoint;
 pub mod event_transport;

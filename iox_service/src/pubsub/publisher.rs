@@ -173,7 +173,6 @@ impl<P: ?Sized + Payload, H: UserHeader> PublisherBuilder<P, H> {
                     Some(_) => history::NOT_A_GENERATION,
                 },
                 max_loans: section.max_loans as usize,
-                payload_offset: crate::user_header::payload_offset_of(&self.service.config),
                 drop_oldest: section.overflow == Overflow::DropOldest,
                 history,
                 pool: Arc::clone(&self.service.pool),
@@ -237,10 +236,6 @@ pub(crate) struct PublisherPort {
     /// cost to the others (see [`history`]).
     send_generation: u64,
     max_loans: usize,
-    /// Where the payload starts in a chunk, from the static config (0 without a user
-    /// header): for the byte paths (`loan_raw`, `send_payload_bytes`); typed loans use
-    /// their types' constant.
-    payload_offset: usize,
     /// The service's overflow policy is to drop the oldest sample.
     drop_oldest: bool,
     /// What a publisher of a service with history keeps in the process (`None`
@@ -622,7 +617,7 @@ impl<P: ?Sized, H> Publisher<P, H> {
     /// Where the payload starts in a chunk (0 without a user header), from the static
     /// config.
     pub(crate) fn payload_offset(&self) -> usize {
-        self.port.payload_offset
+        crate::user_header::payload_offset_of(&self.port.service.config)
     }
 }
 
@@ -638,6 +633,7 @@ impl<T: ZeroCopySafe, H: UserHeader> Publisher<T, H> {
 
 impl<T: ZeroCopySafe, H: UserHeader> Publisher<[T], H> {
     /// Most elements one sample can hold.
+    #[inline]
     pub fn max_slice_len(&self) -> usize {
         let chunk = self.port.service.pool.layout().max_chunk_size();
         chunk.saturating_sub(offset_for::<H, T>()) / size_of::<T>().max(1)
@@ -646,6 +642,7 @@ impl<T: ZeroCopySafe, H: UserHeader> Publisher<[T], H> {
     /// Loans uninitialised memory for `len` elements (never zero-filled), and for the
     /// user header in front of them if the service has one, from the smallest size
     /// class that holds them.
+    #[inline]
     pub fn loan_slice_uninit(&self, len: usize) -> Result<SampleMutUninit<[T], H>, LoanError> {
         let max = self.max_slice_len();
         if len > max && size_of::<T>() > 0 {

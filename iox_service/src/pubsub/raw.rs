@@ -178,7 +178,7 @@ impl Subscriber<[u8]> {
     #[inline]
     pub fn receive_raw(&self) -> Result<Option<RawSample>, ReceiveError> {
         match self.receive()? {
-            Some(sample) => Ok(Some(self.to_raw(sample))),
+            Some(sample) => self.to_raw(sample).map(Some),
             None => Ok(None),
         }
     }
@@ -188,14 +188,23 @@ impl Subscriber<[u8]> {
         &self,
         timeout: std::time::Duration,
     ) -> Result<Option<RawSample>, ReceiveError> {
-        Ok(self.receive_timeout(timeout)?.map(|s| self.to_raw(s)))
+        self.receive_timeout(timeout)?.map(|s| self.to_raw(s)).transpose()
     }
 
     /// The sample's length in bytes, from its user word and the recorded type (the
-    /// receive checked that they fit its chunk).
+    /// receive checked that they fit its chunk); behind a user header, checked here to
+    /// fit the chunk after the header (the receive of a `[u8]` port knows no header).
     #[inline(always)]
-    fn to_raw(&self, sample: Sample<[u8]>) -> RawSample {
+    fn to_raw(&self, sample: Sample<[u8]>) -> Result<RawSample, ReceiveError> {
         let bytes = self.recorded_payload().bytes_of(sample.word()).unwrap_or(0);
-        RawSample { sample, bytes }
+        let offset = sample.payload_offset();
+        if offset != 0 && !sample.fits_at(offset, bytes) {
+            return Err(ReceiveError::Corrupt {
+                raw: u64::from(sample.chunk_raw()),
+                publisher: sample.publisher_slot(),
+                what: "payload length does not fit the chunk behind the user header",
+            });
+        }
+        Ok(RawSample { sample, bytes })
     }
 }

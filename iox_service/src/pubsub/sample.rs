@@ -42,6 +42,9 @@ struct Loan {
 }
 
 impl Drop for Loan {
+    // Inline, as the generic loans' drop it replaces was: a sent loan's drop (its
+    // chunk taken) then compiles to nothing in the caller.
+    #[inline]
     fn drop(&mut self) {
         if let Some(chunk) = self.chunk.take() {
             self.port.drop_loan(chunk);
@@ -391,6 +394,19 @@ impl<P: ?Sized + Payload, H: UserHeader> Sample<P, H> {
             Some(h) if h.identity.any_bit_pattern() => self.chunk_bytes(0, h.size()),
             Some(_) => None,
         }
+    }
+
+    /// Whether `bytes` bytes from `offset` lie inside the chunk.
+    pub(crate) fn fits_at(&self, offset: usize, bytes: usize) -> bool {
+        self.port
+            .pool()
+            .chunk(self.chunk.handle())
+            .is_some_and(|(_, chunk)| offset.checked_add(bytes).is_some_and(|end| end <= chunk))
+    }
+
+    /// The chunk's raw handle (for an error that names it).
+    pub(crate) fn chunk_raw(&self) -> u32 {
+        self.chunk.raw()
     }
 
     /// `bytes` bytes from `offset` in the chunk, if they lie inside it.

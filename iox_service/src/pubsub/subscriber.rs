@@ -173,7 +173,6 @@ impl<P: ?Sized + Payload, H: UserHeader> SubscriberBuilder<P, H> {
             port: Arc::new(SubscriberPort {
                 fork_generation: self.service.fork_generation,
                 max_held: super::config::of(&self.service.config).max_held as usize,
-                payload_offset: crate::user_header::payload_offset_of(&self.service.config),
                 history: d.regions::<super::layout::PubSubLayout>().history > 0,
                 pool: Arc::clone(&self.service.pool),
                 queues: d.queue_column_offset(slot),
@@ -227,9 +226,6 @@ pub(crate) struct SubscriberPort {
     /// here beside the other hot fields.
     fork_generation: u64,
     max_held: usize,
-    /// Where the payload starts in a chunk, from the static config (0 without a user
-    /// header): what a slice's length is checked against, and the byte paths' offset.
-    payload_offset: usize,
     /// The service keeps a history per publisher: entries from a publisher count only
     /// once it gave this port its history ([`SubscriberPort::given_history_by`]).
     history: bool,
@@ -308,7 +304,7 @@ impl SubscriberPort {
 
     /// Where the payload starts in a chunk (0 without a user header).
     pub(crate) fn payload_offset(&self) -> usize {
-        self.payload_offset
+        crate::user_header::payload_offset_of(&self.service.config)
     }
 
     /// The device address of the pool's first byte, if this port pinned the pool with
@@ -520,17 +516,19 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
             }
             let len = chunk.user_word();
             let chunk_size = chunk.size();
+            // The header's room in front of the payload: a constant, 0 without a
+            // header (a raw port of a service with one checks its own offset when it
+            // makes the raw sample, `pubsub::raw`).
+            let room = offset_for::<H, P::Element>();
             let fits = if P::IS_SLICE {
                 // Checked against the recorded type, which for a Rust slice is `P`'s
                 // element and for a raw port (`[u8]` of a type known at run time) is
-                // that type, behind the recorded header: its sample's bytes are then
-                // known to fit, at the offset a raw port reads them from too.
+                // that type: its sample's bytes are then known to fit.
                 port.recorded_payload()
                     .bytes_of(len as usize)
-                    .and_then(|b| b.checked_add(port.payload_offset))
-                    .is_some_and(|b| b <= chunk_size)
+                    .is_some_and(|b| chunk_size.checked_sub(room).is_some_and(|r| b <= r))
             } else {
-                len == 1 && offset_for::<H, P::Element>() + size_of::<P::Element>() <= chunk_size
+                len == 1 && room + size_of::<P::Element>() <= chunk_size
             };
             if !fits {
                 let _ = chunk.release(port.owner);

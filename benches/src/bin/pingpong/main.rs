@@ -12,7 +12,7 @@
 //! `--sizes` restricts the payload sizes (latency and throughput).
 //!
 //! `cargo run --release -p iox_benches --bin pingpong -- [--quick] [--sizes 8,64]
-//! [--rounds N] [--only latency,throughput,pinning] [--csv PATH]`
+//! [--rounds N] [--only latency,throughput,pinning] [--csv PATH] [--header]`
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -20,6 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
+use header_transport::{Iceoryx2HeaderEndpoint, IoxHeaderEndpoint};
 use iox_benches::cpp_transport;
 use iox_benches::endpoint::{self, Endpoint, STOP};
 use iox_benches::floor_transport::{self, FloorEndpoint};
@@ -28,6 +29,8 @@ use iox_benches::iox_transport::IoxEndpoint;
 use iox_benches::report::{self, Row, size_name};
 use iox_benches::socket_transport::SocketEndpoint;
 use iox_service::{MemoryType, Service};
+
+mod header_transport;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Transport {
@@ -38,6 +41,10 @@ enum Transport {
     Floor,
     /// Both sides C++ programs (`cpp_transport`); run by the leader itself.
     IoxCpp,
+    /// iox with a 64-byte user header per sample (`--header`).
+    IoxHeader,
+    /// iceoryx2 with a 64-byte user header per sample (`--header`).
+    Iceoryx2Header,
 }
 
 impl Transport {
@@ -49,6 +56,8 @@ impl Transport {
             Transport::Socket => "unix-socket",
             Transport::Floor => floor_transport::NAME,
             Transport::IoxCpp => cpp_transport::NAME,
+            Transport::IoxHeader => "iox + 64 B header",
+            Transport::Iceoryx2Header => "iceoryx2 + 64 B header",
         }
     }
 }
@@ -86,6 +95,10 @@ struct Args {
     /// `--quick`).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     rounds: Option<u32>,
+    /// Also run iox and iceoryx2 with a 64-byte user header (`[u64; 8]`) written and
+    /// read per sample (latency only).
+    #[arg(long)]
+    header: bool,
     /// Internal: run as the follower of a case.
     #[arg(long, hide = true)]
     follow: Option<Transport>,
@@ -136,6 +149,8 @@ fn connect(t: Transport, id: &str, leader: bool, len: usize) -> Box<dyn Endpoint
         Transport::Iox => Box::new(IoxEndpoint::connect(id, leader, len, MemoryType::Cpu, false)),
         Transport::IoxLocked => Box::new(IoxEndpoint::connect(id, leader, len, MemoryType::Locked, true)),
         Transport::Iceoryx2 => Box::new(Iceoryx2Endpoint::connect(id, leader, len)),
+        Transport::IoxHeader => Box::new(IoxHeaderEndpoint::connect(id, leader, len)),
+        Transport::Iceoryx2Header => Box::new(Iceoryx2HeaderEndpoint::connect(id, leader, len)),
         Transport::Socket => Box::new(SocketEndpoint::connect(&socket_path(id), len)),
         Transport::Floor => Box::new(FloorEndpoint::connect(id, leader)),
         // `follower` refuses it and `latency` runs it through `cpp_transport`.
@@ -229,6 +244,9 @@ fn latency(args: &Args) -> Vec<Row> {
         let mut transports = vec![Transport::Iox, Transport::Iceoryx2, Transport::Socket];
         if cpp.is_some() {
             transports.push(Transport::IoxCpp);
+        }
+        if args.header {
+            transports.extend([Transport::IoxHeader, Transport::Iceoryx2Header]);
         }
         if len == FLOOR_LEN {
             transports.push(Transport::Floor);
