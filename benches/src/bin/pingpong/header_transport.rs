@@ -6,6 +6,9 @@
 
 use std::time::{Duration, Instant};
 
+/// A byte service whose samples carry the 64-byte header.
+type Frames = PubSubService<[u8], [u64; 8]>;
+
 use iceoryx2::node::Node;
 use iceoryx2::port::publisher::Publisher as Iceoryx2Publisher;
 use iceoryx2::port::subscriber::Subscriber as Iceoryx2Subscriber;
@@ -19,7 +22,7 @@ use iox_benches::endpoint::Endpoint;
 pub struct IoxHeaderEndpoint {
     tx: Publisher<[u8], [u64; 8]>,
     rx: Subscriber<[u8], [u64; 8]>,
-    _services: (PubSubService<[u8], [u64; 8]>, PubSubService<[u8], [u64; 8]>),
+    _services: (Frames, Frames),
 }
 
 impl IoxHeaderEndpoint {
