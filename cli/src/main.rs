@@ -4,6 +4,9 @@
 //! value (`pub`), record into MCAP files (`record`) and play recordings back
 //! (`replay`).
 //!
+//! `list` and `show` print the attributes services' creators recorded, and
+//! `list --attribute KEY=VALUE` lists only the services that have them (`filter.rs`).
+//!
 //! Reading commands (`list`, `show`, `watch`, `clean --dry-run`) use
 //! `iox_service::inspect`, which only loads from the files and never changes them.
 //! `clean` runs the same dead-process recovery as opening a service does; `remove`
@@ -26,6 +29,7 @@
 mod commit_file;
 mod echo;
 mod events;
+mod filter;
 mod publish;
 mod record;
 mod render;
@@ -61,13 +65,21 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Every service: name, pattern, payload, memory type, pool size, ports, state.
+    /// Every service: name, pattern, payload, memory type, pool size, ports, state,
+    /// and the attributes its creator recorded.
+    ///
+    /// Example: iox list --attribute ros2/type=std_msgs/msg/String --attribute ros2/qos
     List {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Only services with this attribute: KEY=VALUE (exactly that value) or KEY
+        /// (any value). Repeat it: every one must hold.
+        #[arg(long = "attribute", value_name = "KEY[=VALUE]")]
+        attributes: Vec<String>,
     },
-    /// One service: its static config, size classes, ports and users.
+    /// One service: its static config (with its attributes), size classes, ports and
+    /// users.
     Show {
         /// The service name.
         name: String,
@@ -214,8 +226,17 @@ fn json(value: &impl serde::Serialize) -> String {
 
 fn run(root: &Path, command: Command) -> Result<u8, Failure> {
     match command {
-        Command::List { json: as_json } => {
-            let all = inspect::inspect_all_in(root).map_err(root_failure)?;
+        Command::List {
+            json: as_json,
+            attributes,
+        } => {
+            let filters = attributes
+                .iter()
+                .map(|a| filter::AttributeFilter::parse(a))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| fail(2, e))?;
+            let mut all = inspect::inspect_all_in(root).map_err(root_failure)?;
+            all.services.retain(|s| filters.iter().all(|f| f.holds(s)));
             if as_json {
                 println!("{}", json(&all));
             } else {

@@ -102,11 +102,27 @@ pub fn list(all: &RootInfo) -> String {
         for p in &s.problems {
             let _ = writeln!(out, "    problem: {p}");
         }
+        for (key, value) in s.config.iter().flat_map(|c| c.attributes.iter()) {
+            let _ = writeln!(out, "    attribute {key}={}", abbreviated(value));
+        }
     }
     if all.services.is_empty() {
         out.push_str("(no services)\n");
     }
     out
+}
+
+/// An attribute's value on one line of `iox list`: its first line, at most 60
+/// characters, `...` if anything was left out (`iox show` prints it whole).
+fn abbreviated(value: &str) -> String {
+    const MOST: usize = 60;
+    let first = value.lines().next().unwrap_or("");
+    let cut: String = first.chars().take(MOST).collect();
+    if cut.len() < value.len() {
+        format!("{cut}...")
+    } else {
+        cut
+    }
 }
 
 /// `iox show NAME`.
@@ -129,6 +145,15 @@ pub fn show(s: &ServiceInfo) -> String {
     }
     for p in &s.problems {
         let _ = writeln!(out, "          problem: {p}");
+    }
+    for (key, value) in s.config.iter().flat_map(|c| c.attributes.iter()) {
+        // A value of several lines continues under its first line.
+        let indent = " ".repeat("attribute ".len() + key.len() + " = ".len());
+        let _ = writeln!(
+            out,
+            "attribute {key} = {}",
+            value.trim_end_matches('\n').replace('\n', &format!("\n{indent}"))
+        );
     }
     let event = s.config.as_ref().and_then(|c| c.event().copied());
     if let (Some(c), Some(e)) = (&s.config, event) {

@@ -14,6 +14,9 @@
 //! - `frames`: 16 MiB frames through a slice service, with throughput.
 //! - `schema_peer`: a nested derived struct for the Python schema tests
 //!   (`iox_python/tests/test_schema.py`): publishes it, or checks what Python recorded.
+//! - `attribute_peer`: service attributes for the Python attribute tests
+//!   (`iox_python/tests/test_attributes.py`): records them, or requires and prints
+//!   what Python recorded.
 
 use std::time::{Duration, Instant};
 

@@ -104,6 +104,15 @@ typedef struct IoxWaitSet IoxWaitSet;
 // Wakes a WaitSet from any thread (opaque): its wait returns `IOX_WAIT_INTERRUPT`.
 typedef struct IoxWaker IoxWaker;
 
+// One attribute: a key and its value, NUL-terminated UTF-8.
+typedef struct IoxAttribute {
+  // The key (1 to 128 bytes of printable ASCII, no `=` or whitespace).
+  const char *key;
+  // The value (at most 8192 bytes, no control characters but `\n` and `\t`); in
+  // `required_attributes`, NULL requires only the key.
+  const char *value;
+} IoxAttribute;
+
 // The settings of an event service. Fill it with [`iox_event_options_init`], then set
 // what differs; zero means the default (on open: whatever the service has).
 typedef struct IoxEventOptions {
@@ -118,6 +127,17 @@ typedef struct IoxEventOptions {
   // How long to wait for a service another process is creating or removing, in
   // milliseconds (0: default, 10 s).
   uint64_t timeout_ms;
+  // Attributes to record when this call creates the service (`attribute_count` of
+  // them; NULL with 0: none). Not compared with an existing service's on open.
+  const struct IoxAttribute *attributes;
+  // How many `attributes` there are.
+  size_t attribute_count;
+  // Attributes an existing service must have when this call opens it
+  // (`required_attribute_count` of them; NULL with 0: none); an entry whose `value`
+  // is NULL requires only the key. A call that may create must record them too.
+  const struct IoxAttribute *required_attributes;
+  // How many `required_attributes` there are.
+  size_t required_attribute_count;
 } IoxEventOptions;
 
 // Opaque room for the port's loan or sample (8-byte aligned).
@@ -224,6 +244,17 @@ typedef struct IoxRequestResponseOptions {
   // How long to wait for a service another process is creating or removing, in
   // milliseconds (0: default, 10 s).
   uint64_t timeout_ms;
+  // Attributes to record when this call creates the service (`attribute_count` of
+  // them; NULL with 0: none). Not compared with an existing service's on open.
+  const struct IoxAttribute *attributes;
+  // How many `attributes` there are.
+  size_t attribute_count;
+  // Attributes an existing service must have when this call opens it
+  // (`required_attribute_count` of them; NULL with 0: none); an entry whose `value`
+  // is NULL requires only the key. A call that may create must record them too.
+  const struct IoxAttribute *required_attributes;
+  // How many `required_attributes` there are.
+  size_t required_attribute_count;
 } IoxRequestResponseOptions;
 
 // A received sample (or request, or response): read `len_bytes` bytes at `data`, then
@@ -266,6 +297,17 @@ typedef struct IoxPubSubOptions {
   // How long to wait for a service another process is creating or removing, in
   // milliseconds (0: default, 10 s).
   uint64_t timeout_ms;
+  // Attributes to record when this call creates the service (`attribute_count` of
+  // them; NULL with 0: none). Not compared with an existing service's on open.
+  const struct IoxAttribute *attributes;
+  // How many `attributes` there are.
+  size_t attribute_count;
+  // Attributes an existing service must have when this call opens it
+  // (`required_attribute_count` of them; NULL with 0: none); an entry whose `value`
+  // is NULL requires only the key. A call that may create must record them too.
+  const struct IoxAttribute *required_attributes;
+  // How many `required_attributes` there are.
+  size_t required_attribute_count;
 } IoxPubSubOptions;
 
 // One attachment's news from a wait.
@@ -304,6 +346,35 @@ enum IoxStatus iox_event_open(const char *name,
 // # Safety
 // `service` is NULL or a pointer from [`iox_event_open`].
 enum IoxStatus iox_event_service_drop(struct IoxEventService *service);
+
+// How many attributes the event service's creator recorded: `*count`.
+//
+// # Safety
+// `service` is a pointer from [`iox_event_open`]; `count` points to writable memory for a
+// `size_t`.
+enum IoxStatus iox_event_attribute_count(struct IoxEventService *service, size_t *count);
+
+// Attribute `index` (0 to count - 1, sorted by key) of the event service: `*key` and
+// `*value` (either out pointer may be NULL). The strings stay valid until the service
+// handle is dropped. An index out of range is `IOX_STATUS_INVALID_ARGUMENT`.
+//
+// # Safety
+// `service` is a pointer from [`iox_event_open`]; `key` and `value` are NULL or point to
+// writable memory for a pointer.
+enum IoxStatus iox_event_attribute(struct IoxEventService *service,
+                                   size_t index,
+                                   const char **key,
+                                   const char **value);
+
+// The value of the event service's attribute `key`: `*value`, or NULL if it has none.
+// The string stays valid until the service handle is dropped.
+//
+// # Safety
+// `service` is a pointer from [`iox_event_open`]; `key` is a NUL-terminated string;
+// `value` points to writable memory for a pointer.
+enum IoxStatus iox_event_attribute_get(struct IoxEventService *service,
+                                       const char *key,
+                                       const char **value);
 
 // Creates a notifier of `service`; `*out` is the notifier.
 //
@@ -513,6 +584,36 @@ enum IoxStatus iox_request_response_open(const char *name,
 // `service` is NULL or a pointer from [`iox_request_response_open`].
 enum IoxStatus iox_request_response_service_drop(struct IoxRequestResponseService *service);
 
+// How many attributes the request-response service's creator recorded: `*count`.
+//
+// # Safety
+// `service` is a pointer from [`iox_request_response_open`]; `count` points to writable memory for a
+// `size_t`.
+enum IoxStatus iox_request_response_attribute_count(struct IoxRequestResponseService *service,
+                                                    size_t *count);
+
+// Attribute `index` (0 to count - 1, sorted by key) of the request-response service: `*key` and
+// `*value` (either out pointer may be NULL). The strings stay valid until the service
+// handle is dropped. An index out of range is `IOX_STATUS_INVALID_ARGUMENT`.
+//
+// # Safety
+// `service` is a pointer from [`iox_request_response_open`]; `key` and `value` are NULL or point to
+// writable memory for a pointer.
+enum IoxStatus iox_request_response_attribute(struct IoxRequestResponseService *service,
+                                              size_t index,
+                                              const char **key,
+                                              const char **value);
+
+// The value of the request-response service's attribute `key`: `*value`, or NULL if it has none.
+// The string stays valid until the service handle is dropped.
+//
+// # Safety
+// `service` is a pointer from [`iox_request_response_open`]; `key` is a NUL-terminated string;
+// `value` points to writable memory for a pointer.
+enum IoxStatus iox_request_response_attribute_get(struct IoxRequestResponseService *service,
+                                                  const char *key,
+                                                  const char **value);
+
 // Creates a client of `service`; `*out` is the client.
 //
 // # Safety
@@ -702,6 +803,35 @@ enum IoxStatus iox_pubsub_service_drop(struct IoxPubSubService *service);
 enum IoxStatus iox_pubsub_port_counts(struct IoxPubSubService *service,
                                       uint64_t *publishers,
                                       uint64_t *subscribers);
+
+// How many attributes the publish-subscribe service's creator recorded: `*count`.
+//
+// # Safety
+// `service` is a pointer from [`iox_pubsub_open`]; `count` points to writable memory for a
+// `size_t`.
+enum IoxStatus iox_pubsub_attribute_count(struct IoxPubSubService *service, size_t *count);
+
+// Attribute `index` (0 to count - 1, sorted by key) of the publish-subscribe service: `*key` and
+// `*value` (either out pointer may be NULL). The strings stay valid until the service
+// handle is dropped. An index out of range is `IOX_STATUS_INVALID_ARGUMENT`.
+//
+// # Safety
+// `service` is a pointer from [`iox_pubsub_open`]; `key` and `value` are NULL or point to
+// writable memory for a pointer.
+enum IoxStatus iox_pubsub_attribute(struct IoxPubSubService *service,
+                                    size_t index,
+                                    const char **key,
+                                    const char **value);
+
+// The value of the publish-subscribe service's attribute `key`: `*value`, or NULL if it has none.
+// The string stays valid until the service handle is dropped.
+//
+// # Safety
+// `service` is a pointer from [`iox_pubsub_open`]; `key` is a NUL-terminated string;
+// `value` points to writable memory for a pointer.
+enum IoxStatus iox_pubsub_attribute_get(struct IoxPubSubService *service,
+                                        const char *key,
+                                        const char **value);
 
 // The message of this thread's last failed call ("" if none failed yet). The text
 // stays valid until the next failing call on this thread; copy it to keep it.

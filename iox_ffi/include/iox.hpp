@@ -128,6 +128,39 @@ private:
     std::variant<T, Error> inner_;
 };
 
+/// A service attribute: (key, value). See `iox_service::attributes` for the rules.
+using Attribute = std::pair<std::string, std::string>;
+/// An attribute an opener requires: (key, value), or (key, std::nullopt) for the key
+/// with any value.
+using RequiredAttribute = std::pair<std::string, std::optional<std::string>>;
+
+namespace detail {
+
+/// The C arrays of an options struct's attributes, pointing into the vectors given
+/// (which must outlive it).
+class AttributeArrays {
+public:
+    AttributeArrays(const std::vector<Attribute>& record, const std::vector<RequiredAttribute>& require) {
+        for (const auto& a : record) record_.push_back(IoxAttribute{a.first.c_str(), a.second.c_str()});
+        for (const auto& r : require)
+            require_.push_back(IoxAttribute{r.first.c_str(), r.second ? r.second->c_str() : nullptr});
+    }
+    /// Points `opts`'s attribute fields at the arrays.
+    template <class O>
+    void fill(O& opts) const {
+        opts.attributes = record_.data();
+        opts.attribute_count = record_.size();
+        opts.required_attributes = require_.data();
+        opts.required_attribute_count = require_.size();
+    }
+
+private:
+    std::vector<IoxAttribute> record_;
+    std::vector<IoxAttribute> require_;
+};
+
+}  // namespace detail
+
 /// Settings of a service beyond its payload type (0: the default).
 struct Options {
     const char* root = nullptr;
@@ -140,6 +173,11 @@ struct Options {
     std::uint32_t history = 0;
     std::uint32_t max_loans = 0;
     std::uint32_t max_held = 0;
+    /// Attributes to record when creating (not compared on open).
+    std::vector<Attribute> attributes{};
+    /// Attributes an existing service must have when opening (a call that may create
+    /// must record them too).
+    std::vector<RequiredAttribute> required_attributes{};
 };
 
 template <class T>
@@ -464,6 +502,32 @@ public:
         return std::make_pair(p, s);
     }
 
+    /// The attributes the service's creator recorded, sorted by key.
+    Result<std::vector<Attribute>> attributes() const {
+        std::size_t n = 0;
+        IoxStatus st = iox_pubsub_attribute_count(service_, &n);
+        if (st != IOX_STATUS_OK) return Error::last(st);
+        std::vector<Attribute> out;
+        out.reserve(n);
+        for (std::size_t i = 0; i < n; i++) {
+            const char* key = nullptr;
+            const char* value = nullptr;
+            st = iox_pubsub_attribute(service_, i, &key, &value);
+            if (st != IOX_STATUS_OK) return Error::last(st);
+            out.emplace_back(key, value);
+        }
+        return out;
+    }
+
+    /// The value of attribute `key`, or std::nullopt if the service has none.
+    Result<std::optional<std::string>> attribute(const std::string& key) const {
+        const char* value = nullptr;
+        IoxStatus st = iox_pubsub_attribute_get(service_, key.c_str(), &value);
+        if (st != IOX_STATUS_OK) return Error::last(st);
+        if (value == nullptr) return std::optional<std::string>();
+        return std::optional<std::string>(value);
+    }
+
     Result<Publisher<T>> publisher(bool pin_memory = false) {
         IoxPublisher* p = nullptr;
         IoxStatus s = iox_publisher_create(service_, pin_memory, &p);
@@ -493,6 +557,8 @@ private:
         opts.history = o.history;
         opts.max_loans = o.max_loans;
         opts.max_held = o.max_held;
+        detail::AttributeArrays attributes(o.attributes, o.required_attributes);
+        attributes.fill(opts);
         IoxPubSubService* s = nullptr;
         IoxStatus st = iox_pubsub_open(name.c_str(), mode, &opts, &s);
         if (st != IOX_STATUS_OK) return Error::last(st);
@@ -507,6 +573,11 @@ struct EventOptions {
     std::uint32_t max_notifiers = 0;
     std::uint32_t max_listeners = 0;
     std::uint32_t event_id_max = 0;
+    /// Attributes to record when creating (not compared on open).
+    std::vector<Attribute> attributes{};
+    /// Attributes an existing service must have when opening (a call that may create
+    /// must record them too).
+    std::vector<RequiredAttribute> required_attributes{};
 };
 
 /// Signals event ids to an event service's listeners (use it from its thread).
@@ -610,6 +681,32 @@ public:
         if (service_ != nullptr) iox_event_service_drop(service_);
     }
 
+    /// The attributes the service's creator recorded, sorted by key.
+    Result<std::vector<Attribute>> attributes() const {
+        std::size_t n = 0;
+        IoxStatus st = iox_event_attribute_count(service_, &n);
+        if (st != IOX_STATUS_OK) return Error::last(st);
+        std::vector<Attribute> out;
+        out.reserve(n);
+        for (std::size_t i = 0; i < n; i++) {
+            const char* key = nullptr;
+            const char* value = nullptr;
+            st = iox_event_attribute(service_, i, &key, &value);
+            if (st != IOX_STATUS_OK) return Error::last(st);
+            out.emplace_back(key, value);
+        }
+        return out;
+    }
+
+    /// The value of attribute `key`, or std::nullopt if the service has none.
+    Result<std::optional<std::string>> attribute(const std::string& key) const {
+        const char* value = nullptr;
+        IoxStatus st = iox_event_attribute_get(service_, key.c_str(), &value);
+        if (st != IOX_STATUS_OK) return Error::last(st);
+        if (value == nullptr) return std::optional<std::string>();
+        return std::optional<std::string>(value);
+    }
+
     Result<Notifier> notifier() {
         IoxNotifier* p = nullptr;
         IoxStatus s = iox_notifier_create(service_, &p);
@@ -633,6 +730,8 @@ private:
         opts.max_notifiers = o.max_notifiers;
         opts.max_listeners = o.max_listeners;
         opts.event_id_max = o.event_id_max;
+        detail::AttributeArrays attributes(o.attributes, o.required_attributes);
+        attributes.fill(opts);
         IoxEventService* s = nullptr;
         IoxStatus st = iox_event_open(name.c_str(), mode, &opts, &s);
         if (st != IOX_STATUS_OK) return Error::last(st);
@@ -778,6 +877,11 @@ struct RequestResponseOptions {
     std::uint32_t max_servers = 0;
     std::uint32_t max_active_requests_per_client = 0;
     std::uint32_t max_response_buffer = 0;
+    /// Attributes to record when creating (not compared on open).
+    std::vector<Attribute> attributes{};
+    /// Attributes an existing service must have when opening (a call that may create
+    /// must record them too).
+    std::vector<RequiredAttribute> required_attributes{};
 };
 
 template <class Req, class Resp>
@@ -1113,6 +1217,32 @@ public:
         if (service_ != nullptr) iox_request_response_service_drop(service_);
     }
 
+    /// The attributes the service's creator recorded, sorted by key.
+    Result<std::vector<Attribute>> attributes() const {
+        std::size_t n = 0;
+        IoxStatus st = iox_request_response_attribute_count(service_, &n);
+        if (st != IOX_STATUS_OK) return Error::last(st);
+        std::vector<Attribute> out;
+        out.reserve(n);
+        for (std::size_t i = 0; i < n; i++) {
+            const char* key = nullptr;
+            const char* value = nullptr;
+            st = iox_request_response_attribute(service_, i, &key, &value);
+            if (st != IOX_STATUS_OK) return Error::last(st);
+            out.emplace_back(key, value);
+        }
+        return out;
+    }
+
+    /// The value of attribute `key`, or std::nullopt if the service has none.
+    Result<std::optional<std::string>> attribute(const std::string& key) const {
+        const char* value = nullptr;
+        IoxStatus st = iox_request_response_attribute_get(service_, key.c_str(), &value);
+        if (st != IOX_STATUS_OK) return Error::last(st);
+        if (value == nullptr) return std::optional<std::string>();
+        return std::optional<std::string>(value);
+    }
+
     Result<Client<Req, Resp>> client(bool pin_memory = false) {
         IoxClient* p = nullptr;
         IoxStatus s = iox_client_create(service_, pin_memory, &p);
@@ -1139,6 +1269,8 @@ private:
         opts.max_servers = o.max_servers;
         opts.max_active_requests_per_client = o.max_active_requests_per_client;
         opts.max_response_buffer = o.max_response_buffer;
+        detail::AttributeArrays attributes(o.attributes, o.required_attributes);
+        attributes.fill(opts);
         IoxRequestResponseService* s = nullptr;
         IoxStatus st = iox_request_response_open(name.c_str(), mode, &opts, &s);
         if (st != IOX_STATUS_OK) return Error::last(st);

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use iox_service::{EventBuilder, EventId, EventService, Listener, Notifier};
 
+use crate::attributes::{AttributeSettings, CAttributes};
 use crate::handle::{drop_handle, hand_out, live, marker, non_null, put, timeout};
 use crate::service::{Opening, by_mode, limit, named, read_options};
 use crate::status::{IoxStatus, fail, guard};
@@ -32,6 +33,17 @@ pub struct IoxEventOptions {
     /// How long to wait for a service another process is creating or removing, in
     /// milliseconds (0: default, 10 s).
     pub timeout_ms: u64,
+    /// Attributes to record when this call creates the service (`attribute_count` of
+    /// them; NULL with 0: none). Not compared with an existing service's on open.
+    pub attributes: *const crate::IoxAttribute,
+    /// How many `attributes` there are.
+    pub attribute_count: usize,
+    /// Attributes an existing service must have when this call opens it
+    /// (`required_attribute_count` of them; NULL with 0: none); an entry whose `value`
+    /// is NULL requires only the key. A call that may create must record them too.
+    pub required_attributes: *const crate::IoxAttribute,
+    /// How many `required_attributes` there are.
+    pub required_attribute_count: usize,
 }
 
 /// The default options. Does nothing if `options` is NULL.
@@ -49,6 +61,10 @@ pub unsafe extern "C" fn iox_event_options_init(options: *mut IoxEventOptions) {
         max_listeners: 0,
         event_id_max: 0,
         timeout_ms: 0,
+        attributes: std::ptr::null(),
+        attribute_count: 0,
+        required_attributes: std::ptr::null(),
+        required_attribute_count: 0,
     };
     // SAFETY: the caller's contract; not NULL (checked).
     unsafe { options.write(defaults) };
@@ -57,6 +73,8 @@ pub unsafe extern "C" fn iox_event_options_init(options: *mut IoxEventOptions) {
 /// An open event service (opaque); any thread.
 pub struct IoxEventService {
     service: EventService,
+    /// Its attributes as C strings (see `attributes`).
+    attributes: CAttributes,
 }
 
 /// A notifier (opaque): used from the thread that created it.
@@ -118,10 +136,23 @@ pub unsafe extern "C" fn iox_event_open(
         if o.timeout_ms != 0 {
             b = b.timeout(Duration::from_millis(o.timeout_ms));
         }
+        // SAFETY: the caller's contract (arrays of their counts, NUL-terminated strings).
+        let settings = unsafe {
+            AttributeSettings::read(
+                o.attributes,
+                o.attribute_count,
+                o.required_attributes,
+                o.required_attribute_count,
+            )
+        }?;
+        let b = settings.apply(b);
         // SAFETY: the caller's contract.
         unsafe {
             hand_out(out, EVENT_SERVICE, || {
-                by_mode(b, mode).map(|service| IoxEventService { service })
+                by_mode(b, mode).map(|service| IoxEventService {
+                    attributes: CAttributes::of(service.attributes()),
+                    service,
+                })
             })
         }
     })
@@ -135,6 +166,58 @@ pub unsafe extern "C" fn iox_event_open(
 pub unsafe extern "C" fn iox_event_service_drop(service: *mut IoxEventService) -> IoxStatus {
     // SAFETY: the caller's contract.
     guard(|| unsafe { drop_handle(service, EVENT_SERVICE, false) })
+}
+
+/// How many attributes the event service's creator recorded: `*count`.
+///
+/// # Safety
+/// `service` is a pointer from [`iox_event_open`]; `count` points to writable memory for a
+/// `size_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_event_attribute_count(
+    service: *mut IoxEventService,
+    count: *mut usize,
+) -> IoxStatus {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { live(service, EVENT_SERVICE, false)?.attributes.count(count) })
+}
+
+/// Attribute `index` (0 to count - 1, sorted by key) of the event service: `*key` and
+/// `*value` (either out pointer may be NULL). The strings stay valid until the service
+/// handle is dropped. An index out of range is `IOX_STATUS_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `service` is a pointer from [`iox_event_open`]; `key` and `value` are NULL or point to
+/// writable memory for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_event_attribute(
+    service: *mut IoxEventService,
+    index: usize,
+    key: *mut *const c_char,
+    value: *mut *const c_char,
+) -> IoxStatus {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe {
+        live(service, EVENT_SERVICE, false)?
+            .attributes
+            .at(index, key, value)
+    })
+}
+
+/// The value of the event service's attribute `key`: `*value`, or NULL if it has none.
+/// The string stays valid until the service handle is dropped.
+///
+/// # Safety
+/// `service` is a pointer from [`iox_event_open`]; `key` is a NUL-terminated string;
+/// `value` points to writable memory for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_event_attribute_get(
+    service: *mut IoxEventService,
+    key: *const c_char,
+    value: *mut *const c_char,
+) -> IoxStatus {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { live(service, EVENT_SERVICE, false)?.attributes.get(key, value) })
 }
 
 /// Creates a notifier of `service`; `*out` is the notifier.

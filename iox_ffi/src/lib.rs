@@ -28,9 +28,14 @@
 //!   once (they are refused from any but the creating thread), or copy an
 //!   `IoxHeldLoan` / `IoxHeldSample` and use both copies.
 //!
+//! - **Attributes.** Each options struct records and requires service attributes;
+//!   `iox_*_attribute_count`, `iox_*_attribute` and `iox_*_attribute_get` read a
+//!   service's, as strings its handle keeps (see `attributes`).
+//!
 //! Not in the C ABI: the blocking `receive_async`-style integrations (C has the
 //! readiness descriptors instead).
 
+pub mod attributes;
 pub mod event;
 mod handle;
 pub mod held;
@@ -41,6 +46,7 @@ pub mod status;
 pub mod subscriber;
 pub mod waitset;
 
+pub use attributes::IoxAttribute;
 pub use event::{IoxEventOptions, IoxEventService, IoxListener, IoxNotifier};
 pub use held::{IoxHeldLoan, IoxHeldSample, IoxHeldState};
 pub use publisher::{IoxLoan, IoxPublisher};

@@ -22,6 +22,7 @@ use iox_service::{
     RequestResponseBuilder, RequestResponseService, Server,
 };
 
+use crate::attributes::{AttributeSettings, CAttributes};
 use crate::handle::{
     Slots, bytes, drop_handle, hand_out, lend, live, marker, non_null, put, show, take, timeout,
 };
@@ -53,6 +54,17 @@ pub struct IoxRequestResponseOptions {
     /// How long to wait for a service another process is creating or removing, in
     /// milliseconds (0: default, 10 s).
     pub timeout_ms: u64,
+    /// Attributes to record when this call creates the service (`attribute_count` of
+    /// them; NULL with 0: none). Not compared with an existing service's on open.
+    pub attributes: *const crate::IoxAttribute,
+    /// How many `attributes` there are.
+    pub attribute_count: usize,
+    /// Attributes an existing service must have when this call opens it
+    /// (`required_attribute_count` of them; NULL with 0: none); an entry whose `value`
+    /// is NULL requires only the key. A call that may create must record them too.
+    pub required_attributes: *const crate::IoxAttribute,
+    /// How many `required_attributes` there are.
+    pub required_attribute_count: usize,
 }
 
 /// The default options (no types yet). Does nothing if `options` is NULL.
@@ -73,6 +85,10 @@ pub unsafe extern "C" fn iox_request_response_options_init(options: *mut IoxRequ
         max_active_requests_per_client: 0,
         max_response_buffer: 0,
         timeout_ms: 0,
+        attributes: std::ptr::null(),
+        attribute_count: 0,
+        required_attributes: std::ptr::null(),
+        required_attribute_count: 0,
     };
     // SAFETY: the caller's contract; not NULL (checked).
     unsafe { options.write(defaults) };
@@ -81,6 +97,8 @@ pub unsafe extern "C" fn iox_request_response_options_init(options: *mut IoxRequ
 /// An open request-response service (opaque); any thread.
 pub struct IoxRequestResponseService {
     service: RequestResponseService<[u8], [u8]>,
+    /// Its attributes as C strings (see `attributes`).
+    attributes: CAttributes,
 }
 
 /// A client (opaque): used from the thread that created it.
@@ -175,7 +193,22 @@ pub unsafe extern "C" fn iox_request_response_open(
         if o.timeout_ms != 0 {
             b = b.timeout(Duration::from_millis(o.timeout_ms));
         }
-        let make = || by_mode(b, mode).map(|service| IoxRequestResponseService { service });
+        // SAFETY: the caller's contract (arrays of their counts, NUL-terminated strings).
+        let settings = unsafe {
+            AttributeSettings::read(
+                o.attributes,
+                o.attribute_count,
+                o.required_attributes,
+                o.required_attribute_count,
+            )
+        }?;
+        let b = settings.apply(b);
+        let make = || {
+            by_mode(b, mode).map(|service| IoxRequestResponseService {
+                attributes: CAttributes::of(service.attributes()),
+                service,
+            })
+        };
         // SAFETY: the caller's contract.
         unsafe { hand_out(out, RR_SERVICE, make) }
     })
@@ -191,6 +224,54 @@ pub unsafe extern "C" fn iox_request_response_service_drop(
 ) -> IoxStatus {
     // SAFETY: the caller's contract.
     guard(|| unsafe { drop_handle(service, RR_SERVICE, false) })
+}
+
+/// How many attributes the request-response service's creator recorded: `*count`.
+///
+/// # Safety
+/// `service` is a pointer from [`iox_request_response_open`]; `count` points to writable memory for a
+/// `size_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_request_response_attribute_count(
+    service: *mut IoxRequestResponseService,
+    count: *mut usize,
+) -> IoxStatus {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { live(service, RR_SERVICE, false)?.attributes.count(count) })
+}
+
+/// Attribute `index` (0 to count - 1, sorted by key) of the request-response service: `*key` and
+/// `*value` (either out pointer may be NULL). The strings stay valid until the service
+/// handle is dropped. An index out of range is `IOX_STATUS_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `service` is a pointer from [`iox_request_response_open`]; `key` and `value` are NULL or point to
+/// writable memory for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_request_response_attribute(
+    service: *mut IoxRequestResponseService,
+    index: usize,
+    key: *mut *const c_char,
+    value: *mut *const c_char,
+) -> IoxStatus {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { live(service, RR_SERVICE, false)?.attributes.at(index, key, value) })
+}
+
+/// The value of the request-response service's attribute `key`: `*value`, or NULL if it has none.
+/// The string stays valid until the service handle is dropped.
+///
+/// # Safety
+/// `service` is a pointer from [`iox_request_response_open`]; `key` is a NUL-terminated string;
+/// `value` points to writable memory for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_request_response_attribute_get(
+    service: *mut IoxRequestResponseService,
+    key: *const c_char,
+    value: *mut *const c_char,
+) -> IoxStatus {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { live(service, RR_SERVICE, false)?.attributes.get(key, value) })
 }
 
 // ---------------------------------------------------------------------------- client

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use iox_service::{MemoryType, PayloadType, PubSubBuilder, PubSubService, Service};
 
+use crate::attributes::{AttributeSettings, CAttributes, IoxAttribute};
 use crate::handle::{drop_handle, hand_out, live, marker, non_null, put};
 use crate::status::{IoxStatus, fail, guard, refuse};
 
@@ -77,6 +78,17 @@ pub struct IoxPubSubOptions {
     /// How long to wait for a service another process is creating or removing, in
     /// milliseconds (0: default, 10 s).
     pub timeout_ms: u64,
+    /// Attributes to record when this call creates the service (`attribute_count` of
+    /// them; NULL with 0: none). Not compared with an existing service's on open.
+    pub attributes: *const IoxAttribute,
+    /// How many `attributes` there are.
+    pub attribute_count: usize,
+    /// Attributes an existing service must have when this call opens it
+    /// (`required_attribute_count` of them; NULL with 0: none); an entry whose `value`
+    /// is NULL requires only the key. A call that may create must record them too.
+    pub required_attributes: *const IoxAttribute,
+    /// How many `required_attributes` there are.
+    pub required_attribute_count: usize,
 }
 
 /// A port's view of its service's pool: where it is mapped in this process, how long,
@@ -144,6 +156,10 @@ pub unsafe extern "C" fn iox_pubsub_options_init(options: *mut IoxPubSubOptions)
         max_loans: 0,
         max_held: 0,
         timeout_ms: 0,
+        attributes: std::ptr::null(),
+        attribute_count: 0,
+        required_attributes: std::ptr::null(),
+        required_attribute_count: 0,
     };
     // SAFETY: the caller's contract; not NULL (checked).
     unsafe { options.write(defaults) };
@@ -153,6 +169,8 @@ pub unsafe extern "C" fn iox_pubsub_options_init(options: *mut IoxPubSubOptions)
 /// [`iox_pubsub_service_drop`]; its ports keep the service open on their own.
 pub struct IoxPubSubService {
     pub(crate) service: PubSubService<[u8]>,
+    /// Its attributes as C strings (see `attributes`).
+    attributes: CAttributes,
 }
 
 pub(crate) const SERVICE: u64 = marker(b"iox-svc\0");
@@ -335,10 +353,23 @@ pub unsafe extern "C" fn iox_pubsub_open(
         if o.timeout_ms != 0 {
             b = b.timeout(Duration::from_millis(o.timeout_ms));
         }
+        // SAFETY: the caller's contract (arrays of their counts, NUL-terminated strings).
+        let settings = unsafe {
+            AttributeSettings::read(
+                o.attributes,
+                o.attribute_count,
+                o.required_attributes,
+                o.required_attribute_count,
+            )
+        }?;
+        let b = settings.apply(b);
         // SAFETY: the caller's contract.
         unsafe {
             hand_out(out, SERVICE, || {
-                by_mode(b, mode).map(|service| IoxPubSubService { service })
+                by_mode(b, mode).map(|service| IoxPubSubService {
+                    attributes: CAttributes::of(service.attributes()),
+                    service,
+                })
             })
         }
     })
@@ -379,4 +410,52 @@ pub unsafe extern "C" fn iox_pubsub_port_counts(
         }
         Ok(())
     })
+}
+
+/// How many attributes the publish-subscribe service's creator recorded: `*count`.
+///
+/// # Safety
+/// `service` is a pointer from [`iox_pubsub_open`]; `count` points to writable memory for a
+/// `size_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_pubsub_attribute_count(
+    service: *mut IoxPubSubService,
+    count: *mut usize,
+) -> IoxStatus {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { live(service, SERVICE, false)?.attributes.count(count) })
+}
+
+/// Attribute `index` (0 to count - 1, sorted by key) of the publish-subscribe service: `*key` and
+/// `*value` (either out pointer may be NULL). The strings stay valid until the service
+/// handle is dropped. An index out of range is `IOX_STATUS_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `service` is a pointer from [`iox_pubsub_open`]; `key` and `value` are NULL or point to
+/// writable memory for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_pubsub_attribute(
+    service: *mut IoxPubSubService,
+    index: usize,
+    key: *mut *const c_char,
+    value: *mut *const c_char,
+) -> IoxStatus {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { live(service, SERVICE, false)?.attributes.at(index, key, value) })
+}
+
+/// The value of the publish-subscribe service's attribute `key`: `*value`, or NULL if it has none.
+/// The string stays valid until the service handle is dropped.
+///
+/// # Safety
+/// `service` is a pointer from [`iox_pubsub_open`]; `key` is a NUL-terminated string;
+/// `value` points to writable memory for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_pubsub_attribute_get(
+    service: *mut IoxPubSubService,
+    key: *const c_char,
+    value: *mut *const c_char,
+) -> IoxStatus {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { live(service, SERVICE, false)?.attributes.get(key, value) })
 }

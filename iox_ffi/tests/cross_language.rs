@@ -2,7 +2,8 @@
 //! against this crate's `libiox_ffi.so`) and Rust in separate processes, on one
 //! service: C++ publisher -> Rust subscriber, Rust publisher -> C subscriber, the C
 //! API's answers to a caller's mistakes (also under AddressSanitizer and
-//! UndefinedBehaviorSanitizer), and a C++ subscriber SIGKILLed while it holds samples.
+//! UndefinedBehaviorSanitizer), a C++ subscriber SIGKILLed while it holds samples, and
+//! service attributes recorded on one side and read and required on the other.
 //! Each test has its own root; processes synchronise through their output and the
 //! services themselves, never by sleeping.
 
@@ -455,4 +456,92 @@ fn the_readme_cpp_example_receives_from_a_rust_publisher() {
         out,
         "got seq 0 value 0.0\ngot seq 1 value 0.5\ngot seq 2 value 1.0\n"
     );
+}
+
+/// Attributes a Rust process recorded, read and required by a C++ process (and the C
+/// calls' answers to mistakes); a request-response service of `Reading` to `u64`.
+#[test]
+fn a_cpp_program_reads_and_requires_the_attributes_rust_recorded() {
+    let exe = build("tests/programs/cpp_attributes.cpp", "cpp_attributes", &[]);
+    let root = tempfile::tempdir().unwrap();
+    let named = |n: &str| Service::named(n).unwrap().root(root.path());
+    let _readings = named("ffi/attr/readings")
+        .publish_subscribe::<Reading>()
+        .attribute("unit", "m/s")
+        .attribute("ros2/type", "ffi/Reading")
+        .attribute("ros2/msgdef", "uint64 seq\nfloat64 value\n")
+        .create()
+        .unwrap();
+    let _event = named("ffi/attr/event")
+        .event()
+        .attribute("role", "estop")
+        .create()
+        .unwrap();
+    let _rr = named("ffi/attr/rr")
+        .request_response::<Reading, u64>()
+        .attribute("version", "2")
+        .create()
+        .unwrap();
+    let out = Command::new(&exe)
+        .args(["read", root.path().to_str().unwrap()])
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains(" passed, 0 failed"),
+        "{:?}:\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in [
+        "readings ros2/msgdef=uint64 seq\\nfloat64 value\\n",
+        "readings ros2/type=ffi/Reading",
+        "readings unit=m/s",
+        "event role=estop",
+        "rr version=2",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line:?} missing:\n{text}");
+    }
+}
+
+/// Attributes a C++ process recorded, required and read by Rust.
+#[test]
+fn rust_reads_and_requires_the_attributes_a_cpp_program_recorded() {
+    // Its own name: the other test builds the same source at the same time.
+    let exe = build("tests/programs/cpp_attributes.cpp", "cpp_attributes_creator", &[]);
+    let root = tempfile::tempdir().unwrap();
+    let (child, mut lines) = spawn_piped(
+        Command::new(&exe)
+            .args(["create", root.path().to_str().unwrap()])
+            .env_remove("LD_LIBRARY_PATH"),
+    );
+    assert_eq!(next_line(&mut lines), "ready");
+    let builder = || {
+        Service::named("ffi/attr/from-cpp")
+            .unwrap()
+            .root(root.path())
+            .event()
+    };
+    let svc = builder()
+        .require_attribute("ros2/type", "std_msgs/msg/Empty")
+        .require_attribute_key("note")
+        .open()
+        .unwrap();
+    assert_eq!(
+        svc.attributes().iter().collect::<Vec<_>>(),
+        [
+            ("note", "made in C++\n\tline 2"),
+            ("ros2/type", "std_msgs/msg/Empty")
+        ]
+    );
+    let e = builder().require_attribute("note", "other").open().unwrap_err();
+    assert!(
+        matches!(&e, iox_service::OpenError::IncompatibleAttribute { key, found, .. } if key == "note" && found == "made in C++\n\tline 2"),
+        "{e}"
+    );
+    let notifier = svc.notifier_builder().create().unwrap();
+    assert_eq!(notifier.notify_with_custom_event_id(1.into()).unwrap(), 1);
+    assert_eq!(next_line(&mut lines), "done");
+    wait_ok(child.into_inner(), Duration::from_secs(30));
 }

@@ -60,6 +60,7 @@ macro_rules! key_types {
                     if let Some(v) = get("max_readers") { b = b.max_readers(v.extract()?); }
                     if let Some(v) = get("max_listeners") { b = b.max_listeners(v.extract()?); }
                     if let Some(v) = get("permissions") { b = b.permissions(v.extract()?); }
+                    b = crate::attributes::apply(b, opts)?;
                     for (key, type_name, size, alignment, any_bits, initial) in entries {
                         let key = <$k>::try_from(key).map_err(|_| {
                             PyValueError::new_err(format!("key {key} is not a {}", $name))
@@ -101,6 +102,9 @@ macro_rules! key_types {
             }
             fn name(&self) -> &str {
                 match self { $(Board::$variant(b) => b.name(),)* }
+            }
+            fn attributes(&self) -> &iox_service::Attributes {
+                match self { $(Board::$variant(b) => b.attributes(),)* }
             }
         }
 
@@ -247,6 +251,11 @@ impl PyBlackboard {
     #[getter]
     fn name(&self) -> &str {
         self.inner.name()
+    }
+    /// The attributes the blackboard's creator recorded: a new dict, key to value.
+    #[getter]
+    fn attributes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        crate::attributes::to_dict(py, self.inner.attributes())
     }
 }
 

@@ -1,8 +1,8 @@
 //! The exception hierarchy: `iox.Error` and its subclasses, each raised with the Rust
 //! error's message (which names the service and both sides of a mismatch).
 //!
-//! Mapping: a payload (type or field layout), memory type, limit or pattern mismatch on open is
-//! `IncompatibleService`; no such service on open is `ServiceNotFound`; an existing
+//! Mapping: a payload (type or field layout), memory type, limit, pattern or required
+//! attribute mismatch on open is `IncompatibleService`; no such service on open is `ServiceNotFound`; an existing
 //! one on create is `ServiceExists`; an empty pool class is `PoolExhausted`; a loan
 //! beyond `max_loans` or samples beyond `max_held` are `LimitReached`; a send refused
 //! because numpy views of the loan are alive is `ViewsAlive`; a publisher or loan
@@ -24,7 +24,7 @@ create_exception!(
     iox,
     IncompatibleService,
     Error,
-    "The service exists with another payload, memory type or limits."
+    "The service exists with another payload, memory type or limits, or without an attribute required of it."
 );
 create_exception!(
     iox,
@@ -84,6 +84,8 @@ pub(crate) fn open(e: &OpenError) -> PyErr {
         | OpenError::IncompatibleSchema(_)
         | OpenError::IncompatibleMemoryType { .. }
         | OpenError::IncompatibleLimit { .. }
+        | OpenError::MissingAttribute { .. }
+        | OpenError::IncompatibleAttribute { .. }
         | OpenError::WrongPattern { .. } => IncompatibleService::new_err(msg),
         _ => Error::new_err(msg),
     }

@@ -37,6 +37,7 @@ fn open_event(py: Python<'_>, name: &str, mode: &str, opts: &Bound<'_, PyDict>) 
     if let Some(v) = get("event_id_max") {
         b = b.event_id_max(v.extract()?);
     }
+    let b = crate::attributes::apply(b, opts)?;
     let inner = py.detach(|| match mode {
         "open" => b.open().map_err(|e| errors::open(&e)),
         "create" => b.create().map_err(|e| errors::create(&e)),
@@ -72,6 +73,11 @@ impl PyEventService {
     #[getter]
     fn name(&self) -> &str {
         self.inner.name()
+    }
+    /// The attributes the service's creator recorded: a new dict, key to value.
+    #[getter]
+    fn attributes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        crate::attributes::to_dict(py, self.inner.attributes())
     }
 }
 

@@ -2,7 +2,7 @@
 //! `python/iox/` wraps it with the builder API, asyncio helpers and a WaitSet).
 //!
 //! What lives here: the ports and samples (`pubsub`, `event`), blackboards
-//! (`blackboard`), numpy views of chunks
+//! (`blackboard`), service attributes (`attributes`), numpy views of chunks
 //! (`array`), and the exception hierarchy (`errors`). The payload's numpy dtype and
 //! shape are decided in Python (`iox/_types.py`) and arrive here as a
 //! [`iox_service::PayloadType`] plus a dtype and shape; the service is a `[u8]` service
@@ -22,6 +22,7 @@
 //! service) release the GIL.
 
 mod array;
+mod attributes;
 mod blackboard;
 #[cfg(feature = "cuda")]
 mod device;

@@ -274,7 +274,7 @@ fn builder(
     if let Some(v) = get("timeout") {
         b = b.timeout(Duration::from_secs_f64(v.extract()?));
     }
-    Ok(b)
+    crate::attributes::apply(b, opts)
 }
 
 /// Opens (`mode`: "open", "create" or "open_or_create") with `b`; the arrays are of
@@ -354,6 +354,11 @@ impl PyPubSubService {
     /// `(publishers, subscribers)` connected now.
     fn port_counts(&self) -> (usize, usize) {
         self.inner.port_counts()
+    }
+    /// The attributes the service's creator recorded: a new dict, key to value.
+    #[getter]
+    fn attributes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        crate::attributes::to_dict(py, self.inner.attributes())
     }
     /// A subscriber. `pin=True` pins the pool for this port (mlock, or CUDA
     /// registration on a `CUDA_PINNED` service built with the `cuda` feature).

@@ -28,7 +28,7 @@ def rust_examples():
     """The directory of the Rust example binaries (built here if missing)."""
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
     bindir = os.path.join(target, "debug")
-    bins = ("publisher", "subscriber", "schema_peer")
+    bins = ("publisher", "subscriber", "schema_peer", "attribute_peer")
     if not all(os.path.exists(os.path.join(bindir, b)) for b in bins):
         subprocess.run(["cargo", "build", "-q", "-p", "iox_examples"] + [a for b in bins for a in ("--bin", b)],
                        cwd=REPO, check=True)

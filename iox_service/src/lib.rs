@@ -31,6 +31,7 @@
 
 #[cfg(feature = "tokio")]
 mod async_ready;
+pub mod attributes;
 mod blackboard;
 mod config_file;
 mod device;
@@ -65,6 +66,7 @@ use recovery::cleanup;
 pub(crate) use recovery::node;
 pub(crate) use shm::{doorbell, dynamic, lifecycle, queue};
 
+pub use attributes::{AttributeError, Attributes};
 pub use blackboard::{
     BlackboardBuilder, BlackboardService, EntryError, EntryLoan, KeyInfo, MAX_BLACKBOARD_KEYS,
     MAX_BLACKBOARD_VALUE, RawReaderEntry, RawWriterEntry, ReadError, Reader, ReaderBuilder, ReaderEntry,

@@ -6,6 +6,14 @@
 //! and limits inside iox's bounds. Each failure is a [`ConfigError`] naming the file
 //! and what is wrong. The xxh3 hash of the exact text is the config's identity: the
 //! dynamic segment records it, so an opener can tell that the two belong together.
+//!
+//! Optional fields are left out of the text when they are empty or absent (the schema,
+//! the attributes), so a config without them reads as before and has the same hash.
+//! Compatibility: the [`crate::attributes`] field came without a new
+//! [`CONFIG_VERSION`], so an iox that predates it (its `StaticConfig` denies unknown
+//! fields) refuses a config that has attributes as malformed, naming the field; the
+//! services of such a creator are not opened by that older iox, every other service
+//! still is.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::PayloadType;
+use crate::attributes::{AttributeError, Attributes};
 pub use crate::blackboard::config::{BlackboardConfig, BlackboardEntry};
 pub use crate::event::config::EventConfig;
 pub use crate::pubsub::config::{Overflow, PubSubConfig};
@@ -115,6 +124,10 @@ pub struct StaticConfig {
     /// as payload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_header: Option<crate::HeaderType>,
+    /// Key-value strings the creator recorded to say what the service is for
+    /// ([`crate::attributes`]); absent from the text when there are none.
+    #[serde(default, skip_serializing_if = "Attributes::is_empty")]
+    pub attributes: Attributes,
 }
 
 /// A service's pattern and its section of the static config: its port limits, named
@@ -367,6 +380,10 @@ pub enum InvalidConfig {
     /// The recorded user header's schema is damaged (the message says how).
     #[error("user header schema: {0}")]
     UserHeaderSchema(crate::schema::SchemaError),
+    /// An attribute breaks a rule of [`crate::attributes`] (the message names the key
+    /// and the rule).
+    #[error(transparent)]
+    Attribute(#[from] AttributeError),
     /// A blackboard's keys or limits are not valid (the message says which).
     #[error("blackboard: {0}")]
     Blackboard(String),
@@ -654,6 +671,18 @@ impl StaticConfig {
         }
         if let Some(header) = &self.user_header {
             check_user_header(self, header)?;
+        }
+        self.attributes.check()?;
+        if !self.attributes.is_empty() {
+            // Only attributes can make a config this large (values of up to 8 KiB).
+            let len = self.to_ron().len();
+            if len as u64 > MAX_CONFIG_LEN {
+                return Err(AttributeError::ConfigTooLarge {
+                    len,
+                    max: MAX_CONFIG_LEN,
+                }
+                .into());
+            }
         }
         Ok(())
     }

@@ -9,8 +9,8 @@ use std::time::Duration;
 use iox_mempool::OpenPoolError;
 use iox_mempool::segment::OpenSegmentError;
 use iox_service::{
-    Backing, ConfigError, Corruption, CreateError, InvalidConfig, OpenError, PubSubBuilder, Service,
-    ServiceName,
+    AttributeError, Backing, ConfigError, Corruption, CreateError, InvalidConfig, OpenError, PubSubBuilder,
+    Service, ServiceName,
 };
 
 const NAME: &str = "bad/files";
@@ -60,6 +60,24 @@ fn edit_config(root: &Path, f: impl FnOnce(String) -> String) {
     std::fs::write(&path, f(text)).unwrap();
 }
 
+/// Puts `attributes: {entries}` (RON map entries, as written) into the static config,
+/// as a hand edit or another writer would.
+fn with_attributes(root: &Path, entries: &str) {
+    edit_config(root, |t| {
+        let version = format!("version: {},", iox_service::static_config::CONFIG_VERSION);
+        assert!(t.contains(&version), "{t}");
+        t.replacen(&version, &format!("{version}\n    attributes: {{{entries}}},"), 1)
+    })
+}
+
+/// Whether `e` says the static config's attributes break `rule`.
+fn attribute_error(e: &OpenError, rule: impl Fn(&AttributeError) -> bool) -> bool {
+    matches!(
+        e,
+        OpenError::Config(ConfigError::Invalid { what: InvalidConfig::Attribute(a), .. }) if rule(a)
+    )
+}
+
 type Check = fn(&OpenError) -> bool;
 type Case = (&'static str, fn(&Path), Check);
 
@@ -101,6 +119,74 @@ fn each_corruption_gets_its_own_error_and_nothing_is_deleted() {
             "oversized config",
             |r| edit_config(r, |t| t + &" ".repeat(70 * 1024)),
             |e| matches!(e, OpenError::Config(ConfigError::TooLarge { .. })),
+        ),
+        (
+            "an attribute value over 8192 bytes",
+            |r| with_attributes(r, &format!("\"ros2/msgdef\": \"{}\"", "x".repeat(8193))),
+            |e| {
+                attribute_error(
+                    e,
+                    |a| matches!(a, AttributeError::ValueLength { key, len: 8193 } if key == "ros2/msgdef"),
+                )
+            },
+        ),
+        (
+            "33 attributes",
+            |r| {
+                let entries: Vec<String> = (0..33).map(|i| format!("\"k{i:02}\": \"v\"")).collect();
+                with_attributes(r, &entries.join(", "))
+            },
+            |e| attribute_error(e, |a| matches!(a, AttributeError::TooMany { count: 33 })),
+        ),
+        (
+            "an attribute key twice",
+            |r| with_attributes(r, r#""a": "1", "a": "2""#),
+            |e| {
+                attribute_error(
+                    e,
+                    |a| matches!(a, AttributeError::Duplicate { key } if key == "a"),
+                )
+            },
+        ),
+        (
+            "attribute keys out of order",
+            |r| with_attributes(r, r#""b": "1", "a": "2""#),
+            |e| {
+                attribute_error(
+                    e,
+                    |a| matches!(a, AttributeError::Unsorted { key, previous } if key == "a" && previous == "b"),
+                )
+            },
+        ),
+        (
+            "an attribute key with '='",
+            |r| with_attributes(r, r#""a=b": "1""#),
+            |e| {
+                attribute_error(
+                    e,
+                    |a| matches!(a, AttributeError::KeyCharacter { key, found: '=' } if key == "a=b"),
+                )
+            },
+        ),
+        (
+            "an attribute key with a control character",
+            |r| with_attributes(r, "\"a\u{7}b\": \"1\""),
+            |e| {
+                attribute_error(
+                    e,
+                    |a| matches!(a, AttributeError::KeyCharacter { key, found: '\u{7}' } if key == "a\u{7}b"),
+                )
+            },
+        ),
+        (
+            "an attribute value with an escape character",
+            |r| with_attributes(r, "\"k\": \"\u{1b}[2J\""),
+            |e| {
+                attribute_error(
+                    e,
+                    |a| matches!(a, AttributeError::ValueCharacter { key, found: '\u{1b}' } if key == "k"),
+                )
+            },
         ),
         (
             "config is a symlink",

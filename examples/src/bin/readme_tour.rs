@@ -81,6 +81,19 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .open_or_create()?;
     // README block end
     // README block 4
+    let chatter = Service::named("ros2/chatter")?
+        .publish_subscribe::<u64>()
+        .attribute("ros2/type", "std_msgs/msg/UInt64")     // recorded when it creates
+        .attribute("ros2/qos", "reliable")
+        .open_or_create()?;
+    let reader = Service::named("ros2/chatter")?
+        .publish_subscribe::<u64>()
+        .require_attribute("ros2/type", "std_msgs/msg/UInt64") // checked when it opens
+        .require_attribute_key("ros2/qos")                     // any value
+        .open()?;                                          // else MissingAttribute / IncompatibleAttribute
+    assert_eq!(reader.attributes().get("ros2/qos"), Some("reliable"));
+    // README block end
+    // README block 5
     use iox_service::EventId;
 
     let estop = Service::named("robot/estop")?
@@ -97,7 +110,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     listener.try_wait_all(|id| println!("{id:?}"))?;          // non-blocking
     listener.timed_wait_one(Duration::from_millis(10))?;     // Option<EventId>, futex sleep
     // README block end
-    // README block 5
+    // README block 6
     #[derive(ZeroCopySafe, Clone, Copy)]
     #[repr(C)]
     struct Goal { x: f64, y: f64 }
@@ -127,7 +140,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     assert!(pending.is_finished());                    // the end, not a timeout
     // README block end
-    // README block 6
+    // README block 7
     let board = Service::named("robot/state")?
         .blackboard::<u32>()                               // keys: an integer (or array) type
         .add::<f64>(0, 0.0)                                // key 0: speed, initially 0.0

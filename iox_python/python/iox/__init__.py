@@ -22,6 +22,7 @@ import numpy as np
 
 from . import _iox
 from ._aio import wait_async
+from ._attributes import AttributeMethods
 from ._blackboard import Blackboard, BlackboardBuilder, BlackboardReader, BlackboardWriter
 from ._iox import (  # noqa: F401
     Error, IncompatibleService, LimitReached, Loan, Listener, Notifier, PoolExhausted,
@@ -89,7 +90,7 @@ class Service:
         return BlackboardBuilder(self, key_dtype)
 
 
-class _Builder:
+class _Builder(AttributeMethods):
     def __init__(self, service: Service):
         self._service = service
         self._opts: dict = {"root": service.root}

@@ -23,6 +23,7 @@ import re
 import numpy as np
 
 from . import _iox
+from ._attributes import AttributeMethods
 from ._types import _RUST_NAMES, Type, array_name, element
 
 _KEY_TYPES = {"u1": "u8", "u2": "u16", "u4": "u32", "u8": "u64", "i1": "i8", "i2": "i16", "i4": "i32", "i8": "i64"}
@@ -56,9 +57,10 @@ def _dtype_of(name: str):
     return None
 
 
-class BlackboardBuilder:
+class BlackboardBuilder(AttributeMethods):
     """What ``Service.blackboard(key_dtype)`` returns: keys with their value types
-    (``add``), limits, then ``open`` / ``create`` / ``open_or_create``."""
+    (``add``), limits, attributes (``attribute``, ``require_attribute``: see
+    ``iox._attributes``), then ``open`` / ``create`` / ``open_or_create``."""
 
     def __init__(self, service, key_dtype):
         dt = np.dtype(key_dtype)
@@ -134,6 +136,11 @@ class Blackboard:
     @property
     def name(self) -> str:
         return self._inner.name
+
+    @property
+    def attributes(self) -> dict[str, str]:
+        """The attributes the blackboard's creator recorded (a new dict)."""
+        return self._inner.attributes
 
     def keys(self) -> list[int]:
         return [int(k) for k in self._inner.keys()]

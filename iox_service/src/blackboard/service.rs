@@ -132,6 +132,8 @@ impl<K: ZeroCopySafe + std::fmt::Debug> BlackboardBuilder<K> {
         self
     }
 
+    crate::service::attribute_methods!("blackboard::<u32>().add::<u64>(0, 0)");
+
     /// Creates the blackboard; fails if it exists.
     pub fn create(self) -> Result<BlackboardService<K>, CreateError> {
         let shared = service::create(&self.target, &self)?;
@@ -337,6 +339,12 @@ impl<K: ZeroCopySafe + std::fmt::Debug> BlackboardService<K> {
     /// The static config, as stored.
     pub fn static_config(&self) -> &StaticConfig {
         &self.shared.config
+    }
+
+    /// The attributes its creator recorded ([`crate::attributes`]; the static
+    /// config's `attributes`).
+    pub fn attributes(&self) -> &crate::Attributes {
+        &self.shared.config.attributes
     }
 
     /// The blackboard section of the static config (limits, keys, value types).

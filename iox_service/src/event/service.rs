@@ -113,6 +113,8 @@ impl EventBuilder {
         self
     }
 
+    crate::service::attribute_methods!("event()");
+
     /// Creates the service; fails if it exists.
     pub fn create(self) -> Result<EventService, CreateError> {
         service::create(&self.target, &self).map(EventService::new)
@@ -226,6 +228,12 @@ impl EventService {
     /// The static config, as stored.
     pub fn static_config(&self) -> &StaticConfig {
         &self.shared.config
+    }
+
+    /// The attributes its creator recorded ([`crate::attributes`]; the static
+    /// config's `attributes`).
+    pub fn attributes(&self) -> &crate::Attributes {
+        &self.shared.config.attributes
     }
 
     /// The event section of the static config (id range, lifecycle events).

@@ -8,16 +8,18 @@ impl PubSubBuilder<[u8]> {
     /// For a builder that carries `config`'s payload type
     /// ([`carry_payload_type`](Self::carry_payload_type) or
     /// [`raw_payload_type`](Self::raw_payload_type)): its schema, memory type and, when
-    /// creating, its limits, overflow, history, backing kind and size classes (the
+    /// creating, its attributes (as [`attribute`](Self::attribute)s: recorded, not
+    /// required), limits, overflow, history, backing kind and size classes (the
     /// counts as recorded, so the pool is the original's:
     /// [`allow_pool_exhaustion`](Self::allow_pool_exhaustion) is set). A `config` of
-    /// another pattern contributes only its schema and memory type. `config`'s user
-    /// header too, for a builder of [`raw_payload_type`](Self::raw_payload_type)
-    /// (whose `unsafe` contract covers it); a carrying builder declares it with the
-    /// `unsafe` [`raw_user_header`](Self::raw_user_header) itself, since its `[u8]`
-    /// ports would otherwise read the header and the gap after it as payload. The
-    /// classes' sizes are the payload's, the header's room added back when the service
-    /// is created. Not the
+    /// another pattern contributes only its schema, memory type and attributes.
+    /// `config`'s user header too, for a builder of
+    /// [`raw_payload_type`](Self::raw_payload_type) (whose `unsafe` contract covers
+    /// it); a carrying builder declares it with the `unsafe`
+    /// [`raw_user_header`](Self::raw_user_header) itself, since its `[u8]` ports would
+    /// otherwise read the header and the gap after it as payload. The classes' sizes
+    /// are the payload's, the header's room added back when the service is created.
+    /// Not the
     /// permissions: who may open the new service is the caller's decision (a file or a
     /// remote host should not make a service world-writable by saying so).
     ///
@@ -26,7 +28,9 @@ impl PubSubBuilder<[u8]> {
     /// # let other = tempfile::tempdir().unwrap();
     /// use iox_service::Service;
     /// let original = Service::named("doc/like")?.root(dir.path())
-    ///     .publish_subscribe::<u32>().subscriber_buffer(9).history(3).create()?;
+    ///     .publish_subscribe::<u32>().subscriber_buffer(9).history(3)
+    ///     .attribute("ros2/type", "std_msgs/msg/UInt32")
+    ///     .create()?;
     /// let config = original.static_config();
     /// let copy = Service::named("doc/like")?.root(other.path())
     ///     .publish_subscribe::<[u8]>()
@@ -35,10 +39,14 @@ impl PubSubBuilder<[u8]> {
     ///     .create()?;
     /// assert_eq!(copy.static_config().publish_subscribe(), config.publish_subscribe());
     /// assert_eq!(copy.static_config().schema, config.schema);
+    /// assert_eq!(copy.attributes(), original.attributes());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn like_config(self, config: &StaticConfig) -> Self {
         let mut b = self.memory_type(config.memory_type);
+        for (key, value) in &config.attributes {
+            b = b.attribute(key, value);
+        }
         if let Some(schema) = &config.schema {
             b = b.payload_schema(schema.clone());
         }

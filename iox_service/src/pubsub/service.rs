@@ -321,6 +321,8 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
         self
     }
 
+    crate::service::attribute_methods!("publish_subscribe::<u64>()");
+
     /// Creates the service; fails if it exists.
     pub fn create(self) -> Result<PubSubService<P, H>, CreateError> {
         service::create(&self.target, &self).map(PubSubService::new)
@@ -426,6 +428,8 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
                 .map_or(0, |d| d.as_nanos() as u64),
             schema: self.schema(),
             user_header: self.header_type(),
+            // Set by the protocol for every pattern (`service::create`).
+            attributes: Default::default(),
         };
         if let Err(e) = config.check() {
             // Limits first, so a zero count is reported as such, not as a layout error.
@@ -706,6 +710,12 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubService<P, H> {
     /// The static config, as stored.
     pub fn static_config(&self) -> &StaticConfig {
         &self.shared.config
+    }
+
+    /// The attributes its creator recorded ([`crate::attributes`]; the static
+    /// config's `attributes`).
+    pub fn attributes(&self) -> &crate::Attributes {
+        &self.shared.config.attributes
     }
 
     /// The publish-subscribe section of the static config (limits, overflow,

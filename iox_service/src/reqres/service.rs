@@ -175,6 +175,8 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestResponseBuilder<Req, 
         self
     }
 
+    crate::service::attribute_methods!("request_response::<u64, u64>()");
+
     /// Creates the service; fails if it exists.
     pub fn create(self) -> Result<RequestResponseService<Req, Resp>, CreateError> {
         service::create(&self.target, &self).map(RequestResponseService::new)
@@ -262,6 +264,8 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Pattern for RequestResponseB
                 .map_or(0, |d| d.as_nanos() as u64),
             schema: None,
             user_header: None,
+            // Set by the protocol for every pattern (`service::create`).
+            attributes: Default::default(),
         };
         if let Err(e) = config.check()
             && !e.is_payload()
@@ -404,6 +408,12 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestResponseService<Req, 
     /// The static config, as stored.
     pub fn static_config(&self) -> &StaticConfig {
         &self.shared.config
+    }
+
+    /// The attributes its creator recorded ([`crate::attributes`]; the static
+    /// config's `attributes`).
+    pub fn attributes(&self) -> &crate::Attributes {
+        &self.shared.config.attributes
     }
 
     /// The request-response section of the static config (limits, response payload).

@@ -8,6 +8,7 @@ use iox_mempool::{CreatePoolError, LayoutError, MemoryType, OpenPoolError};
 use thiserror::Error;
 
 use crate::PayloadType;
+use crate::attributes::shown;
 use crate::dynamic::Corruption;
 use crate::static_config::{ConfigError, InvalidConfig, MessagingPattern};
 
@@ -353,6 +354,46 @@ pub enum OpenError {
         requested: String,
         /// What the service has.
         found: String,
+    },
+    /// The service lacks an attribute the caller requires
+    /// (`require_attribute`, `require_attribute_key`).
+    #[error(
+        "service {name:?} has no attribute {key:?}{}, which this program requires: it is not the service this program expects (check the name), or its creator did not record it (.attribute({key:?}, ..) when creating); `iox show {name}` lists the service's attributes",
+        required.as_deref().map(|v| format!(" (required value {:?})", shown(v))).unwrap_or_default()
+    )]
+    MissingAttribute {
+        /// The service.
+        name: String,
+        /// The attribute's key.
+        key: String,
+        /// The value required (`None`: any value).
+        required: Option<String>,
+    },
+    /// The service has an attribute with another value than the caller requires
+    /// (`require_attribute`).
+    #[error(
+        "service {name:?} has attribute {key:?} = {:?}, but this program requires {:?}: it is not the service this program expects (check the name, and what its creator records with .attribute(..)), or relax the requirement",
+        shown(found),
+        shown(required)
+    )]
+    IncompatibleAttribute {
+        /// The service.
+        name: String,
+        /// The attribute's key.
+        key: String,
+        /// The value required.
+        required: String,
+        /// The service's value.
+        found: String,
+    },
+    /// A setting given to the builder is invalid (an attribute key or value that
+    /// breaks a rule of [`crate::attributes`]).
+    #[error("invalid setting for service {name:?}: {source}")]
+    InvalidSetting {
+        /// The service.
+        name: String,
+        /// What is wrong.
+        source: InvalidConfig,
     },
     /// The dynamic segment is invalid, or missing beside its static config.
     #[error("service {name:?}: {}: {problem}", path.display())]

@@ -4,7 +4,8 @@
 //! Protocol (see `docs/architecture.md`, and [`crate::lifecycle`] for who may delete
 //! which file):
 //! 1. Read `iox_<H>.service`. If it exists, check it (name, version, payload type,
-//!    memory type if the caller set one, limits the caller asked for), open the dynamic
+//!    memory type if the caller set one, limits and attributes the caller asked for),
+//!    open the dynamic
 //!    segment (size checked before mapping, magic, version, and the hash of the static
 //!    config it belongs to), check its lifecycle (a dead creator or remover is taken
 //!    over and its files removed), open the pool, recover dead participants
@@ -21,7 +22,7 @@
 //! 3. Anything transient (a service being created or removed by a live process) is
 //!    retried with a short back-off until the builder's timeout (default 10 s).
 //! 4. `open_or_create` only: a service whose check in step 1 fails (another type,
-//!    limits or pattern) and that no live process uses is recovered and removed as
+//!    limits, pattern or a required attribute) and that no live process uses is recovered and removed as
 //!    `iox clean` would (if this user owns its static config, or is root), then
 //!    created with the caller's settings; one in use is refused.
 //!
@@ -44,9 +45,16 @@
 //! Opening a service of another pattern is [`OpenError::WrongPattern`] (unless step 4
 //! applies).
 //!
+//! Attributes ([`crate::attributes`]) are the one setting every pattern has: the
+//! builders keep them in their shared [`Target`], and `create`, `open` and
+//! `open_or_create` here record and verify them for every pattern
+//! (`attribute_spec.rs` says what `.attribute` and `.require_attribute` do on open and
+//! on create, and why).
+//!
 //! Files: `create.rs` (steps 2), `open.rs` (step 1), `memfd_access.rs` (reaching a
-//! memfd payload through a live participant), `errors.rs`.
+//! memfd payload through a live participant), `attribute_spec.rs`, `errors.rs`.
 
+mod attribute_spec;
 mod create;
 mod errors;
 mod memfd_access;
@@ -58,6 +66,8 @@ use std::time::{Duration, Instant};
 
 use iox_mempool::Pool;
 
+use attribute_spec::AttributeSpec;
+pub(crate) use attribute_spec::attribute_methods;
 pub use errors::{CreateError, OpenError, OpenOrCreateError, RootError, UserHeaderMismatch};
 
 use crate::dynamic::{Dynamic, DynamicSegment};
@@ -107,31 +117,19 @@ impl Service {
 
     /// A publish-subscribe service carrying `P`: a `T: ZeroCopySafe` or a slice `[T]`.
     pub fn publish_subscribe<P: ?Sized + Payload>(self) -> PubSubBuilder<P> {
-        PubSubBuilder::new(Target {
-            name: self.name,
-            root: self.root,
-            timeout: DEFAULT_TIMEOUT,
-        })
+        PubSubBuilder::new(Target::new(self))
     }
 
     /// An event service: notifiers signal event ids to listeners (see
     /// [`crate::EventBuilder`]).
     pub fn event(self) -> crate::EventBuilder {
-        crate::EventBuilder::new(Target {
-            name: self.name,
-            root: self.root,
-            timeout: DEFAULT_TIMEOUT,
-        })
+        crate::EventBuilder::new(Target::new(self))
     }
 
     /// A blackboard with keys of type `K` (an integer or an array of them): the
     /// latest value of each key, kept for readers (see [`crate::BlackboardBuilder`]).
     pub fn blackboard<K: crate::ZeroCopySafe + std::fmt::Debug>(self) -> crate::BlackboardBuilder<K> {
-        crate::BlackboardBuilder::new(Target {
-            name: self.name,
-            root: self.root,
-            timeout: DEFAULT_TIMEOUT,
-        })
+        crate::BlackboardBuilder::new(Target::new(self))
     }
 
     /// A request-response service: clients send requests of `Req`, servers stream
@@ -140,11 +138,7 @@ impl Service {
     pub fn request_response<Req: ?Sized + Payload, Resp: ?Sized + Payload>(
         self,
     ) -> crate::RequestResponseBuilder<Req, Resp> {
-        crate::RequestResponseBuilder::new(Target {
-            name: self.name,
-            root: self.root,
-            timeout: DEFAULT_TIMEOUT,
-        })
+        crate::RequestResponseBuilder::new(Target::new(self))
     }
 
     /// Whether a service called `name` exists under the default root.
@@ -178,13 +172,26 @@ impl Service {
     }
 }
 
-/// Which service a builder is about: its name, its root, and how long to wait for
-/// another process creating or removing it.
+/// Which service a builder is about: its name, its root, how long to wait for
+/// another process creating or removing it, and the attributes it records and
+/// requires (`attribute_spec`), which every pattern's builder has.
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
     pub(crate) name: ServiceName,
     pub(crate) root: PathBuf,
     pub(crate) timeout: Duration,
+    pub(crate) attributes: AttributeSpec,
+}
+
+impl Target {
+    fn new(service: Service) -> Self {
+        Self {
+            name: service.name,
+            root: service.root,
+            timeout: DEFAULT_TIMEOUT,
+            attributes: AttributeSpec::default(),
+        }
+    }
 }
 
 /// The checked static config of a service whose pattern carries no payload through the
@@ -226,6 +233,8 @@ pub(crate) fn payloadless_config(
             .map_or(0, |d| d.as_nanos() as u64),
         schema: None,
         user_header: None,
+        // Set by the protocol for every pattern (`service::create`).
+        attributes: Default::default(),
     };
     config.check().map_err(|e| CreateError::InvalidSetting {
         name: target.name.to_string(),
@@ -267,7 +276,8 @@ enum Attempt<T, E> {
 
 /// Creates the service; fails if it exists.
 pub(crate) fn create(t: &Target, p: &impl Pattern) -> Result<ServiceShared, CreateError> {
-    let config = p.new_config(t)?;
+    let attributes = attribute_spec::for_create(t)?;
+    let config = with_attributes(t, p.new_config(t)?, attributes)?;
     let start = Instant::now();
     loop {
         match create::try_create(t, &config, &|c, d| p.init_dynamic(c, d))? {
@@ -286,6 +296,7 @@ pub(crate) fn create(t: &Target, p: &impl Pattern) -> Result<ServiceShared, Crea
 
 /// Opens the service; fails if it does not exist.
 pub(crate) fn open(t: &Target, p: &impl Pattern) -> Result<ServiceShared, OpenError> {
+    attribute_spec::check_for_open(t)?;
     let start = Instant::now();
     loop {
         let last = match open::try_open(t, &|c| check(t, p, c), start + t.timeout) {
@@ -316,6 +327,8 @@ pub(crate) fn open(t: &Target, p: &impl Pattern) -> Result<ServiceShared, OpenEr
 /// more is removed and created with these (`open::removed_if_stale`); one in use is
 /// refused.
 pub(crate) fn open_or_create(t: &Target, p: &impl Pattern) -> Result<ServiceShared, OpenOrCreateError> {
+    // Whether it would open or create, a builder that may create is checked alike.
+    let attributes = attribute_spec::for_create(t)?;
     let start = Instant::now();
     let mut config = None;
     loop {
@@ -324,7 +337,7 @@ pub(crate) fn open_or_create(t: &Target, p: &impl Pattern) -> Result<ServiceShar
             Attempt::Failed(OpenError::Config(ConfigError::NotFound { .. })) => {
                 let config = match &config {
                     Some(c) => c,
-                    None => config.insert(p.new_config(t)?),
+                    None => config.insert(with_attributes(t, p.new_config(t)?, attributes.clone())?),
                 };
                 match create::try_create(t, config, &|c, d| p.init_dynamic(c, d))? {
                     Attempt::Done(s) => return Ok(s),
@@ -342,6 +355,8 @@ pub(crate) fn open_or_create(t: &Target, p: &impl Pattern) -> Result<ServiceShar
                 | OpenError::IncompatibleSchema(_)
                 | OpenError::IncompatibleMemoryType { .. }
                 | OpenError::IncompatibleLimit { .. }
+                | OpenError::MissingAttribute { .. }
+                | OpenError::IncompatibleAttribute { .. }
                 | OpenError::WrongPattern { .. }),
             ) => {
                 if open::removed_if_stale(t) {
@@ -360,7 +375,8 @@ pub(crate) fn open_or_create(t: &Target, p: &impl Pattern) -> Result<ServiceShar
     }
 }
 
-/// The checks every pattern shares (the name, the pattern), then the pattern's own.
+/// The checks every pattern shares (the name, the pattern), then the pattern's own,
+/// then the caller's attribute requirements.
 fn check<P: Pattern>(t: &Target, p: &P, c: &StaticConfig) -> Result<(), OpenError> {
     let name = || t.name.to_string();
     if c.name != t.name.as_str() {
@@ -376,7 +392,26 @@ fn check<P: Pattern>(t: &Target, p: &P, c: &StaticConfig) -> Result<(), OpenErro
             found: c.messaging_pattern(),
         });
     };
-    p.check_compatible(t, c, section)
+    p.check_compatible(t, c, section)?;
+    attribute_spec::verify(t, &c.attributes)
+}
+
+/// `config` (a pattern's, checked) with `attributes`, checked again as a whole (the
+/// attributes may make the file too large).
+fn with_attributes(
+    t: &Target,
+    mut config: StaticConfig,
+    attributes: crate::Attributes,
+) -> Result<StaticConfig, CreateError> {
+    if attributes.is_empty() {
+        return Ok(config);
+    }
+    config.attributes = attributes;
+    config.check().map_err(|source| CreateError::InvalidSetting {
+        name: t.name.to_string(),
+        source,
+    })?;
+    Ok(config)
 }
 
 fn timed_out(t: &Target, start: Instant, last: String) -> OpenError {
