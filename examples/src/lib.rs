@@ -17,6 +17,10 @@
 //! - `attribute_peer`: service attributes for the Python attribute tests
 //!   (`iox_python/tests/test_attributes.py`): records them, or requires and prints
 //!   what Python recorded.
+//! - `camera`: frames with a per-sample user header ([`FrameHeader`] in front of the
+//!   pixels), published or received and checked; shared with the C++ example
+//!   `iox_ffi/examples/camera.cpp` and the Python tests
+//!   (`iox_python/tests/test_user_header.py`).
 
 use std::time::{Duration, Instant};
 
@@ -38,6 +42,53 @@ pub struct Reading {
 
 /// The service name the examples use.
 pub const SERVICE: &str = "examples/readings";
+
+/// The user header of the `camera` example's frames, in front of their pixels (as a
+/// ROS image carries its stamp and geometry): 32 bytes, no padding. The C++ example
+/// and the Python tests declare the same fields under the same name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ZeroCopySafe)]
+#[repr(C)]
+#[iox(type_name = "FrameHeader")]
+pub struct FrameHeader {
+    /// When the frame was taken.
+    pub stamp_ns: u64,
+    /// Pixels per row.
+    pub width: u32,
+    /// Rows.
+    pub height: u32,
+    /// Bytes per row.
+    pub step: u32,
+    /// The pixel encoding, NUL-padded ASCII (`mono8`).
+    pub encoding: [u8; 12],
+}
+
+/// The `camera` example's service: `[u8]` frames of at most [`CAMERA_MAX_PIXELS`]
+/// bytes, each with a [`FrameHeader`].
+pub const CAMERA_SERVICE: &str = "examples/camera";
+
+/// The largest frame of the `camera` example, in bytes (64 x 48, one byte a pixel).
+pub const CAMERA_MAX_PIXELS: usize = 64 * 48;
+
+/// The queue of the `camera` example's subscribers (every program of the service asks
+/// the same).
+pub const CAMERA_BUFFER: u32 = 8;
+
+/// The header of the `camera` example's frame `i` (`i < 48`): stamp `1_000_000 + i`,
+/// 64 pixels wide, `48 - i` rows, `mono8`.
+pub fn frame_header(i: u64) -> FrameHeader {
+    FrameHeader {
+        stamp_ns: 1_000_000 + i,
+        width: 64,
+        height: 48 - (i % 48) as u32,
+        step: 64,
+        encoding: *b"mono8\0\0\0\0\0\0\0",
+    }
+}
+
+/// Pixel `j` of the `camera` example's frame `i`: `(i + j) mod 256`.
+pub fn frame_pixel(i: u64, j: usize) -> u8 {
+    (i as usize + j) as u8
+}
 
 /// Opens (or creates) the examples' service.
 pub fn readings() -> Result<PubSubService<Reading>, OpenOrCreateError> {

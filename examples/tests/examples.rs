@@ -275,3 +275,44 @@ fn gpu_pinned_runs_or_explains_why_not() {
         "built without the `cuda` feature (cargo test -p iox_examples --features cuda)",
     );
 }
+
+/// `camera subscribe` and `camera publish` in two processes: frames with their user
+/// headers arrive whole (the subscriber checks every field and pixel), and the service
+/// goes with them.
+#[test]
+fn camera_moves_frames_with_headers_between_two_processes() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let exe = env!("CARGO_BIN_EXE_camera");
+    let mut subscriber = Command::new(exe)
+        .args(["subscribe", "--count", "3"])
+        .env("IOX_ROOT", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(subscriber.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let publisher = Command::new(exe)
+        .args(["publish", "--count", "3"])
+        .env("IOX_ROOT", dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        publisher.status.success(),
+        "{}",
+        String::from_utf8_lossy(&publisher.stderr)
+    );
+    let got: Vec<String> = lines.map(Result::unwrap).collect();
+    assert!(subscriber.wait().unwrap().success());
+    assert_eq!(
+        got,
+        (0..3)
+            .map(|i| format!("camera: frame {i} stamp {} 64x{} mono8 ok", 1_000_000 + i, 48 - i))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "files left behind"
+    );
+}

@@ -146,13 +146,19 @@ typedef struct IoxHeldState {
   uint64_t opaque[8];
 } IoxHeldState;
 
-// A loan kept by the caller (see the module docs): write `len_bytes` bytes at `data`,
-// then send or discard it exactly once.
+// A loan kept by the caller (see the module docs): write `len_bytes` bytes at `data`
+// (and, for a service with a user header, `header_len` bytes at `header`), then send
+// or discard it exactly once.
 typedef struct IoxHeldLoan {
   // The payload's first byte, aligned for the service's type.
   void *data;
   // The payload's length in bytes.
   uint64_t len_bytes;
+  // The user header's first byte, aligned for its type (not initialised: write all
+  // `header_len` bytes before sending); NULL for a service without a header.
+  void *header;
+  // The user header's length in bytes (0 without one).
+  uint64_t header_len;
   // Non-zero while the struct holds a loan.
   uint64_t live;
   // The thread that loaned it.
@@ -162,7 +168,8 @@ typedef struct IoxHeldLoan {
 } IoxHeldLoan;
 
 // A received sample kept by the caller (see the module docs): read `len_bytes` bytes
-// at `data`, then release it exactly once.
+// at `data` (and the user header's `header_len` bytes at `header`), then release it
+// exactly once.
 typedef struct IoxHeldSample {
   // The payload's first byte (read-only).
   const void *data;
@@ -170,13 +177,19 @@ typedef struct IoxHeldSample {
   uint64_t len_bytes;
   // Its length in elements of the service's type (1 for a value).
   uint64_t len;
+  // The user header's first byte (read-only, aligned for its type); NULL for a
+  // service without a header.
+  const void *header;
+  // The user header's length in bytes (0 without one).
+  uint64_t header_len;
   // Non-zero while the struct holds a sample.
   uint64_t live;
   // The sample itself.
   struct IoxHeldState state;
 } IoxHeldSample;
 
-// A loaned chunk: write `len_bytes` bytes at `data`, then send or discard it by `id`.
+// A loaned chunk: write `len_bytes` bytes at `data` (and, for a service with a user
+// header, `header_len` bytes at `header`), then send or discard it by `id`.
 typedef struct IoxLoan {
   // The payload's first byte, aligned for the service's type.
   void *data;
@@ -184,6 +197,12 @@ typedef struct IoxLoan {
   uint64_t len_bytes;
   // What the port knows this loan by.
   uint64_t id;
+  // The user header's first byte, aligned for its type (not initialised: write all
+  // `header_len` bytes before sending); NULL for a service without a header (and
+  // for request-response loans).
+  void *header;
+  // The user header's length in bytes (0 without one).
+  uint64_t header_len;
 } IoxLoan;
 
 // A port's view of its service's pool: where it is mapped in this process, how long,
@@ -204,8 +223,8 @@ typedef struct IoxPoolInfo {
   uint64_t free_chunks;
 } IoxPoolInfo;
 
-// A payload type as a Rust program records it: what makes a C or C++ type and a Rust
-// type one service's type.
+// A payload type (or a user header's type) as a Rust program records it: what makes a
+// C or C++ type and a Rust type one service's type.
 typedef struct IoxType {
   // The type's name, as a Rust program records it (its `#[iox(type_name = "...")]`,
   // or `"u64"`, `"f32"`, ... for numbers).
@@ -257,8 +276,8 @@ typedef struct IoxRequestResponseOptions {
   size_t required_attribute_count;
 } IoxRequestResponseOptions;
 
-// A received sample (or request, or response): read `len_bytes` bytes at `data`, then
-// release it by `id`.
+// A received sample (or request, or response): read `len_bytes` bytes at `data` (and
+// the user header's `header_len` bytes at `header`), then release it by `id`.
 typedef struct IoxSample {
   // The payload's first byte (read-only).
   const void *data;
@@ -268,6 +287,11 @@ typedef struct IoxSample {
   uint64_t len;
   // What the port knows this sample by.
   uint64_t id;
+  // The user header's first byte (read-only, aligned for its type); NULL for a
+  // service without a header (and for requests and responses).
+  const void *header;
+  // The user header's length in bytes (0 without one).
+  uint64_t header_len;
 } IoxSample;
 
 // The payload type and settings of a publish-subscribe service. Fill it with
@@ -308,6 +332,12 @@ typedef struct IoxPubSubOptions {
   const struct IoxAttribute *required_attributes;
   // How many `required_attributes` there are.
   size_t required_attribute_count;
+  // The per-sample user header (a camera frame's stamp and size in front of its
+  // pixels): `name` NULL (the default) for none; else one value (`slice` false)
+  // whose name, size, alignment and `any_bit_pattern` must equal what every other
+  // program of the service declares (a Rust program's `.user_header::<H>()`), or
+  // the open fails naming both headers.
+  struct IoxType user_header;
 } IoxPubSubOptions;
 
 // One attachment's news from a wait.
@@ -459,7 +489,8 @@ enum IoxStatus iox_held_loan_device_ptr(const struct IoxHeldLoan *loan, uint64_t
 //
 // # Safety
 // `loan` was filled by [`iox_publisher_loan_held`] (or is spent: refused); all of its
-// `len_bytes` bytes were written with a valid value of the service's type;
+// `len_bytes` bytes were written with a valid value of the service's type, and all of
+// its `header_len` header bytes with a valid value of the header's type;
 // `delivered` is NULL or points to writable memory for a `uint64_t`.
 enum IoxStatus iox_held_loan_send(struct IoxHeldLoan *loan, uint64_t *delivered);
 
@@ -511,7 +542,8 @@ enum IoxStatus iox_publisher_create(struct IoxPubSubService *service,
 
 // Loans a chunk for `len_bytes` bytes: the type's size for a value, a multiple of the
 // element size for a slice. `*loan` is filled on success. The bytes are not
-// initialised: write all of them before sending.
+// initialised: write all of them, and the user header's (`loan->header`, if the
+// service has one), before sending.
 //
 // # Safety
 // `publisher` is a pointer from [`iox_publisher_create`]; `loan` points to writable
@@ -525,7 +557,8 @@ enum IoxStatus iox_publisher_loan(struct IoxPublisher *publisher,
 //
 // # Safety
 // `publisher` is a pointer from [`iox_publisher_create`]; all of the loan's
-// `len_bytes` bytes were written with a valid value of the service's type;
+// `len_bytes` bytes were written with a valid value of the service's type, and all
+// of its `header_len` header bytes with a valid value of the header's type;
 // `delivered` is NULL or points to writable memory for a `uint64_t`.
 enum IoxStatus iox_publisher_send(struct IoxPublisher *publisher, uint64_t id, uint64_t *delivered);
 

@@ -14,7 +14,10 @@
 // (`iox::TypeName<T>`, the name a Rust program gives the same struct with
 // `#[iox(type_name = "...")]`). Whether every bit pattern is a value is
 // `iox::AnyBitPattern<T>` (see there: a struct with floating-point fields specialises
-// it). Results are `iox::Result<T>`: a
+// it). A service may carry a per-sample user header `H` beside the payload
+// (`iox::PubSub<T, H>`: a frame's stamp and size in front of its pixels; the header is a
+// payload-like type with its own `TypeName`), written with `loan.header()` and read
+// with `sample.header()`. Results are `iox::Result<T>`: a
 // value or an `iox::Error` (status and message), no exceptions. Ports, loans and
 // samples are move-only; a loan or sample must not outlive its port (the port's drop
 // ends them, as in C).
@@ -160,6 +163,12 @@ private:
 };
 
 }  // namespace detail
+/// The user header of a service without one (the default of `PubSub<T, H>`).
+struct NoHeader {};
+
+/// Whether `H` is a user header (not `NoHeader`).
+template <class H>
+inline constexpr bool has_header = !std::is_same_v<H, NoHeader>;
 
 /// Settings of a service beyond its payload type (0: the default).
 struct Options {
@@ -180,19 +189,22 @@ struct Options {
     std::vector<RequiredAttribute> required_attributes{};
 };
 
-template <class T>
+template <class T, class H = NoHeader>
 class Publisher;
-template <class T>
+template <class T, class H = NoHeader>
 class Subscriber;
+template <class T, class H = NoHeader>
+class PubSub;
 
 /// The tag of an empty `Loan` or `Sample` (one made to be filled in place).
 struct Spent {};
 
-/// A loaned chunk holding one `T`, written in place; sent with `send()`, given back
-/// unsent when dropped. It holds the loan itself (no table is looked up per call); it
-/// is moved, never copied, and is used from the thread that loaned it (sent or dropped
-/// on another, it is refused and its chunk stays taken until the process exits).
-template <class T>
+/// A loaned chunk holding one `T` (and, for a service with a user header, one `H` in
+/// front of it), written in place; sent with `send()`, given back unsent when dropped.
+/// It holds the loan itself (no table is looked up per call); it is moved, never
+/// copied, and is used from the thread that loaned it (sent or dropped on another, it
+/// is refused and its chunk stays taken until the process exits).
+template <class T, class H = NoHeader>
 class Loan {
 public:
     /// An empty loan (what a moved-from one is): nothing to send or discard.
@@ -234,6 +246,20 @@ public:
     std::size_t size() const { return static_cast<std::size_t>(loan_.len_bytes / sizeof(Element)); }
     Element& operator[](std::size_t i) { return data()[i]; }
 
+    /// The user header (a `PubSub<T, H>` with a header), in place and not initialised:
+    /// write it before `send` (`loan.header() = FrameHeader{...}`). Its size is
+    /// `sizeof(H)`: the service's recorded header type has that size (the open checked
+    /// it), and `header_size()` says the same.
+    template <class G = H, class = std::enable_if_t<has_header<G>>>
+    G& header() {
+        return *static_cast<G*>(loan_.header);
+    }
+    /// The user header's bytes (nullptr for a service without a header, and for an
+    /// empty loan).
+    void* header_data() { return loan_.header; }
+    /// The user header's length in bytes (0 without one).
+    std::size_t header_size() const { return static_cast<std::size_t>(loan_.header_len); }
+
     /// The payload's device address, for a loan of a publisher that pinned a
     /// CUDA-pinned pool (`IOX_STATUS_NO_DEVICE_POINTER` otherwise): where a kernel
     /// writes it (finish that work before `send`).
@@ -244,8 +270,8 @@ public:
         return p;
     }
 
-    /// Sends the payload (it must be fully written) to every connected subscriber; how
-    /// many got it.
+    /// Sends the payload (it must be fully written, and the header if the service has
+    /// one) to every connected subscriber; how many got it.
     Result<std::uint64_t> send() && {
         std::uint64_t delivered = 0;
         IoxStatus s = iox_held_loan_send(&loan_, &delivered);
@@ -256,7 +282,7 @@ public:
     }
 
 private:
-    friend class Publisher<T>;
+    friend class Publisher<T, H>;
     void discard() {
         if (loan_.live != 0) iox_held_loan_discard(&loan_);
     }
@@ -264,15 +290,17 @@ private:
     void spend() {
         loan_.data = nullptr;
         loan_.len_bytes = 0;
+        loan_.header = nullptr;
+        loan_.header_len = 0;
         loan_.live = 0;
     }
     IoxHeldLoan loan_;
 };
 
-/// A received `T`, read in place; released when dropped. It holds the sample itself
-/// (no table is looked up per call) and may outlive its subscriber; it is moved, never
-/// copied.
-template <class T>
+/// A received `T` (with its user header `H`, for a service with one), read in place;
+/// released when dropped. It holds the sample itself (no table is looked up per call)
+/// and may outlive its subscriber; it is moved, never copied.
+template <class T, class H = NoHeader>
 class Sample {
 public:
     /// An empty sample (what a moved-from one is): nothing to release.
@@ -314,6 +342,17 @@ public:
     std::size_t size() const { return static_cast<std::size_t>(sample_.len); }
     const Element& operator[](std::size_t i) const { return data()[i]; }
 
+    /// The user header the publisher wrote (a `PubSub<T, H>` with a header), in place.
+    template <class G = H, class = std::enable_if_t<has_header<G>>>
+    const G& header() const {
+        return *static_cast<const G*>(sample_.header);
+    }
+    /// The user header's bytes (nullptr for a service without a header, and for an
+    /// empty sample).
+    const void* header_data() const { return sample_.header; }
+    /// The user header's length in bytes (0 without one).
+    std::size_t header_size() const { return static_cast<std::size_t>(sample_.header_len); }
+
     /// The payload's device address, for a sample of a subscriber that pinned a
     /// CUDA-pinned pool (`IOX_STATUS_NO_DEVICE_POINTER` otherwise).
     Result<std::uint64_t> device_ptr() const {
@@ -324,7 +363,7 @@ public:
     }
 
 private:
-    friend class Subscriber<T>;
+    friend class Subscriber<T, H>;
     void release() {
         if (sample_.live != 0) iox_held_sample_release(&sample_);
     }
@@ -333,13 +372,15 @@ private:
         sample_.data = nullptr;
         sample_.len_bytes = 0;
         sample_.len = 0;
+        sample_.header = nullptr;
+        sample_.header_len = 0;
         sample_.live = 0;
     }
     IoxHeldSample sample_;
 };
 
-/// A publisher of `T` (use it from the thread that created it).
-template <class T>
+/// A publisher of `T` (with user header `H`; use it from the thread that created it).
+template <class T, class H>
 class Publisher {
 public:
     Publisher(Publisher&& o) noexcept : port_(std::exchange(o.port_, nullptr)) {}
@@ -356,23 +397,36 @@ public:
         if (port_ != nullptr) iox_publisher_drop(port_);
     }
 
-    /// Loans a chunk for one `T` (not initialised: write all of it).
+    /// Loans a chunk for one `T` (not initialised: write all of it, and the header).
     template <class U = T, class = std::enable_if_t<!Payload<U>::slice>>
-    Result<Loan<T>> loan() {
+    Result<Loan<T, H>> loan() {
         return loan_bytes(sizeof(U));
     }
 
-    /// Loans a chunk for `n` elements (a slice service; not initialised: write them all).
+    /// Loans a chunk for `n` elements (a slice service; not initialised: write them all,
+    /// and the header).
     template <class U = T, class = std::enable_if_t<Payload<U>::slice>>
-    Result<Loan<T>> loan(std::size_t n) {
+    Result<Loan<T, H>> loan(std::size_t n) {
         return loan_bytes(n * sizeof(typename Payload<U>::Element));
     }
 
-    /// Loans, copies `value` in and sends it; how many subscribers got it.
-    template <class U = T, class = std::enable_if_t<!Payload<U>::slice>>
+    /// Loans, copies `value` in and sends it; how many subscribers got it (a service
+    /// without a user header).
+    template <class U = T, class G = H, class = std::enable_if_t<!Payload<U>::slice && !has_header<G>>>
     Result<std::uint64_t> send_copy(const U& value) {
         auto l = loan();
         if (!l) return l.error();
+        *l.value() = value;
+        return std::move(l.value()).send();
+    }
+
+    /// Loans, copies `header` and `value` in and sends them; how many subscribers got
+    /// them (a service with a user header).
+    template <class U = T, class G = H, class = std::enable_if_t<!Payload<U>::slice && has_header<G>>>
+    Result<std::uint64_t> send_copy(const G& header, const U& value) {
+        auto l = loan();
+        if (!l) return l.error();
+        l->header() = header;
         *l.value() = value;
         return std::move(l.value()).send();
     }
@@ -386,12 +440,12 @@ public:
     }
 
 private:
-    template <class>
+    template <class, class>
     friend class PubSub;
     explicit Publisher(IoxPublisher* port) : port_(port) {}
-    Result<Loan<T>> loan_bytes(std::size_t bytes) {
+    Result<Loan<T, H>> loan_bytes(std::size_t bytes) {
         // Filled in place (with NRVO, not moved on its way to the caller).
-        Result<Loan<T>> r(std::in_place, Spent{});
+        Result<Loan<T, H>> r(std::in_place, Spent{});
         IoxStatus s = iox_publisher_loan_held(port_, bytes, &r->loan_);
         if (s != IOX_STATUS_OK) r = Error::last(s);
         return r;
@@ -399,8 +453,8 @@ private:
     IoxPublisher* port_;
 };
 
-/// A subscriber of `T` (use it from the thread that created it).
-template <class T>
+/// A subscriber of `T` (with user header `H`; use it from the thread that created it).
+template <class T, class H>
 class Subscriber {
 public:
     Subscriber(Subscriber&& o) noexcept : port_(std::exchange(o.port_, nullptr)) {}
@@ -418,13 +472,13 @@ public:
     }
 
     /// The next sample, if one is waiting (never blocks).
-    Result<std::optional<Sample<T>>> receive() { return receive_for(std::chrono::nanoseconds(0)); }
+    Result<std::optional<Sample<T, H>>> receive() { return receive_for(std::chrono::nanoseconds(0)); }
 
     /// The next sample, waiting up to `timeout` for one (sleeping, not spinning).
     template <class Rep, class Period>
-    Result<std::optional<Sample<T>>> receive_for(std::chrono::duration<Rep, Period> timeout) {
+    Result<std::optional<Sample<T, H>>> receive_for(std::chrono::duration<Rep, Period> timeout) {
         // Filled in place (with NRVO, not moved on its way to the caller).
-        Result<std::optional<Sample<T>>> r(std::in_place, std::in_place, Spent{});
+        Result<std::optional<Sample<T, H>>> r(std::in_place, std::in_place, Spent{});
         bool got = false;
         auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
         IoxStatus s = iox_subscriber_receive_held(port_, ns > 0 ? static_cast<std::uint64_t>(ns) : 0,
@@ -455,19 +509,24 @@ public:
     }
 
 private:
-    template <class>
+    template <class, class>
     friend class PubSub;
     explicit Subscriber(IoxSubscriber* port) : port_(port) {}
     IoxSubscriber* port_;
 };
 
 /// A publish-subscribe service of `T`, shared with Rust, Python and other C++ programs
-/// that name the same type.
-template <class T>
+/// that name the same type. With `H` (not `NoHeader`), every sample also carries a
+/// user header of type `H` (named by `TypeName<H>`, as a Rust program's
+/// `.user_header::<H>()`); every program of the service must declare the same header
+/// (or none), else the open fails naming both.
+template <class T, class H>
 class PubSub {
     using Element = typename Payload<T>::Element;
     static_assert(std::is_trivially_copyable_v<Element> && std::is_standard_layout_v<Element>,
                   "iox payloads are trivially copyable standard-layout types");
+    static_assert(std::is_trivially_copyable_v<H> && std::is_standard_layout_v<H>,
+                  "iox user headers are trivially copyable standard-layout types");
 
 public:
     static Result<PubSub> open_or_create(const std::string& name, const Options& o = {}) {
@@ -528,18 +587,18 @@ public:
         return std::optional<std::string>(value);
     }
 
-    Result<Publisher<T>> publisher(bool pin_memory = false) {
+    Result<Publisher<T, H>> publisher(bool pin_memory = false) {
         IoxPublisher* p = nullptr;
         IoxStatus s = iox_publisher_create(service_, pin_memory, &p);
         if (s != IOX_STATUS_OK) return Error::last(s);
-        return Publisher<T>(p);
+        return Publisher<T, H>(p);
     }
 
-    Result<Subscriber<T>> subscriber(bool pin_memory = false) {
+    Result<Subscriber<T, H>> subscriber(bool pin_memory = false) {
         IoxSubscriber* p = nullptr;
         IoxStatus s = iox_subscriber_create(service_, pin_memory, &p);
         if (s != IOX_STATUS_OK) return Error::last(s);
-        return Subscriber<T>(p);
+        return Subscriber<T, H>(p);
     }
 
 private:
@@ -559,6 +618,7 @@ private:
         opts.max_held = o.max_held;
         detail::AttributeArrays attributes(o.attributes, o.required_attributes);
         attributes.fill(opts);
+        if constexpr (has_header<H>) opts.user_header = type_of<H>();
         IoxPubSubService* s = nullptr;
         IoxStatus st = iox_pubsub_open(name.c_str(), mode, &opts, &s);
         if (st != IOX_STATUS_OK) return Error::last(st);

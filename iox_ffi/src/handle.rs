@@ -199,7 +199,8 @@ pub(crate) unsafe fn put<T>(out: *mut T, value: T) {
 }
 
 /// Keeps loan `item` in `table` and describes it to C in `*out` (checked not NULL by
-/// the caller before the loan was made).
+/// the caller before the loan was made), with its user header's address and length
+/// (NULL and 0: none).
 ///
 /// # Safety
 /// `out` points to writable memory for an `IoxLoan`.
@@ -209,6 +210,7 @@ pub(crate) unsafe fn lend<T>(
     item: T,
     data: *mut c_void,
     len_bytes: usize,
+    (header, header_len): (*mut c_void, u64),
     out: *mut IoxLoan,
 ) -> Result<(), IoxStatus> {
     let id = table.borrow_mut().insert(item)?;
@@ -216,6 +218,8 @@ pub(crate) unsafe fn lend<T>(
         data,
         len_bytes: len_bytes as u64,
         id,
+        header,
+        header_len,
     };
     // SAFETY: the caller's contract.
     unsafe { out.write(loan) };
@@ -223,7 +227,8 @@ pub(crate) unsafe fn lend<T>(
 }
 
 /// Keeps received `item` in `table` and describes it to C in `*out` (checked not NULL
-/// by the caller before the receive).
+/// by the caller before the receive), with its user header's address and length (NULL
+/// and 0: none).
 ///
 /// # Safety
 /// `out` points to writable memory for an `IoxSample`.
@@ -234,6 +239,7 @@ pub(crate) unsafe fn show<T>(
     data: *const c_void,
     len_bytes: usize,
     len: usize,
+    (header, header_len): (*const c_void, u64),
     out: *mut IoxSample,
 ) -> Result<(), IoxStatus> {
     let id = table.borrow_mut().insert(item)?;
@@ -242,6 +248,8 @@ pub(crate) unsafe fn show<T>(
         len_bytes: len_bytes as u64,
         len: len as u64,
         id,
+        header,
+        header_len,
     };
     // SAFETY: the caller's contract.
     unsafe { out.write(sample) };

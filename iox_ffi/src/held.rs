@@ -31,9 +31,9 @@ use std::mem::{align_of, size_of};
 use iox_service::{RawLoan, RawSample};
 
 use crate::handle::{live, non_null, put, this_thread};
-use crate::publisher::{IoxPublisher, PUBLISHER, loan_checked};
+use crate::publisher::{IoxPublisher, PUBLISHER, loan_checked, loan_header};
 use crate::status::{IoxStatus, fail, guard, refuse, write_device_ptr};
-use crate::subscriber::{IoxSubscriber, SUBSCRIBER, receive_checked};
+use crate::subscriber::{IoxSubscriber, SUBSCRIBER, receive_checked, sample_header};
 
 /// Opaque room for the port's loan or sample (8-byte aligned).
 #[repr(C)]
@@ -56,8 +56,9 @@ const SAMPLE_LIVE: u64 = crate::handle::marker(b"iox-smpl");
 /// The refusal of a held sample that is not live.
 const NO_SAMPLE: &str = "this sample is not live: it was released already, or never filled";
 
-/// A loan kept by the caller (see the module docs): write `len_bytes` bytes at `data`,
-/// then send or discard it exactly once.
+/// A loan kept by the caller (see the module docs): write `len_bytes` bytes at `data`
+/// (and, for a service with a user header, `header_len` bytes at `header`), then send
+/// or discard it exactly once.
 #[repr(C)]
 #[derive(Debug)]
 pub struct IoxHeldLoan {
@@ -65,6 +66,11 @@ pub struct IoxHeldLoan {
     pub data: *mut c_void,
     /// The payload's length in bytes.
     pub len_bytes: u64,
+    /// The user header's first byte, aligned for its type (not initialised: write all
+    /// `header_len` bytes before sending); NULL for a service without a header.
+    pub header: *mut c_void,
+    /// The user header's length in bytes (0 without one).
+    pub header_len: u64,
     /// Non-zero while the struct holds a loan.
     pub live: u64,
     /// The thread that loaned it.
@@ -74,7 +80,8 @@ pub struct IoxHeldLoan {
 }
 
 /// A received sample kept by the caller (see the module docs): read `len_bytes` bytes
-/// at `data`, then release it exactly once.
+/// at `data` (and the user header's `header_len` bytes at `header`), then release it
+/// exactly once.
 #[repr(C)]
 #[derive(Debug)]
 pub struct IoxHeldSample {
@@ -84,6 +91,11 @@ pub struct IoxHeldSample {
     pub len_bytes: u64,
     /// Its length in elements of the service's type (1 for a value).
     pub len: u64,
+    /// The user header's first byte (read-only, aligned for its type); NULL for a
+    /// service without a header.
+    pub header: *const c_void,
+    /// The user header's length in bytes (0 without one).
+    pub header_len: u64,
     /// Non-zero while the struct holds a sample.
     pub live: u64,
     /// The sample itself.
@@ -107,6 +119,7 @@ pub unsafe extern "C" fn iox_publisher_loan_held(
         let p = unsafe { live(publisher, PUBLISHER, true) }?;
         let loan = non_null(loan, "loan")?;
         let mut raw = loan_checked(p, len_bytes)?;
+        let (header, header_len) = loan_header(&mut raw);
         // SAFETY: the caller's contract: writable; not NULL (checked). The loan moves
         // into `state` (room and alignment asserted above) and `live` says so.
         unsafe {
@@ -114,6 +127,8 @@ pub unsafe extern "C" fn iox_publisher_loan_held(
             (&raw mut (*loan).state).cast::<RawLoan>().write(raw);
             (&raw mut (*loan).data).write(data);
             (&raw mut (*loan).len_bytes).write(len);
+            (&raw mut (*loan).header).write(header);
+            (&raw mut (*loan).header_len).write(header_len);
             (&raw mut (*loan).thread).write(this_thread() as u64);
             (&raw mut (*loan).live).write(LOAN_LIVE);
         }
@@ -209,14 +224,16 @@ pub unsafe extern "C" fn iox_held_loan_device_ptr(
 ///
 /// # Safety
 /// `loan` was filled by [`iox_publisher_loan_held`] (or is spent: refused); all of its
-/// `len_bytes` bytes were written with a valid value of the service's type;
+/// `len_bytes` bytes were written with a valid value of the service's type, and all of
+/// its `header_len` header bytes with a valid value of the header's type;
 /// `delivered` is NULL or points to writable memory for a `uint64_t`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn iox_held_loan_send(loan: *mut IoxHeldLoan, delivered: *mut u64) -> IoxStatus {
     guard(|| {
         // SAFETY: the caller's contract.
         let raw = unsafe { take_loan(loan) }?;
-        // SAFETY: the caller's contract: every byte was written with a valid value.
+        // SAFETY: the caller's contract: every byte of the payload and the header was
+        // written with a valid value.
         let n = unsafe { raw.send() }.map_err(|e| fail(IoxStatus::SendFailed, e))?;
         // SAFETY: the caller's contract: NULL or writable.
         unsafe { put(delivered, n as u64) };
@@ -263,10 +280,13 @@ pub unsafe extern "C" fn iox_subscriber_receive_held(
                 Some(raw) => {
                     let (data, len_bytes, len) =
                         (raw.as_ptr().cast(), raw.len_bytes() as u64, raw.len() as u64);
+                    let (header, header_len) = sample_header(&raw);
                     (&raw mut (*sample).state).cast::<RawSample>().write(raw);
                     (&raw mut (*sample).data).write(data);
                     (&raw mut (*sample).len_bytes).write(len_bytes);
                     (&raw mut (*sample).len).write(len);
+                    (&raw mut (*sample).header).write(header);
+                    (&raw mut (*sample).header_len).write(header_len);
                     (&raw mut (*sample).live).write(SAMPLE_LIVE);
                     received.write(true);
                 }

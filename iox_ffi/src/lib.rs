@@ -9,7 +9,9 @@
 //! The boundary:
 //! - **Handles.** Services and ports are opaque pointers, made by a `*_create` /
 //!   `*_open` call and ended by its `*_drop`. Loans and samples are ids kept by their
-//!   port: `IoxLoan` and `IoxSample` carry the payload's address, its length and the id.
+//!   port: `IoxLoan` and `IoxSample` carry the payload's address, its length and the id,
+//!   and the user header's address and length for a service that declares one
+//!   (`IoxPubSubOptions::user_header`; NULL and 0 otherwise).
 //!   What is checked and what cannot be: see `handle`.
 //! - **Threads.** A publisher or subscriber is used from the thread that created it (a
 //!   call from another thread is `IOX_STATUS_WRONG_THREAD`); services from any thread.
@@ -23,8 +25,9 @@
 //!   its port; it must be sent or released exactly once and never copied.
 //! - **What C callers must not do:** use a pointer after its `*_drop` or one this
 //!   library did not make (best-effort refusal only), read a sample's bytes after its
-//!   release, write more than a loan's `len_bytes`, send a loan whose bytes are not a
-//!   valid value of the service's type, call a port's functions from two threads at
+//!   release, write more than a loan's `len_bytes` (or its header's `header_len`), send
+//!   a loan whose bytes (payload and header) are not a valid value of the service's
+//!   types, call a port's functions from two threads at
 //!   once (they are refused from any but the creating thread), or copy an
 //!   `IoxHeldLoan` / `IoxHeldSample` and use both copies.
 //!

@@ -27,7 +27,8 @@ pub(crate) const PUBLISHER: u64 = marker(b"iox-pub\0");
 /// The refusal of a loan id that is not live.
 pub(crate) const NO_LOAN: &str = "no such loan: it was sent or discarded already, or belongs to another port";
 
-/// A loaned chunk: write `len_bytes` bytes at `data`, then send or discard it by `id`.
+/// A loaned chunk: write `len_bytes` bytes at `data` (and, for a service with a user
+/// header, `header_len` bytes at `header`), then send or discard it by `id`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct IoxLoan {
@@ -37,6 +38,12 @@ pub struct IoxLoan {
     pub len_bytes: u64,
     /// What the port knows this loan by.
     pub id: u64,
+    /// The user header's first byte, aligned for its type (not initialised: write all
+    /// `header_len` bytes before sending); NULL for a service without a header (and
+    /// for request-response loans).
+    pub header: *mut c_void,
+    /// The user header's length in bytes (0 without one).
+    pub header_len: u64,
 }
 
 /// Creates a publisher of `service` (pinning its pool once if `pin_memory`); `*out` is
@@ -77,7 +84,8 @@ pub unsafe extern "C" fn iox_publisher_create(
 
 /// Loans a chunk for `len_bytes` bytes: the type's size for a value, a multiple of the
 /// element size for a slice. `*loan` is filled on success. The bytes are not
-/// initialised: write all of them before sending.
+/// initialised: write all of them, and the user header's (`loan->header`, if the
+/// service has one), before sending.
 ///
 /// # Safety
 /// `publisher` is a pointer from [`iox_publisher_create`]; `loan` points to writable
@@ -94,8 +102,9 @@ pub unsafe extern "C" fn iox_publisher_loan(
         let loan = non_null(loan, "loan")?;
         let mut raw = loan_checked(p, len_bytes)?;
         let (data, len) = (raw.as_mut_ptr().cast(), raw.len_bytes());
+        let header = loan_header(&mut raw);
         // SAFETY: the caller's contract; not NULL (checked).
-        unsafe { lend(&p.loans, raw, data, len, loan) }
+        unsafe { lend(&p.loans, raw, data, len, header, loan) }
     })
 }
 
@@ -116,12 +125,23 @@ pub(crate) fn loan_checked(p: &IoxPublisher, len_bytes: u64) -> Result<RawLoan, 
         .map_err(|e| fail(IoxStatus::LoanFailed, e))
 }
 
+/// The loan's user header for C: its address and length, or NULL and 0 for a service
+/// without one.
+#[inline(always)]
+pub(crate) fn loan_header(raw: &mut RawLoan) -> (*mut c_void, u64) {
+    match raw.header_len() {
+        0 => (std::ptr::null_mut(), 0),
+        n => (raw.header_ptr().cast(), n as u64),
+    }
+}
+
 /// Sends the loan `id` to every connected subscriber; `*delivered` (if not NULL) is how
 /// many got it. The id is stale afterwards, whether the send succeeded or not.
 ///
 /// # Safety
 /// `publisher` is a pointer from [`iox_publisher_create`]; all of the loan's
-/// `len_bytes` bytes were written with a valid value of the service's type;
+/// `len_bytes` bytes were written with a valid value of the service's type, and all
+/// of its `header_len` header bytes with a valid value of the header's type;
 /// `delivered` is NULL or points to writable memory for a `uint64_t`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn iox_publisher_send(
@@ -133,7 +153,8 @@ pub unsafe extern "C" fn iox_publisher_send(
         // SAFETY: the caller's contract.
         let p = unsafe { live(publisher, PUBLISHER, true) }?;
         let raw = take(&p.loans, id, NO_LOAN)?;
-        // SAFETY: the caller's contract: every byte was written with a valid value.
+        // SAFETY: the caller's contract: every byte of the payload and the header was
+        // written with a valid value.
         let n = unsafe { raw.send() }.map_err(|e| fail(IoxStatus::SendFailed, e))?;
         // SAFETY: the caller's contract: NULL or writable.
         unsafe { put(delivered, n as u64) };

@@ -13,7 +13,7 @@
 //! in `iox_server_finish`, and the port's loans field drops before its requests).
 
 use std::cell::RefCell;
-use std::ffi::c_char;
+use std::ffi::{c_char, c_void};
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
 
@@ -30,6 +30,11 @@ use crate::publisher::{IoxLoan, NO_LOAN};
 use crate::service::{IoxType, NO_TYPE, Opening, by_mode, limit, named, payload_type, read_options};
 use crate::status::{IoxStatus, fail, guard, refuse};
 use crate::subscriber::IoxSample;
+
+/// Requests and responses carry no user header: their loans' `header` is NULL.
+const NO_LOAN_HEADER: (*mut c_void, u64) = (std::ptr::null_mut(), 0);
+/// ... and so is their samples'.
+const NO_SAMPLE_HEADER: (*const c_void, u64) = (std::ptr::null(), 0);
 
 /// The types and settings of a request-response service. Fill it with
 /// [`iox_request_response_options_init`], then set the types and what else differs;
@@ -330,7 +335,7 @@ pub unsafe extern "C" fn iox_client_loan(
             .map_err(|e| fail(IoxStatus::LoanFailed, e))?;
         let (data, len) = (raw.as_mut_ptr().cast(), raw.len_bytes());
         // SAFETY: the caller's contract; not NULL (checked).
-        unsafe { lend(&c.loans, raw, data, len, loan) }
+        unsafe { lend(&c.loans, raw, data, len, NO_LOAN_HEADER, loan) }
     })
 }
 
@@ -413,7 +418,7 @@ pub unsafe extern "C" fn iox_client_receive(
         unsafe {
             if let Some(r) = taken {
                 let (data, len_bytes, len) = (r.as_ptr().cast(), r.len_bytes(), r.len());
-                show(&c.responses, r, data, len_bytes, len, response)?;
+                show(&c.responses, r, data, len_bytes, len, NO_SAMPLE_HEADER, response)?;
             }
             got.write(got_one);
         }
@@ -541,7 +546,15 @@ pub unsafe extern "C" fn iox_server_receive(
         unsafe {
             if let Some(r) = taken {
                 let (data, len_bytes, len) = (r.as_ptr().cast(), r.len_bytes(), r.len());
-                show(&s.requests, Box::new(r), data, len_bytes, len, request)?;
+                show(
+                    &s.requests,
+                    Box::new(r),
+                    data,
+                    len_bytes,
+                    len,
+                    NO_SAMPLE_HEADER,
+                    request,
+                )?;
             }
             got.write(got_one);
         }
@@ -581,7 +594,7 @@ pub unsafe extern "C" fn iox_server_loan(
             .map_err(|e| fail(IoxStatus::LoanFailed, e))?;
         let (data, len) = (raw.as_mut_ptr().cast(), raw.len_bytes());
         // SAFETY: the caller's contract; not NULL (checked).
-        unsafe { lend(&s.loans, (request, raw), data, len, loan) }
+        unsafe { lend(&s.loans, (request, raw), data, len, NO_LOAN_HEADER, loan) }
     })
 }
 

@@ -10,12 +10,20 @@
 //!
 //! Ports of such a service move the payload as bytes (`iox_service`'s raw ports): the C
 //! side writes a value of the described type into a loan and reads it from a sample.
+//!
+//! A service may carry a per-sample user header beside the payload
+//! (`IoxPubSubOptions::user_header`, described like a value payload): loans and samples
+//! then also give the header's address and length (`header`, `header_len`), at the
+//! chunk's start, with the payload after it where a Rust program's typed ports put it
+//! (`iox_service::user_header`). Decision: C declares no field layout for a header, as
+//! for payloads; a service a Rust program created with one opens from C all the same
+//! (a side without a layout is not compared field by field).
 
 use std::ffi::{CStr, c_char, c_void};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use iox_service::{MemoryType, PayloadType, PubSubBuilder, PubSubService, Service};
+use iox_service::{HeaderType, MemoryType, PayloadType, PubSubBuilder, PubSubService, Service};
 
 use crate::attributes::{AttributeSettings, CAttributes, IoxAttribute};
 use crate::handle::{drop_handle, hand_out, live, marker, non_null, put};
@@ -28,8 +36,8 @@ pub const IOX_OPEN: u32 = 1;
 /// Create the service; fails if it exists.
 pub const IOX_CREATE: u32 = 2;
 
-/// A payload type as a Rust program records it: what makes a C or C++ type and a Rust
-/// type one service's type.
+/// A payload type (or a user header's type) as a Rust program records it: what makes a
+/// C or C++ type and a Rust type one service's type.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct IoxType {
@@ -89,6 +97,12 @@ pub struct IoxPubSubOptions {
     pub required_attributes: *const IoxAttribute,
     /// How many `required_attributes` there are.
     pub required_attribute_count: usize,
+    /// The per-sample user header (a camera frame's stamp and size in front of its
+    /// pixels): `name` NULL (the default) for none; else one value (`slice` false)
+    /// whose name, size, alignment and `any_bit_pattern` must equal what every other
+    /// program of the service declares (a Rust program's `.user_header::<H>()`), or
+    /// the open fails naming both headers.
+    pub user_header: IoxType,
 }
 
 /// A port's view of its service's pool: where it is mapped in this process, how long,
@@ -160,6 +174,7 @@ pub unsafe extern "C" fn iox_pubsub_options_init(options: *mut IoxPubSubOptions)
         attribute_count: 0,
         required_attributes: std::ptr::null(),
         required_attribute_count: 0,
+        user_header: NO_TYPE,
     };
     // SAFETY: the caller's contract; not NULL (checked).
     unsafe { options.write(defaults) };
@@ -235,6 +250,31 @@ pub(crate) unsafe fn payload_type(t: &IoxType, what: &str) -> Result<PayloadType
     })
 }
 
+/// The user header `t` describes (`what` names it in messages): `None` if its name is
+/// NULL; refused if it claims to be a slice.
+///
+/// # Safety
+/// `t.name` is NULL or a NUL-terminated string.
+pub(crate) unsafe fn header_type(t: &IoxType, what: &str) -> Result<Option<HeaderType>, IoxStatus> {
+    if t.name.is_null() {
+        return Ok(None);
+    }
+    if t.slice {
+        return refuse(
+            IoxStatus::InvalidArgument,
+            format!(
+                "{what}.slice is set: a user header is one value (set slice false and size to its sizeof)"
+            ),
+        );
+    }
+    // SAFETY: the caller's contract.
+    let identity = unsafe { payload_type(t, what) }?;
+    Ok(Some(HeaderType {
+        identity,
+        schema: None,
+    }))
+}
+
 /// The service `name` under `root` (NULL: `IOX_ROOT`, else `/dev/shm`), its name
 /// checked.
 ///
@@ -260,13 +300,27 @@ pub(crate) trait Opening: Sized {
     fn create(self) -> Result<Self::Service, String>;
 }
 
+/// An open error's message, with where C and C++ declare a user header when that is
+/// what differs (the library's message names Rust's and Python's ways).
+fn open_message(e: &iox_service::OpenError) -> String {
+    match e {
+        iox_service::OpenError::IncompatibleUserHeader(_) => {
+            format!("{e} (from C: IoxPubSubOptions.user_header; from C++: iox::PubSub<T, Header>)")
+        }
+        e => e.to_string(),
+    }
+}
+
 impl Opening for PubSubBuilder<[u8]> {
     type Service = PubSubService<[u8]>;
     fn open_or_create(self) -> Result<Self::Service, String> {
-        PubSubBuilder::open_or_create(self).map_err(|e| e.to_string())
+        PubSubBuilder::open_or_create(self).map_err(|e| match &e {
+            iox_service::OpenOrCreateError::Open(o) => open_message(o),
+            e => e.to_string(),
+        })
     }
     fn open(self) -> Result<Self::Service, String> {
-        PubSubBuilder::open(self).map_err(|e| e.to_string())
+        PubSubBuilder::open(self).map_err(|e| open_message(&e))
     }
     fn create(self) -> Result<Self::Service, String> {
         PubSubBuilder::create(self).map_err(|e| e.to_string())
@@ -313,18 +367,24 @@ pub unsafe extern "C" fn iox_pubsub_open(
     guard(|| {
         // SAFETY: the caller's contract (a readable options struct whose strings are
         // NULL or NUL-terminated, a NUL-terminated name).
-        let (o, service, payload) = unsafe {
+        let (o, service, payload, header) = unsafe {
             let o = read_options(options)?;
             (
                 o,
                 named(name, o.root)?,
                 payload_type(&o.payload, "options.payload")?,
+                header_type(&o.user_header, "options.user_header")?,
             )
         };
-        // SAFETY: the ports of this service (publisher.rs, subscriber.rs) loan only
-        // with `loan_raw`, receive only with `receive_raw`/`receive_timeout_raw`, and
-        // hand C the samples' addresses only, as `raw_payload_type` requires.
+        // SAFETY: the ports of this service (publisher.rs, subscriber.rs, held.rs) loan
+        // only with `loan_raw`, receive only with `receive_raw`/`receive_timeout_raw`,
+        // and hand C the payload's and the header's addresses only (`as_ptr`,
+        // `header_ptr`), as `raw_payload_type` and `raw_user_header` require.
         let mut b = unsafe { service.publish_subscribe::<[u8]>().raw_payload_type(payload) };
+        if let Some(h) = header {
+            // SAFETY: as above: the header is moved only through `header_ptr`.
+            b = unsafe { b.raw_user_header(h) };
+        }
         if o.memory_type_set {
             let t = u16::try_from(o.memory_type)
                 .map_err(|_| format!("memory type {} is not a 16-bit code", o.memory_type))

@@ -28,8 +28,8 @@ pub(crate) const SUBSCRIBER: u64 = marker(b"iox-sub\0");
 /// The refusal of a sample id that is not live.
 const NO_SAMPLE: &str = "no such sample: it was released already, or belongs to another subscriber";
 
-/// A received sample (or request, or response): read `len_bytes` bytes at `data`, then
-/// release it by `id`.
+/// A received sample (or request, or response): read `len_bytes` bytes at `data` (and
+/// the user header's `header_len` bytes at `header`), then release it by `id`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct IoxSample {
@@ -41,6 +41,11 @@ pub struct IoxSample {
     pub len: u64,
     /// What the port knows this sample by.
     pub id: u64,
+    /// The user header's first byte (read-only, aligned for its type); NULL for a
+    /// service without a header (and for requests and responses).
+    pub header: *const c_void,
+    /// The user header's length in bytes (0 without one).
+    pub header_len: u64,
 }
 
 /// Creates a subscriber of `service` (pinning its pool once if `pin_memory`); `*out` is
@@ -97,12 +102,23 @@ pub unsafe extern "C" fn iox_subscriber_receive(
         unsafe {
             if let Some(raw) = got {
                 let (data, len_bytes, len) = (raw.as_ptr().cast(), raw.len_bytes(), raw.len());
-                show(&s.samples, raw, data, len_bytes, len, sample)?;
+                let header = sample_header(&raw);
+                show(&s.samples, raw, data, len_bytes, len, header, sample)?;
             }
             received.write(got_one);
         }
         Ok(())
     })
+}
+
+/// The sample's user header for C: its address and length, or NULL and 0 for a
+/// service without one.
+#[inline(always)]
+pub(crate) fn sample_header(raw: &RawSample) -> (*const c_void, u64) {
+    match raw.header_len() {
+        0 => (std::ptr::null(), 0),
+        n => (raw.header_ptr().cast(), n as u64),
+    }
 }
 
 /// The next sample of `s`'s subscriber, waiting up to `timeout_ns` (0: not at all).

@@ -3,7 +3,8 @@
 //! service: C++ publisher -> Rust subscriber, Rust publisher -> C subscriber, the C
 //! API's answers to a caller's mistakes (also under AddressSanitizer and
 //! UndefinedBehaviorSanitizer), a C++ subscriber SIGKILLed while it holds samples, and
-//! service attributes recorded on one side and read and required on the other.
+//! service attributes recorded on one side and read and required on the other;
+//! frames with a user header between Rust, C (handle and held APIs) and C++ both ways.
 //! Each test has its own root; processes synchronise through their output and the
 //! services themselves, never by sleeping.
 
@@ -16,7 +17,7 @@ use iox_service::{PubSubService, Service, ZeroCopySafe};
 use iox_testkit::{Reaped, wait_ok};
 
 mod common;
-use common::build;
+use common::{build, camera, receive_frame, send_frames};
 
 /// The payload of tests/programs/reading.h.
 #[derive(Debug, Clone, Copy, ZeroCopySafe)]
@@ -440,6 +441,36 @@ fn readme_cpp_block() -> String {
     section[start..end].to_string()
 }
 
+/// The README's C and C++ section's other `cpp` blocks: excerpts of the examples.
+fn readme_cpp_excerpts() -> Vec<String> {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let start = readme
+        .find("## From C and C++")
+        .expect("the README's C and C++ section");
+    let end = start + readme[start + 1..].find("\n## ").expect("the next section") + 1;
+    let blocks: Vec<String> = readme[start..end]
+        .split("```cpp\n")
+        .skip(1)
+        .map(|b| b[..b.find("```").expect("the block's end")].to_string())
+        .collect();
+    blocks[1..].to_vec()
+}
+
+#[test]
+fn the_readme_user_header_excerpt_is_in_the_camera_example() {
+    let excerpts = readme_cpp_excerpts();
+    assert_eq!(excerpts.len(), 1, "the README's user header excerpt");
+    let source =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/camera.cpp")).unwrap();
+    let lines: Vec<&str> = source.lines().map(str::trim).collect();
+    for line in excerpts[0].lines().map(str::trim).filter(|l| !l.is_empty()) {
+        assert!(
+            lines.contains(&line),
+            "README line not in examples/camera.cpp: {line}"
+        );
+    }
+}
+
 #[test]
 fn the_readme_cpp_example_receives_from_a_rust_publisher() {
     let work = tempfile::tempdir().unwrap();
@@ -543,5 +574,91 @@ fn rust_reads_and_requires_the_attributes_a_cpp_program_recorded() {
     let notifier = svc.notifier_builder().create().unwrap();
     assert_eq!(notifier.notify_with_custom_event_id(1.into()).unwrap(), 1);
     assert_eq!(next_line(&mut lines), "done");
+#[test]
+fn rust_frames_reach_a_c_subscriber_with_their_headers_and_mismatches_are_named() {
+    let exe = build("tests/programs/c_camera.c", "c_camera_subscriber", &[]);
+    let root = tempfile::tempdir().unwrap();
+    // Created first: the C program's wrong openers find the service.
+    let svc = camera(root.path());
+    let publisher = svc.publisher_builder().create().unwrap();
+    let (child, mut lines) =
+        spawn_piped(Command::new(&exe).args([root.path().to_str().unwrap(), "subscribe", "4"]));
+    let without = next_line(&mut lines);
+    assert!(
+        without.starts_with("refused: ")
+            && without.contains("FrameHeader")
+            && without.contains("no user header"),
+        "{without}"
+    );
+    let other = next_line(&mut lines);
+    assert!(other.contains("FrameHeader") && other.contains("u64"), "{other}");
+    assert_eq!(next_line(&mut lines), "ready");
+    assert_eq!(send_frames(&publisher, 0..4), [1, 1, 1, 1]);
+    for (i, api) in ["handle", "held", "handle", "held"].into_iter().enumerate() {
+        assert_eq!(next_line(&mut lines), format!("c_camera: frame {i} ok ({api})"));
+    }
+    wait_ok(child.into_inner(), Duration::from_secs(30));
+}
+
+#[test]
+fn c_frames_reach_a_rust_subscriber_with_their_headers() {
+    let exe = build("tests/programs/c_camera.c", "c_camera_publisher", &[]);
+    let root = tempfile::tempdir().unwrap();
+    let svc = camera(root.path());
+    let subscriber = svc.subscriber_builder().create().unwrap();
+    let child = Command::new(&exe)
+        .args([root.path().to_str().unwrap(), "publish", "4"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Frames 0 and 2 through IoxLoan, 1 and 3 through IoxHeldLoan.
+    for i in 0..4 {
+        receive_frame(&subscriber, i);
+    }
+    wait_ok(child, Duration::from_secs(30));
+    assert!(subscriber.receive().unwrap().is_none());
+}
+
+#[test]
+fn the_cpp_camera_example_exchanges_frames_with_headers_with_rust() {
+    let exe = build("examples/camera.cpp", "cpp_camera", &[]);
+    let root = tempfile::tempdir().unwrap();
+    let svc = camera(root.path());
+    // C++ -> Rust (the example waits for our subscriber, then for it to leave).
+    let subscriber = svc.subscriber_builder().create().unwrap();
+    let child = Reaped::new(
+        Command::new(&exe)
+            .args(["publish", "--count", "3"])
+            .env("IOX_ROOT", root.path())
+            .env_remove("LD_LIBRARY_PATH")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    for i in 0..3 {
+        receive_frame(&subscriber, i);
+    }
+    drop(subscriber);
+    wait_ok(child.into_inner(), Duration::from_secs(30));
+    // Rust -> C++.
+    let publisher = svc.publisher_builder().create().unwrap();
+    let (child, mut lines) = spawn_piped(
+        Command::new(&exe)
+            .args(["subscribe", "--count", "3"])
+            .env("IOX_ROOT", root.path())
+            .env_remove("LD_LIBRARY_PATH"),
+    );
+    assert_eq!(next_line(&mut lines), "ready");
+    assert_eq!(send_frames(&publisher, 5..8), [1, 1, 1]);
+    for i in 5..8 {
+        assert_eq!(
+            next_line(&mut lines),
+            format!(
+                "cpp_camera: frame {i} stamp {} 64x{} mono8 ok",
+                1_000_000 + i,
+                48 - i
+            )
+        );
+    }
     wait_ok(child.into_inner(), Duration::from_secs(30));
 }

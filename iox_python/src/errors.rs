@@ -1,8 +1,8 @@
 //! The exception hierarchy: `iox.Error` and its subclasses, each raised with the Rust
 //! error's message (which names the service and both sides of a mismatch).
 //!
-//! Mapping: a payload (type or field layout), memory type, limit, pattern or required
-//! attribute mismatch on open is `IncompatibleService`; no such service on open is `ServiceNotFound`; an existing
+//! Mapping: a payload (type or field layout), user header, memory type, limit, pattern
+//! or required attribute mismatch on open is `IncompatibleService`; no such service on open is `ServiceNotFound`; an existing
 //! one on create is `ServiceExists`; an empty pool class is `PoolExhausted`; a loan
 //! beyond `max_loans` or samples beyond `max_held` are `LimitReached`; a send refused
 //! because numpy views of the loan are alive is `ViewsAlive`; a publisher or loan
@@ -80,7 +80,16 @@ pub(crate) fn open(e: &OpenError) -> PyErr {
     let msg = e.to_string();
     match e {
         OpenError::DoesNotExist(_) => ServiceNotFound::new_err(msg),
+        // Declared no header where the service has one: Python can also take it from
+        // the service.
+        OpenError::IncompatibleUserHeader(m) if m.requested.is_none() => {
+            IncompatibleService::new_err(format!(
+                "{msg} (or open it with publish_subscribe() and no dtype, which takes the payload's \
+             and the header's dtypes from the service's recorded schemas)"
+            ))
+        }
         OpenError::IncompatiblePayload { .. }
+        | OpenError::IncompatibleUserHeader(_)
         | OpenError::IncompatibleSchema(_)
         | OpenError::IncompatibleMemoryType { .. }
         | OpenError::IncompatibleLimit { .. }

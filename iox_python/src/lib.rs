@@ -9,7 +9,9 @@
 //! that records that payload type (`PubSubBuilder::raw_payload_type`), so Rust
 //! programs that use the real type share it, and the dtype's field layout as a
 //! schema (`schema`, `PubSubBuilder::payload_schema`), so Rust tools read its fields
-//! and a service Rust created opens without a dtype (its schema gives one).
+//! and a service Rust created opens without a dtype (its schema gives one). A user
+//! header dtype (`user_header=`) is recorded the same way (`raw_user_header`), and
+//! loans and samples view it in place beside the payload (`pubsub`, `publisher`).
 //!
 //! Threading rule: a publisher and its loans belong to the thread that made the
 //! publisher (using them from another thread raises `iox.WrongThread`, see

@@ -17,13 +17,19 @@
 //! that exists; the usual `s.array[...] = frame` makes a temporary view that is gone
 //! before `s.send()`. A loan dropped unsent (or left by `with`) returns its chunk when
 //! the cell goes, i.e. after the last array viewing it.
+//!
+//! User headers. `loan.header` is a writable view of the chunk's header under the same
+//! rules (its base is the cell too, so it counts for `ViewsAlive`). A loan's header
+//! starts zeroed (it is small, and a header the program forgets to write then reads
+//! as zeros everywhere, never as an older sample's). `Publisher.send` of a service
+//! with a header takes it as `header=`, converted as the payload is.
 
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::thread::ThreadId;
 
 use iox_service::{Publisher, RawLoan};
-use numpy::{PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -134,8 +140,62 @@ impl PublisherCore {
                 "{bytes} bytes is not a whole number of {item}-byte elements"
             )));
         }
-        self.inner.loan_raw(bytes).map_err(|e| errors::loan(&e))
+        let mut loan = self.inner.loan_raw(bytes).map_err(|e| errors::loan(&e))?;
+        let header_len = loan.header_len();
+        // SAFETY: the chunk's first `header_len` bytes are the loan's header, loaned
+        // to us alone and not yet viewed by anything.
+        unsafe { std::ptr::write_bytes(loan.header_ptr(), 0, header_len) };
+        Ok(loan)
     }
+}
+
+/// `data` as a C-contiguous array of `dtype`: `bytes`, `bytearray` and `memoryview`
+/// as their bytes (no cast), a tuple as one record of a structured `dtype`, anything
+/// else converted where numpy's `casting` rule allows it (a `TypeError` saying how to
+/// convert otherwise). `what` names the value and its place in messages ("data to
+/// this service", "header to this service's user header").
+fn contiguous<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    dtype: &Bound<'py, PyArrayDescr>,
+    casting: &str,
+    what: &str,
+) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let np = py.import("numpy")?;
+    let src = if data.is_instance_of::<pyo3::types::PyBytes>()
+        || data.is_instance_of::<pyo3::types::PyByteArray>()
+        || data.is_instance_of::<pyo3::types::PyMemoryView>()
+    {
+        np.call_method1("frombuffer", (data, dtype))?
+    } else if dtype.names().is_some() && data.is_instance_of::<pyo3::types::PyTuple>() {
+        // One record, field by field: numpy's own conversion of each field.
+        let kw = pyo3::types::PyDict::new(py);
+        kw.set_item("dtype", dtype)?;
+        np.getattr("array")?.call((data,), Some(&kw))?
+    } else {
+        // What the data is, then the cast the rule allows. asarray, not
+        // ascontiguousarray (which makes a 0-d array 1-d).
+        let given = np.call_method1("asarray", (data,))?;
+        let from = given.getattr("dtype")?;
+        let kw = pyo3::types::PyDict::new(py);
+        kw.set_item("casting", casting)?;
+        if !np
+            .getattr("can_cast")?
+            .call((&from, dtype), Some(&kw))?
+            .is_truthy()?
+        {
+            return Err(PyTypeError::new_err(format!(
+                "cannot send {from} {what} of {dtype} with casting {casting:?}: \
+                 the conversion could change values; convert it yourself (e.g. \
+                 a.astype(np.{dtype})) or pass casting=\"same_kind\" or \"unsafe\""
+            )));
+        }
+        let kw = pyo3::types::PyDict::new(py);
+        kw.set_item("dtype", dtype)?;
+        kw.set_item("order", "C")?;
+        np.getattr("asarray")?.call((given,), Some(&kw))?
+    };
+    Ok(src.cast_into::<PyUntypedArray>()?)
 }
 
 #[pymethods]
@@ -182,41 +242,56 @@ impl PyPublisher {
     /// could change a value (float64 into float32, int64 into uint8) with a TypeError;
     /// pass `casting="same_kind"` or `"unsafe"` to convert anyway. `bytes`, `bytearray`
     /// and `memoryview` are the sample's bytes as they are (no cast: raw bytes).
-    /// Returns how many subscribers got it.
-    #[pyo3(signature = (data, *, casting = "safe"))]
-    fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>, casting: &str) -> PyResult<usize> {
+    /// A service with a user header needs `header=` (a value of the header's dtype and
+    /// shape: an array, a numpy record, a tuple of its fields, or its bytes), converted
+    /// the same way; a service without one refuses it. Returns how many subscribers
+    /// got it.
+    #[pyo3(signature = (data, *, header = None, casting = "safe"))]
+    fn send(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        header: Option<&Bound<'_, PyAny>>,
+        casting: &str,
+    ) -> PyResult<usize> {
         let core = self.core(py)?;
-        let np = py.import("numpy")?;
-        let dtype = core.spec.dtype.bind(py);
-        let src = if data.is_instance_of::<pyo3::types::PyBytes>()
-            || data.is_instance_of::<pyo3::types::PyByteArray>()
-            || data.is_instance_of::<pyo3::types::PyMemoryView>()
-        {
-            np.call_method1("frombuffer", (data, dtype))?
-        } else {
-            // What the data is, then the cast the rule allows. asarray, not
-            // ascontiguousarray (which makes a 0-d array 1-d).
-            let given = np.call_method1("asarray", (data,))?;
-            let from = given.getattr("dtype")?;
-            let kw = pyo3::types::PyDict::new(py);
-            kw.set_item("casting", casting)?;
-            if !np
-                .getattr("can_cast")?
-                .call((&from, dtype), Some(&kw))?
-                .is_truthy()?
-            {
+        let head = match (&core.spec.header, header) {
+            (Some(h), Some(value)) => {
+                let src = contiguous(
+                    py,
+                    value,
+                    h.dtype.bind(py),
+                    casting,
+                    "header to this service's user header",
+                )?;
+                if src.shape() != h.shape.as_slice() {
+                    return Err(PyValueError::new_err(format!(
+                        "this service's user header is {} of shape {:?}, not of shape {:?}",
+                        h.dtype.bind(py),
+                        h.shape,
+                        src.shape()
+                    )));
+                }
+                Some(src)
+            }
+            (Some(h), None) => {
                 return Err(PyTypeError::new_err(format!(
-                    "cannot send {from} data to this service of {dtype} with casting {casting:?}: \
-                     the conversion could change values; convert it yourself (e.g. \
-                     a.astype(np.{dtype})) or pass casting=\"same_kind\" or \"unsafe\""
+                    "this service carries a user header ({} of shape {:?}): pass it as \
+                     send(data, header=...), or write loan.header in place",
+                    h.dtype.bind(py),
+                    h.shape
                 )));
             }
-            let kw = pyo3::types::PyDict::new(py);
-            kw.set_item("dtype", dtype)?;
-            kw.set_item("order", "C")?;
-            np.getattr("asarray")?.call((given,), Some(&kw))?
+            (None, Some(_)) => {
+                return Err(PyTypeError::new_err(
+                    "this service has no user header: drop header= (declare one with \
+                     publish_subscribe(..., user_header=...) when creating the service)",
+                ));
+            }
+            (None, None) => None,
         };
-        let src = src.cast_into::<PyUntypedArray>()?;
+        let dtype = core.spec.dtype.bind(py);
+        let src = contiguous(py, data, dtype, casting, "data to this service")?;
         if let Some(shape) = &core.spec.shape
             && src.shape() != shape.as_slice()
         {
@@ -227,6 +302,18 @@ impl PyPublisher {
         }
         let bytes = src.len() * core.spec.itemsize;
         let mut loan = core.loan_bytes(bytes)?;
+        if let Some(head) = &head {
+            let h = core.spec.header.as_ref().expect("a header source needs a header");
+            crate::pubsub::check_header_len(h, loan.header_len())?;
+            // SAFETY: `head` is a C-contiguous array of the header's dtype and shape
+            // (converted and checked above), hence `header_len` bytes (checked), alive
+            // for this call; the loan's header is `header_len` bytes, ours alone, and
+            // cannot overlap it (as for the payload below).
+            unsafe {
+                let head_ptr = (*head.as_array_ptr()).data.cast::<u8>();
+                std::ptr::copy(head_ptr, loan.header_ptr(), loan.header_len());
+            }
+        }
         // SAFETY: `src` is a C-contiguous array of `bytes` bytes (asarray order="C" /
         // frombuffer with our dtype), alive for this call; the loan's chunk holds
         // `bytes` bytes and is ours alone; they cannot overlap (the source is not in a
@@ -235,7 +322,7 @@ impl PyPublisher {
         unsafe {
             let data_ptr = (*src.as_array_ptr()).data.cast::<u8>();
             std::ptr::copy(data_ptr, loan.as_mut_ptr(), bytes);
-            // SAFETY: all bytes were just written.
+            // SAFETY: all bytes were just written, and the header (if any) above.
             loan.send()
         }
         .map_err(errors::other)
@@ -312,8 +399,40 @@ impl PyLoan {
         }
     }
 
+    /// A writable numpy view of the loan's user header, in place: a 0-d array for a
+    /// structured or scalar header (`loan.header["width"] = 640`, or
+    /// `loan.header[...] = (stamp, 640, 480)`), `None` for a service without a header.
+    /// It starts zeroed. Like `array`, drop it (and views of it) before `send()`.
+    #[getter]
+    fn header<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let cell = self.cell(py)?;
+        let c = cell.borrow();
+        let Some(h) = &c.spec.header else {
+            return Ok(None);
+        };
+        let mut slot = c.loan.borrow_mut();
+        let loan = slot.as_mut().expect("checked by cell()");
+        crate::pubsub::check_header_len(h, loan.header_len())?;
+        // SAFETY: the chunk's first `header_len` bytes are the loan's header (dtype x
+        // shape is that size: checked above), aligned for the recorded header type and
+        // loaned to us alone; the cell (the base) owns the chunk until it is destroyed,
+        // and `send` refuses while any array with this base lives, so nobody else reads
+        // or writes it while a writable array exists.
+        unsafe {
+            array::view(
+                py,
+                h.dtype.bind(py),
+                &h.shape,
+                loan.header_ptr(),
+                true,
+                cell.clone().into_any(),
+            )
+        }
+        .map(Some)
+    }
+
     /// Sends the sample; returns how many subscribers got it. Refused with
-    /// `ViewsAlive` while arrays viewing the loan exist.
+    /// `ViewsAlive` while arrays viewing the loan (its payload or header) exist.
     fn send(&mut self, py: Python<'_>) -> PyResult<usize> {
         let cell = self.cell(py)?;
         // One reference is ours (`self.cell`); more are arrays' bases.
@@ -327,9 +446,10 @@ impl PyLoan {
         }
         let loan = cell.borrow().loan.borrow_mut().take().expect("checked by cell()");
         self.cell = None;
-        // SAFETY: the chunk was handed out to the user to write; bytes they did not
-        // write hold what an earlier sample left (shared memory, as numpy.empty's
-        // stale contents), which subscribers only read through numpy views.
+        // SAFETY: the chunk was handed out to the user to write; payload bytes they did
+        // not write hold what an earlier sample left (shared memory, as numpy.empty's
+        // stale contents), which subscribers only read through numpy views; header
+        // bytes they did not write are the zeros `loan_bytes` wrote.
         unsafe { loan.send() }.map_err(errors::other)
     }
 

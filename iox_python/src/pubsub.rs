@@ -7,6 +7,13 @@
 //! and schema the existing service records and the dtype its schema gives. Its handle
 //! keeps the dtype and shape for the arrays.
 //!
+//! User headers (`user_header=` in Python, see `iox_service::user_header`): a header
+//! dtype becomes a `HeaderType` the way a payload dtype becomes a payload type (its
+//! name, size, alignment, bit-pattern validity and schema, `raw_user_header`); opened
+//! without a dtype, the header's recorded schema gives its dtype as the payload's does.
+//! Loans and samples show the header as a numpy view of the chunk's first bytes
+//! (`loan.header`, `sample.header`) under the same rules as their payload arrays.
+//!
 //! A `Sample` owns its chunk; `sample.array` is a read-only numpy view whose base is
 //! the sample, so the chunk stays held while any view of it lives (also after
 //! `del sample`). Samples count against `max_held` until they and their views are gone.
@@ -15,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use iox_service::{
-    MemoryType, PayloadType, PubSubBuilder, PubSubService, RawSample, Schema, Service, Subscriber,
+    HeaderType, MemoryType, PayloadType, PubSubBuilder, PubSubService, RawSample, Schema, Service, Subscriber,
 };
 use numpy::{PyArrayDescr, PyArrayDescrMethods};
 use pyo3::exceptions::PyValueError;
@@ -34,11 +41,80 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 /// What the arrays of a service look like: element dtype and shape (`None`: a 1-D
-/// array as long as the sample, for slice services).
+/// array as long as the sample, for slice services), and its user header's, if any.
 pub(crate) struct ArraySpec {
     pub(crate) dtype: Py<PyArrayDescr>,
     pub(crate) shape: Option<Vec<usize>>,
     pub(crate) itemsize: usize,
+    pub(crate) header: Option<HeaderSpec>,
+}
+
+/// What a user header's view looks like: a dtype without sub-arrays and a fixed shape
+/// (`[]` for one number or record), `size` bytes in all (the recorded header's size).
+pub(crate) struct HeaderSpec {
+    pub(crate) dtype: Py<PyArrayDescr>,
+    pub(crate) shape: Vec<usize>,
+    pub(crate) size: usize,
+}
+
+impl HeaderSpec {
+    /// The header of `dtype` (a sub-array dtype's dimensions become the shape, so the
+    /// views and conversions see plain arrays), with its size checked against the
+    /// recorded header's.
+    fn new(dtype: &Bound<'_, PyArrayDescr>, mut shape: Vec<usize>, recorded: usize) -> PyResult<Self> {
+        let mut dtype = dtype.clone();
+        if dtype.has_subarray() {
+            shape.extend(dtype.shape());
+            dtype = dtype.base();
+        }
+        let size = shape
+            .iter()
+            .try_fold(dtype.itemsize(), |n, &d| n.checked_mul(d))
+            .unwrap_or(usize::MAX);
+        if size != recorded {
+            return Err(errors::Error::new_err(format!(
+                "the user header's dtype {dtype} of shape {shape:?} is {size} bytes, the \
+                 service's header is {recorded}"
+            )));
+        }
+        Ok(Self {
+            dtype: dtype.unbind(),
+            shape,
+            size,
+        })
+    }
+}
+
+/// The user header `opts["user_header"]` declares (`(name, alignment, dtype)`, made by
+/// `iox.PubSubBuilder` from a dtype or an `iox.Type` as for payloads), as the static
+/// config records it, with the dtype of its views. `None` if not given.
+fn declared_header<'py>(
+    opts: &Bound<'py, PyDict>,
+) -> PyResult<Option<(HeaderType, Bound<'py, PyArrayDescr>)>> {
+    let Some(v) = opt(opts, "user_header") else {
+        return Ok(None);
+    };
+    let (name, alignment, dtype): (String, u64, Bound<'py, PyArrayDescr>) = v.extract()?;
+    let size = dtype.itemsize() as u64;
+    if size == 0 {
+        return Err(PyValueError::new_err(format!(
+            "user_header {name:?}: dtype {dtype} has no bytes; a user header is a value of at \
+             least one byte"
+        )));
+    }
+    if !alignment.is_power_of_two() {
+        return Err(PyValueError::new_err(format!(
+            "user_header {name:?}: alignment {alignment} is not a power of two"
+        )));
+    }
+    let identity = PayloadType::Typed {
+        type_name: name.clone(),
+        size,
+        alignment,
+        invalid_bit_patterns: !any_bit_pattern(&dtype),
+    };
+    let schema = schema::of_dtype(&dtype, &[], &name, alignment);
+    Ok(Some((HeaderType { identity, schema }, dtype)))
 }
 
 impl ArraySpec {
@@ -123,13 +199,21 @@ fn open_pubsub(
         _ => return Err(PyValueError::new_err(format!("unknown payload kind {kind:?}"))),
     };
     let schema = schema::of_dtype(&dtype, shape.as_deref().unwrap_or(&[]), element_name, alignment);
-    let builder = builder(name, opts, payload, schema)?;
-    finish(py, builder, mode, dtype, shape)
+    let (header, header_view) = match declared_header(opts)? {
+        Some((h, dtype)) => {
+            let view = HeaderSpec::new(&dtype, Vec::new(), h.size())?;
+            (Some(h), Some(view))
+        }
+        None => (None, None),
+    };
+    let builder = builder(name, opts, payload, schema, header)?;
+    finish(py, builder, mode, dtype, shape, header_view)
 }
 
 /// Opens an existing publish-subscribe service with the dtype and shape its recorded
 /// schema gives (`publish_subscribe()` without a payload in Python): the payload type
-/// and schema as recorded, so only a service replaced meanwhile is refused.
+/// and schema as recorded, so only a service replaced meanwhile is refused. Its user
+/// header likewise, unless `opts` declares one (then that one is checked on open).
 #[pyfunction]
 #[pyo3(signature = (name, opts))]
 fn open_pubsub_from_schema(
@@ -176,8 +260,29 @@ fn open_pubsub_from_schema(
             config.payload
         )));
     }
-    let builder = builder(name, opts, config.payload.clone(), Some(recorded))?;
-    finish(py, builder, "open", dtype, (!slice).then_some(shape))
+    let (header, header_view) = match (declared_header(opts)?, &config.user_header) {
+        (Some((h, dtype)), _) => {
+            let view = HeaderSpec::new(&dtype, Vec::new(), h.size())?;
+            (Some(h), Some(view))
+        }
+        (None, Some(recorded)) => {
+            let Some(layout) = &recorded.schema else {
+                return Err(errors::Error::new_err(format!(
+                    "service {name:?} carries a user header {} that records no field layout, \
+                     so its dtype is unknown here: open it with the header's dtype too, e.g. \
+                     publish_subscribe(user_header=iox.Type(\"{}\", np.dtype([...], align=True)))",
+                    recorded.identity,
+                    recorded.type_name(),
+                )));
+            };
+            let (dtype, shape) = schema::to_dtype(py, layout, true)?;
+            let view = HeaderSpec::new(&dtype, shape, recorded.size())?;
+            (Some(recorded.clone()), Some(view))
+        }
+        (None, None) => (None, None),
+    };
+    let builder = builder(name, opts, config.payload.clone(), Some(recorded), header)?;
+    finish(py, builder, "open", dtype, (!slice).then_some(shape), header_view)
 }
 
 /// The static config of service `name` under `root`, read-only (as `iox show` reads
@@ -219,13 +324,14 @@ fn opt<'py>(opts: &Bound<'py, PyDict>, key: &str) -> Option<Bound<'py, PyAny>> {
     opts.get_item(key).ok().flatten().filter(|v| !v.is_none())
 }
 
-/// A builder of a `[u8]` service recording `payload` (and `schema`, if any), with the
-/// settings in `opts`.
+/// A builder of a `[u8]` service recording `payload` (and `schema`, if any) and user
+/// header `header` (if any), with the settings in `opts`.
 fn builder(
     name: &str,
     opts: &Bound<'_, PyDict>,
     payload: PayloadType,
     schema: Option<Schema>,
+    header: Option<HeaderType>,
 ) -> PyResult<PubSubBuilder<[u8]>> {
     let mut service = Service::named(name).map_err(errors::other)?;
     let get = |k: &str| opt(opts, k);
@@ -238,6 +344,12 @@ fn builder(
     let mut b = unsafe { service.publish_subscribe::<[u8]>().raw_payload_type(payload) };
     if let Some(schema) = schema {
         b = b.payload_schema(schema);
+    }
+    if let Some(header) = header {
+        // SAFETY: the ports of this service write and read the header only through
+        // the raw loans' and samples' `header_ptr` (numpy views, and the copy in
+        // `Publisher.send`), as `raw_user_header` requires.
+        b = unsafe { b.raw_user_header(header) };
     }
     if let Some(v) = get("memory_type") {
         b = b.memory_type(memory_type(v.extract()?)?);
@@ -278,13 +390,14 @@ fn builder(
 }
 
 /// Opens (`mode`: "open", "create" or "open_or_create") with `b`; the arrays are of
-/// `dtype` and `shape` (`None`: slices).
+/// `dtype` and `shape` (`None`: slices), the header's views as `header` says.
 fn finish(
     py: Python<'_>,
     b: PubSubBuilder<[u8]>,
     mode: &str,
     dtype: Bound<'_, PyArrayDescr>,
     shape: Option<Vec<usize>>,
+    header: Option<HeaderSpec>,
 ) -> PyResult<PyPubSubService> {
     // Opening may wait for a service another process is creating: without the GIL.
     let inner = py.detach(|| match mode {
@@ -299,6 +412,7 @@ fn finish(
             dtype: dtype.unbind(),
             shape,
             itemsize,
+            header,
         }),
     })
 }
@@ -350,6 +464,42 @@ impl PyPubSubService {
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
         self.spec.shape.as_ref().map(|s| PyTuple::new(py, s)).transpose()
+    }
+    /// The user header as recorded, e.g. `"FrameHeader (size 32, alignment 8)"`, or
+    /// `None` for a service without one.
+    #[getter]
+    fn user_header(&self) -> Option<String> {
+        self.inner
+            .static_config()
+            .user_header
+            .as_ref()
+            .map(|h| h.identity.to_string())
+    }
+    /// The dtype of the header views (`loan.header`, `sample.header`), or `None`.
+    #[getter]
+    fn header_dtype(&self, py: Python<'_>) -> Option<Py<PyArrayDescr>> {
+        self.spec.header.as_ref().map(|h| h.dtype.clone_ref(py))
+    }
+    /// The shape of the header views (`()` for one number or record), or `None`.
+    #[getter]
+    fn header_shape<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        self.spec
+            .header
+            .as_ref()
+            .map(|h| PyTuple::new(py, &h.shape))
+            .transpose()
+    }
+    /// The user header's field layout as recorded (as `schema` for the payload), or
+    /// `None` (no header, or one without a recorded layout).
+    #[getter]
+    fn header_schema<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner
+            .static_config()
+            .user_header
+            .as_ref()
+            .and_then(|h| h.schema.as_ref())
+            .map(|s| schema::to_python(py, s))
+            .transpose()
     }
     /// `(publishers, subscribers)` connected now.
     fn port_counts(&self) -> (usize, usize) {
@@ -417,6 +567,19 @@ impl PyPubSubService {
 pub(crate) struct PySubscriber {
     inner: Mutex<Subscriber<[u8]>>,
     spec: Arc<ArraySpec>,
+}
+
+/// Refuses a header view whose size is not the chunk's header length (which the open's
+/// check of the recorded header makes impossible; checked so that no view can reach
+/// past the header whatever happens).
+pub(crate) fn check_header_len(h: &HeaderSpec, header_len: usize) -> PyResult<()> {
+    if h.size != header_len {
+        return Err(errors::Error::new_err(format!(
+            "the header view is {} bytes but the chunk's header is {header_len}",
+            h.size
+        )));
+    }
+    Ok(())
 }
 
 /// How long a blocking wait sleeps between looks at Python's signals (Ctrl-C).
@@ -546,6 +709,34 @@ impl PySample {
                 slf.clone().into_any(),
             )
         }
+    }
+    /// A read-only numpy view of the user header the publisher wrote, in place: a 0-d
+    /// array for a structured or scalar header (`sample.header["width"]`), `None` for a
+    /// service without a header. It keeps the sample, hence the chunk, alive.
+    #[getter]
+    fn header<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let py = slf.py();
+        let me = slf.get();
+        let Some(h) = &me.spec.header else {
+            return Ok(None);
+        };
+        check_header_len(h, me.inner.header_len())?;
+        // SAFETY: the chunk's first `header_len` bytes are the header (the receive
+        // checked the chunk holds the header and the payload), aligned for the
+        // recorded header type, and dtype x shape is that size (checked above); the
+        // sample (the base) holds the chunk until it is destroyed, and the view is
+        // read-only (publishers do not write a sent chunk).
+        unsafe {
+            array::view(
+                py,
+                h.dtype.bind(py),
+                &h.shape,
+                me.inner.header_ptr(),
+                false,
+                slf.clone().into_any(),
+            )
+        }
+        .map(Some)
     }
     /// Payload bytes.
     #[getter]

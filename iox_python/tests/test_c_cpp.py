@@ -1,42 +1,16 @@
 """Python with the C and C++ examples (iox_ffi/examples), each in its own process, on
 the examples' service: a Python publisher to the C++ subscriber, the C publisher to a
-Python subscriber. The examples are compiled here with gcc/g++ against the
-`libiox_ffi.so` that `cargo test --workspace` built (or `cargo build -p iox_ffi`)."""
+Python subscriber. The examples are compiled with gcc/g++ by the `c_examples` fixture
+(conftest.py). Frames with a user header between Python and the C++ `camera` example:
+test_user_header.py."""
 
-import os
-import shutil
 import subprocess
 
 import numpy as np
-import pytest
 
 import iox
-from conftest import REPO
 
 READING = iox.Type("iox_examples::Reading", np.dtype([("seq", "<u8"), ("value", "<f8")], align=True))
-
-
-@pytest.fixture(scope="session")
-def c_examples(tmp_path_factory):
-    """The C publisher and C++ subscriber examples, compiled into a temporary directory."""
-    if shutil.which("gcc") is None or shutil.which("g++") is None:
-        pytest.skip("gcc and g++ are needed to build the C and C++ examples")
-    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
-    candidates = [os.path.join(target, "debug", "deps"), os.path.join(target, "debug")]
-    libdir = next((d for d in candidates if os.path.exists(os.path.join(d, "libiox_ffi.so"))), None)
-    if libdir is None:
-        subprocess.run(["cargo", "build", "-q", "-p", "iox_ffi"], cwd=REPO, check=True)
-        libdir = os.path.join(target, "debug")
-    out = tmp_path_factory.mktemp("c_examples")
-    ffi = os.path.join(REPO, "iox_ffi")
-    common = ["-I", os.path.join(ffi, "include"), f"-L{libdir}", f"-Wl,--disable-new-dtags,-rpath,{libdir}"]
-    builds = {
-        "c_publisher": ["gcc", "-std=c11", os.path.join(ffi, "examples", "publisher.c")],
-        "cpp_subscriber": ["g++", "-std=c++17", os.path.join(ffi, "examples", "subscriber.cpp")],
-    }
-    for name, cmd in builds.items():
-        subprocess.run(cmd + common + ["-o", str(out / name), "-liox_ffi"], check=True)
-    return out
 
 
 def test_python_publisher_to_cpp_subscriber(root, c_examples):

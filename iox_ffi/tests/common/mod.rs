@@ -110,3 +110,56 @@ pub fn feed(
         == before));
     String::from_utf8(out.stdout).unwrap()
 }
+
+/// The `camera` examples' service (`iox_examples::CAMERA_SERVICE`, frames with a
+/// `FrameHeader`, with their settings) under `root`.
+pub fn camera(root: &Path) -> iox_service::PubSubService<[u8], iox_examples::FrameHeader> {
+    iox_service::Service::named(iox_examples::CAMERA_SERVICE)
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<[u8]>()
+        .user_header::<iox_examples::FrameHeader>()
+        .max_slice_len(iox_examples::CAMERA_MAX_PIXELS)
+        .subscriber_buffer(iox_examples::CAMERA_BUFFER)
+        .open_or_create()
+        .unwrap()
+}
+
+/// Sends the `camera` examples' frames `frames` through `publisher`: each header
+/// written in place, then its pixels. Returns how many subscribers got each.
+pub fn send_frames(
+    publisher: &iox_service::Publisher<[u8], iox_examples::FrameHeader>,
+    frames: std::ops::Range<u64>,
+) -> Vec<usize> {
+    frames
+        .map(|i| {
+            let h = iox_examples::frame_header(i);
+            publisher
+                .loan_slice_uninit((h.width * h.height) as usize)
+                .unwrap()
+                .write_header(h)
+                .write_from_fn(|j| iox_examples::frame_pixel(i, j))
+                .send()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// Receives one `camera` frame (10 s at most) and checks its header and pixels
+/// against `iox_examples::frame_header(i)` / `frame_pixel(i, _)`.
+pub fn receive_frame(subscriber: &iox_service::Subscriber<[u8], iox_examples::FrameHeader>, i: u64) {
+    let frame = subscriber
+        .receive_timeout(std::time::Duration::from_secs(10))
+        .unwrap()
+        .unwrap_or_else(|| panic!("frame {i} within 10 s"));
+    assert_eq!(*frame.user_header(), iox_examples::frame_header(i));
+    let h = frame.user_header();
+    assert_eq!(frame.len(), (h.width * h.height) as usize);
+    assert!(
+        frame
+            .iter()
+            .enumerate()
+            .all(|(j, &px)| px == iox_examples::frame_pixel(i, j)),
+        "frame {i}'s pixels"
+    );
+}

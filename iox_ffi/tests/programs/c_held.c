@@ -43,6 +43,59 @@ static void* send_from_other_thread(void* arg) {
     return NULL;
 }
 
+/* A user header in front of each reading (the held API; the handle API's is checked
+ * across processes by c_camera.c). */
+typedef struct Stamp {
+    uint64_t ns;
+} Stamp;
+
+static void with_a_header(const char* root) {
+    IoxPubSubOptions o;
+    iox_pubsub_options_init(&o);
+    o.root = root;
+    o.payload.name = READING_NAME;
+    o.payload.size = sizeof(Reading);
+    o.payload.alignment = _Alignof(Reading);
+    o.payload.any_bit_pattern = true;
+    o.user_header.name = "ffi/Stamp";
+    o.user_header.size = sizeof(Stamp);
+    o.user_header.alignment = 3;
+    o.user_header.any_bit_pattern = true;
+    IoxPubSubService* service = NULL;
+    check("a header alignment that is no power of two",
+          iox_pubsub_open("ffi/held-header", IOX_OPEN_OR_CREATE, &o, &service), IOX_STATUS_INVALID_ARGUMENT);
+    o.user_header.alignment = _Alignof(Stamp);
+    check("open with a header", iox_pubsub_open("ffi/held-header", IOX_OPEN_OR_CREATE, &o, &service), IOX_STATUS_OK);
+    IoxPublisher* pub = NULL;
+    IoxSubscriber* sub = NULL;
+    check("its publisher", iox_publisher_create(service, false, &pub), IOX_STATUS_OK);
+    check("its subscriber", iox_subscriber_create(service, false, &sub), IOX_STATUS_OK);
+    IoxHeldLoan loan;
+    check("a held loan with a header", iox_publisher_loan_held(pub, sizeof(Reading), &loan), IOX_STATUS_OK);
+    expect("its header is in front of the payload, aligned",
+           loan.header != NULL && loan.header_len == sizeof(Stamp) && (uintptr_t)loan.header % _Alignof(Stamp) == 0 &&
+               (char*)loan.data == (char*)loan.header + sizeof(Stamp));
+    Stamp stamp = {42};
+    Reading r = {7, 3.5};
+    memcpy(loan.header, &stamp, sizeof stamp);
+    memcpy(loan.data, &r, sizeof r);
+    check("send it", iox_held_loan_send(&loan, NULL), IOX_STATUS_OK);
+    check("a second held loan", iox_publisher_loan_held(pub, sizeof(Reading), &loan), IOX_STATUS_OK);
+    check("discarded unsent", iox_held_loan_discard(&loan), IOX_STATUS_OK);
+    IoxHeldSample sample;
+    bool got = false;
+    check("receive it held", iox_subscriber_receive_held(sub, 0, &sample, &got), IOX_STATUS_OK);
+    expect("the header and the reading arrived",
+           got && sample.header_len == sizeof(Stamp) && ((const Stamp*)sample.header)->ns == 42 &&
+               ((const Reading*)sample.data)->seq == 7);
+    check("release it", iox_held_sample_release(&sample), IOX_STATUS_OK);
+    check("the discarded loan never arrives", iox_subscriber_receive_held(sub, 0, &sample, &got), IOX_STATUS_OK);
+    expect("nothing else was received", !got);
+    iox_subscriber_drop(sub);
+    iox_publisher_drop(pub);
+    iox_pubsub_service_drop(service);
+}
+
 int main(int argc, char** argv) {
     if (argc != 2) return fprintf(stderr, "usage: c_held ROOT\n"), 2;
     IoxPubSubOptions o;
@@ -67,6 +120,7 @@ int main(int argc, char** argv) {
     check("a held loan into NULL", iox_publisher_loan_held(pub, sizeof(Reading), NULL), IOX_STATUS_NULL_POINTER);
     check("a held loan", iox_publisher_loan_held(pub, sizeof(Reading), &loan), IOX_STATUS_OK);
     expect("it has a payload address and length", loan.data != NULL && loan.len_bytes == sizeof(Reading));
+    expect("and no header (the service has none)", loan.header == NULL && loan.header_len == 0);
     Reading r = {1, 1.5};
     memcpy(loan.data, &r, sizeof r);
     uint64_t delivered = 0;
@@ -98,6 +152,7 @@ int main(int argc, char** argv) {
     check("receive held", iox_subscriber_receive_held(sub, 0, &sample, &got), IOX_STATUS_OK);
     expect("the sent reading arrived",
            got && sample.len == 1 && sample.len_bytes == sizeof(Reading) && ((const Reading*)sample.data)->seq == 1);
+    expect("without a header", sample.header == NULL && sample.header_len == 0);
     uint64_t device = 0;
     check("a device pointer of an unpinned held sample", iox_held_sample_device_ptr(&sample, &device),
           IOX_STATUS_NO_DEVICE_POINTER);
@@ -128,6 +183,7 @@ int main(int argc, char** argv) {
     expect("the chunk is back in the pool", after.free_chunks == before.free_chunks + 1);
     check("drop the watcher", iox_publisher_drop(watcher), IOX_STATUS_OK);
     check("drop the service", iox_pubsub_service_drop(service), IOX_STATUS_OK);
+    with_a_header(argv[1]);
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }

@@ -117,6 +117,69 @@ static void values(const char* root) {
           wrong ? "" : wrong.error().message);
 }
 
+// A user header in front of each value (`PubSub<T, H>`).
+struct Stamp {
+    std::uint64_t ns;
+    std::uint32_t frame;
+    std::uint32_t flags;
+};
+template <>
+struct iox::TypeName<Stamp> {
+    static constexpr const char* value = "api/Stamp";
+};
+
+static void headers(const char* root) {
+    iox::Options o;
+    o.root = root;
+    using Stamped = iox::PubSub<Reading, Stamp>;
+    auto svc = Stamped::open_or_create("api/headers", o);
+    if (!ok("open with a header", svc)) return;
+    auto pub = svc->publisher();
+    auto sub = svc->subscriber();
+    if (!ok("header publisher", pub) || !ok("header subscriber", sub)) return;
+    {
+        auto loan = pub->loan();
+        if (ok("a loan with a header", loan)) {
+            check("its header is sizeof(H), in front of the payload",
+                  loan->header_size() == sizeof(Stamp) && loan->header_data() == &loan->header() &&
+                      reinterpret_cast<char*>(loan->get()) == reinterpret_cast<char*>(&loan->header()) + sizeof(Stamp));
+            loan->header() = Stamp{1000, 1, 0};
+            **loan = Reading{1, 0.5};
+            auto n = std::move(loan.value()).send();
+            check("it sends", n && n.value() == 1);
+            check("a sent loan has no header", loan->header_data() == nullptr && loan->header_size() == 0);
+        }
+    }
+    auto sent = pub->send_copy(Stamp{2000, 2, 7}, Reading{2, 1.0});
+    check("send_copy with a header", sent && sent.value() == 1);
+    {
+        auto a = sub->receive_for(1s);
+        check("the loan's header arrives", a && a.value() && a.value()->header().ns == 1000 && (**a.value()).seq == 1);
+        auto b = sub->receive_for(1s);
+        check("send_copy's header arrives",
+              b && b.value() && b.value()->header().frame == 2 && b.value()->header().flags == 7 &&
+                  b.value()->header_size() == sizeof(Stamp) && (**b.value()).seq == 2);
+        if (b && b.value()) {
+            iox::Sample<Reading, Stamp> moved = std::move(*b.value());
+            check("a moved-from sample has no header", b.value()->header_data() == nullptr);
+            check("the moved sample keeps it", moved.header().ns == 2000);
+        }
+    }
+    auto none = iox::PubSub<Reading>::open_existing("api/headers", o);
+    check("opening without the header is refused, naming it",
+          !none && none.error().status == IOX_STATUS_OPEN_FAILED &&
+              none.error().message.find("api/Stamp") != std::string::npos &&
+              none.error().message.find("no user header") != std::string::npos,
+          none ? "" : none.error().message);
+    auto other = iox::PubSub<Reading, std::uint64_t>::open_existing("api/headers", o);
+    check("another header is refused, naming both",
+          !other && other.error().message.find("api/Stamp") != std::string::npos &&
+              other.error().message.find("u64") != std::string::npos,
+          other ? "" : other.error().message);
+    iox::Sample<Reading> plain(iox::Spent{});
+    check("a sample of a service without a header has none", plain.header_data() == nullptr && plain.header_size() == 0);
+}
+
 static void slices(const char* root) {
     iox::Options o;
     o.root = root;
@@ -244,6 +307,7 @@ static void request_response(const char* root) {
 int main(int argc, char** argv) {
     if (argc != 2) return std::fprintf(stderr, "usage: cpp_api ROOT\n"), 2;
     values(argv[1]);
+    headers(argv[1]);
     slices(argv[1]);
     events(argv[1]);
     dropped_port(argv[1]);

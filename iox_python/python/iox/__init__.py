@@ -8,6 +8,10 @@
     sample = svc.subscriber().receive(timeout=0.1)   # None on timeout
     a = sample.array                                 # read-only view of the chunk
 
+A per-sample user header beside the payload (a frame's stamp and size in front of its
+pixels): ``publish_subscribe(bytes, max_len=..., user_header=iox.Type("FrameHeader",
+dtype))``, then ``loan.header["width"] = 640`` and ``sample.header["width"]``.
+
 Threading: a Publisher and its loans belong to the thread that made the publisher
 (using them from another raises iox.WrongThread, naming it); services, subscribers,
 samples, listeners and notifiers may be shared. Blocking calls release the GIL.
@@ -66,11 +70,19 @@ class Service:
         self.root = root
 
     def publish_subscribe(self, payload=None, shape=None, *, size_classes=None, chunk_sizes=None,
-                          max_len=None) -> "PubSubBuilder":
+                          max_len=None, user_header=None) -> "PubSubBuilder":
         """A publish-subscribe builder. ``payload``: a numpy dtype (or scalar type),
         ``bytes`` or an ``iox.Type``. With ``shape``: fixed-shape arrays. Without:
         one value, unless ``size_classes`` / ``chunk_sizes`` (bytes) / ``max_len``
         (elements) make it a slice service of 1-D arrays of any length.
+
+        ``user_header``: a per-sample header carried in front of the payload, given as
+        payloads are (a numpy scalar type, or an ``iox.Type`` for a structured dtype),
+        recorded with the service (name, size, alignment, fields) and checked on open
+        as a Rust program's ``.user_header::<H>()`` is: every program of the service
+        declares the same header, or none (else ``IncompatibleService`` naming both).
+        Loans then have ``loan.header`` (writable, zeroed), samples ``sample.header``
+        (read-only), both numpy views in place; ``pub.send(data, header=h)``.
 
         ``payload=None`` (or no payload) opens an existing service with the dtype and
         shape its recorded schema gives, e.g. one a Rust program created with a
@@ -78,8 +90,10 @@ class Service:
         field names and offsets (``sample.array["x"]``), its arrays as shape
         (``[[f32; 3]; 4]`` is float32 of shape (4, 3)), a slice's element as the
         dtype. Only ``open()`` is possible then (creating needs a dtype); a service
-        that records no schema raises ``iox.Error`` saying which dtype to pass."""
-        return PubSubBuilder(self, payload, shape, size_classes, chunk_sizes, max_len)
+        that records no schema raises ``iox.Error`` saying which dtype to pass. The
+        service's user header, if it has one, comes from its recorded header schema
+        the same way (unless ``user_header`` is given)."""
+        return PubSubBuilder(self, payload, shape, size_classes, chunk_sizes, max_len, user_header)
 
     def event(self) -> "EventBuilder":
         return EventBuilder(self)
@@ -113,8 +127,12 @@ class _Builder(AttributeMethods):
 
 
 class PubSubBuilder(_Builder):
-    def __init__(self, service, payload, shape, size_classes, chunk_sizes, max_len):
+    def __init__(self, service, payload, shape, size_classes, chunk_sizes, max_len, user_header=None):
         super().__init__(service)
+        if user_header is not None:
+            # As a payload element: (Rust name, dtype, alignment); recorded in Rust.
+            name, dtype, alignment = element(user_header)
+            self._opts["user_header"] = (name, alignment, dtype)
         if payload is None:
             # The dtype comes from the service's schema (``_open``); the pool settings,
             # if given, are checked against the service's on open.

@@ -47,10 +47,14 @@ class Service:
     def publish_subscribe(self, payload: Any = None, shape: Optional[Union[int, Sequence[int]]] = None, *,
                           size_classes: Optional[Sequence[tuple[int, int]]] = None,
                           chunk_sizes: Optional[Sequence[int]] = None,
-                          max_len: Optional[int] = None) -> PubSubBuilder:
+                          max_len: Optional[int] = None,
+                          user_header: Any = None) -> PubSubBuilder:
         """``payload``: a numpy dtype, ``bytes`` or an ``iox.Type`` (its layout is
         recorded as the service's schema). ``None``: only ``open()``, with the dtype and
-        shape the existing service's recorded schema gives."""
+        shape the existing service's recorded schema gives (and its user header's).
+        ``user_header``: a per-sample header in front of the payload, given as payloads
+        are (a numpy scalar type or an ``iox.Type``); ``loan.header`` /
+        ``sample.header`` view it."""
         ...
     def event(self) -> EventBuilder: ...
 
