@@ -574,6 +574,9 @@ fn rust_reads_and_requires_the_attributes_a_cpp_program_recorded() {
     let notifier = svc.notifier_builder().create().unwrap();
     assert_eq!(notifier.notify_with_custom_event_id(1.into()).unwrap(), 1);
     assert_eq!(next_line(&mut lines), "done");
+    wait_ok(child.into_inner(), Duration::from_secs(30));
+}
+
 #[test]
 fn rust_frames_reach_a_c_subscriber_with_their_headers_and_mismatches_are_named() {
     let exe = build("tests/programs/c_camera.c", "c_camera_subscriber", &[]);
