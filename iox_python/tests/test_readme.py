@@ -1,7 +1,8 @@
-"""The README's Python example runs as written: `sub.py`, then `pub.py` in another
+"""The README's Python examples run as written: `sub.py`, then `pub.py` in another
 process, each the README's text, as a user without privileges and with default limits
 (run as `nobody` through setpriv when the tests run as root, as in CI), under their
-own iox root."""
+own iox root; and `frames.py` reads the frames with their user headers that the Rust
+`camera` example publishes, as the API tour says."""
 
 import os
 import re
@@ -16,13 +17,20 @@ import time
 from conftest import REPO
 
 
-def readme_scripts():
-    """The README's Python block, split into its `sub.py` and `pub.py`."""
+def readme_block(first_line):
+    """The README's one Python block that starts with `first_line`."""
     with open(os.path.join(REPO, "README.md")) as f:
         blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
-    assert len(blocks) == 1, f"the README has {len(blocks)} Python blocks"
-    sub, sep, pub = blocks[0].partition("\n# pub.py\n")
-    assert sep and sub.startswith("# sub.py"), blocks[0]
+    found = [b for b in blocks if b.startswith(first_line + "\n") or b.startswith(first_line + " ")]
+    assert len(found) == 1, f"the README has {len(found)} Python blocks starting {first_line!r}"
+    return found[0]
+
+
+def readme_scripts():
+    """The README's first Python example, split into its `sub.py` and `pub.py`."""
+    block = readme_block("# sub.py")
+    sub, sep, pub = block.partition("\n# pub.py\n")
+    assert sep, block
     return sub, "# pub.py\n" + pub
 
 
@@ -81,5 +89,38 @@ def test_the_readme_python_example_runs_as_written_unprivileged():
         finally:
             sub.kill()
             sub.wait()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_the_readme_frames_example_reads_rust_frames_with_their_headers(rust_examples):
+    script = readme_block("# frames.py")
+    work = tempfile.mkdtemp()
+    try:
+        with open(os.path.join(work, "frames.py"), "w") as f:
+            f.write(script)
+        env = dict(os.environ, IOX_ROOT=work, PYTHONUNBUFFERED="1")
+        # "While the camera example publishes them": it creates the service and waits
+        # for a subscriber.
+        camera = subprocess.Popen([os.path.join(rust_examples, "camera"), "publish", "--count", "5"],
+                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 30
+            while not any(n.endswith(".service") for n in os.listdir(work)):
+                assert camera.poll() is None, camera.stderr.read()
+                assert time.monotonic() < deadline, "the camera example created no service"
+                time.sleep(0.01)
+            frames = subprocess.run([sys.executable, "frames.py"], cwd=work, env=env,
+                                    capture_output=True, text=True, timeout=120)
+            assert frames.returncode == 0, frames.stderr
+            # stamp, width, height and the pixel count of frames 0..5 (see
+            # `iox_examples::frame_header`).
+            assert frames.stdout.splitlines() == [
+                f"{1_000_000 + i} 64 {48 - i} {64 * (48 - i)}" for i in range(5)], frames.stdout
+            _, err = camera.communicate(timeout=60)
+            assert camera.returncode == 0, err
+        finally:
+            camera.kill()
+            camera.wait()
     finally:
         shutil.rmtree(work, ignore_errors=True)

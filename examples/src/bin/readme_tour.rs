@@ -94,6 +94,29 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(reader.attributes().get("ros2/qos"), Some("reliable"));
     // README block end
     // README block 5
+    #[derive(ZeroCopySafe, Clone, Copy, Debug, PartialEq)]
+    #[repr(C)]
+    #[iox(type_name = "ImageHeader")]
+    struct ImageHeader { stamp_ns: u64, width: u32, height: u32, step: u32, encoding: [u8; 12] }
+
+    let images = Service::named("camera/left")?
+        .publish_subscribe::<[u8]>()
+        .user_header::<ImageHeader>()             // recorded beside the payload, checked on open
+        .max_slice_len(640 * 480)                 // pixels; the header's room is added
+        .open_or_create()?;
+    let publisher = images.publisher_builder().create()?;
+    let subscriber = images.subscriber_builder().create()?;
+    let header = ImageHeader { stamp_ns: 7, width: 640, height: 480, step: 640, encoding: *b"mono8\0\0\0\0\0\0\0" };
+    publisher
+        .loan_slice_uninit(640 * 480)?            // header and pixels in one chunk, uninitialised
+        .write_header(header)                     // in place; no safe send before it is written
+        .write_from_fn(|i| (i % 251) as u8)       // or payload_mut() and the unsafe assume_init()
+        .send()?;
+    let frame = subscriber.receive()?.ok_or("no frame")?;
+    assert_eq!(*frame.user_header(), header);    // read in place, beside the pixels
+    assert_eq!((frame.len(), frame[641]), (640 * 480, 139));
+    // README block end
+    // README block 6
     use iox_service::EventId;
 
     let estop = Service::named("robot/estop")?
@@ -110,7 +133,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     listener.try_wait_all(|id| println!("{id:?}"))?;          // non-blocking
     listener.timed_wait_one(Duration::from_millis(10))?;     // Option<EventId>, futex sleep
     // README block end
-    // README block 6
+    // README block 7
     #[derive(ZeroCopySafe, Clone, Copy)]
     #[repr(C)]
     struct Goal { x: f64, y: f64 }
@@ -140,7 +163,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     assert!(pending.is_finished());                    // the end, not a timeout
     // README block end
-    // README block 7
+    // README block 8
     let board = Service::named("robot/state")?
         .blackboard::<u32>()                               // keys: an integer (or array) type
         .add::<f64>(0, 0.0)                                // key 0: speed, initially 0.0
