@@ -262,34 +262,20 @@ fn send(t: &Target, data: &[u8]) -> Result<(), Failure> {
         );
         return Ok(());
     };
-    if let Some(h) = t
-        .topic
-        .config
-        .user_header
-        .as_ref()
-        .filter(|h| !h.identity.any_bit_pattern())
-    {
-        let valid = t
-            .topic
-            .header_schema()
-            .is_some_and(|s| crate::value::bools_valid(s, header));
-        if !valid {
+    let topic = &t.topic;
+    let header_type = topic.config.user_header.as_ref().map(|h| &h.identity);
+    let checks = [
+        (header_type, topic.header_schema(), header, "header"),
+        (Some(&topic.config.payload), topic.schema(), data, "payload"),
+    ];
+    for (ty, schema, bytes, what) in checks {
+        let Some(ty) = ty.filter(|ty| !ty.any_bit_pattern()) else {
+            continue;
+        };
+        if !schema.is_some_and(|s| crate::value::bools_valid(s, bytes)) {
             eprintln!(
-                "iox: {}: a recorded sample's header is not a valid {} (a bool that is neither 0 nor 1, or no schema to check it): not sent",
-                t.topic.name, h.identity
-            );
-            return Ok(());
-        }
-    }
-    if !t.topic.config.payload.any_bit_pattern() {
-        let valid = t
-            .topic
-            .schema()
-            .is_some_and(|s| crate::value::bools_valid(s, data));
-        if !valid {
-            eprintln!(
-                "iox: {}: a recorded sample is not a valid {} (a bool that is neither 0 nor 1, or no schema to check it): not sent",
-                t.topic.name, t.topic.config.payload
+                "iox: {}: a recorded sample's {what} is not a valid {ty} (a bool that is neither 0 nor 1, or no schema to check it): not sent",
+                topic.name
             );
             return Ok(());
         }
