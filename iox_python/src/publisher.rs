@@ -154,6 +154,13 @@ impl PublisherCore {
 /// else converted where numpy's `casting` rule allows it (a `TypeError` saying how to
 /// convert otherwise). `what` names the value and its place in messages ("data to
 /// this service", "header to this service's user header").
+/// Whether `data` is `bytes`, `bytearray` or a `memoryview`: taken as raw bytes.
+fn is_bytes(data: &Bound<'_, PyAny>) -> bool {
+    data.is_instance_of::<pyo3::types::PyBytes>()
+        || data.is_instance_of::<pyo3::types::PyByteArray>()
+        || data.is_instance_of::<pyo3::types::PyMemoryView>()
+}
+
 fn contiguous<'py>(
     py: Python<'py>,
     data: &Bound<'py, PyAny>,
@@ -162,10 +169,15 @@ fn contiguous<'py>(
     what: &str,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let np = py.import("numpy")?;
-    let src = if data.is_instance_of::<pyo3::types::PyBytes>()
-        || data.is_instance_of::<pyo3::types::PyByteArray>()
-        || data.is_instance_of::<pyo3::types::PyMemoryView>()
-    {
+    let src = if is_bytes(data) {
+        // Bytes are taken as they are: only where every byte string is a value (a
+        // `bool` holding 2 would be undefined behaviour for a Rust reader).
+        if !crate::pubsub::any_bit_pattern(dtype) {
+            return Err(PyTypeError::new_err(format!(
+                "cannot send bytes as {what} of {dtype}: not every byte string is a value of it \
+                 (a bool, or padding); pass an array, a numpy record or a tuple of fields"
+            )));
+        }
         np.call_method1("frombuffer", (data, dtype))?
     } else if dtype.names().is_some() && data.is_instance_of::<pyo3::types::PyTuple>() {
         // One record, field by field: numpy's own conversion of each field.
@@ -257,13 +269,20 @@ impl PyPublisher {
         let core = self.core(py)?;
         let head = match (&core.spec.header, header) {
             (Some(h), Some(value)) => {
-                let src = contiguous(
+                let mut src = contiguous(
                     py,
                     value,
                     h.dtype.bind(py),
                     casting,
                     "header to this service's user header",
                 )?;
+                // Bytes come out of `frombuffer` flat: the header's own shape, when they
+                // are as many as it holds (a mismatch is reported below).
+                if is_bytes(value) && src.len() == h.shape.iter().product::<usize>() {
+                    src = src
+                        .call_method1("reshape", (h.shape.clone(),))?
+                        .cast_into::<PyUntypedArray>()?;
+                }
                 if src.shape() != h.shape.as_slice() {
                     return Err(PyValueError::new_err(format!(
                         "this service's user header is {} of shape {:?}, not of shape {:?}",

@@ -137,7 +137,7 @@ pub(crate) fn memory_type(code: u16) -> PyResult<MemoryType> {
 /// every byte once (no padding). Not `bool` (`?`), objects, strings or datetimes
 /// (conservatively). Recorded in the payload's identity, so it matches what a Rust
 /// program's type records.
-fn any_bit_pattern(dtype: &Bound<'_, PyArrayDescr>) -> bool {
+pub(crate) fn any_bit_pattern(dtype: &Bound<'_, PyArrayDescr>) -> bool {
     if dtype.has_subarray() {
         return any_bit_pattern(&dtype.base());
     }

@@ -266,6 +266,26 @@ def test_header_dtypes_follow_the_payload_rules(root):
         pub.send(2.5, header=[640, 480])  # int64 into u32: not a safe cast
     with pytest.raises(ValueError, match=r"shape \[2\], not of shape \[3\]"):
         pub.send(2.5, header=np.array([1, 2, 3], np.uint32))
+    # Bytes are taken as they are, so only where every byte string is a value: a header
+    # with a bool (2 would be no bool for a Rust reader) or padding refuses them.
+    flags = iox.Type("[bool; 2]", np.dtype(("?", (2,))))
+    svc = iox.Service("py/flags").publish_subscribe(np.uint8, user_header=flags).create()
+    pub = svc.publisher()
+    with pytest.raises(TypeError, match=r"not every byte string is a value"):
+        pub.send(np.uint8(1), header=b"\x02\x00")
+    with pytest.raises(TypeError, match=r"not every byte string is a value"):
+        iox.Service("py/h").publish_subscribe(np.uint8, user_header=padded).open().publisher().send(
+            np.uint8(1), header=bytes(16))
+    assert pub.send(np.uint8(1), header=np.array([True, False])) == 0
+    # A record header given as its bytes (every byte a value).
+    two = iox.Type("TwoWords", np.dtype([("a", "u4"), ("b", "u4")]))
+    svc = iox.Service("py/two").publish_subscribe(np.uint8, user_header=two).create()
+    pub, sub = svc.publisher(), svc.subscriber()
+    assert pub.send(np.uint8(1), header=np.array([5, 6], "u4").tobytes()) == 1
+    got = sub.receive(timeout=1.0).header
+    assert (int(got["a"]), int(got["b"])) == (5, 6)
+    with pytest.raises(ValueError, match=r"not of shape"):
+        pub.send(np.uint8(1), header=bytes(16))
 
 
 def pool_in_use(name):

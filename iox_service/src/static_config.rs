@@ -613,8 +613,10 @@ fn check_user_header(c: &StaticConfig, header: &crate::HeaderType) -> Result<(),
             c.layout.alignment()
         ));
     }
-    let offset = crate::user_header::payload_offset(size, c.payload.alignment());
-    if offset.saturating_add(c.payload.element_size()) > c.layout.max_chunk_size() {
+    let offset = crate::user_header::checked_payload_offset(size, c.payload.alignment());
+    let end = offset.and_then(|o| o.checked_add(c.payload.element_size()));
+    if end.is_none_or(|end| end > c.layout.max_chunk_size()) {
+        let offset = offset.map_or_else(|| "past the end of memory".to_string(), |o| o.to_string());
         return fail(format!(
             "{size} bytes (payload at offset {offset}) and a payload element of {} bytes do not fit the largest chunk ({} bytes)",
             c.payload.element_size(),

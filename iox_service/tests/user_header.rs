@@ -290,7 +290,7 @@ fn config_path(root: &Path, name: &str) -> PathBuf {
 #[test]
 fn damaged_header_records_are_refused_naming_what() {
     type Edit = fn(&str) -> String;
-    let cases: [(&str, Edit, &str); 4] = [
+    let cases: [(&str, Edit, &str); 5] = [
         (
             "a schema of another size",
             |t| t.replacen("offset: 8", "offset: 80", 1),
@@ -317,6 +317,18 @@ fn damaged_header_records_are_refused_naming_what() {
             |t| {
                 let at = t.find("size: 32").expect("the header's size");
                 format!("{}size: 1048576{}", &t[..at], &t[at + "size: 32".len()..])
+            },
+            "do not fit the largest chunk",
+        ),
+        (
+            "a header whose size overflows the payload's offset",
+            |t| {
+                let at = t.find("size: 32").expect("the header's size");
+                format!(
+                    "{}size: 18446744073709551615{}",
+                    &t[..at],
+                    &t[at + "size: 32".len()..]
+                )
             },
             "do not fit the largest chunk",
         ),
@@ -489,4 +501,65 @@ fn header_bytes(h: &FrameHeader) -> Vec<u8> {
     // SAFETY: FrameHeader has no padding (the derive's stable name requires it).
     unsafe { std::slice::from_raw_parts((h as *const FrameHeader).cast::<u8>(), size_of::<FrameHeader>()) }
         .to_vec()
+}
+
+#[test]
+fn byte_ports_refuse_what_would_overflow_or_misplace_the_payload() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = frames(dir.path()).create().unwrap();
+    let header = svc.static_config().user_header.clone().unwrap();
+    // SAFETY: the ports below loan only with loan_raw.
+    let raw = unsafe {
+        Service::named("camera/front")
+            .unwrap()
+            .root(dir.path())
+            .publish_subscribe::<[u8]>()
+            .raw_payload_type(<[u8] as Payload>::payload_type())
+            .raw_user_header(header)
+    }
+    .open()
+    .unwrap();
+    let publisher = raw.publisher_builder().create().unwrap();
+    assert!(
+        publisher.loan_raw(usize::MAX - 7).is_err(),
+        "offset + bytes overflows"
+    );
+    assert!(publisher.loan_raw(1 << 20).is_err(), "past the largest chunk");
+    let mut loan = publisher.loan_raw(16).unwrap();
+    assert_eq!(loan.header_len(), size_of::<FrameHeader>());
+    assert_eq!(loan.as_mut_ptr() as usize - loan.header_ptr() as usize, 32);
+
+    // A typed header on a payload given at run time would place the payload by u8's
+    // alignment while the service records the payload type's: refused both ways.
+    let carried = || {
+        Service::named("carried/u32")
+            .unwrap()
+            .root(dir.path())
+            .publish_subscribe::<[u8]>()
+            .carry_payload_type(<[u32] as Payload>::payload_type())
+            .user_header::<[u16; 3]>()
+            .max_slice_len(64)
+    };
+    let err = carried().create().unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            CreateError::InvalidSetting {
+                source: InvalidConfig::UserHeader(_),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let _typed = Service::named("carried/u32")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<[u32]>()
+        .user_header::<[u16; 3]>()
+        .max_slice_len(16)
+        .create()
+        .unwrap();
+    let err = carried().open().unwrap_err();
+    assert!(matches!(&err, OpenError::InvalidSetting { .. }), "{err}");
+    assert!(err.to_string().contains("raw_user_header"), "{err}");
 }

@@ -68,7 +68,10 @@ impl RawLoan {
 
     /// See [`SampleMutUninit::device_ptr`].
     pub fn device_ptr(&self) -> Result<u64, DevicePtrError> {
-        self.loan.device_ptr()
+        // The loan's own address is the chunk's (a `[u8]` loan knows no header): the
+        // payload is `ptr`'s distance from it further.
+        let header = self.loan.chunk_ptr();
+        Ok(self.loan.device_ptr()? + (self.ptr as usize - header as usize) as u64)
     }
 
     /// Sends the chunk to every connected subscriber; returns how many got it.
@@ -162,7 +165,13 @@ impl Publisher<[u8]> {
             });
         };
         let offset = self.payload_offset();
-        let (port, chunk) = self.loan_bytes(offset + bytes)?;
+        let Some(in_chunk) = offset.checked_add(bytes) else {
+            return Err(LoanError::SliceTooLong {
+                len: bytes,
+                max: self.max_slice_len().saturating_sub(offset),
+            });
+        };
+        let (port, chunk) = self.loan_bytes(in_chunk)?;
         // SAFETY: the chunk holds `offset + bytes` bytes.
         let ptr = unsafe { chunk.addr().add(offset) };
         Ok(RawLoan {
@@ -198,7 +207,7 @@ impl Subscriber<[u8]> {
     fn to_raw(&self, sample: Sample<[u8]>) -> Result<RawSample, ReceiveError> {
         let bytes = self.recorded_payload().bytes_of(sample.word()).unwrap_or(0);
         let offset = sample.payload_offset();
-        if offset != 0 && !sample.fits_at(offset, bytes) {
+        if sample.recorded_header().is_some() && !sample.fits_at(offset, bytes) {
             return Err(ReceiveError::Corrupt {
                 raw: u64::from(sample.chunk_raw()),
                 publisher: sample.publisher_slot(),

@@ -186,10 +186,24 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
         }
     }
 
-    /// Where the payload starts in a chunk (0 without a header).
+    /// A typed header (`user_header::<H>()`) on a builder whose payload is given at run
+    /// time (`raw_payload_type`, `carry_payload_type`): refused, since its `[u8]` ports
+    /// would place the payload by `u8`'s alignment and the service records the payload
+    /// type's (a header known at run time is `raw_user_header`'s).
+    fn typed_header_on_bytes(&self) -> Option<InvalidConfig> {
+        (self.payload_override.is_some() && H::header_type().is_some()).then(|| {
+            InvalidConfig::UserHeader(
+                "a typed header (user_header::<H>()) on a payload given at run time (raw_payload_type or carry_payload_type): declare the header with raw_user_header, or open the service with its payload type".into(),
+            )
+        })
+    }
+
+    /// Where the payload starts in a chunk (0 without a header; `usize::MAX` for a
+    /// header given at run time whose size would overflow it, which no chunk holds).
     fn payload_offset(&self) -> usize {
         self.header_type().map_or(0, |h| {
-            user_header::payload_offset(h.size(), self.payload_type().alignment())
+            user_header::checked_payload_offset(h.size(), self.payload_type().alignment())
+                .unwrap_or(usize::MAX)
         })
     }
 
@@ -359,7 +373,13 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
         let offset = self.payload_offset();
         let with_header = |bytes: usize| bytes.checked_add(offset);
         let classes = if matches!(payload, PayloadType::Typed { .. }) {
-            vec![((offset + payload.element_size()).max(1), counts)]
+            let Some(bytes) = with_header(payload.element_size()) else {
+                return self.fail(InvalidConfig::Overflow {
+                    what: "user header and payload",
+                    value: payload.element_size(),
+                });
+            };
+            vec![(bytes.max(1), counts)]
         } else if let Some(classes) = &self.size_classes {
             let mut out = Vec::with_capacity(classes.len());
             for &(payload_bytes, count) in classes {
@@ -472,6 +492,9 @@ impl<P: ?Sized + Payload, H: UserHeader> Pattern for PubSubBuilder<P, H> {
     }
 
     fn new_config(&self, target: &Target) -> Result<StaticConfig, CreateError> {
+        if let Some(source) = self.typed_header_on_bytes() {
+            return self.fail(source);
+        }
         if let Some(payload) = self.not_carriable() {
             return Err(CreateError::NotCarriable {
                 name: target.name.to_string(),
@@ -488,6 +511,9 @@ impl<P: ?Sized + Payload, H: UserHeader> Pattern for PubSubBuilder<P, H> {
         ps: &PubSubConfig,
     ) -> Result<(), OpenError> {
         let name = || target.name.to_string();
+        if let Some(source) = self.typed_header_on_bytes() {
+            return Err(OpenError::InvalidSetting { name: name(), source });
+        }
         if let Some(payload) = self.not_carriable() {
             return Err(OpenError::NotCarriable {
                 name: name(),

@@ -94,23 +94,33 @@ impl HeaderType {
 
 /// Where the payload starts in a chunk whose header is `header_size` bytes, for a
 /// payload aligned to `payload_alignment` (a power of two): the header's size rounded
-/// up to it. 0 without a header.
+/// up to it. 0 without a header. For a Rust type's size (which never overflows here)
+/// and for sizes a static config records, which its check refuses when they would
+/// ([`checked_payload_offset`]).
 pub const fn payload_offset(header_size: usize, payload_alignment: usize) -> usize {
+    match checked_payload_offset(header_size, payload_alignment) {
+        Some(offset) => offset,
+        None => panic!("a header's size rounded up to the payload's alignment overflows"),
+    }
+}
+
+/// [`payload_offset`], `None` where the rounding overflows (a damaged config).
+pub const fn checked_payload_offset(header_size: usize, payload_alignment: usize) -> Option<usize> {
     let align = if payload_alignment == 0 {
         1
     } else {
         payload_alignment
     };
-    header_size.div_ceil(align) * align
+    header_size.checked_next_multiple_of(align)
 }
 
 /// The payload's offset in a chunk of the service recorded in `config` (0 without a
-/// header): what bindings use.
+/// header): what bindings use. A checked config's offset never overflows; an unchecked
+/// one's that would gives `usize::MAX`, which no chunk holds.
 pub fn payload_offset_of(config: &crate::StaticConfig) -> usize {
-    config
-        .user_header
-        .as_ref()
-        .map_or(0, |h| payload_offset(h.size(), config.payload.alignment()))
+    config.user_header.as_ref().map_or(0, |h| {
+        checked_payload_offset(h.size(), config.payload.alignment()).unwrap_or(usize::MAX)
+    })
 }
 
 mod sealed {
