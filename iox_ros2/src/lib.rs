@@ -1,0 +1,37 @@
+//! iox and ROS 2, the layer above the core that knows ROS message types.
+//!
+//! - [`msg`]: `.msg` definitions parsed from their text.
+//! - [`library`]: definitions found in a ROS 2 install at run time (`share/<pkg>/msg`
+//!   under `AMENT_PREFIX_PATH` or given prefixes), with the types they use; nothing is
+//!   generated per message type.
+//! - [`fixed`]: an iox struct's recorded schema matched field by field against a
+//!   fixed-size message, and its values converted to and from CDR, the encoding ROS 2
+//!   middlewares use.
+//!
+//! What is here is the type side of the ROS 2 gateway the project is building (its
+//! first part): the gateway process itself, topic and QoS mapping, services and
+//! recordings in ROS profiles are not yet built.
+//!
+//! ```
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let msg = dir.path().join("share/demo/msg");
+//! # std::fs::create_dir_all(&msg).unwrap();
+//! # std::fs::write(msg.join("Stamp.msg"), "int32 sec\nuint32 nanosec\n").unwrap();
+//! use iox_ros2::{fixed::Plan, library::Library};
+//! use iox_service::ZeroCopySafe;
+//!
+//! #[derive(ZeroCopySafe, Clone, Copy)]
+//! #[repr(C)]
+//! struct Stamp { sec: i32, nanosec: u32 }
+//!
+//! let mut ros = Library::with_prefixes(vec![dir.path().to_owned()]);
+//! let plan = Plan::new(&mut ros, "demo/msg/Stamp", &Stamp::schema())?;
+//! let mut cdr = Vec::new();
+//! plan.encode(&[1, 0, 0, 0, 2, 0, 0, 0], &mut cdr);
+//! assert_eq!(cdr, [0, 1, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod fixed;
+pub mod library;
+pub mod msg;

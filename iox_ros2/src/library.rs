@@ -1,0 +1,187 @@
+//! Message definitions from a ROS 2 install found at run time: `pkg/msg/Name` is the
+//! file `share/pkg/msg/Name.msg` under one of the install's prefixes
+//! (`AMENT_PREFIX_PATH`, as a sourced ROS environment sets it, or the prefixes given),
+//! parsed with every message type it uses, recursively. Nothing is generated per type.
+//!
+//! Invariants: a [`Library`] caches each definition it read, so a type used by many
+//! others is read once; a definition that uses itself (directly or through others) is
+//! refused, not followed forever; a type that is not installed is a [`LoadError`]
+//! naming it and every directory looked in.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+use crate::msg::{self, BaseType, MsgDef, ParseError};
+
+/// Why a message type could not be loaded.
+#[derive(Debug, Error)]
+pub enum LoadError {
+    /// The type name is not `pkg/msg/Name` (or `pkg/Name`).
+    #[error("`{0}` is not a ROS message type name (pkg/msg/Name)")]
+    Name(String),
+    /// No prefix holds the type's `.msg`.
+    #[error(
+        "ROS message type {name} is not installed: no {} under {} (source the ROS environment, or give the install's prefix)",
+        relative.display(),
+        if looked.is_empty() { "any prefix (AMENT_PREFIX_PATH is empty)".to_string() } else { looked.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ") }
+    )]
+    NotInstalled {
+        /// The type.
+        name: String,
+        /// The file looked for under each prefix.
+        relative: PathBuf,
+        /// The prefixes looked in.
+        looked: Vec<PathBuf>,
+    },
+    /// The `.msg` could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The `.msg` does not parse.
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+    /// A type that contains itself.
+    #[error("ROS message type {0} contains itself")]
+    Recursive(String),
+}
+
+/// The message definitions of one ROS install (module docs).
+#[derive(Debug, Clone)]
+pub struct Library {
+    prefixes: Vec<PathBuf>,
+    defs: BTreeMap<String, MsgDef>,
+}
+
+impl Library {
+    /// A library over the prefixes in `AMENT_PREFIX_PATH`.
+    pub fn from_env() -> Self {
+        let prefixes = std::env::var_os("AMENT_PREFIX_PATH")
+            .map(|p| std::env::split_paths(&p).collect())
+            .unwrap_or_default();
+        Self::with_prefixes(prefixes)
+    }
+
+    /// A library over `prefixes` (directories holding `share/<pkg>/msg/*.msg`).
+    pub fn with_prefixes(prefixes: Vec<PathBuf>) -> Self {
+        Self {
+            prefixes,
+            defs: BTreeMap::new(),
+        }
+    }
+
+    /// The prefixes looked in, in order.
+    pub fn prefixes(&self) -> &[PathBuf] {
+        &self.prefixes
+    }
+
+    /// Loads `name` (`pkg/msg/Name` or `pkg/Name`) and every type it uses.
+    pub fn load(&mut self, name: &str) -> Result<&MsgDef, LoadError> {
+        let full = full_name(name).ok_or_else(|| LoadError::Name(name.to_owned()))?;
+        self.load_full(&full, &mut Vec::new())?;
+        Ok(&self.defs[&full])
+    }
+
+    /// A definition loaded before (by [`load`](Self::load) of it or of a type using it).
+    pub fn get(&self, full_name: &str) -> Option<&MsgDef> {
+        self.defs.get(full_name)
+    }
+
+    fn load_full(&mut self, full: &str, stack: &mut Vec<String>) -> Result<(), LoadError> {
+        if self.defs.contains_key(full) {
+            return Ok(());
+        }
+        if stack.iter().any(|s| s == full) {
+            return Err(LoadError::Recursive(full.to_owned()));
+        }
+        let def = self.read(full)?;
+        stack.push(full.to_owned());
+        for field in &def.fields {
+            if let BaseType::Message(m) = &field.base {
+                self.load_full(m, stack)?;
+            }
+        }
+        stack.pop();
+        self.defs.insert(full.to_owned(), def);
+        Ok(())
+    }
+
+    /// Reads and parses `pkg/msg/Name` from the first prefix that has it.
+    fn read(&self, full: &str) -> Result<MsgDef, LoadError> {
+        let (pkg, name) = full
+            .split_once("/msg/")
+            .ok_or_else(|| LoadError::Name(full.to_owned()))?;
+        let relative = Path::new("share")
+            .join(pkg)
+            .join("msg")
+            .join(format!("{name}.msg"));
+        for prefix in &self.prefixes {
+            let path = prefix.join(&relative);
+            match std::fs::read_to_string(&path) {
+                Ok(text) => return Ok(msg::parse(full, &path, &text)?),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(source) => return Err(LoadError::Read { path, source }),
+            }
+        }
+        Err(LoadError::NotInstalled {
+            name: full.to_owned(),
+            relative,
+            looked: self.prefixes.clone(),
+        })
+    }
+}
+
+/// `pkg/msg/Name` for `pkg/msg/Name` or `pkg/Name`.
+pub fn full_name(name: &str) -> Option<String> {
+    let parts: Vec<&str> = name.split('/').collect();
+    let valid = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    match parts.as_slice() {
+        [pkg, name] if valid(pkg) && valid(name) => Some(format!("{pkg}/msg/{name}")),
+        [pkg, "msg", name] if valid(pkg) && valid(name) => Some(format!("{pkg}/msg/{name}")),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn install(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (rel, text) in files {
+            let path = dir.path().join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn nested_types_load_once_and_missing_ones_name_where_it_looked() {
+        let dir = install(&[
+            ("share/geo/msg/Point.msg", "float64 x\nfloat64 y\n"),
+            ("share/geo/msg/Segment.msg", "Point a\ngeo/Point b\n"),
+            ("share/geo/msg/Loop.msg", "Loop next\n"),
+            ("share/geo/msg/Bad.msg", "float64 x\nfloat64\n"),
+            ("share/geo/msg/Gap.msg", "other/Missing m\n"),
+        ]);
+        let mut lib = Library::with_prefixes(vec![dir.path().to_owned()]);
+        let seg = lib.load("geo/msg/Segment").unwrap();
+        assert_eq!(seg.fields.len(), 2);
+        assert!(lib.get("geo/msg/Point").is_some());
+        assert!(matches!(lib.load("geo/Loop"), Err(LoadError::Recursive(_))));
+        let e = lib.load("geo/msg/Bad").unwrap_err().to_string();
+        assert!(e.contains("Bad.msg:2"), "{e}");
+        let e = lib.load("geo/msg/Gap").unwrap_err().to_string();
+        assert!(
+            e.contains("other/msg/Missing") && e.contains(&dir.path().display().to_string()),
+            "{e}"
+        );
+        assert!(matches!(lib.load("not a type"), Err(LoadError::Name(_))));
+    }
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# A Python venv with a real ROS 2 (Kilted's rclpy on Fast DDS, and the std, sensor and
+# service message packages) from PyPI, about 20 s: what the ROS 2 tests meet.
+#
+#   scripts/ros-venv.sh DIR      # then IOX_ROS_VENV=DIR cargo test -p iox_ros2
+#
+# DIR is made if missing and reused if it has them. Needs python3 with venv.
+set -euo pipefail
+dir=${1:?usage: $0 DIR}
+python=${PYTHON:-python3}
+[ -x "$dir/bin/python" ] || "$python" -m venv "$dir"
+"$dir/bin/python" -m pip install -q --disable-pip-version-check \
+    ros-rclpy ros-std-msgs ros-sensor-msgs ros-std-srvs ros-rmw-fastrtps-cpp
