@@ -18,6 +18,6 @@ if [ -z "$venv" ]; then
     venv=$tmp/venv
 fi
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check maturin numpy pytest mcap
+"$venv/bin/python" -m pip install -q --disable-pip-version-check maturin numpy pytest mcap mcap-ros2-support
 (cd iox_python && VIRTUAL_ENV=$venv PATH=$venv/bin:$PATH maturin develop -q --features cuda)
 "$venv/bin/python" -m pytest -q -p no:cacheprovider iox_python/tests

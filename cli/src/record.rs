@@ -2,12 +2,23 @@
 //! file, one channel per service.
 //!
 //! Format (what `iox replay` and other MCAP readers find):
-//! - one channel per service, its topic the service name, message encoding
+//! - a typed service (not a slice, no user header) whose schema describes every byte
+//!   and has a ROS 2 form ([`ros_form`]) is a channel in MCAP's ROS 2 profile, which
+//!   Foxglove and ROS 2's MCAP readers decode by field: schema encoding
+//!   [`ROS2_SCHEMA_ENCODING`], named `iox_msgs/msg/<Type>`, its data the `.msg`
+//!   written for the type (`iox_ros2::generate`); messages in
+//!   [`ROS2_MESSAGE_ENCODING`] (little-endian plain CDR); the static config in the
+//!   channel's metadata under [`CONFIG_METADATA`], for `replay`. Decision: the ROS 2
+//!   profile rather than JSON with a JSON schema, because it is the one ROS users'
+//!   tools already read, it keeps numbers exact and compact (a `u64` sample is 12
+//!   bytes, not a formatted number), and it is the profile the ROS 2 gateway's
+//!   channels use;
+//! - every other service: one channel, its topic the service name, message encoding
 //!   [`MESSAGE_ENCODING`] (the payload's bytes as the publisher wrote them, padding
 //!   zeroed; for a service with a user header, the header's bytes first, then the
 //!   payload's, the header's size being the one the schema's config records),
 //!   metadata `iox.payload` (the payload type as `iox show` prints it);
-//! - the channel's schema: named after the payload type, encoding
+//!   and the channel's schema: named after the payload type, encoding
 //!   [`SCHEMA_ENCODING`], data the service's static config as RON (pattern settings,
 //!   payload type and its field schema), from which `replay` recreates the service;
 //! - `log_time` and `publish_time`: when the recorder received the sample (ns since the
@@ -62,6 +73,26 @@ use crate::{Failure, fail};
 pub const SCHEMA_ENCODING: &str = "iox.static_config.ron";
 /// Message encoding of iox channels: the payload's raw bytes.
 pub const MESSAGE_ENCODING: &str = "iox.raw";
+/// Schema encoding of channels in MCAP's ROS 2 profile: a `.msg` definition.
+pub const ROS2_SCHEMA_ENCODING: &str = "ros2msg";
+/// Message encoding of channels in MCAP's ROS 2 profile.
+pub const ROS2_MESSAGE_ENCODING: &str = "cdr";
+/// Channel metadata key of a `ros2msg` channel's static config (RON), from which
+/// `replay` recreates the service.
+pub const CONFIG_METADATA: &str = "iox.static_config";
+
+/// The ROS 2 form of a service's samples, when they have one: a typed payload (not a
+/// slice, no user header) whose recorded schema describes every byte and maps to a
+/// `.msg` (see `iox_ros2::generate`). Such a channel is written in MCAP's ROS 2
+/// profile, which Foxglove and ROS 2's MCAP readers decode by field; others as
+/// [`MESSAGE_ENCODING`].
+pub fn ros_form(config: &StaticConfig) -> Option<iox_ros2::generate::Generated> {
+    if config.user_header.is_some() || !matches!(config.payload, iox_service::PayloadType::Typed { .. }) {
+        return None;
+    }
+    let schema = config.schema.as_ref().filter(|s| s.is_complete())?;
+    iox_ros2::generate::generate(schema, config.payload.type_name()).ok()
+}
 /// Longest a chunk stays open (what a SIGKILL can lose).
 pub const FLUSH_EVERY: Duration = Duration::from_millis(500);
 /// Buffers kept for reuse between the receiving and the writing thread.
@@ -113,6 +144,8 @@ struct Recorded {
     topic: Topic,
     subscriber: Subscriber<[u8]>,
     channel: usize,
+    /// The conversion to CDR of a channel in the ROS 2 profile ([`ros_form`]).
+    ros: Option<iox_ros2::fixed::Plan>,
 }
 
 fn now_ns() -> u64 {
@@ -217,6 +250,8 @@ fn receive(root: &Path, args: &RecordArgs, queue: &Queue) -> Result<(u64, u64), 
     let (mut received, mut dropped) = (0u64, 0u64);
     let mut skipped: Vec<String> = Vec::new();
     let mut said_waiting = false;
+    // A ROS 2 channel's sample, copied out before it is encoded.
+    let mut scratch = Vec::new();
     loop {
         for r in scan(root, args, &recorded, &mut skipped, &queue.announce)? {
             eprintln!("recording {} ({})", r.topic.name, r.topic.config.payload);
@@ -256,8 +291,20 @@ fn receive(root: &Path, args: &RecordArgs, queue: &Queue) -> Result<(u64, u64), 
                     // allocation (and its page faults) each.
                     let mut bytes = queue.recycled.try_recv().unwrap_or_default();
                     bytes.clear();
-                    let copied = r.topic.copy_header_into(&sample, &mut bytes)
-                        && r.topic.copy_payload_into(&sample, &mut bytes);
+                    let copied = match &r.ros {
+                        Some(plan) => {
+                            scratch.clear();
+                            let copied = r.topic.copy_payload_into(&sample, &mut scratch);
+                            if copied {
+                                plan.encode(&scratch, &mut bytes);
+                            }
+                            copied
+                        }
+                        None => {
+                            r.topic.copy_header_into(&sample, &mut bytes)
+                                && r.topic.copy_payload_into(&sample, &mut bytes)
+                        }
+                    };
                     drop(sample);
                     received += 1;
                     let len = bytes.len() as u64;
@@ -349,10 +396,12 @@ fn scan(
         announce
             .send((channel, Box::new(topic.config.clone())))
             .map_err(|_| fail(crate::ROOT_UNUSABLE, "the writing thread stopped"))?;
+        let ros = ros_form(&topic.config).map(|g| g.plan);
         found.push(Recorded {
             topic,
             subscriber,
             channel,
+            ros,
         });
     }
     Ok(found)
@@ -453,18 +502,31 @@ fn open_output(file: File, path: &Path, channels: &BTreeMap<usize, StaticConfig>
 }
 
 fn add_channel(out: &mut Output, index: usize, config: &StaticConfig, path: &Path) -> Result<(), Failure> {
-    let schema = out
-        .writer
-        .add_schema(
-            config.payload.type_name(),
-            SCHEMA_ENCODING,
-            config.to_ron().as_bytes(),
-        )
-        .map_err(|e| io_failure(path, e))?;
-    let metadata = BTreeMap::from([("iox.payload".to_owned(), config.payload.to_string())]);
+    let mut metadata = BTreeMap::from([("iox.payload".to_owned(), config.payload.to_string())]);
+    let (schema, encoding) = match ros_form(config) {
+        Some(ros) => {
+            metadata.insert(CONFIG_METADATA.to_owned(), config.to_ron());
+            let schema = out
+                .writer
+                .add_schema(&ros.name, ROS2_SCHEMA_ENCODING, ros.text.as_bytes())
+                .map_err(|e| io_failure(path, e))?;
+            (schema, ROS2_MESSAGE_ENCODING)
+        }
+        None => {
+            let schema = out
+                .writer
+                .add_schema(
+                    config.payload.type_name(),
+                    SCHEMA_ENCODING,
+                    config.to_ron().as_bytes(),
+                )
+                .map_err(|e| io_failure(path, e))?;
+            (schema, MESSAGE_ENCODING)
+        }
+    };
     let id = out
         .writer
-        .add_channel(schema, &config.name, MESSAGE_ENCODING, &metadata)
+        .add_channel(schema, &config.name, encoding, &metadata)
         .map_err(|e| io_failure(path, e))?;
     out.ids.insert(index, id);
     Ok(())

@@ -30,7 +30,9 @@ use std::time::{Duration, Instant};
 use iox_service::{Publisher, StaticConfig};
 use mcap::read::Options;
 
-use crate::record::{MESSAGE_ENCODING, SCHEMA_ENCODING};
+use crate::record::{
+    CONFIG_METADATA, MESSAGE_ENCODING, ROS2_MESSAGE_ENCODING, ROS2_SCHEMA_ENCODING, SCHEMA_ENCODING,
+};
 use crate::topic::{Topic, glob_match, sleep_until};
 use crate::{CORRUPT, Failure, fail};
 
@@ -66,6 +68,8 @@ pub struct ReplayArgs {
 struct Target {
     topic: Topic,
     publisher: Publisher<[u8]>,
+    /// A channel in MCAP's ROS 2 profile: its CDR messages decoded to the struct.
+    ros: Option<iox_ros2::fixed::Plan>,
 }
 
 /// The recordings, read whole.
@@ -105,17 +109,41 @@ fn messages(
     Ok(None)
 }
 
-/// The static config a channel carries, if it is an iox channel.
-fn channel_config(channel: &mcap::Channel<'_>, path: &Path) -> Result<StaticConfig, String> {
+/// The static config a channel carries, if it is an iox channel, and for one in MCAP's
+/// ROS 2 profile (`iox record`'s for typed services, see `record::ros_form`) the
+/// conversion of its CDR messages: the config is then in the channel's metadata, and
+/// must give the `.msg` type the channel's schema names.
+fn channel_config(
+    channel: &mcap::Channel<'_>,
+    path: &Path,
+) -> Result<(StaticConfig, Option<iox_ros2::fixed::Plan>), String> {
     let schema = channel.schema.as_ref().ok_or("the channel has no schema")?;
+    if schema.encoding == ROS2_SCHEMA_ENCODING && channel.message_encoding == ROS2_MESSAGE_ENCODING {
+        let Some(text) = channel.metadata.get(CONFIG_METADATA) else {
+            return Err(format!(
+                "a ROS 2 channel of {} without iox's static config in its metadata (recorded by another tool): replaying those is not built yet",
+                schema.name
+            ));
+        };
+        let config = StaticConfig::parse(text, path).map_err(|e| e.to_string())?;
+        let ros = crate::record::ros_form(&config)
+            .filter(|g| g.name == schema.name)
+            .ok_or_else(|| {
+                format!(
+                    "its static config does not give the ROS 2 type {} its schema names",
+                    schema.name
+                )
+            })?;
+        return Ok((config, Some(ros.plan)));
+    }
     if schema.encoding != SCHEMA_ENCODING || channel.message_encoding != MESSAGE_ENCODING {
         return Err(format!(
-            "encoding {}/{} is not iox's ({SCHEMA_ENCODING}/{MESSAGE_ENCODING})",
+            "encoding {}/{} is not iox's ({SCHEMA_ENCODING}/{MESSAGE_ENCODING}, or {ROS2_SCHEMA_ENCODING}/{ROS2_MESSAGE_ENCODING} with iox's config)",
             schema.encoding, channel.message_encoding
         ));
     }
     let text = std::str::from_utf8(&schema.data).map_err(|e| e.to_string())?;
-    StaticConfig::parse(text, path).map_err(|e| e.to_string())
+    Ok((StaticConfig::parse(text, path).map_err(|e| e.to_string())?, None))
 }
 
 /// `iox replay`.
@@ -147,10 +175,10 @@ pub fn replay(root: &Path, args: ReplayArgs) -> Result<u8, Failure> {
                 targets.insert(topic_name.clone(), None);
                 return Ok(());
             }
-            let config = match channel_config(&m.channel, path) {
+            let (config, ros) = match channel_config(&m.channel, path) {
                 // The channel's topic is the service it is replayed into: `--topics`
                 // filters on it, so a config naming another service is refused.
-                Ok(c) if c.name != *topic_name => {
+                Ok((c, _)) if c.name != *topic_name => {
                     eprintln!(
                         "iox: skipping channel {topic_name:?}: its config is of service {:?}",
                         c.name
@@ -158,7 +186,7 @@ pub fn replay(root: &Path, args: ReplayArgs) -> Result<u8, Failure> {
                     targets.insert(topic_name.clone(), None);
                     return Ok(());
                 }
-                Ok(c) => c,
+                Ok(found) => found,
                 Err(e) => {
                     eprintln!("iox: skipping channel {topic_name:?}: {e}");
                     targets.insert(topic_name.clone(), None);
@@ -168,7 +196,14 @@ pub fn replay(root: &Path, args: ReplayArgs) -> Result<u8, Failure> {
             let topic = Topic::open_config(root, config, true)?;
             let publisher = topic.publisher()?;
             eprintln!("replaying {} ({})", topic.name, topic.config.payload);
-            targets.insert(topic_name.clone(), Some(Target { topic, publisher }));
+            targets.insert(
+                topic_name.clone(),
+                Some(Target {
+                    topic,
+                    publisher,
+                    ros,
+                }),
+            );
             Ok(())
         })?;
         if let Some(e) = end {
@@ -253,6 +288,22 @@ fn due(start: Instant, offset_ns: u64, rate: f64) -> Result<Instant, Failure> {
 /// `bool`) is sent only when its schema shows every `bool` is 0 or 1: a file's bytes
 /// are not trusted to be a valid value.
 fn send(t: &Target, data: &[u8]) -> Result<(), Failure> {
+    let decoded;
+    let data = match &t.ros {
+        Some(plan) => {
+            let mut value = vec![0u8; plan.struct_size()];
+            if let Err(e) = plan.decode(data, &mut value) {
+                eprintln!(
+                    "iox: {}: a recorded CDR message does not decode: {e}: not sent",
+                    t.topic.name
+                );
+                return Ok(());
+            }
+            decoded = value;
+            &decoded[..]
+        }
+        None => data,
+    };
     let header_len = t.topic.header_len();
     let Some((header, data)) = data.split_at_checked(header_len) else {
         eprintln!(

@@ -148,6 +148,14 @@ fn read_back(path: &Path) -> Vec<(String, u64, Vec<u8>)> {
         .collect()
 }
 
+/// A `u64` service's message: typed services are recorded in MCAP's ROS 2 profile, a
+/// `uint64 data` message in little-endian CDR (a 4-byte encapsulation header first).
+fn cdr_u64(data: &[u8]) -> u64 {
+    assert_eq!(data.len(), 12, "{data:?}");
+    assert_eq!(&data[..4], &[0, 1, 0, 0], "little-endian plain CDR");
+    u64::from_le_bytes(data[4..].try_into().unwrap())
+}
+
 /// Three services recorded for a few seconds, replayed into a fresh root: a subscriber
 /// of each sees the same samples in order, with the recorded spacing.
 #[test]
@@ -205,7 +213,7 @@ fn record_three_services_and_replay_them_into_a_fresh_root() {
     let counter: Vec<u64> = messages
         .iter()
         .filter(|m| m.0 == "rec/counter")
-        .map(|m| u64::from_ne_bytes(m.2[..].try_into().unwrap()))
+        .map(|m| cdr_u64(&m.2))
         .collect();
     assert_eq!(counter, (0..u64::from(N)).map(|i| i << 20).collect::<Vec<_>>());
 
@@ -320,10 +328,7 @@ fn a_recording_cut_by_sigkill_stays_readable() {
     recorder.kill();
     let messages = read_back(&file);
     assert!(messages.len() >= 50);
-    let values: Vec<u64> = messages
-        .iter()
-        .map(|m| u64::from_ne_bytes(m.2[..].try_into().unwrap()))
-        .collect();
+    let values: Vec<u64> = messages.iter().map(|m| cdr_u64(&m.2)).collect();
     assert_eq!(
         values,
         (0..values.len() as u64).collect::<Vec<_>>(),
@@ -383,11 +388,7 @@ fn split_recordings_hold_every_channel() {
     for part in &parts {
         let messages = read_back(part);
         assert!(!messages.is_empty(), "{part:?} is empty");
-        all.extend(
-            messages
-                .iter()
-                .map(|m| u64::from_ne_bytes(m.2[..].try_into().unwrap())),
-        );
+        all.extend(messages.iter().map(|m| cdr_u64(&m.2)));
     }
     assert_eq!(all, (0..N).collect::<Vec<_>>());
 }
@@ -522,4 +523,66 @@ fn a_full_queue_drops_and_reports() {
     assert!(said.contains("recorded 0 sample(s) of 1 service(s)"), "{said}");
     assert!(said.contains(&format!("dropped {N}")), "{said}");
     assert!(read_back(&file).is_empty());
+}
+
+/// A recording in MCAP's ROS 2 profile, as `iox record` writes typed services: replay
+/// decodes the CDR into the struct, refuses messages that do not decode (short, a
+/// `bool` holding 2) one by one, and skips a ROS 2 channel without iox's config
+/// (another tool's) with a reason.
+#[test]
+fn replay_decodes_ros2_channels_and_refuses_bad_cdr() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = readings(dir.path()).static_config().clone();
+    let ros = iox_cli_ros_form(&config);
+    let file = dir.path().join("ros2.mcap");
+    let good = Reading {
+        seq: 7,
+        valid: true,
+        value: 2.5,
+    };
+    // SAFETY: reading a value's bytes to encode them; the plan reads field bytes only.
+    let bytes =
+        unsafe { std::slice::from_raw_parts((&good as *const Reading).cast::<u8>(), size_of::<Reading>()) };
+    let mut cdr = Vec::new();
+    ros.plan.encode(bytes, &mut cdr);
+    let mut bad_bool = cdr.clone();
+    bad_bool[4 + 4] = 2; // `valid` follows the u32 `seq`
+    {
+        let mut w = mcap::Writer::new(std::fs::File::create(&file).unwrap()).unwrap();
+        let schema = w.add_schema(&ros.name, "ros2msg", ros.text.as_bytes()).unwrap();
+        let metadata = std::collections::BTreeMap::from([("iox.static_config".to_owned(), config.to_ron())]);
+        let real = w.add_channel(schema, "rec/readings", "cdr", &metadata).unwrap();
+        let foreign = w
+            .add_channel(schema, "ros/other", "cdr", &Default::default())
+            .unwrap();
+        write_messages(
+            w,
+            &[
+                (foreign, &cdr),
+                (real, &cdr[..3]),
+                (real, &bad_bool),
+                (real, &cdr),
+            ],
+        );
+    }
+    let fresh = tempfile::tempdir().unwrap();
+    let (player, svc) = replay_readings(fresh.path(), &file);
+    let s = svc.subscriber_builder().create().unwrap();
+    let out = player.into_inner().wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("skipping channel \"ros/other\"") && said.contains("without iox's static config"),
+        "{said}"
+    );
+    assert_eq!(said.matches("does not decode").count(), 2, "{said}");
+    let got = *s.receive().unwrap().expect("the good message");
+    assert_eq!(got, good);
+    assert!(s.receive().unwrap().is_none(), "only the good message was sent");
+}
+
+/// The ROS 2 form `iox record` gives a config (the same function the tool uses).
+fn iox_cli_ros_form(config: &iox_service::StaticConfig) -> iox_ros2::generate::Generated {
+    let schema = config.schema.as_ref().expect("a derived type records its schema");
+    iox_ros2::generate::generate(schema, config.payload.type_name()).expect("Reading has a ROS 2 form")
 }

@@ -1,6 +1,8 @@
-"""`iox record` files read by an independent MCAP reader (the `mcap` package from PyPI):
-the README's main job (the `pubsub` example: publisher and subscriber processes) is
-recorded by the `iox` tool, and the recording is opened and decoded here."""
+"""`iox record` files read by independent MCAP readers (the `mcap` package from PyPI, and
+`mcap-ros2-support`, the ROS 2 profile's decoder that Foxglove's tools build on): the
+README's main job (the `pubsub` example: publisher and subscriber processes) is
+recorded by the `iox` tool, and the recording is opened and decoded here to the field
+values that were sent."""
 
 import json
 import os
@@ -10,6 +12,7 @@ import subprocess
 import numpy as np
 import pytest
 from mcap.reader import make_reader
+from mcap_ros2.decoder import DecoderFactory
 
 from conftest import REPO
 
@@ -40,23 +43,24 @@ def test_a_recording_of_the_pubsub_example_opens_in_the_mcap_reader(root, bins, 
     assert "recorded 8 sample(s) of 1 service(s)" in err, err
 
     with open(out, "rb") as f:
-        reader = make_reader(f)
+        reader = make_reader(f, decoder_factories=[DecoderFactory()])
         summary = reader.get_summary()
         assert summary is not None and summary.statistics.message_count == 8
-        messages = list(reader.iter_messages())
-    assert len(messages) == 8
-    schema, channel, _ = messages[0]
+        decoded = list(reader.iter_decoded_messages())
+    assert len(decoded) == 8
+    schema, channel, _, _ = decoded[0]
+    # A typed service is recorded in MCAP's ROS 2 profile: a .msg written for its type,
+    # CDR messages, and iox's static config in the channel's metadata (for replay).
     assert channel.topic == "examples/readings"
-    assert channel.message_encoding == "iox.raw"
-    assert schema.encoding == "iox.static_config.ron"
-    config = schema.data.decode()
-    assert 'name: "seq"' in config and 'name: "value"' in config, config
-    reading = np.dtype([("seq", "<u8"), ("value", "<f8")])
-    values = [np.frombuffer(m.data, dtype=reading)[0] for _, _, m in messages]
-    seqs = [int(v["seq"]) for v in values]
+    assert channel.message_encoding == "cdr"
+    assert schema.encoding == "ros2msg"
+    assert schema.name == "iox_msgs/msg/Reading"
+    assert schema.data.decode() == "uint64 seq\nfloat64 value\n"
+    assert 'name: "examples/readings"' in channel.metadata["iox.static_config"]
+    seqs = [int(d.seq) for _, _, _, d in decoded]
     assert seqs == list(range(seqs[0], seqs[0] + 8)), seqs
-    assert all(float(v["value"]) == int(v["seq"]) * 0.5 for v in values)
-    times = [m.log_time for _, _, m in messages]
+    assert all(d.value == d.seq * 0.5 for _, _, _, d in decoded)
+    times = [m.log_time for _, _, m, _ in decoded]
     assert times == sorted(times)
 
 
@@ -210,7 +214,8 @@ def test_a_recording_killed_at_any_moment_ends_at_a_record(root, bins, tmp_path)
         whole, records = _records_end_at_a_boundary(out)
         assert whole, f"killed after {after} s: the file ends inside a record ({records} whole ones)"
         messages = _stream_messages(out)
-        values = [int(np.frombuffer(m.data, np.uint64)[0]) for m in messages]
+        # `uint64 data` in little-endian CDR, behind its 4-byte encapsulation header.
+        values = [int(np.frombuffer(m.data[4:12], "<u8")[0]) for m in messages]
         assert values == sorted(values) and len(set(values)) == len(values), values
         if after >= 1.05:
             assert messages, f"killed after {after} s: nothing committed"

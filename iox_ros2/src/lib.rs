@@ -7,6 +7,8 @@
 //! - [`fixed`]: an iox struct's recorded schema matched field by field against a
 //!   fixed-size message, and its values converted to and from CDR, the encoding ROS 2
 //!   middlewares use.
+//! - [`generate`]: `.msg` definitions written for iox's own types, so ROS tools read
+//!   iox samples by field (`iox record`'s `ros2msg` channels).
 //!
 //! What is here is the type side of the ROS 2 gateway the project is building (its
 //! first part): the gateway process itself, topic and QoS mapping, services and
@@ -33,5 +35,6 @@
 //! ```
 
 pub mod fixed;
+pub mod generate;
 pub mod library;
 pub mod msg;

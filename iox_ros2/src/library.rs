@@ -87,6 +87,12 @@ impl Library {
         Ok(&self.defs[&full])
     }
 
+    /// Adds a definition made elsewhere (generated, see [`crate::generate`]); it is
+    /// found before the install's files.
+    pub fn insert(&mut self, def: MsgDef) {
+        self.defs.insert(def.name.clone(), def);
+    }
+
     /// A definition loaded before (by [`load`](Self::load) of it or of a type using it).
     pub fn get(&self, full_name: &str) -> Option<&MsgDef> {
         self.defs.get(full_name)
