@@ -8,6 +8,7 @@
 //! cargo build --release -p iox_cli -p iox_benches
 //! cargo run --release -p iox_benches --bin record            # ~1 min
 //! cargo run --release -p iox_benches --bin record -- --rounds 1 --sizes 8
+//! cargo run --release -p iox_benches --bin record -- --rounds 3 --sizes 8 --typed  # iox: a u64 service, ROS 2 profile
 //! ```
 //!
 //! Each case: a publisher in this process sends `N` samples of `S` bytes as fast as
@@ -44,6 +45,12 @@ struct Args {
     /// Bytes recorded per case (N = this / size, at least 100, at most 200,000).
     #[arg(long, default_value_t = 256 << 20)]
     bytes: usize,
+    /// iox records a typed `u64` service instead of 8-byte slices (sizes other than 8
+    /// are refused): its channel is in MCAP's ROS 2 profile, each sample converted to
+    /// CDR, where a byte service's is copied as it is. Compare a run with and one
+    /// without to see what the conversion costs.
+    #[arg(long)]
+    typed: bool,
     /// Directory of the recordings.
     #[arg(long, default_value = "/dev/shm")]
     dir: PathBuf,
@@ -91,19 +98,39 @@ fn wait_exit(child: &mut Child, what: &str) {
 }
 
 /// iox: seconds to record `n` samples of `size` bytes with `iox record`.
-fn iox_case(dir: &Path, size: usize, n: u64, round: u32) -> f64 {
+fn iox_case(dir: &Path, size: usize, n: u64, round: u32, typed: bool) -> f64 {
     let root = tempfile::tempdir().expect("root");
-    let svc = iox_service::Service::named(&format!("bench/rec/{round}"))
-        .expect("name")
-        .root(root.path())
-        .publish_subscribe::<[u8]>()
-        .max_slice_len(size)
-        .subscriber_buffer(256)
-        .overflow(iox_service::Overflow::Reject)
-        .create()
-        .expect("service");
+    let named = || {
+        iox_service::Service::named(&format!("bench/rec/{round}"))
+            .expect("name")
+            .root(root.path())
+    };
+    // The typed service (`--typed`): created so the recorder finds it, and sent to
+    // below instead of the byte service.
+    let typed_svc = typed.then(|| {
+        named()
+            .publish_subscribe::<u64>()
+            .subscriber_buffer(256)
+            .overflow(iox_service::Overflow::Reject)
+            .create()
+            .expect("service")
+    });
+    let svc = typed_svc.is_none().then(|| {
+        named()
+            .publish_subscribe::<[u8]>()
+            .max_slice_len(size)
+            .subscriber_buffer(256)
+            .overflow(iox_service::Overflow::Reject)
+            .create()
+            .expect("service")
+    });
+    let subscribers = || match (&svc, &typed_svc) {
+        (Some(s), _) => s.port_counts().1,
+        (None, Some(t)) => t.port_counts().1,
+        (None, None) => unreachable!("one of them is made"),
+    };
     let file = dir.join(format!("iox-bench-{round}.mcap"));
-    let mut recorder = Command::new(iox_tool())
+    let recorder = Command::new(iox_tool())
         .arg("--root")
         .arg(root.path())
         .args([
@@ -123,11 +150,30 @@ fn iox_case(dir: &Path, size: usize, n: u64, round: u32) -> f64 {
         .spawn()
         .expect("iox record");
     let start = Instant::now();
-    while svc.port_counts().1 == 0 {
+    while subscribers() == 0 {
         assert!(start.elapsed() < LIMIT, "iox record never subscribed");
         std::thread::sleep(Duration::from_micros(200));
     }
-    let publisher = svc.publisher_builder().create().expect("publisher");
+    if let Some(t) = &typed_svc {
+        let publisher = t.publisher_builder().create().expect("publisher");
+        let start = Instant::now();
+        for i in 0..n {
+            loop {
+                match publisher.loan_uninit().expect("loan").write_payload(i).send() {
+                    Ok(_) => break,
+                    Err(iox_service::SendError::QueueFull { .. }) => std::thread::yield_now(),
+                    Err(e) => panic!("send: {e}"),
+                }
+            }
+        }
+        return finish(recorder, start, n, &file);
+    }
+    let publisher = svc
+        .as_ref()
+        .expect("the byte service")
+        .publisher_builder()
+        .create()
+        .expect("publisher");
     let data = payload(size, u64::from(round));
     let start = Instant::now();
     for _ in 0..n {
@@ -143,6 +189,11 @@ fn iox_case(dir: &Path, size: usize, n: u64, round: u32) -> f64 {
             }
         }
     }
+    finish(recorder, start, n, &file)
+}
+
+/// Waits for `iox record` to have written all `n` samples; the seconds since `start`.
+fn finish(mut recorder: Child, start: Instant, n: u64, file: &Path) -> f64 {
     wait_exit(&mut recorder, "iox record");
     let secs = start.elapsed().as_secs_f64();
     let mut said = String::new();
@@ -288,6 +339,10 @@ fn main() {
         );
         return;
     }
+    if args.typed && args.sizes.iter().any(|&s| s != 8) {
+        eprintln!("--typed records a u64 service: give --sizes 8");
+        std::process::exit(2);
+    }
     println!(
         "recording throughput, median of {} rounds (files in {})",
         args.rounds,
@@ -305,7 +360,7 @@ fn main() {
             // may pay for the memory (this VM's fresh pages vary a lot in cost).
             for k in 0..3 {
                 match (round + k) % 3 {
-                    0 => a.push(iox_case(&args.dir, size, n, round)),
+                    0 => a.push(iox_case(&args.dir, size, n, round, args.typed)),
                     1 => b.push(iox2_case(&args.dir, size, n, round)),
                     _ => f.push(floor_case(&args.dir, size, n, round)),
                 }
