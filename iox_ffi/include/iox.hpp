@@ -162,6 +162,36 @@ private:
     std::vector<IoxAttribute> require_;
 };
 
+/// A service's attributes through its C readers (`count`, `at`), sorted by key.
+template <class S>
+Result<std::vector<Attribute>> read_attributes(S* service, IoxStatus (*count)(S*, std::size_t*),
+                                               IoxStatus (*at)(S*, std::size_t, const char**, const char**)) {
+    std::size_t n = 0;
+    IoxStatus st = count(service, &n);
+    if (st != IOX_STATUS_OK) return Error::last(st);
+    std::vector<Attribute> out;
+    out.reserve(n);
+    for (std::size_t i = 0; i < n; i++) {
+        const char* key = nullptr;
+        const char* value = nullptr;
+        st = at(service, i, &key, &value);
+        if (st != IOX_STATUS_OK) return Error::last(st);
+        out.emplace_back(key, value);
+    }
+    return out;
+}
+
+/// The value of a service's attribute `key` through its C reader, or std::nullopt.
+template <class S>
+Result<std::optional<std::string>> read_attribute(S* service, const std::string& key,
+                                                  IoxStatus (*get)(S*, const char*, const char**)) {
+    const char* value = nullptr;
+    IoxStatus st = get(service, key.c_str(), &value);
+    if (st != IOX_STATUS_OK) return Error::last(st);
+    if (value == nullptr) return std::optional<std::string>();
+    return std::optional<std::string>(value);
+}
+
 }  // namespace detail
 /// The user header of a service without one (the default of `PubSub<T, H>`).
 struct NoHeader {};
@@ -563,28 +593,12 @@ public:
 
     /// The attributes the service's creator recorded, sorted by key.
     Result<std::vector<Attribute>> attributes() const {
-        std::size_t n = 0;
-        IoxStatus st = iox_pubsub_attribute_count(service_, &n);
-        if (st != IOX_STATUS_OK) return Error::last(st);
-        std::vector<Attribute> out;
-        out.reserve(n);
-        for (std::size_t i = 0; i < n; i++) {
-            const char* key = nullptr;
-            const char* value = nullptr;
-            st = iox_pubsub_attribute(service_, i, &key, &value);
-            if (st != IOX_STATUS_OK) return Error::last(st);
-            out.emplace_back(key, value);
-        }
-        return out;
+        return detail::read_attributes(service_, iox_pubsub_attribute_count, iox_pubsub_attribute);
     }
 
     /// The value of attribute `key`, or std::nullopt if the service has none.
     Result<std::optional<std::string>> attribute(const std::string& key) const {
-        const char* value = nullptr;
-        IoxStatus st = iox_pubsub_attribute_get(service_, key.c_str(), &value);
-        if (st != IOX_STATUS_OK) return Error::last(st);
-        if (value == nullptr) return std::optional<std::string>();
-        return std::optional<std::string>(value);
+        return detail::read_attribute(service_, key, iox_pubsub_attribute_get);
     }
 
     Result<Publisher<T, H>> publisher(bool pin_memory = false) {
@@ -743,28 +757,12 @@ public:
 
     /// The attributes the service's creator recorded, sorted by key.
     Result<std::vector<Attribute>> attributes() const {
-        std::size_t n = 0;
-        IoxStatus st = iox_event_attribute_count(service_, &n);
-        if (st != IOX_STATUS_OK) return Error::last(st);
-        std::vector<Attribute> out;
-        out.reserve(n);
-        for (std::size_t i = 0; i < n; i++) {
-            const char* key = nullptr;
-            const char* value = nullptr;
-            st = iox_event_attribute(service_, i, &key, &value);
-            if (st != IOX_STATUS_OK) return Error::last(st);
-            out.emplace_back(key, value);
-        }
-        return out;
+        return detail::read_attributes(service_, iox_event_attribute_count, iox_event_attribute);
     }
 
     /// The value of attribute `key`, or std::nullopt if the service has none.
     Result<std::optional<std::string>> attribute(const std::string& key) const {
-        const char* value = nullptr;
-        IoxStatus st = iox_event_attribute_get(service_, key.c_str(), &value);
-        if (st != IOX_STATUS_OK) return Error::last(st);
-        if (value == nullptr) return std::optional<std::string>();
-        return std::optional<std::string>(value);
+        return detail::read_attribute(service_, key, iox_event_attribute_get);
     }
 
     Result<Notifier> notifier() {
@@ -1279,28 +1277,12 @@ public:
 
     /// The attributes the service's creator recorded, sorted by key.
     Result<std::vector<Attribute>> attributes() const {
-        std::size_t n = 0;
-        IoxStatus st = iox_request_response_attribute_count(service_, &n);
-        if (st != IOX_STATUS_OK) return Error::last(st);
-        std::vector<Attribute> out;
-        out.reserve(n);
-        for (std::size_t i = 0; i < n; i++) {
-            const char* key = nullptr;
-            const char* value = nullptr;
-            st = iox_request_response_attribute(service_, i, &key, &value);
-            if (st != IOX_STATUS_OK) return Error::last(st);
-            out.emplace_back(key, value);
-        }
-        return out;
+        return detail::read_attributes(service_, iox_request_response_attribute_count, iox_request_response_attribute);
     }
 
     /// The value of attribute `key`, or std::nullopt if the service has none.
     Result<std::optional<std::string>> attribute(const std::string& key) const {
-        const char* value = nullptr;
-        IoxStatus st = iox_request_response_attribute_get(service_, key.c_str(), &value);
-        if (st != IOX_STATUS_OK) return Error::last(st);
-        if (value == nullptr) return std::optional<std::string>();
-        return std::optional<std::string>(value);
+        return detail::read_attribute(service_, key, iox_request_response_attribute_get);
     }
 
     Result<Client<Req, Resp>> client(bool pin_memory = false) {

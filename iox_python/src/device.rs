@@ -59,7 +59,7 @@ impl PyDeviceSubscriber {
     /// for Ctrl-C), `None` not to wait.
     #[pyo3(signature = (timeout = None))]
     fn receive(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<PyDeviceSample>> {
-        let got = crate::pubsub::receive_with(
+        let got = crate::subscriber::receive_with(
             py,
             timeout,
             || self.lock().receive(),

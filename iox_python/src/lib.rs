@@ -34,6 +34,8 @@ mod inspect;
 mod publisher;
 mod pubsub;
 mod schema;
+mod spec;
+mod subscriber;
 
 use pyo3::prelude::*;
 

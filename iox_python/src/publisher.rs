@@ -33,7 +33,8 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMet
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::pubsub::{ArraySpec, PyPubSubService};
+use crate::pubsub::PyPubSubService;
+use crate::spec::ArraySpec;
 use crate::{array, errors};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -172,7 +173,7 @@ fn contiguous<'py>(
     let src = if is_bytes(data) {
         // Bytes are taken as they are: only where every byte string is a value (a
         // `bool` holding 2 would be undefined behaviour for a Rust reader).
-        if !crate::pubsub::any_bit_pattern(dtype) {
+        if !crate::spec::any_bit_pattern(dtype) {
             return Err(PyTypeError::new_err(format!(
                 "cannot send bytes as {what} of {dtype}: not every byte string is a value of it \
                  (a bool, or padding); pass an array, a numpy record or a tuple of fields"
@@ -323,7 +324,7 @@ impl PyPublisher {
         let mut loan = core.loan_bytes(bytes)?;
         if let Some(head) = &head {
             let h = core.spec.header.as_ref().expect("a header source needs a header");
-            crate::pubsub::check_header_len(h, loan.header_len())?;
+            crate::spec::check_header_len(h, loan.header_len())?;
             // SAFETY: `head` is a C-contiguous array of the header's dtype and shape
             // (converted and checked above), hence `header_len` bytes (checked), alive
             // for this call; the loan's header is `header_len` bytes, ours alone, and
@@ -431,7 +432,7 @@ impl PyLoan {
         };
         let mut slot = c.loan.borrow_mut();
         let loan = slot.as_mut().expect("checked by cell()");
-        crate::pubsub::check_header_len(h, loan.header_len())?;
+        crate::spec::check_header_len(h, loan.header_len())?;
         // SAFETY: the chunk's first `header_len` bytes are the loan's header (dtype x
         // shape is that size: checked above), aligned for the recorded header type and
         // loaned to us alone; the cell (the base) owns the chunk until it is destroyed,

@@ -1,4 +1,4 @@
-//! Publish-subscribe services, subscribers and received samples.
+//! Publish-subscribe services: opening them from Python, and their handles.
 //!
 //! A service is opened by `open_pubsub` (called by `iox.PubSubBuilder` in Python)
 //! as a `[u8]` service recording the payload type Python derived from the dtype and
@@ -14,22 +14,21 @@
 //! Loans and samples show the header as a numpy view of the chunk's first bytes
 //! (`loan.header`, `sample.header`) under the same rules as their payload arrays.
 //!
-//! A `Sample` owns its chunk; `sample.array` is a read-only numpy view whose base is
-//! the sample, so the chunk stays held while any view of it lives (also after
-//! `del sample`). Samples count against `max_held` until they and their views are gone.
+//! Their subscribers and samples are in `subscriber.rs`, what their arrays look like
+//! in `spec.rs`.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use iox_service::{
-    HeaderType, MemoryType, PayloadType, PubSubBuilder, PubSubService, RawSample, Schema, Service, Subscriber,
-};
+use iox_service::{HeaderType, PayloadType, PubSubBuilder, PubSubService, Schema, Service};
 use numpy::{PyArrayDescr, PyArrayDescrMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use crate::{array, errors, schema};
+use crate::spec::{ArraySpec, HeaderSpec, any_bit_pattern, memory_type};
+use crate::subscriber::{PySample, PySubscriber};
+use crate::{errors, schema};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open_pubsub, m)?)?;
@@ -38,51 +37,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySubscriber>()?;
     m.add_class::<PySample>()?;
     Ok(())
-}
-
-/// What the arrays of a service look like: element dtype and shape (`None`: a 1-D
-/// array as long as the sample, for slice services), and its user header's, if any.
-pub(crate) struct ArraySpec {
-    pub(crate) dtype: Py<PyArrayDescr>,
-    pub(crate) shape: Option<Vec<usize>>,
-    pub(crate) itemsize: usize,
-    pub(crate) header: Option<HeaderSpec>,
-}
-
-/// What a user header's view looks like: a dtype without sub-arrays and a fixed shape
-/// (`[]` for one number or record), `size` bytes in all (the recorded header's size).
-pub(crate) struct HeaderSpec {
-    pub(crate) dtype: Py<PyArrayDescr>,
-    pub(crate) shape: Vec<usize>,
-    pub(crate) size: usize,
-}
-
-impl HeaderSpec {
-    /// The header of `dtype` (a sub-array dtype's dimensions become the shape, so the
-    /// views and conversions see plain arrays), with its size checked against the
-    /// recorded header's.
-    fn new(dtype: &Bound<'_, PyArrayDescr>, mut shape: Vec<usize>, recorded: usize) -> PyResult<Self> {
-        let mut dtype = dtype.clone();
-        if dtype.has_subarray() {
-            shape.extend(dtype.shape());
-            dtype = dtype.base();
-        }
-        let size = shape
-            .iter()
-            .try_fold(dtype.itemsize(), |n, &d| n.checked_mul(d))
-            .unwrap_or(usize::MAX);
-        if size != recorded {
-            return Err(errors::Error::new_err(format!(
-                "the user header's dtype {dtype} of shape {shape:?} is {size} bytes, the \
-                 service's header is {recorded}"
-            )));
-        }
-        Ok(Self {
-            dtype: dtype.unbind(),
-            shape,
-            size,
-        })
-    }
 }
 
 /// The user header `opts["user_header"]` declares (`(name, alignment, dtype)`, made by
@@ -115,51 +69,6 @@ fn declared_header<'py>(
     };
     let schema = schema::of_dtype(&dtype, &[], &name, alignment);
     Ok(Some((HeaderType { identity, schema }, dtype)))
-}
-
-impl ArraySpec {
-    /// The shape of an array of `bytes` bytes.
-    pub(crate) fn shape_for(&self, bytes: usize) -> Vec<usize> {
-        match &self.shape {
-            Some(s) => s.clone(),
-            None => vec![bytes / self.itemsize.max(1)],
-        }
-    }
-}
-
-pub(crate) fn memory_type(code: u16) -> PyResult<MemoryType> {
-    MemoryType::from_code(code).map_err(|e| PyValueError::new_err(e.to_string()))
-}
-
-/// Whether every byte string of `dtype`'s size is a value of it, as Rust's
-/// `ZeroCopySafe::ANY_BIT_PATTERN` says of a type: integers, floats and complex
-/// numbers; sub-arrays of them; structured dtypes whose fields are such and cover
-/// every byte once (no padding). Not `bool` (`?`), objects, strings or datetimes
-/// (conservatively). Recorded in the payload's identity, so it matches what a Rust
-/// program's type records.
-pub(crate) fn any_bit_pattern(dtype: &Bound<'_, PyArrayDescr>) -> bool {
-    if dtype.has_subarray() {
-        return any_bit_pattern(&dtype.base());
-    }
-    let Some(names) = dtype.names() else {
-        return matches!(dtype.kind(), b'i' | b'u' | b'f' | b'c');
-    };
-    let mut fields = Vec::with_capacity(names.len());
-    for name in &names {
-        match dtype.get_field(name) {
-            Ok((field, offset)) if any_bit_pattern(&field) => fields.push((offset, field.itemsize())),
-            _ => return false,
-        }
-    }
-    fields.sort_unstable();
-    let mut end = 0;
-    for (offset, size) in fields {
-        if offset != end {
-            return false; // padding before this field, or fields that overlap
-        }
-        end = offset + size;
-    }
-    end == dtype.itemsize()
 }
 
 /// Opens, creates or opens-or-creates a publish-subscribe service of `dtype` (and
@@ -558,234 +467,6 @@ impl PyPubSubService {
             "<iox.PubSubService {:?} carrying {}>",
             self.inner.name(),
             self.inner.static_config().payload
-        )
-    }
-}
-
-/// A subscriber (`iox.Subscriber`): usable from any thread; one receive at a time.
-#[pyclass(name = "Subscriber", module = "iox", frozen)]
-pub(crate) struct PySubscriber {
-    inner: Mutex<Subscriber<[u8]>>,
-    spec: Arc<ArraySpec>,
-}
-
-/// Refuses a header view whose size is not the chunk's header length (which the open's
-/// check of the recorded header makes impossible; checked so that no view can reach
-/// past the header whatever happens).
-pub(crate) fn check_header_len(h: &HeaderSpec, header_len: usize) -> PyResult<()> {
-    if h.size != header_len {
-        return Err(errors::Error::new_err(format!(
-            "the header view is {} bytes but the chunk's header is {header_len}",
-            h.size
-        )));
-    }
-    Ok(())
-}
-
-/// How long a blocking wait sleeps between looks at Python's signals (Ctrl-C).
-const SIGNAL_SLICE: Duration = Duration::from_millis(100);
-
-/// A receive as Python's `receive(timeout)` means it: `None` does not wait (`now`); a
-/// number of seconds waits up to that long (`math.inf`: forever) in slices of `wait`
-/// without the GIL, looking at Python's signals between them.
-pub(crate) fn receive_with<T: Send>(
-    py: Python<'_>,
-    timeout: Option<f64>,
-    now: impl FnOnce() -> Result<Option<T>, iox_service::ReceiveError>,
-    wait: impl Fn(Duration) -> Result<Option<T>, iox_service::ReceiveError> + Sync,
-) -> PyResult<Option<T>> {
-    match timeout {
-        None => now().map_err(|e| errors::receive(&e)),
-        Some(t) if t.is_nan() || t < 0.0 => Err(PyValueError::new_err(format!(
-            "timeout must be >= 0 seconds, not {t}"
-        ))),
-        Some(t) => {
-            let deadline = Duration::try_from_secs_f64(t)
-                .ok()
-                .and_then(|d| Instant::now().checked_add(d));
-            loop {
-                let slice = match deadline {
-                    Some(d) => d.saturating_duration_since(Instant::now()).min(SIGNAL_SLICE),
-                    None => SIGNAL_SLICE,
-                };
-                let got = py.detach(|| wait(slice)).map_err(|e| errors::receive(&e))?;
-                if got.is_some() || deadline.is_some_and(|d| Instant::now() >= d) {
-                    return Ok(got);
-                }
-                py.check_signals()?;
-            }
-        }
-    }
-}
-
-impl PySubscriber {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Subscriber<[u8]>> {
-        // A panic while holding the lock cannot leave the subscriber inconsistent
-        // (receive is atomic on the shared queues): go on with it.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-#[pymethods]
-impl PySubscriber {
-    /// The next sample, or `None`. `timeout=None` (the default) does not wait; a number
-    /// of seconds waits up to that long (`math.inf`: forever), without the GIL and
-    /// waking for Ctrl-C.
-    #[pyo3(signature = (timeout = None))]
-    fn receive(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<PySample>> {
-        let got = receive_with(
-            py,
-            timeout,
-            || self.lock().receive_raw(),
-            |slice| self.lock().receive_timeout_raw(slice),
-        )?;
-        Ok(got.map(|inner| PySample {
-            inner,
-            spec: self.spec.clone(),
-        }))
-    }
-    /// The readiness descriptor, for `select`, `selectors` or asyncio's
-    /// `loop.add_reader`: readable when a sample may be waiting. On readability,
-    /// receive until `None` (a wake-up may find nothing).
-    fn fileno(&self) -> i32 {
-        use std::os::fd::AsRawFd;
-        self.lock().as_raw_fd()
-    }
-    /// Samples queued for this subscriber now.
-    fn pending(&self) -> usize {
-        self.lock().pending()
-    }
-    /// Samples this subscriber missed since it was created because its queue was
-    /// full when a publisher sent (the oldest dropped under `Overflow.DROP_OLDEST`, the
-    /// default; the new one refused under `Overflow.REJECT`). A publisher's `send`
-    /// still returns the subscribers it reached: this count is where loss shows.
-    fn missed(&self) -> u64 {
-        self.lock().missed()
-    }
-    /// Waits up to `timeout` seconds until `n` publishers are connected; returns how many are.
-    fn wait_for_publishers(&self, py: Python<'_>, n: usize, timeout: f64) -> PyResult<usize> {
-        let t = Duration::from_secs_f64(timeout.max(0.0));
-        py.detach(|| self.lock().wait_for_publishers(n, t))
-            .map_err(errors::other)
-    }
-    /// `await sub.receive_async()`: the next sample, waiting on the descriptor in the
-    /// running asyncio loop (see `iox._aio`).
-    fn receive_async<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        slf.py()
-            .import("iox._aio")?
-            .getattr("receive_async")?
-            .call1((slf,))
-    }
-}
-
-/// A received sample (`iox.Sample`): holds its chunk until it and every array viewing
-/// it are gone.
-#[pyclass(name = "Sample", module = "iox", frozen)]
-pub(crate) struct PySample {
-    inner: RawSample,
-    spec: Arc<ArraySpec>,
-}
-
-#[pymethods]
-impl PySample {
-    /// A read-only numpy view of the payload, in place (no copy). It keeps the sample,
-    /// hence the chunk, alive.
-    #[getter]
-    fn array<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        let me = slf.get();
-        let shape = me.spec.shape_for(me.inner.len_bytes());
-        // SAFETY: the chunk holds `len_bytes` (checked against the chunk at receive,
-        // and dtype x shape is that size: the service records it), aligned for the
-        // recorded type; the sample (the base) holds the chunk until it is destroyed,
-        // and the view is read-only (publishers do not write a sent chunk).
-        unsafe {
-            array::view(
-                py,
-                me.spec.dtype.bind(py),
-                &shape,
-                me.inner.as_ptr(),
-                false,
-                slf.clone().into_any(),
-            )
-        }
-    }
-    /// A read-only numpy view of the user header the publisher wrote, in place: a 0-d
-    /// array for a structured or scalar header (`sample.header["width"]`), `None` for a
-    /// service without a header. It keeps the sample, hence the chunk, alive.
-    #[getter]
-    fn header<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let py = slf.py();
-        let me = slf.get();
-        let Some(h) = &me.spec.header else {
-            return Ok(None);
-        };
-        check_header_len(h, me.inner.header_len())?;
-        // SAFETY: the chunk's first `header_len` bytes are the header (the receive
-        // checked the chunk holds the header and the payload), aligned for the
-        // recorded header type, and dtype x shape is that size (checked above); the
-        // sample (the base) holds the chunk until it is destroyed, and the view is
-        // read-only (publishers do not write a sent chunk).
-        unsafe {
-            array::view(
-                py,
-                h.dtype.bind(py),
-                &h.shape,
-                me.inner.header_ptr(),
-                false,
-                slf.clone().into_any(),
-            )
-        }
-        .map(Some)
-    }
-    /// Payload bytes.
-    #[getter]
-    fn nbytes(&self) -> usize {
-        self.inner.len_bytes()
-    }
-    /// The chunk's offset in the pool (the same in every process).
-    #[getter]
-    fn offset(&self) -> usize {
-        self.inner.offset()
-    }
-    /// The payload's device address, for CUDA: the subscriber must have pinned a
-    /// `CUDA_PINNED` service (`svc.subscriber(pin=True)`, `cuda` feature).
-    #[getter]
-    fn device_ptr(&self) -> PyResult<u64> {
-        self.inner.device_ptr().map_err(errors::other)
-    }
-    /// A copy of the payload as `bytes`.
-    fn tobytes<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        Self::array(slf)?.call_method0("tobytes")
-    }
-    /// DLPack export (CPU memory): delegated to the read-only view, so consumers get a
-    /// read-only tensor that keeps the sample alive. Needs a consumer that asks for
-    /// DLPack 1.0 (`max_version`), as numpy 2 and recent torch do: a read-only array
-    /// cannot be exported through the older protocol.
-    #[pyo3(signature = (*args, **kwargs))]
-    fn __dlpack__<'py>(
-        slf: &Bound<'py, Self>,
-        args: &Bound<'py, PyTuple>,
-        kwargs: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        Self::array(slf)?.getattr("__dlpack__")?.call(args, kwargs)
-    }
-    /// `(kDLCPU, 0)`: the payload is host memory (also when pinned for CUDA).
-    fn __dlpack_device__(&self) -> (i32, i32) {
-        (1, 0)
-    }
-    fn __len__(&self) -> usize {
-        self.spec
-            .shape_for(self.inner.len_bytes())
-            .first()
-            .copied()
-            .unwrap_or(1)
-    }
-    fn __repr__(&self) -> String {
-        format!(
-            "<iox.Sample {} bytes at offset {}>",
-            self.inner.len_bytes(),
-            self.inner.offset()
         )
     }
 }

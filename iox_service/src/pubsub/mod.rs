@@ -2,6 +2,7 @@
 //! publishers, subscribers, samples, raw payloads, and the recovery of its ports.
 
 pub(crate) mod carry;
+mod compatible;
 pub(crate) mod config;
 pub(crate) mod layout;
 pub(crate) mod like_config;

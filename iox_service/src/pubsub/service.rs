@@ -45,10 +45,9 @@ use iox_mempool::segment;
 use iox_mempool::{Backing, MemfdIdentity, MemoryType, PoolInfo, PoolLayout};
 
 use crate::dynamic;
-use crate::service::{self, CreateError, OpenError, OpenOrCreateError, Pattern, ServiceShared, Target};
+use crate::service::{self, CreateError, OpenError, OpenOrCreateError, ServiceShared, Target};
 use crate::static_config::{
-    self, InvalidConfig, MessagingPattern, Overflow, PatternConfig, PayloadBacking, PubSubConfig,
-    StaticConfig,
+    self, InvalidConfig, Overflow, PatternConfig, PayloadBacking, PubSubConfig, StaticConfig,
 };
 use crate::user_header::{self, HeaderType, UserHeader};
 use crate::{Payload, PayloadType, Schema, ZeroCopySafe};
@@ -61,23 +60,23 @@ use crate::{Payload, PayloadType, Schema, ZeroCopySafe};
 /// [`user_header`](Self::user_header)); `()`, the default, is none.
 #[derive(Debug)]
 pub struct PubSubBuilder<P: ?Sized, H = ()> {
-    target: Target,
-    memory_type: Option<MemoryType>,
-    max_publishers: Option<u32>,
-    max_subscribers: Option<u32>,
-    subscriber_buffer: Option<u32>,
-    max_loans: Option<u32>,
-    max_held: Option<u32>,
-    overflow: Option<Overflow>,
-    history: Option<u32>,
-    permissions: Option<u32>,
+    pub(super) target: Target,
+    pub(super) memory_type: Option<MemoryType>,
+    pub(super) max_publishers: Option<u32>,
+    pub(super) max_subscribers: Option<u32>,
+    pub(super) subscriber_buffer: Option<u32>,
+    pub(super) max_loans: Option<u32>,
+    pub(super) max_held: Option<u32>,
+    pub(super) overflow: Option<Overflow>,
+    pub(super) history: Option<u32>,
+    pub(super) permissions: Option<u32>,
     /// Slice services: `(bytes per chunk, count)`, `None` = derived from the limits.
-    size_classes: Option<Vec<(usize, Option<usize>)>>,
-    max_slice_len: Option<usize>,
-    allow_pool_exhaustion: bool,
-    backing: Option<Backing>,
+    pub(super) size_classes: Option<Vec<(usize, Option<usize>)>>,
+    pub(super) max_slice_len: Option<usize>,
+    pub(super) allow_pool_exhaustion: bool,
+    pub(super) backing: Option<Backing>,
     /// The CUDA device ordinal whose memory a `CudaDevice` service's pool is made in.
-    cuda_device: i32,
+    pub(super) cuda_device: i32,
     /// Recorded (when creating) and required (when opening) instead of
     /// `P::payload_type()`: set by `raw_payload_type` (language bindings) or
     /// `carry_payload_type` (bridges).
@@ -90,7 +89,7 @@ pub struct PubSubBuilder<P: ?Sized, H = ()> {
     /// The user header recorded (and required) instead of `H`'s: set with a raw or
     /// carried payload type (`raw_user_header`), for bindings and bridges.
     pub(super) header_override: Option<HeaderType>,
-    _payload: crate::user_header::Marker<P, H>,
+    pub(super) _payload: crate::user_header::Marker<P, H>,
 }
 
 impl<P: ?Sized + Payload> PubSubBuilder<P> {
@@ -190,7 +189,7 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
     /// time (`raw_payload_type`, `carry_payload_type`): refused, since its `[u8]` ports
     /// would place the payload by `u8`'s alignment and the service records the payload
     /// type's (a header known at run time is `raw_user_header`'s).
-    fn typed_header_on_bytes(&self) -> Option<InvalidConfig> {
+    pub(super) fn typed_header_on_bytes(&self) -> Option<InvalidConfig> {
         (self.payload_override.is_some() && H::header_type().is_some()).then(|| {
             InvalidConfig::UserHeader(
                 "a typed header (user_header::<H>()) on a payload given at run time (raw_payload_type or carry_payload_type): declare the header with raw_user_header, or open the service with its payload type".into(),
@@ -200,7 +199,7 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
 
     /// Where the payload starts in a chunk (0 without a header; `usize::MAX` for a
     /// header given at run time whose size would overflow it, which no chunk holds).
-    fn payload_offset(&self) -> usize {
+    pub(super) fn payload_offset(&self) -> usize {
         self.header_type().map_or(0, |h| {
             user_header::checked_payload_offset(h.size(), self.payload_type().alignment())
                 .unwrap_or(usize::MAX)
@@ -209,13 +208,13 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
 
     /// The payload recorded in (or checked against) the static config: `P`'s, or the
     /// one given to `raw_payload_type` / `carry_payload_type`.
-    fn payload_type(&self) -> PayloadType {
+    pub(super) fn payload_type(&self) -> PayloadType {
         self.payload_override.clone().unwrap_or_else(P::payload_type)
     }
 
     /// The carried payload type, if bytes ports could break it (see
     /// `PubSubBuilder::<[u8]>::carry_payload_type`).
-    fn not_carriable(&self) -> Option<PayloadType> {
+    pub(super) fn not_carriable(&self) -> Option<PayloadType> {
         let header = self.header_override.as_ref().map(|h| &h.identity);
         self.payload_override
             .iter()
@@ -227,7 +226,7 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
     /// The schema recorded in (or checked against) the static config: the element
     /// type's, when it knows its layout and passes the config's checks, or the one
     /// given to `payload_schema` with a raw or carried payload type.
-    fn schema(&self) -> Option<Schema> {
+    pub(super) fn schema(&self) -> Option<Schema> {
         if self.payload_override.is_some() {
             return self.schema_override.clone();
         }
@@ -353,7 +352,7 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
         service::open_or_create(&self.target, &self).map(PubSubService::new)
     }
 
-    fn fail<T>(&self, source: InvalidConfig) -> Result<T, CreateError> {
+    pub(super) fn fail<T>(&self, source: InvalidConfig) -> Result<T, CreateError> {
         Err(CreateError::InvalidSetting {
             name: self.target.name.to_string(),
             source,
@@ -422,7 +421,7 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
         })
     }
 
-    fn config(&self) -> Result<StaticConfig, CreateError> {
+    pub(super) fn config(&self) -> Result<StaticConfig, CreateError> {
         let memory_type = self.memory_type.unwrap_or_default();
         let section = PubSubConfig {
             max_publishers: self.max_publishers.unwrap_or(2),
@@ -480,182 +479,6 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
         }
         config.check().or_else(|e| self.fail(e))?;
         Ok(config)
-    }
-}
-
-impl<P: ?Sized + Payload, H: UserHeader> Pattern for PubSubBuilder<P, H> {
-    const PATTERN: MessagingPattern = MessagingPattern::PublishSubscribe;
-    type Section = PubSubConfig;
-
-    fn section(c: &StaticConfig) -> Option<&PubSubConfig> {
-        c.publish_subscribe()
-    }
-
-    fn new_config(&self, target: &Target) -> Result<StaticConfig, CreateError> {
-        if let Some(source) = self.typed_header_on_bytes() {
-            return self.fail(source);
-        }
-        if let Some(payload) = self.not_carriable() {
-            return Err(CreateError::NotCarriable {
-                name: target.name.to_string(),
-                payload,
-            });
-        }
-        self.config()
-    }
-
-    fn check_compatible(
-        &self,
-        target: &Target,
-        c: &StaticConfig,
-        ps: &PubSubConfig,
-    ) -> Result<(), OpenError> {
-        let name = || target.name.to_string();
-        if let Some(source) = self.typed_header_on_bytes() {
-            return Err(OpenError::InvalidSetting { name: name(), source });
-        }
-        if let Some(payload) = self.not_carriable() {
-            return Err(OpenError::NotCarriable {
-                name: name(),
-                payload,
-            });
-        }
-        let requested = self.payload_type();
-        // Same name, other fields: say which field (a type-name mismatch is the
-        // payload error below).
-        if let (Some(mine), Some(theirs)) = (self.schema(), &c.schema)
-            && requested.type_name() == c.payload.type_name()
-            && let Some(d) = mine.difference(theirs)
-        {
-            return Err(OpenError::IncompatibleSchema(Box::new(
-                crate::schema::SchemaMismatch {
-                    name: name(),
-                    type_name: requested.type_name().to_owned(),
-                    field: d.field,
-                    requested: d.left,
-                    found: d.right,
-                },
-            )));
-        }
-        self.check_header(target, c)?;
-        if c.payload != requested {
-            return Err(OpenError::IncompatiblePayload {
-                name: name(),
-                requested: self.payload_type(),
-                found: c.payload.clone(),
-            });
-        }
-        if let Some(t) = self.memory_type
-            && t != c.memory_type
-        {
-            return Err(OpenError::IncompatibleMemoryType {
-                name: name(),
-                requested: t,
-                found: c.memory_type,
-            });
-        }
-        let limits = [
-            ("max_publishers", self.max_publishers, ps.max_publishers),
-            ("max_subscribers", self.max_subscribers, ps.max_subscribers),
-            ("subscriber_buffer", self.subscriber_buffer, ps.subscriber_buffer),
-            ("max_loans", self.max_loans, ps.max_loans),
-            ("max_held", self.max_held, ps.max_held),
-        ];
-        for (what, requested, found) in limits {
-            if let Some(r) = requested
-                && r > found
-            {
-                return Err(OpenError::IncompatibleLimit {
-                    name: name(),
-                    what,
-                    requested: r.to_string(),
-                    found: found.to_string(),
-                });
-            }
-        }
-        if let Some(b) = self.backing
-            && b != c.backing.kind()
-        {
-            return Err(OpenError::IncompatibleLimit {
-                name: name(),
-                what: "payload backing",
-                requested: format!("{b:?}"),
-                found: format!("{:?}", c.backing.kind()),
-            });
-        }
-        if let Some(o) = self.overflow
-            && o != ps.overflow
-        {
-            return Err(OpenError::IncompatibleLimit {
-                name: name(),
-                what: "overflow policy",
-                requested: format!("{o:?}"),
-                found: format!("{:?}", ps.overflow),
-            });
-        }
-        if let Some(h) = self.history
-            && h != ps.history
-        {
-            return Err(OpenError::IncompatibleLimit {
-                name: name(),
-                what: "history",
-                requested: h.to_string(),
-                found: ps.history.to_string(),
-            });
-        }
-        let element = c.payload.element_size().max(1);
-        let wanted = self
-            .max_slice_len
-            .map(|l| l.saturating_mul(element))
-            .or(self
-                .size_classes
-                .as_ref()
-                .and_then(|cl| cl.iter().map(|c| c.0).max()))
-            .map(|bytes| bytes.saturating_add(self.payload_offset()));
-        if let Some(bytes) = wanted
-            && bytes > c.layout.max_chunk_size()
-        {
-            return Err(OpenError::IncompatibleLimit {
-                name: name(),
-                what: "largest sample (bytes)",
-                requested: bytes.to_string(),
-                found: c.layout.max_chunk_size().to_string(),
-            });
-        }
-        Ok(())
-    }
-}
-
-impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
-    /// Whether the service's user header is the one this builder declares: the same
-    /// type (or both none), then, for the same name, the same fields.
-    fn check_header(&self, target: &Target, c: &StaticConfig) -> Result<(), OpenError> {
-        let mine = self.header_type();
-        if let (Some(m), Some(theirs)) = (&mine, &c.user_header)
-            && m.type_name() == theirs.type_name()
-            && let (Some(ms), Some(ts)) = (&m.schema, &theirs.schema)
-            && let Some(d) = ms.difference(ts)
-        {
-            return Err(OpenError::IncompatibleSchema(Box::new(
-                crate::schema::SchemaMismatch {
-                    name: target.name.to_string(),
-                    type_name: format!("{} (the user header)", m.type_name()),
-                    field: d.field,
-                    requested: d.left,
-                    found: d.right,
-                },
-            )));
-        }
-        if mine.as_ref().map(|h| &h.identity) != c.user_header.as_ref().map(|h| &h.identity) {
-            return Err(OpenError::IncompatibleUserHeader(Box::new(
-                crate::service::UserHeaderMismatch {
-                    name: target.name.to_string(),
-                    requested: mine.map(|h| h.identity),
-                    found: c.user_header.as_ref().map(|h| h.identity.clone()),
-                },
-            )));
-        }
-        Ok(())
     }
 }
 

@@ -28,6 +28,10 @@ pub use crate::blackboard::config::{BlackboardConfig, BlackboardEntry};
 pub use crate::event::config::EventConfig;
 pub use crate::pubsub::config::{Overflow, PubSubConfig};
 pub use crate::reqres::config::RequestResponseConfig;
+pub use backing::{DeviceIdentity, PayloadBacking};
+
+mod backing;
+mod header;
 
 /// Version of the static config format this iox writes and reads.
 pub const CONFIG_VERSION: u32 = 3;
@@ -236,61 +240,6 @@ pub const MAX_RESPONSE_BUFFER: u32 = 4096;
 /// Largest `event_id_max` a service may have: each listener has one pending bit per
 /// id in the dynamic segment (8 KiB per listener at this maximum).
 pub const MAX_EVENT_ID: u32 = 65_535;
-
-/// Where a service's pool payload lives, as recorded in its static config.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum PayloadBacking {
-    /// The named file `iox_<H>.pool` under the root.
-    File,
-    /// A sealed memfd of this size and inode, handed over by a participant process
-    /// (see the `handover` module).
-    Memfd(iox_mempool::MemfdIdentity),
-    /// Memory of one GPU (the `CudaDevice` memory type), exported by the driver as a
-    /// descriptor and handed over by a participant process like a memfd.
-    CudaDevice(DeviceIdentity),
-}
-
-/// Which device memory a `CudaDevice` service's pool is: recorded by its creator.
-///
-/// The GPU is named by its UUID, not an ordinal: ordinals differ between processes
-/// with different `CUDA_VISIBLE_DEVICES`. The allocation is `len` bytes (the payload
-/// rounded up to the driver's granularity, with room for the token); `token` is
-/// written by the creator right after the payload, and an importer reads it back to
-/// know that the descriptor it was handed is this service's memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeviceIdentity {
-    /// The GPU's UUID (the 16 bytes `cuDeviceGetUuid` reports).
-    pub uuid: [u8; 16],
-    /// Bytes of the allocation.
-    pub len: u64,
-    /// The identity mark after the payload.
-    pub token: [u8; 16],
-}
-
-impl DeviceIdentity {
-    /// The UUID as `nvidia-smi -L` prints it (`GPU-xxxxxxxx-xxxx-...`).
-    pub fn uuid_text(&self) -> String {
-        let h: String = self.uuid.iter().map(|b| format!("{b:02x}")).collect();
-        format!(
-            "GPU-{}-{}-{}-{}-{}",
-            &h[..8],
-            &h[8..12],
-            &h[12..16],
-            &h[16..20],
-            &h[20..]
-        )
-    }
-}
-
-impl PayloadBacking {
-    /// The kind of backing.
-    pub fn kind(&self) -> iox_mempool::Backing {
-        match self {
-            Self::File => iox_mempool::Backing::File,
-            Self::Memfd(_) | Self::CudaDevice(_) => iox_mempool::Backing::Memfd,
-        }
-    }
-}
 
 /// Why a static config could not be read.
 #[derive(Debug, Error)]
@@ -584,53 +533,6 @@ pub(crate) fn check_payload(payload: &PayloadType, layout: &PoolLayout) -> Resul
     Ok(())
 }
 
-/// `Ok` when `header` fits a chunk in front of the payload: a typed header of a
-/// publish-subscribe service in host memory, aligned within the pool's alignment, with a
-/// schema of its size, and the header plus one payload element within the largest chunk.
-fn check_user_header(c: &StaticConfig, header: &crate::HeaderType) -> Result<(), InvalidConfig> {
-    let fail = |what: String| Err(InvalidConfig::UserHeader(what));
-    if !matches!(c.pattern, PatternConfig::PublishSubscribe(_)) {
-        return fail(format!(
-            "a {} service has no user header; only publish-subscribe services do",
-            c.pattern.kind()
-        ));
-    }
-    if c.memory_type == MemoryType::CudaDevice {
-        return fail(
-            "a CudaDevice service's chunks are GPU memory; user headers are for host memory types".into(),
-        );
-    }
-    let crate::PayloadType::Typed { .. } = header.identity else {
-        return fail(format!(
-            "{} is a slice; a header is one value of a type",
-            header.type_name()
-        ));
-    };
-    let (size, align) = (header.size(), header.alignment());
-    if !align.is_power_of_two() || align > c.layout.alignment() {
-        return fail(format!(
-            "alignment {align} is not a power of two up to the pool's alignment {}",
-            c.layout.alignment()
-        ));
-    }
-    let offset = crate::user_header::checked_payload_offset(size, c.payload.alignment());
-    let end = offset.and_then(|o| o.checked_add(c.payload.element_size()));
-    if end.is_none_or(|end| end > c.layout.max_chunk_size()) {
-        let offset = offset.map_or_else(|| "past the end of memory".to_string(), |o| o.to_string());
-        return fail(format!(
-            "{size} bytes (payload at offset {offset}) and a payload element of {} bytes do not fit the largest chunk ({} bytes)",
-            c.payload.element_size(),
-            c.layout.max_chunk_size()
-        ));
-    }
-    if let Some(schema) = &header.schema {
-        schema
-            .check(size as u64)
-            .map_err(InvalidConfig::UserHeaderSchema)?;
-    }
-    Ok(())
-}
-
 impl StaticConfig {
     /// Checks every bound a reader relies on: the pattern's section checks its own
     /// limits (under its own names), then what every service has.
@@ -672,7 +574,7 @@ impl StaticConfig {
             schema.check(self.payload.element_size() as u64)?;
         }
         if let Some(header) = &self.user_header {
-            check_user_header(self, header)?;
+            header::check(self, header)?;
         }
         self.attributes.check()?;
         if !self.attributes.is_empty() {
