@@ -81,6 +81,28 @@ pub enum CdrError {
         /// The byte found.
         value: u8,
     },
+    /// A length or count that runs past the end of the message.
+    #[error("field `{field}` needs {needed} bytes at byte {at}, but the message ends at {len}")]
+    PastEnd {
+        /// The field's path.
+        field: String,
+        /// Bytes it needs.
+        needed: usize,
+        /// Where they would start.
+        at: usize,
+        /// The message's length.
+        len: usize,
+    },
+    /// A bounded sequence holding more than its bound.
+    #[error("field `{field}` holds {count} elements, more than its bound {bound}")]
+    OverBound {
+        /// The field's path.
+        field: String,
+        /// Elements it says it holds.
+        count: usize,
+        /// Its bound.
+        bound: u64,
+    },
     /// The struct buffer is not the struct's size.
     #[error("the struct is {expected} bytes, the buffer {got}")]
     StructSize {

@@ -9,10 +9,13 @@
 //!   middlewares use.
 //! - [`generate`]: `.msg` definitions written for iox's own types, so ROS tools read
 //!   iox samples by field (`iox record`'s `ros2msg` channels).
+//! - [`cdr`]: CDR messages of any shape walked with bounds checks (a malformed message
+//!   is an error naming the field), and written.
+//! - [`image`]: `sensor_msgs/msg/Image` as an iox user header plus the pixels as a byte
+//!   slice, converted to and from CDR.
 //!
-//! What is here is the type side of the ROS 2 gateway the project is building (its
-//! first part): the gateway process itself, topic and QoS mapping, services and
-//! recordings in ROS profiles are not yet built.
+//! This is the type side; the gateway process (`iox_ros2_gateway`) uses it to carry
+//! samples between iox services and ROS 2 topics.
 //!
 //! ```
 //! # let dir = tempfile::tempdir().unwrap();
@@ -34,7 +37,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod cdr;
 pub mod fixed;
 pub mod generate;
+pub mod image;
 pub mod library;
 pub mod msg;

@@ -98,6 +98,58 @@ impl Library {
         self.defs.get(full_name)
     }
 
+    /// The definition of `name` and every type it uses, as MCAP's `ros2msg` encoding
+    /// and rosbag2 hold it: the message's fields, then each type it uses (first use
+    /// first, once) after a line of 80 `=` and `MSG: pkg/Name`. Fields only: comments
+    /// and constants are left out, as they do not change the encoding.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let msg = dir.path().join("share/demo/msg");
+    /// # std::fs::create_dir_all(&msg).unwrap();
+    /// # std::fs::write(msg.join("Stamp.msg"), "int32 sec # seconds\nuint32 nanosec\n").unwrap();
+    /// # std::fs::write(msg.join("Tick.msg"), "Stamp stamp\nstring label\n").unwrap();
+    /// let mut ros = iox_ros2::library::Library::with_prefixes(vec![dir.path().to_owned()]);
+    /// let text = ros.definition_text("demo/msg/Tick")?;
+    /// assert_eq!(text, format!("demo/Stamp stamp\nstring label\n{}\nMSG: demo/Stamp\nint32 sec\nuint32 nanosec\n", "=".repeat(80)));
+    /// # Ok::<(), iox_ros2::library::LoadError>(())
+    /// ```
+    pub fn definition_text(&mut self, name: &str) -> Result<String, LoadError> {
+        let top = self.load(name)?.name.clone();
+        let mut order = vec![top];
+        let mut i = 0;
+        while i < order.len() {
+            for field in &self.defs[&order[i]].fields {
+                if let BaseType::Message(m) = &field.base
+                    && !order.contains(m)
+                {
+                    order.push(m.clone());
+                }
+            }
+            i += 1;
+        }
+        let mut text = String::new();
+        for (i, full) in order.iter().enumerate() {
+            if i > 0 {
+                text.push_str(&"=".repeat(80));
+                text.push_str(&format!("\nMSG: {}\n", short_name(full)));
+            }
+            for field in &self.defs[full].fields {
+                let base = match &field.base {
+                    BaseType::Message(m) => short_name(m),
+                    other => other.to_string(),
+                };
+                let suffix = field
+                    .type_text()
+                    .strip_prefix(&field.base.to_string())
+                    .unwrap_or("")
+                    .to_owned();
+                text.push_str(&format!("{base}{suffix} {}\n", field.name));
+            }
+        }
+        Ok(text)
+    }
+
     fn load_full(&mut self, full: &str, stack: &mut Vec<String>) -> Result<(), LoadError> {
         if self.defs.contains_key(full) {
             return Ok(());
@@ -140,6 +192,11 @@ impl Library {
             looked: self.prefixes.clone(),
         })
     }
+}
+
+/// `pkg/Name` for `pkg/msg/Name`, as definitions refer to other types.
+fn short_name(full: &str) -> String {
+    full.replacen("/msg/", "/", 1)
 }
 
 /// `pkg/msg/Name` for `pkg/msg/Name` or `pkg/Name`.

@@ -353,6 +353,8 @@ fn no_process_global_lock_escapes_the_fork_handlers() {
         "iox_ffi",
         "iox_python",
         "iox_zenoh",
+        "iox_ros2",
+        "iox_ros2_gateway",
         "cli",
     ] {
         let mut dirs = vec![workspace.join(krate).join("src")];

@@ -1,0 +1,278 @@
+//! Export: an iox publish-subscribe service published as a ROS 2 topic.
+//!
+//! Which services, and how ([`route_of`]), from what the service records:
+//! - a `[u8]` service with attribute `ros2/type` carries CDR messages of that type and
+//!   is passed through unchanged (**CDR route**); each sample is checked to be a whole
+//!   message of its type first ([`iox_ros2::cdr::check`]), and a malformed one is
+//!   counted and not published;
+//! - a `[u8]` service whose user header is [`ImageHeader`] carries images (**image
+//!   route**): each sample becomes a `sensor_msgs/msg/Image` (one copy of the pixels);
+//! - anything else is skipped, and the gateway's status says why (for a typed struct:
+//!   record the ROS type as `ros2/type` and carry CDR).
+//!
+//! One thread per exported service waits in its iox subscriber and publishes each
+//! sample on the gateway's ROS publisher, whose QoS comes from [`crate::qos`]. No echo:
+//! samples whose [`publisher_slot`](iox_service::Sample::publisher_slot) is the slot of
+//! the gateway's own import publisher of the service are skipped.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use iox_ros2::image::{IMAGE_TYPE, ImageHeader};
+use iox_ros2::library::Library;
+use iox_service::{
+    HeaderType, PubSubService, ReceiveError, Sample, Service, StaticConfig, Subscriber, UserHeader,
+};
+
+use crate::qos::Qos;
+use crate::rcl::{Publisher, Ros};
+
+/// The attribute naming a service's ROS 2 type.
+pub const TYPE_KEY: &str = "ros2/type";
+/// The attribute holding a service's ROS 2 QoS ([`Qos`]'s text).
+pub const QOS_KEY: &str = "ros2/qos";
+
+/// The slot of the gateway's own import publisher of a service (`usize::MAX`: none).
+pub type OwnSlot = Arc<AtomicUsize>;
+
+/// How a service's samples become ROS messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// CDR bytes passed through.
+    Cdr,
+    /// Image header + pixels.
+    Image,
+}
+
+impl std::fmt::Display for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Route::Cdr => "cdr",
+            Route::Image => "image",
+        })
+    }
+}
+
+/// The ROS type and route of a service, or why it is not exported (module docs).
+pub fn route_of(config: &StaticConfig) -> Result<(String, Route), String> {
+    let ros_type = config.attributes.get(TYPE_KEY);
+    let image = HeaderType::of::<ImageHeader>();
+    match &config.user_header {
+        Some(h) if h.identity == image.identity => match ros_type {
+            None | Some(IMAGE_TYPE) => Ok((IMAGE_TYPE.to_owned(), Route::Image)),
+            Some(other) => Err(format!(
+                "it carries iox images but records ROS type {other}; images are {IMAGE_TYPE}"
+            )),
+        },
+        Some(h) => Err(format!(
+            "its user header {} is not the ROS image header (iox_ros2::image::ImageHeader)",
+            h.identity
+        )),
+        None => match ros_type {
+            Some(t) if config.payload == <[u8] as iox_service::Payload>::payload_type() => {
+                Ok((t.to_owned(), Route::Cdr))
+            }
+            Some(t) => Err(format!(
+                "it records ROS type {t} but carries {}, not CDR bytes ([u8])",
+                config.payload
+            )),
+            None => Err(format!(
+                "it carries {} and records no ROS type: create it as [u8] CDR with attribute {TYPE_KEY}, or with the image header",
+                config.payload
+            )),
+        },
+    }
+}
+
+/// Counters of one export.
+#[derive(Debug, Default)]
+pub struct ExportStats {
+    /// Published on ROS.
+    pub sent: AtomicU64,
+    /// Skipped: the gateway imported them.
+    pub echo_skipped: AtomicU64,
+    /// Not published: malformed (not a whole message of the type).
+    pub malformed: AtomicU64,
+    /// Not published: ROS refused them.
+    pub failed: AtomicU64,
+}
+
+/// A running export; [`Export::stop`] ends it.
+pub struct Export {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+    /// Its counters.
+    pub stats: Arc<ExportStats>,
+    /// The topic.
+    pub topic: String,
+    /// The ROS type.
+    pub type_name: String,
+    /// The route.
+    pub route: Route,
+    /// The QoS offered.
+    pub qos: Qos,
+}
+
+struct Exporter {
+    name: String,
+    publisher: Publisher,
+    stats: Arc<ExportStats>,
+    own: OwnSlot,
+    stop: Arc<AtomicBool>,
+}
+
+/// What goes wrong with one sample.
+enum Skip {
+    Malformed(String),
+    Failed(String),
+}
+
+impl Export {
+    /// Starts exporting the service of `config` (already matched) on `topic`.
+    pub fn start(
+        ros: &Arc<Ros>,
+        root: &std::path::Path,
+        config: &StaticConfig,
+        topic: String,
+        own: OwnSlot,
+        library: &Library,
+    ) -> Result<Self, String> {
+        let (type_name, route) = route_of(config)?;
+        let name = config.name.clone();
+        let section = config
+            .publish_subscribe()
+            .ok_or("not a publish-subscribe service")?;
+        let qos = match config.attributes.get(QOS_KEY) {
+            Some(text) => text.parse::<Qos>().map_err(|e| e.to_string())?,
+            None => Qos::of_service(section.subscriber_buffer, section.history),
+        };
+        let publisher = ros
+            .publisher(&topic, &type_name, &qos.profile())
+            .map_err(|e| e.to_string())?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(ExportStats::default());
+        let x = Exporter {
+            name: name.clone(),
+            publisher,
+            stats: stats.clone(),
+            own,
+            stop: stop.clone(),
+        };
+        let open_err = |e: &dyn std::fmt::Display| format!("cannot open {name:?} to export it: {e}");
+        let builder = Service::named(&name)
+            .map_err(|e| open_err(&e))?
+            .root(root)
+            .publish_subscribe::<[u8]>();
+        let spawn = std::thread::Builder::new().name(format!("export {name}"));
+        let thread = match route {
+            Route::Cdr => {
+                let service = builder.open().map_err(|e| open_err(&e))?;
+                let mut library = library.clone();
+                library.load(&type_name).map_err(|e| e.to_string())?;
+                let ty = type_name.clone();
+                spawn.spawn(move || {
+                    x.pump(&service, |sample: &Sample<[u8]>, publisher: &Publisher| {
+                        iox_ros2::cdr::check(&mut library, &ty, sample)
+                            .map_err(|e| Skip::Malformed(e.to_string()))?;
+                        publisher.publish(sample).map_err(|e| Skip::Failed(e.to_string()))
+                    })
+                })
+            }
+            Route::Image => {
+                let service = builder
+                    .user_header::<ImageHeader>()
+                    .open()
+                    .map_err(|e| open_err(&e))?;
+                let mut out = Vec::new();
+                spawn.spawn(move || {
+                    x.pump(
+                        &service,
+                        |sample: &Sample<[u8], ImageHeader>, publisher: &Publisher| {
+                            sample
+                                .user_header()
+                                .to_cdr(sample, &mut out)
+                                .map_err(|e| Skip::Malformed(e.to_string()))?;
+                            publisher.publish(&out).map_err(|e| Skip::Failed(e.to_string()))
+                        },
+                    )
+                })
+            }
+        }
+        .map_err(|e| e.to_string())?;
+        Ok(Self {
+            stop,
+            thread,
+            stats,
+            topic,
+            type_name,
+            route,
+            qos,
+        })
+    }
+
+    /// Whether it ended on its own (the service was removed).
+    pub fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+
+    /// Stops the thread and waits for it.
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.thread.join();
+    }
+}
+
+impl Exporter {
+    fn pump<H: UserHeader>(
+        &self,
+        service: &PubSubService<[u8], H>,
+        mut send: impl FnMut(&Sample<[u8], H>, &Publisher) -> Result<(), Skip>,
+    ) {
+        let subscriber: Subscriber<[u8], H> = match service.subscriber_builder().create() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("iox-ros2: export of {:?} ends: no subscriber: {e}", self.name);
+                return;
+            }
+        };
+        let mut reported = 0u32;
+        while !self.stop.load(Ordering::Relaxed) {
+            match subscriber.receive_timeout(Duration::from_millis(100)) {
+                Ok(Some(sample)) => {
+                    if sample.publisher_slot() == self.own.load(Ordering::Relaxed) {
+                        self.stats.echo_skipped.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    let (counter, why) = match send(&sample, &self.publisher) {
+                        Ok(()) => {
+                            self.stats.sent.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
+                        Err(Skip::Malformed(why)) => (&self.stats.malformed, why),
+                        Err(Skip::Failed(why)) => (&self.stats.failed, why),
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    // The first few, then every thousandth: the status has the counts.
+                    if reported < 5 || counter.load(Ordering::Relaxed).is_multiple_of(1000) {
+                        reported += 1;
+                        eprintln!("iox-ros2: {:?}: a sample was not exported: {why}", self.name);
+                    }
+                }
+                Ok(None) => {}
+                Err(ReceiveError::ServiceRemoved) => {
+                    eprintln!(
+                        "iox-ros2: export of {:?} ends: the service was removed",
+                        self.name
+                    );
+                    break;
+                }
+                Err(e) => {
+                    eprintln!("iox-ros2: export of {:?} ends: {e}", self.name);
+                    break;
+                }
+            }
+        }
+    }
+}

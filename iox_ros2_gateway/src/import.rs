@@ -1,0 +1,401 @@
+//! Import: a ROS 2 topic published into an iox service.
+//!
+//! A topic is imported when its service name ([`crate::names`]) matches an import
+//! pattern and some node other than the gateway publishes it (so a topic the gateway
+//! exports is never imported back). One thread does every import: it looks at the ROS
+//! graph every scan interval for new topics, and otherwise waits on all the
+//! subscriptions at once (`rcl_wait`) and publishes what it takes.
+//!
+//! The service ([`open_service`]) is `[u8]`, created with the size classes of
+//! [`DEFAULT_CLASSES`] (a sample that finds its class empty is counted as dropped), and
+//! records `ros2/type`, `ros2/qos` and `ros2/definition` (the type's `.msg` text with
+//! the types it uses). Its buffer and history follow the publishers' QoS
+//! ([`crate::qos`]). By route:
+//! - `sensor_msgs/msg/Image` (unless a `--cdr` pattern names the service): the service
+//!   has the [`ImageHeader`] user header and each message becomes the header plus the
+//!   pixels as the slice;
+//! - any other type: the CDR bytes, passed through unchanged.
+//!
+//! Every message is checked before it is published: a whole message of its type
+//! ([`iox_ros2::cdr::check`], or the image decode), or it is counted as malformed,
+//! reported (the first few, then every thousandth) and dropped. The gateway's own
+//! subscriptions ignore what its own publishers send (`ignore_local_publications`),
+//! and its export of the same service skips what this publisher sends, so nothing
+//! loops.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use iox_ros2::image::{IMAGE_TYPE, ImageHeader};
+use iox_ros2::library::Library;
+use iox_service::{PubSubBuilder, PubSubService, Publisher, Service, UserHeader};
+
+use crate::export::{OwnSlot, QOS_KEY, Route, TYPE_KEY};
+use crate::names::{self, Pattern};
+use crate::qos::Qos;
+use crate::rcl::{Ros, Subscription, WaitSet};
+
+/// The attribute holding a service's ROS 2 definition text.
+pub const DEFINITION_KEY: &str = "ros2/definition";
+
+/// Size classes (bytes per chunk, count) of a service the gateway creates: 4 KiB x 64,
+/// 64 KiB x 32, 1 MiB x 16, 16 MiB x 8 (about 200 MiB of address space, committed as
+/// used).
+pub const DEFAULT_CLASSES: [(usize, usize); 4] = [(4096, 64), (65536, 32), (1 << 20, 16), (16 << 20, 8)];
+
+/// Counters of one import.
+#[derive(Debug, Default)]
+pub struct ImportStats {
+    /// Taken from ROS.
+    pub received: AtomicU64,
+    /// Published into iox.
+    pub published: AtomicU64,
+    /// Dropped: not a whole message of the type.
+    pub malformed: AtomicU64,
+    /// Dropped: no chunk free, or the send failed.
+    pub dropped: AtomicU64,
+}
+
+/// What one import does.
+#[derive(Debug, Clone)]
+pub struct ImportInfo {
+    /// The topic.
+    pub topic: String,
+    /// The ROS type.
+    pub type_name: String,
+    /// The route.
+    pub route: Route,
+    /// The subscription's QoS.
+    pub qos: Qos,
+    /// Its counters.
+    pub stats: Arc<ImportStats>,
+}
+
+/// Per service: its import, or why it is not imported.
+pub type ImportStatus = Arc<Mutex<BTreeMap<String, Result<ImportInfo, String>>>>;
+
+enum Sink {
+    Cdr(Publisher<[u8]>, Library),
+    Image(Publisher<[u8], ImageHeader>),
+}
+
+struct Import {
+    name: String,
+    type_name: String,
+    sub: Subscription,
+    sink: Sink,
+    stats: Arc<ImportStats>,
+    reported: u32,
+}
+
+/// The import thread's state.
+pub struct Importer {
+    pub(crate) ros: Arc<Ros>,
+    pub(crate) root: PathBuf,
+    pub(crate) patterns: Vec<Pattern>,
+    pub(crate) cdr_only: Vec<Pattern>,
+    pub(crate) library: Library,
+    pub(crate) own_slots: Arc<Mutex<HashMap<String, OwnSlot>>>,
+    pub(crate) status: ImportStatus,
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) scan_interval: Duration,
+    failing: HashSet<String>,
+}
+
+impl Importer {
+    /// An importer with nothing imported yet.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        ros: Arc<Ros>,
+        root: PathBuf,
+        patterns: Vec<Pattern>,
+        cdr_only: Vec<Pattern>,
+        library: Library,
+        own_slots: Arc<Mutex<HashMap<String, OwnSlot>>>,
+        status: ImportStatus,
+        stop: Arc<AtomicBool>,
+        scan_interval: Duration,
+    ) -> Self {
+        Self {
+            ros,
+            root,
+            patterns,
+            cdr_only,
+            library,
+            own_slots,
+            status,
+            stop,
+            scan_interval,
+            failing: HashSet::new(),
+        }
+    }
+
+    /// Imports until stopped. (The imports live on this thread: iox publishers stay
+    /// on the thread that made them.)
+    pub(crate) fn run(mut self) {
+        let mut imports: Vec<Import> = Vec::new();
+        let mut waits = WaitSet::new(&self.ros);
+        let mut last_scan: Option<Instant> = None;
+        while !self.stop.load(Ordering::Relaxed) {
+            if last_scan.is_none_or(|t| t.elapsed() >= self.scan_interval) {
+                self.scan(&mut imports);
+                last_scan = Some(Instant::now());
+            }
+            let ready = {
+                let subs: Vec<&Subscription> = imports.iter().map(|i| &i.sub).collect();
+                match waits.wait(&subs, Duration::from_millis(100)) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        eprintln!("iox-ros2: waiting for ROS messages failed: {e}");
+                        std::thread::sleep(Duration::from_millis(100));
+                        continue;
+                    }
+                }
+            };
+            for (import, ready) in imports.iter_mut().zip(ready) {
+                if ready {
+                    import.drain();
+                }
+                // A subscriber that connected since gets the history (transient local).
+                import.update_connections();
+            }
+        }
+        for import in imports.drain(..) {
+            if let Some(slot) = crate::lock(&self.own_slots).get(&import.name) {
+                slot.store(usize::MAX, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Finds new topics to import.
+    fn scan(&mut self, imports: &mut Vec<Import>) {
+        let topics = match self.ros.topics() {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("iox-ros2: cannot list ROS topics: {e}");
+                return;
+            }
+        };
+        for (topic, types) in topics {
+            if names::is_infrastructure(&topic)
+                || imports
+                    .iter()
+                    .any(|i| names::topic_name(&i.name).ok().as_deref() == Some(&topic))
+            {
+                continue;
+            }
+            let name = match names::service_name(&topic) {
+                Ok(n) => n,
+                Err(e) => {
+                    let looks = topic.trim_start_matches('/');
+                    if self.patterns.iter().any(|p| p.matches(looks)) {
+                        self.skip(looks, e.to_string());
+                    }
+                    continue;
+                }
+            };
+            if !self.patterns.iter().any(|p| p.matches(&name)) {
+                continue;
+            }
+            let publishers = match self.ros.endpoints(&topic, true) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("iox-ros2: cannot list the publishers of {topic}: {e}");
+                    continue;
+                }
+            };
+            let external: Vec<_> = publishers
+                .iter()
+                .filter(|e| !(e.node == self.ros.node_name() && e.namespace == "/"))
+                .collect();
+            if external.is_empty() {
+                continue;
+            }
+            let [type_name] = &types[..] else {
+                self.skip(
+                    &name,
+                    format!("topic {topic} has several types: {}", types.join(", ")),
+                );
+                continue;
+            };
+            let qos = Qos::accepting(&external.iter().map(|e| e.qos).collect::<Vec<_>>());
+            match self.start(&name, &topic, type_name, qos) {
+                Ok(import) => {
+                    let route = match import.sink {
+                        Sink::Cdr(..) => Route::Cdr,
+                        Sink::Image(_) => Route::Image,
+                    };
+                    eprintln!("iox-ros2: importing {topic} ({type_name}, {route}, {qos}) into {name:?}");
+                    self.failing.remove(&name);
+                    crate::lock(&self.status).insert(
+                        name.clone(),
+                        Ok(ImportInfo {
+                            topic: topic.clone(),
+                            type_name: type_name.clone(),
+                            route,
+                            qos,
+                            stats: import.stats.clone(),
+                        }),
+                    );
+                    imports.push(import);
+                }
+                Err(e) => self.skip(&name, e),
+            }
+        }
+    }
+
+    fn skip(&mut self, name: &str, why: String) {
+        if self.failing.insert(name.to_owned()) {
+            eprintln!("iox-ros2: not importing {name:?} (retrying every scan): {why}");
+        }
+        crate::lock(&self.status).insert(name.to_owned(), Err(why));
+    }
+
+    fn start(&mut self, name: &str, topic: &str, type_name: &str, qos: Qos) -> Result<Import, String> {
+        let definition = self
+            .library
+            .definition_text(type_name)
+            .map_err(|e| e.to_string())?;
+        let image = type_name == IMAGE_TYPE && !self.cdr_only.iter().any(|p| p.matches(name));
+        let (sink, slot) = if image {
+            let service = open_service(
+                bytes(&self.root, name)?.user_header::<ImageHeader>(),
+                name,
+                type_name,
+                &qos,
+                &definition,
+            )?;
+            let publisher = service.publisher_builder().create().map_err(|e| e.to_string())?;
+            let slot = publisher.publisher_slot();
+            (Sink::Image(publisher), slot)
+        } else {
+            let service = open_service(bytes(&self.root, name)?, name, type_name, &qos, &definition)?;
+            let publisher = service.publisher_builder().create().map_err(|e| e.to_string())?;
+            let slot = publisher.publisher_slot();
+            (Sink::Cdr(publisher, self.library.clone()), slot)
+        };
+        let sub = self
+            .ros
+            .subscription(topic, type_name, &qos.profile())
+            .map_err(|e| e.to_string())?;
+        crate::lock(&self.own_slots)
+            .entry(name.to_owned())
+            .or_insert_with(|| Arc::new(usize::MAX.into()))
+            .store(slot, Ordering::Relaxed);
+        Ok(Import {
+            name: name.to_owned(),
+            type_name: type_name.to_owned(),
+            sub,
+            sink,
+            stats: Arc::new(ImportStats::default()),
+            reported: 0,
+        })
+    }
+}
+
+/// The `[u8]` builder of service `name` under `root`.
+fn bytes(root: &std::path::Path, name: &str) -> Result<PubSubBuilder<[u8]>, String> {
+    Ok(Service::named(name)
+        .map_err(|e| e.to_string())?
+        .root(root)
+        .publish_subscribe::<[u8]>())
+}
+
+/// Opens the iox service of `builder` for import, or creates it (module docs).
+pub fn open_service<H: UserHeader>(
+    builder: PubSubBuilder<[u8], H>,
+    name: &str,
+    type_name: &str,
+    qos: &Qos,
+    definition: &str,
+) -> Result<PubSubService<[u8], H>, String> {
+    let (buffer, history) = qos.iox_buffer_and_history();
+    let mut builder = builder
+        .size_classes(&DEFAULT_CLASSES)
+        .allow_pool_exhaustion(true)
+        .subscriber_buffer(buffer)
+        .history(history)
+        .attribute(TYPE_KEY, type_name)
+        .attribute(QOS_KEY, qos.to_string());
+    if definition.len() <= iox_service::attributes::MAX_VALUE_LEN {
+        builder = builder.attribute(DEFINITION_KEY, definition);
+    }
+    let service = builder
+        .open_or_create()
+        .map_err(|e| format!("cannot open or create iox service {name:?}: {e}"))?;
+    match service.attributes().get(TYPE_KEY) {
+        Some(t) if t == type_name => Ok(service),
+        other => Err(format!(
+            "iox service {name:?} exists and records ROS type {}, not {type_name}",
+            other.unwrap_or("none")
+        )),
+    }
+}
+
+impl Import {
+    fn update_connections(&self) {
+        let result = match &self.sink {
+            Sink::Cdr(p, _) => p.update_connections(),
+            Sink::Image(p) => p.update_connections(),
+        };
+        if let Err(e) = result {
+            eprintln!(
+                "iox-ros2: {:?}: cannot give late subscribers the history: {e}",
+                self.name
+            );
+        }
+    }
+
+    /// Publishes what waits, up to 64 messages (then the other imports get a turn).
+    fn drain(&mut self) {
+        for _ in 0..64 {
+            let cdr = match self.sub.take() {
+                Ok(Some(cdr)) => cdr,
+                Ok(None) => return,
+                Err(e) => {
+                    eprintln!("iox-ros2: taking from {:?} failed: {e}", self.name);
+                    return;
+                }
+            };
+            self.stats.received.fetch_add(1, Ordering::Relaxed);
+            let result = match &mut self.sink {
+                Sink::Cdr(publisher, library) => match iox_ros2::cdr::check(library, &self.type_name, cdr) {
+                    Err(e) => Err((&self.stats.malformed, e.to_string())),
+                    Ok(()) => publisher
+                        .loan_slice_uninit(cdr.len())
+                        .map_err(|e| e.to_string())
+                        .and_then(|loan| loan.write_from_slice(cdr).send().map_err(|e| e.to_string()))
+                        .map_err(|e| (&self.stats.dropped, e)),
+                },
+                Sink::Image(publisher) => match ImageHeader::from_cdr(cdr) {
+                    Err(e) => Err((&self.stats.malformed, e.to_string())),
+                    Ok((header, pixels)) => publisher
+                        .loan_slice_uninit(pixels.len())
+                        .map_err(|e| e.to_string())
+                        .and_then(|loan| {
+                            loan.write_header(header)
+                                .write_from_slice(&cdr[pixels])
+                                .send()
+                                .map_err(|e| e.to_string())
+                        })
+                        .map_err(|e| (&self.stats.dropped, e)),
+                },
+            };
+            match result {
+                Ok(_) => {
+                    self.stats.published.fetch_add(1, Ordering::Relaxed);
+                }
+                Err((counter, why)) => {
+                    let n = counter.fetch_add(1, Ordering::Relaxed) + 1;
+                    if self.reported < 5 || n.is_multiple_of(1000) {
+                        self.reported += 1;
+                        eprintln!("iox-ros2: a message on {:?} was dropped: {why}", self.name);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! `iox-ros2`: the gateway program. See the crate docs and the README's "With ROS 2".
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use iox_ros2_gateway::{Gateway, Options, install};
+
+/// Carries iox publish-subscribe services to ROS 2 topics and back.
+#[derive(Debug, Parser)]
+#[command(name = "iox-ros2", version)]
+struct Args {
+    /// Export iox services matching this pattern as ROS 2 topics ('camera/*', '**'). Repeatable.
+    #[arg(long = "export", value_name = "PATTERN")]
+    export: Vec<String>,
+    /// Import ROS 2 topics whose service name matches this pattern. Repeatable.
+    #[arg(long = "import", value_name = "PATTERN")]
+    import: Vec<String>,
+    /// Import services matching this pattern as CDR bytes even when they are images. Repeatable.
+    #[arg(long = "cdr", value_name = "PATTERN")]
+    cdr: Vec<String>,
+    /// The ROS 2 install's prefix (default: $AMENT_PREFIX_PATH). Repeatable.
+    #[arg(long = "ros-prefix", value_name = "DIR")]
+    ros_prefix: Vec<PathBuf>,
+    /// The ROS node's name.
+    #[arg(long, default_value = "iox_gateway")]
+    node_name: String,
+    /// The iox root (default: $IOX_ROOT or /dev/shm).
+    #[arg(long)]
+    root: Option<PathBuf>,
+    /// Seconds between status lines on stderr (0: none).
+    #[arg(long, default_value_t = 10)]
+    status_interval: u64,
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    if args.export.is_empty() && args.import.is_empty() {
+        eprintln!("iox-ros2: nothing to do: give --export and/or --import patterns");
+        return std::process::ExitCode::from(2);
+    }
+    let prefixes = install::prefixes(&args.ros_prefix);
+    let dirs = install::library_dirs(&prefixes);
+    if let Some(e) = install::reexec_with_libraries(&dirs) {
+        eprintln!("iox-ros2: cannot restart with the ROS libraries on LD_LIBRARY_PATH: {e}");
+        return std::process::ExitCode::FAILURE;
+    }
+    let mut o = Options::new();
+    if let Some(root) = args.root {
+        o.root = root;
+    }
+    o.export = args.export;
+    o.import = args.import;
+    o.cdr = args.cdr;
+    o.ros_prefixes = prefixes;
+    o.node_name = args.node_name;
+    let gateway = match Gateway::start(o, &dirs) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("iox-ros2: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    eprintln!("iox-ros2: running (ROS node {})", gateway.node_name());
+    let term = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        if let Err(e) = signal_hook::flag::register(sig, term.clone()) {
+            eprintln!("iox-ros2: cannot handle signal {sig}: {e}");
+        }
+    }
+    let mut last = std::time::Instant::now();
+    while !term.load(std::sync::atomic::Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        if args.status_interval > 0 && last.elapsed() >= Duration::from_secs(args.status_interval) {
+            last = std::time::Instant::now();
+            eprintln!("iox-ros2: {}", gateway.status());
+        }
+    }
+    eprintln!("iox-ros2: stopping: {}", gateway.status());
+    gateway.stop();
+    std::process::ExitCode::SUCCESS
+}

@@ -1,0 +1,516 @@
+//! The gateway against a real ROS 2: rclpy nodes from the test venv (Fast DDS) on one
+//! side, iox ports in this process on the other, `iox-ros2` between them, each in its
+//! own process.
+//!
+//! Every test runs inside its own network namespace with only loopback up (the test
+//! binary starts itself again under `unshare --net`): DDS discovers peers by
+//! multicast, and nothing it sends may leave the namespace. Tests synchronise through
+//! the IPC itself (transient-local DDS history and iox history deliver what was sent
+//! before a late reader joined) and bounded polling of the gateway's status lines.
+//!
+//! Needs the ROS venv (`scripts/ros-venv.sh DIR`; `IOX_ROS_VENV=DIR`) and root (for
+//! the namespace). Without either, a test says so and skips, unless `IOX_REQUIRE_ROS=1`
+//! (CI) makes that a failure.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use iox_ros2::cdr::{Reader, Writer};
+use iox_ros2::image::ImageHeader;
+use iox_service::{PubSubService, Service, Subscriber};
+use iox_testkit::Reaped;
+
+const ROLE: &str = "in-netns";
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// The venv and root this test needs, or `None` after saying why it skips.
+fn requirements(test: &str) -> Option<PathBuf> {
+    let Some(venv) = std::env::var_os("IOX_ROS_VENV").map(PathBuf::from) else {
+        iox_testkit::skip(
+            test,
+            "IOX_REQUIRE_ROS",
+            "IOX_ROS_VENV is not set (scripts/ros-venv.sh DIR)",
+        );
+        return None;
+    };
+    if !iox_testkit::is_root() {
+        iox_testkit::skip(test, "IOX_REQUIRE_ROS", "a network namespace needs root");
+        return None;
+    }
+    Some(venv)
+}
+
+/// Runs `scenario` in a new network namespace (this test, started again under
+/// `unshare --net`), or is that run.
+fn in_netns(test: &str, scenario: impl FnOnce(&Net)) {
+    if iox_testkit::role().as_deref() == Some(ROLE) {
+        let up = Command::new("ip")
+            .args(["link", "set", "lo", "up"])
+            .status()
+            .expect("run ip");
+        assert!(up.success(), "ip link set lo up: {up}");
+        let venv = PathBuf::from(std::env::var_os("IOX_ROS_VENV").unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let net = Net {
+            root: dir.path().join("root"),
+            dir: dir.path().to_owned(),
+            venv,
+        };
+        std::fs::create_dir(&net.root).unwrap();
+        scenario(&net);
+        return;
+    }
+    if requirements(test).is_none() {
+        return;
+    }
+    let inner = iox_testkit::self_command(test, ROLE, &[]);
+    let status = Command::new("unshare")
+        .arg("--net")
+        .arg("--")
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .envs(inner.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .expect("run unshare (util-linux)");
+    assert!(status.success(), "{test} in its network namespace: {status}");
+}
+
+/// One test's namespace: its iox root, a scratch directory, the ROS venv.
+struct Net {
+    root: PathBuf,
+    dir: PathBuf,
+    venv: PathBuf,
+}
+
+impl Net {
+    /// Starts `iox-ros2` with `args`; its standard error goes to `<dir>/<log>`.
+    fn gateway(&self, log: &str, args: &[&str]) -> Reaped {
+        let log = std::fs::File::create(self.dir.join(log)).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_iox-ros2"))
+            .args(["--status-interval", "1", "--root"])
+            .arg(&self.root)
+            .args(args)
+            .env("AMENT_PREFIX_PATH", &self.venv)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start iox-ros2");
+        Reaped::new(child)
+    }
+
+    /// Starts the rclpy peer (`tests/ros_peer.py`) with `args`, its output piped.
+    fn peer(&self, args: &[&str]) -> Reaped {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ros_peer.py");
+        let child = Command::new(self.venv.join("bin/python"))
+            .arg(script)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the rclpy peer");
+        Reaped::new(child)
+    }
+
+    /// The gateway log `log` once it holds a line for which `pred` holds; panics with
+    /// the log after [`LIMIT`].
+    fn wait_log(&self, log: &str, pred: impl Fn(&str) -> bool) -> String {
+        let path = self.dir.join(log);
+        let mut found = None;
+        let ok = iox_testkit::wait_until(LIMIT, || {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            found = text.lines().find(|l| pred(l)).map(str::to_owned);
+            found.is_some()
+        });
+        assert!(
+            ok,
+            "the gateway never logged what was expected; its log:\n{}",
+            std::fs::read_to_string(&path).unwrap_or_default()
+        );
+        found.unwrap()
+    }
+
+    /// A file the peers' `--until` waits for.
+    fn done(&self) -> String {
+        self.dir.join("done").display().to_string()
+    }
+
+    fn finish(&self) {
+        std::fs::write(self.dir.join("done"), "").unwrap();
+    }
+}
+
+/// Waits for `peer` to exit successfully; returns its standard output.
+fn peer_ok(peer: Reaped) -> String {
+    let mut child: Child = peer.into_inner();
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "the rclpy peer failed ({status}); it printed:\n{out}"
+    );
+    out
+}
+
+/// SIGTERMs the gateway and checks it ends cleanly.
+fn stop(gateway: Reaped) {
+    let mut child = gateway.into_inner();
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "the gateway ends cleanly on SIGTERM: {status}");
+}
+
+/// Opens `name` once the gateway has created it.
+fn opened<H: iox_service::UserHeader>(
+    net: &Net,
+    name: &str,
+    open: impl Fn() -> Result<PubSubService<[u8], H>, iox_service::OpenError>,
+) -> PubSubService<[u8], H> {
+    let mut service = None;
+    let ok = iox_testkit::wait_until(LIMIT, || {
+        service = open().ok();
+        service.is_some()
+    });
+    let log = std::fs::read_to_string(net.dir.join("gw.log")).unwrap_or_default();
+    assert!(
+        ok,
+        "the gateway never created {name:?} under {}; its log:\n{log}",
+        net.root.display()
+    );
+    service.unwrap()
+}
+
+fn bytes(net: &Net, name: &str) -> iox_service::PubSubBuilder<[u8]> {
+    Service::named(name)
+        .unwrap()
+        .root(&net.root)
+        .publish_subscribe::<[u8]>()
+}
+
+/// A CDR service the test creates, as a program that records its ROS type does.
+fn cdr_service(net: &Net, name: &str, type_name: &str) -> iox_service::PubSubBuilder<[u8]> {
+    bytes(net, name)
+        .chunk_sizes(&[4096])
+        .attribute("ros2/type", type_name)
+}
+
+/// The text of a `std_msgs/msg/String` CDR message.
+fn string_of(cdr: &[u8]) -> String {
+    let mut r = Reader::new(cdr).unwrap();
+    String::from_utf8(r.string("data").unwrap().to_vec()).unwrap()
+}
+
+fn string_cdr(text: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = Writer::new(&mut out);
+    w.string(text.as_bytes());
+    w.finish();
+    out
+}
+
+fn receive<H: iox_service::UserHeader>(sub: &Subscriber<[u8], H>) -> iox_service::Sample<[u8], H> {
+    sub.receive_timeout(LIMIT)
+        .unwrap()
+        .expect("a sample within the limit")
+}
+
+fn pattern(n: usize, seq: u32) -> Vec<u8> {
+    (0..n).map(|i| (i as u64 * 7 + seq as u64) as u8).collect()
+}
+
+#[test]
+fn rclpy_talker_to_iox_subscriber_as_cdr() {
+    in_netns("rclpy_talker_to_iox_subscriber_as_cdr", |net| {
+        let gw = net.gateway("gw.log", &["--import", "**"]);
+        let talker = net.peer(&[
+            "talk-string",
+            "--transient",
+            "--count",
+            "10",
+            "--until",
+            &net.done(),
+        ]);
+        let service = opened(net, "chatter", || {
+            bytes(net, "chatter")
+                .require_attribute("ros2/type", "std_msgs/msg/String")
+                .open()
+        });
+        let qos = service.attributes().get("ros2/qos").unwrap().to_owned();
+        assert_eq!(qos, "reliable, transient_local, keep_last 10");
+        assert!(
+            service
+                .attributes()
+                .get("ros2/definition")
+                .unwrap()
+                .contains("string data")
+        );
+        // The service keeps 10 (transient local): a late subscriber still gets all.
+        let sub = service.subscriber_builder().create().unwrap();
+        for i in 0..10 {
+            assert_eq!(string_of(&receive(&sub)), format!("hello {i}"));
+        }
+        net.finish();
+        peer_ok(talker);
+        net.wait_log("gw.log", |l| {
+            l.contains("received 10 published 10 malformed 0 dropped 0")
+        });
+        stop(gw);
+    });
+}
+
+#[test]
+fn iox_publisher_to_rclpy_listener_as_cdr() {
+    in_netns("iox_publisher_to_rclpy_listener_as_cdr", |net| {
+        let service = cdr_service(net, "chatter", "std_msgs/msg/String")
+            .history(10)
+            .subscriber_buffer(10)
+            .create()
+            .unwrap();
+        let publisher = service.publisher_builder().create().unwrap();
+        let gw = net.gateway("gw.log", &["--export", "**"]);
+        let subscribers = || {
+            iox_service::inspect::inspect_in(&net.root, "chatter")
+                .unwrap()
+                .subscribers
+                .live
+        };
+        assert!(
+            iox_testkit::wait_until(LIMIT, || subscribers() == 1),
+            "the gateway subscribes"
+        );
+        // The gateway publishes transient local (the service keeps 10): the listener
+        // gets all ten whenever it joins.
+        for i in 0..10 {
+            let cdr = string_cdr(&format!("hello {i}"));
+            publisher
+                .loan_slice_uninit(cdr.len())
+                .unwrap()
+                .write_from_slice(&cdr)
+                .send()
+                .unwrap();
+        }
+        let listener = net.peer(&["listen-string", "--transient", "--count", "10"]);
+        let out = peer_ok(listener);
+        let expected: Vec<String> = (0..10).map(|i| format!("hello {i}")).collect();
+        assert_eq!(out.lines().collect::<Vec<_>>(), expected);
+        net.wait_log("gw.log", |l| {
+            l.contains("sent 10 echo-skipped 0 malformed 0 failed 0")
+        });
+        stop(gw);
+    });
+}
+
+#[test]
+fn images_of_1_and_8_mib_both_ways() {
+    in_netns("images_of_1_and_8_mib_both_ways", |net| {
+        let gw = net.gateway("gw.log", &["--import", "camera/in", "--export", "camera/out"]);
+        let sizes = [1usize << 20, 8 << 20];
+        let talker = net.peer(&[
+            "talk-image",
+            "--topic",
+            "/camera/in",
+            "--transient",
+            "--depth",
+            "2",
+            "--sizes",
+            &sizes[0].to_string(),
+            &sizes[1].to_string(),
+            "--until",
+            &net.done(),
+        ]);
+        let camera = opened(net, "camera/in", || {
+            bytes(net, "camera/in").user_header::<ImageHeader>().open()
+        });
+        assert_eq!(
+            camera.attributes().get("ros2/type"),
+            Some("sensor_msgs/msg/Image")
+        );
+        let sub = camera.subscriber_builder().create().unwrap();
+        let out = bytes(net, "camera/out")
+            .user_header::<ImageHeader>()
+            .size_classes(&[((9 << 20) + 4096, 8)])
+            .allow_pool_exhaustion(true)
+            .history(2)
+            .create()
+            .unwrap();
+        let forward = out.publisher_builder().create().unwrap();
+        for (seq, &size) in sizes.iter().enumerate() {
+            let image = receive(&sub);
+            let h = *image.user_header();
+            assert_eq!(
+                (h.sec, h.height, h.width, h.step),
+                (seq as i32, 1024, (size / 1024) as u32, (size / 1024) as u32)
+            );
+            assert_eq!((h.encoding(), h.frame_id()), (&b"mono8"[..], &b"camera"[..]));
+            assert!(
+                *image == pattern(size, seq as u32)[..],
+                "image {seq}'s pixels arrived byte for byte"
+            );
+            // Back to ROS through the gateway, in place: header and pixels as received.
+            forward
+                .loan_slice_uninit(image.len())
+                .unwrap()
+                .write_header(h)
+                .write_from_slice(&image)
+                .send()
+                .unwrap();
+        }
+        let listener = net.peer(&[
+            "listen-image",
+            "--topic",
+            "/camera/out",
+            "--transient",
+            "--depth",
+            "2",
+            "--count",
+            "2",
+        ]);
+        let got = peer_ok(listener);
+        assert_eq!(
+            got.lines().collect::<Vec<_>>(),
+            ["image 0 1048576", "image 1 8388608"]
+        );
+        net.finish();
+        peer_ok(talker);
+        stop(gw);
+    });
+}
+
+#[test]
+fn malformed_cdr_is_counted_and_dropped() {
+    in_netns("malformed_cdr_is_counted_and_dropped", |net| {
+        let gw = net.gateway("gw.log", &["--import", "**"]);
+        let talker = net.peer(&["talk-raw", "--transient", "--until", &net.done()]);
+        let service = opened(net, "chatter", || bytes(net, "chatter").open());
+        let sub = service.subscriber_builder().create().unwrap();
+        assert_eq!(string_of(&receive(&sub)), "good");
+        net.wait_log("gw.log", |l| {
+            l.contains("received 4 published 1 malformed 3 dropped 0")
+        });
+        assert!(sub.receive().unwrap().is_none(), "nothing malformed reached iox");
+        net.finish();
+        peer_ok(talker);
+        stop(gw);
+    });
+}
+
+#[test]
+fn both_directions_never_echo() {
+    in_netns("both_directions_never_echo", |net| {
+        let gw = net.gateway("gw.log", &["--import", "**", "--export", "**"]);
+        let talker = net.peer(&[
+            "talk-string",
+            "--transient",
+            "--count",
+            "10",
+            "--until",
+            &net.done(),
+        ]);
+        let listener = net.peer(&["listen-string", "--transient", "--count", "10"]);
+        peer_ok(listener);
+        // The import is exported back as a topic, but what the gateway imported is
+        // never published again.
+        net.wait_log("gw.log", |l| {
+            l.contains("chatter -> /chatter") && l.contains("sent 0 echo-skipped 10")
+        });
+        net.finish();
+        peer_ok(talker);
+        stop(gw);
+    });
+}
+
+#[test]
+fn gateway_sigkill_and_restart_resumes() {
+    in_netns("gateway_sigkill_and_restart_resumes", |net| {
+        let gw = net.gateway("gw1.log", &["--import", "**"]);
+        let talker = net.peer(&[
+            "talk-string",
+            "--transient",
+            "--count",
+            "5",
+            "--until",
+            &net.done(),
+        ]);
+        let service = opened(net, "chatter", || bytes(net, "chatter").open());
+        let sub = service.subscriber_builder().create().unwrap();
+        for i in 0..5 {
+            assert_eq!(string_of(&receive(&sub)), format!("hello {i}"));
+        }
+        gw.kill();
+        // The new gateway imports the topic again; DDS gives it the history again.
+        let gw = net.gateway("gw2.log", &["--import", "**"]);
+        for i in 0..5 {
+            assert_eq!(string_of(&receive(&sub)), format!("hello {i}"));
+        }
+        let dead = || {
+            let info = iox_service::inspect::inspect_in(&net.root, "chatter").unwrap();
+            info.publishers.dead + info.subscribers.dead
+        };
+        assert!(
+            iox_testkit::wait_until(LIMIT, || dead() == 0),
+            "the killed gateway's port was recovered"
+        );
+        net.finish();
+        peer_ok(talker);
+        stop(gw);
+        drop(sub);
+        drop(service);
+        let left: Vec<_> = std::fs::read_dir(&net.root)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(left.is_empty(), "nothing is left under the root: {left:?}");
+    });
+}
+
+#[test]
+fn qos_a_subscription_cannot_get_is_reported() {
+    in_netns("qos_a_subscription_cannot_get_is_reported", |net| {
+        let service = cdr_service(net, "state", "std_msgs/msg/String").create().unwrap();
+        let gw = net.gateway("gw.log", &["--export", "**"]);
+        // Transient local from a service that keeps no history: DDS matches nothing.
+        let listener = net.peer(&[
+            "listen-string",
+            "--topic",
+            "/state",
+            "--transient",
+            "--count",
+            "1",
+        ]);
+        let line = net.wait_log("gw.log", |l| l.contains("QoS incompatible: node /peer on /state"));
+        assert!(
+            line.contains("transient_local") && line.contains(".history(N)"),
+            "{line}"
+        );
+        drop(listener);
+        drop(service);
+        stop(gw);
+    });
+}
+
+#[test]
+fn an_unknown_ros_type_is_named() {
+    in_netns("an_unknown_ros_type_is_named", |net| {
+        let _service = cdr_service(net, "odd", "nonexistent_msgs/msg/Thing")
+            .create()
+            .unwrap();
+        let gw = net.gateway("gw.log", &["--export", "**"]);
+        let line = net.wait_log("gw.log", |l| l.contains("not exporting \"odd\""));
+        assert!(
+            line.contains("nonexistent_msgs/msg/Thing") && line.contains("not installed"),
+            "{line}"
+        );
+        assert!(
+            line.contains(&net.venv.display().to_string()),
+            "it says where it looked: {line}"
+        );
+        stop(gw);
+    });
+}

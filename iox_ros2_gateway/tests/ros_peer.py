@@ -1,0 +1,157 @@
+"""The ROS 2 side of the gateway's tests: rclpy nodes (the real ROS 2 from the test
+venv, Fast DDS) that publish and check what the tests send through the gateway.
+
+Payload pattern of images: byte i of image `seq` is (7 i + seq) mod 256, as in the
+Rust side of the tests. Prints one line per message checked; exits 0 when every
+expected message came, 1 otherwise (with the reason on stderr).
+"""
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+import rclpy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import Image
+from std_msgs.msg import String
+
+
+def qos(args):
+    return QoSProfile(
+        depth=args.depth,
+        reliability=ReliabilityPolicy.BEST_EFFORT if args.best_effort else ReliabilityPolicy.RELIABLE,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL if args.transient else DurabilityPolicy.VOLATILE,
+    )
+
+
+def pattern(n, seq):
+    return ((np.arange(n, dtype=np.uint64) * 7 + seq) & 0xFF).astype(np.uint8)
+
+
+def spin_until(node, done, timeout):
+    end = time.monotonic() + timeout
+    while not done() and time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.05)
+    return done()
+
+
+def hold(node, args):
+    """Keeps the publisher (and its transient-local history) alive until told to stop."""
+    end = time.monotonic() + args.timeout
+    while args.until and not os.path.exists(args.until) and time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.05)
+
+
+def wait_for_subscribers(node, pub, args):
+    if args.wait_subscribers:
+        spin_until(node, lambda: pub.get_subscription_count() >= args.wait_subscribers, args.timeout)
+
+
+def talk_string(node, args):
+    pub = node.create_publisher(String, args.topic, qos(args))
+    wait_for_subscribers(node, pub, args)
+    for i in range(args.count):
+        m = String()
+        m.data = f"hello {i}"
+        pub.publish(m)
+        time.sleep(args.period)
+    hold(node, args)
+
+
+def talk_raw(node, args):
+    """Malformed messages first (short, wrong encapsulation, a length past the end),
+    then one good one."""
+    pub = node.create_publisher(String, args.topic, qos(args))
+    wait_for_subscribers(node, pub, args)
+    for raw in [b"\x00\x01", b"\x07\x07\x00\x00\x03\x00\x00\x00ab\x00\x00", b"\x00\x01\x00\x00\xff\x00\x00\x00ab\x00\x00"]:
+        pub.publish(raw)
+        time.sleep(args.period)
+    m = String()
+    m.data = "good"
+    pub.publish(m)
+    hold(node, args)
+
+
+def talk_image(node, args):
+    pub = node.create_publisher(Image, args.topic, qos(args))
+    wait_for_subscribers(node, pub, args)
+    for seq, size in enumerate(args.sizes):
+        m = Image()
+        m.header.stamp.sec = seq
+        m.header.frame_id = "camera"
+        m.height = 1024
+        m.width = size // 1024
+        m.step = m.width
+        m.encoding = "mono8"
+        m.data = pattern(size, seq).tobytes()
+        pub.publish(m)
+        time.sleep(args.period)
+    hold(node, args)
+
+
+def listen(node, args, msg_type, check):
+    got = []
+
+    def on(msg):
+        got.append(msg)
+
+    node.create_subscription(msg_type, args.topic, on, qos(args))
+    if not spin_until(node, lambda: len(got) >= args.count, args.timeout):
+        print(f"got {len(got)} of {args.count} messages on {args.topic}", file=sys.stderr)
+        return 1
+    for i, msg in enumerate(got):
+        check(i, msg)
+    sys.stdout.flush()
+    return 0
+
+
+def check_string(i, msg):
+    assert msg.data == f"hello {i}", (i, msg.data)
+    print(msg.data)
+
+
+def check_image(i, msg):
+    data = np.frombuffer(msg.data, dtype=np.uint8)
+    assert msg.header.stamp.sec == i, (i, msg.header.stamp.sec)
+    assert msg.header.frame_id == "camera" and msg.encoding == "mono8", (msg.header.frame_id, msg.encoding)
+    assert msg.height * msg.step == len(data), (msg.height, msg.step, len(data))
+    assert np.array_equal(data, pattern(len(data), i)), f"image {i}: pixels differ"
+    print(f"image {i} {len(data)}")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("command", choices=["talk-string", "talk-raw", "talk-image", "listen-string", "listen-image"])
+    p.add_argument("--topic", default="/chatter")
+    p.add_argument("--count", type=int, default=10)
+    p.add_argument("--sizes", type=int, nargs="*", default=[])
+    p.add_argument("--depth", type=int, default=10)
+    p.add_argument("--transient", action="store_true")
+    p.add_argument("--best-effort", action="store_true")
+    p.add_argument("--period", type=float, default=0.001)
+    p.add_argument("--until", help="publishers stay until this file exists")
+    p.add_argument("--wait-subscribers", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=60)
+    args = p.parse_args()
+    rclpy.init()
+    node = rclpy.create_node("peer")
+    try:
+        if args.command == "talk-string":
+            talk_string(node, args)
+        elif args.command == "talk-raw":
+            talk_raw(node, args)
+        elif args.command == "talk-image":
+            talk_image(node, args)
+        elif args.command == "listen-string":
+            return listen(node, args, String, check_string)
+        else:
+            return listen(node, args, Image, check_image)
+        return 0
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
