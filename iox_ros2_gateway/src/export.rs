@@ -7,8 +7,13 @@
 //!   counted and not published;
 //! - a `[u8]` service whose user header is [`ImageHeader`] carries images (**image
 //!   route**): each sample becomes a `sensor_msgs/msg/Image` (one copy of the pixels);
-//! - anything else is skipped, and the gateway's status says why (for a typed struct:
-//!   record the ROS type as `ros2/type` and carry CDR).
+//! - a typed service (a `#[derive(ZeroCopySafe)]` struct, or Python's `iox.Type`) with
+//!   attribute `ros2/type` naming a fixed-size message (**typed route**): its recorded
+//!   schema is matched field by field against the `.msg` when the export starts
+//!   ([`iox_ros2::fixed::Plan`]; a mismatch names the field and the service is not
+//!   exported), and each sample is converted to CDR. The type must be valid for every
+//!   bit pattern (no `bool`, no padding): its bytes are read as bytes;
+//! - anything else is skipped, and the gateway's status says why.
 //!
 //! One thread per exported service waits in its iox subscriber and publishes each
 //! sample on the gateway's ROS publisher, whose QoS comes from [`crate::qos`]. No echo:
@@ -44,6 +49,8 @@ pub enum Route {
     Cdr,
     /// Image header + pixels.
     Image,
+    /// A struct converted field by field.
+    Typed,
 }
 
 impl std::fmt::Display for Route {
@@ -51,6 +58,7 @@ impl std::fmt::Display for Route {
         f.write_str(match self {
             Route::Cdr => "cdr",
             Route::Image => "image",
+            Route::Typed => "typed",
         })
     }
 }
@@ -74,8 +82,11 @@ pub fn route_of(config: &StaticConfig) -> Result<(String, Route), String> {
             Some(t) if config.payload == <[u8] as iox_service::Payload>::payload_type() => {
                 Ok((t.to_owned(), Route::Cdr))
             }
+            Some(t) if config.schema.is_some() && config.payload.any_bit_pattern() => {
+                Ok((t.to_owned(), Route::Typed))
+            }
             Some(t) => Err(format!(
-                "it records ROS type {t} but carries {}, not CDR bytes ([u8])",
+                "it records ROS type {t} but carries {}, which is neither CDR bytes ([u8]) nor a struct with a recorded schema valid for every bit pattern",
                 config.payload
             )),
             None => Err(format!(
@@ -177,6 +188,32 @@ impl Export {
                         iox_ros2::cdr::check(&mut library, &ty, sample)
                             .map_err(|e| Skip::Malformed(e.to_string()))?;
                         publisher.publish(sample).map_err(|e| Skip::Failed(e.to_string()))
+                    })
+                })
+            }
+            Route::Typed => {
+                let schema = config.schema.clone().ok_or("no recorded schema")?;
+                let mut library = library.clone();
+                let plan = iox_ros2::fixed::Plan::new(&mut library, &type_name, &schema)
+                    .map_err(|e| format!("its type does not match {type_name}: {e}"))?;
+                // `route_of` took this route only for a type valid for every bit
+                // pattern, which `carry_payload_type` requires of a byte view.
+                let service = builder
+                    .carry_payload_type(config.payload.clone())
+                    .payload_schema(schema)
+                    .open()
+                    .map_err(|e| open_err(&e))?;
+                let mut out = Vec::with_capacity(plan.cdr_len());
+                spawn.spawn(move || {
+                    x.pump(&service, |sample: &Sample<[u8]>, publisher: &Publisher| {
+                        let value = sample
+                            .payload_bytes()
+                            .filter(|v| v.len() == plan.struct_size())
+                            .ok_or_else(|| {
+                                Skip::Malformed("a sample is not one value of the struct".into())
+                            })?;
+                        plan.encode(value, &mut out);
+                        publisher.publish(&out).map_err(|e| Skip::Failed(e.to_string()))
                     })
                 })
             }

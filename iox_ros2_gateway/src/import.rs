@@ -14,6 +14,11 @@
 //! - `sensor_msgs/msg/Image` (unless a `--cdr` pattern names the service): the service
 //!   has the [`ImageHeader`] user header and each message becomes the header plus the
 //!   pixels as the slice;
+//! - a service that exists already with a typed payload (a `#[derive(ZeroCopySafe)]`
+//!   struct a program created, recording `ros2/type` as the topic's type): the struct,
+//!   converted field by field from CDR; the struct's recorded schema is checked
+//!   against the `.msg` when the import starts, and a mismatch names the field (the
+//!   topic is then not imported, and the status says why);
 //! - any other type: the CDR bytes, passed through unchanged.
 //!
 //! Every message is checked before it is published: a whole message of its type
@@ -29,6 +34,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use iox_ros2::fixed::Plan;
 use iox_ros2::image::{IMAGE_TYPE, ImageHeader};
 use iox_ros2::library::Library;
 use iox_service::{PubSubBuilder, PubSubService, Publisher, Service, UserHeader};
@@ -80,6 +86,8 @@ pub type ImportStatus = Arc<Mutex<BTreeMap<String, Result<ImportInfo, String>>>>
 enum Sink {
     Cdr(Publisher<[u8]>, Library),
     Image(Publisher<[u8], ImageHeader>),
+    /// A struct's bytes, decoded by the plan into the buffer.
+    Typed(Publisher<[u8]>, Plan, Vec<u8>),
 }
 
 struct Import {
@@ -227,6 +235,7 @@ impl Importer {
                     let route = match import.sink {
                         Sink::Cdr(..) => Route::Cdr,
                         Sink::Image(_) => Route::Image,
+                        Sink::Typed(..) => Route::Typed,
                     };
                     eprintln!("iox-ros2: importing {topic} ({type_name}, {route}, {qos}) into {name:?}");
                     self.failing.remove(&name);
@@ -260,7 +269,16 @@ impl Importer {
             .definition_text(type_name)
             .map_err(|e| e.to_string())?;
         let image = type_name == IMAGE_TYPE && !self.cdr_only.iter().any(|p| p.matches(name));
-        let (sink, slot) = if image {
+        let existing = iox_service::inspect::inspect_in(&self.root, name)
+            .ok()
+            .and_then(|i| i.config);
+        let typed = existing.filter(|c| c.payload != <[u8] as iox_service::Payload>::payload_type());
+        let (sink, slot) = if let Some(config) = typed {
+            let (publisher, plan) = self.typed_publisher(&config, type_name)?;
+            let slot = publisher.publisher_slot();
+            let value = vec![0; plan.struct_size()];
+            (Sink::Typed(publisher, plan, value), slot)
+        } else if image {
             let service = open_service(
                 bytes(&self.root, name)?.user_header::<ImageHeader>(),
                 name,
@@ -293,6 +311,49 @@ impl Importer {
             stats: Arc::new(ImportStats::default()),
             reported: 0,
         })
+    }
+}
+
+impl Importer {
+    /// A byte publisher of the existing typed service of `config`, and the plan that
+    /// converts its values, once its recorded type is checked against `type_name`
+    /// (module docs).
+    fn typed_publisher(
+        &mut self,
+        config: &iox_service::StaticConfig,
+        type_name: &str,
+    ) -> Result<(Publisher<[u8]>, Plan), String> {
+        let name = &config.name;
+        match config.attributes.get(TYPE_KEY) {
+            Some(t) if t == type_name => {}
+            other => {
+                return Err(format!(
+                    "iox service {name:?} exists with payload {} and records ROS type {}, not {type_name}",
+                    config.payload,
+                    other.unwrap_or("none")
+                ));
+            }
+        }
+        let usable = config.payload.any_bit_pattern() && config.user_header.is_none();
+        let Some(schema) = config.schema.clone().filter(|_| usable) else {
+            return Err(format!(
+                "iox service {name:?} carries {}, which is not a struct with a recorded schema valid for every bit pattern",
+                config.payload
+            ));
+        };
+        let plan = Plan::new(&mut self.library, type_name, &schema).map_err(|e| {
+            format!(
+                "iox service {name:?} ({}) does not match {type_name}: {e}",
+                config.payload
+            )
+        })?;
+        let service = bytes(&self.root, name)?
+            .carry_payload_type(config.payload.clone())
+            .payload_schema(schema)
+            .open()
+            .map_err(|e| format!("cannot open iox service {name:?}: {e}"))?;
+        let publisher = service.publisher_builder().create().map_err(|e| e.to_string())?;
+        Ok((publisher, plan))
     }
 }
 
@@ -340,6 +401,7 @@ impl Import {
         let result = match &self.sink {
             Sink::Cdr(p, _) => p.update_connections(),
             Sink::Image(p) => p.update_connections(),
+            Sink::Typed(p, ..) => p.update_connections(),
         };
         if let Err(e) = result {
             eprintln!(
@@ -369,6 +431,12 @@ impl Import {
                         .map_err(|e| e.to_string())
                         .and_then(|loan| loan.write_from_slice(cdr).send().map_err(|e| e.to_string()))
                         .map_err(|e| (&self.stats.dropped, e)),
+                },
+                Sink::Typed(publisher, plan, value) => match plan.decode(cdr, value) {
+                    Err(e) => Err((&self.stats.malformed, e.to_string())),
+                    Ok(()) => publisher
+                        .send_payload_bytes(&[value])
+                        .map_err(|e| (&self.stats.dropped, e.to_string())),
                 },
                 Sink::Image(publisher) => match ImageHeader::from_cdr(cdr) {
                     Err(e) => Err((&self.stats.malformed, e.to_string())),

@@ -13,7 +13,11 @@ use std::process::Command;
 fn c_structures_match_the_installed_headers() {
     let test = "c_structures_match_the_installed_headers";
     let Some(venv) = std::env::var_os("IOX_ROS_VENV").map(PathBuf::from) else {
-        iox_testkit::skip(test, "IOX_REQUIRE_ROS", "IOX_ROS_VENV is not set (scripts/ros-venv.sh DIR)");
+        iox_testkit::skip(
+            test,
+            "IOX_REQUIRE_ROS",
+            "IOX_ROS_VENV is not set (scripts/ros-venv.sh DIR)",
+        );
         return;
     };
     let facts = iox_ros2_gateway::rcl::layout_facts();
@@ -41,9 +45,17 @@ fn c_structures_match_the_installed_headers() {
             return;
         }
     };
-    assert!(built.status.success(), "compiling against the headers failed:\n{}", String::from_utf8_lossy(&built.stderr));
+    assert!(
+        built.status.success(),
+        "compiling against the headers failed:\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
     let out = Command::new(&exe).output().unwrap();
-    let values: Vec<usize> = String::from_utf8(out.stdout).unwrap().lines().map(|l| l.parse().unwrap()).collect();
+    let values: Vec<usize> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
     assert_eq!(values.len(), facts.len());
     let wrong: Vec<String> = facts
         .iter()
@@ -51,5 +63,9 @@ fn c_structures_match_the_installed_headers() {
         .filter(|((_, rust), c)| rust != *c)
         .map(|((expr, rust), c)| format!("{expr}: C {c}, Rust {rust}"))
         .collect();
-    assert!(wrong.is_empty(), "the gateway's structures differ from the installed headers:\n{}", wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "the gateway's structures differ from the installed headers:\n{}",
+        wrong.join("\n")
+    );
 }

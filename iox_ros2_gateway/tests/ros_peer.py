@@ -13,6 +13,7 @@ import time
 import numpy as np
 import rclpy
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from geometry_msgs.msg import Point
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
@@ -55,6 +56,15 @@ def talk_string(node, args):
         m = String()
         m.data = f"hello {i}"
         pub.publish(m)
+        time.sleep(args.period)
+    hold(node, args)
+
+
+def talk_point(node, args):
+    pub = node.create_publisher(Point, args.topic, qos(args))
+    wait_for_subscribers(node, pub, args)
+    for i in range(args.count):
+        pub.publish(Point(x=float(i), y=2.0 * i, z=-0.5 * i))
         time.sleep(args.period)
     hold(node, args)
 
@@ -111,6 +121,11 @@ def check_string(i, msg):
     print(msg.data)
 
 
+def check_point(i, msg):
+    assert (msg.x, msg.y, msg.z) == (float(i), 2.0 * i, -0.5 * i), (i, msg)
+    print(f"point {msg.x} {msg.y} {msg.z}")
+
+
 def check_image(i, msg):
     data = np.frombuffer(msg.data, dtype=np.uint8)
     assert msg.header.stamp.sec == i, (i, msg.header.stamp.sec)
@@ -122,7 +137,7 @@ def check_image(i, msg):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("command", choices=["talk-string", "talk-raw", "talk-image", "listen-string", "listen-image"])
+    p.add_argument("command", choices=["talk-string", "talk-raw", "talk-image", "talk-point", "listen-string", "listen-image", "listen-point"])
     p.add_argument("--topic", default="/chatter")
     p.add_argument("--count", type=int, default=10)
     p.add_argument("--sizes", type=int, nargs="*", default=[])
@@ -143,6 +158,10 @@ def main():
             talk_raw(node, args)
         elif args.command == "talk-image":
             talk_image(node, args)
+        elif args.command == "talk-point":
+            talk_point(node, args)
+        elif args.command == "listen-point":
+            return listen(node, args, Point, check_point)
         elif args.command == "listen-string":
             return listen(node, args, String, check_string)
         else:
