@@ -17,6 +17,7 @@ use crate::import::{ImportStatus, Importer};
 use crate::names::{self, NameError, Pattern};
 use crate::qos::Qos;
 use crate::rcl::{Ros, RosError};
+use crate::services::{Direction, ServiceScanner, ServiceStatus};
 
 /// What a gateway does.
 #[derive(Debug, Clone)]
@@ -29,6 +30,10 @@ pub struct Options {
     pub import: Vec<String>,
     /// Services imported as CDR bytes even when a typed route exists (images).
     pub cdr: Vec<String>,
+    /// Request-response service patterns to export as ROS 2 services.
+    pub export_services: Vec<String>,
+    /// ROS 2 service patterns (by service name) to import as request-response services.
+    pub import_services: Vec<String>,
     /// The ROS install's prefixes (empty: `AMENT_PREFIX_PATH`).
     pub ros_prefixes: Vec<PathBuf>,
     /// The ROS node's name.
@@ -45,6 +50,8 @@ impl Options {
             export: Vec::new(),
             import: Vec::new(),
             cdr: Vec::new(),
+            export_services: Vec::new(),
+            import_services: Vec::new(),
             ros_prefixes: Vec::new(),
             node_name: "iox_gateway".into(),
             scan_interval: Duration::from_millis(250),
@@ -117,6 +124,9 @@ pub struct Status {
     pub imported: Vec<Imported>,
     /// Services not carried, and why.
     pub skipped: Vec<(String, String)>,
+    /// ROS services carried: (iox name, ROS name, type, export?, [calls, answered,
+    /// failed, malformed]).
+    pub services: Vec<(String, String, String, bool, [u64; 4])>,
 }
 
 impl std::fmt::Display for Status {
@@ -143,6 +153,20 @@ impl std::fmt::Display for Status {
                 i.topic, i.name, i.type_name, i.route
             )?;
         }
+        if !self.services.is_empty() {
+            write!(f, "; services {}", self.services.len())?;
+            for (name, ros, ty, export, [calls, answered, failed, malformed]) in &self.services {
+                let arrow = if *export {
+                    format!("{name} -> {ros}")
+                } else {
+                    format!("{ros} -> {name}")
+                };
+                write!(
+                    f,
+                    " [{arrow} ({ty}): calls {calls} answered {answered} failed {failed} malformed {malformed}]"
+                )?;
+            }
+        }
         if !self.skipped.is_empty() {
             write!(f, "; skipped {}", self.skipped.len())?;
             for (n, why) in &self.skipped {
@@ -166,6 +190,7 @@ pub struct Gateway {
     stop: Arc<AtomicBool>,
     exports: Exports,
     imports: ImportStatus,
+    services: ServiceStatus,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -175,6 +200,7 @@ impl Gateway {
     pub fn start(o: Options, library_dirs: &[PathBuf]) -> Result<Self, StartError> {
         let parse = |v: &[String]| v.iter().map(|p| Pattern::new(p)).collect::<Result<Vec<_>, _>>();
         let (export_p, import_p, cdr_p) = (parse(&o.export)?, parse(&o.import)?, parse(&o.cdr)?);
+        let (export_s, import_s) = (parse(&o.export_services)?, parse(&o.import_services)?);
         let prefixes = crate::install::prefixes(&o.ros_prefixes);
         let preload: Vec<PathBuf> = crate::install::python_runtime(&prefixes).into_iter().collect();
         let ros = Ros::start(library_dirs, &preload, &o.node_name)?;
@@ -183,6 +209,7 @@ impl Gateway {
         let own_slots: Arc<Mutex<HashMap<String, OwnSlot>>> = Arc::default();
         let imports: ImportStatus = Arc::default();
         let exports: Exports = Arc::default();
+        let services: ServiceStatus = Arc::default();
         let mut threads = Vec::new();
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
@@ -217,11 +244,24 @@ impl Gateway {
             let interval = o.scan_interval;
             threads.push(spawn("export scanner", Box::new(move || scanner.run(interval)))?);
         }
+        if !export_s.is_empty() || !import_s.is_empty() {
+            let scanner = ServiceScanner {
+                ros: ros.clone(),
+                root: o.root.clone(),
+                export: export_s,
+                import: import_s,
+                status: services.clone(),
+                stop: stop.clone(),
+            };
+            let interval = o.scan_interval;
+            threads.push(spawn("service scanner", Box::new(move || scanner.run(interval)))?);
+        }
         Ok(Self {
             ros,
             stop,
             exports,
             imports,
+            services,
             threads,
         })
     }
@@ -256,6 +296,23 @@ impl Gateway {
             }
             s.skipped
                 .extend(exports.1.iter().map(|(n, w)| (n.clone(), w.clone())));
+        }
+        for (name, state) in crate::lock(&self.services).iter() {
+            match state {
+                Ok(c) => s.services.push((
+                    name.clone(),
+                    c.ros_name.clone(),
+                    c.type_name.clone(),
+                    c.direction == Direction::Export,
+                    [
+                        load(&c.stats.calls),
+                        load(&c.stats.answered),
+                        load(&c.stats.failed),
+                        load(&c.stats.malformed),
+                    ],
+                )),
+                Err(why) => s.skipped.push((name.clone(), why.clone())),
+            }
         }
         for (name, state) in crate::lock(&self.imports).iter() {
             match state {

@@ -154,8 +154,8 @@ impl Importer {
             }
             let ready = {
                 let subs: Vec<&Subscription> = imports.iter().map(|i| &i.sub).collect();
-                match waits.wait(&subs, Duration::from_millis(100)) {
-                    Ok(r) => r,
+                match waits.wait(&subs, &[], &[], Duration::from_millis(100)) {
+                    Ok(r) => r.subscriptions,
                     Err(e) => {
                         eprintln!("iox-ros2: waiting for ROS messages failed: {e}");
                         std::thread::sleep(Duration::from_millis(100));

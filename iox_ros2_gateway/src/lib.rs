@@ -29,6 +29,7 @@ pub mod install;
 pub mod names;
 pub mod qos;
 pub mod rcl;
+pub mod services;
 
 pub use gateway::{Gateway, Options, StartError, Status};
 

@@ -19,6 +19,12 @@ struct Args {
     /// Import services matching this pattern as CDR bytes even when they are images. Repeatable.
     #[arg(long = "cdr", value_name = "PATTERN")]
     cdr: Vec<String>,
+    /// Export iox request-response services matching this pattern as ROS 2 services. Repeatable.
+    #[arg(long = "export-service", value_name = "PATTERN")]
+    export_service: Vec<String>,
+    /// Import ROS 2 services whose service name matches this pattern. Repeatable.
+    #[arg(long = "import-service", value_name = "PATTERN")]
+    import_service: Vec<String>,
     /// The ROS 2 install's prefix (default: $AMENT_PREFIX_PATH). Repeatable.
     #[arg(long = "ros-prefix", value_name = "DIR")]
     ros_prefix: Vec<PathBuf>,
@@ -35,8 +41,14 @@ struct Args {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    if args.export.is_empty() && args.import.is_empty() {
-        eprintln!("iox-ros2: nothing to do: give --export and/or --import patterns");
+    if args.export.is_empty()
+        && args.import.is_empty()
+        && args.export_service.is_empty()
+        && args.import_service.is_empty()
+    {
+        eprintln!(
+            "iox-ros2: nothing to do: give --export, --import, --export-service or --import-service patterns"
+        );
         return std::process::ExitCode::from(2);
     }
     let prefixes = install::prefixes(&args.ros_prefix);
@@ -52,6 +64,8 @@ fn main() -> std::process::ExitCode {
     o.export = args.export;
     o.import = args.import;
     o.cdr = args.cdr;
+    o.export_services = args.export_service;
+    o.import_services = args.import_service;
     o.ros_prefixes = prefixes;
     o.node_name = args.node_name;
     let gateway = match Gateway::start(o, &dirs) {

@@ -16,6 +16,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from geometry_msgs.msg import Point
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
+from std_srvs.srv import SetBool, Trigger
 
 
 def qos(args):
@@ -100,6 +101,37 @@ def talk_image(node, args):
     hold(node, args)
 
 
+def call_setbool(node, args):
+    """Calls a SetBool service with True, then False; prints each answer."""
+    client = node.create_client(SetBool, args.service)
+    if not client.wait_for_service(timeout_sec=args.timeout):
+        print(f"no {args.service} server", file=sys.stderr)
+        return 1
+    for value in [True, False]:
+        future = client.call_async(SetBool.Request(data=value))
+        if not spin_until(node, future.done, args.timeout):
+            print(f"no answer from {args.service}", file=sys.stderr)
+            return 1
+        r = future.result()
+        print(f"{r.success} {r.message}")
+    return 0
+
+
+def serve_trigger(node, args):
+    """Serves a Trigger service (answer: success, "reset N") until told to stop."""
+    count = [0]
+
+    def on(_request, response):
+        count[0] += 1
+        response.success = True
+        response.message = f"reset {count[0]}"
+        return response
+
+    node.create_service(Trigger, args.service, on)
+    hold(node, args)
+    return 0
+
+
 def listen(node, args, msg_type, check):
     got = []
 
@@ -137,8 +169,13 @@ def check_image(i, msg):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("command", choices=["talk-string", "talk-raw", "talk-image", "talk-point", "listen-string", "listen-image", "listen-point"])
+    p.add_argument("command", choices=[
+            "talk-string", "talk-raw", "talk-image", "talk-point",
+            "listen-string", "listen-image", "listen-point",
+            "call-setbool", "serve-trigger",
+        ])
     p.add_argument("--topic", default="/chatter")
+    p.add_argument("--service", default="/set_led")
     p.add_argument("--count", type=int, default=10)
     p.add_argument("--sizes", type=int, nargs="*", default=[])
     p.add_argument("--depth", type=int, default=10)
@@ -160,6 +197,10 @@ def main():
             talk_image(node, args)
         elif args.command == "talk-point":
             talk_point(node, args)
+        elif args.command == "call-setbool":
+            return call_setbool(node, args)
+        elif args.command == "serve-trigger":
+            return serve_trigger(node, args)
         elif args.command == "listen-point":
             return listen(node, args, Point, check_point)
         elif args.command == "listen-string":

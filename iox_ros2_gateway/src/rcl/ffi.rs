@@ -22,6 +22,10 @@ pub const RET_OK: Ret = 0;
 pub const RET_TIMEOUT: Ret = 2;
 /// `RCL_RET_SUBSCRIPTION_TAKE_FAILED`: nothing to take.
 pub const RET_SUBSCRIPTION_TAKE_FAILED: Ret = 401;
+/// `RCL_RET_CLIENT_TAKE_FAILED`: no response to take.
+pub const RET_CLIENT_TAKE_FAILED: Ret = 501;
+/// `RCL_RET_SERVICE_TAKE_FAILED`: no request to take.
+pub const RET_SERVICE_TAKE_FAILED: Ret = 601;
 
 /// `rcutils_allocator_t` (its function pointers are only passed back to rcl).
 #[repr(C)]
@@ -156,15 +160,37 @@ pub struct Handle {
     impl_: *mut c_void,
 }
 
-/// `rcl_wait_set_t`.
+/// `rcl_wait_set_t`: after `rcl_wait`, the entries of the ready entities are non-null.
 #[repr(C)]
 pub struct WaitSet {
-    /// Subscriptions; after `rcl_wait`, the ready ones are non-null.
+    /// Subscriptions.
     pub subscriptions: *const *const Handle,
     /// Their count.
     pub size_of_subscriptions: usize,
-    rest: [usize; 10],
+    guard_conditions: *const *const c_void,
+    size_of_guard_conditions: usize,
+    timers: *const *const c_void,
+    size_of_timers: usize,
+    /// Service clients.
+    pub clients: *const *const Handle,
+    /// Their count.
+    pub size_of_clients: usize,
+    /// Service servers.
+    pub services: *const *const Handle,
+    /// Their count.
+    pub size_of_services: usize,
+    events: *const *const c_void,
+    size_of_events: usize,
     impl_: *mut c_void,
+}
+
+/// `rmw_request_id_t`: which request a response answers.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct RequestId {
+    writer_guid: [u8; 16],
+    /// The client's sequence number.
+    pub sequence_number: i64,
 }
 
 /// `rcutils_error_string_t`.
@@ -249,6 +275,28 @@ pub fn layout_facts() -> Vec<(&'static str, usize)> {
             "offsetof(rcl_wait_set_t, size_of_subscriptions)",
             offset_of!(WaitSet, size_of_subscriptions),
         ),
+        ("offsetof(rcl_wait_set_t, clients)", offset_of!(WaitSet, clients)),
+        (
+            "offsetof(rcl_wait_set_t, services)",
+            offset_of!(WaitSet, services),
+        ),
+        (
+            "offsetof(rcl_wait_set_t, size_of_services)",
+            offset_of!(WaitSet, size_of_services),
+        ),
+        ("sizeof(rmw_request_id_t)", size_of::<RequestId>()),
+        (
+            "offsetof(rmw_request_id_t, sequence_number)",
+            offset_of!(RequestId, sequence_number),
+        ),
+        ("offsetof(rcl_service_options_t, qos)", 0),
+        ("offsetof(rcl_client_options_t, qos)", 0),
+        ("sizeof(rcl_service_options_t) <= 512", 1),
+        ("sizeof(rcl_client_options_t) <= 512", 1),
+        ("sizeof(rcl_service_t)", size_of::<Handle>()),
+        ("sizeof(rcl_client_t)", size_of::<Handle>()),
+        ("RCL_RET_SERVICE_TAKE_FAILED", RET_SERVICE_TAKE_FAILED as usize),
+        ("RCL_RET_CLIENT_TAKE_FAILED", RET_CLIENT_TAKE_FAILED as usize),
         ("sizeof(rmw_message_info_t) <= 512", 1),
         ("sizeof(rcutils_error_string_t)", size_of::<ErrorString>()),
         ("RCL_RET_TIMEOUT", RET_TIMEOUT as usize),
@@ -347,5 +395,24 @@ api! {
         names_and_types_fini = "rcl_names_and_types_fini": fn(*mut NamesAndTypes) -> Ret;
         publishers_info = "rcl_get_publishers_info_by_topic": fn(*const Node, *mut Allocator, *const c_char, bool, *mut EndpointInfoArray) -> Ret;
         subscriptions_info = "rcl_get_subscriptions_info_by_topic": fn(*const Node, *mut Allocator, *const c_char, bool, *mut EndpointInfoArray) -> Ret;
+        service_names_and_types = "rcl_get_service_names_and_types": fn(*const Node, *mut Allocator, *mut NamesAndTypes) -> Ret;
+        service_names_and_types_by_node = "rcl_get_service_names_and_types_by_node": fn(*const Node, *mut Allocator, *const c_char, *const c_char, *mut NamesAndTypes) -> Ret;
+        service_get_default_options = "rcl_service_get_default_options": fn() -> Opaque;
+        service_init = "rcl_service_init": fn(*mut Handle, *const Node, *const c_void, *const c_char, *const Opaque) -> Ret;
+        service_fini = "rcl_service_fini": fn(*mut Handle, *mut Node) -> Ret;
+        take_request = "rcl_take_request": fn(*const Handle, *mut RequestId, *mut c_void) -> Ret;
+        send_response = "rcl_send_response": fn(*const Handle, *mut RequestId, *mut c_void) -> Ret;
+        client_get_default_options = "rcl_client_get_default_options": fn() -> Opaque;
+        client_init = "rcl_client_init": fn(*mut Handle, *const Node, *const c_void, *const c_char, *const Opaque) -> Ret;
+        client_fini = "rcl_client_fini": fn(*mut Handle, *mut Node) -> Ret;
+        send_request = "rcl_send_request": fn(*const Handle, *const c_void, *mut i64) -> Ret;
+        take_response = "rcl_take_response": fn(*const Handle, *mut RequestId, *mut c_void) -> Ret;
+        server_is_available = "rcl_service_server_is_available": fn(*const Node, *const Handle, *mut bool) -> Ret;
+        wait_set_add_service = "rcl_wait_set_add_service": fn(*mut WaitSet, *const Handle, *mut usize) -> Ret;
+        wait_set_add_client = "rcl_wait_set_add_client": fn(*mut WaitSet, *const Handle, *mut usize) -> Ret;
+        // The middleware's (de)serialisation, found through rcl's own dependencies
+        // (rmw_implementation, or the rmw rcl was linked with).
+        serialize = "rmw_serialize": fn(*const c_void, *const c_void, *mut Uint8Array) -> Ret;
+        deserialize = "rmw_deserialize": fn(*const Uint8Array, *const c_void, *mut c_void) -> Ret;
     }
 }

@@ -13,6 +13,8 @@
 //! it (they hold an `Arc` of it), and finalises its node and context last.
 
 mod ffi;
+mod service;
+mod wait;
 
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, c_void};
@@ -25,6 +27,8 @@ pub use ffi::QosProfile;
 #[doc(hidden)]
 pub use ffi::layout_facts;
 use ffi::{Api, Handle, Opaque, RET_OK};
+pub use service::{ServiceClient, ServiceServer};
+pub use wait::{Ready, WaitSet};
 
 /// `RMW_QOS_POLICY_HISTORY_KEEP_LAST`.
 pub const HISTORY_KEEP_LAST: u32 = 1;
@@ -252,14 +256,32 @@ impl Ros {
 
     /// Every topic with its types, as the graph knows it now.
     pub fn topics(&self) -> Result<Vec<(String, Vec<String>)>, RosError> {
-        // SAFETY: a zeroed names-and-types is rcl's zero-initialised one; rcl fills it
-        // and `names_and_types_fini` frees it; the strings are read before that.
+        // SAFETY: the call fills the names-and-types it is given.
+        unsafe {
+            self.names_and_types("rcl_get_topic_names_and_types", |nat, allocator| {
+                (self.api.topic_names_and_types)(&*self.node, allocator, false, nat)
+            })
+        }
+    }
+
+    /// Names and their types from a graph query `query`, which fills the (zeroed)
+    /// names-and-types it is given.
+    ///
+    /// # Safety
+    /// `query` fills the structure as rcl's graph queries do, or fails.
+    unsafe fn names_and_types(
+        &self,
+        call: &'static str,
+        query: impl FnOnce(*mut ffi::NamesAndTypes, *mut ffi::Allocator) -> ffi::Ret,
+    ) -> Result<Vec<(String, Vec<String>)>, RosError> {
+        // SAFETY: a zeroed names-and-types is rcl's zero-initialised one; the query
+        // fills it and `names_and_types_fini` frees it; the strings are read before.
         unsafe {
             let mut nat: ffi::NamesAndTypes = std::mem::zeroed();
             let mut allocator = (self.api.get_default_allocator)();
-            let rc = (self.api.topic_names_and_types)(&*self.node, &mut allocator, false, &mut nat);
+            let rc = query(&mut nat, &mut allocator);
             if rc != RET_OK {
-                return Err(self.error("rcl_get_topic_names_and_types", rc));
+                return Err(self.error(call, rc));
             }
             let mut out = Vec::with_capacity(nat.names.size);
             for i in 0..nat.names.size {
@@ -503,96 +525,6 @@ impl Drop for Subscription {
         unsafe {
             (self.ros.api.subscription_fini)(&mut *self.handle, node);
             (self.ros.api.uint8_array_fini)(&mut self.buffer);
-        }
-    }
-}
-
-/// Waits for messages on several subscriptions.
-pub struct WaitSet {
-    ros: Arc<Ros>,
-    set: Box<ffi::WaitSet>,
-    capacity: usize,
-}
-
-// SAFETY: used by one thread at a time (`&mut self`).
-unsafe impl Send for WaitSet {}
-
-impl WaitSet {
-    /// An empty wait set.
-    pub fn new(ros: &Arc<Ros>) -> Self {
-        Self {
-            ros: ros.clone(),
-            // SAFETY: all-zero is rcl's zero-initialised wait set.
-            set: Box::new(unsafe { std::mem::zeroed() }),
-            capacity: 0,
-        }
-    }
-
-    /// Waits up to `timeout` for a message on any of `subs`; which are ready.
-    pub fn wait(
-        &mut self,
-        subs: &[&Subscription],
-        timeout: std::time::Duration,
-    ) -> Result<Vec<bool>, RosError> {
-        let api = &self.ros.api;
-        if subs.is_empty() {
-            std::thread::sleep(timeout);
-            return Ok(Vec::new());
-        }
-        // SAFETY: the wait set is (re)initialised for at least `subs.len()`
-        // subscriptions on the gateway's context; the subscriptions are boxed and
-        // outlive the call (borrowed); readiness is read before the next clear.
-        unsafe {
-            if self.capacity < subs.len() {
-                if self.capacity > 0 {
-                    (api.wait_set_fini)(&mut *self.set);
-                    *self.set = std::mem::zeroed();
-                    self.capacity = 0;
-                }
-                let ctx = (&*self.ros.context as *const ffi::Context).cast_mut();
-                let rc = (api.wait_set_init)(
-                    &mut *self.set,
-                    subs.len(),
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    ctx,
-                    (api.get_default_allocator)(),
-                );
-                if rc != RET_OK {
-                    return Err(self.ros.error("rcl_wait_set_init", rc));
-                }
-                self.capacity = subs.len();
-            }
-            (api.wait_set_clear)(&mut *self.set);
-            for s in subs {
-                let rc = (api.wait_set_add_subscription)(&mut *self.set, &*s.handle, std::ptr::null_mut());
-                if rc != RET_OK {
-                    return Err(self.ros.error("rcl_wait_set_add_subscription", rc));
-                }
-            }
-            let ns = i64::try_from(timeout.as_nanos()).unwrap_or(i64::MAX);
-            let rc = (api.wait)(&mut *self.set, ns);
-            if rc == ffi::RET_TIMEOUT {
-                return Ok(vec![false; subs.len()]);
-            }
-            if rc != RET_OK {
-                return Err(self.ros.error("rcl_wait", rc));
-            }
-            Ok((0..subs.len())
-                .map(|i| !(*self.set.subscriptions.add(i)).is_null())
-                .collect())
-        }
-    }
-}
-
-impl Drop for WaitSet {
-    fn drop(&mut self) {
-        if self.capacity > 0 {
-            // SAFETY: initialised by `wait`.
-            unsafe { (self.ros.api.wait_set_fini)(&mut *self.set) };
         }
     }
 }
