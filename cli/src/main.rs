@@ -34,6 +34,7 @@ mod publish;
 mod record;
 mod render;
 mod replay;
+mod ros_form;
 mod topic;
 mod value;
 

@@ -2,13 +2,14 @@
 //! file, one channel per service.
 //!
 //! Format (what `iox replay` and other MCAP readers find):
-//! - a typed service (not a slice, no user header) whose schema describes every byte
-//!   and has a ROS 2 form ([`ros_form`]) is a channel in MCAP's ROS 2 profile, which
-//!   Foxglove and ROS 2's MCAP readers decode by field: schema encoding
-//!   [`ROS2_SCHEMA_ENCODING`], named `iox_msgs/msg/<Type>`, its data the `.msg`
-//!   written for the type (`iox_ros2::generate`); messages in
-//!   [`ROS2_MESSAGE_ENCODING`] (little-endian plain CDR); the static config in the
-//!   channel's metadata under [`CONFIG_METADATA`], for `replay`. Decision: the ROS 2
+//! - a service with a ROS 2 form ([`crate::ros_form`]: CDR of a ROS type, images,
+//!   typed payloads whose schema describes every byte) is a channel in MCAP's ROS 2
+//!   profile, which Foxglove and ROS 2's MCAP readers decode by field: schema
+//!   encoding [`ROS2_SCHEMA_ENCODING`], named after the ROS type
+//!   (`sensor_msgs/msg/Image`, or `iox_msgs/msg/<Type>` for a `.msg` written for an
+//!   iox type), its data the definition; messages in [`ROS2_MESSAGE_ENCODING`]
+//!   (little-endian plain CDR); the static config in the channel's metadata under
+//!   [`CONFIG_METADATA`], for `replay`. Decision: the ROS 2
 //!   profile rather than JSON with a JSON schema, because it is the one ROS users'
 //!   tools already read, it keeps numbers exact and compact (a `u64` sample is 12
 //!   bytes, not a formatted number), and it is the profile the ROS 2 gateway's
@@ -66,6 +67,7 @@ use std::time::{Duration, Instant, SystemTime};
 use iox_service::{CallbackProgression, Service, StaticConfig, Subscriber, WaitSet, WaitSetRunResult};
 
 use crate::commit_file::{COMMIT_BYTES, CommitFile};
+use crate::ros_form::{Conversion, ros_form};
 use crate::topic::{Topic, by_schema_or_bytes, glob_match, header_by_schema_or_bytes};
 use crate::{Failure, fail};
 
@@ -81,18 +83,6 @@ pub const ROS2_MESSAGE_ENCODING: &str = "cdr";
 /// `replay` recreates the service.
 pub const CONFIG_METADATA: &str = "iox.static_config";
 
-/// The ROS 2 form of a service's samples, when they have one: a typed payload (not a
-/// slice, no user header) whose recorded schema describes every byte and maps to a
-/// `.msg` (see `iox_ros2::generate`). Such a channel is written in MCAP's ROS 2
-/// profile, which Foxglove and ROS 2's MCAP readers decode by field; others as
-/// [`MESSAGE_ENCODING`].
-pub fn ros_form(config: &StaticConfig) -> Option<iox_ros2::generate::Generated> {
-    if config.user_header.is_some() || !matches!(config.payload, iox_service::PayloadType::Typed { .. }) {
-        return None;
-    }
-    let schema = config.schema.as_ref().filter(|s| s.is_complete())?;
-    iox_ros2::generate::generate(schema, config.payload.type_name()).ok()
-}
 /// Longest a chunk stays open (what a SIGKILL can lose).
 pub const FLUSH_EVERY: Duration = Duration::from_millis(500);
 /// Buffers kept for reuse between the receiving and the writing thread.
@@ -145,7 +135,7 @@ struct Recorded {
     subscriber: Subscriber<[u8]>,
     channel: usize,
     /// The conversion to CDR of a channel in the ROS 2 profile ([`ros_form`]).
-    ros: Option<iox_ros2::fixed::Plan>,
+    ros: Option<Conversion>,
 }
 
 fn now_ns() -> u64 {
@@ -292,13 +282,11 @@ fn receive(root: &Path, args: &RecordArgs, queue: &Queue) -> Result<(u64, u64), 
                     let mut bytes = queue.recycled.try_recv().unwrap_or_default();
                     bytes.clear();
                     let copied = match &r.ros {
-                        Some(plan) => {
+                        Some(conversion) => {
                             scratch.clear();
-                            let copied = r.topic.copy_payload_into(&sample, &mut scratch);
-                            if copied {
-                                plan.encode(&scratch, &mut bytes);
-                            }
-                            copied
+                            r.topic.copy_header_into(&sample, &mut scratch)
+                                && r.topic.copy_payload_into(&sample, &mut scratch)
+                                && conversion.encode(&scratch, &mut bytes)
                         }
                         None => {
                             r.topic.copy_header_into(&sample, &mut bytes)
@@ -396,7 +384,7 @@ fn scan(
         announce
             .send((channel, Box::new(topic.config.clone())))
             .map_err(|_| fail(crate::ROOT_UNUSABLE, "the writing thread stopped"))?;
-        let ros = ros_form(&topic.config).map(|g| g.plan);
+        let ros = ros_form(&topic.config).map(|f| f.conversion);
         found.push(Recorded {
             topic,
             subscriber,

@@ -33,6 +33,7 @@ use mcap::read::Options;
 use crate::record::{
     CONFIG_METADATA, MESSAGE_ENCODING, ROS2_MESSAGE_ENCODING, ROS2_SCHEMA_ENCODING, SCHEMA_ENCODING,
 };
+use crate::ros_form::{Conversion, ros_form};
 use crate::topic::{Topic, glob_match, sleep_until};
 use crate::{CORRUPT, Failure, fail};
 
@@ -68,8 +69,11 @@ pub struct ReplayArgs {
 struct Target {
     topic: Topic,
     publisher: Publisher<[u8]>,
-    /// A channel in MCAP's ROS 2 profile: its CDR messages decoded to the struct.
-    ros: Option<iox_ros2::fixed::Plan>,
+    /// A channel in MCAP's ROS 2 profile: its type and the conversion of its CDR
+    /// messages.
+    ros: Option<(String, Conversion)>,
+    /// The service made for a channel a ROS tool recorded (kept while replaying).
+    _made: Option<Box<dyn std::any::Any>>,
 }
 
 /// The recordings, read whole.
@@ -110,31 +114,31 @@ fn messages(
 }
 
 /// The static config a channel carries, if it is an iox channel, and for one in MCAP's
-/// ROS 2 profile (`iox record`'s for typed services, see `record::ros_form`) the
-/// conversion of its CDR messages: the config is then in the channel's metadata, and
-/// must give the `.msg` type the channel's schema names.
-fn channel_config(
-    channel: &mcap::Channel<'_>,
-    path: &Path,
-) -> Result<(StaticConfig, Option<iox_ros2::fixed::Plan>), String> {
+/// ROS 2 profile (see `ros_form`) the conversion of its CDR messages: the config is
+/// then in the channel's metadata, and must give the ROS type the channel's schema
+/// names; a ROS 2 channel without it (recorded by ROS's tools) is replayed into a
+/// service made for its type, under `root`.
+fn channel_config(root: &Path, channel: &mcap::Channel<'_>, path: &Path) -> Result<Channel, String> {
     let schema = channel.schema.as_ref().ok_or("the channel has no schema")?;
     if schema.encoding == ROS2_SCHEMA_ENCODING && channel.message_encoding == ROS2_MESSAGE_ENCODING {
         let Some(text) = channel.metadata.get(CONFIG_METADATA) else {
-            return Err(format!(
-                "a ROS 2 channel of {} without iox's static config in its metadata (recorded by another tool): replaying those is not built yet",
-                schema.name
-            ));
+            // Recorded by a ROS tool: a service made for its type (`ros_form::foreign`).
+            let definition =
+                std::str::from_utf8(&schema.data).map_err(|_| "its definition is not UTF-8".to_owned())?;
+            let (config, made, form) =
+                crate::ros_form::foreign(root, &channel.topic, &schema.name, definition)?;
+            return Ok((config, Some((form.name, form.conversion)), Some(made)));
         };
         let config = StaticConfig::parse(text, path).map_err(|e| e.to_string())?;
-        let ros = crate::record::ros_form(&config)
-            .filter(|g| g.name == schema.name)
+        let ros = ros_form(&config)
+            .filter(|f| f.name == schema.name)
             .ok_or_else(|| {
                 format!(
                     "its static config does not give the ROS 2 type {} its schema names",
                     schema.name
                 )
             })?;
-        return Ok((config, Some(ros.plan)));
+        return Ok((config, Some((ros.name, ros.conversion)), None));
     }
     if schema.encoding != SCHEMA_ENCODING || channel.message_encoding != MESSAGE_ENCODING {
         return Err(format!(
@@ -143,8 +147,20 @@ fn channel_config(
         ));
     }
     let text = std::str::from_utf8(&schema.data).map_err(|e| e.to_string())?;
-    Ok((StaticConfig::parse(text, path).map_err(|e| e.to_string())?, None))
+    Ok((
+        StaticConfig::parse(text, path).map_err(|e| e.to_string())?,
+        None,
+        None,
+    ))
 }
+
+/// A channel's service config, its ROS 2 type and conversion, and the service made for
+/// it (see [`channel_config`]).
+type Channel = (
+    StaticConfig,
+    Option<(String, Conversion)>,
+    Option<Box<dyn std::any::Any>>,
+);
 
 /// `iox replay`.
 pub fn replay(root: &Path, args: ReplayArgs) -> Result<u8, Failure> {
@@ -175,10 +191,10 @@ pub fn replay(root: &Path, args: ReplayArgs) -> Result<u8, Failure> {
                 targets.insert(topic_name.clone(), None);
                 return Ok(());
             }
-            let (config, ros) = match channel_config(&m.channel, path) {
+            let (config, ros, made) = match channel_config(root, &m.channel, path) {
                 // The channel's topic is the service it is replayed into: `--topics`
                 // filters on it, so a config naming another service is refused.
-                Ok((c, _)) if c.name != *topic_name => {
+                Ok((c, _, None)) if c.name != *topic_name => {
                     eprintln!(
                         "iox: skipping channel {topic_name:?}: its config is of service {:?}",
                         c.name
@@ -202,6 +218,7 @@ pub fn replay(root: &Path, args: ReplayArgs) -> Result<u8, Failure> {
                     topic,
                     publisher,
                     ros,
+                    _made: made,
                 }),
             );
             Ok(())
@@ -239,7 +256,7 @@ pub fn replay(root: &Path, args: ReplayArgs) -> Result<u8, Failure> {
         let start = Instant::now();
         for (_, buf) in &files {
             messages(buf, |m| {
-                let Some(Some(t)) = targets.get(&m.channel.topic) else {
+                let Some(Some(t)) = targets.get_mut(&m.channel.topic) else {
                     return Ok(());
                 };
                 sleep_until(due(start, m.log_time.saturating_sub(t0), args.rate)?);
@@ -287,21 +304,22 @@ fn due(start: Instant, offset_ns: u64, rate: f64) -> Result<Instant, Failure> {
 /// config, not the file's). A payload or header type with invalid bit patterns (a
 /// `bool`) is sent only when its schema shows every `bool` is 0 or 1: a file's bytes
 /// are not trusted to be a valid value.
-fn send(t: &Target, data: &[u8]) -> Result<(), Failure> {
+fn send(t: &mut Target, data: &[u8]) -> Result<(), Failure> {
     let decoded;
-    let data = match &t.ros {
-        Some(plan) => {
-            let mut value = vec![0u8; plan.struct_size()];
-            if let Err(e) = plan.decode(data, &mut value) {
+    let data = match &mut t.ros {
+        Some((name, conversion)) => match conversion.decode(name, data) {
+            Ok(value) => {
+                decoded = value;
+                &decoded[..]
+            }
+            Err(e) => {
                 eprintln!(
-                    "iox: {}: a recorded CDR message does not decode: {e}: not sent",
+                    "iox: {}: a recorded CDR message is not a whole {name}: {e}: not sent",
                     t.topic.name
                 );
                 return Ok(());
             }
-            decoded = value;
-            &decoded[..]
-        }
+        },
         None => data,
     };
     let header_len = t.topic.header_len();

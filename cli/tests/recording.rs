@@ -527,8 +527,8 @@ fn a_full_queue_drops_and_reports() {
 
 /// A recording in MCAP's ROS 2 profile, as `iox record` writes typed services: replay
 /// decodes the CDR into the struct, refuses messages that do not decode (short, a
-/// `bool` holding 2) one by one, and skips a ROS 2 channel without iox's config
-/// (another tool's) with a reason.
+/// `bool` holding 2) one by one, and replays a ROS 2 channel without iox's config
+/// (another tool's) into a `[u8]` CDR service made for its type.
 #[test]
 fn replay_decodes_ros2_channels_and_refuses_bad_cdr() {
     let dir = tempfile::tempdir().unwrap();
@@ -568,14 +568,26 @@ fn replay_decodes_ros2_channels_and_refuses_bad_cdr() {
     let fresh = tempfile::tempdir().unwrap();
     let (player, svc) = replay_readings(fresh.path(), &file);
     let s = svc.subscriber_builder().create().unwrap();
+    let mut other = None;
+    assert!(wait_until(LIMIT, || {
+        other = Service::named("ros/other")
+            .unwrap()
+            .root(fresh.path())
+            .publish_subscribe::<[u8]>()
+            .require_attribute("ros2/type", ros.name.as_str())
+            .open()
+            .ok();
+        other.is_some()
+    }));
+    let o = other.unwrap().subscriber_builder().create().unwrap();
     let out = player.into_inner().wait_with_output().unwrap();
     assert_eq!(code(&out), 0, "{}", text(&out));
     let said = text(&out);
-    assert!(
-        said.contains("skipping channel \"ros/other\"") && said.contains("without iox's static config"),
-        "{said}"
+    assert_eq!(said.matches("is not a whole").count(), 2, "{said}");
+    assert_eq!(
+        &*o.receive().unwrap().expect("the other tool's message, as CDR"),
+        &cdr[..]
     );
-    assert_eq!(said.matches("does not decode").count(), 2, "{said}");
     let got = *s.receive().unwrap().expect("the good message");
     assert_eq!(got, good);
     assert!(s.receive().unwrap().is_none(), "only the good message was sent");

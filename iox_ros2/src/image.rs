@@ -27,6 +27,16 @@ pub const FRAME_ID_MAX: usize = 128;
 /// The ROS type these convert.
 pub const IMAGE_TYPE: &str = "sensor_msgs/msg/Image";
 
+/// `sensor_msgs/msg/Image`'s definition as MCAP's `ros2msg` encoding holds it (fields
+/// only, with the types it uses), for recordings of image services made without a ROS
+/// install at hand.
+pub const IMAGE_DEFINITION: &str = "std_msgs/Header header\nuint32 height\nuint32 width\nstring encoding\nuint8 is_bigendian\nuint32 step\nuint8[] data\n\
+================================================================================\nMSG: std_msgs/Header\nbuiltin_interfaces/Time stamp\nstring frame_id\n\
+================================================================================\nMSG: builtin_interfaces/Time\nint32 sec\nuint32 nanosec\n";
+
+/// Bytes of an [`ImageHeader`].
+pub const HEADER_LEN: usize = std::mem::size_of::<ImageHeader>();
+
 /// Every field of a `sensor_msgs/msg/Image` but its pixels (module docs).
 ///
 /// ```
@@ -137,6 +147,56 @@ impl ImageHeader {
         &self.frame_id[..(self.frame_id_len as usize).min(FRAME_ID_MAX)]
     }
 
+    /// The header from its bytes as a sample holds them (`Sample::header_bytes`),
+    /// `None` unless they are [`HEADER_LEN`] bytes.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        let bytes: &[u8; HEADER_LEN] = bytes.try_into().ok()?;
+        let u32_at = |at: usize| u32::from_ne_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        use std::mem::offset_of;
+        Some(Self {
+            sec: u32_at(offset_of!(Self, sec)) as i32,
+            nanosec: u32_at(offset_of!(Self, nanosec)),
+            height: u32_at(offset_of!(Self, height)),
+            width: u32_at(offset_of!(Self, width)),
+            step: u32_at(offset_of!(Self, step)),
+            is_bigendian: bytes[offset_of!(Self, is_bigendian)],
+            encoding_len: bytes[offset_of!(Self, encoding_len)],
+            frame_id_len: bytes[offset_of!(Self, frame_id_len)],
+            reserved: bytes[offset_of!(Self, reserved)],
+            encoding: bytes[offset_of!(Self, encoding)..][..ENCODING_MAX]
+                .try_into()
+                .expect("in bounds"),
+            frame_id: bytes[offset_of!(Self, frame_id)..][..FRAME_ID_MAX]
+                .try_into()
+                .expect("in bounds"),
+        })
+    }
+
+    /// The header's bytes, as a sample holds them (the inverse of
+    /// [`from_bytes`](Self::from_bytes)).
+    pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
+        use std::mem::offset_of;
+        let mut out = [0u8; HEADER_LEN];
+        let mut put = |at: usize, b: &[u8]| out[at..at + b.len()].copy_from_slice(b);
+        put(offset_of!(Self, sec), &self.sec.to_ne_bytes());
+        put(offset_of!(Self, nanosec), &self.nanosec.to_ne_bytes());
+        put(offset_of!(Self, height), &self.height.to_ne_bytes());
+        put(offset_of!(Self, width), &self.width.to_ne_bytes());
+        put(offset_of!(Self, step), &self.step.to_ne_bytes());
+        put(
+            offset_of!(Self, is_bigendian),
+            &[
+                self.is_bigendian,
+                self.encoding_len,
+                self.frame_id_len,
+                self.reserved,
+            ],
+        );
+        put(offset_of!(Self, encoding), &self.encoding);
+        put(offset_of!(Self, frame_id), &self.frame_id);
+        out
+    }
+
     /// Reads an image message: its header, and where its pixels are in `cdr`.
     pub fn from_cdr(cdr: &[u8]) -> Result<(Self, std::ops::Range<usize>), ImageError> {
         let mut r = Reader::new(cdr)?;
@@ -233,6 +293,19 @@ mod tests {
             Err(ImageError::TooLong { .. })
         ));
         assert_eq!(bad.encoding().len(), ENCODING_MAX);
+    }
+
+    #[test]
+    fn bytes_round_trip_and_the_definition_parses() {
+        let mut h = ImageHeader::new(3, 4, 12, "rgb8", "cam").unwrap();
+        h.sec = -5;
+        h.nanosec = 7;
+        assert_eq!(ImageHeader::from_bytes(&h.to_bytes()), Some(h));
+        assert_eq!(ImageHeader::from_bytes(&[0; 3]), None);
+        // The layout has no padding: the fields fill it.
+        assert_eq!(HEADER_LEN, 4 * 5 + 4 + ENCODING_MAX + FRAME_ID_MAX);
+        let lib = crate::library::Library::from_definition_text(IMAGE_TYPE, IMAGE_DEFINITION).unwrap();
+        assert_eq!(lib.get(IMAGE_TYPE).unwrap().fields.len(), 7);
     }
 
     #[test]

@@ -13,6 +13,8 @@
 //!   is an error naming the field), and written.
 //! - [`image`]: `sensor_msgs/msg/Image` as an iox user header plus the pixels as a byte
 //!   slice, converted to and from CDR.
+//! - [`carried`]: how an iox service says which ROS type it carries (attributes) and
+//!   the route its samples take.
 //!
 //! This is the type side; the gateway process (`iox_ros2_gateway`) uses it to carry
 //! samples between iox services and ROS 2 topics.
@@ -37,6 +39,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod carried;
 pub mod cdr;
 pub mod fixed;
 pub mod generate;

@@ -87,6 +87,45 @@ impl Library {
         Ok(&self.defs[&full])
     }
 
+    /// The definitions in `text`, MCAP's `ros2msg` form of type `name` (what
+    /// [`definition_text`](Self::definition_text) writes, and what rosbag2 and
+    /// Foxglove write: the message's own fields, then each type it uses after a line of
+    /// `=` and `MSG: pkg/Name`), with no install behind them: a type they use but do
+    /// not hold stays unknown (and [`crate::cdr::check`] refuses to walk it).
+    ///
+    /// ```
+    /// let text = "demo/Stamp stamp\n====\nMSG: demo/Stamp\nint32 sec\n";
+    /// let lib = iox_ros2::library::Library::from_definition_text("demo/msg/Tick", text)?;
+    /// assert_eq!(lib.get("demo/msg/Stamp").unwrap().fields[0].name, "sec");
+    /// # Ok::<(), iox_ros2::msg::ParseError>(())
+    /// ```
+    pub fn from_definition_text(name: &str, text: &str) -> Result<Self, ParseError> {
+        let mut lib = Self::with_prefixes(Vec::new());
+        let mut current = full_name(name).unwrap_or_else(|| name.to_owned());
+        let mut body = String::new();
+        let flush = |current: &str, body: &mut String, lib: &mut Self| -> Result<(), ParseError> {
+            let def = msg::parse(current, "ros2msg definition", body)?;
+            lib.defs.insert(def.name.clone(), def);
+            body.clear();
+            Ok(())
+        };
+        let mut lines = text.lines().peekable();
+        while let Some(line) = lines.next() {
+            let separator = line.len() >= 3 && line.trim_end().chars().all(|c| c == '=');
+            if separator && let Some(next) = lines.peek().and_then(|l| l.strip_prefix("MSG:")) {
+                let next = next.trim().to_owned();
+                lines.next();
+                flush(&current, &mut body, &mut lib)?;
+                current = full_name(&next).unwrap_or(next);
+                continue;
+            }
+            body.push_str(line);
+            body.push('\n');
+        }
+        flush(&current, &mut body, &mut lib)?;
+        Ok(lib)
+    }
+
     /// Adds a definition made elsewhere (generated, see [`crate::generate`]); it is
     /// found before the install's files.
     pub fn insert(&mut self, def: MsgDef) {

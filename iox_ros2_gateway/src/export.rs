@@ -25,77 +25,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use iox_ros2::image::{IMAGE_TYPE, ImageHeader};
+use iox_ros2::carried::{QOS_KEY, Route, route_of};
+use iox_ros2::image::ImageHeader;
 use iox_ros2::library::Library;
-use iox_service::{
-    HeaderType, PubSubService, ReceiveError, Sample, Service, StaticConfig, Subscriber, UserHeader,
-};
+use iox_service::{PubSubService, ReceiveError, Sample, Service, StaticConfig, Subscriber, UserHeader};
 
 use crate::qos::Qos;
 use crate::rcl::{Publisher, Ros};
 
-/// The attribute naming a service's ROS 2 type.
-pub const TYPE_KEY: &str = "ros2/type";
-/// The attribute holding a service's ROS 2 QoS ([`Qos`]'s text).
-pub const QOS_KEY: &str = "ros2/qos";
-
 /// The slot of the gateway's own import publisher of a service (`usize::MAX`: none).
 pub type OwnSlot = Arc<AtomicUsize>;
-
-/// How a service's samples become ROS messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    /// CDR bytes passed through.
-    Cdr,
-    /// Image header + pixels.
-    Image,
-    /// A struct converted field by field.
-    Typed,
-}
-
-impl std::fmt::Display for Route {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Route::Cdr => "cdr",
-            Route::Image => "image",
-            Route::Typed => "typed",
-        })
-    }
-}
-
-/// The ROS type and route of a service, or why it is not exported (module docs).
-pub fn route_of(config: &StaticConfig) -> Result<(String, Route), String> {
-    let ros_type = config.attributes.get(TYPE_KEY);
-    let image = HeaderType::of::<ImageHeader>();
-    match &config.user_header {
-        Some(h) if h.identity == image.identity => match ros_type {
-            None | Some(IMAGE_TYPE) => Ok((IMAGE_TYPE.to_owned(), Route::Image)),
-            Some(other) => Err(format!(
-                "it carries iox images but records ROS type {other}; images are {IMAGE_TYPE}"
-            )),
-        },
-        Some(h) => Err(format!(
-            "its user header {} is not the ROS image header (iox_ros2::image::ImageHeader)",
-            h.identity
-        )),
-        None => match ros_type {
-            Some(t) if config.payload == <[u8] as iox_service::Payload>::payload_type() => {
-                Ok((t.to_owned(), Route::Cdr))
-            }
-            Some(t) if config.schema.is_some() && config.payload.any_bit_pattern() => {
-                Ok((t.to_owned(), Route::Typed))
-            }
-            Some(t) => Err(format!(
-                "it records ROS type {t} but carries {}, which is neither CDR bytes ([u8]) nor a struct with a recorded schema valid for every bit pattern",
-                config.payload
-            )),
-            None => Err(format!(
-                "it carries {} and records no ROS type: create it as [u8] CDR with attribute {TYPE_KEY}, or with the image header",
-                config.payload
-            )),
-        },
-    }
-}
 
 /// Counters of one export.
 #[derive(Debug, Default)]

@@ -12,12 +12,13 @@ use std::time::Duration;
 
 use iox_ros2::library::Library;
 
-use crate::export::{Export, OwnSlot, Route};
+use crate::export::{Export, OwnSlot};
 use crate::import::{ImportStatus, Importer};
 use crate::names::{self, NameError, Pattern};
 use crate::qos::Qos;
 use crate::rcl::{Ros, RosError};
 use crate::services::{Direction, ServiceScanner, ServiceStatus};
+use iox_ros2::carried::Route;
 
 /// What a gateway does.
 #[derive(Debug, Clone)]

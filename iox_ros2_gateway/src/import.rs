@@ -7,7 +7,8 @@
 //! subscriptions at once (`rcl_wait`) and publishes what it takes.
 //!
 //! The service ([`open_service`]) is `[u8]`, created with the size classes of
-//! [`DEFAULT_CLASSES`] (a sample that finds its class empty is counted as dropped), and
+//! [`iox_ros2::carried::DEFAULT_CLASSES`] (a sample that finds its class empty is
+//! counted as dropped), and
 //! records `ros2/type`, `ros2/qos` and `ros2/definition` (the type's `.msg` text with
 //! the types it uses). Its buffer and history follow the publishers' QoS
 //! ([`crate::qos`]). By route:
@@ -39,18 +40,11 @@ use iox_ros2::image::{IMAGE_TYPE, ImageHeader};
 use iox_ros2::library::Library;
 use iox_service::{PubSubBuilder, PubSubService, Publisher, Service, UserHeader};
 
-use crate::export::{OwnSlot, QOS_KEY, Route, TYPE_KEY};
+use crate::export::OwnSlot;
 use crate::names::{self, Pattern};
 use crate::qos::Qos;
 use crate::rcl::{Ros, Subscription, WaitSet};
-
-/// The attribute holding a service's ROS 2 definition text.
-pub const DEFINITION_KEY: &str = "ros2/definition";
-
-/// Size classes (bytes per chunk, count) of a service the gateway creates: 4 KiB x 64,
-/// 64 KiB x 32, 1 MiB x 16, 16 MiB x 8 (about 200 MiB of address space, committed as
-/// used).
-pub const DEFAULT_CLASSES: [(usize, usize); 4] = [(4096, 64), (65536, 32), (1 << 20, 16), (16 << 20, 8)];
+use iox_ros2::carried::{QOS_KEY, Route, TYPE_KEY, ros_service};
 
 /// Counters of one import.
 #[derive(Debug, Default)]
@@ -374,17 +368,11 @@ pub fn open_service<H: UserHeader>(
     definition: &str,
 ) -> Result<PubSubService<[u8], H>, String> {
     let (buffer, history) = qos.iox_buffer_and_history();
-    let mut builder = builder
-        .size_classes(&DEFAULT_CLASSES)
-        .allow_pool_exhaustion(true)
+    let builder = builder
         .subscriber_buffer(buffer)
         .history(history)
-        .attribute(TYPE_KEY, type_name)
         .attribute(QOS_KEY, qos.to_string());
-    if definition.len() <= iox_service::attributes::MAX_VALUE_LEN {
-        builder = builder.attribute(DEFINITION_KEY, definition);
-    }
-    let service = builder
+    let service = ros_service(builder, type_name, definition)
         .open_or_create()
         .map_err(|e| format!("cannot open or create iox service {name:?}: {e}"))?;
     match service.attributes().get(TYPE_KEY) {

@@ -31,9 +31,9 @@ use std::time::{Duration, Instant};
 
 use iox_service::{RequestResponseService, Service};
 
-use crate::export::TYPE_KEY;
 use crate::names::{self, Pattern};
 use crate::rcl::{Ros, ServiceClient, ServiceServer, WaitSet};
+use iox_ros2::carried::{IMPORTED_KEY, TYPE_KEY};
 
 /// Largest request or response of a service the gateway creates, in bytes.
 pub const SLICE_LEN: usize = 65536;
@@ -224,10 +224,6 @@ impl ServiceScanner {
         }
     }
 }
-
-/// The attribute that marks an iox service the gateway imported from ROS (so it is
-/// never exported back).
-pub const IMPORTED_KEY: &str = "ros2/imported_from";
 
 fn is_infrastructure(type_name: &str) -> bool {
     type_name.starts_with("rcl_interfaces/") || type_name.starts_with("type_description_interfaces/")

@@ -1,0 +1,121 @@
+//! How an iox service carries a ROS 2 type: the attributes that say what it carries,
+//! the route its samples take to and from CDR, and the size classes of services made
+//! for ROS messages (by the gateway, and by `iox replay` of a ROS recording).
+//!
+//! Attributes (see `iox_service::attributes`): [`TYPE_KEY`] the ROS type
+//! (`sensor_msgs/msg/Image`, or a service type `std_srvs/srv/SetBool`), [`QOS_KEY`] the
+//! topic's QoS, [`DEFINITION_KEY`] the type's definition as MCAP's `ros2msg` holds it
+//! (left out when longer than an attribute holds), [`IMPORTED_KEY`] on a service a
+//! gateway made from ROS.
+//!
+//! Routes ([`route_of`]):
+//! - [`Route::Cdr`]: a `[u8]` service recording [`TYPE_KEY`]: each sample is one CDR
+//!   message of the type, as ROS middlewares write it;
+//! - [`Route::Image`]: a `[u8]` service whose user header is
+//!   [`crate::image::ImageHeader`]: `sensor_msgs/msg/Image` as header and pixels;
+//! - [`Route::Typed`]: a typed service (a struct with a recorded schema, valid for every
+//!   bit pattern) recording [`TYPE_KEY`]: the struct, converted field by field
+//!   ([`crate::fixed`]).
+
+use iox_service::{HeaderType, PubSubBuilder, StaticConfig, UserHeader};
+
+use crate::image::{IMAGE_TYPE, ImageHeader};
+
+/// The attribute naming a service's ROS 2 type.
+pub const TYPE_KEY: &str = "ros2/type";
+/// The attribute holding a service's ROS 2 QoS (`reliable, volatile, keep_last 10`).
+pub const QOS_KEY: &str = "ros2/qos";
+/// The attribute holding a service's ROS 2 definition text.
+pub const DEFINITION_KEY: &str = "ros2/definition";
+/// The attribute that marks a service a gateway imported from ROS.
+pub const IMPORTED_KEY: &str = "ros2/imported_from";
+
+/// Size classes (bytes per chunk, count) of a service made for ROS messages: 4 KiB x
+/// 64, 64 KiB x 32, 1 MiB x 16, 16 MiB x 8 (about 200 MiB of address space, committed
+/// as used), taken as a budget (`allow_pool_exhaustion`): a sample that finds its class
+/// empty is dropped and counted by whoever sends it.
+pub const DEFAULT_CLASSES: [(usize, usize); 4] = [(4096, 64), (65536, 32), (1 << 20, 16), (16 << 20, 8)];
+
+/// How a service's samples become ROS messages (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// CDR bytes passed through.
+    Cdr,
+    /// Image header + pixels.
+    Image,
+    /// A struct converted field by field.
+    Typed,
+}
+
+impl std::fmt::Display for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Route::Cdr => "cdr",
+            Route::Image => "image",
+            Route::Typed => "typed",
+        })
+    }
+}
+
+/// The ROS type and route of the service of `config`, or why it carries none.
+pub fn route_of(config: &StaticConfig) -> Result<(String, Route), String> {
+    let ros_type = config.attributes.get(TYPE_KEY);
+    let image = HeaderType::of::<ImageHeader>();
+    match &config.user_header {
+        Some(h) if h.identity == image.identity => match ros_type {
+            None | Some(IMAGE_TYPE) => Ok((IMAGE_TYPE.to_owned(), Route::Image)),
+            Some(other) => Err(format!(
+                "it carries iox images but records ROS type {other}; images are {IMAGE_TYPE}"
+            )),
+        },
+        Some(h) => Err(format!(
+            "its user header {} is not the ROS image header (iox_ros2::image::ImageHeader)",
+            h.identity
+        )),
+        None => match ros_type {
+            Some(t) if config.payload == <[u8] as iox_service::Payload>::payload_type() => {
+                Ok((t.to_owned(), Route::Cdr))
+            }
+            Some(t) if config.schema.is_some() && config.payload.any_bit_pattern() => {
+                Ok((t.to_owned(), Route::Typed))
+            }
+            Some(t) => Err(format!(
+                "it records ROS type {t} but carries {}, which is neither CDR bytes ([u8]) nor a struct with a recorded schema valid for every bit pattern",
+                config.payload
+            )),
+            None => Err(format!(
+                "it carries {} and records no ROS type: create it as [u8] CDR with attribute {TYPE_KEY}, or with the image header",
+                config.payload
+            )),
+        },
+    }
+}
+
+/// `builder` set up for a service made to carry ROS type `type_name` ([`Route::Cdr`],
+/// or [`Route::Image`] when `H` is the image header): [`DEFAULT_CLASSES`] as a budget,
+/// and the type and its definition recorded.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// use iox_ros2::carried::{ros_service, route_of, Route};
+/// use iox_service::Service;
+/// let b = Service::named("chatter")?.root(dir.path()).publish_subscribe::<[u8]>();
+/// let svc = ros_service(b, "std_msgs/msg/String", "string data\n").create()?;
+/// assert_eq!(route_of(svc.static_config()), Ok(("std_msgs/msg/String".into(), Route::Cdr)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn ros_service<H: UserHeader>(
+    builder: PubSubBuilder<[u8], H>,
+    type_name: &str,
+    definition: &str,
+) -> PubSubBuilder<[u8], H> {
+    let builder = builder
+        .size_classes(&DEFAULT_CLASSES)
+        .allow_pool_exhaustion(true)
+        .attribute(TYPE_KEY, type_name);
+    if !definition.is_empty() && definition.len() <= iox_service::attributes::MAX_VALUE_LEN {
+        builder.attribute(DEFINITION_KEY, definition)
+    } else {
+        builder
+    }
+}
