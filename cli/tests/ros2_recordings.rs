@@ -19,7 +19,7 @@ use iox_ros2::image::{IMAGE_TYPE, ImageHeader};
 use iox_service::Service;
 use iox_testkit::wait_until;
 
-use common::{code, spawn, text};
+use common::{code, iox, spawn, text};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -89,6 +89,15 @@ fn ros_typed_and_image_services_record_as_ros2_messages() {
     let camera = ros_service(images.user_header::<ImageHeader>(), IMAGE_TYPE, "")
         .create()
         .unwrap();
+    // `iox list` shows what each carries, and filters by it.
+    let listed = text(&iox(
+        root.path(),
+        &["list", "--attribute", "ros2/type=std_msgs/msg/String"],
+    ));
+    assert!(
+        listed.contains("chatter") && !listed.contains("camera"),
+        "{listed}"
+    );
     let recorder = spawn(
         root.path(),
         &[
