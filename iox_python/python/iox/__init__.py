@@ -34,6 +34,7 @@ from ._iox import (  # noqa: F401
     Subscriber, ViewsAlive, WrongThread,
 )
 from ._types import Type, array_name, element
+from . import ros2  # noqa: E402,F401  (iox.ros2: ROS 2 messages and images)
 from ._waitset import WaitSet
 
 __all__ = [

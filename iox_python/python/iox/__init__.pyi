@@ -5,6 +5,8 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
+from . import ros2 as ros2
+
 from ._iox import (
     Error as Error, EventService as EventService, IncompatibleService as IncompatibleService,
     LimitReached as LimitReached, Listener as Listener, Loan as Loan, Notifier as Notifier,
