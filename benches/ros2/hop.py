@@ -1,0 +1,147 @@
+"""One side of one hop of `ros2hop` (benches/src/bin/ros2hop.rs): images published
+with their send time (CLOCK_MONOTONIC, ns) in the header stamp, received and timed.
+
+    hop.py rclpy-pub|iox-pub --topic T --size N --count C --rate R --warmup W
+    hop.py rclpy-sub|iox-sub --topic T --count C
+
+Publishers wait for a subscriber, send W warm-up images (stamp.sec = -1, not timed),
+then C timed ones, R per second (0: as fast as they go), each stamped when it is
+ready to go: an rclpy message built, or an iox loan written in place. Subscribers print
+`lat NS` per timed image and `rate MSGS_PER_S` (first to last timed image) at the end,
+after C images or 3 s without one. rclpy: reliable, volatile, depth 10 (ROS 2's
+default); iox: a bytes service with iox.ros2.IMAGE_HEADER, under $IOX_ROOT.
+"""
+import argparse
+import sys
+import time
+
+import numpy as np
+
+
+def stamp_now():
+    t = time.monotonic_ns()
+    return t // 1_000_000_000, t % 1_000_000_000
+
+
+def pace(rate, i, start):
+    if rate > 0:
+        due = start + i / rate
+        while time.monotonic() < due:
+            time.sleep(min(0.001, max(0.0, due - time.monotonic())))
+
+
+def report(lat, first, last):
+    out = [f"lat {x}" for x in lat]
+    n = len(lat)
+    out.append(f"rate {((n - 1) / ((last - first) / 1e9)) if n > 1 and last > first else 0:.1f}")
+    print("\n".join(out), flush=True)
+
+
+def rclpy_pub(a):
+    import rclpy
+    from sensor_msgs.msg import Image
+    rclpy.init()
+    node = rclpy.create_node("hop_pub")
+    pub = node.create_publisher(Image, a.topic, 10)
+    end = time.monotonic() + 60
+    while pub.get_subscription_count() < 1 and time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.01)
+    data = np.zeros(a.size, np.uint8).tobytes()
+    msg = Image(height=1, width=a.size, encoding="mono8", step=a.size, data=data)
+    start = time.monotonic()
+    for i in range(a.warmup + a.count):
+        pace(a.rate, i, start)
+        if i < a.warmup:
+            msg.header.stamp.sec, msg.header.stamp.nanosec = -1, 0
+        else:
+            msg.header.stamp.sec, msg.header.stamp.nanosec = stamp_now()
+        pub.publish(msg)
+    time.sleep(1)  # let the reliable writer finish before the node goes
+
+
+def rclpy_sub(a):
+    import rclpy
+    from sensor_msgs.msg import Image
+    rclpy.init()
+    node = rclpy.create_node("hop_sub")
+    lat, times = [], []
+
+    def on(msg):
+        now = time.monotonic_ns()
+        if msg.header.stamp.sec >= 0:
+            lat.append(now - (msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec))
+            times.append(now)
+
+    node.create_subscription(Image, a.topic, on, 10)
+    last = time.monotonic()
+    seen = 0
+    while len(lat) < a.count and time.monotonic() - last < (3 if lat else 60):
+        rclpy.spin_once(node, timeout_sec=0.05)
+        if len(lat) != seen:
+            seen, last = len(lat), time.monotonic()
+    report(lat, times[0] if times else 0, times[-1] if times else 0)
+
+
+def iox_service(a):
+    import iox
+    return (iox.Service(a.topic.strip("/"), root=None)
+            .publish_subscribe(bytes, max_len=a.size, user_header=iox.ros2.IMAGE_HEADER))
+
+
+def iox_pub(a):
+    """Writes each image in place into a loan (as a camera driver would), stamps it
+    when it is complete, and sends it."""
+    import iox
+    svc = iox_service(a).open()
+    pub = svc.publisher()
+    pub.wait_for_subscribers(1, 60)
+    header = iox.ros2.image_header(1, a.size, "mono8")
+    start = time.monotonic()
+    for i in range(a.warmup + a.count):
+        pace(a.rate, i, start)
+        loan = pub.loan(a.size)
+        loan.array[:] = 0
+        h = loan.header
+        h[...] = header
+        if i < a.warmup:
+            h["sec"], h["nanosec"] = -1, 0
+        else:
+            h["sec"], h["nanosec"] = stamp_now()
+        del h
+        loan.send()
+
+
+def iox_sub(a):
+    svc = iox_service(a).create()
+    sub = svc.subscriber()
+    print("ready", flush=True)
+    lat, times = [], []
+    last = time.monotonic()
+    while len(lat) < a.count and time.monotonic() - last < (3 if lat else 60):
+        s = sub.receive(timeout=0.1)
+        if s is None:
+            continue
+        now = time.monotonic_ns()
+        h = s.header
+        if int(h["sec"]) >= 0:
+            lat.append(now - (int(h["sec"]) * 1_000_000_000 + int(h["nanosec"])))
+            times.append(now)
+            last = time.monotonic()
+        del s
+    report(lat, times[0] if times else 0, times[-1] if times else 0)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("mode", choices=["rclpy-pub", "rclpy-sub", "iox-pub", "iox-sub"])
+    p.add_argument("--topic", default="/bench/img")
+    p.add_argument("--size", type=int, default=1 << 20)
+    p.add_argument("--count", type=int, default=100)
+    p.add_argument("--rate", type=float, default=30)
+    p.add_argument("--warmup", type=int, default=10)
+    a = p.parse_args()
+    {"rclpy-pub": rclpy_pub, "rclpy-sub": rclpy_sub, "iox-pub": iox_pub, "iox-sub": iox_sub}[a.mode](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
