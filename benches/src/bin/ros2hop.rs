@@ -177,17 +177,14 @@ fn iox_receive(
     while lat.len() < count && last.elapsed() < Duration::from_secs(if lat.is_empty() { 60 } else { 3 }) {
         // Blocking, as the other cases' subscribers do: a spinning reader would take a
         // core from the processes it measures.
-        match sub.receive_timeout(Duration::from_millis(100)).expect("receive") {
-            Some(s) => {
-                let now = now_ns();
-                let h = s.user_header();
-                if h.sec >= 0 {
-                    lat.push(now.saturating_sub(h.sec as u64 * 1_000_000_000 + h.nanosec as u64));
-                    times.push(now);
-                    last = Instant::now();
-                }
+        if let Some(s) = sub.receive_timeout(Duration::from_millis(100)).expect("receive") {
+            let now = now_ns();
+            let h = s.user_header();
+            if h.sec >= 0 {
+                lat.push(now.saturating_sub(h.sec as u64 * 1_000_000_000 + h.nanosec as u64));
+                times.push(now);
+                last = Instant::now();
             }
-            None => {}
         }
     }
     let rate = match (times.first(), times.last()) {
