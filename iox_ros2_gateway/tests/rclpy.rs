@@ -12,159 +12,12 @@
 //! the namespace). Without either, a test says so and skips, unless `IOX_REQUIRE_ROS=1`
 //! (CI) makes that a failure.
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
-
 use iox_ros2::cdr::{Reader, Writer};
 use iox_ros2::image::ImageHeader;
 use iox_service::{PubSubService, Service, Subscriber, ZeroCopySafe};
-use iox_testkit::Reaped;
 
-const ROLE: &str = "in-netns";
-const LIMIT: Duration = Duration::from_secs(60);
-
-/// The venv and root this test needs, or `None` after saying why it skips.
-fn requirements(test: &str) -> Option<PathBuf> {
-    let Some(venv) = std::env::var_os("IOX_ROS_VENV").map(PathBuf::from) else {
-        iox_testkit::skip(
-            test,
-            "IOX_REQUIRE_ROS",
-            "IOX_ROS_VENV is not set (scripts/ros-venv.sh DIR)",
-        );
-        return None;
-    };
-    if !iox_testkit::is_root() {
-        iox_testkit::skip(test, "IOX_REQUIRE_ROS", "a network namespace needs root");
-        return None;
-    }
-    Some(venv)
-}
-
-/// Runs `scenario` in a new network namespace (this test, started again under
-/// `unshare --net`), or is that run.
-fn in_netns(test: &str, scenario: impl FnOnce(&Net)) {
-    if iox_testkit::role().as_deref() == Some(ROLE) {
-        let up = Command::new("ip")
-            .args(["link", "set", "lo", "up"])
-            .status()
-            .expect("run ip");
-        assert!(up.success(), "ip link set lo up: {up}");
-        let venv = PathBuf::from(std::env::var_os("IOX_ROS_VENV").unwrap());
-        let dir = tempfile::tempdir().unwrap();
-        let net = Net {
-            root: dir.path().join("root"),
-            dir: dir.path().to_owned(),
-            venv,
-        };
-        std::fs::create_dir(&net.root).unwrap();
-        scenario(&net);
-        return;
-    }
-    if requirements(test).is_none() {
-        return;
-    }
-    let inner = iox_testkit::self_command(test, ROLE, &[]);
-    let status = Command::new("unshare")
-        .arg("--net")
-        .arg("--")
-        .arg(inner.get_program())
-        .args(inner.get_args())
-        .envs(inner.get_envs().filter_map(|(k, v)| Some((k, v?))))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .status()
-        .expect("run unshare (util-linux)");
-    assert!(status.success(), "{test} in its network namespace: {status}");
-}
-
-/// One test's namespace: its iox root, a scratch directory, the ROS venv.
-struct Net {
-    root: PathBuf,
-    dir: PathBuf,
-    venv: PathBuf,
-}
-
-impl Net {
-    /// Starts `iox-ros2` with `args`; its standard error goes to `<dir>/<log>`.
-    fn gateway(&self, log: &str, args: &[&str]) -> Reaped {
-        let log = std::fs::File::create(self.dir.join(log)).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_iox-ros2"))
-            .args(["--status-interval", "1", "--root"])
-            .arg(&self.root)
-            .args(args)
-            .env("AMENT_PREFIX_PATH", &self.venv)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start iox-ros2");
-        Reaped::new(child)
-    }
-
-    /// Starts the rclpy peer (`tests/ros_peer.py`) with `args`, its output piped.
-    fn peer(&self, args: &[&str]) -> Reaped {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ros_peer.py");
-        let child = Command::new(self.venv.join("bin/python"))
-            .arg(script)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the rclpy peer");
-        Reaped::new(child)
-    }
-
-    /// The gateway log `log` once it holds a line for which `pred` holds; panics with
-    /// the log after [`LIMIT`].
-    fn wait_log(&self, log: &str, pred: impl Fn(&str) -> bool) -> String {
-        let path = self.dir.join(log);
-        let mut found = None;
-        let ok = iox_testkit::wait_until(LIMIT, || {
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            found = text.lines().find(|l| pred(l)).map(str::to_owned);
-            found.is_some()
-        });
-        assert!(
-            ok,
-            "the gateway never logged what was expected; its log:\n{}",
-            std::fs::read_to_string(&path).unwrap_or_default()
-        );
-        found.unwrap()
-    }
-
-    /// A file the peers' `--until` waits for.
-    fn done(&self) -> String {
-        self.dir.join("done").display().to_string()
-    }
-
-    fn finish(&self) {
-        std::fs::write(self.dir.join("done"), "").unwrap();
-    }
-}
-
-/// Waits for `peer` to exit successfully; returns its standard output.
-fn peer_ok(peer: Reaped) -> String {
-    let mut child: Child = peer.into_inner();
-    let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    let status = child.wait().unwrap();
-    assert!(
-        status.success(),
-        "the rclpy peer failed ({status}); it printed:\n{out}"
-    );
-    out
-}
-
-/// SIGTERMs the gateway and checks it ends cleanly.
-fn stop(gateway: Reaped) {
-    let mut child = gateway.into_inner();
-    // SAFETY: kill(2) on our own child, not yet reaped.
-    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
-    let status = child.wait().unwrap();
-    assert!(status.success(), "the gateway ends cleanly on SIGTERM: {status}");
-}
+mod common;
+use common::{LIMIT, Net, in_netns, peer_ok, stop};
 
 /// Opens `name` once the gateway has created it.
 fn opened<H: iox_service::UserHeader>(
@@ -430,7 +283,43 @@ fn both_directions_never_echo() {
 #[test]
 fn gateway_sigkill_and_restart_resumes() {
     in_netns("gateway_sigkill_and_restart_resumes", |net| {
-        let gw = net.gateway("gw1.log", &["--import", "**"]);
+        // Both directions: /chatter imported, and `state` (which keeps its last
+        // sample) exported as /state.
+        let state = cdr_service(net, "state", "std_msgs/msg/String")
+            .history(1)
+            .create()
+            .unwrap();
+        let state_pub = state.publisher_builder().create().unwrap();
+        let cdr = string_cdr("hello 0");
+        state_pub
+            .loan_slice_uninit(cdr.len())
+            .unwrap()
+            .write_from_slice(&cdr)
+            .send()
+            .unwrap();
+        let args = ["--import", "**", "--export", "state"];
+        let gw = net.gateway("gw1.log", &args);
+        // A ROS listener joining late gets the kept sample: the publisher hands its
+        // history to a subscriber that connects later (the gateway's) at its next
+        // send or `update_connections`, which it calls while the listener waits.
+        let listen = || {
+            let mut listener = net.peer(&[
+                "listen-string",
+                "--topic",
+                "/state",
+                "--transient",
+                "--depth",
+                "1",
+                "--count",
+                "1",
+            ]);
+            iox_testkit::wait_until(LIMIT, || {
+                state_pub.update_connections().unwrap();
+                listener.try_wait().is_some()
+            });
+            peer_ok(listener)
+        };
+        assert_eq!(listen().trim(), "hello 0");
         let talker = net.peer(&[
             "talk-string",
             "--transient",
@@ -446,7 +335,9 @@ fn gateway_sigkill_and_restart_resumes() {
         }
         gw.kill();
         // The new gateway imports the topic again; DDS gives it the history again.
-        let gw = net.gateway("gw2.log", &["--import", "**"]);
+        let gw = net.gateway("gw2.log", &args);
+        // And ROS nodes see the exported topic come back.
+        assert_eq!(listen().trim(), "hello 0");
         for i in 0..5 {
             assert_eq!(string_of(&receive(&sub)), format!("hello {i}"));
         }
@@ -461,8 +352,7 @@ fn gateway_sigkill_and_restart_resumes() {
         net.finish();
         peer_ok(talker);
         stop(gw);
-        drop(sub);
-        drop(service);
+        drop((sub, service, state_pub, state));
         let left: Vec<_> = std::fs::read_dir(&net.root)
             .unwrap()
             .flatten()

@@ -1,0 +1,158 @@
+//! What the gateway's tests share: running a test inside its own network namespace
+//! with only loopback up (the test binary started again under `unshare --net`), the
+//! gateway and rclpy peers as child processes, and bounded polling of the gateway's
+//! status lines. Needs the ROS venv (`IOX_ROS_VENV`) and root; skips without them
+//! unless `IOX_REQUIRE_ROS=1`.
+
+#![allow(dead_code)] // each test file uses its part
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use iox_testkit::Reaped;
+
+pub const ROLE: &str = "in-netns";
+pub const LIMIT: Duration = Duration::from_secs(60);
+
+/// The venv and root this test needs, or `None` after saying why it skips.
+pub fn requirements(test: &str) -> Option<PathBuf> {
+    let Some(venv) = std::env::var_os("IOX_ROS_VENV").map(PathBuf::from) else {
+        iox_testkit::skip(
+            test,
+            "IOX_REQUIRE_ROS",
+            "IOX_ROS_VENV is not set (scripts/ros-venv.sh DIR)",
+        );
+        return None;
+    };
+    if !iox_testkit::is_root() {
+        iox_testkit::skip(test, "IOX_REQUIRE_ROS", "a network namespace needs root");
+        return None;
+    }
+    Some(venv)
+}
+
+/// Runs `scenario` in a new network namespace (this test, started again under
+/// `unshare --net`), or is that run.
+pub fn in_netns(test: &str, scenario: impl FnOnce(&Net)) {
+    if iox_testkit::role().as_deref() == Some(ROLE) {
+        let up = Command::new("ip")
+            .args(["link", "set", "lo", "up"])
+            .status()
+            .expect("run ip");
+        assert!(up.success(), "ip link set lo up: {up}");
+        let venv = PathBuf::from(std::env::var_os("IOX_ROS_VENV").unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let net = Net {
+            root: dir.path().join("root"),
+            dir: dir.path().to_owned(),
+            venv,
+        };
+        std::fs::create_dir(&net.root).unwrap();
+        scenario(&net);
+        return;
+    }
+    if requirements(test).is_none() {
+        return;
+    }
+    let inner = iox_testkit::self_command(test, ROLE, &[]);
+    let status = Command::new("unshare")
+        .arg("--net")
+        .arg("--")
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .envs(inner.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .expect("run unshare (util-linux)");
+    assert!(status.success(), "{test} in its network namespace: {status}");
+}
+
+/// One test's namespace: its iox root, a scratch directory, the ROS venv.
+pub struct Net {
+    pub root: PathBuf,
+    pub dir: PathBuf,
+    pub venv: PathBuf,
+}
+
+impl Net {
+    /// Starts `iox-ros2` with `args`; its standard error goes to `<dir>/<log>`.
+    pub fn gateway(&self, log: &str, args: &[&str]) -> Reaped {
+        let log = std::fs::File::create(self.dir.join(log)).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_iox-ros2"))
+            .args(["--status-interval", "1", "--root"])
+            .arg(&self.root)
+            .args(args)
+            .env("AMENT_PREFIX_PATH", &self.venv)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start iox-ros2");
+        Reaped::new(child)
+    }
+
+    /// Starts the rclpy peer (`tests/ros_peer.py`) with `args`, its output piped.
+    pub fn peer(&self, args: &[&str]) -> Reaped {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ros_peer.py");
+        let child = Command::new(self.venv.join("bin/python"))
+            .arg(script)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the rclpy peer");
+        Reaped::new(child)
+    }
+
+    /// The gateway log `log` once it holds a line for which `pred` holds; panics with
+    /// the log after [`LIMIT`].
+    pub fn wait_log(&self, log: &str, pred: impl Fn(&str) -> bool) -> String {
+        let path = self.dir.join(log);
+        let mut found = None;
+        let ok = iox_testkit::wait_until(LIMIT, || {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            found = text.lines().find(|l| pred(l)).map(str::to_owned);
+            found.is_some()
+        });
+        assert!(
+            ok,
+            "the gateway never logged what was expected; its log:\n{}",
+            std::fs::read_to_string(&path).unwrap_or_default()
+        );
+        found.unwrap()
+    }
+
+    /// A file the peers' `--until` waits for.
+    pub fn done(&self) -> String {
+        self.dir.join("done").display().to_string()
+    }
+
+    pub fn finish(&self) {
+        std::fs::write(self.dir.join("done"), "").unwrap();
+    }
+}
+
+/// Waits for `peer` to exit successfully; returns its standard output.
+pub fn peer_ok(peer: Reaped) -> String {
+    let mut child: Child = peer.into_inner();
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "the rclpy peer failed ({status}); it printed:\n{out}"
+    );
+    out
+}
+
+/// SIGTERMs the gateway and checks it ends cleanly.
+pub fn stop(gateway: Reaped) {
+    let mut child = gateway.into_inner();
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "the gateway ends cleanly on SIGTERM: {status}");
+}
