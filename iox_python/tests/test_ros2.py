@@ -4,9 +4,11 @@ process and across two (a Python publisher process, this process subscribing).
 Needs rclpy and the std and sensor message packages (scripts/python-tests.sh
 installs them from PyPI); skips without them unless IOX_REQUIRE_ROS=1."""
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -87,3 +89,87 @@ def test_a_header_that_overruns_the_sample_is_refused(tmp_path):
     pub.send(np.zeros(16, np.uint8), header=iox.ros2.image_header(100, 100, "mono8"))
     with pytest.raises(ValueError, match="100 rows of 100 bytes"):
         iox.ros2.image_view(sub.receive())
+
+
+# --- Through the gateway: an rclpy talker, iox-ros2, and Python iox subscribers ----------
+
+PEER = os.path.join(os.path.dirname(__file__), "..", "..", "iox_ros2_gateway", "tests", "ros_peer.py")
+
+
+@pytest.fixture(scope="module")
+def gateway_binary():
+    """`iox-ros2`, built here if `cargo test --workspace` did not build it."""
+    from conftest import REPO
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
+    path = os.path.join(target, "debug", "iox-ros2")
+    if not os.path.exists(path):
+        subprocess.run(["cargo", "build", "-q", "-p", "iox_ros2_gateway", "--bin", "iox-ros2"], cwd=REPO, check=True)
+    return path
+
+
+def in_netns(root, script):
+    """Runs `script` (shell) in a new network namespace with only loopback up: DDS
+    stays inside it, shared memory (the iox root) does not."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        if os.environ.get("IOX_REQUIRE_ROS") == "1":
+            raise RuntimeError("a network namespace needs root and unshare")
+        pytest.skip("a network namespace needs root and unshare (util-linux)")
+    env = dict(os.environ, IOX_ROOT=root)
+    return subprocess.Popen(["unshare", "--net", "sh", "-c", "ip link set lo up && " + script],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_open(builder_fn, timeout=60):
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            return builder_fn()
+        except iox.Error:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.01)
+
+
+def test_rclpy_talker_to_python_subscribers_through_the_gateway(root, gateway_binary, tmp_path):
+    """CDR (rclpy objects back) and a typed struct (iox.Type matched field by field
+    against geometry_msgs/msg/Point) from an rclpy talker, through iox-ros2."""
+    point = iox.Type("Point", np.dtype([("x", np.float64), ("y", np.float64), ("z", np.float64)], align=True))
+    # Room for all five: the gateway may publish them before this test reads any.
+    typed = (iox.Service("point/in", root=root).publish_subscribe(point).subscriber_buffer(8)
+             .attribute("ros2/type", "geometry_msgs/msg/Point").create())
+    typed_sub = typed.subscriber()
+    done = tmp_path / "done"
+    py = sys.executable
+    proc = in_netns(root, (
+        f"{gateway_binary} --ros-prefix {sys.prefix} --root {root} --import '**' --status-interval 0 & G=$!; "
+        f"{py} {PEER} talk-string --transient --count 5 --until {done} & A=$!; "
+        f"{py} {PEER} talk-point --topic /point/in --transient --count 5 --until {done} & B=$!; "
+        "wait $A $B; kill -TERM $G; wait $G"))
+    try:
+        chatter = wait_open(lambda: iox.Service("chatter", root=root).publish_subscribe()
+                            .require_attribute("ros2/type", "std_msgs/msg/String").open())
+        sub = chatter.subscriber()
+        texts = []
+        end = time.monotonic() + 60
+        while len(texts) < 5 and time.monotonic() < end:
+            s = sub.receive(timeout=0.1)
+            if s is not None:
+                texts.append(iox.ros2.to_message(s, iox.ros2.message_class(chatter)).data)
+                del s
+        assert texts == [f"hello {i}" for i in range(5)]
+        points = []
+        while len(points) < 5 and time.monotonic() < end:
+            s = typed_sub.receive(timeout=0.1)
+            if s is not None:
+                v = s.array
+                points.append((float(v["x"]), float(v["y"]), float(v["z"])))
+                del v, s
+        assert points == [(float(i), 2.0 * i, -0.5 * i) for i in range(5)]
+    except BaseException:
+        done.write_text("")
+        proc.kill()
+        print(proc.communicate()[0])
+        raise
+    done.write_text("")
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out

@@ -16,7 +16,6 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from geometry_msgs.msg import Point
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
-from std_srvs.srv import SetBool, Trigger
 
 
 def qos(args):
@@ -103,6 +102,7 @@ def talk_image(node, args):
 
 def call_setbool(node, args):
     """Calls a SetBool service with True, then False; prints each answer."""
+    from std_srvs.srv import SetBool
     client = node.create_client(SetBool, args.service)
     if not client.wait_for_service(timeout_sec=args.timeout):
         print(f"no {args.service} server", file=sys.stderr)
@@ -119,6 +119,7 @@ def call_setbool(node, args):
 
 def serve_trigger(node, args):
     """Serves a Trigger service (answer: success, "reset N") until told to stop."""
+    from std_srvs.srv import Trigger
     count = [0]
 
     def on(_request, response):
