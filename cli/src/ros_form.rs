@@ -7,8 +7,9 @@
 //!   gateway's imports do): written as they are, the schema the type's definition from
 //!   the service's `ros2/definition`, else from the ROS install found
 //!   (`AMENT_PREFIX_PATH`); without either the service is recorded as iox's own bytes;
-//! - images (the ROS image header and pixels): `sensor_msgs/msg/Image`, which Foxglove
-//!   shows as an image;
+//! - images and point clouds (a header and the data, `iox_ros2::framed`):
+//!   `sensor_msgs/msg/Image` (which Foxglove shows as an image) and
+//!   `sensor_msgs/msg/PointCloud2`;
 //! - a typed payload: as the ROS type it records (`ros2/type`, when the install gives
 //!   its definition and the struct matches it), else as a `.msg` written for it
 //!   (`iox_msgs/msg/<Type>`, `iox_ros2::generate`).
@@ -16,8 +17,8 @@
 //! Replay: a channel recorded by iox carries the service's static config in its
 //! metadata and is replayed into that service. A channel recorded by ROS 2's tools
 //! (rosbag2, or `rosbags`) has none: it is replayed into a service made as the gateway
-//! makes one for a topic of its type ([`foreign`]): `[u8]` CDR, or header and pixels for
-//! `sensor_msgs/msg/Image`, recording the type and the definition the file gives. Every
+//! makes one for a topic of its type ([`foreign`]): `[u8]` CDR, or header and data for
+//! images and point clouds, recording the type and the definition the file gives. Every
 //! CDR message replayed is checked against the definition first (a whole message of its
 //! type), and one that is not is reported and not sent.
 
@@ -25,9 +26,11 @@ use std::path::Path;
 
 use iox_ros2::carried::{DEFINITION_KEY, Route, TYPE_KEY, ros_service, route_of};
 use iox_ros2::fixed::Plan;
+use iox_ros2::framed::FramedKind;
 use iox_ros2::generate::Generated;
-use iox_ros2::image::{HEADER_LEN, IMAGE_DEFINITION, IMAGE_TYPE, ImageHeader};
+use iox_ros2::image::ImageHeader;
 use iox_ros2::library::Library;
+use iox_ros2::pointcloud::PointCloud2Header;
 use iox_service::{Service, StaticConfig};
 
 /// A service's samples as ROS 2 messages.
@@ -46,8 +49,8 @@ pub enum Conversion {
     Plan(Plan),
     /// CDR bytes as they are; checked against the definitions on replay.
     Cdr(Library),
-    /// Header and pixels.
-    Image,
+    /// A header and its data (images, point clouds).
+    Framed(FramedKind),
 }
 
 /// The ROS 2 form of the service of `config`, if it has one (module docs).
@@ -65,14 +68,14 @@ pub fn ros_form(config: &StaticConfig) -> Option<RosForm> {
                 conversion: Conversion::Cdr(library),
             })
         }
-        Ok((_, Route::Image)) => Some(RosForm {
-            name: IMAGE_TYPE.to_owned(),
+        Ok((_, Route::Framed(kind))) => Some(RosForm {
+            name: kind.ros_type().to_owned(),
             text: config
                 .attributes
                 .get(DEFINITION_KEY)
-                .unwrap_or(IMAGE_DEFINITION)
+                .unwrap_or(kind.definition())
                 .to_owned(),
-            conversion: Conversion::Image,
+            conversion: Conversion::Framed(kind),
         }),
         Ok((type_name, Route::Typed)) => {
             let mut library = Library::from_env();
@@ -123,12 +126,7 @@ impl Conversion {
                 out.extend_from_slice(sample);
                 true
             }
-            Conversion::Image => {
-                let Some((header, pixels)) = sample.split_at_checked(HEADER_LEN) else {
-                    return false;
-                };
-                ImageHeader::from_bytes(header).is_some_and(|h| h.to_cdr(pixels, out).is_ok())
-            }
+            Conversion::Framed(kind) => kind.cdr_of(sample, out),
         }
     }
 
@@ -145,13 +143,7 @@ impl Conversion {
                 iox_ros2::cdr::check(library, name, cdr).map_err(|e| e.to_string())?;
                 Ok(cdr.to_vec())
             }
-            Conversion::Image => {
-                let (header, pixels) = ImageHeader::from_cdr(cdr).map_err(|e| e.to_string())?;
-                let mut out = Vec::with_capacity(HEADER_LEN + pixels.len());
-                out.extend_from_slice(&header.to_bytes());
-                out.extend_from_slice(&cdr[pixels]);
-                Ok(out)
-            }
+            Conversion::Framed(kind) => kind.sample_of(cdr).map_err(|e| e.to_string()),
         }
     }
 }
@@ -184,19 +176,31 @@ pub fn foreign(
             other.unwrap_or("none")
         )),
     };
-    if type_name == IMAGE_TYPE {
-        let service = ros_service(builder.user_header::<ImageHeader>(), type_name, text)
-            .open_or_create()
-            .map_err(|e| e.to_string())?;
-        let config = service.static_config().clone();
+    let made = |service: Box<dyn std::any::Any>, config: StaticConfig, conversion| {
         check(&config)?;
-        Ok((config, Box::new(service), form(Conversion::Image)))
-    } else {
-        let service = ros_service(builder, type_name, text)
-            .open_or_create()
-            .map_err(|e| e.to_string())?;
-        let config = service.static_config().clone();
-        check(&config)?;
-        Ok((config, Box::new(service), form(Conversion::Cdr(library))))
+        Ok((config, service, form(conversion)))
+    };
+    match FramedKind::of_ros_type(type_name) {
+        Some(kind @ FramedKind::Image) => {
+            let s = ros_service(builder.user_header::<ImageHeader>(), type_name, text)
+                .open_or_create()
+                .map_err(|e| e.to_string())?;
+            let config = s.static_config().clone();
+            made(Box::new(s), config, Conversion::Framed(kind))
+        }
+        Some(kind @ FramedKind::PointCloud2) => {
+            let s = ros_service(builder.user_header::<PointCloud2Header>(), type_name, text)
+                .open_or_create()
+                .map_err(|e| e.to_string())?;
+            let config = s.static_config().clone();
+            made(Box::new(s), config, Conversion::Framed(kind))
+        }
+        None => {
+            let s = ros_service(builder, type_name, text)
+                .open_or_create()
+                .map_err(|e| e.to_string())?;
+            let config = s.static_config().clone();
+            made(Box::new(s), config, Conversion::Cdr(library))
+        }
     }
 }

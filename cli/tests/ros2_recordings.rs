@@ -2,7 +2,8 @@
 //! ROS venv's Python: `iox record` of a service carrying CDR of a ROS type and of an
 //! image service, decoded by MCAP's own ROS 2 reader (`mcap-ros2-support`) to the
 //! field values sent; and a rosbag2 bag in MCAP storage written by `rosbags` replayed
-//! by `iox replay` into iox subscribers.
+//! by `iox replay` into iox subscribers (CDR, an image and a point cloud as header and
+//! data).
 //!
 //! Needs the ROS venv (`scripts/ros-venv.sh DIR`, which installs those readers too;
 //! `IOX_ROS_VENV=DIR`); skips without it unless `IOX_REQUIRE_ROS=1`. No DDS runs here.
@@ -16,6 +17,7 @@ use std::time::Duration;
 use iox_ros2::carried::ros_service;
 use iox_ros2::cdr::{Reader, Writer};
 use iox_ros2::image::{IMAGE_TYPE, ImageHeader};
+use iox_ros2::pointcloud::PointCloud2Header;
 use iox_service::Service;
 use iox_testkit::wait_until;
 
@@ -171,7 +173,7 @@ fn a_rosbag2_mcap_written_by_rosbags_replays_into_iox() {
             "60s",
         ],
     );
-    let (mut chatter, mut camera) = (None, None);
+    let (mut chatter, mut camera, mut lidar) = (None, None, None);
     assert!(wait_until(LIMIT, || {
         let bytes = |name| {
             Service::named(name)
@@ -188,8 +190,12 @@ fn a_rosbag2_mcap_written_by_rosbags_replays_into_iox() {
         camera = camera
             .take()
             .or_else(|| bytes("camera/front").user_header::<ImageHeader>().open().ok());
-        chatter.is_some() && camera.is_some()
+        lidar = lidar
+            .take()
+            .or_else(|| bytes("lidar").user_header::<PointCloud2Header>().open().ok());
+        chatter.is_some() && camera.is_some() && lidar.is_some()
     }));
+    let lidar_sub = lidar.unwrap().subscriber_builder().create().unwrap();
     let (chatter, camera) = (chatter.unwrap(), camera.unwrap());
     assert!(
         chatter
@@ -216,4 +222,22 @@ fn a_rosbag2_mcap_written_by_rosbags_replays_into_iox() {
         assert_eq!((h.encoding(), h.frame_id()), (&b"mono8"[..], &b"camera"[..]));
         assert_eq!(&*image, &(0..16u8).map(|i| i + n).collect::<Vec<_>>()[..]);
     }
+    let cloud = lidar_sub
+        .receive()
+        .unwrap()
+        .expect("the PointCloud2 was replayed");
+    let h = cloud.user_header();
+    assert_eq!(
+        (h.sec, h.width, h.point_step, h.frame_id()),
+        (5, 3, 12, &b"lidar"[..])
+    );
+    assert_eq!(
+        h.fields().iter().map(|f| f.name()).collect::<Vec<_>>(),
+        [b"x", b"y", b"z"]
+    );
+    let floats: Vec<f32> = cloud
+        .chunks(4)
+        .map(|b| f32::from_ne_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(floats, [0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 2.0, 4.0, 6.0]);
 }

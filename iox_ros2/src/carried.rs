@@ -11,15 +11,16 @@
 //! Routes ([`route_of`]):
 //! - [`Route::Cdr`]: a `[u8]` service recording [`TYPE_KEY`]: each sample is one CDR
 //!   message of the type, as ROS middlewares write it;
-//! - [`Route::Image`]: a `[u8]` service whose user header is
-//!   [`crate::image::ImageHeader`]: `sensor_msgs/msg/Image` as header and pixels;
+//! - [`Route::Framed`]: a `[u8]` service whose user header is a [`crate::framed`]
+//!   header ([`crate::image::ImageHeader`], [`crate::pointcloud::PointCloud2Header`]):
+//!   the message as header and data;
 //! - [`Route::Typed`]: a typed service (a struct with a recorded schema, valid for every
 //!   bit pattern) recording [`TYPE_KEY`]: the struct, converted field by field
 //!   ([`crate::fixed`]).
 
-use iox_service::{HeaderType, PubSubBuilder, StaticConfig, UserHeader};
+use iox_service::{PubSubBuilder, StaticConfig, UserHeader};
 
-use crate::image::{IMAGE_TYPE, ImageHeader};
+use crate::framed::FramedKind;
 
 /// The attribute naming a service's ROS 2 type.
 pub const TYPE_KEY: &str = "ros2/type";
@@ -41,8 +42,8 @@ pub const DEFAULT_CLASSES: [(usize, usize); 4] = [(4096, 64), (65536, 32), (1 <<
 pub enum Route {
     /// CDR bytes passed through.
     Cdr,
-    /// Image header + pixels.
-    Image,
+    /// A header and the data ([`crate::framed`]).
+    Framed(FramedKind),
     /// A struct converted field by field.
     Typed,
 }
@@ -51,7 +52,8 @@ impl std::fmt::Display for Route {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Route::Cdr => "cdr",
-            Route::Image => "image",
+            Route::Framed(FramedKind::Image) => "image",
+            Route::Framed(FramedKind::PointCloud2) => "pointcloud2",
             Route::Typed => "typed",
         })
     }
@@ -60,18 +62,21 @@ impl std::fmt::Display for Route {
 /// The ROS type and route of the service of `config`, or why it carries none.
 pub fn route_of(config: &StaticConfig) -> Result<(String, Route), String> {
     let ros_type = config.attributes.get(TYPE_KEY);
-    let image = HeaderType::of::<ImageHeader>();
     match &config.user_header {
-        Some(h) if h.identity == image.identity => match ros_type {
-            None | Some(IMAGE_TYPE) => Ok((IMAGE_TYPE.to_owned(), Route::Image)),
-            Some(other) => Err(format!(
-                "it carries iox images but records ROS type {other}; images are {IMAGE_TYPE}"
+        Some(h) => match FramedKind::of_header(h) {
+            Some(kind) if ros_type.is_none_or(|t| t == kind.ros_type()) => {
+                Ok((kind.ros_type().to_owned(), Route::Framed(kind)))
+            }
+            Some(kind) => Err(format!(
+                "its user header carries {} but it records ROS type {}",
+                kind.ros_type(),
+                ros_type.unwrap_or_default()
+            )),
+            None => Err(format!(
+                "its user header {} is not one of iox_ros2's ROS headers (image::ImageHeader, pointcloud::PointCloud2Header)",
+                h.identity
             )),
         },
-        Some(h) => Err(format!(
-            "its user header {} is not the ROS image header (iox_ros2::image::ImageHeader)",
-            h.identity
-        )),
         None => match ros_type {
             Some(t) if config.payload == <[u8] as iox_service::Payload>::payload_type() => {
                 Ok((t.to_owned(), Route::Cdr))
@@ -92,7 +97,7 @@ pub fn route_of(config: &StaticConfig) -> Result<(String, Route), String> {
 }
 
 /// `builder` set up for a service made to carry ROS type `type_name` ([`Route::Cdr`],
-/// or [`Route::Image`] when `H` is the image header): [`DEFAULT_CLASSES`] as a budget,
+/// or [`Route::Framed`] when `H` is a framed header): [`DEFAULT_CLASSES`] as a budget,
 /// and the type and its definition recorded.
 ///
 /// ```

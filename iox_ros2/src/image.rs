@@ -5,19 +5,20 @@
 //! The header holds every field of the message but `data`: the stamp, `height`,
 //! `width`, `step`, `is_bigendian`, and the two strings (`header.frame_id`,
 //! `encoding`) as bytes with their lengths, at most [`FRAME_ID_MAX`] and
-//! [`ENCODING_MAX`] bytes (longer ones are refused with [`ImageError::TooLong`], not
+//! [`ENCODING_MAX`] bytes (longer ones are refused with [`FramedError::TooLong`], not
 //! cut). The slice is `data`, byte for byte; its length is the slice's length (ROS
 //! itself does not require `step * height`, and neither is it checked here).
 //!
-//! Converting is one copy of the pixels each way ([`ImageHeader::from_cdr`] gives where
-//! they are in the CDR message; [`ImageHeader::to_cdr`] writes a message around them),
-//! and the layout is fixed: the same in Rust, Python (`user_header=` with the same
-//! fields) and C.
+//! Converting is one copy of the pixels each way ([`Framed::from_cdr`] gives where
+//! they are in the CDR message; [`Framed::to_cdr`] writes a message around them),
+//! and the layout is fixed: the same in Rust, Python (`iox.ros2.IMAGE_HEADER`) and C.
+
+use std::ops::Range;
 
 use iox_service::ZeroCopySafe;
 
 use crate::cdr::{Reader, Writer};
-use crate::fixed::CdrError;
+use crate::framed::{Framed, FramedError, put, used};
 
 /// Longest `encoding` an [`ImageHeader`] holds, in bytes.
 pub const ENCODING_MAX: usize = 32;
@@ -28,8 +29,7 @@ pub const FRAME_ID_MAX: usize = 128;
 pub const IMAGE_TYPE: &str = "sensor_msgs/msg/Image";
 
 /// `sensor_msgs/msg/Image`'s definition as MCAP's `ros2msg` encoding holds it (fields
-/// only, with the types it uses), for recordings of image services made without a ROS
-/// install at hand.
+/// only, with the types it uses).
 pub const IMAGE_DEFINITION: &str = "std_msgs/Header header\nuint32 height\nuint32 width\nstring encoding\nuint8 is_bigendian\nuint32 step\nuint8[] data\n\
 ================================================================================\nMSG: std_msgs/Header\nbuiltin_interfaces/Time stamp\nstring frame_id\n\
 ================================================================================\nMSG: builtin_interfaces/Time\nint32 sec\nuint32 nanosec\n";
@@ -40,7 +40,7 @@ pub const HEADER_LEN: usize = std::mem::size_of::<ImageHeader>();
 /// Every field of a `sensor_msgs/msg/Image` but its pixels (module docs).
 ///
 /// ```
-/// use iox_ros2::image::ImageHeader;
+/// use iox_ros2::{framed::Framed, image::ImageHeader};
 /// let mut h = ImageHeader::new(480, 640, 640 * 3, "rgb8", "camera")?;
 /// h.sec = 7;
 /// let mut cdr = Vec::new();
@@ -49,7 +49,7 @@ pub const HEADER_LEN: usize = std::mem::size_of::<ImageHeader>();
 /// assert_eq!(back, h);
 /// assert_eq!(&cdr[pixels], &[1, 2, 3]);
 /// assert_eq!(back.encoding(), b"rgb8");
-/// # Ok::<(), iox_ros2::image::ImageError>(())
+/// # Ok::<(), iox_ros2::framed::FramedError>(())
 /// ```
 #[derive(ZeroCopySafe, Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
@@ -79,24 +79,6 @@ pub struct ImageHeader {
     pub frame_id: [u8; FRAME_ID_MAX],
 }
 
-/// Why an image could not be converted.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ImageError {
-    /// The CDR message is malformed.
-    #[error("malformed sensor_msgs/msg/Image: {0}")]
-    Cdr(#[from] CdrError),
-    /// A string longer than the header holds.
-    #[error("the image's {field} is {len} bytes; an iox image header holds at most {max}")]
-    TooLong {
-        /// `encoding` or `frame_id`.
-        field: &'static str,
-        /// Its length.
-        len: usize,
-        /// What fits.
-        max: usize,
-    },
-}
-
 impl ImageHeader {
     /// A header for `height` x `width` pixels with `step` bytes per row, stamp zero.
     pub fn new(
@@ -105,7 +87,7 @@ impl ImageHeader {
         step: u32,
         encoding: &str,
         frame_id: &str,
-    ) -> Result<Self, ImageError> {
+    ) -> Result<Self, FramedError> {
         let mut h = Self {
             sec: 0,
             nanosec: 0,
@@ -125,13 +107,13 @@ impl ImageHeader {
     }
 
     /// Sets `encoding`.
-    pub fn set_encoding(&mut self, text: &[u8]) -> Result<(), ImageError> {
+    pub fn set_encoding(&mut self, text: &[u8]) -> Result<(), FramedError> {
         self.encoding_len = put(&mut self.encoding, text, "encoding")?;
         Ok(())
     }
 
     /// Sets `header.frame_id`.
-    pub fn set_frame_id(&mut self, text: &[u8]) -> Result<(), ImageError> {
+    pub fn set_frame_id(&mut self, text: &[u8]) -> Result<(), FramedError> {
         self.frame_id_len = put(&mut self.frame_id, text, "frame_id")?;
         Ok(())
     }
@@ -139,66 +121,22 @@ impl ImageHeader {
     /// `encoding`'s bytes (a length past the array, which only a faulty writer leaves,
     /// reads as the whole array).
     pub fn encoding(&self) -> &[u8] {
-        &self.encoding[..(self.encoding_len as usize).min(ENCODING_MAX)]
+        used(&self.encoding, self.encoding_len)
     }
 
     /// `header.frame_id`'s bytes (as [`encoding`](Self::encoding)).
     pub fn frame_id(&self) -> &[u8] {
-        &self.frame_id[..(self.frame_id_len as usize).min(FRAME_ID_MAX)]
+        used(&self.frame_id, self.frame_id_len)
     }
+}
 
-    /// The header from its bytes as a sample holds them (`Sample::header_bytes`),
-    /// `None` unless they are [`HEADER_LEN`] bytes.
-    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
-        let bytes: &[u8; HEADER_LEN] = bytes.try_into().ok()?;
-        let u32_at = |at: usize| u32::from_ne_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
-        use std::mem::offset_of;
-        Some(Self {
-            sec: u32_at(offset_of!(Self, sec)) as i32,
-            nanosec: u32_at(offset_of!(Self, nanosec)),
-            height: u32_at(offset_of!(Self, height)),
-            width: u32_at(offset_of!(Self, width)),
-            step: u32_at(offset_of!(Self, step)),
-            is_bigendian: bytes[offset_of!(Self, is_bigendian)],
-            encoding_len: bytes[offset_of!(Self, encoding_len)],
-            frame_id_len: bytes[offset_of!(Self, frame_id_len)],
-            reserved: bytes[offset_of!(Self, reserved)],
-            encoding: bytes[offset_of!(Self, encoding)..][..ENCODING_MAX]
-                .try_into()
-                .expect("in bounds"),
-            frame_id: bytes[offset_of!(Self, frame_id)..][..FRAME_ID_MAX]
-                .try_into()
-                .expect("in bounds"),
-        })
-    }
+impl crate::framed::Sealed for ImageHeader {}
 
-    /// The header's bytes, as a sample holds them (the inverse of
-    /// [`from_bytes`](Self::from_bytes)).
-    pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
-        use std::mem::offset_of;
-        let mut out = [0u8; HEADER_LEN];
-        let mut put = |at: usize, b: &[u8]| out[at..at + b.len()].copy_from_slice(b);
-        put(offset_of!(Self, sec), &self.sec.to_ne_bytes());
-        put(offset_of!(Self, nanosec), &self.nanosec.to_ne_bytes());
-        put(offset_of!(Self, height), &self.height.to_ne_bytes());
-        put(offset_of!(Self, width), &self.width.to_ne_bytes());
-        put(offset_of!(Self, step), &self.step.to_ne_bytes());
-        put(
-            offset_of!(Self, is_bigendian),
-            &[
-                self.is_bigendian,
-                self.encoding_len,
-                self.frame_id_len,
-                self.reserved,
-            ],
-        );
-        put(offset_of!(Self, encoding), &self.encoding);
-        put(offset_of!(Self, frame_id), &self.frame_id);
-        out
-    }
+impl Framed for ImageHeader {
+    const ROS_TYPE: &'static str = IMAGE_TYPE;
+    const DEFINITION: &'static str = IMAGE_DEFINITION;
 
-    /// Reads an image message: its header, and where its pixels are in `cdr`.
-    pub fn from_cdr(cdr: &[u8]) -> Result<(Self, std::ops::Range<usize>), ImageError> {
+    fn from_cdr(cdr: &[u8]) -> Result<(Self, Range<usize>), FramedError> {
         let mut r = Reader::new(cdr)?;
         let sec = r.i32("header.stamp.sec")?;
         let nanosec = r.u32("header.stamp.nanosec")?;
@@ -220,15 +158,13 @@ impl ImageHeader {
         Ok((h, start..start + n))
     }
 
-    /// Writes the image message of this header and `pixels` into `out` (replacing what
-    /// it held).
-    pub fn to_cdr(&self, pixels: &[u8], out: &mut Vec<u8>) -> Result<(), ImageError> {
+    fn to_cdr(&self, pixels: &[u8], out: &mut Vec<u8>) -> Result<(), FramedError> {
         for (field, len, max) in [
             ("encoding", self.encoding_len as usize, ENCODING_MAX),
             ("frame_id", self.frame_id_len as usize, FRAME_ID_MAX),
         ] {
             if len > max {
-                return Err(ImageError::TooLong { field, len, max });
+                return Err(FramedError::TooLong { field, len, max });
             }
         }
         out.reserve(pixels.len() + 64 + ENCODING_MAX + FRAME_ID_MAX);
@@ -247,22 +183,10 @@ impl ImageHeader {
     }
 }
 
-fn put<const N: usize>(dst: &mut [u8; N], text: &[u8], field: &'static str) -> Result<u8, ImageError> {
-    if text.len() > N {
-        return Err(ImageError::TooLong {
-            field,
-            len: text.len(),
-            max: N,
-        });
-    }
-    dst.fill(0);
-    dst[..text.len()].copy_from_slice(text);
-    Ok(text.len() as u8)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixed::CdrError;
 
     #[test]
     fn malformed_images_are_refused() {
@@ -276,7 +200,7 @@ mod tests {
         wrong[1] = 7;
         assert!(matches!(
             ImageHeader::from_cdr(&wrong),
-            Err(ImageError::Cdr(CdrError::Encapsulation(_)))
+            Err(FramedError::Cdr(CdrError::Encapsulation(_)))
         ));
         // The data length says 4 GiB.
         let mut long = cdr.clone();
@@ -284,13 +208,13 @@ mod tests {
         long[n - 8..n - 4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(matches!(
             ImageHeader::from_cdr(&long),
-            Err(ImageError::Cdr(CdrError::PastEnd { .. }))
+            Err(FramedError::Cdr(CdrError::PastEnd { .. }))
         ));
         let mut bad = h;
         bad.encoding_len = 200;
         assert!(matches!(
             bad.to_cdr(&[], &mut cdr),
-            Err(ImageError::TooLong { .. })
+            Err(FramedError::TooLong { .. })
         ));
         assert_eq!(bad.encoding().len(), ENCODING_MAX);
     }
@@ -313,7 +237,7 @@ mod tests {
         let long = "x".repeat(FRAME_ID_MAX + 1);
         assert_eq!(
             ImageHeader::new(1, 1, 1, "mono8", &long),
-            Err(ImageError::TooLong {
+            Err(FramedError::TooLong {
                 field: "frame_id",
                 len: FRAME_ID_MAX + 1,
                 max: FRAME_ID_MAX

@@ -11,8 +11,9 @@
 //!   iox samples by field (`iox record`'s `ros2msg` channels).
 //! - [`cdr`]: CDR messages of any shape walked with bounds checks (a malformed message
 //!   is an error naming the field), and written.
-//! - [`image`]: `sensor_msgs/msg/Image` as an iox user header plus the pixels as a byte
-//!   slice, converted to and from CDR.
+//! - [`framed`], [`image`], [`pointcloud`]: `sensor_msgs/msg/Image` and
+//!   `sensor_msgs/msg/PointCloud2` as an iox user header plus the data as a byte slice,
+//!   converted to and from CDR.
 //! - [`carried`]: how an iox service says which ROS type it carries (attributes) and
 //!   the route its samples take.
 //!
@@ -42,7 +43,9 @@
 pub mod carried;
 pub mod cdr;
 pub mod fixed;
+pub mod framed;
 pub mod generate;
 pub mod image;
 pub mod library;
 pub mod msg;
+pub mod pointcloud;

@@ -376,3 +376,31 @@ fn mismatches_and_unfixed_types_name_the_field() {
         "{e}"
     );
 }
+
+/// The definitions iox writes for its header + slice types without an install are the
+/// install's, as `Library::definition_text` reads them.
+#[test]
+fn built_in_definitions_are_the_installs() {
+    let Some(venv) = venv() else {
+        iox_testkit::skip(
+            "built_in_definitions_are_the_installs",
+            "IOX_REQUIRE_ROS",
+            "IOX_ROS_VENV is not set (scripts/ros-venv.sh DIR makes one)",
+        );
+        return;
+    };
+    use iox_ros2::framed::Framed;
+    let mut lib = Library::with_prefixes(vec![venv]);
+    for (ty, text) in [
+        (
+            iox_ros2::image::ImageHeader::ROS_TYPE,
+            iox_ros2::image::ImageHeader::DEFINITION,
+        ),
+        (
+            iox_ros2::pointcloud::PointCloud2Header::ROS_TYPE,
+            iox_ros2::pointcloud::PointCloud2Header::DEFINITION,
+        ),
+    ] {
+        assert_eq!(lib.definition_text(ty).unwrap(), text, "{ty}");
+    }
+}

@@ -5,8 +5,9 @@
 //!   is passed through unchanged (**CDR route**); each sample is checked to be a whole
 //!   message of its type first ([`iox_ros2::cdr::check`]), and a malformed one is
 //!   counted and not published;
-//! - a `[u8]` service whose user header is [`ImageHeader`] carries images (**image
-//!   route**): each sample becomes a `sensor_msgs/msg/Image` (one copy of the pixels);
+//! - a `[u8]` service whose user header is [`ImageHeader`] or [`PointCloud2Header`]
+//!   carries images or point clouds (**framed route**): each sample becomes a
+//!   `sensor_msgs/msg/Image` or `PointCloud2` (one copy of the data);
 //! - a typed service (a `#[derive(ZeroCopySafe)]` struct, or Python's `iox.Type`) with
 //!   attribute `ros2/type` naming a fixed-size message (**typed route**): its recorded
 //!   schema is matched field by field against the `.msg` when the export starts
@@ -26,8 +27,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use iox_ros2::carried::{QOS_KEY, Route, route_of};
+use iox_ros2::framed::{Framed, FramedKind};
 use iox_ros2::image::ImageHeader;
 use iox_ros2::library::Library;
+use iox_ros2::pointcloud::PointCloud2Header;
 use iox_service::{PubSubService, ReceiveError, Sample, Service, StaticConfig, Subscriber, UserHeader};
 
 use crate::qos::Qos;
@@ -156,24 +159,11 @@ impl Export {
                     })
                 })
             }
-            Route::Image => {
-                let service = builder
-                    .user_header::<ImageHeader>()
-                    .open()
-                    .map_err(|e| open_err(&e))?;
-                let mut out = Vec::new();
-                spawn.spawn(move || {
-                    x.pump(
-                        &service,
-                        |sample: &Sample<[u8], ImageHeader>, publisher: &Publisher| {
-                            sample
-                                .user_header()
-                                .to_cdr(sample, &mut out)
-                                .map_err(|e| Skip::Malformed(e.to_string()))?;
-                            publisher.publish(&out).map_err(|e| Skip::Failed(e.to_string()))
-                        },
-                    )
-                })
+            Route::Framed(FramedKind::Image) => {
+                framed::<ImageHeader>(builder, x, spawn).map_err(|e| open_err(&e))?
+            }
+            Route::Framed(FramedKind::PointCloud2) => {
+                framed::<PointCloud2Header>(builder, x, spawn).map_err(|e| open_err(&e))?
             }
         }
         .map_err(|e| e.to_string())?;
@@ -198,6 +188,26 @@ impl Export {
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.thread.join();
     }
+}
+
+/// Starts the thread that exports a service of header `H` and its data as `H`'s ROS
+/// message (one copy of the data).
+fn framed<H: Framed>(
+    builder: iox_service::PubSubBuilder<[u8]>,
+    x: Exporter,
+    spawn: std::thread::Builder,
+) -> Result<std::io::Result<JoinHandle<()>>, iox_service::OpenError> {
+    let service = builder.user_header::<H>().open()?;
+    let mut out = Vec::new();
+    Ok(spawn.spawn(move || {
+        x.pump(&service, |sample: &Sample<[u8], H>, publisher: &Publisher| {
+            sample
+                .user_header()
+                .to_cdr(sample, &mut out)
+                .map_err(|e| Skip::Malformed(e.to_string()))?;
+            publisher.publish(&out).map_err(|e| Skip::Failed(e.to_string()))
+        })
+    }))
 }
 
 impl Exporter {

@@ -12,9 +12,10 @@
 //! records `ros2/type`, `ros2/qos` and `ros2/definition` (the type's `.msg` text with
 //! the types it uses). Its buffer and history follow the publishers' QoS
 //! ([`crate::qos`]). By route:
-//! - `sensor_msgs/msg/Image` (unless a `--cdr` pattern names the service): the service
-//!   has the [`ImageHeader`] user header and each message becomes the header plus the
-//!   pixels as the slice;
+//! - `sensor_msgs/msg/Image` and `sensor_msgs/msg/PointCloud2` (unless a `--cdr`
+//!   pattern names the service): the service has the [`ImageHeader`] or
+//!   [`PointCloud2Header`] user header and each message becomes the header plus the
+//!   pixels or points as the slice;
 //! - a service that exists already with a typed payload (a `#[derive(ZeroCopySafe)]`
 //!   struct a program created, recording `ros2/type` as the topic's type): the struct,
 //!   converted field by field from CDR; the struct's recorded schema is checked
@@ -36,8 +37,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use iox_ros2::fixed::Plan;
-use iox_ros2::image::{IMAGE_TYPE, ImageHeader};
+use iox_ros2::framed::{Framed, FramedKind};
+use iox_ros2::image::ImageHeader;
 use iox_ros2::library::Library;
+use iox_ros2::pointcloud::PointCloud2Header;
 use iox_service::{PubSubBuilder, PubSubService, Publisher, Service, UserHeader};
 
 use crate::export::OwnSlot;
@@ -80,6 +83,7 @@ pub type ImportStatus = Arc<Mutex<BTreeMap<String, Result<ImportInfo, String>>>>
 enum Sink {
     Cdr(Publisher<[u8]>, Library),
     Image(Publisher<[u8], ImageHeader>),
+    PointCloud2(Publisher<[u8], PointCloud2Header>),
     /// A struct's bytes, decoded by the plan into the buffer.
     Typed(Publisher<[u8]>, Plan, Vec<u8>),
 }
@@ -228,7 +232,8 @@ impl Importer {
                 Ok(import) => {
                     let route = match import.sink {
                         Sink::Cdr(..) => Route::Cdr,
-                        Sink::Image(_) => Route::Image,
+                        Sink::Image(_) => Route::Framed(FramedKind::Image),
+                        Sink::PointCloud2(_) => Route::Framed(FramedKind::PointCloud2),
                         Sink::Typed(..) => Route::Typed,
                     };
                     eprintln!("iox-ros2: importing {topic} ({type_name}, {route}, {qos}) into {name:?}");
@@ -262,7 +267,8 @@ impl Importer {
             .library
             .definition_text(type_name)
             .map_err(|e| e.to_string())?;
-        let image = type_name == IMAGE_TYPE && !self.cdr_only.iter().any(|p| p.matches(name));
+        let framed =
+            FramedKind::of_ros_type(type_name).filter(|_| !self.cdr_only.iter().any(|p| p.matches(name)));
         let existing = iox_service::inspect::inspect_in(&self.root, name)
             .ok()
             .and_then(|i| i.config);
@@ -272,17 +278,22 @@ impl Importer {
             let slot = publisher.publisher_slot();
             let value = vec![0; plan.struct_size()];
             (Sink::Typed(publisher, plan, value), slot)
-        } else if image {
-            let service = open_service(
-                bytes(&self.root, name)?.user_header::<ImageHeader>(),
-                name,
-                type_name,
-                &qos,
-                &definition,
-            )?;
-            let publisher = service.publisher_builder().create().map_err(|e| e.to_string())?;
-            let slot = publisher.publisher_slot();
-            (Sink::Image(publisher), slot)
+        } else if let Some(kind) = framed {
+            let builder = bytes(&self.root, name)?;
+            match kind {
+                FramedKind::Image => {
+                    let b = builder.user_header::<ImageHeader>();
+                    let publisher = framed_publisher(open_service(b, name, type_name, &qos, &definition)?)?;
+                    let slot = publisher.publisher_slot();
+                    (Sink::Image(publisher), slot)
+                }
+                FramedKind::PointCloud2 => {
+                    let b = builder.user_header::<PointCloud2Header>();
+                    let publisher = framed_publisher(open_service(b, name, type_name, &qos, &definition)?)?;
+                    let slot = publisher.publisher_slot();
+                    (Sink::PointCloud2(publisher), slot)
+                }
+            }
         } else {
             let service = open_service(bytes(&self.root, name)?, name, type_name, &qos, &definition)?;
             let publisher = service.publisher_builder().create().map_err(|e| e.to_string())?;
@@ -351,6 +362,28 @@ impl Importer {
     }
 }
 
+/// The import publisher of a framed service.
+fn framed_publisher<H: Framed>(service: PubSubService<[u8], H>) -> Result<Publisher<[u8], H>, String> {
+    service.publisher_builder().create().map_err(|e| e.to_string())
+}
+
+/// Publishes the message `cdr` as header `H` and its data (one copy of the data); on
+/// failure, the counter to count it in and why.
+fn publish_framed<'s, H: Framed>(
+    publisher: &Publisher<[u8], H>,
+    cdr: &[u8],
+    stats: &'s ImportStats,
+) -> Result<usize, (&'s AtomicU64, String)> {
+    let (header, data) = H::from_cdr(cdr).map_err(|e| (&stats.malformed, e.to_string()))?;
+    let loan = publisher
+        .loan_slice_uninit(data.len())
+        .map_err(|e| (&stats.dropped, e.to_string()))?;
+    loan.write_header(header)
+        .write_from_slice(&cdr[data])
+        .send()
+        .map_err(|e| (&stats.dropped, e.to_string()))
+}
+
 /// The `[u8]` builder of service `name` under `root`.
 fn bytes(root: &std::path::Path, name: &str) -> Result<PubSubBuilder<[u8]>, String> {
     Ok(Service::named(name)
@@ -389,6 +422,7 @@ impl Import {
         let result = match &self.sink {
             Sink::Cdr(p, _) => p.update_connections(),
             Sink::Image(p) => p.update_connections(),
+            Sink::PointCloud2(p) => p.update_connections(),
             Sink::Typed(p, ..) => p.update_connections(),
         };
         if let Err(e) = result {
@@ -426,19 +460,8 @@ impl Import {
                         .send_payload_bytes(&[value])
                         .map_err(|e| (&self.stats.dropped, e.to_string())),
                 },
-                Sink::Image(publisher) => match ImageHeader::from_cdr(cdr) {
-                    Err(e) => Err((&self.stats.malformed, e.to_string())),
-                    Ok((header, pixels)) => publisher
-                        .loan_slice_uninit(pixels.len())
-                        .map_err(|e| e.to_string())
-                        .and_then(|loan| {
-                            loan.write_header(header)
-                                .write_from_slice(&cdr[pixels])
-                                .send()
-                                .map_err(|e| e.to_string())
-                        })
-                        .map_err(|e| (&self.stats.dropped, e)),
-                },
+                Sink::Image(publisher) => publish_framed(publisher, cdr, &self.stats),
+                Sink::PointCloud2(publisher) => publish_framed(publisher, cdr, &self.stats),
             };
             match result {
                 Ok(_) => {

@@ -14,6 +14,7 @@
 
 use iox_ros2::cdr::{Reader, Writer};
 use iox_ros2::image::ImageHeader;
+use iox_ros2::pointcloud::PointCloud2Header;
 use iox_service::{PubSubService, Service, Subscriber, ZeroCopySafe};
 
 mod common;
@@ -37,6 +38,21 @@ fn opened<H: iox_service::UserHeader>(
         net.root.display()
     );
     service.unwrap()
+}
+
+/// Waits until the gateway's export subscriber of `name` is there: samples sent
+/// before would reach it only from the history at the publisher's next send.
+fn exported(net: &Net, name: &str) {
+    let subscribers = || {
+        iox_service::inspect::inspect_in(&net.root, name)
+            .unwrap()
+            .subscribers
+            .live
+    };
+    assert!(
+        iox_testkit::wait_until(LIMIT, || subscribers() == 1),
+        "the gateway exports {name}"
+    );
 }
 
 fn bytes(net: &Net, name: &str) -> iox_service::PubSubBuilder<[u8]> {
@@ -195,6 +211,7 @@ fn images_of_1_and_8_mib_both_ways() {
             .create()
             .unwrap();
         let forward = out.publisher_builder().create().unwrap();
+        exported(net, "camera/out");
         for (seq, &size) in sizes.iter().enumerate() {
             let image = receive(&sub);
             let h = *image.user_header();
@@ -454,6 +471,7 @@ fn derived_structs_both_ways_field_by_field() {
             &net.done(),
         ]);
         let forward = output.publisher_builder().create().unwrap();
+        exported(net, "point/out");
         for i in 0..5 {
             let p = *receive(&sub);
             let i = i as f64;
@@ -620,6 +638,78 @@ fn an_iox_client_calls_an_rclpy_service() {
         });
         net.finish();
         peer_ok(ros_server);
+        stop(gw);
+    });
+}
+
+#[test]
+fn point_clouds_both_ways_as_header_and_points() {
+    in_netns("point_clouds_both_ways_as_header_and_points", |net| {
+        let gw = net.gateway("gw.log", &["--import", "lidar/in", "--export", "lidar/out"]);
+        let talker = net.peer(&[
+            "talk-cloud",
+            "--topic",
+            "/lidar/in",
+            "--transient",
+            "--depth",
+            "3",
+            "--count",
+            "3",
+            "--until",
+            &net.done(),
+        ]);
+        let clouds = opened(net, "lidar/in", || {
+            bytes(net, "lidar/in").user_header::<PointCloud2Header>().open()
+        });
+        assert_eq!(
+            clouds.attributes().get("ros2/type"),
+            Some("sensor_msgs/msg/PointCloud2")
+        );
+        let sub = clouds.subscriber_builder().create().unwrap();
+        let out = bytes(net, "lidar/out")
+            .user_header::<PointCloud2Header>()
+            .max_slice_len(1 << 16)
+            .history(3)
+            .create()
+            .unwrap();
+        let forward = out.publisher_builder().create().unwrap();
+        exported(net, "lidar/out");
+        for seq in 0..3u32 {
+            let cloud = receive(&sub);
+            let h = *cloud.user_header();
+            let names: Vec<&[u8]> = h.fields().iter().map(|f| f.name()).collect();
+            assert_eq!(names, [&b"x"[..], b"y", b"z", b"intensity"]);
+            assert_eq!(
+                (h.sec, h.width, h.point_step, h.is_dense, h.frame_id()),
+                (seq as i32, 4096, 16, 1, &b"lidar"[..])
+            );
+            // Point 7, in place: x = 7, y = seq, z = -7, intensity 0.5.
+            let p: Vec<f32> = cloud[7 * 16..8 * 16]
+                .chunks(4)
+                .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            assert_eq!(p, [7.0, seq as f32, -7.0, 0.5]);
+            forward
+                .loan_slice_uninit(cloud.len())
+                .unwrap()
+                .write_header(h)
+                .write_from_slice(&cloud)
+                .send()
+                .unwrap();
+        }
+        let listener = net.peer(&[
+            "listen-cloud",
+            "--topic",
+            "/lidar/out",
+            "--transient",
+            "--depth",
+            "3",
+            "--count",
+            "3",
+        ]);
+        assert_eq!(peer_ok(listener).lines().count(), 3);
+        net.finish();
+        peer_ok(talker);
         stop(gw);
     });
 }

@@ -69,6 +69,43 @@ def talk_point(node, args):
     hold(node, args)
 
 
+def cloud(seq, points):
+    """A PointCloud2 of `points` x, y, z, intensity float32 points; point i of cloud
+    `seq` is (i, seq, -i, 0.5)."""
+    from sensor_msgs.msg import PointCloud2, PointField
+    data = np.zeros((points, 4), np.float32)
+    data[:, 0] = np.arange(points)
+    data[:, 1] = seq
+    data[:, 2] = -np.arange(points)
+    data[:, 3] = 0.5
+    fields = [PointField(name=n, offset=4 * i, datatype=PointField.FLOAT32, count=1)
+              for i, n in enumerate(["x", "y", "z", "intensity"])]
+    m = PointCloud2(height=1, width=points, fields=fields, is_bigendian=False, point_step=16,
+                    row_step=16 * points, data=data.tobytes(), is_dense=True)
+    m.header.stamp.sec = seq
+    m.header.frame_id = "lidar"
+    return m
+
+
+def talk_cloud(node, args):
+    from sensor_msgs.msg import PointCloud2
+    pub = node.create_publisher(PointCloud2, args.topic, qos(args))
+    wait_for_subscribers(node, pub, args)
+    for seq in range(args.count):
+        pub.publish(cloud(seq, 4096))
+        time.sleep(args.period)
+    hold(node, args)
+
+
+def check_cloud(i, msg):
+    want = cloud(i, msg.width)
+    assert [(f.name, f.offset, f.datatype, f.count) for f in msg.fields] == \
+        [(f.name, f.offset, f.datatype, f.count) for f in want.fields], msg.fields
+    assert (msg.header.frame_id, msg.header.stamp.sec, msg.is_dense, msg.point_step) == ("lidar", i, True, 16)
+    assert bytes(msg.data) == bytes(want.data), f"cloud {i}: points differ"
+    print(f"cloud {i} {msg.width}")
+
+
 def talk_raw(node, args):
     """Malformed messages first (short, wrong encapsulation, a length past the end),
     then one good one."""
@@ -171,8 +208,8 @@ def check_image(i, msg):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("command", choices=[
-            "talk-string", "talk-raw", "talk-image", "talk-point",
-            "listen-string", "listen-image", "listen-point",
+            "talk-string", "talk-raw", "talk-image", "talk-point", "talk-cloud",
+            "listen-string", "listen-image", "listen-point", "listen-cloud",
             "call-setbool", "serve-trigger",
         ])
     p.add_argument("--topic", default="/chatter")
@@ -198,6 +235,11 @@ def main():
             talk_image(node, args)
         elif args.command == "talk-point":
             talk_point(node, args)
+        elif args.command == "talk-cloud":
+            talk_cloud(node, args)
+        elif args.command == "listen-cloud":
+            from sensor_msgs.msg import PointCloud2
+            return listen(node, args, PointCloud2, check_cloud)
         elif args.command == "call-setbool":
             return call_setbool(node, args)
         elif args.command == "serve-trigger":
