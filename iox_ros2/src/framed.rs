@@ -56,6 +56,12 @@ pub trait Framed: ZeroCopySafe + Copy + Sealed {
     /// The header from its bytes as a sample holds them (`Sample::header_bytes`),
     /// `None` unless they are the header's size.
     fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        const {
+            assert!(
+                <Self as ZeroCopySafe>::ANY_BIT_PATTERN,
+                "a Framed header is valid for every bit pattern"
+            )
+        };
         if bytes.len() != size_of::<Self>() {
             return None;
         }
@@ -66,6 +72,13 @@ pub trait Framed: ZeroCopySafe + Copy + Sealed {
 
     /// The header's bytes, as a sample holds them.
     fn to_bytes(&self) -> Vec<u8> {
+        // Every bit pattern valid implies no padding (the derive checks the fields fill it).
+        const {
+            assert!(
+                <Self as ZeroCopySafe>::ANY_BIT_PATTERN,
+                "a Framed header has no padding"
+            )
+        };
         // SAFETY: `Self` has no padding (sealed: the module's invariants), so all its
         // `size_of::<Self>()` bytes are initialised; the slice borrows `self`.
         unsafe { std::slice::from_raw_parts((self as *const Self).cast::<u8>(), size_of::<Self>()) }.to_vec()

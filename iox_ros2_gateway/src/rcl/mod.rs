@@ -4,10 +4,10 @@
 //! found by name in the type's `rosidl_typesupport_c` library. Nothing is generated or
 //! linked per message type, and the gateway builds without ROS installed.
 //!
-//! Threads: rcl lets different threads publish on different publishers, take from
-//! different subscriptions and query the graph at once; creating and destroying
-//! publishers and subscriptions on the node is serialised here (`entities`). A
-//! subscription is boxed so the address a wait set holds stays put.
+//! Threads: rcl lets different threads publish on different publishers and take from
+//! different subscriptions at once; what it does not allow concurrently on one node
+//! (creating and destroying entities, graph queries) is serialised here
+//! (`entities`). Handles are boxed so the addresses a wait set holds stay put.
 //!
 //! Invariants: a [`Ros`] outlives every publisher, subscription and wait set made from
 //! it (they hold an `Arc` of it), and finalises its node and context last.
@@ -99,9 +99,10 @@ pub struct Ros {
     types: Mutex<HashMap<String, (usize, Arc<Library>)>>,
 }
 
-// SAFETY: the context and node are only passed to rcl functions that rcl documents as
-// thread-safe for concurrent use on different entities (publish, take, graph queries);
-// creation and destruction of entities on the node is serialised by `entities`; the
+// SAFETY: the context and node are passed concurrently only to rcl functions its
+// headers call thread-safe for distinct entities (publish on distinct publishers, take
+// on distinct subscriptions); everything rcl marks "Thread-Safe: No" on the node
+// (entity creation and destruction, graph queries) is serialised by `entities`; the
 // type support pointers are immutable static data of libraries kept loaded.
 unsafe impl Send for Ros {}
 // SAFETY: as above.
@@ -274,6 +275,7 @@ impl Ros {
         call: &'static str,
         query: impl FnOnce(*mut ffi::NamesAndTypes, *mut ffi::Allocator) -> ffi::Ret,
     ) -> Result<Vec<(String, Vec<String>)>, RosError> {
+        let _guard = self.lock_entities();
         // SAFETY: a zeroed names-and-types is rcl's zero-initialised one; the query
         // fills it and `names_and_types_fini` frees it; the strings are read before.
         unsafe {
@@ -298,6 +300,7 @@ impl Ros {
     /// The publishers (or subscriptions) of `topic`.
     pub fn endpoints(&self, topic: &str, publishers: bool) -> Result<Vec<Endpoint>, RosError> {
         let topic_c = cstring(topic)?;
+        let _guard = self.lock_entities();
         // SAFETY: as in `topics`: rcl fills a zeroed array, read before its fini.
         unsafe {
             let mut info: ffi::EndpointInfoArray = std::mem::zeroed();
@@ -416,6 +419,27 @@ fn call_error(api: &Api, call: &'static str, code: i32) -> RosError {
     RosError::Call { call, code, message }
 }
 
+/// The bytes of an rcutils array rcl or rmw filled (empty when it holds none).
+///
+/// # Safety
+/// `a.buffer` holds `a.buffer_length` initialised bytes (or is null with length 0),
+/// and is not changed while the slice lives.
+unsafe fn bytes_of(a: &ffi::Uint8Array) -> &[u8] {
+    if a.buffer.is_null() || a.buffer_length == 0 {
+        return &[];
+    }
+    // SAFETY: the caller's promise; not null.
+    unsafe { std::slice::from_raw_parts(a.buffer, a.buffer_length) }
+}
+
+/// After a `*_fini` in a `Drop`: a failure cannot be returned, so it is reported and
+/// rcl's error state cleared (a later error then reads its own message).
+fn fini_result(api: &Api, call: &'static str, rc: ffi::Ret) {
+    if rc != RET_OK {
+        eprintln!("iox-ros2: {}", call_error(api, call, rc));
+    }
+}
+
 /// A C string rcl returned, as text (empty for null).
 ///
 /// # Safety
@@ -444,11 +468,9 @@ pub struct Publisher {
     handle: Box<Handle>,
 }
 
-// SAFETY: an rcl publisher may be used from any thread, one call at a time (`&self`
-// calls are publishes, which rcl allows concurrently on one publisher).
+// SAFETY: an rcl publisher may be used from any thread; it is moved to the thread
+// that publishes on it (not shared: no `Sync`).
 unsafe impl Send for Publisher {}
-// SAFETY: as above.
-unsafe impl Sync for Publisher {}
 
 impl Publisher {
     /// Publishes one CDR message (its encapsulation header first), as it is.
@@ -476,7 +498,8 @@ impl Drop for Publisher {
         let _guard = self.ros.lock_entities();
         let node = (&*self.ros.node as *const ffi::Node).cast_mut();
         // SAFETY: initialised by `Ros::publisher` on this node; rcl reads the node.
-        unsafe { (self.ros.api.publisher_fini)(&mut *self.handle, node) };
+        let rc = unsafe { (self.ros.api.publisher_fini)(&mut *self.handle, node) };
+        fini_result(&self.ros.api, "rcl_publisher_fini", rc);
     }
 }
 
@@ -505,10 +528,7 @@ impl Subscription {
                 std::ptr::null_mut(),
             );
             match rc {
-                RET_OK => Ok(Some(std::slice::from_raw_parts(
-                    self.buffer.buffer,
-                    self.buffer.buffer_length,
-                ))),
+                RET_OK => Ok(Some(bytes_of(&self.buffer))),
                 ffi::RET_SUBSCRIPTION_TAKE_FAILED => Ok(None),
                 rc => Err(self.ros.error("rcl_take_serialized_message", rc)),
             }
@@ -522,10 +542,13 @@ impl Drop for Subscription {
         let node = (&*self.ros.node as *const ffi::Node).cast_mut();
         // SAFETY: initialised by `Ros::subscription` on this node; the buffer by
         // rcutils (possibly grown by rcl with the same allocator).
-        unsafe {
-            (self.ros.api.subscription_fini)(&mut *self.handle, node);
-            (self.ros.api.uint8_array_fini)(&mut self.buffer);
-        }
+        let (rc, _) = unsafe {
+            (
+                (self.ros.api.subscription_fini)(&mut *self.handle, node),
+                (self.ros.api.uint8_array_fini)(&mut self.buffer),
+            )
+        };
+        fini_result(&self.ros.api, "rcl_subscription_fini", rc);
     }
 }
 

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use libloading::Library;
 
 use super::ffi::{self, Handle, RET_OK, RequestId, Uint8Array};
-use super::{Ros, RosError, cstring, open_in, show_dirs};
+use super::{Ros, RosError, bytes_of, cstring, fini_result, open_in, show_dirs};
 
 type Create = unsafe extern "C" fn() -> *mut c_void;
 type Destroy = unsafe extern "C" fn(*mut c_void);
@@ -84,13 +84,20 @@ impl Ros {
                 let destroy = *generated
                     .get::<Destroy>(format!("{base}__destroy\0").as_bytes())
                     .map_err(|_| err(format!("{pkg}'s generated C library has no {base}__destroy")))?;
-                let ptr = create();
-                if ptr.is_null() || ts.is_null() {
-                    return Err(err(format!("cannot make a {base}")));
+                if ts.is_null() {
+                    return Err(err(format!("{pkg}'s type support returned nothing for {base}")));
                 }
                 let mut cdr: Uint8Array = std::mem::zeroed();
                 let allocator = (self.api.get_default_allocator)();
-                (self.api.uint8_array_init)(&mut cdr, 0, &allocator);
+                let rc = (self.api.uint8_array_init)(&mut cdr, 0, &allocator);
+                if rc != RET_OK {
+                    return Err(self.error("rcutils_uint8_array_init", rc));
+                }
+                let ptr = create();
+                if ptr.is_null() {
+                    (self.api.uint8_array_fini)(&mut cdr);
+                    return Err(err(format!("cannot make a {base} (out of memory)")));
+                }
                 Ok(Message {
                     ptr,
                     destroy,
@@ -98,10 +105,18 @@ impl Ros {
                     cdr,
                 })
             };
+            let mut request = message("Request")?;
+            let response = match message("Response") {
+                Ok(m) => m,
+                Err(e) => {
+                    self.drop_message(&mut request);
+                    return Err(e);
+                }
+            };
             Ok(ServiceType {
                 service,
-                request: message("Request")?,
-                response: message("Response")?,
+                request,
+                response,
                 _libs: [support.clone(), generated.clone()],
             })
         }
@@ -146,8 +161,8 @@ impl Ros {
 
     /// A server of service type `type_name` on `name`.
     pub fn service_server(self: &Arc<Self>, name: &str, type_name: &str) -> Result<ServiceServer, RosError> {
-        let ty = self.service_type(type_name)?;
         let name_c = cstring(name)?;
+        let ty = self.service_type(type_name)?;
         let _guard = self.lock_entities();
         // SAFETY: rcl's default options; a zeroed service is the zero-initialised one.
         unsafe {
@@ -170,8 +185,8 @@ impl Ros {
 
     /// A client of service type `type_name` on `name`.
     pub fn service_client(self: &Arc<Self>, name: &str, type_name: &str) -> Result<ServiceClient, RosError> {
-        let ty = self.service_type(type_name)?;
         let name_c = cstring(name)?;
+        let ty = self.service_type(type_name)?;
         let _guard = self.lock_entities();
         // SAFETY: as in `service_server`.
         unsafe {
@@ -244,9 +259,7 @@ impl ServiceServer {
         self.ros.write_cdr(&mut self.ty.request)?;
         let m = &self.ty.request.cdr;
         // SAFETY: rmw wrote `buffer_length` bytes at `buffer`; borrowed until the next take.
-        Ok(Some((id, unsafe {
-            std::slice::from_raw_parts(m.buffer, m.buffer_length)
-        })))
+        Ok(Some((id, unsafe { bytes_of(m) })))
     }
 
     /// Answers request `id` with the response `cdr` (refused if it is not a whole
@@ -270,7 +283,8 @@ impl Drop for ServiceServer {
             if self.live {
                 let node = (&*ros.node as *const ffi::Node).cast_mut();
                 // SAFETY: initialised by `service_server` on this node.
-                unsafe { (ros.api.service_fini)(&mut *self.handle, node) };
+                let rc = unsafe { (ros.api.service_fini)(&mut *self.handle, node) };
+                fini_result(&ros.api, "rcl_service_fini", rc);
             }
         }
         ros.drop_message(&mut self.ty.request);
@@ -298,6 +312,7 @@ impl ServiceClient {
     /// Whether a server of the service is there.
     pub fn server_available(&self) -> Result<bool, RosError> {
         let mut available = false;
+        let _guard = self.ros.lock_entities();
         // SAFETY: the node and the client are initialised.
         let rc =
             unsafe { (self.ros.api.server_is_available)(&*self.ros.node, &*self.handle, &mut available) };
@@ -334,9 +349,7 @@ impl ServiceClient {
         self.ros.write_cdr(&mut self.ty.response)?;
         let m = &self.ty.response.cdr;
         // SAFETY: rmw wrote `buffer_length` bytes at `buffer`; borrowed until the next take.
-        Ok(Some((id.sequence_number, unsafe {
-            std::slice::from_raw_parts(m.buffer, m.buffer_length)
-        })))
+        Ok(Some((id.sequence_number, unsafe { bytes_of(m) })))
     }
 }
 
@@ -348,7 +361,8 @@ impl Drop for ServiceClient {
             if self.live {
                 let node = (&*ros.node as *const ffi::Node).cast_mut();
                 // SAFETY: initialised by `service_client` on this node.
-                unsafe { (ros.api.client_fini)(&mut *self.handle, node) };
+                let rc = unsafe { (ros.api.client_fini)(&mut *self.handle, node) };
+                fini_result(&ros.api, "rcl_client_fini", rc);
             }
         }
         ros.drop_message(&mut self.ty.request);

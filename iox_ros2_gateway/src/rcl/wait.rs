@@ -140,7 +140,8 @@ impl Drop for WaitSet {
     fn drop(&mut self) {
         if self.initialised {
             // SAFETY: initialised by `wait`.
-            unsafe { (self.ros.api.wait_set_fini)(&mut *self.set) };
+            let rc = unsafe { (self.ros.api.wait_set_fini)(&mut *self.set) };
+            super::fini_result(&self.ros.api, "rcl_wait_set_fini", rc);
         }
     }
 }
