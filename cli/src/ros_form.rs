@@ -24,9 +24,9 @@
 
 use std::path::Path;
 
+use iox_ros2::carried::FramedKind;
 use iox_ros2::carried::{DEFINITION_KEY, Route, TYPE_KEY, ros_service, route_of};
 use iox_ros2::fixed::Plan;
-use iox_ros2::framed::FramedKind;
 use iox_ros2::generate::Generated;
 use iox_ros2::image::ImageHeader;
 use iox_ros2::library::Library;

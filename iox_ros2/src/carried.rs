@@ -12,7 +12,7 @@
 //! - [`Route::Cdr`]: a `[u8]` service recording [`TYPE_KEY`]: each sample is one CDR
 //!   message of the type, as ROS middlewares write it;
 //! - [`Route::Framed`]: a `[u8]` service whose user header is a [`crate::framed`]
-//!   header ([`crate::image::ImageHeader`], [`crate::pointcloud::PointCloud2Header`]):
+//!   header (which one: [`FramedKind`]) ([`crate::image::ImageHeader`], [`crate::pointcloud::PointCloud2Header`]):
 //!   the message as header and data;
 //! - [`Route::Typed`]: a typed service (a struct with a recorded schema, valid for every
 //!   bit pattern) recording [`TYPE_KEY`]: the struct, converted field by field
@@ -20,7 +20,9 @@
 
 use iox_service::{PubSubBuilder, StaticConfig, UserHeader};
 
-use crate::framed::FramedKind;
+use crate::framed::{Framed, FramedError};
+use crate::image::ImageHeader;
+use crate::pointcloud::PointCloud2Header;
 
 /// The attribute naming a service's ROS 2 type.
 pub const TYPE_KEY: &str = "ros2/type";
@@ -122,5 +124,84 @@ pub fn ros_service<H: UserHeader>(
         builder.attribute(DEFINITION_KEY, definition)
     } else {
         builder
+    }
+}
+
+/// Which [`Framed`] header a service carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FramedKind {
+    /// [`ImageHeader`]: `sensor_msgs/msg/Image`.
+    Image,
+    /// [`PointCloud2Header`]: `sensor_msgs/msg/PointCloud2`.
+    PointCloud2,
+}
+
+impl FramedKind {
+    /// Every kind.
+    pub const ALL: [FramedKind; 2] = [FramedKind::Image, FramedKind::PointCloud2];
+
+    /// The kind whose header is `header` (a service's recorded user header).
+    pub fn of_header(header: &iox_service::HeaderType) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.header().identity == header.identity)
+    }
+
+    /// The kind that carries ROS type `name`.
+    pub fn of_ros_type(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.ros_type() == name)
+    }
+
+    /// The header type as a service records it.
+    pub fn header(self) -> iox_service::HeaderType {
+        match self {
+            Self::Image => iox_service::HeaderType::of::<ImageHeader>(),
+            Self::PointCloud2 => iox_service::HeaderType::of::<PointCloud2Header>(),
+        }
+    }
+
+    /// The ROS type.
+    pub fn ros_type(self) -> &'static str {
+        match self {
+            Self::Image => ImageHeader::ROS_TYPE,
+            Self::PointCloud2 => PointCloud2Header::ROS_TYPE,
+        }
+    }
+
+    /// The ROS type's definition.
+    pub fn definition(self) -> &'static str {
+        match self {
+            Self::Image => ImageHeader::DEFINITION,
+            Self::PointCloud2 => PointCloud2Header::DEFINITION,
+        }
+    }
+
+    /// A sample's bytes (the header's, then the data) of the message `cdr`.
+    pub fn sample_of(self, cdr: &[u8]) -> Result<Vec<u8>, FramedError> {
+        fn go<H: Framed>(cdr: &[u8]) -> Result<Vec<u8>, FramedError> {
+            let (h, data) = H::from_cdr(cdr)?;
+            let mut out = h.to_bytes();
+            out.extend_from_slice(&cdr[data]);
+            Ok(out)
+        }
+        match self {
+            Self::Image => go::<ImageHeader>(cdr),
+            Self::PointCloud2 => go::<PointCloud2Header>(cdr),
+        }
+    }
+
+    /// The message of a sample's bytes (the header's, then the data) into `out`;
+    /// false if they are not a header and data.
+    pub fn cdr_of(self, sample: &[u8], out: &mut Vec<u8>) -> bool {
+        fn go<H: Framed>(sample: &[u8], out: &mut Vec<u8>) -> bool {
+            let Some((header, data)) = sample.split_at_checked(size_of::<H>()) else {
+                return false;
+            };
+            H::from_bytes(header).is_some_and(|h| h.to_cdr(data, out).is_ok())
+        }
+        match self {
+            Self::Image => go::<ImageHeader>(sample, out),
+            Self::PointCloud2 => go::<PointCloud2Header>(sample, out),
+        }
     }
 }

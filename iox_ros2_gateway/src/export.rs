@@ -26,8 +26,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use iox_ros2::carried::FramedKind;
 use iox_ros2::carried::{QOS_KEY, Route, route_of};
-use iox_ros2::framed::{Framed, FramedKind};
+use iox_ros2::framed::Framed;
 use iox_ros2::image::ImageHeader;
 use iox_ros2::library::Library;
 use iox_ros2::pointcloud::PointCloud2Header;

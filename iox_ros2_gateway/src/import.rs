@@ -36,8 +36,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use iox_ros2::carried::FramedKind;
 use iox_ros2::fixed::Plan;
-use iox_ros2::framed::{Framed, FramedKind};
+use iox_ros2::framed::Framed;
 use iox_ros2::image::ImageHeader;
 use iox_ros2::library::Library;
 use iox_ros2::pointcloud::PointCloud2Header;
