@@ -20,7 +20,7 @@ use std::ffi::{CString, c_char};
 
 use iox_service::{Attributes, EventBuilder, PubSubBuilder, RequestResponseBuilder};
 
-use crate::service::text;
+use crate::args::text;
 use crate::status::{IoxStatus, refuse};
 
 /// One attribute: a key and its value, NUL-terminated UTF-8.

@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use iox_service::{EventBuilder, EventId, EventService, Listener, Notifier};
 
+use crate::args::read_options;
 use crate::attributes::{AttributeSettings, CAttributes};
 use crate::handle::{drop_handle, hand_out, live, marker, non_null, put, timeout};
-use crate::service::{Opening, by_mode, limit, named, read_options};
+use crate::service::{Opening, by_mode, limit, named};
 use crate::status::{IoxStatus, fail, guard};
 
 /// The settings of an event service. Fill it with [`iox_event_options_init`], then set

@@ -20,9 +20,7 @@ use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU16, Ordering};
 
-use crate::publisher::IoxLoan;
 use crate::status::{IoxStatus, fail, refuse};
-use crate::subscriber::IoxSample;
 
 /// The marker of a live object of kind `kind`.
 pub(crate) const fn marker(kind: &[u8; 8]) -> u64 {
@@ -196,6 +194,45 @@ pub(crate) unsafe fn put<T>(out: *mut T, value: T) {
         // SAFETY: the caller's contract; not NULL (checked).
         unsafe { out.write(value) };
     }
+}
+
+/// A loaned chunk: write `len_bytes` bytes at `data` (and, for a service with a user
+/// header, `header_len` bytes at `header`), then send or discard it by `id`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct IoxLoan {
+    /// The payload's first byte, aligned for the service's type.
+    pub data: *mut c_void,
+    /// The payload's length in bytes.
+    pub len_bytes: u64,
+    /// What the port knows this loan by.
+    pub id: u64,
+    /// The user header's first byte, aligned for its type (not initialised: write all
+    /// `header_len` bytes before sending); NULL for a service without a header (and
+    /// for request-response loans).
+    pub header: *mut c_void,
+    /// The user header's length in bytes (0 without one).
+    pub header_len: u64,
+}
+
+/// A received sample (or request, or response): read `len_bytes` bytes at `data` (and
+/// the user header's `header_len` bytes at `header`), then release it by `id`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct IoxSample {
+    /// The payload's first byte (read-only).
+    pub data: *const c_void,
+    /// The payload's length in bytes.
+    pub len_bytes: u64,
+    /// Its length in elements of the service's type (1 for a value).
+    pub len: u64,
+    /// What the port knows this sample by.
+    pub id: u64,
+    /// The user header's first byte (read-only, aligned for its type); NULL for a
+    /// service without a header (and for requests and responses).
+    pub header: *const c_void,
+    /// The user header's length in bytes (0 without one).
+    pub header_len: u64,
 }
 
 /// Keeps loan `item` in `table` and describes it to C in `*out` (checked not NULL by

@@ -38,6 +38,7 @@
 //! Not in the C ABI: the blocking `receive_async`-style integrations (C has the
 //! readiness descriptors instead).
 
+mod args;
 pub mod attributes;
 pub mod event;
 mod handle;

@@ -5,6 +5,7 @@
 //! of the same loan is `IOX_STATUS_STALE_HANDLE`, never a second delivery. Dropping
 //! the publisher discards its loans.
 
+pub use crate::handle::IoxLoan;
 use std::cell::RefCell;
 use std::ffi::c_void;
 
@@ -26,25 +27,6 @@ pub(crate) const PUBLISHER: u64 = marker(b"iox-pub\0");
 
 /// The refusal of a loan id that is not live.
 pub(crate) const NO_LOAN: &str = "no such loan: it was sent or discarded already, or belongs to another port";
-
-/// A loaned chunk: write `len_bytes` bytes at `data` (and, for a service with a user
-/// header, `header_len` bytes at `header`), then send or discard it by `id`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct IoxLoan {
-    /// The payload's first byte, aligned for the service's type.
-    pub data: *mut c_void,
-    /// The payload's length in bytes.
-    pub len_bytes: u64,
-    /// What the port knows this loan by.
-    pub id: u64,
-    /// The user header's first byte, aligned for its type (not initialised: write all
-    /// `header_len` bytes before sending); NULL for a service without a header (and
-    /// for request-response loans).
-    pub header: *mut c_void,
-    /// The user header's length in bytes (0 without one).
-    pub header_len: u64,
-}
 
 /// Creates a publisher of `service` (pinning its pool once if `pin_memory`); `*out` is
 /// the publisher, usable from this thread only.

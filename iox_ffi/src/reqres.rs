@@ -22,12 +22,13 @@ use iox_service::{
     RequestResponseBuilder, RequestResponseService, Server,
 };
 
+use crate::args::read_options;
 use crate::attributes::{AttributeSettings, CAttributes};
 use crate::handle::{
     Slots, bytes, drop_handle, hand_out, lend, live, marker, non_null, put, show, take, timeout,
 };
 use crate::publisher::{IoxLoan, NO_LOAN};
-use crate::service::{IoxType, NO_TYPE, Opening, by_mode, limit, named, payload_type, read_options};
+use crate::service::{IoxType, NO_TYPE, Opening, by_mode, limit, named, payload_type};
 use crate::status::{IoxStatus, fail, guard, refuse};
 use crate::subscriber::IoxSample;
 

@@ -19,14 +19,15 @@
 //! for payloads; a service a Rust program created with one opens from C all the same
 //! (a side without a layout is not compared field by field).
 
-use std::ffi::{CStr, c_char, c_void};
+use std::ffi::{c_char, c_void};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use iox_service::{HeaderType, MemoryType, PayloadType, PubSubBuilder, PubSubService, Service};
 
+pub(crate) use crate::args::{read_options, text};
 use crate::attributes::{AttributeSettings, CAttributes, IoxAttribute};
-use crate::handle::{drop_handle, hand_out, live, marker, non_null, put};
+use crate::handle::{drop_handle, hand_out, live, marker, put};
 use crate::status::{IoxStatus, fail, guard, refuse};
 
 /// Open the service if it exists, else create it.
@@ -189,29 +190,6 @@ pub struct IoxPubSubService {
 }
 
 pub(crate) const SERVICE: u64 = marker(b"iox-svc\0");
-
-/// The text behind a C string argument.
-///
-/// # Safety
-/// `s` is NULL or a NUL-terminated string.
-pub(crate) unsafe fn text<'a>(s: *const c_char, what: &str) -> Result<&'a str, IoxStatus> {
-    if s.is_null() {
-        return refuse(IoxStatus::NullPointer, format!("{what} is NULL"));
-    }
-    // SAFETY: the caller's contract.
-    unsafe { CStr::from_ptr(s) }
-        .to_str()
-        .or_else(|_| refuse(IoxStatus::InvalidArgument, format!("{what} is not valid UTF-8")))
-}
-
-/// The options behind `options` (refused if NULL).
-///
-/// # Safety
-/// `options` is NULL or points to a readable `O`.
-pub(crate) unsafe fn read_options<'a, O>(options: *const O) -> Result<&'a O, IoxStatus> {
-    // SAFETY: the caller's contract; not NULL (checked).
-    Ok(unsafe { &*non_null(options.cast_mut(), "options")? })
-}
 
 /// The payload type `t` describes (`what` names it in messages).
 ///

@@ -7,6 +7,7 @@
 //! A sample's bytes stay valid until it is released or its subscriber is dropped;
 //! dropping the subscriber releases its samples.
 
+pub use crate::handle::IoxSample;
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::os::fd::{AsFd, AsRawFd};
@@ -27,26 +28,6 @@ pub(crate) const SUBSCRIBER: u64 = marker(b"iox-sub\0");
 
 /// The refusal of a sample id that is not live.
 const NO_SAMPLE: &str = "no such sample: it was released already, or belongs to another subscriber";
-
-/// A received sample (or request, or response): read `len_bytes` bytes at `data` (and
-/// the user header's `header_len` bytes at `header`), then release it by `id`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct IoxSample {
-    /// The payload's first byte (read-only).
-    pub data: *const c_void,
-    /// The payload's length in bytes.
-    pub len_bytes: u64,
-    /// Its length in elements of the service's type (1 for a value).
-    pub len: u64,
-    /// What the port knows this sample by.
-    pub id: u64,
-    /// The user header's first byte (read-only, aligned for its type); NULL for a
-    /// service without a header (and for requests and responses).
-    pub header: *const c_void,
-    /// The user header's length in bytes (0 without one).
-    pub header_len: u64,
-}
 
 /// Creates a subscriber of `service` (pinning its pool once if `pin_memory`); `*out` is
 /// the subscriber, usable from this thread only.

@@ -33,7 +33,6 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMet
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::pubsub::PyPubSubService;
 use crate::spec::ArraySpec;
 use crate::{array, errors};
 
@@ -93,8 +92,14 @@ pub(crate) struct PublisherCore {
 }
 
 impl PyPublisher {
-    pub(crate) fn new(py: Python<'_>, svc: &PyPubSubService, pin: bool) -> PyResult<Self> {
-        let core = Py::new(py, PublisherCore::new(svc, pin)?)?;
+    /// A publisher of `service`, whose samples are arrays of `spec`.
+    pub(crate) fn new(
+        py: Python<'_>,
+        service: &iox_service::PubSubService<[u8]>,
+        spec: &Arc<ArraySpec>,
+        pin: bool,
+    ) -> PyResult<Self> {
+        let core = Py::new(py, PublisherCore::new(service, spec, pin)?)?;
         Ok(Self {
             owner: Owner::current(py)?,
             core,
@@ -109,20 +114,19 @@ impl PyPublisher {
 }
 
 impl PublisherCore {
-    fn new(svc: &PyPubSubService, pin: bool) -> PyResult<Self> {
-        let inner = svc
-            .inner
+    fn new(service: &iox_service::PubSubService<[u8]>, spec: &Arc<ArraySpec>, pin: bool) -> PyResult<Self> {
+        let inner = service
             .publisher_builder()
             .pin_memory(pin)
             .create()
             .map_err(errors::other)?;
-        let fixed = match &svc.inner.static_config().payload {
+        let fixed = match &service.static_config().payload {
             iox_service::PayloadType::Typed { size, .. } => Some(*size as usize),
             iox_service::PayloadType::Slice { .. } => None,
         };
         Ok(Self {
             inner,
-            spec: svc.spec.clone(),
+            spec: spec.clone(),
             fixed,
         })
     }

@@ -460,7 +460,7 @@ impl PyPubSubService {
     /// A publisher (owned by the calling thread). See `iox.Publisher`.
     #[pyo3(signature = (pin = false))]
     fn publisher(&self, py: Python<'_>, pin: bool) -> PyResult<crate::publisher::PyPublisher> {
-        crate::publisher::PyPublisher::new(py, self, pin)
+        crate::publisher::PyPublisher::new(py, &self.inner, &self.spec, pin)
     }
     fn __repr__(&self) -> String {
         format!(
