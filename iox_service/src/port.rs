@@ -96,7 +96,8 @@ impl Loans {
     }
 }
 
-/// Why creating a publisher or subscriber failed.
+/// Why creating a port (a publisher, subscriber, notifier, listener, client, server,
+/// writer or reader) failed.
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum PortCreateError {
@@ -110,11 +111,13 @@ pub enum PortCreateError {
         service: String,
     },
     /// Every slot of that kind is taken.
-    #[error("service {service:?} already has its maximum of {max} {kind}s")]
+    #[error(
+        "service {service:?} already has its maximum of {max} {kind}s; the limit is fixed by the service's creator (`.max_{kind}s(n)` on the builder that creates it): create the service with a larger one, or drop a {kind} first"
+    )]
     TooManyPorts {
         /// The service.
         service: String,
-        /// "publisher" or "subscriber".
+        /// The port kind ("publisher", "listener", "client", ...).
         kind: &'static str,
         /// The limit.
         max: usize,

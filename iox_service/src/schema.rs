@@ -28,8 +28,8 @@
 //! with anything of its size (it claims no layout). A service created with a schema
 //! and opened by a type with another one is refused, naming the first differing field
 //! ([`OpenError::IncompatibleSchema`](crate::OpenError::IncompatibleSchema)); a config
-//! without a schema (written before schemas existed, or by a binding that knows none)
-//! opens as before.
+//! without a schema (from an older version, or a binding that knows none) opens
+//! without a layout check.
 //!
 //! ```
 //! use iox_service::{Schema, ZeroCopySafe};

@@ -399,6 +399,12 @@ impl<K: ZeroCopySafe + std::fmt::Debug> BlackboardService<K> {
         self.shared.is_removed()
     }
 
+    /// Recovers the dead participants of this service now (as port creation and
+    /// `iox clean` do), waiting briefly for a live process doing so already.
+    pub fn cleanup_dead(&self) -> crate::CleanupReport {
+        crate::recovery::recover_waiting(&self.shared).unwrap_or_default()
+    }
+
     /// The generation of `key`'s value now (1 for the initial value, one more per
     /// update), without reading it; `None` for a key the blackboard does not have.
     pub fn generation(&self, key: &K) -> Option<u64> {

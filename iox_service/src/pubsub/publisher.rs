@@ -41,7 +41,7 @@
 //! the publisher. `Publisher::is_service_removed` asks at any time.
 //!
 //! History (`.history(n)` on the service): see [`history`]. A service without history
-//! takes the same path as before, at no extra instruction: the fork check `send` makes
+//! takes the plain path, at no extra instruction: the fork check `send` makes
 //! first doubles as the history test (`send_generation`), and a publisher with history
 //! leaves there for its own path.
 //!

@@ -231,7 +231,7 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
             return self.schema_override.clone();
         }
         // A schema the config check would refuse (a non-ASCII name, too deep) is not
-        // recorded: the service is created without one, as before schemas existed.
+        // recorded: the service is created without one.
         let size = size_of::<P::Element>() as u64;
         Some(<P::Element as crate::ZeroCopySafe>::schema()).filter(|s| s.is_known() && s.check(size).is_ok())
     }
@@ -594,6 +594,12 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubService<P, H> {
     /// service. Open it again to reach them.
     pub fn is_removed(&self) -> bool {
         self.shared.is_removed()
+    }
+
+    /// Recovers the dead participants of this service now (as port creation and
+    /// `iox clean` do), waiting briefly for a live process doing so already.
+    pub fn cleanup_dead(&self) -> crate::CleanupReport {
+        crate::recovery::recover_waiting(&self.shared).unwrap_or_default()
     }
 
     /// Subscribers blocked in `receive_timeout` right now (a snapshot).

@@ -12,7 +12,7 @@
 //! ([`HeaderType`] beside the payload), so a binding that knows the service only from
 //! its config (Python, C, the tools) finds both where a Rust program put them. Every
 //! size class holds the header in front of the payload sizes the builder was given
-//! (`chunk_sizes`, `max_slice_len`), so a class is chosen by payload bytes as before.
+//! (`chunk_sizes`, `max_slice_len`), so a class is chosen by payload bytes alone.
 //!
 //! # What is recorded and checked
 //!
@@ -21,7 +21,7 @@
 //! (`crate::zero_copy`, `crate::schema`): an opener whose header differs is refused
 //! with `OpenError::IncompatibleUserHeader` or, same name but other fields,
 //! `OpenError::IncompatibleSchema` naming the header's field. A service without a header
-//! records nothing (its config text is the same as before headers existed); a program
+//! records nothing (its config text has no header field); a program
 //! that opens a service with a header without declaring it (or the reverse) is refused
 //! the same way, so no program reads a header as payload.
 //!

@@ -439,6 +439,12 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestResponseService<Req, 
         ServerBuilder::new(Arc::clone(&self.shared))
     }
 
+    /// Whether the service was removed (e.g. `iox remove --force`) after this handle
+    /// opened it: new ports are then refused; open the service again.
+    pub fn is_removed(&self) -> bool {
+        self.shared.is_removed()
+    }
+
     /// Clients and servers connected right now (a snapshot).
     pub fn port_counts(&self) -> (usize, usize) {
         self.shared.port_counts()

@@ -19,16 +19,15 @@
 //!   drain done) and pushes into the queues of the subscribers in it; then
 //!   [`Connected::still_connected`]: a SeqCst fence and one more load. A subscriber
 //!   it pushed to whose bit is now clear closed meanwhile, and the publisher drains
-//!   what it pushed to it. Store buffering, as before with the state words: the
+//!   what it pushed to it. Store buffering, the pattern of the state words too: the
 //!   subscriber's clear precedes its fence and its drain; the publisher's push
 //!   precedes its fence and its load. Either the publisher's load sees the clear (it
 //!   drains), or the subscriber's drain sees the push (it drains); both may, and the
 //!   queue's claims make two drainers safe. No entry is stranded.
 //! - the same fence orders the publisher's push before its reads of the `waiting`
 //!   words of the subscribers still connected (futex sleepers and the readiness
-//!   descriptors' `ARMED` bit, see `doorbell`), exactly as before: only the set of
-//!   slots it looks at is smaller (those it pushed to; a subscriber it did not push to
-//!   has nothing new to wake up for).
+//!   descriptors' `ARMED` bit, see `doorbell`) of exactly the slots it pushed to (a
+//!   subscriber it did not push to has nothing new to wake up for).
 //!
 //! Slot reuse: a bit names a slot, not a port, so a publisher that read the set just
 //! before subscriber A of slot `s` closed may push after B took the slot over; B then

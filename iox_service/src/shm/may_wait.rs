@@ -23,7 +23,7 @@
 //! queues. If the publisher's fence comes after the subscriber's fence in the single
 //! order of SeqCst fences, the publisher's load sees the bit (a fence-to-fence
 //! guarantee: the set was before the subscriber's fence, the load after the
-//! publisher's), and then it reads the `waiting` word exactly as before. If it comes
+//! publisher's), and then it reads the `waiting` word. If it comes
 //! before, the subscriber's last look sees the push. A bit set earlier (sticky) is
 //! sequenced before the fence all the more. `tests/loom_may_wait.rs` checks this with
 //! the production file.

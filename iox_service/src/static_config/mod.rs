@@ -8,7 +8,7 @@
 //! dynamic segment records it, so an opener can tell that the two belong together.
 //!
 //! Optional fields are left out of the text when they are empty or absent (the schema,
-//! the attributes), so a config without them reads as before and has the same hash.
+//! the attributes), so a config without them has no such field and the same hash.
 //! Compatibility: the [`crate::attributes`] field came without a new
 //! [`CONFIG_VERSION`], so an iox that predates it (its `StaticConfig` denies unknown
 //! fields) refuses a config that has attributes as malformed, naming the field; the
@@ -117,13 +117,13 @@ pub struct StaticConfig {
     /// Creation time, nanoseconds since the Unix epoch.
     pub created_unix_ns: u64,
     /// The field layout of the payload (its element, for a slice), when the creator
-    /// knew one ([`crate::schema`]). Absent in configs written before schemas existed
-    /// and by creators that know no layout; those open as before.
+    /// knew one ([`crate::schema`]). Absent in configs of older versions and of creators
+    /// that know no layout; those open without a layout check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<crate::Schema>,
     /// The user header every chunk carries in front of the payload (publish-subscribe
     /// only; see [`crate::user_header`]). Absent for a service without one, whose
-    /// config text is then what it was before headers existed. An older iox refuses a
+    /// config text then has no such field. An older iox refuses a
     /// config with a header as malformed (an unknown field), so it never reads a header
     /// as payload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
