@@ -50,9 +50,9 @@ mod shm;
 pub mod static_config;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
-pub mod testing;
+pub use iox_process::testing;
 #[cfg(not(feature = "testing"))]
-mod testing;
+use iox_process::testing;
 mod waitset;
 mod zero_copy;
 

@@ -348,6 +348,7 @@ fn no_process_global_lock_escapes_the_fork_handlers() {
     let mut found = Vec::new();
     for krate in [
         "iox_mempool",
+        "iox_process",
         "iox_service",
         "iox_cuda",
         "iox_ffi",

@@ -19,7 +19,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("iox_mempool", &[]),
     ("iox_derive", &[]),
     ("iox_cuda", &["iox_mempool"]),
-    ("iox_service", &["iox_cuda", "iox_derive", "iox_mempool"]),
+    ("iox_process", &["iox_mempool"]),
+    (
+        "iox_service",
+        &["iox_cuda", "iox_derive", "iox_mempool", "iox_process"],
+    ),
     ("iox_ffi", &["iox_service"]),
     ("iox_python", &["iox_mempool", "iox_service"]),
     ("iox_zenoh", &["iox_mempool", "iox_service"]),
@@ -50,7 +54,6 @@ const KNOWN: &[&str] = &[
     "service",
     "shm",
     "static_config",
-    "testing",
 ];
 
 fn workspace() -> PathBuf {

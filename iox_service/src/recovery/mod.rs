@@ -24,9 +24,8 @@
 //! removed once it is proven dead. Nothing is recovered for a live node.
 
 pub(crate) mod cleanup;
-pub(crate) mod fork;
-pub(crate) mod node;
-pub mod robust_mutex;
+pub use iox_process::robust_mutex;
+pub(crate) use iox_process::{fork, node};
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -5,7 +5,7 @@ pub(crate) mod arming;
 pub(crate) mod connected;
 pub(crate) mod doorbell;
 pub(crate) mod dynamic;
-pub(crate) mod files;
+pub(crate) use iox_process::files;
 pub(crate) mod layout;
 pub(crate) mod lifecycle;
 pub(crate) mod may_wait;

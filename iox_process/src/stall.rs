@@ -1,5 +1,5 @@
-//! Test hooks, compiled in only with the `testing` cargo feature (which iox's own tests
-//! enable); without it, stall points compile to nothing and none of this is public.
+//! Stall points: test hooks compiled in only with the `testing` cargo feature (which
+//! iox's own tests enable); without it, a stall point compiles to nothing.
 //!
 //! Stall points are places where a test holds a process still, so another process can
 //! act inside a race window deterministically. A stall point does nothing unless it is
@@ -62,23 +62,10 @@
 //! - `blackboard-pinned`: a blackboard reader pinned a key's current buffer and has
 //!   not read it yet.
 //!
-//! A holder's responder answers wrongly when [`HANDOVER_ENV`] says how (`garbage`,
-//! `no-fd`, `wrong-fd`, `oversized`, `silent`, or a memfd named like the service's
-//! that is `unsealed`, `short`, another inode (`same-name`) or has an `other-nonce`),
-//! from the first request on or from the one [`HANDOVER_FROM_ENV`] counts to.
 
 /// The environment variable naming the stall point a test wants.
 #[cfg(feature = "testing")]
 pub const STALL_ENV: &str = "IOX_TEST_STALL";
-
-/// The environment variable that makes this process's descriptor responder answer
-/// wrongly (see the module docs).
-#[cfg(feature = "testing")]
-pub const HANDOVER_ENV: &str = "IOX_TEST_HANDOVER";
-
-/// With [`HANDOVER_ENV`]: answer the first n requests correctly, then wrongly.
-#[cfg(feature = "testing")]
-pub const HANDOVER_FROM_ENV: &str = "IOX_TEST_HANDOVER_FROM";
 
 /// The environment variable naming the gate directory of the stall point of
 /// [`STALL_ENV`] (unset: the point parks forever).
@@ -89,39 +76,6 @@ pub const GATE_ENV: &str = "IOX_TEST_GATE";
 /// (a test that never opens it has failed already; the process must not hang CI).
 #[cfg(feature = "testing")]
 pub const GATE_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
-
-/// Node liveness, for tests that check how dead processes are told from live ones.
-#[cfg(feature = "testing")]
-pub use crate::recovery::node::{is_alive, process_node_id};
-
-/// This process's node under `root`, made on first use and kept while the guard
-/// lives: the node registry's work alone, without a service (for tests of the
-/// registry itself, e.g. across a fork).
-#[cfg(feature = "testing")]
-pub fn node_for_root(root: &std::path::Path) -> std::io::Result<NodeGuard> {
-    crate::recovery::node::Node::for_root(root).map(NodeGuard)
-}
-
-/// Keeps a node made by [`node_for_root`].
-#[cfg(feature = "testing")]
-pub struct NodeGuard(#[allow(dead_code)] std::sync::Arc<crate::recovery::node::Node>);
-
-/// The files under `root`, sorted, but for this process's own node file: a test
-/// process uses many roots at once (one per test thread), and a node file stays,
-/// locked, while its process still has a node under another root (see the node
-/// module's `RETIRED`).
-#[cfg(feature = "testing")]
-pub fn files_but_own_node(root: &std::path::Path) -> Vec<String> {
-    let own = crate::shm::files::node_file_name(process_node_id());
-    let mut v: Vec<String> = std::fs::read_dir(root)
-        .map(|d| d.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
-        .unwrap_or_default();
-    v.retain(|f| *f != own);
-    v.sort();
-    v
-}
-#[cfg(feature = "testing")]
-pub use crate::shm::files::parse_node_file_name;
 
 #[cfg(feature = "testing")]
 mod armed {
@@ -161,7 +115,8 @@ pub fn stall_at(point: &str, gate: &std::path::Path) {
 /// with nothing armed is two loads (points sit inside claims and sends: no lock, no
 /// environment lookup there).
 #[cfg(feature = "testing")]
-pub(crate) fn stall_point(name: &str) {
+#[inline]
+pub fn stall_point(name: &str) {
     use std::sync::atomic::Ordering;
     if armed::ANY.load(Ordering::Acquire) {
         let armed = {
@@ -202,4 +157,4 @@ pub(crate) fn stall_point(name: &str) {
 /// Without the `testing` feature: nothing.
 #[cfg(not(feature = "testing"))]
 #[inline(always)]
-pub(crate) fn stall_point(_name: &str) {}
+pub fn stall_point(_name: &str) {}

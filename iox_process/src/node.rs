@@ -10,7 +10,7 @@
 //! the lock (`LOCK_SH | LOCK_NB`) knows the owner is gone. Ports, users, lifecycle
 //! words and robust mutexes record node ids in shared memory; that is how dead
 //! participants are recognised. Because the id is per process, code that cannot be
-//! told a root (the robust mutex, [`crate::recovery::robust_mutex`]) can still ask
+//! told a root (the robust mutex, [`crate::robust_mutex`]) can still ask
 //! "who am I" ([`process_node_id`]) and "is node X alive" ([`is_alive_anywhere`]: the
 //! node file of X is looked for in every root where this process has a node).
 //!
@@ -117,14 +117,12 @@ struct Retired {
 }
 
 fn is_ours(fork_generation: u64) -> bool {
-    crate::recovery::fork::is_same_process(fork_generation)
+    crate::fork::is_same_process(fork_generation)
 }
 
-pub(crate) use crate::shm::files::{
-    node_file_name, parse_node_file_name, parse_temp_file_name, temp_file_name,
-};
+pub use crate::files::{node_file_name, parse_node_file_name, parse_temp_file_name, temp_file_name};
 
-pub(crate) fn random_u32() -> u32 {
+pub fn random_u32() -> u32 {
     iox_mempool::random::random_u64() as u32
 }
 
@@ -132,12 +130,24 @@ pub(crate) fn random_u32() -> u32 {
 /// child by [`forget_after_fork`]).
 static PROCESS_ID: AtomicU64 = AtomicU64::new(0);
 
+/// The fork generation ([`crate::fork`]), registering on first use the fork child step
+/// that makes a child draw its own node id ([`forget_after_fork`]).
+fn fork_generation() -> u64 {
+    static STEP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !STEP.load(Ordering::Acquire) {
+        // Idempotent: several threads may register it at once.
+        iox_mempool::fork::on_fork_child(forget_after_fork);
+        STEP.store(true, Ordering::Release);
+    }
+    iox_mempool::fork::generation()
+}
+
 /// This process's node id: chosen on first use, the same for every root and thread,
 /// a new one in a forked child or an `exec`ed program (see the module docs).
 pub fn process_node_id() -> u64 {
     // Registers the fork handler that forgets the id in a child, before the first
     // id is drawn.
-    let _ = crate::recovery::fork::generation();
+    let _ = fork_generation();
     // Relaxed: the id is a plain value, nothing else is published with it.
     let id = PROCESS_ID.load(Ordering::Relaxed);
     if id != 0 {
@@ -148,7 +158,7 @@ pub fn process_node_id() -> u64 {
 
 /// Called in a forked child right after `fork` (atomic stores, allowed there; see
 /// `recovery::fork`): the child draws its own id.
-pub(crate) fn forget_after_fork() {
+pub fn forget_after_fork() {
     PROCESS_ID.store(0, Ordering::Relaxed);
     LIVE_NODES.store(0, Ordering::Relaxed);
 }
@@ -180,7 +190,7 @@ const ID_MASK: u64 = (1 << 62) - 1;
 impl Node {
     /// The node of this process under `root`, created on first use.
     pub fn for_root(root: &Path) -> std::io::Result<Arc<Node>> {
-        let fork_generation = crate::recovery::fork::generation();
+        let fork_generation = fork_generation();
         let key = root_key(root)?;
         let mut nodes = loop {
             let nodes = NODES.lock();
@@ -197,7 +207,7 @@ impl Node {
                 _ => break nodes,
             }
         };
-        crate::testing::stall_point("node-registry-held");
+        crate::stall::stall_point("node-registry-held");
         let retired = {
             let mut retired = RETIRED.lock();
             retired.retain(|r| is_ours(r.fork_generation)); // a forked child's copies
@@ -237,7 +247,7 @@ impl Node {
     }
 
     fn create(root: &Path, key: RootKey, may_redraw: bool) -> std::io::Result<Node> {
-        let fork_generation = crate::recovery::fork::generation();
+        let fork_generation = fork_generation();
         loop {
             let id = process_node_id();
             let path = root.join(node_file_name(id));
@@ -275,7 +285,7 @@ impl Node {
             let _ = writeln!(file, "{}", pid_line());
             // Locked before it gets its real name. NOREPLACE: a name collision must
             // never steal another node's file.
-            match crate::shm::files::rename_noreplace(root, &tmp_name, &node_file_name(id)) {
+            match crate::files::rename_noreplace(root, &tmp_name, &node_file_name(id)) {
                 Ok(()) => {}
                 Err(rustix::io::Errno::NOENT) => {
                     // A cleaner took our unlocked-looking temp file away before we
@@ -425,7 +435,7 @@ pub fn is_alive(root: &Path, id: u64) -> bool {
 /// has a node (this process itself always is). For callers that know no root, such as
 /// the robust mutex: a node that records itself in shared memory under a root has a
 /// node file there, and so does this process if it looks at that memory (the contract
-/// of [`crate::recovery::robust_mutex`]). The first root whose file exists decides, as
+/// of [`crate::robust_mutex`]). The first root whose file exists decides, as
 /// in [`is_alive`]; with no file in any of them, the node is dead.
 pub fn is_alive_anywhere(id: u64) -> bool {
     if id == process_node_id() {
@@ -489,7 +499,7 @@ fn probe(root: &Path, id: u64) -> Probe {
 /// linked there with its lock free has been free since its owner went: node files
 /// arrive locked (renamed into place) and are unlinked before they are unlocked.
 /// Otherwise the probe starts again on the new file (or finds none).
-pub(crate) fn lock_is_free(path: &Path) -> Option<bool> {
+pub fn lock_is_free(path: &Path) -> Option<bool> {
     for _ in 0..PROBE_ATTEMPTS {
         let fd = match rustix::fs::open(
             path,
@@ -500,7 +510,7 @@ pub(crate) fn lock_is_free(path: &Path) -> Option<bool> {
             Err(rustix::io::Errno::NOENT) => return None,
             Err(_) => return Some(false),
         };
-        crate::testing::stall_point("probe-after-open");
+        crate::stall::stall_point("probe-after-open");
         match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
             // We got the lock. Drop it explicitly: a child this process forks before
             // closing the fd would otherwise share it until it execs, and make the

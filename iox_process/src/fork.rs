@@ -15,23 +15,19 @@
 //! hold every process-global lock of iox across each fork (they are all
 //! [`iox_mempool::fork::ForkLock`]s: the node registry, the hand-over's offers, the
 //! WaitSet's signal registrations, the pin registry, iox_cuda's), so a child never
-//! inherits one held by a thread it does not have; and the child step here makes the
-//! child draw its own node id.
+//! inherits one held by a thread it does not have; and the node registry's child step
+//! makes the child draw its own node id.
 
 /// The fork generation of this process: different in a forked child from its parent's.
-/// The first call registers the fork handlers and this module's child step.
-pub(crate) fn generation() -> u64 {
-    static STEP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if !STEP.load(std::sync::atomic::Ordering::Acquire) {
-        // Idempotent: several threads may register it at once.
-        iox_mempool::fork::on_fork_child(crate::recovery::node::forget_after_fork);
-        STEP.store(true, std::sync::atomic::Ordering::Release);
-    }
+/// (The node registry registers its own child step, which makes a child draw its own
+/// node id, when it first makes a node.)
+#[inline]
+pub fn generation() -> u64 {
     iox_mempool::fork::generation()
 }
 
 /// Whether this is still the process (fork generation) `generation` was taken in.
 #[inline]
-pub(crate) fn is_same_process(generation: u64) -> bool {
+pub fn is_same_process(generation: u64) -> bool {
     iox_mempool::fork::is_same_process(generation)
 }

@@ -78,7 +78,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::recovery::node::{self, Node};
+use crate::node::{self, Node};
 
 /// How long a waiter sleeps at most before it checks whether the holder is alive
 /// (see the module docs).
