@@ -331,9 +331,9 @@ fn no_process_global_lock_escapes_the_fork_handlers() {
         // prepare step across the fork (see iox_mempool's fork module).
         ("iox_mempool/src/fork.rs", "GATE"),
         // Read once from two environment variables, no blocking call inside; tests only.
-        ("iox_service/src/testing.rs", "FROM_ENV"),
+        ("iox_process/src/stall.rs", "FROM_ENV"),
         // A unit test's fake liveness table.
-        ("iox_service/src/recovery/robust_mutex.rs", "DEAD"),
+        ("iox_process/src/robust_mutex.rs", "DEAD"),
     ];
     const LOCKS: [&str; 7] = [
         "Mutex<",
