@@ -473,8 +473,8 @@ fn read_ports(d: Dynamic<'_>, alive: &mut Alive, info: &mut ServiceInfo) {
     let parts = l.pattern.parts();
     let (sender, receiver) = parts.port_names();
     let ports = (0..l.sending)
-        .map(|p| (Side::Sending, p, d.publisher(p)))
-        .chain((0..l.receiving).map(|s| (Side::Receiving, s, d.subscriber(s))));
+        .map(|p| (Side::Sending, p, d.sender(p)))
+        .chain((0..l.receiving).map(|s| (Side::Receiving, s, d.receiver(s))));
     for (side, slot, h) in ports {
         let node = h.node.load(Ordering::Acquire);
         if node == 0 {

@@ -251,10 +251,10 @@ impl<'a> SlotClaim<'a> {
         let d = service.dynamic();
         let l = d.layout();
         let claim_one = || match side {
-            Side::Sending => claim(service, (0..l.sending).map(|p| d.publisher(p)), kind, l.sending),
+            Side::Sending => claim(service, (0..l.sending).map(|p| d.sender(p)), kind, l.sending),
             Side::Receiving => claim(
                 service,
-                (0..l.receiving).map(|s| d.subscriber(s)),
+                (0..l.receiving).map(|s| d.receiver(s)),
                 kind,
                 l.receiving,
             ),
@@ -295,8 +295,8 @@ impl<'a> SlotClaim<'a> {
     fn header(&self) -> &'a PortHeader {
         let d = self.service.dynamic();
         match self.side {
-            Side::Sending => d.publisher(self.slot),
-            Side::Receiving => d.subscriber(self.slot),
+            Side::Sending => d.sender(self.slot),
+            Side::Receiving => d.receiver(self.slot),
         }
     }
 

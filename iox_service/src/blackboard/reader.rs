@@ -149,7 +149,7 @@ impl<K> Drop for Reader<K> {
             return; // a forked child's copy: the port is the parent's
         }
         let d = self.service.dynamic();
-        let header = d.subscriber(self.slot);
+        let header = d.receiver(self.slot);
         port::close(header, self.generation);
         // Guards borrow the reader, so none lives: every pin is gone. Cleared again all
         // the same, as recovery would.

@@ -17,7 +17,7 @@ use crate::recovery::{CleanupReport, Liveness};
 pub(crate) fn recover_ports(d: Dynamic<'_>, keys: usize, live: &mut Liveness, report: &mut CleanupReport) {
     let l = d.layout();
     for s in 0..l.receiving {
-        let header = d.subscriber(s);
+        let header = d.receiver(s);
         let node = header.node.load(Ordering::Acquire);
         if node != 0 && !live.alive(node) {
             let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
@@ -31,7 +31,7 @@ pub(crate) fn recover_ports(d: Dynamic<'_>, keys: usize, live: &mut Liveness, re
         }
     }
     for p in 0..l.sending {
-        let header = d.publisher(p);
+        let header = d.sender(p);
         let node = header.node.load(Ordering::Acquire);
         if node != 0 && !live.alive(node) {
             let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));

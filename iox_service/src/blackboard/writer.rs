@@ -165,7 +165,7 @@ impl<K> Writer<K> {
         let word = value::publish(d.key_words(k).current, buffer);
         self.unlock(k);
         // Only this port writes its header's count: no read-modify-write needed.
-        let sent = &d.publisher(self.slot).sent;
+        let sent = &d.sender(self.slot).sent;
         sent.store(sent.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
         // Listeners of the changes service (their slots looked up again only when its
         // ports changed); an update reaches its readers either way.
@@ -199,7 +199,7 @@ impl<K> Drop for Writer<K> {
             return; // a forked child's copy: the port is the parent's
         }
         let d = self.service.dynamic();
-        let header = d.publisher(self.slot);
+        let header = d.sender(self.slot);
         port::close(header, self.generation);
         port::free(header, self.generation);
         port::announce(d);

@@ -268,8 +268,8 @@ fn gone(d: Dynamic<'_>, side: Side, peer: usize, word: &AtomicU64, generation: u
         return true;
     }
     let header = match side {
-        Side::Sending => d.publisher(peer),
-        Side::Receiving => d.subscriber(peer),
+        Side::Sending => d.sender(peer),
+        Side::Receiving => d.receiver(peer),
     };
     let node = header.node.load(Ordering::Acquire);
     node == 0 || !crate::node::is_alive_anywhere(node)

@@ -122,7 +122,7 @@ pub struct Listener {
 
 impl Listener {
     fn header(&self) -> &PortHeader {
-        self.service.dynamic().subscriber(self.slot)
+        self.service.dynamic().receiver(self.slot)
     }
 
     fn set(&self) -> &[AtomicU64] {

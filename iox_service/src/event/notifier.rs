@@ -198,7 +198,7 @@ impl Notifier {
     }
 
     fn header(&self) -> &PortHeader {
-        self.service.dynamic().publisher(self.slot)
+        self.service.dynamic().sender(self.slot)
     }
 }
 

@@ -19,7 +19,7 @@ pub(crate) fn signal(d: Dynamic<'_>, id: u32, ringer: &Ringer) -> usize {
 pub(crate) fn active(d: Dynamic<'_>) -> u64 {
     let mut slots = 0u64;
     for s in 0..d.layout().receiving {
-        let header = d.subscriber(s);
+        let header = d.receiver(s);
         if dynamic::split_state(header.state.load(Ordering::Acquire)).1 == dynamic::ACTIVE {
             slots |= 1 << s;
         }
@@ -55,7 +55,7 @@ pub(crate) fn wake(d: Dynamic<'_>, mut slots: u64, ringer: &Ringer) {
     while slots != 0 {
         let s = slots.trailing_zeros() as usize;
         slots &= slots - 1;
-        let header = d.subscriber(s);
+        let header = d.receiver(s);
         let seen = header.waiting.load(Ordering::Relaxed);
         if crate::doorbell::wants_wake(seen) {
             port::wake(header, seen, ringer, s);

@@ -21,7 +21,7 @@ use crate::recovery::{CleanupReport, Liveness};
 pub(crate) fn recover_ports(d: Dynamic<'_>, stem: &str, live: &mut Liveness, report: &mut CleanupReport) {
     let l = d.layout();
     for s in 0..l.receiving {
-        let node = d.subscriber(s).node.load(Ordering::Acquire);
+        let node = d.receiver(s).node.load(Ordering::Acquire);
         if node != 0 && !live.alive(node) {
             recover_listener(d, s);
             report.ports += 1;
@@ -29,7 +29,7 @@ pub(crate) fn recover_ports(d: Dynamic<'_>, stem: &str, live: &mut Liveness, rep
     }
     let ringer = Ringer::new(live.root(), stem, l.receiving);
     for p in 0..l.sending {
-        let node = d.publisher(p).node.load(Ordering::Acquire);
+        let node = d.sender(p).node.load(Ordering::Acquire);
         if node != 0 && !live.alive(node) {
             recover_notifier(d, p, &ringer);
             report.ports += 1;
@@ -39,7 +39,7 @@ pub(crate) fn recover_ports(d: Dynamic<'_>, stem: &str, live: &mut Liveness, rep
 
 /// Recovers dead notifier slot `p`.
 fn recover_notifier(d: Dynamic<'_>, p: usize, ringer: &Ringer) {
-    let header = d.publisher(p);
+    let header = d.sender(p);
     let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
     port::close(header, generation);
     port::free(header, generation);
@@ -55,7 +55,7 @@ fn recover_notifier(d: Dynamic<'_>, p: usize, ringer: &Ringer) {
 
 /// Recovers dead listener slot `s`.
 fn recover_listener(d: Dynamic<'_>, s: usize) {
-    let header = d.subscriber(s);
+    let header = d.receiver(s);
     let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
     port::close(header, generation);
     pending_set::clear(d.pending(s));

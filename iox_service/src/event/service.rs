@@ -272,8 +272,8 @@ impl EventService {
         let d = self.shared.dynamic();
         (0..d.layout().receiving)
             .map(|s| {
-                (d.subscriber(s).waiting.load(std::sync::atomic::Ordering::Relaxed)
-                    & crate::doorbell::SLEEPERS) as usize
+                (d.receiver(s).waiting.load(std::sync::atomic::Ordering::Relaxed) & crate::doorbell::SLEEPERS)
+                    as usize
             })
             .sum()
     }

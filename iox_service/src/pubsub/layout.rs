@@ -180,10 +180,7 @@ impl PatternParts for PubSubLayout {
             Side::Receiving => Backlog {
                 pending: (0..d.layout().sending).map(|p| d.queue(p, slot).len()).sum(),
                 pending_ids: Vec::new(),
-                missed: d
-                    .subscriber(slot)
-                    .missed
-                    .load(std::sync::atomic::Ordering::Relaxed),
+                missed: d.receiver(slot).missed.load(std::sync::atomic::Ordering::Relaxed),
             },
         }
     }

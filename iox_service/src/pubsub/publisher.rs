@@ -160,7 +160,7 @@ impl<P: ?Sized + Payload, H: UserHeader> PublisherBuilder<P, H> {
         let pin = claim.pin(self.pin)?;
         let owner = claim.owner();
         let (slot, generation) = claim.activate(pin.as_ref());
-        let (queues, header) = (d.queue_row_offset(slot), d.publisher_offset(slot));
+        let (queues, header) = (d.queue_row_offset(slot), d.sender_offset(slot));
         let ringer = Ringer::new(&self.service.root, &self.service.stem, max_subscribers);
         let read_cache = Box::new(std::array::from_fn(|_| Cell::new(0)));
         let section = super::config::of(&self.service.config);
@@ -301,7 +301,7 @@ impl<P: ?Sized + Payload, H: UserHeader> Publisher<P, H> {
     pub fn wait_for_subscribers(&self, n: usize, timeout: Duration) -> Result<usize, WaitForPortsError> {
         let max = self.port.service.dynamic().layout().receiving;
         port::wait_for_ports(&self.port.service, n, timeout, |d| {
-            port::active_count((0..max).map(|s| d.subscriber(s)))
+            port::active_count((0..max).map(|s| d.receiver(s)))
         })
     }
 
@@ -502,7 +502,7 @@ impl PublisherPort {
         // Only subscribers that may wait have a `waiting` word worth reading (see
         // `shm::may_wait`): one load for all the others.
         for s in connected::slots(d.may_wait().among(still)) {
-            let header = d.subscriber(s);
+            let header = d.receiver(s);
             let waiting = header.waiting.load(Ordering::Relaxed);
             if doorbell::wants_wake(waiting) {
                 port::wake(header, waiting, &self.ringer, s);
@@ -600,7 +600,7 @@ struct Fanout {
 #[cold]
 #[inline(never)]
 fn missed(d: Dynamic<'_>, s: usize) {
-    d.subscriber(s).missed.fetch_add(1, Ordering::Relaxed);
+    d.receiver(s).missed.fetch_add(1, Ordering::Relaxed);
 }
 
 impl<P: ?Sized, H> Publisher<P, H> {
@@ -663,7 +663,7 @@ impl Drop for PublisherPort {
         // recovery-interrupted path left). A loan leaked with `mem::forget` leaks its
         // reference too, so this never runs for it: the slot stays taken until the
         // process ends and recovery returns it. Queued samples stay for the subscribers.
-        let header = self.service.dynamic().publisher(self.slot);
+        let header = self.service.dynamic().sender(self.slot);
         self.spare.take();
         if self.history.is_some() {
             // The samples kept for late subscribers go (those already queued stay).

@@ -45,7 +45,7 @@ pub(crate) fn recover_ports(
     let l = d.layout();
     let mut dead_publishers = false;
     for p in 0..l.sending {
-        let node = d.publisher(p).node.load(Ordering::Acquire);
+        let node = d.sender(p).node.load(Ordering::Acquire);
         if node != 0 && !live.alive(node) {
             recover_publisher(d, pool, p, report);
             dead_publishers = true;
@@ -59,7 +59,7 @@ pub(crate) fn recover_ports(
         wake_receivers(d, stem, live.root());
     }
     for s in 0..l.receiving {
-        let node = d.subscriber(s).node.load(Ordering::Acquire);
+        let node = d.receiver(s).node.load(Ordering::Acquire);
         if node != 0 && !live.alive(node) {
             recover_subscriber(d, pool, s, report);
             report.ports += 1;
@@ -76,7 +76,7 @@ fn wake_receivers(d: Dynamic<'_>, stem: &str, root: &Path) {
     let subscribers = d.layout().receiving;
     let ringer = crate::doorbell::Ringer::new(root, stem, subscribers);
     for s in 0..subscribers {
-        let header = d.subscriber(s);
+        let header = d.receiver(s);
         if dynamic::split_state(header.state.load(Ordering::Acquire)).1 != dynamic::ACTIVE {
             continue;
         }
@@ -96,7 +96,7 @@ fn unpublish_events(d: Dynamic<'_>, side: Side, slot: usize) {
 
 /// Recovers dead publisher slot `p`.
 fn recover_publisher(d: Dynamic<'_>, pool: &Bookkeeping, p: usize, report: &mut CleanupReport) {
-    let header = d.publisher(p);
+    let header = d.sender(p);
     let owner = port::publisher_owner(p);
     let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
     unpublish_events(d, Side::Sending, p);
@@ -111,7 +111,7 @@ fn recover_publisher(d: Dynamic<'_>, pool: &Bookkeeping, p: usize, report: &mut 
     // have no consumer to drain them: the dead publisher may have pushed after they
     // left, or died in its own post-send drain. Drain them into its bit.
     for s in 0..subs {
-        if dynamic::split_state(d.subscriber(s).state.load(Ordering::Acquire)).1 == dynamic::ACTIVE {
+        if dynamic::split_state(d.receiver(s).state.load(Ordering::Acquire)).1 == dynamic::ACTIVE {
             continue;
         }
         report.chunks_freed += port::drain_queue(&d.queue(p, s), queue::BY_PRODUCER, pool, owner);
@@ -127,7 +127,7 @@ fn recover_publisher(d: Dynamic<'_>, pool: &Bookkeeping, p: usize, report: &mut 
 
 /// Recovers dead subscriber slot `s`.
 fn recover_subscriber(d: Dynamic<'_>, pool: &Bookkeeping, s: usize, report: &mut CleanupReport) {
-    let header = d.subscriber(s);
+    let header = d.receiver(s);
     let publishers = d.layout().sending;
     let owner = port::subscriber_owner(publishers, s);
     let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));

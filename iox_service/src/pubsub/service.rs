@@ -606,7 +606,7 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubService<P, H> {
     pub fn waiting_subscribers(&self) -> usize {
         let d = self.shared.dynamic();
         (0..d.layout().receiving)
-            .map(|s| (d.subscriber(s).waiting.load(Ordering::Relaxed) & crate::doorbell::SLEEPERS) as usize)
+            .map(|s| (d.receiver(s).waiting.load(Ordering::Relaxed) & crate::doorbell::SLEEPERS) as usize)
             .sum()
     }
 
@@ -618,8 +618,8 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubService<P, H> {
         };
         let l = d.layout();
         (
-            (0..l.sending).filter(|&p| active(d.publisher(p))).count(),
-            (0..l.receiving).filter(|&s| active(d.subscriber(s))).count(),
+            (0..l.sending).filter(|&p| active(d.sender(p))).count(),
+            (0..l.receiving).filter(|&s| active(d.receiver(s))).count(),
         )
     }
 }

@@ -243,7 +243,7 @@ impl SubscriberPort {
     }
 
     fn header(&self) -> &PortHeader {
-        self.service.dynamic().subscriber(self.slot)
+        self.service.dynamic().receiver(self.slot)
     }
 
     /// Whether publisher slot `p` gave this port its history (a service with history):
@@ -383,7 +383,7 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
         self.port
             .service
             .dynamic()
-            .subscriber(self.port.slot)
+            .receiver(self.port.slot)
             .missed
             .load(Ordering::Relaxed)
     }
@@ -394,7 +394,7 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
     pub fn wait_for_publishers(&self, n: usize, timeout: Duration) -> Result<usize, WaitForPortsError> {
         let max = self.port.service.dynamic().layout().sending;
         port::wait_for_ports(&self.port.service, n, timeout, |d| {
-            port::active_count((0..max).map(|p| d.publisher(p)))
+            port::active_count((0..max).map(|p| d.sender(p)))
         })
     }
 

@@ -280,7 +280,7 @@ fn wake_subscribers(root: &Path, stem: &str, seg: &mut DynamicSegment) {
     let subscribers = d.layout().receiving;
     let ringer = crate::doorbell::Ringer::new(root, stem, subscribers);
     for s in 0..subscribers {
-        let header = d.subscriber(s);
+        let header = d.receiver(s);
         // Futex sleepers are woken whether or not any are counted (`| 1`).
         let seen = header.waiting.load(std::sync::atomic::Ordering::Relaxed) | 1;
         crate::port::wake(header, seen, &ringer, s);

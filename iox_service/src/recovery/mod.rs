@@ -227,8 +227,8 @@ fn recover_service(service: &ServiceShared, wait: Duration) -> Result<CleanupRep
 fn anyone_dead(d: Dynamic<'_>, live: &mut Liveness) -> bool {
     let l = d.layout();
     let ports = (0..l.sending)
-        .map(|p| d.publisher(p))
-        .chain((0..l.receiving).map(|s| d.subscriber(s)))
+        .map(|p| d.sender(p))
+        .chain((0..l.receiving).map(|s| d.receiver(s)))
         .map(|h| h.node.load(Ordering::Acquire));
     let users = d.users().iter().map(|u| u.load(Ordering::Acquire));
     let nodes: Vec<u64> = ports.chain(users).filter(|&n| n != 0).collect();

@@ -260,7 +260,7 @@ impl ClientPort {
     }
 
     pub(crate) fn header(&self) -> &PortHeader {
-        self.service.dynamic().publisher(self.slot)
+        self.service.dynamic().sender(self.slot)
     }
 
     /// Releases everything queued for this client by any server.
@@ -306,7 +306,7 @@ impl ClientPort {
         let servers = d.layout().receiving;
         let start = self.cursor.get();
         let Some((s, generation)) = (0..servers).map(|i| (start + i) % servers).find_map(|s| {
-            let (generation, phase) = slots::slot_state(d.subscriber(s));
+            let (generation, phase) = slots::slot_state(d.receiver(s));
             (phase == dynamic::ACTIVE).then_some((s, generation))
         }) else {
             return fail(RequestSendError::NoServer);
@@ -339,7 +339,7 @@ impl ClientPort {
         self.stash.borrow_mut().open(seq);
         // Pairs with the SeqCst fence of a server going to sleep, and with its close.
         fence(Ordering::SeqCst);
-        let sh = d.subscriber(s);
+        let sh = d.receiver(s);
         if slots::slot_state(sh).1 != dynamic::ACTIVE {
             // It closed after we chose it: nobody will take what we pushed. The
             // pending response reports the server gone.

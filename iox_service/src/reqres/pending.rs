@@ -162,7 +162,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> PendingResponse<Req, Resp> {
         }
         let d = port.service.dynamic();
         let word = d.request_words(port.slot)[slots::slot_of(self.seq)].load(Ordering::Acquire);
-        let sh = d.subscriber(self.server);
+        let sh = d.receiver(self.server);
         let gone = |sh| {
             let (generation, phase) = slots::slot_state(sh);
             generation != self.server_generation || phase == dynamic::FREE
@@ -268,7 +268,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Drop for PendingResponse<Req
             let _ = port.pool.book().release(h, port.owner);
         }
         let d = port.service.dynamic();
-        let sh = d.subscriber(self.server);
+        let sh = d.receiver(self.server);
         request_word::abandon(
             &d.request_words(port.slot)[k],
             self.seq,

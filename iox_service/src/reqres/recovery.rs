@@ -34,7 +34,7 @@ fn is_active(h: &crate::dynamic::PortHeader) -> bool {
 /// Recovers dead client slot `c`.
 pub(crate) fn recover_client(d: Dynamic<'_>, pool: &Bookkeeping, c: usize, report: &mut CleanupReport) {
     let l = d.layout();
-    let header = d.publisher(c);
+    let header = d.sender(c);
     let owner = port::publisher_owner(c);
     let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
     port::close(header, generation);
@@ -56,7 +56,7 @@ pub(crate) fn recover_client(d: Dynamic<'_>, pool: &Bookkeeping, c: usize, repor
     finish_journaled_send(header, (0..servers).map(|s| d.queue(c, s)), pool, owner, report);
     for s in 0..servers {
         report.chunks_freed += port::drain_queue(&d.response_queue(s, c), queue::BY_CONSUMER, pool, owner);
-        if !is_active(d.subscriber(s)) {
+        if !is_active(d.receiver(s)) {
             report.chunks_freed += port::drain_queue(&d.queue(c, s), queue::BY_PRODUCER, pool, owner);
         }
     }
@@ -77,7 +77,7 @@ pub(crate) fn recover_server(
     report: &mut CleanupReport,
 ) {
     let l = d.layout();
-    let header = d.subscriber(s);
+    let header = d.receiver(s);
     let clients = l.sending;
     let owner = port::subscriber_owner(clients, s);
     let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
@@ -105,7 +105,7 @@ pub(crate) fn recover_server(
     );
     for c in 0..clients {
         report.chunks_freed += port::drain_queue(&d.queue(c, s), queue::BY_CONSUMER, pool, owner);
-        if !is_active(d.publisher(c)) {
+        if !is_active(d.sender(c)) {
             report.chunks_freed +=
                 port::drain_queue(&d.response_queue(s, c), queue::BY_PRODUCER, pool, owner);
         }
@@ -116,7 +116,7 @@ pub(crate) fn recover_server(
     request_word::server_left((0..clients).flat_map(|c| d.request_words(c)), s, generation);
     port::announce(d);
     for c in 0..clients {
-        let ch = d.publisher(c);
+        let ch = d.sender(c);
         let waiting = ch.waiting.load(Ordering::SeqCst);
         if is_active(ch) && crate::doorbell::wants_wake(waiting) {
             port::wake(ch, waiting, ringer, l.receiving + c);
@@ -136,14 +136,14 @@ pub(crate) fn recover_ports(
     let l = d.layout();
     let ringer = Ringer::new(live.root(), stem, l.receiving + l.sending);
     for s in 0..l.receiving {
-        let node = d.subscriber(s).node.load(Ordering::Acquire);
+        let node = d.receiver(s).node.load(Ordering::Acquire);
         if node != 0 && !live.alive(node) {
             recover_server(d, pool, s, &ringer, report);
             report.ports += 1;
         }
     }
     for c in 0..l.sending {
-        let node = d.publisher(c).node.load(Ordering::Acquire);
+        let node = d.sender(c).node.load(Ordering::Acquire);
         if node != 0 && !live.alive(node) {
             recover_client(d, pool, c, report);
             report.ports += 1;

@@ -188,7 +188,7 @@ impl ServerPort {
     }
 
     fn header(&self) -> &PortHeader {
-        self.service.dynamic().subscriber(self.slot)
+        self.service.dynamic().receiver(self.slot)
     }
 
     /// Releases every request queued for this slot (requests not received).
@@ -221,7 +221,7 @@ impl ServerPort {
                 let seq = slots::seq_of(raw);
                 let words = d.request_words(c);
                 let expected = request_word::word(self.slot, self.generation, seq);
-                let (client_generation, _) = slots::slot_state(d.publisher(c));
+                let (client_generation, _) = slots::slot_state(d.sender(c));
                 match words.get(slots::slot_of(seq)) {
                     Some(w) if w.load(Ordering::Acquire) == expected => {
                         self.cursor.set((c + 1) % clients);
@@ -257,7 +257,7 @@ impl ServerPort {
     pub(crate) fn check(&self, r: &RequestRef) -> Result<(), ResponseSendError> {
         let d = self.service.dynamic();
         let w = &d.request_words(r.client)[slots::slot_of(r.seq)];
-        let ch = d.publisher(r.client);
+        let ch = d.sender(r.client);
         if w.load(Ordering::Acquire) == r.token && self.liveness.due() {
             let node = ch.node.load(Ordering::Acquire);
             if node != 0 && !crate::node::is_alive(&self.service.root, node) {
@@ -323,7 +323,7 @@ impl ServerPort {
         let d = self.service.dynamic();
         // Pairs with the SeqCst fence of a client going to sleep, and with its close.
         fence(Ordering::SeqCst);
-        let ch = d.publisher(r.client);
+        let ch = d.sender(r.client);
         if slots::slot_state(ch).1 != dynamic::ACTIVE {
             port::drain_queue(
                 &d.response_queue(self.slot, r.client),

@@ -455,8 +455,8 @@ impl ServiceShared {
         let d = self.dynamic();
         let l = d.layout();
         (
-            crate::port::active_count((0..l.sending).map(|p| d.publisher(p))),
-            crate::port::active_count((0..l.receiving).map(|s| d.subscriber(s))),
+            crate::port::active_count((0..l.sending).map(|p| d.sender(p))),
+            crate::port::active_count((0..l.receiving).map(|s| d.receiver(s))),
         )
     }
 

@@ -475,25 +475,27 @@ impl<'a> Dynamic<'a> {
         }
     }
 
-    pub(crate) fn publisher(&self, p: usize) -> &'a PortHeader {
-        self.header_at(self.publisher_offset(p))
+    /// The header of sending port slot `p` (a publisher, notifier, client or writer).
+    pub(crate) fn sender(&self, p: usize) -> &'a PortHeader {
+        self.header_at(self.sender_offset(p))
     }
 
-    /// Where publisher slot `p`'s header is, checked: what a publisher works out
+    /// Where sending slot `p`'s header is, checked: what a publisher works out
     /// once, at creation, and hands to [`Dynamic::header_at`] on every send.
-    pub(crate) fn publisher_offset(&self, p: usize) -> PortHeaderOffset {
+    pub(crate) fn sender_offset(&self, p: usize) -> PortHeaderOffset {
         assert!(p < self.layout.sending);
         PortHeaderOffset(self.layout.publishers + p * 64)
     }
 
-    /// The port header at `at`, which [`Dynamic::publisher_offset`] gave for a view
+    /// The port header at `at`, which [`Dynamic::sender_offset`] gave for a view
     /// of this service (the same layout: a port keeps the offset beside its service).
     #[inline]
     pub(crate) fn header_at(&self, at: PortHeaderOffset) -> &'a PortHeader {
         self.at(at.0)
     }
 
-    pub(crate) fn subscriber(&self, s: usize) -> &'a PortHeader {
+    /// The header of receiving port slot `s` (a subscriber, listener, server or reader).
+    pub(crate) fn receiver(&self, s: usize) -> &'a PortHeader {
         assert!(s < self.layout.receiving);
         self.at(self.layout.subscribers + s * 64)
     }
@@ -610,7 +612,7 @@ impl<'a> Dynamic<'a> {
 }
 
 /// Where one port slot's header is in the dynamic segment, checked against the
-/// layout when it was made ([`Dynamic::publisher_offset`]).
+/// layout when it was made ([`Dynamic::sender_offset`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PortHeaderOffset(usize);
 

@@ -168,7 +168,7 @@ impl PublisherPort {
         // recorded); the slot may change hands from the look to the push: then the
         // entry is a stray, which the new subscriber drops (see the module docs).
         let sent = self.push_all(d, entry, set, |s| {
-            let admitted = d.subscriber(s).state.load(Ordering::Acquire) == history.connected[s].get();
+            let admitted = d.receiver(s).state.load(Ordering::Acquire) == history.connected[s].get();
             if admitted {
                 crate::testing::stall_point("history-send-before-push");
             }
@@ -218,7 +218,7 @@ impl PublisherPort {
     fn give_history(&self, history: &State, d: Dynamic<'_>, set: u64) -> (usize, u64) {
         let (mut given, mut pushed_to) = (0, 0);
         for (s, connected) in history.connected.iter().enumerate() {
-            let state = d.subscriber(s).state.load(Ordering::Acquire);
+            let state = d.receiver(s).state.load(Ordering::Acquire);
             if set & connected::bit(s) == 0
                 || dynamic::split_state(state).1 != dynamic::ACTIVE
                 || state == connected.get()
