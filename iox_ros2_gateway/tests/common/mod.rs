@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use iox_ros2::cdr::{Reader, Writer};
+use iox_service::{PubSubService, Service, Subscriber};
 use iox_testkit::Reaped;
 
 pub const ROLE: &str = "in-netns";
@@ -155,4 +157,79 @@ pub fn stop(gateway: Reaped) {
     assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
     let status = child.wait().unwrap();
     assert!(status.success(), "the gateway ends cleanly on SIGTERM: {status}");
+}
+
+/// Opens `name` once the gateway has created it.
+pub fn opened<H: iox_service::UserHeader>(
+    net: &Net,
+    name: &str,
+    open: impl Fn() -> Result<PubSubService<[u8], H>, iox_service::OpenError>,
+) -> PubSubService<[u8], H> {
+    let mut service = None;
+    let ok = iox_testkit::wait_until(LIMIT, || {
+        service = open().ok();
+        service.is_some()
+    });
+    let log = std::fs::read_to_string(net.dir.join("gw.log")).unwrap_or_default();
+    assert!(
+        ok,
+        "the gateway never created {name:?} under {}; its log:\n{log}",
+        net.root.display()
+    );
+    service.unwrap()
+}
+
+/// Waits until the gateway's export subscriber of `name` is there: samples sent
+/// before would reach it only from the history at the publisher's next send.
+pub fn exported(net: &Net, name: &str) {
+    let subscribers = || {
+        iox_service::inspect::inspect_in(&net.root, name)
+            .unwrap()
+            .subscribers
+            .live
+    };
+    assert!(
+        iox_testkit::wait_until(LIMIT, || subscribers() == 1),
+        "the gateway exports {name}"
+    );
+}
+
+pub fn bytes(net: &Net, name: &str) -> iox_service::PubSubBuilder<[u8]> {
+    Service::named(name)
+        .unwrap()
+        .root(&net.root)
+        .publish_subscribe::<[u8]>()
+}
+
+/// A CDR service the test creates, as a program that records its ROS type does.
+pub fn cdr_service(net: &Net, name: &str, type_name: &str) -> iox_service::PubSubBuilder<[u8]> {
+    bytes(net, name)
+        .chunk_sizes(&[4096])
+        .attribute("ros2/type", type_name)
+}
+
+/// The text of a `std_msgs/msg/String` CDR message.
+pub fn string_of(cdr: &[u8]) -> String {
+    let mut r = Reader::new(cdr).unwrap();
+    String::from_utf8(r.string("data").unwrap().to_vec()).unwrap()
+}
+
+pub fn string_cdr(text: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = Writer::new(&mut out);
+    w.string(text.as_bytes());
+    w.finish();
+    out
+}
+
+pub fn receive<P: iox_service::Payload + ?Sized, H: iox_service::UserHeader>(
+    sub: &Subscriber<P, H>,
+) -> iox_service::Sample<P, H> {
+    sub.receive_timeout(LIMIT)
+        .unwrap()
+        .expect("a sample within the limit")
+}
+
+pub fn pattern(n: usize, seq: u32) -> Vec<u8> {
+    (0..n).map(|i| (i as u64 * 7 + seq as u64) as u8).collect()
 }
