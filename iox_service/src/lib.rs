@@ -31,40 +31,32 @@
 
 #[cfg(feature = "tokio")]
 mod async_ready;
-pub mod attributes;
 mod blackboard;
-mod config_file;
+mod builder_attributes;
 mod device;
 mod event;
-mod handover;
-pub mod inspect;
-pub mod name;
-mod pattern;
-mod port;
 mod pubsub;
-mod recovery;
 mod reqres;
-pub mod schema;
 mod service;
-mod shm;
-pub mod static_config;
+mod waitset;
+
+// The core's modules, under the paths the ports use (`crate::shm`, ...). The public
+// ones are part of this crate's API as they were.
+pub use iox_core::{attributes, inspect, name, schema, static_config};
+use iox_core::{port, recovery, shm, zero_copy};
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub use iox_process::testing;
 #[cfg(not(feature = "testing"))]
 use iox_process::testing;
-mod waitset;
-mod zero_copy;
 
 // `#[derive(ZeroCopySafe)]` emits `::iox_service::...` paths; this makes them resolve
 // inside this crate too (its unit tests).
 extern crate self as iox_service;
 
 // Crate-internal short paths (the folders above hold the modules).
+pub(crate) use iox_core::{cleanup, doorbell, dynamic, node, queue};
 pub(crate) use pubsub::{publisher, sample, subscriber};
-use recovery::cleanup;
-pub(crate) use recovery::node;
-pub(crate) use shm::{doorbell, dynamic, lifecycle, queue};
 
 pub use attributes::{AttributeError, Attributes};
 pub use blackboard::{

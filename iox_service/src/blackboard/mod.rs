@@ -45,22 +45,14 @@
 //! `writer.rs`, `reader.rs`, `raw.rs` (values as bytes, for bindings), `recovery.rs`,
 //! `inspect.rs` (what `iox show` lists).
 
-pub(crate) mod config;
-pub(crate) mod inspect;
-pub(crate) mod layout;
+pub(crate) use iox_core::blackboard::config;
+pub(crate) use iox_core::blackboard::inspect;
+pub(crate) use iox_core::blackboard::layout;
 pub(crate) mod raw;
 pub(crate) mod reader;
-pub(crate) mod recovery;
 pub(crate) mod service;
-pub(crate) mod value;
+pub(crate) use iox_core::blackboard::value;
 pub(crate) mod writer;
-
-/// The atomics of the value protocol (`value.rs`): std's here; the loom model
-/// (`tests/loom_blackboard.rs`) compiles that file next to a module of this name with
-/// loom's.
-mod sync {
-    pub(crate) use std::sync::atomic::{AtomicU64, Ordering, fence};
-}
 
 use thiserror::Error;
 

@@ -132,7 +132,7 @@ impl<K: ZeroCopySafe + std::fmt::Debug> BlackboardBuilder<K> {
         self
     }
 
-    crate::service::attribute_methods!("blackboard::<u32>().add::<u64>(0, 0)");
+    crate::builder_attributes::attribute_methods!("blackboard::<u32>().add::<u64>(0, 0)");
 
     /// Creates the blackboard; fails if it exists.
     pub fn create(self) -> Result<BlackboardService<K>, CreateError> {

@@ -47,7 +47,7 @@ use iox_cuda::{CudaError, EventHandle, IpcEvent, OpenedEvent, Stream};
 use iox_mempool::{ChunkHandle, PoolLayout};
 
 use crate::dynamic::Dynamic;
-use crate::pattern::Side;
+use crate::port::Side;
 
 /// The index of `chunk` among all chunks of `layout` (classes in order).
 pub(crate) fn chunk_index(layout: &PoolLayout, chunk: ChunkHandle) -> usize {

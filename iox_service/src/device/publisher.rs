@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use super::events::{self, EventsOwner, chunk_index};
 use crate::RawLoan;
-use crate::pattern::Side;
+use crate::port::Side;
 use crate::port::{LoanError, PortCreateError, WaitForPortsError};
 use crate::publisher::{Publisher, PublisherBuilder, SendError};
 

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use super::events::{self, EventsOwner, chunk_index};
 use crate::RawSample;
-use crate::pattern::Side;
+use crate::port::Side;
 use crate::port::{PortCreateError, WaitForPortsError};
 use crate::subscriber::{ReceiveError, Subscriber, SubscriberBuilder};
 

@@ -47,24 +47,15 @@
 //! `pending.rs` (the fan-out of a notification), `recovery.rs`, `notifier.rs`,
 //! `listener.rs`, `wait_async.rs` (`Listener::wait_async`, the `tokio` feature).
 
-pub(crate) mod config;
-pub(crate) mod id;
-pub(crate) mod layout;
+pub(crate) use iox_core::event::id;
+pub(crate) use iox_core::event::layout;
 pub(crate) mod listener;
 pub(crate) mod notifier;
-pub(crate) mod pending;
-pub(crate) mod pending_set;
-pub(crate) mod recovery;
+pub(crate) use iox_core::event::pending;
+pub(crate) use iox_core::event::pending_set;
 pub(crate) mod service;
 #[cfg(feature = "tokio")]
 pub(crate) mod wait_async;
-
-/// The atomics of the pending-set protocol (`pending_set.rs`): std's here; the loom
-/// model (`tests/loom_pending_set.rs`) compiles that file next to a module of this
-/// name with loom's.
-mod sync {
-    pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
-}
 
 pub use id::EventId;
 pub use listener::{ListenError, Listener, ListenerBuilder};

@@ -113,7 +113,7 @@ impl EventBuilder {
         self
     }
 
-    crate::service::attribute_methods!("event()");
+    crate::builder_attributes::attribute_methods!("event()");
 
     /// Creates the service; fails if it exists.
     pub fn create(self) -> Result<EventService, CreateError> {

@@ -3,15 +3,14 @@
 
 pub(crate) mod carry;
 mod compatible;
-pub(crate) mod config;
-pub(crate) mod layout;
+pub(crate) use iox_core::pubsub::config;
+pub(crate) use iox_core::pubsub::layout;
 pub(crate) mod like_config;
 pub(crate) mod publisher;
 pub(crate) mod raw;
 #[cfg(feature = "tokio")]
 pub(crate) mod receive_async;
-pub(crate) mod recovery;
 pub(crate) mod sample;
 pub(crate) mod service;
 pub(crate) mod subscriber;
-pub mod user_header;
+pub use iox_core::pubsub::user_header;

@@ -140,14 +140,23 @@ impl<P: ?Sized + Payload, S: HeaderState> SampleMutUninit<P, S> {
     }
 }
 
-impl<P: ?Sized + Payload, H: ZeroCopySafe> SampleMutUninit<P, H> {
-    /// The uninitialised user header.
-    pub fn user_header_mut(&mut self) -> &mut MaybeUninit<H> {
+impl<P: ?Sized + Payload, S: HeaderState> SampleMutUninit<P, S>
+where
+    S::Header: ZeroCopySafe,
+{
+    /// The user header in place: `&mut MaybeUninit<H>` until
+    /// [`write_header`](Self::write_header), `&mut H` after it.
+    pub fn user_header_mut(&mut self) -> &mut S::InLoan {
         // SAFETY: the chunk is loaned to us alone; the header is its first
         // size_of::<H>() bytes, aligned for H (the pool's alignment is at least H's).
-        unsafe { &mut *self.loan.ptr.cast::<MaybeUninit<H>>() }
+        // `S::InLoan` is `MaybeUninit<H>` (same layout as H) for a header not yet
+        // written, and `H` for `HeaderWritten<H>`, whose header `write_header`
+        // initialised (the sealed `HeaderState` has no other states with a header).
+        unsafe { &mut *self.loan.ptr.cast::<S::InLoan>() }
     }
+}
 
+impl<P: ?Sized + Payload, H: ZeroCopySafe> SampleMutUninit<P, H> {
     /// Writes the user header in place; the payload is written next.
     #[inline]
     pub fn write_header(mut self, header: H) -> SampleMutUninit<P, HeaderWritten<H>> {
@@ -156,14 +165,6 @@ impl<P: ?Sized + Payload, H: ZeroCopySafe> SampleMutUninit<P, H> {
             loan: self.loan,
             _payload: PhantomData,
         }
-    }
-}
-
-impl<P: ?Sized + Payload, H: ZeroCopySafe> SampleMutUninit<P, HeaderWritten<H>> {
-    /// The user header, as written.
-    pub fn user_header_mut(&mut self) -> &mut H {
-        // SAFETY: as for the unwritten header; `write_header` initialised it.
-        unsafe { &mut *self.loan.ptr.cast::<H>() }
     }
 }
 

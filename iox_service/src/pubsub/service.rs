@@ -334,7 +334,7 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
         self
     }
 
-    crate::service::attribute_methods!("publish_subscribe::<u64>()");
+    crate::builder_attributes::attribute_methods!("publish_subscribe::<u64>()");
 
     /// Creates the service; fails if it exists.
     pub fn create(self) -> Result<PubSubService<P, H>, CreateError> {

@@ -69,26 +69,16 @@
 
 pub(crate) mod active;
 pub(crate) mod client;
-pub(crate) mod config;
-pub(crate) mod layout;
+pub(crate) use iox_core::reqres::layout;
 pub(crate) mod pending;
 pub(crate) mod raw;
-pub(crate) mod recovery;
-pub(crate) mod request_word;
+pub(crate) use iox_core::reqres::recovery;
+pub(crate) use iox_core::reqres::request_word;
 pub(crate) mod server;
 pub(crate) mod service;
-pub(crate) mod slots;
+pub(crate) use iox_core::reqres::slots;
 
-/// The atomics of the request-word protocol (`request_word.rs`): std's here; the loom
-/// model (`tests/loom_request_word.rs`) compiles that file next to a module of this
-/// name with loom's.
-mod sync {
-    pub(crate) use std::sync::atomic::{AtomicU64, Ordering, fence};
-}
-
-/// Most active requests per client a service may allow (each has a slot word, and its
-/// index travels in 8 bits of the queue entry).
-pub const MAX_ACTIVE_REQUESTS: u32 = 64;
+pub use iox_core::reqres::MAX_ACTIVE_REQUESTS;
 
 pub use active::{ActiveRequest, ResponseMut, ResponseMutUninit};
 pub use client::{Client, ClientBuilder, RequestMut, RequestMutUninit, RequestSendError};

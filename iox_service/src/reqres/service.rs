@@ -27,8 +27,7 @@ use crate::static_config::{
 };
 use crate::{Payload, PayloadType};
 
-/// Loans a client or server may hold at once (unsent requests or responses).
-pub(crate) const MAX_LOANS: u32 = 2;
+pub(crate) use iox_core::reqres::config::MAX_LOANS;
 
 /// Builds, opens or creates a request-response service carrying requests of `Req`
 /// and responses of `Resp` (each a `T: ZeroCopySafe` or a slice `[T]`). Settings are
@@ -175,7 +174,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestResponseBuilder<Req, 
         self
     }
 
-    crate::service::attribute_methods!("request_response::<u64, u64>()");
+    crate::builder_attributes::attribute_methods!("request_response::<u64, u64>()");
 
     /// Creates the service; fails if it exists.
     pub fn create(self) -> Result<RequestResponseService<Req, Resp>, CreateError> {

@@ -1,0 +1,658 @@
+//! What every port kind shares: claiming a port slot in the dynamic segment (one guard,
+//! [`SlotClaim`], for publishers, subscribers, notifiers, listeners, clients and
+//! servers), owner bits, pinning the pool, waking receivers, and the error of port
+//! creation.
+//!
+//! A slot is claimed with a CAS of its `node` word from 0 to the claimer's node id;
+//! the claimer bumps the generation in the state word (`CLAIMING`), fills in its pid,
+//! prepares the slot and stores `ACTIVE`. Release goes through `CLOSING` (teardown)
+//! to `FREE`, and the node word is cleared last. Claiming is lock-free; a slot whose
+//! owner died stays taken until recovery ([`crate::recovery`]) frees it, which port
+//! creation runs first.
+//!
+//! Owner bits: publisher slot `p` holds chunks under owner `p`, subscriber slot `s`
+//! under owner `sending + s` (so a service has at most 47 ports).
+
+use std::sync::Arc;
+use std::sync::atomic::{Ordering, fence};
+
+use iox_mempool::{Bookkeeping, ChunkHandle, Located, MemoryType, Owner, PinError, PoolPin};
+use thiserror::Error;
+
+use crate::doorbell::{self, Doorbell, Ringer};
+use crate::dynamic::{self, Dynamic, PortHeader};
+use crate::queue::{self, Popped, Queue};
+use crate::service::ServiceShared;
+
+/// Why a loan (of a sample, a request or a response) failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum LoanError {
+    /// This port holds its maximum of unsent loans.
+    #[error("this port already holds its maximum of {max} loans; send or drop one first")]
+    TooManyLoans {
+        /// The most loans a port may hold (a publisher: the service's `max_loans`).
+        max: usize,
+    },
+    /// The slice is longer than the largest chunk holds.
+    #[error("a slice of {len} elements does not fit; the largest chunk holds {max}")]
+    SliceTooLong {
+        /// Elements requested.
+        len: usize,
+        /// Most elements a chunk holds.
+        max: usize,
+    },
+    /// The pool refused (exhausted, or corrupt).
+    #[error(transparent)]
+    Pool(#[from] iox_mempool::LoanError),
+    /// This process is a fork of the one that made the port.
+    #[error(
+        "this port belongs to the process this one was forked from; open the service again in this process"
+    )]
+    ForkedProcess,
+}
+
+/// The loans of a client or a server (a publisher has its own, with a spare chunk
+/// loaned ahead): at most `max` at once, each chunk located once, at the loan.
+#[derive(Debug)]
+pub struct Loans {
+    max: usize,
+    out: std::cell::Cell<usize>,
+    /// Where the pool's search for a free chunk starts next.
+    hint: std::cell::Cell<usize>,
+}
+
+impl Loans {
+    pub fn new(max: usize) -> Self {
+        Self {
+            max,
+            out: std::cell::Cell::new(0),
+            hint: std::cell::Cell::new(0),
+        }
+    }
+
+    /// Loans a chunk of at least `bytes` bytes from `pool` to `owner` (the caller
+    /// checked the port is its process's).
+    pub fn loan(&self, pool: &iox_mempool::Pool, owner: Owner, bytes: usize) -> Result<Located, LoanError> {
+        if self.out.get() >= self.max {
+            return Err(LoanError::TooManyLoans { max: self.max });
+        }
+        let mut hint = self.hint.get();
+        let handle = pool.loan(bytes, &mut hint, owner)?;
+        self.hint.set(hint);
+        let chunk = pool.locate(handle).expect("a handle just loaned is in range");
+        self.out.set(self.out.get() + 1);
+        Ok(chunk)
+    }
+
+    /// A loan left the port (sent, or dropped: the caller releases its chunk).
+    pub fn end(&self) {
+        self.out.set(self.out.get() - 1);
+    }
+}
+
+/// Why creating a port (a publisher, subscriber, notifier, listener, client, server,
+/// writer or reader) failed.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum PortCreateError {
+    /// The service was removed (e.g. `iox remove --force`) after this handle opened
+    /// it: drop the handle and open the service again.
+    #[error(
+        "service {service:?} was removed after this handle opened it; drop the handle and open the service again"
+    )]
+    ServiceRemoved {
+        /// The service.
+        service: String,
+    },
+    /// Every slot of that kind is taken.
+    #[error(
+        "service {service:?} already has its maximum of {max} {kind}s; the limit is fixed by the service's creator (`.max_{kind}s(n)` on the builder that creates it): create the service with a larger one, or drop a {kind} first"
+    )]
+    TooManyPorts {
+        /// The service.
+        service: String,
+        /// The port kind ("publisher", "listener", "client", ...).
+        kind: &'static str,
+        /// The limit.
+        max: usize,
+    },
+    /// The service handle was made by the process this one was forked from.
+    #[error(
+        "the service handle of {service:?} belongs to the process this one was forked from; open the service again in this process"
+    )]
+    ForkedProcess {
+        /// The service.
+        service: String,
+    },
+    /// The payload could not be mapped writable for a publisher.
+    #[error("cannot map the payload of service {service:?} writable for a publisher: {source}")]
+    MapWritable {
+        /// The service.
+        service: String,
+        /// Why.
+        source: iox_mempool::MakeWritableError,
+    },
+    /// The port's readiness socket could not be made under the root.
+    #[error("cannot make the readiness socket of a port of service {service:?} under the root: {source}")]
+    Doorbell {
+        /// The service.
+        service: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Pinning the pool failed.
+    #[error("cannot pin the pool of service {service:?} ({memory_type}): {source}")]
+    Pin {
+        /// The service.
+        service: String,
+        /// Its memory type.
+        memory_type: MemoryType,
+        /// Why.
+        source: PinError,
+    },
+    /// The service is `CudaPinned` but this process cannot pin CUDA memory.
+    #[error(
+        "cannot pin the pool of service {service:?}: it is CudaPinned and no CUDA pinner is available ({reason}); build the port with .pin_memory(false) to use it from the CPU only"
+    )]
+    CudaUnavailable {
+        /// The service.
+        service: String,
+        /// Why no CUDA pinner is available (feature off, no driver, no device).
+        reason: String,
+    },
+    /// The service's samples are in GPU memory (`CudaDevice`), which the host cannot
+    /// read or write: its ports are device ports.
+    #[error(
+        "service {service:?} keeps its samples in GPU memory (CudaDevice): build a device port (device_publisher_builder / device_subscriber_builder, with the `cuda` feature), whose samples are device pointers"
+    )]
+    DeviceMemory {
+        /// The service.
+        service: String,
+    },
+    /// A device port's inter-process events could not be made or published.
+    #[error("cannot make the CUDA events of a device port of service {service:?}: {reason}")]
+    DeviceEvents {
+        /// The service.
+        service: String,
+        /// The driver's refusal.
+        reason: String,
+    },
+}
+
+/// Refuses a host port (one that hands out host addresses) of a device-memory
+/// service, whose chunk addresses are device addresses.
+pub fn check_host_port(service: &ServiceShared) -> Result<(), PortCreateError> {
+    if service.pool.is_device() {
+        Err(PortCreateError::DeviceMemory {
+            service: service.name.to_string(),
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// Refuses to build a port from a service handle this process inherited by `fork`.
+pub fn check_own_process(service: &ServiceShared) -> Result<(), PortCreateError> {
+    if service.is_own_process() {
+        Ok(())
+    } else {
+        Err(PortCreateError::ForkedProcess {
+            service: service.name.to_string(),
+        })
+    }
+}
+
+/// Which slots of a service a port takes: the sending side's (publishers, notifiers,
+/// clients; owner bit = slot) or the receiving side's (subscribers, listeners,
+/// servers; owner bit = `sending + slot`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The publisher slots.
+    Sending,
+    /// The subscriber slots.
+    Receiving,
+}
+
+/// A port slot being set up: the one way every port kind is created. [`SlotClaim::new`]
+/// checks the handle is this process's, recovers dead participants (best effort: an
+/// unreadable file only means no slot is freed now; when another live process is
+/// recovering and no slot is free, it waits for that recoverer, bounded, and looks
+/// again, so a dead port's slot being freed is not reported as `TooManyPorts`), and
+/// claims a free slot of the side; the steps that can fail (a writable payload, the readiness
+/// socket, pinning) come through it; [`SlotClaim::activate`] makes the port visible.
+/// Dropped before that (any failure, a panic), the claim frees the slot again, so a
+/// failed creation leaves nothing behind. A process SIGKILLed while it holds one
+/// leaves a claimed, not active slot of its node, which recovery frees like any dead
+/// port's.
+pub struct SlotClaim<'a> {
+    service: &'a ServiceShared,
+    side: Side,
+    slot: usize,
+    generation: u64,
+    /// Activated: the slot is the port's now, not the claim's.
+    done: bool,
+}
+
+impl<'a> SlotClaim<'a> {
+    /// Claims a free slot of `side` for a port of `kind` ("publisher", "listener"...).
+    pub fn new(service: &'a ServiceShared, side: Side, kind: &'static str) -> Result<Self, PortCreateError> {
+        check_own_process(service)?;
+        let recovered = crate::recovery::recover(service);
+        let d = service.dynamic();
+        let l = d.layout();
+        let claim_one = || match side {
+            Side::Sending => claim(service, (0..l.sending).map(|p| d.sender(p)), kind, l.sending),
+            Side::Receiving => claim(
+                service,
+                (0..l.receiving).map(|s| d.receiver(s)),
+                kind,
+                l.receiving,
+            ),
+        };
+        let (slot, generation) = match claim_one() {
+            // Every slot taken while another process was recovering the service: some
+            // may be dead ports it is freeing right now. Wait for it (bounded, as an
+            // open does), then look once more.
+            Err(PortCreateError::TooManyPorts { .. }) if recovered.is_err() => {
+                crate::testing::stall_point("claim-behind-recoverer");
+                let _ = crate::recovery::recover_waiting(service);
+                claim_one()?
+            }
+            other => other?,
+        };
+        Ok(Self {
+            service,
+            side,
+            slot,
+            generation,
+            done: false,
+        })
+    }
+
+    /// The slot claimed.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// The owner bit of the port in this slot.
+    pub fn owner(&self) -> Owner {
+        match self.side {
+            Side::Sending => publisher_owner(self.slot),
+            Side::Receiving => subscriber_owner(self.service.dynamic().layout().sending, self.slot),
+        }
+    }
+
+    fn header(&self) -> &'a PortHeader {
+        let d = self.service.dynamic();
+        match self.side {
+            Side::Sending => d.sender(self.slot),
+            Side::Receiving => d.receiver(self.slot),
+        }
+    }
+
+    /// This process writes payloads: its mapping of the pool becomes writable (only
+    /// once a slot is ours, so a refused port leaves a reading process read-only).
+    pub fn make_writable(&self) -> Result<(), PortCreateError> {
+        self.service
+            .pool
+            .make_payload_writable()
+            .map_err(|source| PortCreateError::MapWritable {
+                service: self.service.name.to_string(),
+                source,
+            })
+    }
+
+    /// Binds the port's readiness socket as doorbell slot `doorbell_slot` (see
+    /// [`crate::doorbell`]; receivers use their slot, request-response clients theirs
+    /// after the servers').
+    pub fn doorbell(&self, doorbell_slot: usize) -> Result<Doorbell, PortCreateError> {
+        let s = self.service;
+        Doorbell::bind(
+            &s.root,
+            &s.stem,
+            (doorbell_slot, self.generation, s.node_id()),
+            &self.header().doorbell,
+            s.config.permissions,
+        )
+        .map_err(|source| PortCreateError::Doorbell {
+            service: s.name.to_string(),
+            source,
+        })
+    }
+
+    /// Pins the service's pool if asked to (see [`pin`]).
+    pub fn pin(&self, requested: bool) -> Result<Option<PoolPin>, PortCreateError> {
+        pin(self.service, requested)
+    }
+
+    /// Marks the slot active (recording whether the port pinned) and tells waiters;
+    /// from here on the port owns the slot and frees it when it goes. Returns the
+    /// slot and its generation. Build the port right after: nothing between may fail.
+    pub fn activate(self, pin: Option<&PoolPin>) -> (usize, u64) {
+        self.activate_then(pin, || {})
+    }
+
+    /// [`SlotClaim::activate`], running `then` between the activation and the news to
+    /// waiters (a subscriber joins the connected set there, so a publisher woken by
+    /// the news delivers to it).
+    pub fn activate_then(mut self, pin: Option<&PoolPin>, then: impl FnOnce()) -> (usize, u64) {
+        activate(self.header(), self.generation, pin);
+        then();
+        announce(self.service.dynamic());
+        self.done = true;
+        (self.slot, self.generation)
+    }
+}
+
+impl Drop for SlotClaim<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            free(self.header(), self.generation);
+        }
+    }
+}
+
+/// Claims a free slot among `slots`, returning its index and generation.
+fn claim<'a>(
+    service: &ServiceShared,
+    slots: impl Iterator<Item = &'a PortHeader>,
+    kind: &'static str,
+    max: usize,
+) -> Result<(usize, u64), PortCreateError> {
+    if service.is_removed() {
+        return Err(PortCreateError::ServiceRemoved {
+            service: service.name.to_string(),
+        });
+    }
+    let me = service.node_id();
+    for (i, header) in slots.enumerate() {
+        if header.node.load(Ordering::Relaxed) != 0
+            || header
+                .node
+                .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
+            continue;
+        }
+        let (generation, _) = dynamic::split_state(header.state.load(Ordering::Relaxed));
+        let generation = (generation + 1) & (u64::MAX >> 8);
+        header.state.store(
+            dynamic::state_word(generation, dynamic::CLAIMING),
+            Ordering::Relaxed,
+        );
+        header.pid.store(std::process::id(), Ordering::Relaxed);
+        doorbell::reset_arming(&header.waiting);
+        header.journal.store(0, Ordering::Relaxed);
+        header.sent.store(0, Ordering::Relaxed);
+        header.missed.store(0, Ordering::Relaxed);
+        header.flags.store(0, Ordering::Relaxed);
+        header.doorbell.store(0, Ordering::Relaxed);
+        return Ok((i, generation));
+    }
+    Err(PortCreateError::TooManyPorts {
+        service: service.name.to_string(),
+        kind,
+        max,
+    })
+}
+
+/// Marks a claimed slot active; publishers see it from now on. Records whether the
+/// port pinned the pool, for tools.
+fn activate(header: &PortHeader, generation: u64, pin: Option<&PoolPin>) {
+    if pin.is_some_and(PoolPin::is_pinned) {
+        header.flags.store(dynamic::PINNED, Ordering::Relaxed);
+    }
+    header
+        .state
+        .store(dynamic::state_word(generation, dynamic::ACTIVE), Ordering::SeqCst);
+}
+
+/// Marks a slot as closing: publishers stop delivering to it.
+pub fn close(header: &PortHeader, generation: u64) {
+    header.state.store(
+        dynamic::state_word(generation, dynamic::CLOSING),
+        Ordering::SeqCst,
+    );
+    // Pairs with the publisher's fence after its push: either it sees us closing and
+    // drains its queue, or our drain after this sees its entry.
+    fence(Ordering::SeqCst);
+}
+
+/// Frees a slot whose owner holds nothing any more. The node word goes last, so the
+/// next claimer finds the rest reset.
+pub fn free(header: &PortHeader, generation: u64) {
+    header.pid.store(0, Ordering::Relaxed);
+    header.journal.store(0, Ordering::Relaxed);
+    doorbell::reset_arming(&header.waiting);
+    header
+        .state
+        .store(dynamic::state_word(generation, dynamic::FREE), Ordering::Relaxed);
+    header.node.store(0, Ordering::Release);
+}
+
+/// The owner bit of publisher slot `p`.
+pub fn publisher_owner(p: usize) -> Owner {
+    Owner::new(p as u32).expect("sending + receiving slots <= MAX_OWNERS (checked config)")
+}
+
+/// The owner bit of subscriber slot `s` in a service with `sending` sending slots.
+pub fn subscriber_owner(sending: usize, s: usize) -> Owner {
+    Owner::new((sending + s) as u32).expect("sending + receiving slots <= MAX_OWNERS (checked config)")
+}
+
+/// Moves the hold of queue entry `entry` on its chunk to `owner` (a consumer taking
+/// it, a producer dropping or draining it, recovery acting for either); the chunk if
+/// the entry names one and the move succeeded (a corrupt or duplicate entry is dropped
+/// without touching anyone's hold).
+#[inline]
+pub fn take_entry(pool: &Bookkeeping, entry: u64, owner: Owner) -> Option<ChunkHandle> {
+    let h = pool.handle_from_raw(queue::entry_chunk(entry))?;
+    pool.take_queued(h, owner).ok().map(|()| h)
+}
+
+/// Releases everything queued for receiver slot `slot` (a subscriber's samples, a
+/// server's requests) from every sender slot, as its `owner`; entries someone else
+/// is taking right now stay for them. What a new receiver does before it activates
+/// (a previous owner's leftovers are not for it) and a closing one after.
+pub fn drain_receiver_queues(d: Dynamic<'_>, pool: &Bookkeeping, slot: usize, owner: Owner) {
+    for p in 0..d.layout().sending {
+        drain_queue(&d.queue(p, slot), queue::BY_CONSUMER, pool, owner);
+    }
+}
+
+/// Takes every entry of `q` as `claim_as` into `owner` and releases it at once;
+/// returns how many chunks became free. Entries someone else is taking right now stay
+/// for them.
+#[inline(always)]
+pub fn drain_queue(q: &Queue<'_>, claim_as: u64, pool: &Bookkeeping, owner: Owner) -> u64 {
+    let mut freed = 0;
+    let mut taken = None;
+    while let Popped::Took(_) = q.pop(claim_as, |e| taken = take_entry(pool, e, owner)) {
+        if let Some(h) = taken.take()
+            && pool.release(h, owner) == Ok(true)
+        {
+            freed += 1;
+        }
+    }
+    freed
+}
+
+/// The journaled hand-off of one chunk into one queue: a request, a response, a
+/// history sample re-sent to one late subscriber. `entry` (naming `chunk`, held by
+/// `owner`) is journaled in the sender's slot, pushed into `q` (never dropping an
+/// entry: the oldest could name the very chunk), and if it went in, one hand-off
+/// gives the queue its hold and drops `owner`'s; the journal is cleared. Returns
+/// whether it was pushed; if not, the chunk is still `owner`'s. A sender killed
+/// anywhere in here is finished by `recovery::finish_journaled_send`: the queue whose
+/// last entry is the journaled one got it, and the hand-off happens only while the
+/// sender's bit is set. (A send to many queues, pub-sub's, journals once for all.)
+///
+/// # Safety
+/// The pool `chunk` was located in is still mapped (the sender holds it).
+#[inline]
+pub unsafe fn send_one(
+    journal: &std::sync::atomic::AtomicU64,
+    q: &Queue<'_>,
+    read_cache: &std::cell::Cell<u64>,
+    chunk: Located,
+    owner: Owner,
+    entry: u64,
+) -> bool {
+    journal.store(entry, Ordering::Relaxed);
+    let mut cached = read_cache.get();
+    let pushed = matches!(q.push(entry, false, &mut cached, |_| {}), queue::Pushed::Stored);
+    read_cache.set(cached);
+    if pushed {
+        crate::testing::stall_point("send-one-before-hand-off");
+        // SAFETY: the caller's contract.
+        let _ = unsafe { chunk.hand_off(owner, 1) };
+    }
+    journal.store(0, Ordering::Relaxed);
+    pushed
+}
+
+/// Wakes receiver slot `slot` (`header`), whose `waiting` word the sender read as
+/// `seen` (non-zero) after its push and fence: threads sleeping in `receive_timeout`
+/// (it bumps the futex word, so a sleeper that has not slept yet sees it changed, and
+/// wakes all), and the readiness descriptor if the receiver armed it (see
+/// [`crate::doorbell`]).
+#[inline(never)]
+pub fn wake(header: &PortHeader, seen: u32, ringer: &Ringer, slot: usize) {
+    if seen & doorbell::SLEEPERS != 0 {
+        header.wake.fetch_add(1, Ordering::Release);
+        let _ = rustix::thread::futex::wake(
+            &header.wake,
+            rustix::thread::futex::Flags::empty(),
+            i32::MAX as u32,
+        );
+    }
+    doorbell::ring_armed(&header.waiting, seen, || {
+        crate::testing::stall_point("wake-before-ring");
+        // Acquire: the socket's random part was stored before the port became active.
+        let (generation, _) = dynamic::split_state(header.state.load(Ordering::Acquire));
+        let (node, nonce) = (
+            header.node.load(Ordering::Relaxed),
+            header.doorbell.load(Ordering::Relaxed),
+        );
+        let served = ringer.ring(slot, node, generation, nonce);
+        crate::testing::stall_point("wake-after-ring");
+        served
+    });
+}
+
+/// Sleeps on the shared futex `word` while it holds `seen`, at most `timeout` (`None`:
+/// no limit). A wake, a changed word or the timeout all return `Ok`; an interrupting
+/// signal returns `Err(INTR)` (callers decide whether that ends their wait).
+pub fn futex_sleep(
+    word: &std::sync::atomic::AtomicU32,
+    seen: u32,
+    timeout: Option<std::time::Duration>,
+) -> rustix::io::Result<()> {
+    let ts = timeout.map(|t| rustix::fs::Timespec {
+        tv_sec: t.as_secs() as _,
+        tv_nsec: t.subsec_nanos() as _,
+    });
+    // Shared (no PRIVATE flag): sleepers and wakers are in different processes.
+    match rustix::thread::futex::wait(word, rustix::thread::futex::Flags::empty(), seen, ts.as_ref()) {
+        Ok(()) | Err(rustix::io::Errno::AGAIN | rustix::io::Errno::TIMEDOUT) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Tells whoever waits for ports (`wait_for_subscribers`, `wait_for_publishers`)
+/// that a port became active, closed or was freed.
+pub fn announce(d: Dynamic<'_>) {
+    let word = &d.header().ports_changed;
+    word.fetch_add(1, Ordering::Release);
+    let _ = rustix::thread::futex::wake(word, rustix::thread::futex::Flags::empty(), i32::MAX as u32);
+}
+
+/// Why waiting for ports failed.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum WaitForPortsError {
+    /// This process is a fork of the one that made the port.
+    #[error(
+        "this port belongs to the process this one was forked from; open the service again in this process"
+    )]
+    ForkedProcess,
+    /// Sleeping on the service's ports-changed word failed.
+    #[error("waiting for ports failed: {0}")]
+    Wait(std::io::Error),
+}
+
+/// Waits until `count(d)` (ports of the kind waited for that are active) is at least
+/// `n`, at most `timeout`; returns the last count (below `n` on timeout). Sleeps on the
+/// service's ports-changed word between looks.
+pub fn wait_for_ports(
+    service: &ServiceShared,
+    n: usize,
+    timeout: std::time::Duration,
+    count: impl Fn(Dynamic<'_>) -> usize,
+) -> Result<usize, WaitForPortsError> {
+    if !service.is_own_process() {
+        return Err(WaitForPortsError::ForkedProcess);
+    }
+    let deadline = std::time::Instant::now().checked_add(timeout);
+    let d = service.dynamic();
+    let word = &d.header().ports_changed;
+    loop {
+        let seen = word.load(Ordering::Acquire);
+        let found = count(d);
+        let left = deadline.map(|t| t.saturating_duration_since(std::time::Instant::now()));
+        if found >= n || left == Some(std::time::Duration::ZERO) {
+            return Ok(found);
+        }
+        match futex_sleep(word, seen, left) {
+            Ok(()) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(WaitForPortsError::Wait(e.into())),
+        }
+    }
+}
+
+/// How many of `slots` are active.
+pub fn active_count<'a>(slots: impl Iterator<Item = &'a PortHeader>) -> usize {
+    slots
+        .filter(|h| dynamic::split_state(h.state.load(Ordering::Acquire)).1 == dynamic::ACTIVE)
+        .count()
+}
+
+/// Pins the service's pool if asked to.
+pub fn pin(service: &ServiceShared, requested: bool) -> Result<Option<PoolPin>, PortCreateError> {
+    if !requested {
+        return Ok(None);
+    }
+    let memory_type = service.pool.memory_type();
+    if memory_type == MemoryType::CudaPinned
+        && !iox_mempool::pin::has_pinner(memory_type)
+        && let Err(reason) = register_cuda_pinner()
+    {
+        return Err(PortCreateError::CudaUnavailable {
+            service: service.name.to_string(),
+            reason,
+        });
+    }
+    match iox_mempool::Pool::pin(&service.pool) {
+        Ok(p) => Ok(Some(p)),
+        Err(source) => Err(PortCreateError::Pin {
+            service: service.name.to_string(),
+            memory_type,
+            source,
+        }),
+    }
+}
+
+/// Registers the CUDA pinner of device 0 (the `cuda` feature), or says why it cannot.
+#[cfg(feature = "cuda")]
+fn register_cuda_pinner() -> Result<(), String> {
+    iox_cuda::register(0).map_err(|e| e.to_string())
+}
+
+#[cfg(not(feature = "cuda"))]
+fn register_cuda_pinner() -> Result<(), String> {
+    Err("iox_service was built without its `cuda` feature".into())
+}
+
+/// Keeps the service alive for as long as a port lives.
+pub type Shared = Arc<ServiceShared>;

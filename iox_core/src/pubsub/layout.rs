@@ -1,0 +1,183 @@
+//! The publish-subscribe part of a dynamic segment, and what the core asks of the
+//! pattern ([`crate::pattern::PatternParts`]).
+//!
+//! Pub-sub uses the core's pair queues (publisher slot to subscriber slot,
+//! `subscriber_buffer` deep). After them, for a service with history (`history > 0`
+//! in the static config), per publisher slot: one history queue of `history` slots,
+//! laid out like the pair queues (what the publisher keeps for subscribers that
+//! connect later), then one word per subscriber slot, the generation of the
+//! subscriber it last gave its history to (see `pubsub::publisher::history`). Without
+//! history there is nothing after the pair queues. The header limit it records is
+//! `history`.
+//!
+//! A device-memory service (`CudaDevice`) then has one event table per port slot,
+//! publishers' first, then subscribers': a word on its own line (the generation of
+//! the port whose events the table holds; 0 = none published), then per chunk of the
+//! pool the 64 bytes of an inter-process event handle as 8 words (see
+//! `crate::device::events`).
+
+use std::sync::atomic::AtomicU64;
+
+use iox_mempool::Bookkeeping;
+
+use crate::dynamic::Dynamic;
+use crate::pattern::{Backlog, PatternLayout, PatternParts, Regions, Side};
+use crate::queue::Queue;
+use crate::recovery::{CleanupReport, Liveness};
+use crate::shm::layout::{queue_bytes, table_bytes};
+use crate::static_config::PubSubConfig;
+
+/// The publish-subscribe regions of a dynamic layout.
+#[derive(Debug, Clone, Copy)]
+pub struct PubSubLayout {
+    /// Samples each publisher keeps for late subscribers (0 = no history queues).
+    pub history: usize,
+    /// Offset of publisher 0's history queue (the end of the pair queues).
+    history_queues: usize,
+    history_stride: usize,
+    /// Offset of the history-given words within one publisher's stride.
+    given: usize,
+    max_subscribers: usize,
+    /// Chunks of a device pool (0: not a device service, no event tables).
+    pub device_chunks: usize,
+    /// Offset of publisher slot 0's event table.
+    events: usize,
+    end: usize,
+}
+
+/// Bytes of one port slot's event table for `chunks` chunks.
+fn event_stride(chunks: usize) -> usize {
+    64 + chunks * 64
+}
+
+impl PubSubLayout {
+    /// `device_chunks`: the pool's chunk count for a device-memory service, else 0.
+    pub fn new(c: &PubSubConfig, device_chunks: usize, place_pairs: impl FnOnce(bool) -> usize) -> Self {
+        let history_queues = place_pairs(true);
+        let history = c.history as usize;
+        let max_subscribers = c.max_subscribers as usize;
+        let history_stride = if history == 0 {
+            0
+        } else {
+            queue_bytes(history) + table_bytes(max_subscribers)
+        };
+        let events = history_queues + history_stride * c.max_publishers as usize;
+        let slots = c.max_publishers as usize + max_subscribers;
+        Self {
+            history,
+            history_queues,
+            history_stride,
+            given: queue_bytes(history),
+            max_subscribers,
+            device_chunks,
+            events,
+            end: events
+                + if device_chunks == 0 {
+                    0
+                } else {
+                    slots * event_stride(device_chunks)
+                },
+        }
+    }
+}
+
+impl Regions for PubSubLayout {
+    fn of(p: &PatternLayout) -> Option<&Self> {
+        if let PatternLayout::PublishSubscribe(r) = p {
+            Some(r)
+        } else {
+            None
+        }
+    }
+}
+
+impl<'a> Dynamic<'a> {
+    /// Publisher `p`'s history queue (only for a service with history).
+    pub fn history_queue(&self, p: usize) -> Queue<'a> {
+        let h = self.regions::<PubSubLayout>();
+        assert!(p < self.layout().sending && h.history > 0);
+        // SAFETY: publisher p's history queue, p checked: inside the pub-sub regions,
+        // which end at the layout's length.
+        unsafe { self.queue_region(h.history_queues + p * h.history_stride, h.history) }
+    }
+
+    /// Publisher `p`'s history-given word for subscriber slot `s` (only for a service
+    /// with history): the generation of the subscriber in slot `s` that `p` gave its
+    /// history to (0 = none). Written by `p` alone, read by the subscriber at each take
+    /// from `p` (see `pubsub::publisher::history`).
+    #[inline]
+    pub fn history_given(&self, p: usize, s: usize) -> &'a AtomicU64 {
+        let h = self.regions::<PubSubLayout>();
+        assert!(p < self.layout().sending && s < h.max_subscribers && h.history > 0);
+        // SAFETY: publisher p's history-given words, p checked: inside its stride.
+        let words = unsafe {
+            self.words(
+                h.history_queues + p * h.history_stride + h.given,
+                h.max_subscribers,
+            )
+        };
+        &words[s]
+    }
+}
+
+impl<'a> Dynamic<'a> {
+    /// The event table of a device-memory service's publisher (`Side::Sending`) or
+    /// subscriber slot: its generation word and `chunks x 8` handle words (`None`
+    /// for a service without device memory, or a slot out of range).
+    pub fn device_events(&self, side: Side, slot: usize) -> Option<(&'a AtomicU64, &'a [AtomicU64])> {
+        let h = self.regions::<PubSubLayout>();
+        let (sending, receiving) = (self.layout().sending, self.layout().receiving);
+        let index = match side {
+            Side::Sending if slot < sending => slot,
+            Side::Receiving if slot < receiving => sending + slot,
+            _ => return None,
+        };
+        if h.device_chunks == 0 {
+            return None;
+        }
+        let at = h.events + index * event_stride(h.device_chunks);
+        // SAFETY: slot `index`'s table, index checked against the slots the region
+        // was laid out for: inside the pub-sub regions, which end at the layout's
+        // length.
+        let generation = unsafe { &self.words(at, 1)[0] };
+        // SAFETY: as above, the rest of the same table.
+        let handles = unsafe { self.words(at + 64, h.device_chunks * 8) };
+        Some((generation, handles))
+    }
+}
+
+impl PatternParts for PubSubLayout {
+    fn port_names(&self) -> (&'static str, &'static str) {
+        ("publisher", "subscriber")
+    }
+
+    fn header_limit(&self) -> (&'static str, u32) {
+        ("history", self.history as u32)
+    }
+
+    fn end(&self) -> usize {
+        self.end
+    }
+
+    fn recover_ports(
+        &self,
+        d: Dynamic<'_>,
+        stem: &str,
+        pool: &Bookkeeping,
+        live: &mut Liveness,
+        report: &mut CleanupReport,
+    ) {
+        super::recovery::recover_ports(d, stem, pool, live, report);
+    }
+
+    fn backlog(&self, d: Dynamic<'_>, side: Side, slot: usize) -> Backlog {
+        match side {
+            Side::Sending => Backlog::default(),
+            Side::Receiving => Backlog {
+                pending: (0..d.layout().sending).map(|p| d.queue(p, slot).len()).sum(),
+                pending_ids: Vec::new(),
+                missed: d.receiver(slot).missed.load(std::sync::atomic::Ordering::Relaxed),
+            },
+        }
+    }
+}
