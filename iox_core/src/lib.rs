@@ -6,56 +6,81 @@
 //! are public so that the crates above (the ports, the tools) build on them, and are
 //! not a stable API of their own.
 //!
-//! What lives here (bottom up; `docs/architecture.md` draws it):
-//! - payload identity and schemas (`zero_copy`, `schema`, `pubsub::user_header`), names
-//!   (`name`), attributes (`attributes`);
-//! - the static config with every pattern's section, a closed enum as a file format is
-//!   (`static_config`, `config_file`, the `config` module of each pattern folder);
-//! - the dynamic segment and every pattern's regions (`shm::dynamic`, `shm::layout`,
-//!   each pattern's `layout`), the one place the core asks a pattern anything
-//!   (`pattern`);
-//! - the protocol words: the queue, arming, connected and may-wait sets (`shm`), the
-//!   pending set (`event::pending_set`), the request word (`reqres::request_word`),
-//!   the blackboard's value words (`blackboard::value`); their atomics come from one
-//!   module (`sync`), which the loom models replace;
-//! - the port primitives every port kind shares (`port`);
-//! - recovery of dead participants (`recovery`, with each pattern's `recovery`),
-//!   open / create and the service's lifecycle (`service`, `shm::lifecycle`), the
-//!   descriptor hand-over (`handover`), inspection (`inspect`).
+//! The rule that decides what lives here: what is written to shared memory or to disk
+//! (file formats, word protocols, recovery) is closed and lives here; ports and
+//! builders are open and sit above (`iox_service`). The top-level modules form layers,
+//! bottom up, and a module imports only modules of its own layer or below (checked by
+//! `testkit/tests/architecture.rs`; `docs/architecture.md` draws them):
 //!
-//! Below it is `iox_process` (nodes, fork handling, the robust mutex, file names,
-//! stall points) and `iox_mempool` (the pool); above it the ports and builders
+//! 1. **formats**, what is written to disk: payload identity (`zero_copy`), schemas
+//!    (`schema`), the user header's identity and place (`user_header`), names,
+//!    attributes, and the static config with every pattern's section, a closed enum as
+//!    a file format is (`static_config`, its `pubsub`, `event`, `reqres`, `blackboard`
+//!    and `file` modules);
+//! 2. **shared memory**: the protocol words (`shm::{queue, arming, connected, may_wait,
+//!    publishers_seen, pending_set, request_word, blackboard_value}`, their atomics from
+//!    one module, `sync`, which the loom models replace), the doorbell, the dynamic
+//!    segment (`shm::dynamic`, `shm::layout`) and every pattern's regions of it
+//!    (`shm::regions`, the one place the segment asks a pattern anything); a device
+//!    pool's memory (`device`);
+//! 3. **processes on a service**: which nodes are alive (`liveness`), the service's
+//!    lifecycle word and files (`lifecycle`), the descriptor hand-over (`handover`);
+//! 4. **a service open in this process** (`shared`) and the primitives its ports share
+//!    once they have a slot (`port`: loans, owner bits, the journaled send, waking,
+//!    pinning; `fanout`: an event's notification to every listener);
+//! 5. **recovery** of dead participants, one dispatch on the pattern (`recovery`, with
+//!    each pattern's steps in `recovery::{pubsub, event, reqres, blackboard}`);
+//! 6. **services**: open / create and the pattern plug-in (`service`), taking a port
+//!    slot, which recovers first (`slot_claim`), removal and cleanup (`cleanup`),
+//!    inspection (`inspect`).
+//!
+//! Below the core are `iox_process` (nodes, fork handling, the robust mutex, file
+//! names, stall points) and `iox_mempool` (the pool); above it the ports and builders
 //! (`iox_service`). Nothing here knows a port or builder type.
 
+// Layer 1, what is written to disk: identities, schemas, names, attributes, the static
+// config with every pattern's section.
 pub mod attributes;
-pub mod blackboard;
-pub mod config_file;
-pub mod device;
-pub mod event;
-pub mod handover;
-pub mod inspect;
 pub mod name;
-pub mod pattern;
-pub mod port;
-pub mod pubsub;
-pub mod recovery;
-pub mod reqres;
 pub mod schema;
-pub mod service;
-pub mod shm;
 pub mod static_config;
-mod sync;
+pub mod user_header;
 pub mod zero_copy;
+
+// Layer 2, what is written to shared memory: the protocol words and their atomics, the
+// dynamic segment and every pattern's regions; the device pool's memory.
+pub mod device;
+pub mod shm;
+mod sync;
+
+// Layer 3, processes on a service: liveness of their nodes, the descriptor hand-over,
+// the service's lifecycle word and files.
+pub mod handover;
+pub mod lifecycle;
+pub mod liveness;
+
+// Layer 4, a service open in this process and the primitives its ports share.
+pub mod fanout;
+pub mod port;
+pub mod shared;
+
+// Layer 5, recovery of dead participants (one dispatch on the pattern).
+pub mod recovery;
+
+// Layer 6, services as a whole: open / create, removal and cleanup, inspection.
+pub mod cleanup;
+pub mod inspect;
+pub mod service;
+pub mod slot_claim;
+
 #[doc(hidden)]
 pub use iox_process::testing;
-
+pub use iox_process::{fork, node, robust_mutex};
 // Short paths to the modules every part uses.
-pub use recovery::{cleanup, fork, node};
-pub use shm::{doorbell, dynamic, lifecycle, queue};
+pub use shm::{doorbell, dynamic, queue};
 
 pub use attributes::{AttributeError, Attributes};
 pub use name::{NameError, ServiceName};
-pub use pubsub::user_header::{self, HeaderType};
 pub use schema::Schema;
 pub use service::{CreateError, OpenError, OpenOrCreateError, RootError, UserHeaderMismatch};
 pub use static_config::{
@@ -63,4 +88,5 @@ pub use static_config::{
     MessagingPattern, Overflow, PatternConfig, PayloadBacking, PortLimits, PubSubConfig,
     RequestResponseConfig, StaticConfig,
 };
+pub use user_header::HeaderType;
 pub use zero_copy::{Payload, PayloadType, ZeroCopySafe};

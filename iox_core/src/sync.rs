@@ -1,5 +1,5 @@
 //! The atomics of the protocol words (`shm::{queue, connected, arming, may_wait,
-//! publishers_seen}`, `event::pending_set`, `reqres::request_word`, `blackboard::value`),
+//! publishers_seen, pending_set, request_word, blackboard_value}`),
 //! the one place they come from: std's here. The loom models (`tests/loom_*.rs`)
 //! compile those files as modules of the test next to their own `sync` module
 //! (`tests/loom_common/sync.rs`, loom's atomics), so the words are model-checked as

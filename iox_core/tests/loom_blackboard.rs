@@ -1,4 +1,4 @@
-//! Model checks of a blackboard key's value protocol (`src/blackboard/value.rs`) with
+//! Model checks of a blackboard key's value protocol (`src/shm/blackboard_value.rs`) with
 //! loom: the production file compiled against loom's atomics. The value buffers are
 //! loom cells, so a write of a buffer while a reader reads it is reported as a data
 //! race; a buffer holds `10 * generation`, so a reader that pinned generation `g`
@@ -26,7 +26,7 @@ use loom_common::model;
 
 use loom_common::sync;
 
-#[path = "../src/blackboard/value.rs"]
+#[path = "../src/shm/blackboard_value.rs"]
 #[allow(dead_code)]
 mod value;
 

@@ -138,7 +138,7 @@ fn a_sleeper_is_never_missed() {
             thread::spawn(move || {
                 shared.waiting.fetch_add(1, Ordering::SeqCst);
                 fence(Ordering::SeqCst);
-                shared.queue().len() > 0
+                !shared.queue().is_empty()
             })
         };
         let woke = publisher.join().unwrap();
@@ -170,7 +170,7 @@ fn a_reused_slot_gets_what_is_left() {
         };
         let (pushed, _) = publisher.join().unwrap();
         ports.join().unwrap();
-        if shared.queue().len() > 0 {
+        if !shared.queue().is_empty() {
             assert_eq!(shared.connected().snapshot(), 1, "left in a slot no one holds");
         }
         // B closes.

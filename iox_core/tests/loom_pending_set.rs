@@ -1,4 +1,4 @@
-//! Model checks of the listeners' pending sets (`src/event/pending_set.rs`) with
+//! Model checks of the listeners' pending sets (`src/shm/pending_set.rs`) with
 //! loom: the production file compiled against loom's atomics. A set of two words
 //! stands for one listener's ids 0..128; a counter of tokens for the futex wakes a
 //! notifier makes when it sees the listener counted in `waiting`.
@@ -24,7 +24,7 @@ use loom_common::model;
 
 use loom_common::sync;
 
-#[path = "../src/event/pending_set.rs"]
+#[path = "../src/shm/pending_set.rs"]
 #[allow(dead_code)]
 mod pending_set;
 

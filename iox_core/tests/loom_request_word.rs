@@ -1,4 +1,4 @@
-//! Model checks of the request-slot word (`src/reqres/request_word.rs`) with loom:
+//! Model checks of the request-slot word (`src/shm/request_word.rs`) with loom:
 //! the production file compiled against loom's atomics. One word stands for one
 //! request slot of a client; a second atomic for the state word of the server slot
 //! the request went to.
@@ -27,7 +27,7 @@ use loom_common::model;
 
 use loom_common::sync;
 
-#[path = "../src/reqres/request_word.rs"]
+#[path = "../src/shm/request_word.rs"]
 #[allow(dead_code)]
 mod request_word;
 

@@ -43,7 +43,7 @@ mod waitset;
 // The core's modules, under the paths the ports use (`crate::shm`, ...). The public
 // ones are part of this crate's API as they were.
 pub use iox_core::{attributes, inspect, name, schema, static_config};
-use iox_core::{port, recovery, shm, zero_copy};
+use iox_core::{port, recovery, shm, slot_claim, zero_copy};
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub use iox_process::testing;
@@ -55,7 +55,7 @@ use iox_process::testing;
 extern crate self as iox_service;
 
 // Crate-internal short paths (the folders above hold the modules).
-pub(crate) use iox_core::{cleanup, doorbell, dynamic, node, queue};
+pub(crate) use iox_core::{cleanup, doorbell, dynamic, fork, node, queue};
 pub(crate) use pubsub::{publisher, sample, subscriber};
 
 pub use attributes::{AttributeError, Attributes};
@@ -85,6 +85,7 @@ pub use iox_mempool::{
     Backing, ClassInfo, MemoryType, MemoryTypeError, PinError, Pinner, PoolInfo, Region, UserCode,
     register_pinner,
 };
+pub use iox_process::robust_mutex;
 pub use name::{NameError, ServiceName};
 pub use port::{LoanError, PortCreateError, WaitForPortsError};
 pub use publisher::{
@@ -97,7 +98,6 @@ pub use pubsub::service::{PubSubBuilder, PubSubService};
 pub use pubsub::user_header;
 pub use pubsub::user_header::{HeaderType, HeaderWritten, UserHeader};
 pub use recovery::CleanupReport;
-pub use recovery::robust_mutex;
 pub use reqres::raw::{RawActiveRequest, RawRequest, RawResponse, RawResponseLoan};
 pub use reqres::{
     ActiveRequest, Client, ClientBuilder, MAX_ACTIVE_REQUESTS, PendingResponse, RequestMut, RequestMutUninit,

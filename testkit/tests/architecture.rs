@@ -5,9 +5,9 @@
 //!   workspace, from `cargo metadata`, are the allowed ones below (a new edge fails,
 //!   naming it; so does an allowed edge that is gone, so the table stays true);
 //! - module circles: inside each crate's `src/`, the top-level modules and the arrows
-//!   between them (`use crate::x`, inline `crate::x::` paths) have no circle. One is
-//!   known, in `iox_service`, and is the layered-core work's to remove (`KNOWN`): it may
-//!   shrink, never grow, and no other crate may have one.
+//!   between them (`use crate::x`, inline `crate::x::` paths) have no circle;
+//! - the core's layers: every arrow between `iox_core`'s top-level modules runs to the
+//!   same layer or a lower one (`CORE_LAYERS`), and every module has a layer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -43,21 +43,31 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("iox_cuda_double", &[]),
 ];
 
-/// The module circle `iox_service` has today (its modules, sorted).
-const KNOWN: &[&str] = &[
-    "blackboard",
-    "config_file",
-    "device",
-    "event",
-    "handover",
-    "pattern",
-    "port",
-    "pubsub",
-    "recovery",
-    "reqres",
-    "service",
-    "shm",
-    "static_config",
+/// The layers of `iox_core`, bottom up: its top-level modules, each importing only
+/// modules of its own layer or below (`docs/architecture.md`, "The core's layers").
+const CORE_LAYERS: &[(&str, &[&str])] = &[
+    (
+        "formats: what is written to disk",
+        &[
+            "attributes",
+            "name",
+            "schema",
+            "static_config",
+            "user_header",
+            "zero_copy",
+        ],
+    ),
+    (
+        "shared memory: protocol words, segment, regions",
+        &["device", "shm", "sync"],
+    ),
+    ("processes on a service", &["handover", "lifecycle", "liveness"]),
+    (
+        "an open service and its ports' primitives",
+        &["fanout", "port", "shared"],
+    ),
+    ("recovery", &["recovery"]),
+    ("services", &["cleanup", "inspect", "service", "slot_claim"]),
 ];
 
 fn workspace() -> PathBuf {
@@ -224,23 +234,65 @@ fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<BTreeSet<String>> 
 }
 
 #[test]
-fn no_crate_has_a_new_module_circle() {
-    let known: BTreeSet<String> = KNOWN.iter().map(|s| s.to_string()).collect();
+fn no_crate_has_a_module_circle() {
     let mut wrong = Vec::new();
     for (name, src, _) in crates() {
         if !src.is_dir() {
             continue;
         }
         for circle in circles(&module_graph(&src)) {
-            let ok = name == "iox_core" && circle.is_subset(&known);
-            if !ok {
+            wrong.push(format!(
+                "{name}: modules {circle:?} import each other in a circle"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The arrows of `graph` that run to a higher layer of `layers`, and the modules that
+/// have no layer.
+fn upward(graph: &BTreeMap<String, BTreeSet<String>>, layers: &[(&str, &[&str])]) -> Vec<String> {
+    let layer_of = |m: &str| layers.iter().position(|(_, ms)| ms.contains(&m));
+    let mut wrong = Vec::new();
+    for (m, to) in graph {
+        let Some(from) = layer_of(m) else {
+            wrong.push(format!("module `{m}` has no layer: add it to CORE_LAYERS"));
+            continue;
+        };
+        for t in to {
+            if let Some(up) = layer_of(t).filter(|&l| l > from) {
                 wrong.push(format!(
-                    "{name}: modules {circle:?} import each other in a circle"
+                    "`{m}` ({}) imports `{t}` ({}), a higher layer",
+                    layers[from].0, layers[up].0
                 ));
             }
         }
     }
+    wrong
+}
+
+#[test]
+fn the_core_imports_only_downwards() {
+    let src = workspace().join("iox_core/src");
+    let wrong = upward(&module_graph(&src), CORE_LAYERS);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The layer check sees an upward arrow and a module without a layer.
+#[test]
+fn the_layer_check_sees_an_upward_arrow() {
+    let graph: BTreeMap<String, BTreeSet<String>> =
+        [("low", vec!["high"]), ("high", vec!["low"]), ("stray", vec![])]
+            .into_iter()
+            .map(|(m, to)| (m.to_owned(), to.into_iter().map(str::to_owned).collect()))
+            .collect();
+    let wrong = upward(&graph, &[("bottom", &["low"]), ("top", &["high"])]);
+    assert_eq!(wrong.len(), 2, "{wrong:?}");
+    assert!(
+        wrong[0].contains("`low` (bottom) imports `high` (top)"),
+        "{wrong:?}"
+    );
+    assert!(wrong[1].contains("`stray` has no layer"), "{wrong:?}");
 }
 
 /// The scan finds a circle where there is one (so the test above can fail).

@@ -20,7 +20,7 @@
 //! What the newcomer trusts: nothing it got until the descriptors pass the checks of
 //! their kind (the memfd: its name, seals, size and inode against the identity in the
 //! static config, see `iox_mempool::memfd::open_memfd`; a device export: the import,
-//! and the token read back after the payload, see `crate::device::memory`). A holder that answers garbage,
+//! and the token read back after the payload, see `crate::device`). A holder that answers garbage,
 //! the wrong descriptor, none, too much, or nothing within [`request::PER_HOLDER`], is
 //! passed over for the next holder, until the open's timeout.
 //!

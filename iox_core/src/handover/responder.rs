@@ -83,7 +83,7 @@ pub fn offer(
     guard: BorrowedFd<'_>,
     mode: u32,
 ) -> std::io::Result<Offer> {
-    let generation = crate::recovery::fork::generation();
+    let generation = crate::fork::generation();
     let dir = rustix::fs::stat(root)?;
     let key: OfferKey = ((dir.st_dev, dir.st_ino), stem.to_string(), incarnation, node);
     let mut slot = RESPONDER.lock();
@@ -173,7 +173,7 @@ fn bind(root: &Path, stem: &str, incarnation: u64, node: u64) -> std::io::Result
 
 impl Drop for Offer {
     fn drop(&mut self) {
-        if !crate::recovery::fork::is_same_process(self.fork_generation) {
+        if !crate::fork::is_same_process(self.fork_generation) {
             return;
         }
         crate::testing::stall_point("handover-before-withdraw");

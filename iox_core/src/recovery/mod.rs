@@ -11,7 +11,7 @@
 //! replaced by the next one; the mutex reports that the previous holder died, and
 //! recovery needs nothing special for it: every step is safe to repeat, so the
 //! taker-over simply runs recovery again from the start:
-//! - dead **port slots**: each pattern recovers its own (`crate::pattern`:
+//! - dead **port slots**: each pattern recovers its own (`crate::shm::regions`:
 //!   `pubsub::recovery`, `event::recovery`, `reqres::recovery`), with the steps
 //!   every pattern shares here: resolving the claims a dead port left on queues
 //!   ([`resolve_claims`]: finished if the chunk already carries its owner bit, undone
@@ -23,21 +23,22 @@
 //! Each dead node's lock file, and temporary files and readiness sockets it left, are
 //! removed once it is proven dead. Nothing is recovered for a live node.
 
-pub mod cleanup;
-pub use iox_process::robust_mutex;
-pub use iox_process::{fork, node};
+pub mod blackboard;
+pub mod event;
+pub mod pubsub;
+pub mod reqres;
 
-use std::collections::HashMap;
-use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use iox_mempool::Bookkeeping;
 
 use crate::dynamic::Dynamic;
+use crate::liveness::Liveness;
 use crate::queue::{self, Queue};
-use crate::service::ServiceShared;
-use robust_mutex::RawRobustMutex;
+use crate::robust_mutex::RawRobustMutex;
+use crate::shared::ServiceShared;
+use crate::shm::regions::PatternLayout;
 
 /// What a cleanup found dead and recovered.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -72,84 +73,6 @@ impl CleanupReport {
         self.users += other.users;
         self.services_removed += other.services_removed;
         self.files_removed += other.files_removed;
-    }
-}
-
-/// Node liveness for one recovery pass (each node looked up once). The lock files of
-/// nodes found dead are removed when the pass ends ([`Liveness::finish`], or drop),
-/// after their ports and handles were recovered: while a dead node's file is there,
-/// its death stays provable by the lock alone.
-pub struct Liveness<'a> {
-    root: &'a Path,
-    me: u64,
-    seen: HashMap<u64, bool>,
-    pub files_removed: usize,
-}
-
-impl<'a> Liveness<'a> {
-    pub fn new(root: &'a Path, me: u64) -> Self {
-        Self {
-            root,
-            me,
-            seen: HashMap::new(),
-            files_removed: 0,
-        }
-    }
-
-    pub fn me(&self) -> u64 {
-        self.me
-    }
-
-    pub fn root(&self) -> &'a Path {
-        self.root
-    }
-
-    /// Whether `node` is alive (this process's own node always is).
-    pub fn alive(&mut self, node: u64) -> bool {
-        if node == self.me {
-            return true;
-        }
-        if let Some(&alive) = self.seen.get(&node) {
-            return alive;
-        }
-        let alive = node::is_alive(self.root, node);
-        self.seen.insert(node, alive);
-        alive
-    }
-
-    /// Removes the readiness sockets and then the lock files of the nodes found dead
-    /// so far; returns how many files went.
-    pub fn finish(&mut self) -> usize {
-        let dead: Vec<u64> = self.seen.iter().filter(|(_, a)| !**a).map(|(&n, _)| n).collect();
-        if !dead.is_empty() {
-            self.files_removed += remove_sockets_of(self.root, &dead);
-        }
-        for (&node, alive) in self.seen.iter_mut() {
-            if !*alive && node::remove_if_dead(self.root, node) {
-                self.files_removed += 1;
-            }
-            *alive = true; // done with it
-        }
-        self.files_removed
-    }
-}
-
-/// Removes the readiness sockets (see [`crate::doorbell`]) of the `dead` nodes under
-/// `root`, whatever service they belong to; how many went.
-fn remove_sockets_of(root: &Path, dead: &[u64]) -> usize {
-    let Ok(entries) = std::fs::read_dir(root) else {
-        return 0;
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|name| crate::shm::files::parse_socket_name(name).is_some_and(|n| dead.contains(&n)))
-        .filter(|name| std::fs::remove_file(root.join(name)).is_ok())
-        .count()
-}
-
-impl Drop for Liveness<'_> {
-    fn drop(&mut self) {
-        self.finish();
     }
 }
 
@@ -271,12 +194,29 @@ fn recover_locked(
     }
     let _lock = lock(&d.header().recovery, wait, live)?;
     crate::testing::stall_point("recovery-locked");
-    d.layout()
-        .pattern
-        .parts()
-        .recover_ports(d, stem, pool, live, &mut report);
+    recover_ports(d, stem, pool, live, &mut report);
     report.users += recover_users(d, live);
     Ok(report)
+}
+
+/// Recovers the dead port slots of `d` (under the service's recovery lock; every step
+/// safe to repeat), each pattern's its own way. `stem` reaches the receivers'
+/// doorbells.
+fn recover_ports(
+    d: Dynamic<'_>,
+    stem: &str,
+    pool: &Bookkeeping,
+    live: &mut Liveness,
+    report: &mut CleanupReport,
+) {
+    match d.layout().pattern {
+        // Not attached to a static config: no ports (recovery runs on attached ones).
+        PatternLayout::Unattached => {}
+        PatternLayout::PublishSubscribe(_) => pubsub::recover_ports(d, stem, pool, live, report),
+        PatternLayout::Event(_) => event::recover_ports(d, stem, live, report),
+        PatternLayout::RequestResponse(_) => reqres::recover_ports(d, stem, pool, live, report),
+        PatternLayout::Blackboard(b) => blackboard::recover_ports(d, b.keys, live, report),
+    }
 }
 
 /// Unregisters the service handles of dead nodes; returns how many.

@@ -12,8 +12,9 @@ use iox_mempool::segment::{self, Access};
 use super::{Attempt, CreateError, RootError, ServiceShared, Target};
 use crate::dynamic::{self, Corruption, DynamicError, DynamicLayout, DynamicSegment};
 use crate::lifecycle::{self, Phase};
+use crate::liveness::Liveness;
 use crate::node::{self, Node};
-use crate::recovery::{self, Liveness};
+use crate::recovery::{self};
 use crate::shm::files;
 use crate::static_config::{self, PayloadBacking, StaticConfig};
 
@@ -57,7 +58,7 @@ pub(super) fn try_create(
             memfd = Some(unsealed);
         }
         PayloadBacking::CudaDevice(planned) => {
-            let (memory, id) = crate::device::memory::allocate(planned, config.layout.payload_len())
+            let (memory, id) = crate::device::allocate(planned, config.layout.payload_len())
                 .map_err(|reason| CreateError::DeviceMemory { name: name(), reason })?;
             config.backing = PayloadBacking::CudaDevice(id);
             device = Some(memory);
@@ -185,7 +186,7 @@ pub(super) fn try_create(
         user: 0,
         _offer: offer,
         created: true,
-        fork_generation: crate::recovery::fork::generation(),
+        fork_generation: crate::fork::generation(),
     }))
 }
 

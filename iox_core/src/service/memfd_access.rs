@@ -11,7 +11,7 @@ use iox_mempool::segment::{Access, Segment};
 
 use crate::dynamic::Dynamic;
 use crate::handover::{self, Denied};
-use crate::recovery::Liveness;
+use crate::liveness::Liveness;
 
 /// Why no holder let us reach the memfd: what happened with each, whether it may
 /// well work a moment later (a holder registering, leaving, or silent), and whether

@@ -61,18 +61,13 @@ mod memfd_access;
 mod open;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use iox_mempool::Pool;
 
 use attribute_spec::AttributeSpec;
 pub use errors::{CreateError, OpenError, OpenOrCreateError, RootError, UserHeaderMismatch};
 
 use crate::ServiceName;
-use crate::dynamic::{Dynamic, DynamicSegment};
-use crate::lifecycle;
-use crate::node::Node;
+pub use crate::shared::ServiceShared;
 use crate::static_config::{ConfigError, MessagingPattern, StaticConfig};
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -332,67 +327,4 @@ fn backoff(start: Instant) {
     // 0.1 ms growing to 10 ms: creation takes microseconds to milliseconds.
     let waited = start.elapsed().as_micros() as u64;
     std::thread::sleep(Duration::from_micros((100 + waited / 10).min(10_000)));
-}
-
-/// What one process shares between a service handle and its ports.
-#[derive(Debug)]
-pub struct ServiceShared {
-    pub name: ServiceName,
-    pub root: PathBuf,
-    pub stem: String,
-    pub config: StaticConfig,
-    pub pool: Arc<Pool>,
-    pub dynamic: DynamicSegment,
-    pub node: Arc<Node>,
-    /// Our entry in the users table.
-    pub user: usize,
-    /// The descriptors this process offers to newcomers (a memfd payload), taken
-    /// back after our user entry is gone (field order: dropped after `drop` ran).
-    pub _offer: Option<crate::handover::Offer>,
-    pub created: bool,
-    /// The fork generation it was opened in (see `recovery::fork`): a forked child's
-    /// copies must not act for the parent.
-    pub fork_generation: u64,
-}
-
-impl ServiceShared {
-    /// (sending, receiving) ports connected right now (a snapshot).
-    pub fn port_counts(&self) -> (usize, usize) {
-        let d = self.dynamic();
-        let l = d.layout();
-        (
-            crate::port::active_count((0..l.sending).map(|p| d.sender(p))),
-            crate::port::active_count((0..l.receiving).map(|s| d.receiver(s))),
-        )
-    }
-
-    pub fn dynamic(&self) -> Dynamic<'_> {
-        self.dynamic.view()
-    }
-
-    /// Whether this handle's service was removed (see `shm::lifecycle`). Slow paths
-    /// only: one load of the dynamic header's line.
-    #[cold]
-    pub fn is_removed(&self) -> bool {
-        crate::lifecycle::is_removed(self.dynamic())
-    }
-
-    pub fn node_id(&self) -> u64 {
-        self.node.id()
-    }
-
-    /// Whether this is the process that opened the service (not a forked child).
-    #[inline]
-    pub fn is_own_process(&self) -> bool {
-        crate::recovery::fork::is_same_process(self.fork_generation)
-    }
-}
-
-impl Drop for ServiceShared {
-    fn drop(&mut self) {
-        if !self.is_own_process() {
-            return; // a forked child dropping its copy: the registration is the parent's
-        }
-        lifecycle::unregister_user(&self.root, &self.stem, &self.dynamic, self.user, self.node.id());
-    }
 }

@@ -10,8 +10,9 @@ use iox_mempool::{Bookkeeping, OpenPoolError, Pool};
 use super::{Attempt, OpenError, RootError, ServiceShared, Target, memfd_access};
 use crate::dynamic::{self, Corruption, DynamicError, DynamicSegment};
 use crate::lifecycle::{self, Phase, RegisterError};
+use crate::liveness::Liveness;
 use crate::node::Node;
-use crate::recovery::{self, Liveness};
+use crate::recovery::{self};
 use crate::shm::files;
 use crate::static_config::{PayloadBacking, StaticConfig};
 
@@ -121,7 +122,7 @@ pub(super) fn try_open(
         }
         PayloadBacking::CudaDevice(id) => {
             // Which GPU first: a process that cannot use it asks no holder.
-            if let Err(reason) = crate::device::memory::ordinal(&id) {
+            if let Err(reason) = crate::device::ordinal(&id) {
                 return Attempt::Failed(OpenError::DeviceUnavailable {
                     name: name(),
                     uuid: id.uuid_text(),
@@ -130,7 +131,7 @@ pub(super) fn try_open(
             }
             let payload_len = config.layout.payload_len();
             let reached = memfd_access::reach(&t.root, d, &stem, hash, &mut live, deadline, &mut |fd, _| {
-                crate::device::memory::import(fd, &id, payload_len)
+                crate::device::import(fd, &id, payload_len)
             });
             match reached {
                 Ok(payload) => Pool::open_with_device(&t.root, &stem, &config.layout, hash, payload),
@@ -216,7 +217,7 @@ pub(super) fn try_open(
         user,
         _offer: offer,
         created: false,
-        fork_generation: crate::recovery::fork::generation(),
+        fork_generation: crate::fork::generation(),
     })
 }
 
@@ -282,7 +283,7 @@ pub(super) fn removed_if_stale(t: &Target) -> bool {
     };
     let mut live = Liveness::new(&t.root, node.id());
     let removed =
-        recovery::cleanup::cleanup_stem(&t.root, &stem, &mut live).is_ok_and(|r| r.services_removed == 1);
+        crate::cleanup::cleanup_stem(&t.root, &stem, &mut live).is_ok_and(|r| r.services_removed == 1);
     live.finish();
     removed && !config_path.exists()
 }

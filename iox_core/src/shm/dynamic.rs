@@ -4,7 +4,7 @@
 //! structure `repr(C)`, atomics only, no pointers):
 //! - header (128 bytes): magic, the hash of the static config text this segment
 //!   belongs to, the lifecycle word, the recovery lock (a 16-byte robust mutex, see
-//!   [`crate::recovery::robust_mutex`]), the format version (always at offset 40), the
+//!   [`crate::robust_mutex`]), the format version (always at offset 40), the
 //!   limits it was sized for, the creator's node id, the ports-changed counter
 //!   that waits for ports sleep on, and the connected-subscriber set (one bit per
 //!   subscriber slot publishers deliver to, see [`crate::shm::connected`]), the
@@ -25,8 +25,8 @@
 //!   per (sending slot, receiving slot) pair, row-major by sending slot: the read word
 //!   on its own line, then the write index followed by the slots;
 //! - then the pattern's own regions, laid out by the pattern
-//!   ([`crate::pattern`]: `pubsub/layout.rs` history queues, `event/layout.rs`
-//!   pending sets, `reqres/layout.rs` request-slot words and response queues), which
+//!   ([`crate::shm::regions`]: `pubsub.rs` history queues, `event.rs`
+//!   pending sets, `reqres.rs` request-slot words and response queues), which
 //!   reaches them through its own accessors on [`Dynamic`].
 //!
 //! Lifecycle word: `node << 2 | phase`, phase one of [`CREATING`] (by `node`),
@@ -51,7 +51,7 @@ use iox_mempool::segment::{Access, CreateSegmentError, OpenSegmentError, Segment
 use thiserror::Error;
 
 use crate::queue::{PaddedIndex, Queue};
-use crate::recovery::robust_mutex::RawRobustMutex;
+use crate::robust_mutex::RawRobustMutex;
 use crate::shm::connected::Connected;
 use crate::shm::files;
 pub use crate::shm::layout::DynamicLayout;
@@ -655,3 +655,12 @@ pub fn split_state(word: u64) -> (u64, u64) {
 pub fn state_word(generation: u64, phase: u64) -> u64 {
     (generation << 8) | phase
 }
+
+/// How many of `slots` are active.
+pub fn active_count<'a>(slots: impl Iterator<Item = &'a PortHeader>) -> usize {
+    slots
+        .filter(|h| split_state(h.state.load(Ordering::Acquire)).1 == ACTIVE)
+        .count()
+}
+
+const _: () = assert!(crate::static_config::MAX_OPEN_HANDLES == USER_SLOTS);

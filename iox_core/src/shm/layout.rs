@@ -2,14 +2,14 @@
 //! ([`DynamicLayout`]): the core's regions (the header, the users table, the port
 //! slots and, for patterns that have them, one queue per (sending slot, receiving slot)
 //! pair), then the regions of the service's pattern, which the pattern lays out
-//! itself ([`crate::pattern::PatternLayout`]). Every offset and stride is computed
+//! itself ([`crate::shm::regions::PatternLayout`]). Every offset and stride is computed
 //! from the static config alone, so every process that reads the same static config
 //! finds the same offsets. The segment itself, its header and the views over it are
 //! in [`crate::dynamic`].
 
-use crate::pattern::PatternLayout;
 use crate::queue::{PaddedIndex, index_mask};
 use crate::shm::dynamic::{HEADER_LEN, USER_SLOTS};
+use crate::shm::regions::PatternLayout;
 use crate::static_config::StaticConfig;
 
 /// Bytes of a queue region of `depth` slots: the read index alone on its line, then

@@ -287,6 +287,11 @@ impl<'a> Queue<'a> {
         }
     }
 
+    /// Whether [`Queue::len`] is 0 (a snapshot).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Number of entries queued, the one being taken right now included (a snapshot;
     /// 0 for corrupt indices): what a consumer that finds the queue claimed waits for.
     pub fn queued(&self) -> u64 {

@@ -24,14 +24,19 @@ use thiserror::Error;
 
 use crate::PayloadType;
 use crate::attributes::{AttributeError, Attributes};
-pub use crate::blackboard::config::{BlackboardConfig, BlackboardEntry};
-pub use crate::event::config::EventConfig;
-pub use crate::pubsub::config::{Overflow, PubSubConfig};
-pub use crate::reqres::config::RequestResponseConfig;
 pub use backing::{DeviceIdentity, PayloadBacking};
+pub use blackboard::{BlackboardConfig, BlackboardEntry};
+pub use event::EventConfig;
+pub use pubsub::{Overflow, PubSubConfig};
+pub use reqres::RequestResponseConfig;
 
 mod backing;
+pub mod blackboard;
+pub mod event;
+pub mod file;
 mod header;
+pub mod pubsub;
+pub mod reqres;
 
 /// Version of the static config format this iox writes and reads.
 pub const CONFIG_VERSION: u32 = 3;
@@ -60,7 +65,6 @@ pub const MAX_QUEUE_SLOTS: u64 = 1 << 22;
 /// process and open; ports share the handle they were built from). Same as
 /// `shm::dynamic::USER_SLOTS`.
 pub const MAX_OPEN_HANDLES: usize = 128;
-const _: () = assert!(MAX_OPEN_HANDLES == crate::dynamic::USER_SLOTS);
 
 /// The messaging pattern of a service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -623,7 +627,7 @@ impl StaticConfig {
     /// Reads, parses and checks the config at `path`. Returns it with the hash of its
     /// text.
     pub fn read(path: &Path) -> Result<(Self, u64), ConfigError> {
-        let text = crate::config_file::read_bounded(path)?;
+        let text = crate::static_config::file::read_bounded(path)?;
         let config = Self::parse(&text, path)?;
         Ok((config, text_hash(&text)))
     }

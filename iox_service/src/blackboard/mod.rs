@@ -45,13 +45,13 @@
 //! `writer.rs`, `reader.rs`, `raw.rs` (values as bytes, for bindings), `recovery.rs`,
 //! `inspect.rs` (what `iox show` lists).
 
-pub(crate) use iox_core::blackboard::config;
-pub(crate) use iox_core::blackboard::inspect;
-pub(crate) use iox_core::blackboard::layout;
+pub(crate) use iox_core::inspect::blackboard as inspect;
+pub(crate) use iox_core::shm::regions::blackboard as layout;
+pub(crate) use iox_core::static_config::blackboard as config;
 pub(crate) mod raw;
 pub(crate) mod reader;
 pub(crate) mod service;
-pub(crate) use iox_core::blackboard::value;
+pub(crate) use iox_core::shm::blackboard_value as value;
 pub(crate) mod writer;
 
 use thiserror::Error;

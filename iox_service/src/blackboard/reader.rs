@@ -19,7 +19,8 @@ use super::layout::ValuePlace;
 use super::service::BlackboardService;
 use super::{EntryError, entry_index, value};
 use crate::ZeroCopySafe;
-use crate::port::{self, PortCreateError, Side, SlotClaim};
+use crate::port::{self, PortCreateError, Side};
+use crate::slot_claim::SlotClaim;
 
 /// Builds a [`Reader`].
 #[derive(Debug)]
@@ -111,7 +112,7 @@ impl<K: ZeroCopySafe + std::fmt::Debug> Reader<K> {
     /// Pins key `k`'s current buffer through this reader's pin word `which`
     /// (`value::COPY` or `value::GUARD`); the buffer and its generation.
     pub(super) fn pin(&self, k: usize, which: usize) -> Result<(usize, u64), ReadError> {
-        if !crate::recovery::fork::is_same_process(self.fork_generation) {
+        if !crate::fork::is_same_process(self.fork_generation) {
             return Err(ReadError::ForkedProcess);
         }
         let words = self.service.dynamic().key_words(k);
@@ -136,7 +137,7 @@ impl<K: ZeroCopySafe + std::fmt::Debug> Reader<K> {
 impl<K> Reader<K> {
     /// Ends the pin of key `k` held by this reader's pin word `which`.
     pub(super) fn unpin(&self, k: usize, which: usize) {
-        if !crate::recovery::fork::is_same_process(self.fork_generation) {
+        if !crate::fork::is_same_process(self.fork_generation) {
             return; // a forked child's copy: the pin is its parent's
         }
         value::unpin(&self.service.dynamic().key_words(k).reader(self.slot)[which]);

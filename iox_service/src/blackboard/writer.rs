@@ -23,7 +23,8 @@ use super::service::BlackboardService;
 use super::{EntryError, entry_index, value};
 use crate::ZeroCopySafe;
 use crate::event::{EventId, Notifier};
-use crate::port::{self, PortCreateError, Side, SlotClaim};
+use crate::port::{self, PortCreateError, Side};
+use crate::slot_claim::SlotClaim;
 
 /// Builds a [`Writer`].
 #[derive(Debug)]
@@ -126,7 +127,7 @@ impl<K> Writer<K> {
     /// Starts an update of key `k` (named `key` in errors): locks it if there may be
     /// other writers, and picks the buffer to write.
     pub(crate) fn begin(&self, k: usize, key: &str) -> Result<usize, WriteError> {
-        if !crate::recovery::fork::is_same_process(self.fork_generation) {
+        if !crate::fork::is_same_process(self.fork_generation) {
             return Err(WriteError::ForkedProcess);
         }
         // One update per key at a time: a second would pick the same buffer (nothing
@@ -157,7 +158,7 @@ impl<K> Writer<K> {
     /// listeners; the generation published. A forked child's copy of the update
     /// publishes nothing (the buffer is its parent's).
     pub(crate) fn finish(&self, k: usize, buffer: usize) -> Result<u64, WriteError> {
-        if !crate::recovery::fork::is_same_process(self.fork_generation) {
+        if !crate::fork::is_same_process(self.fork_generation) {
             return Err(WriteError::ForkedProcess);
         }
         let d = self.service.dynamic();
@@ -183,7 +184,7 @@ impl<K> Writer<K> {
     /// do for a blackboard of one writer, which takes no locks).
     pub(super) fn unlock(&self, k: usize) {
         self.updating[k].set(false);
-        if !crate::recovery::fork::is_same_process(self.fork_generation) {
+        if !crate::fork::is_same_process(self.fork_generation) {
             return; // a forked child's copy: the lock (if any) is the parent's
         }
         if self.locks {

@@ -9,7 +9,7 @@
 //! Host ports of a device service are refused (`PortCreateError::DeviceMemory`), so
 //! safe code never reads or writes GPU memory through a host address.
 
-pub(crate) use iox_core::device::memory;
+pub(crate) use iox_core::device as memory;
 
 #[cfg(feature = "cuda")]
 pub(crate) mod events;

@@ -32,7 +32,8 @@ use thiserror::Error;
 use super::{EventId, pending_set};
 use crate::doorbell::Doorbell;
 use crate::dynamic::PortHeader;
-use crate::port::{self, PortCreateError, Shared, Side, SlotClaim};
+use crate::port::{self, PortCreateError, Shared, Side};
+use crate::slot_claim::SlotClaim;
 
 /// Builds a [`Listener`].
 #[derive(Debug)]
@@ -130,7 +131,7 @@ impl Listener {
     }
 
     fn check_process(&self) -> Result<(), ListenError> {
-        if crate::recovery::fork::is_same_process(self.fork_generation) {
+        if crate::fork::is_same_process(self.fork_generation) {
             Ok(())
         } else {
             Err(ListenError::ForkedProcess)

@@ -47,12 +47,12 @@
 //! `pending.rs` (the fan-out of a notification), `recovery.rs`, `notifier.rs`,
 //! `listener.rs`, `wait_async.rs` (`Listener::wait_async`, the `tokio` feature).
 
-pub(crate) use iox_core::event::id;
-pub(crate) use iox_core::event::layout;
+pub(crate) mod id;
+pub(crate) use iox_core::shm::regions::event as layout;
 pub(crate) mod listener;
 pub(crate) mod notifier;
-pub(crate) use iox_core::event::pending;
-pub(crate) use iox_core::event::pending_set;
+pub(crate) use iox_core::fanout as pending;
+pub(crate) use iox_core::shm::pending_set;
 pub(crate) mod service;
 #[cfg(feature = "tokio")]
 pub(crate) mod wait_async;

@@ -18,7 +18,8 @@ use thiserror::Error;
 use super::{EventId, pending};
 use crate::doorbell::Ringer;
 use crate::dynamic::PortHeader;
-use crate::port::{self, PortCreateError, Shared, Side, SlotClaim};
+use crate::port::{self, PortCreateError, Shared, Side};
+use crate::slot_claim::SlotClaim;
 
 /// Builds a [`Notifier`].
 #[derive(Debug)]
@@ -135,7 +136,7 @@ impl Notifier {
     /// Notifies `id`; returns how many listeners it reached (those connected now).
     /// Never blocks.
     pub fn notify_with_custom_event_id(&self, id: EventId) -> Result<usize, NotifyError> {
-        if !crate::recovery::fork::is_same_process(self.fork_generation) {
+        if !crate::fork::is_same_process(self.fork_generation) {
             return Err(NotifyError::ForkedProcess);
         }
         if id.as_value() > self.event_id_max {

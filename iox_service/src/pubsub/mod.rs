@@ -3,8 +3,8 @@
 
 pub(crate) mod carry;
 mod compatible;
-pub(crate) use iox_core::pubsub::config;
-pub(crate) use iox_core::pubsub::layout;
+pub(crate) use iox_core::shm::regions::pubsub as layout;
+pub(crate) use iox_core::static_config::pubsub as config;
 pub(crate) mod like_config;
 pub(crate) mod publisher;
 pub(crate) mod raw;
@@ -13,4 +13,4 @@ pub(crate) mod receive_async;
 pub(crate) mod sample;
 pub(crate) mod service;
 pub(crate) mod subscriber;
-pub use iox_core::pubsub::user_header;
+pub use iox_core::user_header;

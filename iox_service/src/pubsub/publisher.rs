@@ -33,7 +33,7 @@
 //!
 //! Decision (removed services): when a send reached no subscriber, the publisher looks
 //! at the service's lifecycle word (one load of a line written only at creation and
-//! removal, see `shm::lifecycle`); if the service was removed (`iox remove --force`),
+//! removal, see `iox_core::lifecycle`); if the service was removed (`iox remove --force`),
 //! `send` returns [`SendError::ServiceRemoved`] instead of `Ok(0)`, so a program does
 //! not keep sending into an incarnation that no new subscriber can reach. A send that
 //! reached a subscriber does not look (the hot path is unchanged): subscribers of the
@@ -68,10 +68,11 @@ use thiserror::Error;
 
 use crate::doorbell::{self, Ringer};
 use crate::dynamic::{Dynamic, PortHeader, PortHeaderOffset, QueueRowOffset};
-use crate::port::{self, LoanError, PortCreateError, Shared, Side, SlotClaim, WaitForPortsError};
+use crate::port::{self, LoanError, PortCreateError, Shared, Side, WaitForPortsError};
 use crate::queue::{self, Pushed};
 use crate::sample::SampleMutUninit;
 use crate::shm::connected;
+use crate::slot_claim::SlotClaim;
 use crate::user_header::{UserHeader, offset_for};
 use crate::{Overflow, Payload, ZeroCopySafe};
 
@@ -352,7 +353,7 @@ impl PublisherPort {
     /// Whether this runs in the process that made the port (not a forked child).
     #[inline]
     fn is_own_process(&self) -> bool {
-        crate::recovery::fork::is_same_process(self.fork_generation)
+        crate::fork::is_same_process(self.fork_generation)
     }
 
     /// The device address of the pool's first byte, if this port pinned the pool with
@@ -450,7 +451,7 @@ impl PublisherPort {
     pub(crate) fn send_chunk(&self, chunk: Located, len: usize) -> Result<usize, SendError> {
         let handle = chunk.handle();
         // The fork check, and the history test (see `send_generation`).
-        if !crate::recovery::fork::is_same_process(self.send_generation) {
+        if !crate::fork::is_same_process(self.send_generation) {
             return self.send_other(handle, len);
         }
         // The next chunk is loaned first, while the subscribers are not touching the

@@ -48,7 +48,7 @@
 //!
 //! Decision (removed services): when `receive` finds nothing, and before
 //! `receive_timeout` sleeps, the subscriber looks at the service's lifecycle word (one
-//! load of a line written only at creation and removal, see `shm::lifecycle`); if the
+//! load of a line written only at creation and removal, see `iox_core::lifecycle`); if the
 //! service was removed (`iox remove --force`) it returns
 //! [`ReceiveError::ServiceRemoved`], so the program can open the service again instead
 //! of waiting on an incarnation no new publisher can reach. Samples already queued are
@@ -75,9 +75,10 @@ use thiserror::Error;
 
 use crate::doorbell::Doorbell;
 use crate::dynamic::{PortHeader, QueueColumnOffset};
-use crate::port::{self, PortCreateError, Shared, Side, SlotClaim, WaitForPortsError};
+use crate::port::{self, PortCreateError, Shared, Side, WaitForPortsError};
 use crate::queue::{self, Popped};
 use crate::sample::Sample;
+use crate::slot_claim::SlotClaim;
 use crate::user_header::{UserHeader, offset_for};
 use crate::{Payload, ZeroCopySafe};
 
@@ -239,7 +240,7 @@ impl SubscriberPort {
     /// Whether this runs in the process that made the port (not a forked child).
     #[inline]
     fn is_own_process(&self) -> bool {
-        crate::recovery::fork::is_same_process(self.fork_generation)
+        crate::fork::is_same_process(self.fork_generation)
     }
 
     fn header(&self) -> &PortHeader {

@@ -27,8 +27,9 @@ use super::{PendingResponse, service::MAX_LOANS};
 use crate::doorbell::{Doorbell, Ringer};
 use crate::dynamic::{self, PortHeader, QueueRowOffset};
 use crate::port::LoanError;
-use crate::port::{self, PortCreateError, Shared, Side, SlotClaim};
+use crate::port::{self, PortCreateError, Shared, Side};
 use crate::queue;
+use crate::slot_claim::SlotClaim;
 use crate::{Payload, ZeroCopySafe};
 
 /// Builds a [`Client`].
@@ -256,7 +257,7 @@ impl Stashes {
 
 impl ClientPort {
     pub(crate) fn is_own_process(&self) -> bool {
-        crate::recovery::fork::is_same_process(self.fork_generation)
+        crate::fork::is_same_process(self.fork_generation)
     }
 
     pub(crate) fn header(&self) -> &PortHeader {

@@ -69,16 +69,16 @@
 
 pub(crate) mod active;
 pub(crate) mod client;
-pub(crate) use iox_core::reqres::layout;
+pub(crate) use iox_core::shm::regions::reqres as layout;
 pub(crate) mod pending;
 pub(crate) mod raw;
-pub(crate) use iox_core::reqres::recovery;
-pub(crate) use iox_core::reqres::request_word;
+pub(crate) use iox_core::recovery::reqres as recovery;
+pub(crate) use iox_core::shm::request_word;
 pub(crate) mod server;
 pub(crate) mod service;
-pub(crate) use iox_core::reqres::slots;
+pub(crate) mod slots;
 
-pub use iox_core::reqres::MAX_ACTIVE_REQUESTS;
+pub use iox_core::static_config::reqres::MAX_ACTIVE_REQUESTS;
 
 pub use active::{ActiveRequest, ResponseMut, ResponseMutUninit};
 pub use client::{Client, ClientBuilder, RequestMut, RequestMutUninit, RequestSendError};

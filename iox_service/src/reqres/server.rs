@@ -29,8 +29,9 @@ use crate::Payload;
 use crate::doorbell::{Doorbell, Ringer};
 use crate::dynamic::{self, PortHeader, QueueColumnOffset};
 use crate::port::LoanError;
-use crate::port::{self, PortCreateError, Shared, Side, SlotClaim};
+use crate::port::{self, PortCreateError, Shared, Side};
 use crate::queue::{self, Popped};
+use crate::slot_claim::SlotClaim;
 
 /// Builds a [`Server`].
 #[derive(Debug)]
@@ -184,7 +185,7 @@ pub(crate) struct ServerPort {
 
 impl ServerPort {
     pub(crate) fn is_own_process(&self) -> bool {
-        crate::recovery::fork::is_same_process(self.fork_generation)
+        crate::fork::is_same_process(self.fork_generation)
     }
 
     fn header(&self) -> &PortHeader {

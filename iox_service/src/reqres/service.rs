@@ -27,7 +27,7 @@ use crate::static_config::{
 };
 use crate::{Payload, PayloadType};
 
-pub(crate) use iox_core::reqres::config::MAX_LOANS;
+pub(crate) use iox_core::static_config::reqres::MAX_LOANS;
 
 /// Builds, opens or creates a request-response service carrying requests of `Req`
 /// and responses of `Resp` (each a `T: ZeroCopySafe` or a slice `[T]`). Settings are

@@ -46,7 +46,7 @@ impl<P: ?Sized + Payload, H: crate::UserHeader> Subscriber<P, H> {
         let d = self.port.service.dynamic();
         let stuck = self.stuck.get();
         (0..d.layout().sending)
-            .any(|p| stuck & crate::shm::connected::bit(p) == 0 && d.queue(p, self.port.slot).len() > 0)
+            .any(|p| stuck & crate::shm::connected::bit(p) == 0 && !d.queue(p, self.port.slot).is_empty())
     }
 
     /// Whether anything is queued to this subscriber, entries someone is taking right

@@ -1,42 +1,43 @@
-//! What the core asks of a messaging pattern, and the one place it asks it.
+//! Every pattern's regions of the dynamic segment, and the one place the segment asks a
+//! pattern anything.
 //!
-//! The core (slots, pair queues, the claim protocol, owner bits, liveness, waking,
-//! recovery's lock and its journaled-send and claim steps, inspection's port list)
-//! is the same code for every pattern. What differs is behind [`PatternParts`],
-//! implemented by each pattern's layout in its own folder (`pubsub/layout.rs`,
-//! `event/layout.rs`, `reqres/layout.rs`, `blackboard/layout.rs`):
-//! - its regions of the dynamic segment after the core's, and whether it has pair
-//!   queues (the layout's constructor);
-//! - the one limit of its own that the dynamic header records and an opener checks;
-//! - how its dead ports are recovered;
-//! - what its ports have waiting, and what its own regions hold, for tools.
+//! The core (slots, pair queues, the claim protocol, owner bits, liveness, waking) is
+//! the same for every pattern. What the segment needs of a pattern is behind
+//! [`PatternParts`], implemented by each pattern's layout here (`pubsub.rs`,
+//! `event.rs`, `reqres.rs`, `blackboard.rs`): its regions after the core's and whether
+//! it has pair queues (the layout's constructor), the one limit of its own that the
+//! dynamic header records and an opener checks, and where its regions end.
 //!
-//! [`PatternLayout`] is the pattern's part of a [`crate::dynamic::DynamicLayout`];
-//! [`PatternLayout::new`] and [`PatternLayout::parts`] are the only `match`es on the
-//! pattern outside the patterns' folders, and a pattern reaches its own regions
-//! through its own accessor (e.g. `Dynamic::pending`), which refuses a layout of
-//! another pattern. Adding a pattern is a folder, a variant here, and its tests.
+//! [`PatternLayout`] is the pattern's part of a [`crate::dynamic::DynamicLayout`], a
+//! closed enum as the static config's pattern section is. The `match`es on it are
+//! [`PatternLayout::new`] and [`PatternLayout::parts`] here, recovery's dispatch of a
+//! dead port to its pattern (`crate::recovery`) and inspection's of what a port has
+//! waiting (`crate::inspect`). A pattern reaches its own regions through its own
+//! accessor (e.g. `Dynamic::pending`), which refuses a layout of another pattern.
+//! Adding a pattern is a variant here and in the static config, its layout, its
+//! recovery, its ports above the core, and its tests.
 
-use iox_mempool::Bookkeeping;
+pub mod blackboard;
+pub mod event;
+pub mod pubsub;
+pub mod reqres;
 
-use crate::blackboard::layout::BlackboardLayout;
 use crate::dynamic::Dynamic;
-use crate::event::layout::EventLayout;
-pub use crate::port::Side;
-use crate::pubsub::layout::PubSubLayout;
-use crate::recovery::{CleanupReport, Liveness};
-use crate::reqres::layout::ReqResLayout;
 use crate::static_config::{PatternConfig, StaticConfig};
+use blackboard::BlackboardLayout;
+use event::EventLayout;
+use pubsub::PubSubLayout;
+use reqres::ReqResLayout;
 
-/// What a port has waiting for it or in flight, for tools.
-#[derive(Debug, Default)]
-pub struct Backlog {
-    /// Samples queued for it, ids pending, or requests in flight.
-    pub pending: u64,
-    /// Event ids pending (listeners only).
-    pub pending_ids: Vec<u32>,
-    /// Samples its senders could not deliver to it (subscribers only).
-    pub missed: u64,
+/// Which slots of a service a port takes: the sending side's (publishers, notifiers,
+/// clients; owner bit = slot) or the receiving side's (subscribers, listeners,
+/// servers; owner bit = `sending + slot`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The publisher slots.
+    Sending,
+    /// The subscriber slots.
+    Receiving,
 }
 
 /// What the core asks of a pattern (see the module docs).
@@ -48,23 +49,6 @@ pub trait PatternParts {
     fn header_limit(&self) -> (&'static str, u32);
     /// Where its regions end: the segment's length.
     fn end(&self) -> usize;
-    /// Recovers the dead port slots of `d` (under the service's recovery lock; every
-    /// step safe to repeat). `stem` reaches the receivers' doorbells.
-    fn recover_ports(
-        &self,
-        d: Dynamic<'_>,
-        stem: &str,
-        pool: &Bookkeeping,
-        live: &mut Liveness,
-        report: &mut CleanupReport,
-    );
-    /// What port slot `slot` on `side` has waiting.
-    fn backlog(&self, d: Dynamic<'_>, side: Side, slot: usize) -> Backlog;
-    /// The state of the pattern's own regions that tools show (a blackboard's keys);
-    /// nothing by default.
-    fn keys(&self, _d: Dynamic<'_>, _config: &StaticConfig) -> Vec<crate::blackboard::KeyInfo> {
-        Vec::new()
-    }
 }
 
 /// The pattern's part of a dynamic layout.
@@ -149,17 +133,5 @@ impl PatternParts for Unattached {
     }
     fn end(&self) -> usize {
         crate::dynamic::DynamicLayout::header_only().len
-    }
-    fn recover_ports(
-        &self,
-        _: Dynamic<'_>,
-        _: &str,
-        _: &Bookkeeping,
-        _: &mut Liveness,
-        _: &mut CleanupReport,
-    ) {
-    }
-    fn backlog(&self, _: Dynamic<'_>, _: Side, _: usize) -> Backlog {
-        Backlog::default()
     }
 }

@@ -3,10 +3,10 @@
 
 use std::sync::atomic::Ordering;
 
-use super::pending_set;
 use crate::doorbell::Ringer;
 use crate::dynamic::{self, Dynamic};
 use crate::port;
+use crate::shm::pending_set;
 
 /// Sets `id` pending for every active listener of the event service `d`, then wakes
 /// those that sleep on their futex or armed their descriptor. Returns how many
@@ -33,7 +33,7 @@ pub fn active(d: Dynamic<'_>) -> u64 {
 /// spurious event (as `pending_set` allows). With no slot there is nothing to mark and
 /// nothing to order against a listener's look, so nothing more is done.
 pub fn signal_to(d: Dynamic<'_>, id: u32, slots: u64, ringer: &Ringer) -> usize {
-    debug_assert!(id < d.regions::<super::layout::EventLayout>().event_ids);
+    debug_assert!(id < d.regions::<crate::shm::regions::event::EventLayout>().event_ids);
     if slots == 0 {
         return 0;
     }

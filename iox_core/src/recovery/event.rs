@@ -11,11 +11,13 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{pending, pending_set};
 use crate::doorbell::Ringer;
 use crate::dynamic::{self, Dynamic};
+use crate::fanout as pending;
+use crate::liveness::Liveness;
 use crate::port;
-use crate::recovery::{CleanupReport, Liveness};
+use crate::recovery::CleanupReport;
+use crate::shm::pending_set;
 
 /// Recovers the dead listener and notifier slots of `d`.
 pub fn recover_ports(d: Dynamic<'_>, stem: &str, live: &mut Liveness, report: &mut CleanupReport) {
@@ -44,7 +46,7 @@ fn recover_notifier(d: Dynamic<'_>, p: usize, ringer: &Ringer) {
     port::close(header, generation);
     port::free(header, generation);
     port::announce(d);
-    let e = d.regions::<super::layout::EventLayout>();
+    let e = d.regions::<crate::shm::regions::event::EventLayout>();
     match e.dead_event {
         Some(id) if id < e.event_ids => {
             pending::signal(d, id, ringer);

@@ -28,8 +28,9 @@ use thiserror::Error;
 
 use crate::dynamic::{Corruption, DynamicError, DynamicSegment};
 use crate::lifecycle::{self, Destroying, Phase, remove_by_path};
+use crate::liveness::Liveness;
 use crate::node::{self, Node};
-use crate::recovery::{self, CleanupReport, Liveness};
+use crate::recovery::{self, CleanupReport};
 use crate::shm::files;
 use crate::{ConfigError, NameError, RootError, ServiceName, StaticConfig};
 

@@ -20,12 +20,12 @@ use std::sync::atomic::Ordering;
 
 use iox_mempool::Bookkeeping;
 
-use super::request_word;
 use crate::doorbell::Ringer;
 use crate::dynamic::{self, Dynamic};
 use crate::port;
 use crate::queue;
 use crate::recovery::{CleanupReport, finish_journaled_send, resolve_claims as resolve};
+use crate::shm::request_word;
 
 fn is_active(h: &crate::dynamic::PortHeader) -> bool {
     dynamic::split_state(h.state.load(Ordering::Acquire)).1 == dynamic::ACTIVE

@@ -1,5 +1,5 @@
 //! The publish-subscribe part of a dynamic segment, and what the core asks of the
-//! pattern ([`crate::pattern::PatternParts`]).
+//! pattern ([`crate::shm::regions::PatternParts`]).
 //!
 //! Pub-sub uses the core's pair queues (publisher slot to subscriber slot,
 //! `subscriber_buffer` deep). After them, for a service with history (`history > 0`
@@ -18,13 +18,10 @@
 
 use std::sync::atomic::AtomicU64;
 
-use iox_mempool::Bookkeeping;
-
 use crate::dynamic::Dynamic;
-use crate::pattern::{Backlog, PatternLayout, PatternParts, Regions, Side};
 use crate::queue::Queue;
-use crate::recovery::{CleanupReport, Liveness};
 use crate::shm::layout::{queue_bytes, table_bytes};
+use crate::shm::regions::{PatternLayout, PatternParts, Regions, Side};
 use crate::static_config::PubSubConfig;
 
 /// The publish-subscribe regions of a dynamic layout.
@@ -157,27 +154,5 @@ impl PatternParts for PubSubLayout {
 
     fn end(&self) -> usize {
         self.end
-    }
-
-    fn recover_ports(
-        &self,
-        d: Dynamic<'_>,
-        stem: &str,
-        pool: &Bookkeeping,
-        live: &mut Liveness,
-        report: &mut CleanupReport,
-    ) {
-        super::recovery::recover_ports(d, stem, pool, live, report);
-    }
-
-    fn backlog(&self, d: Dynamic<'_>, side: Side, slot: usize) -> Backlog {
-        match side {
-            Side::Sending => Backlog::default(),
-            Side::Receiving => Backlog {
-                pending: (0..d.layout().sending).map(|p| d.queue(p, slot).len()).sum(),
-                pending_ids: Vec::new(),
-                missed: d.receiver(slot).missed.load(std::sync::atomic::Ordering::Relaxed),
-            },
-        }
     }
 }

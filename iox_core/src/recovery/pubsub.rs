@@ -29,10 +29,11 @@ use std::sync::atomic::Ordering;
 use iox_mempool::Bookkeeping;
 
 use crate::dynamic::{self, Dynamic};
-use crate::pattern::Side;
+use crate::liveness::Liveness;
 use crate::port;
 use crate::queue;
-use crate::recovery::{CleanupReport, Liveness, finish_journaled_send, resolve_claims};
+use crate::recovery::{CleanupReport, finish_journaled_send, resolve_claims};
+use crate::shm::regions::Side;
 
 /// Recovers the dead publisher and subscriber slots of `d`.
 pub fn recover_ports(
@@ -103,7 +104,8 @@ fn recover_publisher(d: Dynamic<'_>, pool: &Bookkeeping, p: usize, report: &mut 
     port::close(header, generation);
     let subs = d.layout().receiving;
     // Its history queue, if the service keeps one: one more queue it pushed to.
-    let history = || (d.regions::<super::layout::PubSubLayout>().history > 0).then(|| d.history_queue(p));
+    let history =
+        || (d.regions::<crate::shm::regions::pubsub::PubSubLayout>().history > 0).then(|| d.history_queue(p));
     let queues = || (0..subs).map(|s| d.queue(p, s)).chain(history());
     resolve_claims(queues(), queue::BY_PRODUCER, pool, owner, report);
     finish_journaled_send(header, queues(), pool, owner, report);

@@ -1,7 +1,7 @@
 //! The event section of a static config ([`EventConfig`]): the limits of notifiers and
 //! listeners, the id range and the port lifecycle events, and their checks. The core
 //! sizes the dynamic segment from [`EventConfig::port_limits`]: notifiers send,
-//! listeners receive, no pair queues (ids are pending bits, `event/pending.rs`).
+//! listeners receive, no pair queues (ids are pending bits, `shm/pending_set.rs`).
 
 use serde::{Deserialize, Serialize};
 

@@ -6,10 +6,10 @@ use std::sync::atomic::Ordering;
 
 use serde::Serialize;
 
-use super::config::BlackboardConfig;
-use super::value;
 use crate::PayloadType;
 use crate::dynamic::Dynamic;
+use crate::shm::blackboard_value as value;
+use crate::static_config::blackboard::BlackboardConfig;
 
 /// One key of a blackboard, as tools show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -13,6 +13,10 @@ use crate::static_config::{
     InvalidConfig, MAX_QUEUE_SLOTS, MAX_RESPONSE_BUFFER, PortLimits, bound, check_payload, check_ports,
 };
 
+/// Most active requests per client a service may allow (each has a slot word, and its
+/// index travels in 8 bits of the queue entry).
+pub const MAX_ACTIVE_REQUESTS: u32 = 64;
+
 /// Loans a client or server may hold at once (unsent requests or responses).
 pub const MAX_LOANS: u32 = 2;
 
@@ -59,7 +63,7 @@ impl RequestResponseConfig {
         bound(
             "max_active_requests_per_client",
             self.max_active_requests_per_client,
-            super::MAX_ACTIVE_REQUESTS,
+            MAX_ACTIVE_REQUESTS,
             "; each active request has a slot in the dynamic segment",
         )?;
         bound(

@@ -33,7 +33,7 @@ pub struct BlackboardConfig {
     /// Most readers at once.
     pub max_readers: u32,
     /// Value buffers per key: at least `2 * max_readers + 2` (see
-    /// `blackboard::value`), at most 256.
+    /// `shm::blackboard_value`), at most 256.
     pub buffers: u32,
     /// The key type (its name, and its size: every entry's key has that many bytes).
     pub key_type: PayloadType,

@@ -54,7 +54,7 @@ use iox_mempool::Pool;
 use iox_mempool::segment;
 
 use crate::dynamic::{self, ALIVE, CREATING, DESTROYING, Dynamic, DynamicLayout, DynamicSegment};
-use crate::recovery::Liveness;
+use crate::liveness::Liveness;
 use crate::shm::files;
 
 /// Why a user could not register.

@@ -7,38 +7,37 @@ use std::time::{Duration, Instant};
 use crate::dynamic::{self, PortHeader};
 
 /// The request-slot index a `seq` names.
-pub fn slot_of(seq: u32) -> usize {
+pub(crate) fn slot_of(seq: u32) -> usize {
     (seq & 0xff) as usize
 }
 
 /// The `seq` of queue entry `entry`.
-pub fn seq_of(entry: u64) -> u32 {
+pub(crate) fn seq_of(entry: u64) -> u32 {
     (entry >> 32) as u32
 }
 
 /// The `seq` for request number `rid` in slot `k`.
-pub fn seq(rid: u32, k: usize) -> u32 {
+pub(crate) fn seq(rid: u32, k: usize) -> u32 {
     ((rid & 0x7f_ffff) << 8) | k as u32
 }
 
 /// The (generation, phase) of a port slot, Acquire (pairs with `port::close`'s SeqCst
 /// store and `port::free`'s Release of the node word).
-#[inline]
-pub fn slot_state(h: &PortHeader) -> (u64, u64) {
+pub(crate) fn slot_state(h: &PortHeader) -> (u64, u64) {
     dynamic::split_state(h.state.load(Ordering::Acquire))
 }
 
 /// Whether the port in slot `h` is still the one seen in `generation`, and active.
-pub fn same_port(h: &PortHeader, generation: u64) -> bool {
+pub(crate) fn same_port(h: &PortHeader, generation: u64) -> bool {
     slot_state(h) == (generation, dynamic::ACTIVE)
 }
 
 /// How often a port looks at a peer's node lock (a few system calls) while it waits
 /// on it or sends to it.
-pub const LIVENESS_PERIOD: Duration = Duration::from_millis(10);
+pub(crate) const LIVENESS_PERIOD: Duration = Duration::from_millis(10);
 
 /// What one look for work found.
-pub enum Step<T> {
+pub(crate) enum Step<T> {
     /// Something to return.
     Got(T),
     /// Nothing, and nothing will come (end of stream).
@@ -52,7 +51,7 @@ pub enum Step<T> {
 /// [`LIVENESS_PERIOD`] so that it can notice a dead peer (a pending response waiting
 /// on its server); without, the sleep lasts until a wake or the timeout. The waiter
 /// protocol of `Subscriber::receive_timeout`.
-pub fn wait<T, E>(
+pub(crate) fn wait<T, E>(
     header: &PortHeader,
     timeout: Duration,
     watch_peer: bool,
@@ -107,12 +106,11 @@ pub fn wait<T, E>(
 /// a server sends), a few milliseconds' resolution, which a 10 ms period does not
 /// notice. Nanoseconds of the last look; 0 before the first.
 #[derive(Debug, Default)]
-pub struct LivenessClock(std::cell::Cell<u64>);
+pub(crate) struct LivenessClock(std::cell::Cell<u64>);
 
 impl LivenessClock {
     /// Whether it is time to look again (and if so, the clock restarts).
-    #[inline]
-    pub fn due(&self) -> bool {
+    pub(crate) fn due(&self) -> bool {
         let t = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
         let now = (t.tv_sec as u64)
             .wrapping_mul(1_000_000_000)

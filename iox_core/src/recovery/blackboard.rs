@@ -8,10 +8,11 @@
 
 use std::sync::atomic::Ordering;
 
-use super::value;
 use crate::dynamic::{self, Dynamic};
+use crate::liveness::Liveness;
 use crate::port;
-use crate::recovery::{CleanupReport, Liveness};
+use crate::recovery::CleanupReport;
+use crate::shm::blackboard_value as value;
 
 /// Recovers the dead reader and writer slots of the blackboard `d` of `keys` keys.
 pub fn recover_ports(d: Dynamic<'_>, keys: usize, live: &mut Liveness, report: &mut CleanupReport) {

@@ -1,5 +1,5 @@
 //! The event part of a dynamic segment, and what the core asks of the pattern
-//! ([`crate::pattern::PatternParts`]).
+//! ([`crate::shm::regions::PatternParts`]).
 //!
 //! No pair queues (notifiers take the sending slots, listeners the receiving ones);
 //! after the port slots, per listener slot its pending set (see [`super::pending_set`]):
@@ -8,12 +8,9 @@
 
 use std::sync::atomic::AtomicU64;
 
-use iox_mempool::Bookkeeping;
-
 use crate::dynamic::Dynamic;
-use crate::pattern::{Backlog, PatternLayout, PatternParts, Regions, Side};
-use crate::recovery::{CleanupReport, Liveness};
 use crate::shm::layout::table_bytes;
+use crate::shm::regions::{PatternLayout, PatternParts, Regions};
 use crate::static_config::EventConfig;
 
 /// The event regions of a dynamic layout.
@@ -81,30 +78,5 @@ impl PatternParts for EventLayout {
 
     fn end(&self) -> usize {
         self.end
-    }
-
-    fn recover_ports(
-        &self,
-        d: Dynamic<'_>,
-        stem: &str,
-        _pool: &Bookkeeping,
-        live: &mut Liveness,
-        report: &mut CleanupReport,
-    ) {
-        super::recovery::recover_ports(d, stem, live, report);
-    }
-
-    fn backlog(&self, d: Dynamic<'_>, side: Side, slot: usize) -> Backlog {
-        match side {
-            Side::Sending => Backlog::default(),
-            Side::Receiving => {
-                let ids = super::pending_set::snapshot(d.pending(slot), self.event_ids);
-                Backlog {
-                    pending: ids.len() as u64,
-                    pending_ids: ids,
-                    missed: 0,
-                }
-            }
-        }
     }
 }

@@ -1,5 +1,5 @@
 //! The request-response part of a dynamic segment, and what the core asks of the
-//! pattern ([`crate::pattern::PatternParts`]).
+//! pattern ([`crate::shm::regions::PatternParts`]).
 //!
 //! Clients take the sending slots, servers the receiving ones, and the core's pair
 //! queues carry requests (client to server, `max_active_requests_per_client` deep).
@@ -11,13 +11,10 @@
 
 use std::sync::atomic::AtomicU64;
 
-use iox_mempool::Bookkeeping;
-
 use crate::dynamic::Dynamic;
-use crate::pattern::{Backlog, PatternLayout, PatternParts, Regions, Side};
 use crate::queue::Queue;
-use crate::recovery::{CleanupReport, Liveness};
 use crate::shm::layout::{queue_bytes, table_bytes};
+use crate::shm::regions::{PatternLayout, PatternParts, Regions};
 use crate::static_config::RequestResponseConfig;
 
 /// The request-response regions of a dynamic layout.
@@ -27,7 +24,7 @@ pub struct ReqResLayout {
     pub max_active: usize,
     /// The depth of each response queue.
     pub response_buffer: usize,
-    max_clients: usize,
+    pub max_clients: usize,
     max_servers: usize,
     request_words: usize,
     request_words_stride: usize,
@@ -106,27 +103,5 @@ impl PatternParts for ReqResLayout {
 
     fn end(&self) -> usize {
         self.end
-    }
-
-    fn recover_ports(
-        &self,
-        d: Dynamic<'_>,
-        stem: &str,
-        pool: &Bookkeeping,
-        live: &mut Liveness,
-        report: &mut CleanupReport,
-    ) {
-        super::recovery::recover_ports(d, stem, pool, live, report);
-    }
-
-    fn backlog(&self, d: Dynamic<'_>, side: Side, slot: usize) -> Backlog {
-        let pending = match side {
-            Side::Sending => super::recovery::client_in_flight(d, slot) as u64,
-            Side::Receiving => (0..self.max_clients).map(|c| d.queue(c, slot).len()).sum(),
-        };
-        Backlog {
-            pending,
-            ..Backlog::default()
-        }
     }
 }

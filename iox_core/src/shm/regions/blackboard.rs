@@ -1,12 +1,12 @@
 //! The blackboard part of a dynamic segment, and what the core asks of the pattern
-//! ([`crate::pattern::PatternParts`]).
+//! ([`crate::shm::regions::PatternParts`]).
 //!
 //! No pair queues (writers take the sending slots, readers the receiving ones). After
 //! the port slots, three regions, each key's part in the order of the config's entries:
-//! - key headers, 64 bytes each: the `current` word (`blackboard::value`) at 0, the
+//! - key headers, 64 bytes each: the `current` word (`shm::blackboard_value`) at 0, the
 //!   key's writer lock (a [`RawRobustMutex`], 16 bytes) at 8;
 //! - pin words: per key, per reader slot a cache line whose first two words are its
-//!   pins (`blackboard::value`);
+//!   pins (`shm::blackboard_value`);
 //! - values, from a page boundary: per key `buffers` copies of its value, each at a
 //!   multiple of the value's alignment and of 64 bytes ([`value_places`]).
 //!
@@ -14,15 +14,12 @@
 
 use std::sync::atomic::AtomicU64;
 
-use iox_mempool::Bookkeeping;
-
-use super::config::BlackboardConfig;
-use super::value;
 use crate::PayloadType;
 use crate::dynamic::Dynamic;
-use crate::pattern::{Backlog, PatternLayout, PatternParts, Regions, Side};
-use crate::recovery::robust_mutex::RawRobustMutex;
-use crate::recovery::{CleanupReport, Liveness};
+use crate::robust_mutex::RawRobustMutex;
+use crate::shm::blackboard_value as value;
+use crate::shm::regions::{PatternLayout, PatternParts, Regions};
+use crate::static_config::blackboard::BlackboardConfig;
 
 /// Bytes of a key's header.
 const HEADER: usize = 64;
@@ -175,26 +172,5 @@ impl PatternParts for BlackboardLayout {
 
     fn end(&self) -> usize {
         self.end
-    }
-
-    fn recover_ports(
-        &self,
-        d: Dynamic<'_>,
-        _stem: &str,
-        _pool: &Bookkeeping,
-        live: &mut Liveness,
-        report: &mut CleanupReport,
-    ) {
-        super::recovery::recover_ports(d, self.keys, live, report);
-    }
-
-    fn backlog(&self, _d: Dynamic<'_>, _side: Side, _slot: usize) -> Backlog {
-        Backlog::default()
-    }
-
-    fn keys(&self, d: Dynamic<'_>, config: &crate::StaticConfig) -> Vec<super::KeyInfo> {
-        config
-            .blackboard()
-            .map_or_else(Vec::new, |b| super::inspect::keys(d, b))
     }
 }

@@ -8,6 +8,9 @@
 //! it (the node lock), without removing anything. Damaged files are reported in
 //! [`ServiceInfo::problems`] (each naming the file), never trusted.
 
+mod backlog;
+pub mod blackboard;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -17,8 +20,8 @@ use iox_mempool::segment::Access;
 use serde::Serialize;
 
 use crate::dynamic::{self, Dynamic, DynamicError, DynamicSegment};
-use crate::pattern::Side;
 use crate::shm::files;
+use crate::shm::regions::Side;
 use crate::{NameError, RootError, ServiceName, StaticConfig, node};
 
 /// How a service is doing, as far as its files tell.
@@ -161,7 +164,7 @@ pub struct ServiceInfo {
     pub files: Vec<String>,
     /// What the pattern's own regions hold: a blackboard's keys (empty for other
     /// patterns).
-    pub keys: Vec<crate::blackboard::KeyInfo>,
+    pub keys: Vec<crate::inspect::blackboard::KeyInfo>,
 }
 
 impl ServiceInfo {
@@ -437,7 +440,9 @@ fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
             Ok(()) => {
                 let d = segment.view();
                 read_ports(d, alive, &mut info);
-                info.keys = d.layout().pattern.parts().keys(d, config);
+                info.keys = config
+                    .blackboard()
+                    .map_or_else(Vec::new, |b| blackboard::keys(d, b));
                 match Pool::usage(root, stem, &config.layout, *hash) {
                     Ok(classes) => {
                         info.classes = classes
@@ -486,7 +491,7 @@ fn read_ports(d: Dynamic<'_>, alive: &mut Alive, info: &mut ServiceInfo) {
             dynamic::CLOSING => "closing",
             _ => "free",
         };
-        let backlog = parts.backlog(d, side, slot);
+        let backlog = backlog::backlog(d, side, slot);
         let (pid, other_namespace) = alive.pid(node, h.pid.load(Ordering::Relaxed));
         info.ports.push(PortInfo {
             kind: if side == Side::Sending { sender } else { receiver },
