@@ -301,7 +301,7 @@ pub unsafe fn send_one(
     let pushed = matches!(q.push(entry, false, &mut cached, |_| {}), queue::Pushed::Stored);
     read_cache.set(cached);
     if pushed {
-        crate::testing::stall_point("send-one-before-hand-off");
+        crate::testing::stall_point(crate::testing::Stall::SendOneBeforeHandOff);
         // SAFETY: the caller's contract.
         let _ = unsafe { chunk.hand_off(owner, 1) };
     }
@@ -325,7 +325,7 @@ pub fn wake(header: &PortHeader, seen: u32, ringer: &Ringer, slot: usize) {
         );
     }
     doorbell::ring_armed(&header.waiting, seen, || {
-        crate::testing::stall_point("wake-before-ring");
+        crate::testing::stall_point(crate::testing::Stall::WakeBeforeRing);
         // Acquire: the socket's random part was stored before the port became active.
         let (generation, _) = dynamic::split_state(header.state.load(Ordering::Acquire));
         let (node, nonce) = (
@@ -333,7 +333,7 @@ pub fn wake(header: &PortHeader, seen: u32, ringer: &Ringer, slot: usize) {
             header.doorbell.load(Ordering::Relaxed),
         );
         let served = ringer.ring(slot, node, generation, nonce);
-        crate::testing::stall_point("wake-after-ring");
+        crate::testing::stall_point(crate::testing::Stall::WakeAfterRing);
         served
     });
 }

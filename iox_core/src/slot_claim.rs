@@ -55,7 +55,7 @@ impl<'a> SlotClaim<'a> {
             // may be dead ports it is freeing right now. Wait for it (bounded, as an
             // open does), then look once more.
             Err(PortCreateError::TooManyPorts { .. }) if recovered.is_err() => {
-                crate::testing::stall_point("claim-behind-recoverer");
+                crate::testing::stall_point(crate::testing::Stall::ClaimBehindRecoverer);
                 let _ = crate::recovery::recover_waiting(service);
                 claim_one()?
             }

@@ -207,7 +207,7 @@ impl Node {
                 _ => break nodes,
             }
         };
-        crate::stall::stall_point("node-registry-held");
+        crate::stall::stall_point(crate::stall::Stall::NodeRegistryHeld);
         let retired = {
             let mut retired = RETIRED.lock();
             retired.retain(|r| is_ours(r.fork_generation)); // a forked child's copies
@@ -510,7 +510,7 @@ pub fn lock_is_free(path: &Path) -> Option<bool> {
             Err(rustix::io::Errno::NOENT) => return None,
             Err(_) => return Some(false),
         };
-        crate::stall::stall_point("probe-after-open");
+        crate::stall::stall_point(crate::stall::Stall::ProbeAfterOpen);
         match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
             // We got the lock. Drop it explicitly: a child this process forks before
             // closing the fd would otherwise share it until it execs, and make the

@@ -35,6 +35,7 @@ mod blackboard;
 mod builder_attributes;
 mod device;
 mod event;
+mod handle_methods;
 mod pubsub;
 mod reqres;
 mod service;

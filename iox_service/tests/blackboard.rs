@@ -170,7 +170,7 @@ fn a_writer_killed_in_the_middle_of_an_update_leaves_the_last_value() {
         e.update_with_copy(Stamped::new(1)).unwrap();
         // The next update stalls written but unpublished, holding the key's lock.
         let gate: PathBuf = env("GATE");
-        iox_service::testing::stall_at("blackboard-before-publish", &gate);
+        iox_service::testing::stall_at(iox_service::testing::Stall::BlackboardBeforePublish, &gate);
         let mut loan = e.loan_uninit().unwrap();
         loan.payload_mut().write(Stamped {
             check: 0,

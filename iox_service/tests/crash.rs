@@ -3,6 +3,7 @@
 //! killed mid-recovery; creators killed mid-creation. After recovery the pool's free
 //! count must be exact and no file of a dead process may remain.
 
+use iox_service::testing::Stall;
 use std::collections::{BTreeSet, VecDeque};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -290,7 +291,7 @@ fn racing_recoverers_and_a_recoverer_killed_midway_leave_an_exact_pool() {
             ("REPORT", reports_dir.path().join("r0").display().to_string()),
             (
                 iox_service::testing::STALL_ENV,
-                "recovery-after-first-port".into(),
+                Stall::RecoveryAfterFirstPort.name().into(),
             ),
         ],
     );
@@ -350,13 +351,16 @@ fn a_creator_killed_midway_does_not_block_the_next_open_or_create() {
         let _ = builder(&root).open_or_create();
         unreachable!("the stall point parks forever");
     }
-    for point in ["create-before-rename", "create-before-config"] {
+    for point in [Stall::CreateBeforeRename, Stall::CreateBeforeConfig] {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         let child = spawn_self(
             "a_creator_killed_midway_does_not_block_the_next_open_or_create",
             "creator",
-            &[root_env(root), (iox_service::testing::STALL_ENV, point.into())],
+            &[
+                root_env(root),
+                (iox_service::testing::STALL_ENV, point.name().into()),
+            ],
         );
         let stem = iox_service::ServiceName::new(NAME).unwrap().stem();
         let made = |suffix: &str| {
@@ -367,7 +371,7 @@ fn a_creator_killed_midway_does_not_block_the_next_open_or_create() {
                     .starts_with(&format!("{stem}{suffix}"))
             })
         };
-        let reached = if point == "create-before-rename" {
+        let reached = if point == Stall::CreateBeforeRename {
             wait_until(LIMIT, || made(".dynamic."))
         } else {
             // The pool's bookkeeping is the last file before the static config.

@@ -117,7 +117,7 @@ fn fork_while_the_registry_is_held() {
     let dir = tempfile::tempdir().unwrap();
     let (root_a, root_b) = roots(dir.path());
     let gate = Gate::new(dir.path(), "registry");
-    iox_service::testing::stall_at("node-registry-held", gate.path());
+    iox_service::testing::stall_at(iox_service::testing::Stall::NodeRegistryHeld, gate.path());
     let holder = std::thread::spawn(move || iox_service::testing::node_for_root(&root_a).is_ok());
     let forked = fork_inside(
         &gate,
@@ -175,7 +175,7 @@ fn a_child_forked_while_another_thread_offers_a_service_can_open_one() {
     let dir = tempfile::tempdir().unwrap();
     let (root_a, root_b) = roots(dir.path());
     let gate = Gate::new(dir.path(), "offer");
-    iox_service::testing::stall_at("handover-offer-held", gate.path());
+    iox_service::testing::stall_at(iox_service::testing::Stall::HandoverOfferHeld, gate.path());
     let holder = std::thread::spawn(move || memfd_service(&root_a, "fork/offered").map(drop));
     let forked = fork_inside(
         &gate,
@@ -203,7 +203,7 @@ fn a_child_forked_while_another_thread_makes_a_waitset_can_make_one() {
     }
     let dir = tempfile::tempdir().unwrap();
     let gate = Gate::new(dir.path(), "signals");
-    iox_service::testing::stall_at("waitset-signals-held", gate.path());
+    iox_service::testing::stall_at(iox_service::testing::Stall::WaitsetSignalsHeld, gate.path());
     let holder = std::thread::spawn(|| iox_service::WaitSet::new().is_ok());
     let forked = fork_inside(&gate, || iox_service::WaitSet::new().is_ok(), CHILD_LIMIT);
     assert!(holder.join().unwrap(), "the holder's WaitSet");
@@ -243,7 +243,7 @@ fn a_child_forked_while_any_process_global_lock_is_held_can_take_it() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     std::fs::create_dir_all(&root).unwrap();
-    iox_service::testing::stall_at("a-point-never-passed", dir.path());
+    iox_service::testing::stall_at(iox_service::testing::Stall::BlackboardPinned, dir.path());
     let memfd = memfd_service(&root, "fork/all").unwrap();
     let _waitset = iox_service::WaitSet::new().unwrap();
     let locked = Service::named("fork/locked")

@@ -221,7 +221,7 @@ fn an_offer_never_outlives_its_node_id() {
         let first = open(&root, LIMIT).unwrap();
         let old_id = iox_service::testing::process_node_id();
         let gate = Gate::new(&dir, "withdraw");
-        iox_service::testing::stall_at("handover-before-withdraw", gate.path());
+        iox_service::testing::stall_at(iox_service::testing::Stall::HandoverBeforeWithdraw, gate.path());
         // Drops the only handle of this process: its node goes, then its offer (stalled
         // between the two).
         let dropper = std::thread::spawn(move || drop(first));

@@ -4,6 +4,7 @@
 //! re-sending one) loses and leaks nothing. Publishers run in their own processes
 //! (this test binary re-executed, see `iox_testkit`), each test with its own root.
 
+use iox_service::testing::Stall;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -186,9 +187,9 @@ fn a_publisher_killed_mid_send_or_mid_resend_leaks_no_chunk() {
     }
     for (point, count, late) in [
         // Stalls in its first send, which pushes sample 0.
-        ("history-send-before-hand-off", 1, false),
+        (Stall::HistorySendBeforeHandOff, 1, false),
         // Sends 0..6 (keeps 2..=5), then stalls re-sending 2 to the late subscriber.
-        ("send-one-before-hand-off", 6, true),
+        (Stall::SendOneBeforeHandOff, 6, true),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
@@ -197,7 +198,7 @@ fn a_publisher_killed_mid_send_or_mid_resend_leaks_no_chunk() {
         let early = svc.subscriber_builder().create().unwrap();
         let mut envs = envs(root).to_vec();
         envs.push(("COUNT", count.to_string()));
-        envs.push((iox_service::testing::STALL_ENV, point.into()));
+        envs.push((iox_service::testing::STALL_ENV, point.name().into()));
         if late {
             envs.push(("LATE", "1".into()));
         }

@@ -65,7 +65,7 @@ fn a_node_that_replaced_its_file_during_a_probe_is_alive() {
         let gate: PathBuf = env("GATE");
         // A user of the service, so it outlives the other process's drop of it.
         let svc = open_u64(&root, "seam/node", 1);
-        iox_service::testing::stall_at("probe-after-open", &gate);
+        iox_service::testing::stall_at(iox_service::testing::Stall::ProbeAfterOpen, &gate);
         let report = Service::cleanup_dead_in(&root, "seam/node").unwrap();
         assert_eq!(report.ports, 0, "a live node's port was recovered: {report:?}");
         match svc.publisher_builder().create() {
@@ -269,7 +269,10 @@ fn a_claim_on_one_queue_does_not_hold_back_another() {
             assert!(wait_until(LIMIT, || go.join("open").exists()), "never let go");
             // The environment stalls this receive at `receive-before-wait`; this
             // stalls it if it is about to sleep.
-            iox_service::testing::stall_at("receive-before-sleep", &env::<PathBuf>("SLEEPING"));
+            iox_service::testing::stall_at(
+                iox_service::testing::Stall::ReceiveBeforeSleep,
+                &env::<PathBuf>("SLEEPING"),
+            );
             let got = s.receive_timeout(LIMIT).unwrap().map(|s| *s);
             assert_eq!(got, Some(42), "the other publisher's sample");
             return;
@@ -455,7 +458,7 @@ fn slot_changes_hands_mid_send(test: &str, look_between: bool) {
         assert_eq!(p.wait_for_subscribers(1, LIMIT).unwrap(), 1);
         p.loan_uninit().unwrap().write_payload(1).send().unwrap();
         // The next send stops between its look at the slot and its push.
-        iox_service::testing::stall_at("history-send-before-push", &gate);
+        iox_service::testing::stall_at(iox_service::testing::Stall::HistorySendBeforePush, &gate);
         p.loan_uninit().unwrap().write_payload(2).send().unwrap();
         if look_between {
             // The stray is pushed: hold the next send until the new subscriber looked.
@@ -539,7 +542,7 @@ fn a_request_abandoned_while_its_server_leaves_frees_its_slot() {
             wait_until(LIMIT, || server.pending_requests() == 1),
             "no request came"
         );
-        iox_service::testing::stall_at("server-left-before-scan", &gate);
+        iox_service::testing::stall_at(iox_service::testing::Stall::ServerLeftBeforeScan, &gate);
         drop(server);
         return;
     }
@@ -604,7 +607,7 @@ fn a_port_created_while_another_process_recovers_gets_the_dead_ports_slot() {
     assert!(locked.wait_reached(LIMIT), "the recoverer never took the lock");
     // Our publisher's creation finds the slot taken and the recoverer busy.
     let behind = scene.gate("behind");
-    iox_service::testing::stall_at("claim-behind-recoverer", behind.path());
+    iox_service::testing::stall_at(iox_service::testing::Stall::ClaimBehindRecoverer, behind.path());
     let created = std::thread::scope(|s| {
         // (A publisher stays in its thread: the result leaves it.)
         let creating = s.spawn(|| svc.publisher_builder().create().map(drop));

@@ -102,7 +102,7 @@ pub fn offer(
             nonce,
         });
     }
-    crate::testing::stall_point("handover-offer-held");
+    crate::testing::stall_point(crate::testing::Stall::HandoverOfferHeld);
     let (listener, name, nonce) = bind(root, stem, incarnation, node)?;
     let path = root.join(&name);
     let token = r.next;
@@ -176,7 +176,7 @@ impl Drop for Offer {
         if !crate::fork::is_same_process(self.fork_generation) {
             return;
         }
-        crate::testing::stall_point("handover-before-withdraw");
+        crate::testing::stall_point(crate::testing::Stall::HandoverBeforeWithdraw);
         let mut slot = RESPONDER.lock();
         let Some(r) = slot
             .as_mut()

@@ -366,7 +366,7 @@ fn serve(conn: &OwnedFd, entry: &Entry, peer: &Peer) -> Served {
     if wire::parse_request(&buf[..n.min(buf.len())]) != Some(entry.stem.as_str()) {
         return Served::Done;
     }
-    crate::testing::stall_point("handover-before-reply");
+    crate::testing::stall_point(crate::testing::Stall::HandoverBeforeReply);
     let verdict = rustix::fs::fstat(&entry.guard)
         .map_err(|e| format!("the service's files: {e}"))
         .and_then(|st| admission::admit(peer, st.st_uid, st.st_gid, st.st_mode));

@@ -193,7 +193,7 @@ fn recover_locked(
         return Ok(report);
     }
     let _lock = lock(&d.header().recovery, wait, live)?;
-    crate::testing::stall_point("recovery-locked");
+    crate::testing::stall_point(crate::testing::Stall::RecoveryLocked);
     recover_ports(d, stem, pool, live, &mut report);
     report.users += recover_users(d, live);
     Ok(report)

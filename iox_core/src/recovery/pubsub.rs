@@ -52,7 +52,7 @@ pub fn recover_ports(
             dead_publishers = true;
             report.ports += 1;
             if report.ports == 1 {
-                crate::testing::stall_point("recovery-after-first-port");
+                crate::testing::stall_point(crate::testing::Stall::RecoveryAfterFirstPort);
             }
         }
     }
@@ -65,7 +65,7 @@ pub fn recover_ports(
             recover_subscriber(d, pool, s, report);
             report.ports += 1;
             if report.ports == 1 {
-                crate::testing::stall_point("recovery-after-first-port");
+                crate::testing::stall_point(crate::testing::Stall::RecoveryAfterFirstPort);
             }
         }
     }

@@ -83,7 +83,7 @@ pub(super) fn try_create(
     init(config, d);
     d.users()[0].store(me, Ordering::Relaxed);
     dynamic.seal_header();
-    crate::testing::stall_point("create-before-rename");
+    crate::testing::stall_point(crate::testing::Stall::CreateBeforeRename);
     // The exclusive step: the complete segment appears under its name, or not.
     match files::rename_noreplace(&t.root, &tmp, &dynamic_name) {
         Ok(()) => {}
@@ -155,7 +155,7 @@ pub(super) fn try_create(
         // publishes the mark).
         d.user_holders()[0].store(offer.nonce(), Ordering::Relaxed);
     }
-    crate::testing::stall_point("create-before-config");
+    crate::testing::stall_point(crate::testing::Stall::CreateBeforeConfig);
     let written = config
         .write_atomic(&t.root, &config_name, me)
         .map_err(|source| undo(io("write the static config", source)))?;

@@ -129,7 +129,7 @@ impl<K: ZeroCopySafe + std::fmt::Debug> Reader<K> {
                 buffer,
             });
         }
-        crate::testing::stall_point("blackboard-pinned");
+        crate::testing::stall_point(crate::testing::Stall::BlackboardPinned);
         Ok((buffer, value::generation_of(word)))
     }
 }

@@ -312,6 +312,8 @@ impl<K> Clone for BlackboardService<K> {
 }
 
 impl<K: ZeroCopySafe + std::fmt::Debug> BlackboardService<K> {
+    crate::handle_methods::handle_methods!("writers and readers", "blackboard::<u32>().add::<u64>(0, 0)");
+
     fn new(shared: ServiceShared, changes: EventService) -> Self {
         let c = shared
             .config
@@ -324,27 +326,6 @@ impl<K: ZeroCopySafe + std::fmt::Debug> BlackboardService<K> {
             changes,
             _key: PhantomData,
         }
-    }
-
-    /// The service name.
-    pub fn name(&self) -> &str {
-        self.shared.name.as_str()
-    }
-
-    /// Whether this handle created the service (rather than opening it).
-    pub fn is_creator(&self) -> bool {
-        self.shared.created
-    }
-
-    /// The static config, as stored.
-    pub fn static_config(&self) -> &StaticConfig {
-        &self.shared.config
-    }
-
-    /// The attributes its creator recorded ([`crate::attributes`]; the static
-    /// config's `attributes`).
-    pub fn attributes(&self) -> &crate::Attributes {
-        &self.shared.config.attributes
     }
 
     /// The blackboard section of the static config (limits, keys, value types).
@@ -387,22 +368,6 @@ impl<K: ZeroCopySafe + std::fmt::Debug> BlackboardService<K> {
     /// WaitSet and (`tokio` feature) `wait_async` as any listener.
     pub fn listener_builder(&self) -> ListenerBuilder {
         self.changes.listener_builder()
-    }
-
-    /// Writers and readers connected right now (a snapshot).
-    pub fn port_counts(&self) -> (usize, usize) {
-        self.shared.port_counts()
-    }
-
-    /// Whether the service was removed after this handle opened it.
-    pub fn is_removed(&self) -> bool {
-        self.shared.is_removed()
-    }
-
-    /// Recovers the dead participants of this service now (as port creation and
-    /// `iox clean` do), waiting briefly for a live process doing so already.
-    pub fn cleanup_dead(&self) -> crate::CleanupReport {
-        crate::recovery::recover_waiting(&self.shared).unwrap_or_default()
     }
 
     /// The generation of `key`'s value now (1 for the initial value, one more per

@@ -149,7 +149,7 @@ impl<K> Writer<K> {
                 key: key.to_string(),
             });
         };
-        crate::testing::stall_point("blackboard-locked");
+        crate::testing::stall_point(crate::testing::Stall::BlackboardLocked);
         Ok(buffer)
     }
 
@@ -162,7 +162,7 @@ impl<K> Writer<K> {
             return Err(WriteError::ForkedProcess);
         }
         let d = self.service.dynamic();
-        crate::testing::stall_point("blackboard-before-publish");
+        crate::testing::stall_point(crate::testing::Stall::BlackboardBeforePublish);
         let word = value::publish(d.key_words(k).current, buffer);
         self.unlock(k);
         // Only this port writes its header's count: no read-modify-write needed.

@@ -148,7 +148,7 @@ impl DeviceLoan<'_> {
             .events
             .record(self.chunk, stream)
             .map_err(DeviceSendError::Driver)?;
-        crate::testing::stall_point("device-recorded-before-send");
+        crate::testing::stall_point(crate::testing::Stall::DeviceRecordedBeforeSend);
         // SAFETY: the payload is `[u8]` in device memory, which this process never
         // reads: any bytes the GPU wrote (or did not) are valid `u8`s to a reader
         // that reads them on a device.

@@ -146,7 +146,7 @@ impl DeviceSample {
     pub fn release_on(mut self, stream: Stream) -> Result<(), DeviceWaitError> {
         let recorded = self.events.events.record(self.chunk, stream);
         self.stream = None; // recorded here (or refused): the drop records nothing
-        crate::testing::stall_point("device-recorded-before-release");
+        crate::testing::stall_point(crate::testing::Stall::DeviceRecordedBeforeRelease);
         recorded.map_err(DeviceWaitError)
     }
 }
@@ -158,7 +158,7 @@ impl Drop for DeviceSample {
             // A refusal cannot be reported from a drop; the chunk is released anyway
             // (its next loan then waits on this port's previous read, if any).
             let _ = self.events.events.record(self.chunk, stream);
-            crate::testing::stall_point("device-recorded-before-release");
+            crate::testing::stall_point(crate::testing::Stall::DeviceRecordedBeforeRelease);
         }
     }
 }

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{ListenerBuilder, NotifierBuilder};
-use crate::CleanupReport;
 use crate::service::{self, CreateError, OpenError, OpenOrCreateError, Pattern, ServiceShared, Target};
 use crate::static_config::{EventConfig, MessagingPattern, PatternConfig, StaticConfig};
 
@@ -209,31 +208,19 @@ pub struct EventService {
 }
 
 impl EventService {
+    crate::handle_methods::handle_methods!(
+        "notifiers and listeners",
+        "event()",
+        "A dead notifier found here makes the service emit its `notifier_dead_event` to \
+         the listeners: call this from a listener's process (a timer, or after learning \
+         that a peer died) to have dead notifiers reported without waiting for another \
+         process to recover them."
+    );
+
     pub(crate) fn new(shared: ServiceShared) -> Self {
         Self {
             shared: Arc::new(shared),
         }
-    }
-
-    /// The service name.
-    pub fn name(&self) -> &str {
-        self.shared.name.as_str()
-    }
-
-    /// Whether this handle created the service (rather than opening it).
-    pub fn is_creator(&self) -> bool {
-        self.shared.created
-    }
-
-    /// The static config, as stored.
-    pub fn static_config(&self) -> &StaticConfig {
-        &self.shared.config
-    }
-
-    /// The attributes its creator recorded ([`crate::attributes`]; the static
-    /// config's `attributes`).
-    pub fn attributes(&self) -> &crate::Attributes {
-        &self.shared.config.attributes
     }
 
     /// The event section of the static config (id range, lifecycle events).
@@ -255,17 +242,6 @@ impl EventService {
         ListenerBuilder::new(self.shared.clone())
     }
 
-    /// Whether the service was removed (e.g. `iox remove --force`) after this handle
-    /// opened it. Open it again to reach new ports.
-    pub fn is_removed(&self) -> bool {
-        self.shared.is_removed()
-    }
-
-    /// Notifiers and listeners connected right now (a snapshot).
-    pub fn port_counts(&self) -> (usize, usize) {
-        self.shared.port_counts()
-    }
-
     /// Listeners blocked in a `timed_wait_*` or `blocking_wait_*` right now (a
     /// snapshot).
     pub fn waiting_listeners(&self) -> usize {
@@ -276,22 +252,5 @@ impl EventService {
                     as usize
             })
             .sum()
-    }
-
-    /// Recovers the dead participants of this service now (as port creation and
-    /// `iox clean` do), waiting briefly for a live process doing so already. A dead
-    /// notifier found here makes the service emit its `notifier_dead_event` to the
-    /// listeners: call this from a listener's process (a timer, or after learning
-    /// that a peer died) to have dead notifiers reported without waiting for another
-    /// process to recover them.
-    ///
-    /// ```
-    /// use iox_service::Service;
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let event = Service::named("estop").unwrap().root(dir.path()).event().open_or_create().unwrap();
-    /// assert_eq!(event.cleanup_dead().ports, 0); // everyone is alive
-    /// ```
-    pub fn cleanup_dead(&self) -> CleanupReport {
-        crate::recovery::recover_waiting(&self.shared).unwrap_or_default()
     }
 }

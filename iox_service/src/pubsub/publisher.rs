@@ -549,7 +549,7 @@ impl PublisherPort {
             let mut cached = read_cache.get();
             let mut taken = None;
             let pushed = queues.to(s).push(entry, drop_oldest, &mut cached, |old| {
-                crate::testing::stall_point("queue-drop-oldest-claimed");
+                crate::testing::stall_point(crate::testing::Stall::QueueDropOldestClaimed);
                 taken = port::take_entry(pool.book(), old, self.owner)
             });
             read_cache.set(cached);

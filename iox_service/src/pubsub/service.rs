@@ -44,7 +44,6 @@ use std::time::Duration;
 use iox_mempool::segment;
 use iox_mempool::{Backing, MemfdIdentity, MemoryType, PoolInfo, PoolLayout};
 
-use crate::dynamic;
 use crate::service::{self, CreateError, OpenError, OpenOrCreateError, ServiceShared, Target};
 use crate::static_config::{
     self, InvalidConfig, Overflow, PatternConfig, PayloadBacking, PubSubConfig, StaticConfig,
@@ -539,32 +538,13 @@ impl<P: ?Sized, H> Clone for PubSubService<P, H> {
 }
 
 impl<P: ?Sized + Payload, H: UserHeader> PubSubService<P, H> {
+    crate::handle_methods::handle_methods!("publishers and subscribers", "publish_subscribe::<u64>()");
+
     pub(crate) fn new(shared: ServiceShared) -> Self {
         Self {
             shared: Arc::new(shared),
             _payload: PhantomData,
         }
-    }
-
-    /// The service name.
-    pub fn name(&self) -> &str {
-        self.shared.name.as_str()
-    }
-
-    /// Whether this handle created the service (rather than opening it).
-    pub fn is_creator(&self) -> bool {
-        self.shared.created
-    }
-
-    /// The static config, as stored.
-    pub fn static_config(&self) -> &StaticConfig {
-        &self.shared.config
-    }
-
-    /// The attributes its creator recorded ([`crate::attributes`]; the static
-    /// config's `attributes`).
-    pub fn attributes(&self) -> &crate::Attributes {
-        &self.shared.config.attributes
     }
 
     /// The publish-subscribe section of the static config (limits, overflow,
@@ -588,38 +568,11 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubService<P, H> {
         crate::SubscriberBuilder::new(self.shared.clone())
     }
 
-    /// Whether the service was removed (e.g. `iox remove --force`, or
-    /// [`crate::Service::remove`]) after this handle opened it. Ports built from a
-    /// removed service's handle talk only among themselves; new openers create a fresh
-    /// service. Open it again to reach them.
-    pub fn is_removed(&self) -> bool {
-        self.shared.is_removed()
-    }
-
-    /// Recovers the dead participants of this service now (as port creation and
-    /// `iox clean` do), waiting briefly for a live process doing so already.
-    pub fn cleanup_dead(&self) -> crate::CleanupReport {
-        crate::recovery::recover_waiting(&self.shared).unwrap_or_default()
-    }
-
     /// Subscribers blocked in `receive_timeout` right now (a snapshot).
     pub fn waiting_subscribers(&self) -> usize {
         let d = self.shared.dynamic();
         (0..d.layout().receiving)
             .map(|s| (d.receiver(s).waiting.load(Ordering::Relaxed) & crate::doorbell::SLEEPERS) as usize)
             .sum()
-    }
-
-    /// Publishers and subscribers connected right now (a snapshot).
-    pub fn port_counts(&self) -> (usize, usize) {
-        let d = self.shared.dynamic();
-        let active = |h: &dynamic::PortHeader| {
-            dynamic::split_state(h.state.load(Ordering::Relaxed)).1 == dynamic::ACTIVE
-        };
-        let l = d.layout();
-        (
-            (0..l.sending).filter(|&p| active(d.sender(p))).count(),
-            (0..l.receiving).filter(|&s| active(d.receiver(s))).count(),
-        )
     }
 }

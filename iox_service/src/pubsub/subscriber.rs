@@ -562,7 +562,7 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
             if worth_trying && let Some(s) = self.receive()? {
                 return Ok(Some(s));
             }
-            crate::testing::stall_point("receive-before-wait");
+            crate::testing::stall_point(crate::testing::Stall::ReceiveBeforeWait);
             // About to sleep: no publisher of a removed service would wake us.
             if self.port.service.is_removed() {
                 return Err(ReceiveError::ServiceRemoved);
@@ -589,7 +589,7 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
             let result = if ready || left == Some(Duration::ZERO) {
                 Ok(())
             } else {
-                crate::testing::stall_point("receive-before-sleep");
+                crate::testing::stall_point(crate::testing::Stall::ReceiveBeforeSleep);
                 port::futex_sleep(&header.wake, seen, left)
             };
             header.waiting.fetch_sub(1, Ordering::Relaxed);

@@ -462,7 +462,7 @@ impl Drop for ServerPort {
         port::free(self.header(), self.generation);
         // Clients look at the slot's state before they leave a request to us: after
         // it says FREE (see `request_word`).
-        crate::testing::stall_point("server-left-before-scan");
+        crate::testing::stall_point(crate::testing::Stall::ServerLeftBeforeScan);
         let clients = d.layout().sending;
         request_word::server_left(
             (0..clients).flat_map(|c| d.request_words(c)),

@@ -387,32 +387,13 @@ impl<Req: ?Sized, Resp: ?Sized> Clone for RequestResponseService<Req, Resp> {
 }
 
 impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestResponseService<Req, Resp> {
+    crate::handle_methods::handle_methods!("clients and servers", "request_response::<u64, u64>()");
+
     pub(crate) fn new(shared: ServiceShared) -> Self {
         Self {
             shared: Arc::new(shared),
             _payload: PhantomData,
         }
-    }
-
-    /// The service name.
-    pub fn name(&self) -> &str {
-        self.shared.name.as_str()
-    }
-
-    /// Whether this handle created the service (rather than opening it).
-    pub fn is_creator(&self) -> bool {
-        self.shared.created
-    }
-
-    /// The static config, as stored.
-    pub fn static_config(&self) -> &StaticConfig {
-        &self.shared.config
-    }
-
-    /// The attributes its creator recorded ([`crate::attributes`]; the static
-    /// config's `attributes`).
-    pub fn attributes(&self) -> &crate::Attributes {
-        &self.shared.config.attributes
     }
 
     /// The request-response section of the static config (limits, response payload).
@@ -438,25 +419,8 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestResponseService<Req, 
         ServerBuilder::new(Arc::clone(&self.shared))
     }
 
-    /// Whether the service was removed (e.g. `iox remove --force`) after this handle
-    /// opened it: new ports are then refused; open the service again.
-    pub fn is_removed(&self) -> bool {
-        self.shared.is_removed()
-    }
-
-    /// Clients and servers connected right now (a snapshot).
-    pub fn port_counts(&self) -> (usize, usize) {
-        self.shared.port_counts()
-    }
-
     /// Requests in flight right now: sent and neither ended nor released (a snapshot).
     pub fn requests_in_flight(&self) -> usize {
         super::recovery::requests_in_flight(self.shared.dynamic())
-    }
-
-    /// Recovers the dead participants of this service now (as port creation and
-    /// `iox clean` do).
-    pub fn cleanup_dead(&self) -> crate::CleanupReport {
-        crate::recovery::recover_waiting(&self.shared).unwrap_or_default()
     }
 }

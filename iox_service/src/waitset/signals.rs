@@ -124,7 +124,7 @@ impl TerminationNotice {
     /// Installs the process's handlers (first call only) and registers a new notice.
     pub(crate) fn register() -> io::Result<Self> {
         let mut registry = REGISTRY.lock();
-        crate::testing::stall_point("waitset-signals-held");
+        crate::testing::stall_point(crate::testing::Stall::WaitsetSignalsHeld);
         if !registry.installed {
             for signal in SIGNALS {
                 // SAFETY: the action is async-signal-safe: atomic operations, a read of

@@ -170,14 +170,14 @@ impl PublisherPort {
         let sent = self.push_all(d, entry, set, |s| {
             let admitted = d.receiver(s).state.load(Ordering::Acquire) == history.connected[s].get();
             if admitted {
-                crate::testing::stall_point("history-send-before-push");
+                crate::testing::stall_point(crate::testing::Stall::HistorySendBeforePush);
             }
             admitted
         });
         let (delivered, rejected) = (sent.delivered, sent.rejected);
         pushed_to |= sent.pushed_to;
         let kept = self.keep(history, d, entry);
-        crate::testing::stall_point("history-send-before-hand-off");
+        crate::testing::stall_point(crate::testing::Stall::HistorySendBeforeHandOff);
         let _ = self
             .pool
             .book()
