@@ -30,7 +30,7 @@ pub struct ServiceShared {
     /// back after our user entry is gone (field order: dropped after `drop` ran).
     pub _offer: Option<crate::handover::Offer>,
     pub created: bool,
-    /// The fork generation it was opened in (see `recovery::fork`): a forked child's
+    /// The fork generation it was opened in (see `iox_process::fork`): a forked child's
     /// copies must not act for the parent.
     pub fork_generation: u64,
 }

@@ -31,7 +31,7 @@
 //! elsewhere (see [`RETIRED`]): an id's files never come and go while it is in use,
 //! and once they are gone the process draws a new id. A program
 //! `exec`ed in the same process gets a new id (process statics start afresh), and so
-//! does a child forked without `exec` (the fork handler of `recovery::fork` forgets
+//! does a child forked without `exec` (the fork handler of `crate::fork` forgets
 //! the id in the child).
 //!
 //! Should a node file with this process's id already exist under a root (another
@@ -72,7 +72,7 @@ pub struct Node {
     root: PathBuf,
     /// The root directory's identity (see the module docs).
     key: RootKey,
-    /// The fork generation that made it (`recovery::fork`): a forked child inherits
+    /// The fork generation that made it (`crate::fork`): a forked child inherits
     /// the value but must neither use nor delete it.
     fork_generation: u64,
     /// The locked file (taken when the node is retired, see [`RETIRED`]).
@@ -157,7 +157,7 @@ pub fn process_node_id() -> u64 {
 }
 
 /// Called in a forked child right after `fork` (atomic stores, allowed there; see
-/// `recovery::fork`): the child draws its own id.
+/// `crate::fork`): the child draws its own id.
 pub fn forget_after_fork() {
     PROCESS_ID.store(0, Ordering::Relaxed);
     LIVE_NODES.store(0, Ordering::Relaxed);

@@ -14,7 +14,7 @@
 //!   [`RawRobustMutex::take_owner_died`]).
 //!
 //! **Who holds it.** The holder is a *process* (its node id, see
-//! `recovery::node`), not a thread: another thread of the holding process is
+//! `crate::node`), not a thread: another thread of the holding process is
 //! a live holder like any other and waits; the same thread locking it twice
 //! deadlocks (it is not reentrant). A guard may be sent to and dropped on another
 //! thread of the same process (the guard marker is [`lock_api::GuardSend`]).
@@ -46,7 +46,7 @@
 //! "is holder X alive" come from process-global functions, behind the [`Liveness`]
 //! trait; the mutex is generic over it, with [`NodeLiveness`] (iox's nodes) as the
 //! default and fakes in tests. With [`NodeLiveness`], a process has one node id while
-//! it has a node anywhere (`recovery::node::process_node_id`), and "alive" is
+//! it has a node anywhere (`crate::node::process_node_id`), and "alive" is
 //! judged by the holder's node file in each root where this process has a node. The
 //! contract: a process that holds or waits for a mutex in shared memory under a root
 //! has a node there (iox services and cleanups do; others call
@@ -58,7 +58,7 @@
 //! its parent holds (the parent still does), and a guard it inherited unlocks nothing
 //! when dropped there (unlocking only releases our own id). It may lock the mutex like
 //! any other process. But it shares its parent's node lock until it execs (see
-//! `recovery::node`), so a parent killed while holding the mutex looks alive,
+//! `crate::node`), so a parent killed while holding the mutex looks alive,
 //! and waiters wait, until the child exits or execs.
 //!
 //! Memory orderings: taking the lock is Acquire (the holder sees everything the
@@ -101,7 +101,7 @@ pub unsafe trait Liveness {
     fn is_alive(id: u64) -> bool;
 }
 
-/// iox's nodes: one id per process (`recovery::node::process_node_id`);
+/// iox's nodes: one id per process (`crate::node::process_node_id`);
 /// alive while its node lock is held (probed in every root where this process has a
 /// node).
 #[derive(Debug, Clone, Copy, Default)]

@@ -41,8 +41,8 @@ mod reqres;
 mod service;
 mod waitset;
 
-// The core's modules, under the paths the ports use (`crate::shm`, ...). The public
-// ones are part of this crate's API as they were.
+// The core's modules, under the paths the ports use (`crate::shm`, ...); the public
+// ones are part of this crate's API.
 pub use iox_core::{attributes, inspect, name, schema, static_config};
 use iox_core::{port, recovery, shm, slot_claim, zero_copy};
 #[cfg(feature = "testing")]

@@ -228,7 +228,7 @@ pub(crate) struct PublisherPort {
     header: PortHeaderOffset,
     generation: u64,
     owner: Owner,
-    /// The fork generation of the process that made it (see `recovery::fork`), kept
+    /// The fork generation of the process that made it (see `iox_process::fork`), kept
     /// here beside the other hot fields.
     fork_generation: u64,
     /// What `send` compares with the process's fork generation: `fork_generation`

@@ -223,7 +223,7 @@ pub(crate) struct SubscriberPort {
     queues: QueueColumnOffset,
     generation: u64,
     owner: Owner,
-    /// The fork generation of the process that made it (see `recovery::fork`), kept
+    /// The fork generation of the process that made it (see `iox_process::fork`), kept
     /// here beside the other hot fields.
     fork_generation: u64,
     max_held: usize,
