@@ -23,8 +23,9 @@
 //!    segment (`shm::dynamic`, `shm::layout`) and every pattern's regions of it
 //!    (`shm::regions`, the one place the segment asks a pattern anything); a device
 //!    pool's memory (`device`);
-//! 3. **processes on a service**: which nodes are alive (`liveness`), the service's
-//!    lifecycle word and files (`lifecycle`), the descriptor hand-over (`handover`);
+//! 3. **processes on a service**: the root they share (`root`), which nodes are alive
+//!    (`liveness`), the service's lifecycle word and files (`lifecycle`), the
+//!    descriptor hand-over (`handover`);
 //! 4. **a service open in this process** (`shared`) and the primitives its ports share
 //!    once they have a slot (`port`: loans, owner bits, the journaled send, waking,
 //!    pinning; `fanout`: an event's notification to every listener);
@@ -58,6 +59,7 @@ mod sync;
 pub mod handover;
 pub mod lifecycle;
 pub mod liveness;
+pub mod root;
 
 // Layer 4, a service open in this process and the primitives its ports share.
 pub mod fanout;
@@ -81,12 +83,12 @@ pub use shm::{doorbell, dynamic, queue};
 
 pub use attributes::{AttributeError, Attributes};
 pub use name::{NameError, ServiceName};
+pub use root::RootError;
 pub use schema::Schema;
-pub use service::{CreateError, OpenError, OpenOrCreateError, RootError, UserHeaderMismatch};
+pub use service::{CreateError, OpenError, OpenOrCreateError, UserHeaderMismatch};
 pub use static_config::{
-    BlackboardConfig, BlackboardEntry, ConfigError, DeviceIdentity, EventConfig, InvalidConfig,
+    BlackboardConfig, BlackboardEntry, ConfigError, DeviceIdentity, EventConfig, HeaderType, InvalidConfig,
     MessagingPattern, Overflow, PatternConfig, PayloadBacking, PortLimits, PubSubConfig,
     RequestResponseConfig, StaticConfig,
 };
-pub use user_header::HeaderType;
 pub use zero_copy::{Payload, PayloadType, ZeroCopySafe};

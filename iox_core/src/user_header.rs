@@ -48,82 +48,11 @@
 //! memory a host program cannot read, so it refuses a header (`create` fails with
 //! `InvalidConfig::UserHeader`).
 
-use serde::{Deserialize, Serialize};
+use crate::ZeroCopySafe;
 
-use crate::schema::Schema;
-use crate::{PayloadType, ZeroCopySafe};
-
-/// A service's user header as its static config records it: the type's identity and,
-/// when known, its field layout.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HeaderType {
-    /// The header type: always [`PayloadType::Typed`].
-    pub identity: PayloadType,
-    /// The header's field layout, when the creator knew one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schema: Option<Schema>,
-}
-
-impl HeaderType {
-    /// The header of `H`: its identity and its schema (when `H` knows its layout and
-    /// the layout passes the config's checks, as for payloads).
-    pub fn of<H: ZeroCopySafe>() -> Self {
-        let size = size_of::<H>() as u64;
-        Self {
-            identity: <H as crate::Payload>::payload_type(),
-            schema: Some(H::schema()).filter(|s| s.is_known() && s.check(size).is_ok()),
-        }
-    }
-
-    /// Bytes of the header.
-    pub fn size(&self) -> usize {
-        self.identity.element_size()
-    }
-
-    /// Alignment of the header.
-    pub fn alignment(&self) -> usize {
-        self.identity.alignment()
-    }
-
-    /// The type's name.
-    pub fn type_name(&self) -> &str {
-        self.identity.type_name()
-    }
-}
-
-/// Where the payload starts in a chunk whose header is `header_size` bytes, for a
-/// payload aligned to `payload_alignment` (a power of two): the header's size rounded
-/// up to it. 0 without a header. For a Rust type's size (which never overflows here)
-/// and for sizes a static config records, which its check refuses when they would
-/// ([`checked_payload_offset`]).
-#[inline]
-pub const fn payload_offset(header_size: usize, payload_alignment: usize) -> usize {
-    match checked_payload_offset(header_size, payload_alignment) {
-        Some(offset) => offset,
-        None => panic!("a header's size rounded up to the payload's alignment overflows"),
-    }
-}
-
-/// [`payload_offset`], `None` where the rounding overflows (a damaged config).
-#[inline]
-pub const fn checked_payload_offset(header_size: usize, payload_alignment: usize) -> Option<usize> {
-    let align = if payload_alignment == 0 {
-        1
-    } else {
-        payload_alignment
-    };
-    header_size.checked_next_multiple_of(align)
-}
-
-/// The payload's offset in a chunk of the service recorded in `config` (0 without a
-/// header): what bindings use. A checked config's offset never overflows; an unchecked
-/// one's that would gives `usize::MAX`, which no chunk holds.
-pub fn payload_offset_of(config: &crate::StaticConfig) -> usize {
-    config.user_header.as_ref().map_or(0, |h| {
-        checked_payload_offset(h.size(), config.payload.alignment()).unwrap_or(usize::MAX)
-    })
-}
+pub use crate::static_config::header::{
+    HeaderType, checked_payload_offset, payload_offset, payload_offset_of,
+};
 
 mod sealed {
     pub trait Sealed {}

@@ -5,7 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-pub use iox_core::service::*;
+pub use iox_core::service::{
+    CreateError, OpenError, OpenOrCreateError, RootError, Target, UserHeaderMismatch,
+};
 
 use crate::cleanup::{self, CleanupError, RemoveError};
 use crate::node;

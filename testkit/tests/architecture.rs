@@ -61,7 +61,10 @@ const CORE_LAYERS: &[(&str, &[&str])] = &[
         "shared memory: protocol words, segment, regions",
         &["device", "shm", "sync"],
     ),
-    ("processes on a service", &["handover", "lifecycle", "liveness"]),
+    (
+        "processes on a service",
+        &["handover", "lifecycle", "liveness", "root"],
+    ),
     (
         "an open service and its ports' primitives",
         &["fanout", "port", "shared"],
@@ -167,6 +170,7 @@ fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
         }
     }
     let modules: BTreeSet<String> = files.keys().cloned().collect();
+    let reexported = root_names(src, &modules);
     let mut graph = BTreeMap::new();
     for (m, paths) in &files {
         let mut to = BTreeSet::new();
@@ -192,8 +196,12 @@ fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
                         ]
                     };
                     for n in names {
-                        if n != m && modules.contains(n) {
-                            to.insert(n.to_owned());
+                        let target = match reexported.get(n) {
+                            Some(module) => module.as_str(),
+                            None => n,
+                        };
+                        if target != m && modules.contains(target) {
+                            to.insert(target.to_owned());
                         }
                     }
                 }
@@ -202,6 +210,54 @@ fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
         graph.insert(m.clone(), to);
     }
     graph
+}
+
+/// The names the crate root re-exports from its own modules (`pub use m::{A, b};`,
+/// `pub(crate) use m::c;`), each with its module: `crate::A` is an arrow to `m` as much
+/// as `crate::m::A` is.
+fn root_names(src: &Path, modules: &BTreeSet<String>) -> BTreeMap<String, String> {
+    let Some(root) = ["lib.rs", "main.rs"]
+        .iter()
+        .map(|f| src.join(f))
+        .find(|p| p.exists())
+    else {
+        return BTreeMap::new();
+    };
+    let text = std::fs::read_to_string(root).unwrap();
+    let code: Vec<&str> = text.lines().map(|l| l.split("//").next().unwrap_or("")).collect();
+    let mut names = BTreeMap::new();
+    for statement in code.join("\n").split(';') {
+        let s = statement.trim();
+        let s = s.rsplit_once(']').map_or(s, |(_, after)| after.trim());
+        let Some(path) = s
+            .strip_prefix("pub use ")
+            .or_else(|| s.strip_prefix("pub(crate) use "))
+        else {
+            continue;
+        };
+        let path = path.trim().trim_start_matches("crate::");
+        let module = path.split("::").next().unwrap_or("").trim();
+        if !modules.contains(module) {
+            continue;
+        }
+        let rest = &path[module.len()..];
+        let items: Vec<&str> = match (rest.find('{'), rest.rfind('}')) {
+            (Some(open), Some(close)) => rest[open + 1..close].split(',').collect(),
+            _ => vec![rest],
+        };
+        for item in items {
+            let item = item.rsplit(" as ").next().unwrap_or("");
+            let name = item
+                .rsplit("::")
+                .next()
+                .unwrap_or("")
+                .trim_matches(|c: char| !(c.is_alphanumeric() || c == '_'));
+            if !name.is_empty() && name != "self" && !modules.contains(name) {
+                names.insert(name.to_owned(), module.to_owned());
+            }
+        }
+    }
+    names
 }
 
 /// The circles (strongly connected components of more than one module).
@@ -312,4 +368,22 @@ fn the_scan_sees_a_circle() {
     std::fs::remove_dir_all(&dir).unwrap();
     let abc: BTreeSet<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
     assert_eq!(found, vec![abc]);
+}
+
+/// A name the crate root re-exports counts as an arrow to its module.
+#[test]
+fn the_scan_follows_root_reexports() {
+    let dir = std::env::temp_dir().join(format!("iox-arch-root-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("lib.rs"),
+        "mod a;\nmod b;\npub use b::{Thing, other::Deep};\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("a.rs"), "use crate::{Deep, Thing};\n").unwrap();
+    std::fs::write(dir.join("b.rs"), "pub struct Thing;\n").unwrap();
+    let graph = module_graph(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(graph["a"], BTreeSet::from(["b".to_owned()]));
+    assert!(graph["b"].is_empty());
 }

@@ -1,6 +1,6 @@
 //! The errors of creating and opening a service, shared by every messaging pattern.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use iox_mempool::segment::{CreateSegmentError, OpenSegmentError};
@@ -12,107 +12,7 @@ use crate::attributes::shown;
 use crate::dynamic::Corruption;
 use crate::static_config::{ConfigError, InvalidConfig, MessagingPattern};
 
-/// Why the root directory (`/dev/shm`, `$IOX_ROOT`, or the one given with `.root(..)`)
-/// cannot be used. Each message names the directory and says what to do.
-#[derive(Debug, Error)]
-#[non_exhaustive]
-pub enum RootError {
-    /// The root does not exist.
-    #[error(
-        "the iox root {} does not exist: create it (mkdir -p {}), or set IOX_ROOT to an existing directory",
-        root.display(),
-        root.display()
-    )]
-    Missing {
-        /// The root.
-        root: PathBuf,
-    },
-    /// The root is not a directory.
-    #[error(
-        "the iox root {} is not a directory: set IOX_ROOT to a directory (or remove that file and create the directory)",
-        root.display()
-    )]
-    NotADirectory {
-        /// The root.
-        root: PathBuf,
-    },
-    /// This process may not create files in the root: it is read-only (a read-only
-    /// mount) or not writable by this user.
-    #[error(
-        "the iox root {} is not writable by this process ({source}): mount it read-write or give this user write access to it, or set IOX_ROOT to a writable directory",
-        root.display()
-    )]
-    PermissionDenied {
-        /// The root.
-        root: PathBuf,
-        /// The error (`EACCES`, `EPERM` or `EROFS`).
-        source: std::io::Error,
-    },
-    /// The root's file system is full (no space or no inodes left, or over quota).
-    #[error(
-        "the iox root {} is full ({source}): free space there (`iox clean` removes what dead processes left, `iox remove NAME` removes a service), or give it a larger file system",
-        root.display()
-    )]
-    NoSpace {
-        /// The root.
-        root: PathBuf,
-        /// The error (`ENOSPC` or `EDQUOT`).
-        source: std::io::Error,
-    },
-    /// Another I/O error while using the root.
-    #[error("cannot use the iox root {}: {what}: {source}", root.display())]
-    Io {
-        /// The root.
-        root: PathBuf,
-        /// The step.
-        what: &'static str,
-        /// The error.
-        source: std::io::Error,
-    },
-}
-
-impl RootError {
-    /// The root the error is about.
-    pub fn root(&self) -> &Path {
-        match self {
-            Self::Missing { root }
-            | Self::NotADirectory { root }
-            | Self::PermissionDenied { root, .. }
-            | Self::NoSpace { root, .. }
-            | Self::Io { root, .. } => root,
-        }
-    }
-
-    /// Classifies the error `source` of step `what` on a file directly under `root`.
-    pub fn classify(root: &Path, what: &'static str, source: std::io::Error) -> Self {
-        use rustix::io::Errno;
-        let root = root.to_path_buf();
-        match Errno::from_io_error(&source) {
-            Some(Errno::NOENT) => match std::fs::metadata(&root) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Self::Missing { root },
-                Ok(m) if !m.is_dir() => Self::NotADirectory { root },
-                // The root is there: something else went missing.
-                _ => Self::Io { root, what, source },
-            },
-            Some(Errno::NOTDIR) => Self::NotADirectory { root },
-            Some(Errno::ACCESS | Errno::PERM | Errno::ROFS) => Self::PermissionDenied { root, source },
-            Some(Errno::NOSPC | Errno::DQUOT) => Self::NoSpace { root, source },
-            _ => Self::Io { root, what, source },
-        }
-    }
-
-    /// `Missing` or `NotADirectory` if `root` is not a directory, without creating
-    /// anything (for readers that found nothing under it).
-    pub fn check_dir(root: &Path) -> Option<Self> {
-        match std::fs::metadata(root) {
-            Ok(m) if m.is_dir() => None,
-            Ok(_) => Some(Self::NotADirectory {
-                root: root.to_path_buf(),
-            }),
-            Err(e) => Some(Self::classify(root, "look at the root", e)),
-        }
-    }
-}
+pub use crate::root::RootError;
 
 /// Why creating a service failed.
 #[derive(Debug, Error)]

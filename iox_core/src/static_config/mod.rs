@@ -27,6 +27,7 @@ use crate::attributes::{AttributeError, Attributes};
 pub use backing::{DeviceIdentity, PayloadBacking};
 pub use blackboard::{BlackboardConfig, BlackboardEntry};
 pub use event::EventConfig;
+pub use header::HeaderType;
 pub use pubsub::{Overflow, PubSubConfig};
 pub use reqres::RequestResponseConfig;
 
@@ -34,7 +35,7 @@ mod backing;
 pub mod blackboard;
 pub mod event;
 pub mod file;
-mod header;
+pub mod header;
 pub mod pubsub;
 pub mod reqres;
 

@@ -264,7 +264,7 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     use super::ReadError;
-    use crate::Service;
+    use iox_service::Service;
 
     #[test]
     fn a_current_word_naming_no_buffer_is_damage_not_a_panic() {

@@ -11,9 +11,9 @@ use super::layout::{BlackboardLayout, ValuePlace, value_places};
 use super::{ReaderBuilder, WriterBuilder, key_bytes, value};
 use crate::dynamic::Dynamic;
 use crate::event::{EventId, EventService, ListenerBuilder};
-use crate::service::{self, CreateError, OpenError, OpenOrCreateError, Pattern, ServiceShared, Target};
 use crate::static_config::{MessagingPattern, PatternConfig, StaticConfig};
 use crate::{Payload, PayloadType, ZeroCopySafe};
+use iox_core::service::{self, CreateError, OpenError, OpenOrCreateError, Pattern, ServiceShared, Target};
 
 /// Default `max_writers`.
 const DEFAULT_WRITERS: u32 = 1;
@@ -180,15 +180,13 @@ impl<K: ZeroCopySafe + std::fmt::Debug> BlackboardBuilder<K> {
     fn changes(&self, created: bool) -> Result<EventService, (String, Box<OpenOrCreateError>)> {
         let name = format!("{}/~changes", self.target.name);
         let fail = |e: OpenOrCreateError| (name.clone(), Box::new(e));
-        let mut b = crate::Service::named(&name)
-            .map_err(|e| {
-                fail(OpenOrCreateError::Create(CreateError::InvalidSetting {
-                    name: name.clone(),
-                    source: e.into(),
-                }))
-            })?
-            .root(&self.target.root)
-            .event()
+        let service_name = crate::ServiceName::new(&name).map_err(|e| {
+            fail(OpenOrCreateError::Create(CreateError::InvalidSetting {
+                name: name.clone(),
+                source: e.into(),
+            }))
+        })?;
+        let mut b = crate::EventBuilder::new(Target::new(service_name, self.target.root.clone()))
             .timeout(self.target.timeout);
         if created {
             b = b

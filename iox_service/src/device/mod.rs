@@ -9,8 +9,6 @@
 //! Host ports of a device service are refused (`PortCreateError::DeviceMemory`), so
 //! safe code never reads or writes GPU memory through a host address.
 
-pub(crate) use iox_core::device as memory;
-
 #[cfg(feature = "cuda")]
 pub(crate) mod events;
 #[cfg(feature = "cuda")]
@@ -20,9 +18,9 @@ pub(crate) mod subscriber;
 
 /// This process's ordinal of the GPU the service's memory is on.
 #[cfg(feature = "cuda")]
-pub(crate) fn service_ordinal(service: &crate::service::ServiceShared) -> Result<i32, String> {
+pub(crate) fn service_ordinal(service: &iox_core::shared::ServiceShared) -> Result<i32, String> {
     match &service.config.backing {
-        crate::static_config::PayloadBacking::CudaDevice(id) => memory::ordinal(id),
+        crate::static_config::PayloadBacking::CudaDevice(id) => iox_core::device::ordinal(id),
         _ => Err("the service's memory is not device memory".into()),
     }
 }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{ListenerBuilder, NotifierBuilder};
-use crate::service::{self, CreateError, OpenError, OpenOrCreateError, Pattern, ServiceShared, Target};
 use crate::static_config::{EventConfig, MessagingPattern, PatternConfig, StaticConfig};
+use iox_core::service::{self, CreateError, OpenError, OpenOrCreateError, Pattern, ServiceShared, Target};
 
 /// Default `max_notifiers`.
 const DEFAULT_NOTIFIERS: u32 = 16;

@@ -5,9 +5,9 @@
 
 use super::service::PubSubBuilder;
 use crate::Payload;
-use crate::service::{CreateError, OpenError, Pattern, Target};
 use crate::static_config::{MessagingPattern, PubSubConfig, StaticConfig};
 use crate::user_header::UserHeader;
+use iox_core::service::{CreateError, OpenError, Pattern, Target};
 
 impl<P: ?Sized + Payload, H: UserHeader> Pattern for PubSubBuilder<P, H> {
     const PATTERN: MessagingPattern = MessagingPattern::PublishSubscribe;
@@ -174,7 +174,7 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
         }
         if mine.as_ref().map(|h| &h.identity) != c.user_header.as_ref().map(|h| &h.identity) {
             return Err(OpenError::IncompatibleUserHeader(Box::new(
-                crate::service::UserHeaderMismatch {
+                iox_core::service::UserHeaderMismatch {
                     name: target.name.to_string(),
                     requested: mine.map(|h| h.identity),
                     found: c.user_header.as_ref().map(|h| h.identity.clone()),

@@ -44,12 +44,12 @@ use std::time::Duration;
 use iox_mempool::segment;
 use iox_mempool::{Backing, MemfdIdentity, MemoryType, PoolInfo, PoolLayout};
 
-use crate::service::{self, CreateError, OpenError, OpenOrCreateError, ServiceShared, Target};
 use crate::static_config::{
     self, InvalidConfig, Overflow, PatternConfig, PayloadBacking, PubSubConfig, StaticConfig,
 };
 use crate::user_header::{self, HeaderType, UserHeader};
 use crate::{Payload, PayloadType, Schema, ZeroCopySafe};
+use iox_core::service::{self, CreateError, OpenError, OpenOrCreateError, ServiceShared, Target};
 
 /// Builds, opens or creates a publish-subscribe service. Settings other than the
 /// payload type are applied when creating; when opening, those the caller set are
@@ -462,11 +462,12 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
             if !memfd {
                 return self.fail(InvalidConfig::DeviceMemory);
             }
-            let planned = crate::device::memory::planned(self.cuda_device, config.layout.payload_len())
-                .map_err(|reason| CreateError::DeviceMemory {
+            let planned = iox_core::device::planned(self.cuda_device, config.layout.payload_len()).map_err(
+                |reason| CreateError::DeviceMemory {
                     name: self.target.name.to_string(),
                     reason,
-                })?;
+                },
+            )?;
             config.backing = PayloadBacking::CudaDevice(planned);
         } else if memfd {
             config.backing = PayloadBacking::Memfd(MemfdIdentity {

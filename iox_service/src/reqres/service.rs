@@ -21,11 +21,11 @@ use iox_mempool::segment;
 use iox_mempool::{Backing, MemfdIdentity, MemoryType, PoolInfo, PoolLayout};
 
 use super::{ClientBuilder, ServerBuilder};
-use crate::service::{self, CreateError, OpenError, OpenOrCreateError, Pattern, ServiceShared, Target};
 use crate::static_config::{
     self, InvalidConfig, MessagingPattern, PatternConfig, PayloadBacking, RequestResponseConfig, StaticConfig,
 };
 use crate::{Payload, PayloadType};
+use iox_core::service::{self, CreateError, OpenError, OpenOrCreateError, Pattern, ServiceShared, Target};
 
 pub(crate) use iox_core::static_config::reqres::MAX_LOANS;
 
