@@ -13,10 +13,10 @@
 //! `testkit/tests/architecture.rs`; `docs/architecture.md` draws them):
 //!
 //! 1. **formats**, what is written to disk: payload identity (`zero_copy`), schemas
-//!    (`schema`), the user header's identity and place (`user_header`), names,
-//!    attributes, and the static config with every pattern's section, a closed enum as
-//!    a file format is (`static_config`, its `pubsub`, `event`, `reqres`, `blackboard`
-//!    and `file` modules);
+//!    (`schema`), the user header's type states (`user_header`), names, attributes,
+//!    and the static config with every pattern's section, a closed enum as a file
+//!    format is (`static_config`, its `pubsub`, `event`, `reqres`, `blackboard`,
+//!    `header` (the user header's identity and place) and `file` modules);
 //! 2. **shared memory**: the protocol words (`shm::{queue, arming, connected, may_wait,
 //!    publishers_seen, pending_set, request_word, blackboard_value}`, their atomics from
 //!    one module, `sync`, which the loom models replace), the doorbell, the dynamic

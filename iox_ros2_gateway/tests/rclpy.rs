@@ -3,9 +3,10 @@
 //! them, each in its own process (derived structs: `typed.rs`; services:
 //! `services.rs`; what they share: `common`).
 //!
-//! Every test runs inside its own network namespace with only loopback up (the test
-//! binary starts itself again under `unshare --net`): DDS discovers peers by
-//! multicast, and nothing it sends may leave the namespace. Tests synchronise through
+//! Every test runs inside its own network namespace with only loopback up, and its own
+//! `/dev/shm` (the test binary starts itself again under `unshare --net --mount`): DDS
+//! discovers peers by multicast, and nothing it sends may leave the namespace; Fast
+//! DDS's shared-memory segments are named by port, the same in every namespace. Tests synchronise through
 //! the IPC itself (transient-local DDS history and iox history deliver what was sent
 //! before a late reader joined) and bounded polling of the gateway's status lines.
 //!

@@ -35,8 +35,11 @@ pub fn requirements(test: &str) -> Option<PathBuf> {
     Some(venv)
 }
 
-/// Runs `scenario` in a new network namespace (this test, started again under
-/// `unshare --net`), or is that run.
+/// Runs `scenario` in a new network namespace with its own `/dev/shm` (this test,
+/// started again under `unshare --net --mount`), or is that run. Its own `/dev/shm`:
+/// Fast DDS's shared-memory transport names its segments there by port number, and
+/// tests running side by side in separate network namespaces use the same ports, so
+/// with one `/dev/shm` they would take each other's segments (and messages).
 pub fn in_netns(test: &str, scenario: impl FnOnce(&Net)) {
     if iox_testkit::role().as_deref() == Some(ROLE) {
         let up = Command::new("ip")
@@ -44,6 +47,11 @@ pub fn in_netns(test: &str, scenario: impl FnOnce(&Net)) {
             .status()
             .expect("run ip");
         assert!(up.success(), "ip link set lo up: {up}");
+        let shm = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/dev/shm"])
+            .status()
+            .expect("run mount");
+        assert!(shm.success(), "mount a tmpfs on /dev/shm: {shm}");
         let venv = PathBuf::from(std::env::var_os("IOX_ROS_VENV").unwrap());
         let dir = tempfile::tempdir().unwrap();
         let net = Net {
@@ -60,7 +68,7 @@ pub fn in_netns(test: &str, scenario: impl FnOnce(&Net)) {
     }
     let inner = iox_testkit::self_command(test, ROLE, &[]);
     let status = Command::new("unshare")
-        .arg("--net")
+        .args(["--net", "--mount"])
         .arg("--")
         .arg(inner.get_program())
         .args(inner.get_args())
