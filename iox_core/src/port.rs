@@ -446,3 +446,74 @@ fn register_cuda_pinner() -> Result<(), String> {
 
 /// Keeps the service alive for as long as a port lives.
 pub type Shared = Arc<ServiceShared>;
+
+/// What every port that holds chunks (publishers, subscribers, clients, servers) holds
+/// of its slot, and the steps it leaves it by. The port kinds keep it as their first
+/// field and reach its fields through `Deref`.
+#[derive(Debug)]
+pub struct PortSlot {
+    // Field order: the pin guard drops before the service (and its mapping).
+    /// The pool's pin, if the port asked for one.
+    pub pin: Option<PoolPin>,
+    /// The service the port belongs to.
+    pub service: Shared,
+    /// Its slot on its side.
+    pub slot: usize,
+    /// The slot's generation when the port took it.
+    pub generation: u64,
+    /// Its owner bit in the chunks' ownership words.
+    pub owner: Owner,
+    /// The fork generation of the process that made it (see `iox_process::fork`), kept
+    /// beside the other hot fields.
+    pub fork_generation: u64,
+    /// The service's pool (the same as `service.pool`, one pointer closer).
+    pub pool: Arc<iox_mempool::Pool>,
+}
+
+impl PortSlot {
+    /// The slot `slot` (of `generation`, owner bit `owner`) that a port of `service`
+    /// took, with the pin it made.
+    pub fn new(service: Shared, pin: Option<PoolPin>, slot: usize, generation: u64, owner: Owner) -> Self {
+        Self {
+            pin,
+            fork_generation: service.fork_generation,
+            pool: Arc::clone(&service.pool),
+            service,
+            slot,
+            generation,
+            owner,
+        }
+    }
+
+    /// Whether this runs in the process that made the port (not a forked child).
+    #[inline]
+    pub fn is_own_process(&self) -> bool {
+        crate::fork::is_same_process(self.fork_generation)
+    }
+
+    /// The header of this port's slot on `side`.
+    #[inline]
+    pub fn slot_header(&self, side: Side) -> &PortHeader {
+        let d = self.service.dynamic();
+        match side {
+            Side::Sending => d.sender(self.slot),
+            Side::Receiving => d.receiver(self.slot),
+        }
+    }
+
+    /// Releases every chunk the port still owns (loaned, held, or taken), the first
+    /// of the steps its drop leaves by, once what it has queued or in flight is settled.
+    #[inline]
+    pub fn release_chunks(&self) {
+        self.pool.book().release_all(self.owner);
+    }
+
+    /// The last steps of a port's drop: its slot freed on `side`, then `then` (a server
+    /// lets go of the requests it had taken there), then the change announced to those
+    /// waiting for ports.
+    pub fn free_slot(&self, side: Side, then: impl FnOnce()) {
+        free(self.slot_header(side), self.generation);
+        then();
+        announce(self.service.dynamic());
+    }
+}

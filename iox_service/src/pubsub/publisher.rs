@@ -59,16 +59,15 @@
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use iox_mempool::{ChunkHandle, Located, Owner, Pool, PoolInfo, PoolPin};
+use iox_mempool::{ChunkHandle, Located, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
 use crate::doorbell::{self, Ringer};
 use crate::dynamic::{Dynamic, PortHeader, PortHeaderOffset, QueueRowOffset};
-use crate::port::{self, LoanError, PortCreateError, Shared, Side, WaitForPortsError};
+use crate::port::{self, LoanError, PortCreateError, PortSlot, Shared, Side, WaitForPortsError};
 use crate::queue::{self, Pushed};
 use crate::sample::SampleMutUninit;
 use crate::shm::connected;
@@ -168,7 +167,6 @@ impl<P: ?Sized + Payload, H: UserHeader> PublisherBuilder<P, H> {
         let history = (section.history > 0).then(|| Box::new(history::State::new(max_subscribers)));
         Ok(Publisher {
             port: Rc::new(PublisherPort {
-                fork_generation: self.service.fork_generation,
                 send_generation: match history {
                     None => self.service.fork_generation,
                     Some(_) => history::NOT_A_GENERATION,
@@ -176,19 +174,14 @@ impl<P: ?Sized + Payload, H: UserHeader> PublisherBuilder<P, H> {
                 max_loans: section.max_loans as usize,
                 drop_oldest: section.overflow == Overflow::DropOldest,
                 history,
-                pool: Arc::clone(&self.service.pool),
-                service: self.service,
                 queues,
                 header,
-                slot,
-                generation,
-                owner,
                 seq: Cell::new(crate::node::random_u32() | 1),
                 hint: Cell::new(0),
                 spare: spare::Spare::new(),
                 read_cache,
                 ringer,
-                pin,
+                base: PortSlot::new(self.service, pin, slot, generation, owner),
             }),
             _payload: PhantomData,
         })
@@ -218,19 +211,11 @@ pub struct Publisher<P: ?Sized, H = ()> {
 /// released when the last of them goes.
 #[derive(Debug)]
 pub(crate) struct PublisherPort {
-    // Field order: the pin guard drops before the service (and its mapping).
-    pin: Option<PoolPin>,
-    service: Shared,
-    slot: usize,
+    base: PortSlot,
     /// Where this slot's queues to the subscribers are (checked once, here).
     queues: QueueRowOffset,
     /// Where this slot's header is (checked once, here).
     header: PortHeaderOffset,
-    generation: u64,
-    owner: Owner,
-    /// The fork generation of the process that made it (see `iox_process::fork`), kept
-    /// here beside the other hot fields.
-    fork_generation: u64,
     /// What `send` compares with the process's fork generation: `fork_generation`
     /// without history; with history a value no generation takes, so that the one test
     /// `send` makes first also takes a publisher with history to its own path, at no
@@ -242,8 +227,6 @@ pub(crate) struct PublisherPort {
     /// What a publisher of a service with history keeps in the process (`None`
     /// without history).
     history: Option<Box<history::State>>,
-    /// The service's pool (the same as `service.pool`, one pointer closer).
-    pool: Arc<Pool>,
     /// Sequence number of the last send, tagged onto queue entries: odd, so never 0
     /// (it starts odd and steps by two, one addition per send; it repeats after 2^31
     /// sends, and only an entry's difference from the one pushed before it matters).
@@ -257,6 +240,14 @@ pub(crate) struct PublisherPort {
     read_cache: Box<[Cell<u64>; 64]>,
     /// Connections to the subscribers' readiness sockets, for those that arm them.
     ringer: Ringer,
+}
+
+impl std::ops::Deref for PublisherPort {
+    type Target = PortSlot;
+    #[inline]
+    fn deref(&self) -> &PortSlot {
+        &self.base
+    }
 }
 
 impl<P: ?Sized + Payload, H: UserHeader> Publisher<P, H> {
@@ -350,12 +341,6 @@ impl<P: ?Sized + Payload, H: UserHeader> Publisher<P, H> {
 }
 
 impl PublisherPort {
-    /// Whether this runs in the process that made the port (not a forked child).
-    #[inline]
-    fn is_own_process(&self) -> bool {
-        crate::fork::is_same_process(self.fork_generation)
-    }
-
     /// The device address of the pool's first byte, if this port pinned the pool with
     /// a pinner that gives one (learned at pinning; no call into the pinner here).
     #[inline]
@@ -670,9 +655,8 @@ impl Drop for PublisherPort {
             // The samples kept for late subscribers go (those already queued stay).
             self.drop_history();
         }
-        self.pool.book().release_all(self.owner);
+        self.release_chunks();
         port::close(header, self.generation);
-        port::free(header, self.generation);
-        port::announce(self.service.dynamic());
+        self.free_slot(Side::Sending, || {});
     }
 }

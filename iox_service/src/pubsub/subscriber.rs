@@ -70,12 +70,12 @@ use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
 
-use iox_mempool::{Located, Owner, Pool, PoolInfo, PoolPin};
+use iox_mempool::{Located, PoolInfo, PoolPin};
 use thiserror::Error;
 
 use crate::doorbell::Doorbell;
 use crate::dynamic::{PortHeader, QueueColumnOffset};
-use crate::port::{self, PortCreateError, Shared, Side, WaitForPortsError};
+use crate::port::{self, PortCreateError, PortSlot, Shared, Side, WaitForPortsError};
 use crate::queue::{self, Popped};
 use crate::sample::Sample;
 use crate::slot_claim::SlotClaim;
@@ -172,17 +172,11 @@ impl<P: ?Sized + Payload, H: UserHeader> SubscriberBuilder<P, H> {
         let (slot, generation) = claim.activate_then(pin.as_ref(), || d.connected().connect(slot));
         Ok(Subscriber {
             port: Arc::new(SubscriberPort {
-                fork_generation: self.service.fork_generation,
                 max_held: super::config::of(&self.service.config).max_held as usize,
                 history: d.regions::<super::layout::PubSubLayout>().history > 0,
-                pool: Arc::clone(&self.service.pool),
                 queues: d.queue_column_offset(slot),
-                service: self.service,
-                slot,
-                generation,
-                owner,
                 doorbell,
-                pin,
+                base: PortSlot::new(self.service, pin, slot, generation, owner),
             }),
             cursor: Cell::new(0),
             armed_mode: Cell::new(false),
@@ -215,34 +209,26 @@ pub struct Subscriber<P: ?Sized, H = ()> {
 /// through it; the slot is freed when the last of them goes.
 #[derive(Debug)]
 pub(crate) struct SubscriberPort {
-    // Field order: the pin guard drops before the service (and its mapping).
-    pin: Option<PoolPin>,
-    service: Shared,
-    slot: usize,
+    base: PortSlot,
     /// Where the queues from the publishers to this slot are (checked once, here).
     queues: QueueColumnOffset,
-    generation: u64,
-    owner: Owner,
-    /// The fork generation of the process that made it (see `iox_process::fork`), kept
-    /// here beside the other hot fields.
-    fork_generation: u64,
     max_held: usize,
     /// The service keeps a history per publisher: entries from a publisher count only
     /// once it gave this port its history ([`SubscriberPort::given_history_by`]).
     history: bool,
-    /// The service's pool (the same as `service.pool`, one pointer closer).
-    pool: Arc<Pool>,
     /// The readiness socket (see [`crate::doorbell`]); removed when the port goes.
     doorbell: Doorbell,
 }
 
-impl SubscriberPort {
-    /// Whether this runs in the process that made the port (not a forked child).
+impl std::ops::Deref for SubscriberPort {
+    type Target = PortSlot;
     #[inline]
-    fn is_own_process(&self) -> bool {
-        crate::fork::is_same_process(self.fork_generation)
+    fn deref(&self) -> &PortSlot {
+        &self.base
     }
+}
 
+impl SubscriberPort {
     fn header(&self) -> &PortHeader {
         self.service.dynamic().receiver(self.slot)
     }
@@ -672,8 +658,7 @@ impl Drop for SubscriberPort {
         // the subscriber's drain and now: drain once more, then clear our bit
         // everywhere.
         self.drain();
-        self.pool.book().release_all(self.owner);
-        port::free(self.header(), self.generation);
-        port::announce(self.service.dynamic());
+        self.release_chunks();
+        self.free_slot(Side::Receiving, || {});
     }
 }

@@ -18,7 +18,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 
-use iox_mempool::{ChunkHandle, Located, Owner, Pool, PoolInfo, PoolPin};
+use iox_mempool::{ChunkHandle, Located, Owner, PoolInfo, PoolPin};
 use thiserror::Error;
 
 use super::request_word;
@@ -27,7 +27,7 @@ use super::{PendingResponse, service::MAX_LOANS};
 use crate::doorbell::{Doorbell, Ringer};
 use crate::dynamic::{self, PortHeader, QueueRowOffset};
 use crate::port::LoanError;
-use crate::port::{self, PortCreateError, Shared, Side};
+use crate::port::{self, PortCreateError, PortSlot, Shared, Side};
 use crate::queue;
 use crate::slot_claim::SlotClaim;
 use crate::{Payload, ZeroCopySafe};
@@ -104,16 +104,9 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ClientBuilder<Req, Resp> {
         let port = ClientPort {
             ringer: Ringer::new(&s.root, &s.stem, l.receiving),
             read_cache: (0..l.receiving).map(|_| Cell::new(0)).collect(),
-            fork_generation: s.fork_generation,
-            pool: Arc::clone(&s.pool),
-            owner,
             max_active: d.regions::<super::layout::ReqResLayout>().max_active,
-            service: Arc::clone(&self.service),
             queues: d.queue_row_offset(slot),
-            slot,
-            generation,
             doorbell,
-            pin,
             armed: Cell::new(false),
             rid: Cell::new(crate::node::random_u32()),
             cursor: Cell::new(0),
@@ -123,6 +116,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ClientBuilder<Req, Resp> {
                 d.regions::<super::layout::ReqResLayout>().max_active,
             )),
             liveness: LivenessClock::default(),
+            base: PortSlot::new(Arc::clone(&self.service), pin, slot, generation, owner),
         };
         Ok(Client {
             port: Rc::new(port),
@@ -171,16 +165,9 @@ pub struct Client<Req: ?Sized, Resp: ?Sized> {
 /// responses; the slot is released when the last of them goes.
 #[derive(Debug)]
 pub(crate) struct ClientPort {
-    // Field order: the pin guard drops before the service (and its mapping).
-    pin: Option<PoolPin>,
-    pub(crate) service: Shared,
-    pub(crate) slot: usize,
+    base: PortSlot,
     /// Where this slot's request queues to the servers are (checked once, here).
     queues: QueueRowOffset,
-    generation: u64,
-    pub(crate) owner: Owner,
-    fork_generation: u64,
-    pub(crate) pool: Arc<Pool>,
     max_active: usize,
     /// The readiness socket (doorbell slot `max_servers + slot`).
     pub(crate) doorbell: Doorbell,
@@ -202,6 +189,14 @@ pub(crate) struct ClientPort {
     pub(crate) stash: RefCell<Stashes>,
     /// When a pending response last looked at its server's liveness.
     pub(crate) liveness: LivenessClock,
+}
+
+impl std::ops::Deref for ClientPort {
+    type Target = PortSlot;
+    #[inline]
+    fn deref(&self) -> &PortSlot {
+        &self.base
+    }
 }
 
 /// Responses taken from a response queue for another pending response of the same
@@ -256,10 +251,6 @@ impl Stashes {
 }
 
 impl ClientPort {
-    pub(crate) fn is_own_process(&self) -> bool {
-        crate::fork::is_same_process(self.fork_generation)
-    }
-
     pub(crate) fn header(&self) -> &PortHeader {
         self.service.dynamic().sender(self.slot)
     }
@@ -419,9 +410,8 @@ impl Drop for ClientPort {
         let header = self.header();
         port::close(header, self.generation);
         self.drain_responses();
-        self.pool.book().release_all(self.owner);
-        port::free(header, self.generation);
-        port::announce(self.service.dynamic());
+        self.release_chunks();
+        self.free_slot(Side::Sending, || {});
     }
 }
 

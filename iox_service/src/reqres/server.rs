@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::Duration;
 
-use iox_mempool::{ChunkHandle, Located, Owner, Pool, PoolInfo, PoolPin};
+use iox_mempool::{ChunkHandle, Located, PoolInfo, PoolPin};
 use thiserror::Error;
 
 use super::ActiveRequest;
@@ -29,7 +29,7 @@ use crate::Payload;
 use crate::doorbell::{Doorbell, Ringer};
 use crate::dynamic::{self, PortHeader, QueueColumnOffset};
 use crate::port::LoanError;
-use crate::port::{self, PortCreateError, Shared, Side};
+use crate::port::{self, PortCreateError, PortSlot, Shared, Side};
 use crate::queue::{self, Popped};
 use crate::slot_claim::SlotClaim;
 
@@ -112,19 +112,13 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ServerBuilder<Req, Resp> {
         let port = ServerPort {
             ringer: Ringer::new(&s.root, &s.stem, l.receiving + l.sending),
             read_cache: (0..l.sending).map(|_| Cell::new(0)).collect(),
-            fork_generation: s.fork_generation,
-            pool: Arc::clone(&s.pool),
-            owner,
-            service: Arc::clone(&self.service),
             queues: d.queue_column_offset(slot),
-            slot,
-            generation,
             doorbell,
-            pin,
             armed: Cell::new(false),
             cursor: Cell::new(0),
             loans: port::Loans::new(MAX_LOANS as usize),
             liveness: LivenessClock::default(),
+            base: PortSlot::new(Arc::clone(&self.service), pin, slot, generation, owner),
         };
         Ok(Server {
             port: Rc::new(port),
@@ -161,16 +155,9 @@ pub struct Server<Req: ?Sized, Resp: ?Sized> {
 
 #[derive(Debug)]
 pub(crate) struct ServerPort {
-    // Field order: the pin guard drops before the service (and its mapping).
-    pin: Option<PoolPin>,
-    pub(crate) service: Shared,
-    pub(crate) slot: usize,
+    base: PortSlot,
     /// Where the request queues from the clients to this slot are (checked once, here).
     queues: QueueColumnOffset,
-    generation: u64,
-    pub(crate) owner: Owner,
-    fork_generation: u64,
-    pub(crate) pool: Arc<Pool>,
     doorbell: Doorbell,
     armed: Cell<bool>,
     /// Connections to the clients' doorbells (slot `max_servers + c`).
@@ -183,11 +170,15 @@ pub(crate) struct ServerPort {
     liveness: LivenessClock,
 }
 
-impl ServerPort {
-    pub(crate) fn is_own_process(&self) -> bool {
-        crate::fork::is_same_process(self.fork_generation)
+impl std::ops::Deref for ServerPort {
+    type Target = PortSlot;
+    #[inline]
+    fn deref(&self) -> &PortSlot {
+        &self.base
     }
+}
 
+impl ServerPort {
     fn header(&self) -> &PortHeader {
         self.service.dynamic().receiver(self.slot)
     }
@@ -456,20 +447,20 @@ impl Drop for ServerPort {
         if !self.service.is_own_process() {
             return;
         }
-        let d = self.service.dynamic();
         self.drain_requests();
-        self.pool.book().release_all(self.owner);
-        port::free(self.header(), self.generation);
-        // Clients look at the slot's state before they leave a request to us: after
-        // it says FREE (see `request_word`).
-        crate::testing::stall_point(crate::testing::Stall::ServerLeftBeforeScan);
-        let clients = d.layout().sending;
-        request_word::server_left(
-            (0..clients).flat_map(|c| d.request_words(c)),
-            self.slot,
-            self.generation,
-        );
-        port::announce(d);
+        self.release_chunks();
+        self.free_slot(Side::Receiving, || {
+            // Clients look at the slot's state before they leave a request to us: after
+            // it says FREE (see `request_word`).
+            crate::testing::stall_point(crate::testing::Stall::ServerLeftBeforeScan);
+            let d = self.service.dynamic();
+            let clients = d.layout().sending;
+            request_word::server_left(
+                (0..clients).flat_map(|c| d.request_words(c)),
+                self.slot,
+                self.generation,
+            );
+        });
     }
 }
 
