@@ -3,12 +3,11 @@
 //! its readiness descriptor, woken by the other user's notify) and notify back. Needs
 //! root to start a child as uid 65534; otherwise it says why it skips.
 
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::time::Duration;
 
 use iox_service::{ConfigError, EventId, OpenError, Service};
-use iox_testkit::{env, role, self_command, wait_ok, wait_until};
+use iox_testkit::{env, role, wait_ok, wait_until};
 
 const NOBODY: u32 = 65534;
 const TEST: &str = "another_user_listens_and_notifies_on_a_group_access_event_service";
@@ -19,7 +18,7 @@ fn spawn_as(uid: u32, gid: u32, role: &str, root: &Path, name: &str) -> std::pro
         ("IOX_ROOT", root.display().to_string()),
         ("SERVICE", name.to_string()),
     ];
-    self_command(TEST, role, &envs).uid(uid).gid(gid).spawn().unwrap()
+    iox_testkit::spawn_self_as(TEST, role, uid, gid, &envs)
 }
 
 #[test]
@@ -56,15 +55,7 @@ fn another_user_listens_and_notifies_on_a_group_access_event_service() {
         }
         return;
     }
-    if !rustix::process::geteuid().is_root() {
-        iox_testkit::skip(
-            TEST,
-            iox_testkit::REQUIRE_ROOT,
-            format!(
-                "needs root to start a child process as uid {NOBODY} (running as uid {})",
-                rustix::process::geteuid().as_raw()
-            ),
-        );
+    if !iox_testkit::root_or_skip(TEST) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -2,12 +2,11 @@
 //! user with a clear error; a group-access (0660) service admits a process of that
 //! group. Needs root to start a child as uid 65534; otherwise it says why it skips.
 
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::time::Duration;
 
 use iox_service::{ConfigError, OpenError, Service};
-use iox_testkit::{env, role, self_command, wait_ok};
+use iox_testkit::{env, role, wait_ok};
 
 const NOBODY: u32 = 65534;
 const TEST: &str = "another_user_is_refused_by_default_and_admitted_with_group_access";
@@ -17,7 +16,7 @@ fn spawn_as(uid: u32, gid: u32, role: &str, root: &Path, name: &str) -> std::pro
         ("IOX_ROOT", root.display().to_string()),
         ("SERVICE", name.to_string()),
     ];
-    self_command(TEST, role, &envs).uid(uid).gid(gid).spawn().unwrap()
+    iox_testkit::spawn_self_as(TEST, role, uid, gid, &envs)
 }
 
 #[test]
@@ -56,15 +55,7 @@ fn another_user_is_refused_by_default_and_admitted_with_group_access() {
         }
         return;
     }
-    if !rustix::process::geteuid().is_root() {
-        iox_testkit::skip(
-            TEST,
-            iox_testkit::REQUIRE_ROOT,
-            format!(
-                "needs root to start a child process as uid {NOBODY} (running as uid {})",
-                rustix::process::geteuid().as_raw()
-            ),
-        );
+    if !iox_testkit::root_or_skip(TEST) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

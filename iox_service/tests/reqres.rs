@@ -19,16 +19,7 @@ fn typed_round_trip_and_streaming_in_order() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let svc = Service::named(NAME)
-        .unwrap()
-        .root(dir.path())
-        .request_response::<Goal, Waypoint>()
-        .max_clients(6)
-        .max_servers(2)
-        .max_active_requests_per_client(4)
-        .max_response_buffer(16)
-        .create()
-        .unwrap();
+    let svc = create_planner(dir.path(), NAME);
     let client = svc.client_builder().create().unwrap();
     let server = Reaped::new(spawn_self(TEST, "server", &[root_env(dir.path())]));
     assert!(wait_until(WAIT, || svc.port_counts().1 == 1));
@@ -149,16 +140,7 @@ fn two_servers_share_the_load_and_four_clients_get_their_own_responses() {
     }
     let dir = tempfile::tempdir().unwrap();
     let envs = |extra: (&'static str, String)| [root_env(dir.path()), extra];
-    let svc = Service::named(NAME)
-        .unwrap()
-        .root(dir.path())
-        .request_response::<Goal, Waypoint>()
-        .max_clients(6)
-        .max_servers(2)
-        .max_active_requests_per_client(4)
-        .max_response_buffer(16)
-        .create()
-        .unwrap();
+    let svc = create_planner(dir.path(), NAME);
     let servers: Vec<_> = (0..2)
         .map(|_| {
             Reaped::new(spawn_self(
@@ -244,16 +226,7 @@ fn server_waits_in_a_waitset_on_a_subscriber_and_its_server() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let svc = Service::named(NAME)
-        .unwrap()
-        .root(dir.path())
-        .request_response::<Goal, Waypoint>()
-        .max_clients(6)
-        .max_servers(2)
-        .max_active_requests_per_client(4)
-        .max_response_buffer(16)
-        .create()
-        .unwrap();
+    let svc = create_planner(dir.path(), NAME);
     let topic = Service::named(TOPIC)
         .unwrap()
         .root(dir.path())

@@ -36,16 +36,7 @@ fn server_killed_mid_request_ends_the_stream_with_server_gone() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let svc = Service::named(NAME)
-        .unwrap()
-        .root(dir.path())
-        .request_response::<Goal, Waypoint>()
-        .max_clients(6)
-        .max_servers(2)
-        .max_active_requests_per_client(4)
-        .max_response_buffer(16)
-        .create()
-        .unwrap();
+    let svc = create_planner(dir.path(), NAME);
     let client = svc.client_builder().create().unwrap();
     let server = Reaped::new(spawn_self(TEST, "server", &[root_env(dir.path())]));
     assert!(wait_until(WAIT, || svc.port_counts().1 == 1));
@@ -100,16 +91,7 @@ fn client_killed_mid_request_makes_the_server_see_client_gone() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let svc = Service::named(NAME)
-        .unwrap()
-        .root(dir.path())
-        .request_response::<Goal, Waypoint>()
-        .max_clients(6)
-        .max_servers(2)
-        .max_active_requests_per_client(4)
-        .max_response_buffer(16)
-        .create()
-        .unwrap();
+    let svc = create_planner(dir.path(), NAME);
     let server = svc.server_builder().create().unwrap();
     let client = Reaped::new(spawn_self(TEST, "client", &[root_env(dir.path())]));
     let active = server.receive_timeout(WAIT).unwrap().expect("a request");

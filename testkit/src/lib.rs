@@ -336,6 +336,38 @@ mod tests {
     }
 }
 
+/// Whether `test` can act as other users here (this process is root); if not, it says
+/// it skipped (or fails where `IOX_REQUIRE_ROOT` is set) and the test returns.
+#[track_caller]
+pub fn root_or_skip(test: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    skip(
+        test,
+        REQUIRE_ROOT,
+        "needs root to start child processes as other users",
+    );
+    false
+}
+
+/// This test binary started again as child `role` of `test` (as [`self_command`]), as
+/// user `uid` and group `gid` (the caller is root).
+pub fn spawn_self_as(
+    test: &str,
+    role: &str,
+    uid: u32,
+    gid: u32,
+    envs: &[(&str, String)],
+) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    self_command(test, role, envs)
+        .uid(uid)
+        .gid(gid)
+        .spawn()
+        .expect("spawn the test binary as another user")
+}
+
 /// Whether this process runs as root (its effective uid is 0), read from
 /// `/proc/self/status`: mounting a tmpfs and switching users need it.
 pub fn is_root() -> bool {

@@ -2,9 +2,10 @@
 //! the payloads, a planner service, a server loop and a stream collector.
 #![allow(dead_code)] // each test file uses a part
 
+use std::path::Path;
 use std::time::Duration;
 
-use iox_service::{RequestResponseService, Service};
+use iox_service::{RequestResponseBuilder, RequestResponseService, Service};
 
 pub const LIMIT: Duration = Duration::from_secs(60);
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -29,15 +30,27 @@ pub struct Waypoint {
     pub client: u32,
 }
 
-pub fn planner(name: &str) -> RequestResponseService<Goal, Waypoint> {
-    Service::named(name)
-        .unwrap()
-        .request_response::<Goal, Waypoint>()
-        .max_clients(6)
+/// The planner's limits: 6 clients, 2 servers, 4 active requests per client, 16
+/// responses buffered per request.
+fn planner_limits(b: RequestResponseBuilder<Goal, Waypoint>) -> RequestResponseBuilder<Goal, Waypoint> {
+    b.max_clients(6)
         .max_servers(2)
         .max_active_requests_per_client(4)
         .max_response_buffer(16)
+}
+
+/// The planner service `name` under the environment's root, opened or created (a
+/// child's side).
+pub fn planner(name: &str) -> RequestResponseService<Goal, Waypoint> {
+    planner_limits(Service::named(name).unwrap().request_response())
         .open_or_create()
+        .unwrap()
+}
+
+/// The planner service `name`, created under `root` (a test's own side).
+pub fn create_planner(root: &Path, name: &str) -> RequestResponseService<Goal, Waypoint> {
+    planner_limits(Service::named(name).unwrap().root(root).request_response())
+        .create()
         .unwrap()
 }
 
