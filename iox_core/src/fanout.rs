@@ -1,5 +1,5 @@
 //! The fan-out of a notification to the listeners' pending sets (the sets themselves
-//! and their protocol: [`super::pending_set`]), and the wake of those that sleep.
+//! and their protocol: [`crate::shm::pending_set`]), and the wake of those that sleep.
 
 use std::sync::atomic::Ordering;
 

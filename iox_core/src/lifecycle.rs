@@ -30,7 +30,7 @@
 //! So a port's `ServiceRemoved` always means a removal that will not be undone.
 //!
 //! Removal as seen by live ports ([`is_removed`]). An explicit remove (`iox remove
-//! --force`, [`crate::Service::remove`]) marks the lifecycle `DESTROYING` and unlinks
+//! --force`, `Service::remove`) marks the lifecycle `DESTROYING` and unlinks
 //! the files while processes still map them. Those processes must find out rather
 //! than keep talking into an incarnation no new participant can reach. A registered
 //! user sees its incarnation's lifecycle word leave `ALIVE` only through such a

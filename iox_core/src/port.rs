@@ -1,5 +1,5 @@
 //! What every port kind shares: claiming a port slot in the dynamic segment (one guard,
-//! [`SlotClaim`], for publishers, subscribers, notifiers, listeners, clients and
+//! [`SlotClaim`](crate::slot_claim::SlotClaim), for publishers, subscribers, notifiers, listeners, clients and
 //! servers), owner bits, pinning the pool, waking receivers, and the error of port
 //! creation.
 //!

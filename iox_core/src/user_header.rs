@@ -16,8 +16,8 @@
 //!
 //! # What is recorded and checked
 //!
-//! The header type's identity ([`PayloadType::Typed`]: name, size, alignment, bit
-//! validity) and its field layout ([`Schema`]), under the same rules as the payload's
+//! The header type's identity ([`PayloadType::Typed`](crate::PayloadType::Typed): name, size, alignment, bit
+//! validity) and its field layout ([`Schema`](crate::schema::Schema)), under the same rules as the payload's
 //! (`crate::zero_copy`, `crate::schema`): an opener whose header differs is refused
 //! with `OpenError::IncompatibleUserHeader` or, same name but other fields,
 //! `OpenError::IncompatibleSchema` naming the header's field. A service without a header
@@ -31,7 +31,7 @@
 //! `()` = no header): the payload's offset is a constant of the types, 0 for `()`, so a
 //! service without a header runs exactly the code it ran before headers existed.
 //! Bindings, which know the header only at run time, move it as bytes through
-//! [`RawLoan`](crate::RawLoan) / [`RawSample`](crate::RawSample), which read the offset
+//! `RawLoan` / `RawSample`, which read the offset
 //! from the static config.
 //!
 //! # Writing it
@@ -81,7 +81,7 @@ impl<H: ZeroCopySafe> UserHeader for H {
 }
 
 /// The state of a loan's header, the second type parameter of
-/// [`SampleMutUninit`](crate::SampleMutUninit): `()` (no header), `H` (a header not
+/// `SampleMutUninit`: `()` (no header), `H` (a header not
 /// yet written) or [`HeaderWritten<H>`]. Sealed.
 pub trait HeaderState: sealed::Sealed + 'static {
     /// The header type of the service.

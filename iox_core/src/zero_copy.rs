@@ -293,7 +293,7 @@ zero_copy_safe_tuple!(A 0, B 1, C 2, D 3);
 /// `ZeroCopySafe`'s hidden `ANY_BIT_PATTERN`. It is part of the identity, so a
 /// program that reads a `bool` never opens a service that someone recorded as
 /// carrying bytes of any value; and code that writes or reads a payload as bytes
-/// (a bridge: [`crate::Publisher::send_payload_bytes`], [`crate::Sample::payload_bytes`])
+/// (a bridge: `Publisher::send_payload_bytes`, `Sample::payload_bytes`)
 /// does so only for payloads without such bytes. Written to the static config only
 /// when set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 //!
 //! Every socket it touches is non-blocking and in one epoll set: the listening sockets
 //! (keyed by their offer's token) and the connections accepted from them (keyed by a
-//! connection number with [`CONNECTION`] set). A connection is served as soon as its
+//! connection number with `CONNECTION` set). A connection is served as soon as its
 //! request is readable, usually right at the accept (a requester sends as soon as it
 //! is connected): request read, credentials checked (see [`super::admission`]), reply
 //! and descriptors sent without waiting (`MSG_DONTWAIT`), connection closed. A
@@ -18,7 +18,7 @@
 //!   uid's oldest, so one user's connections never take another's place; and at most
 //!   [`MAX_PENDING`] in all (then the oldest of the uid with the most is closed), so
 //!   they never take the process's descriptors;
-//! - at most [`ACCEPT_BURST`] accepts per listening socket per wake-up, so one
+//! - at most `ACCEPT_BURST` accepts per listening socket per wake-up, so one
 //!   socket's flood does not hold up the others (level-triggered: the rest wait for
 //!   the next round);
 //! - at the descriptor limit (`accept` fails with `EMFILE`/`ENFILE`), a pending
@@ -28,7 +28,7 @@
 //!   free again. A queued connection is so served or refused, never left queued while
 //!   its listener stays readable (which would spin the thread). If no descriptor can
 //!   be had at all, or `accept` fails otherwise, the listener leaves the epoll set for
-//!   [`BACKOFF`];
+//!   `BACKOFF`;
 //! - a connection leaves the epoll set before it is closed: a process forked from this
 //!   one holds copies of its descriptors, which would keep the registration (and its
 //!   readiness) alive;

@@ -65,7 +65,7 @@ pub struct PortInfo {
     /// Publishers: samples sent since the port was created; notifiers: notifications.
     pub sent: u64,
     /// Subscribers: samples missed because their queue was full (see
-    /// [`crate::Subscriber::missed`]); 0 for other ports.
+    /// `Subscriber::missed`); 0 for other ports.
     pub missed: u64,
     /// Subscribers: samples waiting in its queues; listeners: event ids pending;
     /// servers: requests waiting; clients: requests in flight.
@@ -289,7 +289,7 @@ pub fn inspect_in(root: &Path, name: &str) -> Result<ServiceInfo, InspectError> 
 }
 
 /// Inspects every service under `root`, and lists the files of dead processes: the
-/// same judgement as [`crate::Service::cleanup_all_dead_in`] makes, so a dry run lists
+/// same judgement as `Service::cleanup_all_dead_in` makes, so a dry run lists
 /// what a cleanup would remove.
 pub fn inspect_all_in(root: &Path) -> Result<RootInfo, RootError> {
     let root = &node::absolute_root(root);

@@ -2,7 +2,7 @@
 //! queued, their user registrations and their files.
 //!
 //! A participant is dead when its node lock is free ([`crate::node`]). Recovery of one
-//! service runs under the service's recovery lock, a [`robust_mutex::RawRobustMutex`]
+//! service runs under the service's recovery lock, a [`crate::robust_mutex::RawRobustMutex`]
 //! in the dynamic header holding the recovering process's node id. Recovery on open
 //! and on port creation only tries it: a live process recovering already is as good
 //! ([`recover_in`]); an explicit cleanup waits up to [`CLEANUP_LOCK_TIMEOUT`] for it

@@ -112,7 +112,7 @@ pub enum CreateError {
         /// How long we waited.
         waited: Duration,
     },
-    /// [`carry_payload_type`](crate::PubSubBuilder::carry_payload_type) was given a
+    /// `carry_payload_type` was given a
     /// payload type that not every byte string is a value of.
     #[error("service {name:?}: {}", not_carriable(.payload))]
     NotCarriable {
@@ -393,7 +393,7 @@ pub enum OpenError {
         /// What was last seen.
         last: String,
     },
-    /// [`carry_payload_type`](crate::PubSubBuilder::carry_payload_type) was given a
+    /// `carry_payload_type` was given a
     /// payload type that not every byte string is a value of.
     #[error("service {name:?}: {}", not_carriable(.payload))]
     NotCarriable {

@@ -144,7 +144,7 @@ pub struct PortHeader {
     pub sent: AtomicU64,
     pub pid: AtomicU32,
     /// Subscribers: how many threads are blocked in `receive_timeout`, plus
-    /// [`crate::doorbell::ARMED`] while the port waits on its readiness descriptor.
+    /// [`crate::shm::arming::ARMED`] while the port waits on its readiness descriptor.
     pub waiting: AtomicU32,
     /// Subscribers: the futex word publishers bump to wake them.
     pub wake: AtomicU32,

@@ -8,7 +8,7 @@
 //! 1. the taker CASes the read word from `r << 2 | IDLE` to `r << 2 | BY_CONSUMER`
 //!    (or `BY_PRODUCER`), which gives it entry `r` exclusively;
 //! 2. it moves the entry's hold on the chunk into its own owner bit (one atomic step
-//!    in the pool, [`iox_mempool::Pool::take_queued`]);
+//!    in the pool, [`iox_mempool::Bookkeeping::take_queued`]);
 //! 3. it stores `(r + 1) << 2 | IDLE`.
 //!
 //! A taker that dies between 1 and 3 leaves the claim in place, and recovery can tell
@@ -88,7 +88,7 @@ pub struct Queue<'a> {
 const NOT_A_POWER_OF_TWO: u64 = u64::MAX;
 
 /// The mask that turns an index into a slot for a queue of `cap` slots (`cap - 1`),
-/// or [`NOT_A_POWER_OF_TWO`] (then the slot is the remainder).
+/// or `NOT_A_POWER_OF_TWO` (`u64::MAX`) (then the slot is the remainder).
 pub const fn index_mask(cap: usize) -> u64 {
     if cap.is_power_of_two() {
         cap as u64 - 1

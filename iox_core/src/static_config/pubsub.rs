@@ -11,7 +11,7 @@ use crate::static_config::{
 };
 
 /// What a publisher does when a subscriber's buffer is full. Either way the loss is
-/// counted for that subscriber ([`crate::Subscriber::missed`], `iox show`), and a
+/// counted for that subscriber (`Subscriber::missed`, `iox show`), and a
 /// `send` returns how many subscribers it reached.
 ///
 /// iox has no policy that blocks the publisher. A service without loss for its one

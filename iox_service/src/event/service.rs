@@ -74,7 +74,7 @@ impl EventBuilder {
         self
     }
     /// The largest event id (default 255, at most
-    /// [`MAX_EVENT_ID`](static_config::MAX_EVENT_ID)). On open: the service's must be
+    /// [`MAX_EVENT_ID`](crate::static_config::MAX_EVENT_ID)). On open: the service's must be
     /// at least this.
     pub fn event_id_max(mut self, max: u32) -> Self {
         self.event_id_max = Some(max);

@@ -2,7 +2,7 @@
 //! ([`crate::shm::regions::PatternParts`]).
 //!
 //! No pair queues (notifiers take the sending slots, listeners the receiving ones);
-//! after the port slots, per listener slot its pending set (see [`super::pending_set`]):
+//! after the port slots, per listener slot its pending set (see [`crate::shm::pending_set`]):
 //! `event_id_max + 1` bits in 64-bit words, each set on its own cache line(s). The
 //! header limit it records is that number of ids.
 

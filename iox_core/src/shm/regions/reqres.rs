@@ -4,7 +4,7 @@
 //! Clients take the sending slots, servers the receiving ones, and the core's pair
 //! queues carry requests (client to server, `max_active_requests_per_client` deep).
 //! After them: per client slot its request-slot words (one per active request, each
-//! client's on its own line(s), see [`super::request_word`]), then one response queue
+//! client's on its own line(s), see [`crate::shm::request_word`]), then one response queue
 //! per (server, client) pair, row-major by server,
 //! `max_active_requests_per_client x max_response_buffer` deep, laid out like the
 //! pair queues. The header limit it records is that response depth.
