@@ -19,9 +19,7 @@ use thiserror::Error;
 #[non_exhaustive]
 pub enum CudaError {
     /// `libcuda.so` could not be loaded: no NVIDIA driver on this machine.
-    #[error(
-        "no CUDA driver could be loaded (libcuda.so not found); CudaPinned services can only be used unpinned here"
-    )]
+    #[error("no CUDA driver could be loaded (libcuda.so not found): this process cannot use CUDA memory")]
     NoDriver,
     /// The driver loaded but has no such device.
     #[error("CUDA device {requested} does not exist ({count} device(s) present)")]

@@ -283,6 +283,8 @@ fn a_process_without_the_gpu_gets_an_error_naming_it() {
             assert!(text.contains("GPU-"), "{text}");
             let expected: String = iox_testkit::env("EXPECT");
             assert!(text.contains(&expected), "{text}");
+            // It speaks of this service's memory, not of another memory type's.
+            assert!(!text.contains("CudaPinned"), "{text}");
             return;
         }
         _ => {}

@@ -336,7 +336,7 @@ pub enum OpenError {
     /// with the recorded UUID (another GPU, or `CUDA_VISIBLE_DEVICES` hides it).
     /// Nothing is copied to the host instead.
     #[error(
-        "service {name:?} keeps its samples in the memory of GPU {uuid}, which this process cannot use: {reason}"
+        "service {name:?} keeps its samples in the memory of the GPU {uuid}, which this process cannot use: {reason}"
     )]
     DeviceUnavailable {
         /// The service.
