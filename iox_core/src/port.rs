@@ -1,7 +1,8 @@
-//! What every port kind shares: claiming a port slot in the dynamic segment (one guard,
-//! [`SlotClaim`](crate::slot_claim::SlotClaim), for publishers, subscribers, notifiers, listeners, clients and
-//! servers), owner bits, pinning the pool, waking receivers, and the error of port
-//! creation.
+//! What every port kind shares once it has a slot: what a port that holds chunks keeps
+//! of it ([`PortSlot`]) and the steps it leaves it by, owner bits, the journaled
+//! send, draining, pinning the pool, waking receivers, and the error of port creation.
+//! Taking the slot is [`SlotClaim`](crate::slot_claim::SlotClaim)'s (one guard for
+//! every port kind), above recovery, which it runs first.
 //!
 //! A slot is claimed with a CAS of its `node` word from 0 to the claimer's node id;
 //! the claimer bumps the generation in the state word (`CLAIMING`), fills in its pid,
