@@ -45,6 +45,7 @@ pub mod attributes;
 pub mod name;
 pub mod schema;
 pub mod static_config;
+pub mod tensor;
 pub mod user_header;
 pub mod zero_copy;
 

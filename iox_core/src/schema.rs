@@ -83,6 +83,10 @@ pub enum Schema {
     I64,
     /// `i128`.
     I128,
+    /// IEEE 754 half precision (`half::f16`, numpy's `float16`).
+    F16,
+    /// bfloat16 (`half::bf16`, an `f32` with 8 bits of mantissa).
+    BF16,
     /// `f32`.
     F32,
     /// `f64`.
@@ -214,7 +218,7 @@ impl Schema {
     pub fn size(&self) -> Option<u64> {
         Some(match self {
             Self::Bool | Self::U8 | Self::I8 => 1,
-            Self::U16 | Self::I16 => 2,
+            Self::U16 | Self::I16 | Self::F16 | Self::BF16 => 2,
             Self::U32 | Self::I32 | Self::F32 => 4,
             Self::U64 | Self::I64 | Self::F64 => 8,
             Self::U128 | Self::I128 => 16,
@@ -428,6 +432,8 @@ impl std::fmt::Display for Schema {
             Self::I32 => f.write_str("i32"),
             Self::I64 => f.write_str("i64"),
             Self::I128 => f.write_str("i128"),
+            Self::F16 => f.write_str("f16"),
+            Self::BF16 => f.write_str("bf16"),
             Self::F32 => f.write_str("f32"),
             Self::F64 => f.write_str("f64"),
             Self::Array { element, len } => write!(f, "[{element}; {len}]"),

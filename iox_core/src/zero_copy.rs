@@ -226,6 +226,30 @@ zero_copy_safe_number!(
     isize => if size_of::<isize>() == 8 { Schema::I64 } else { Schema::I32 }
 );
 
+macro_rules! zero_copy_safe_half {
+    ($($t:ty => $name:literal, $schema:expr),*) => {
+        $(
+            // SAFETY: two bytes of a number with a fixed layout (`repr(transparent)`
+            // over `u16` in the `half` crate), no pointers, every bit pattern a value.
+            unsafe impl ZeroCopySafe for $t {
+                const ANY_BIT_PATTERN: bool = true;
+
+                /// Short, as the other numbers' names are (the crate's path would name
+                /// its module layout, not the number), and what Python records for
+                /// `float16`.
+                fn type_name() -> Cow<'static, str> {
+                    Cow::Borrowed($name)
+                }
+
+                fn schema() -> Schema {
+                    $schema
+                }
+            }
+        )*
+    };
+}
+zero_copy_safe_half!(half::f16 => "f16", Schema::F16, half::bf16 => "bf16", Schema::BF16);
+
 // SAFETY: one byte, no pointers. Only 0 and 1 are valid: not ANY_BIT_PATTERN (the
 // default), so no type with a stable name can contain one.
 unsafe impl ZeroCopySafe for bool {

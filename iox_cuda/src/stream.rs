@@ -39,6 +39,17 @@ impl Stream {
     pub fn as_raw(self) -> *mut std::ffi::c_void {
         self.0.cast()
     }
+
+    /// Waits on the host until all work enqueued on the stream (of device `ordinal`)
+    /// is done.
+    pub fn synchronize(self, ordinal: i32) -> Result<(), CudaError> {
+        let ctx = Context::retain(ordinal)?;
+        ctx.run(|| {
+            // SAFETY: the stream is the caller's (valid for as long as this type's
+            // contract says).
+            check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(self.0) })
+        })
+    }
 }
 
 /// A stream iox made on one device, destroyed when dropped.

@@ -9,6 +9,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+// Most dimensions of a tensor.
+#define IOX_TENSOR_MAX_DIMS 8
+
 // Open the service if it exists, else create it.
 #define IOX_OPEN_OR_CREATE 0
 
@@ -68,10 +71,39 @@ typedef enum IoxStatus {
   // A device pointer was asked of a loan or sample whose port did not pin the pool with a
   // pinner that gives one (e.g. CUDA's).
   IOX_STATUS_NO_DEVICE_POINTER = 15,
+  // A tensor that does not fit the service (another element type, more bytes than
+  // its largest sample, strides past its end, more than 8 dimensions, a negative
+  // stride), or a received tensor record that does not describe its sample.
+  IOX_STATUS_INVALID_TENSOR = 16,
 } IoxStatus;
+
+// A tensor's element type (DLPack's types of these sizes).
+typedef enum IoxElement {
+  // No element type: the service's payload is not a slice of numbers.
+  IOX_ELEMENT_NONE = 0,
+  IOX_ELEMENT_BOOL = 1,
+  IOX_ELEMENT_U8 = 2,
+  IOX_ELEMENT_U16 = 3,
+  IOX_ELEMENT_U32 = 4,
+  IOX_ELEMENT_U64 = 5,
+  IOX_ELEMENT_I8 = 6,
+  IOX_ELEMENT_I16 = 7,
+  IOX_ELEMENT_I32 = 8,
+  IOX_ELEMENT_I64 = 9,
+  IOX_ELEMENT_F16 = 10,
+  IOX_ELEMENT_BF16 = 11,
+  IOX_ELEMENT_F32 = 12,
+  IOX_ELEMENT_F64 = 13,
+} IoxElement;
 
 // A client (opaque): used from the thread that created it.
 typedef struct IoxClient IoxClient;
+
+// A device publisher (opaque): used from the thread that created it.
+typedef struct IoxDevicePublisher IoxDevicePublisher;
+
+// A device subscriber (opaque): used from the thread that created it.
+typedef struct IoxDeviceSubscriber IoxDeviceSubscriber;
 
 // An open event service (opaque); any thread.
 typedef struct IoxEventService IoxEventService;
@@ -103,6 +135,43 @@ typedef struct IoxWaitSet IoxWaitSet;
 
 // Wakes a WaitSet from any thread (opaque): its wait returns `IOX_WAIT_INTERRUPT`.
 typedef struct IoxWaker IoxWaker;
+
+// A tensor: element type, `ndim` sizes and strides (in elements, row-major for a
+// contiguous tensor: the last dimension's stride is 1).
+typedef struct IoxTensor {
+  enum IoxElement element;
+  uint32_t ndim;
+  uint64_t shape[IOX_TENSOR_MAX_DIMS];
+  int64_t strides[IOX_TENSOR_MAX_DIMS];
+} IoxTensor;
+
+// A loaned chunk of GPU memory: write it with work on the loan's stream, then send
+// or discard it by `id`.
+typedef struct IoxDeviceLoan {
+  // The chunk's device address (in this process's context of the service's GPU).
+  uint64_t device_ptr;
+  // Bytes loaned (the tensor's span).
+  uint64_t len_bytes;
+  // What the publisher knows this loan by.
+  uint64_t id;
+  // The tensor the sample will carry.
+  struct IoxTensor tensor;
+} IoxDeviceLoan;
+
+// A received tensor in GPU memory: read it with work enqueued after a wait on a
+// stream, then release it by `id`.
+typedef struct IoxDeviceSample {
+  // The sample's device address (in this process's context of the service's GPU).
+  uint64_t device_ptr;
+  // Bytes sent.
+  uint64_t len_bytes;
+  // What the subscriber knows this sample by.
+  uint64_t id;
+  // This process's ordinal of the GPU.
+  int32_t device;
+  // Its tensor (checked against the service and the sample's bytes).
+  struct IoxTensor tensor;
+} IoxDeviceSample;
 
 // One attribute: a key and its value, NUL-terminated UTF-8.
 typedef struct IoxAttribute {
@@ -353,6 +422,138 @@ typedef struct IoxWaitSetEvent {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+// Creates a device publisher of `service` (a `CudaDevice` service); `*out` is the
+// publisher. Fails (`IOX_STATUS_PORT_CREATE_FAILED`) where this process has no CUDA
+// driver or not the service's GPU, naming it.
+//
+// # Safety
+// `service` is a pointer from `iox_pubsub_open`; `out` points to writable memory for
+// a pointer.
+enum IoxStatus iox_device_publisher_create(struct IoxPubSubService *service,
+                                           struct IoxDevicePublisher **out);
+
+// The service's element type (`IOX_ELEMENT_NONE`: not a slice of numbers), its
+// largest sample in bytes and this process's ordinal of its GPU (each out pointer may
+// be NULL).
+//
+// # Safety
+// `publisher` is a pointer from [`iox_device_publisher_create`]; the others are NULL
+// or writable.
+enum IoxStatus iox_device_publisher_info(struct IoxDevicePublisher *publisher,
+                                         enum IoxElement *element,
+                                         uint64_t *max_bytes,
+                                         int32_t *device);
+
+// Loans a chunk for `tensor` on `stream` (see the module docs); `*loan` is filled.
+//
+// # Safety
+// `publisher` is a pointer from [`iox_device_publisher_create`]; `tensor` points to a
+// readable `IoxTensor`; `stream` is as the module docs say; `loan` points to writable
+// memory for an `IoxDeviceLoan`.
+enum IoxStatus iox_device_publisher_loan(struct IoxDevicePublisher *publisher,
+                                         void *stream,
+                                         const struct IoxTensor *tensor,
+                                         struct IoxDeviceLoan *loan);
+
+// Loans a chunk for `len_bytes` bytes on `stream`: a 1-D tensor of the service's
+// element type (`len_bytes` a multiple of its size); `*loan` is filled.
+//
+// # Safety
+// As [`iox_device_publisher_loan`], without `tensor`.
+enum IoxStatus iox_device_publisher_loan_bytes(struct IoxDevicePublisher *publisher,
+                                               void *stream,
+                                               uint64_t len_bytes,
+                                               struct IoxDeviceLoan *loan);
+
+// Records the end of the writes on `stream` and sends loan `id`; `*delivered` (if not
+// NULL) is how many subscribers got it. The id is stale afterwards.
+//
+// # Safety
+// `publisher` is a pointer from [`iox_device_publisher_create`]; `stream` as the
+// module docs say; `delivered` NULL or writable.
+enum IoxStatus iox_device_publisher_send(struct IoxDevicePublisher *publisher,
+                                         uint64_t id,
+                                         void *stream,
+                                         uint64_t *delivered);
+
+// Gives loan `id` back unsent (work still writing it must be done, or ordered before
+// the chunk's next loan, by the caller). The id is stale afterwards.
+//
+// # Safety
+// `publisher` is a pointer from [`iox_device_publisher_create`].
+enum IoxStatus iox_device_publisher_discard(struct IoxDevicePublisher *publisher, uint64_t id);
+
+// Waits up to `timeout_ns` until `n` subscribers are connected; `*connected` (if not
+// NULL) is how many are.
+//
+// # Safety
+// `publisher` is a pointer from [`iox_device_publisher_create`]; `connected` NULL or
+// writable.
+enum IoxStatus iox_device_publisher_wait_for_subscribers(struct IoxDevicePublisher *publisher,
+                                                         uint64_t n,
+                                                         uint64_t timeout_ns,
+                                                         uint64_t *connected);
+
+// Drops the publisher and discards its loans (from its own thread).
+//
+// # Safety
+// `publisher` is NULL or a pointer from [`iox_device_publisher_create`].
+enum IoxStatus iox_device_publisher_drop(struct IoxDevicePublisher *publisher);
+
+// Creates a device subscriber of `service` (a `CudaDevice` service); `*out` is the
+// subscriber.
+//
+// # Safety
+// `service` is a pointer from `iox_pubsub_open`; `out` points to writable memory for
+// a pointer.
+enum IoxStatus iox_device_subscriber_create(struct IoxPubSubService *service,
+                                            struct IoxDeviceSubscriber **out);
+
+// Receives the next sample, waiting up to `timeout_ns` (0: do not wait) without
+// spinning; `*received` says whether `*sample` was filled.
+//
+// # Safety
+// `subscriber` is a pointer from [`iox_device_subscriber_create`]; `sample` and
+// `received` point to writable memory for an `IoxDeviceSample` and a `bool`.
+enum IoxStatus iox_device_subscriber_receive(struct IoxDeviceSubscriber *subscriber,
+                                             uint64_t timeout_ns,
+                                             struct IoxDeviceSample *sample,
+                                             bool *received);
+
+// Makes `stream` wait for the publisher's write of sample `id`: work enqueued on it
+// afterwards may read the sample.
+//
+// # Safety
+// `subscriber` is a pointer from [`iox_device_subscriber_create`]; `stream` as the
+// module docs say.
+enum IoxStatus iox_device_subscriber_wait(struct IoxDeviceSubscriber *subscriber,
+                                          uint64_t id,
+                                          void *stream);
+
+// Releases sample `id`, recording the end of its reads on the stream it was last
+// waited on (nothing if it never was: it was not read on the GPU). The id is stale
+// afterwards.
+//
+// # Safety
+// `subscriber` is a pointer from [`iox_device_subscriber_create`].
+enum IoxStatus iox_device_subscriber_release(struct IoxDeviceSubscriber *subscriber, uint64_t id);
+
+// Releases sample `id` after the reads enqueued on `stream`. The id is stale
+// afterwards (also when the driver refused the record: the sample is released).
+//
+// # Safety
+// `subscriber` is a pointer from [`iox_device_subscriber_create`]; `stream` as the
+// module docs say.
+enum IoxStatus iox_device_subscriber_release_on(struct IoxDeviceSubscriber *subscriber,
+                                                uint64_t id,
+                                                void *stream);
+
+// Drops the subscriber and releases its samples (from its own thread).
+//
+// # Safety
+// `subscriber` is NULL or a pointer from [`iox_device_subscriber_create`].
+enum IoxStatus iox_device_subscriber_drop(struct IoxDeviceSubscriber *subscriber);
 
 // The default options. Does nothing if `options` is NULL.
 //

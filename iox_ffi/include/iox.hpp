@@ -212,6 +212,9 @@ struct Options {
     std::uint32_t history = 0;
     std::uint32_t max_loans = 0;
     std::uint32_t max_held = 0;
+    /// The pool's memory type code (0 CPU, 1 page-locked, 2 CUDA-pinned, 3 GPU device
+    /// memory, >= 0x100 users' own); unset: CPU when creating, any when opening.
+    std::optional<std::uint32_t> memory_type{};
     /// Attributes to record when creating (not compared on open).
     std::vector<Attribute> attributes{};
     /// Attributes an existing service must have when opening (a call that may create
@@ -545,6 +548,264 @@ private:
     IoxSubscriber* port_;
 };
 
+/// A tensor's element type, shape and strides (in elements; row-major when made with
+/// `contiguous`): what a device sample carries beside its bytes.
+struct Tensor {
+    IoxElement element = IOX_ELEMENT_NONE;
+    std::vector<std::uint64_t> shape{};
+    std::vector<std::int64_t> strides{};
+
+    /// A row-major tensor of `shape`.
+    static Tensor contiguous(IoxElement element, std::vector<std::uint64_t> shape) {
+        std::vector<std::int64_t> strides(shape.size());
+        std::int64_t next = 1;
+        for (std::size_t d = shape.size(); d-- > 0;) {
+            strides[d] = next;
+            next *= static_cast<std::int64_t>(shape[d] == 0 ? 1 : shape[d]);
+        }
+        return Tensor{element, std::move(shape), std::move(strides)};
+    }
+    static Tensor of(const IoxTensor& t) {
+        Tensor out{t.element, {}, {}};
+        for (std::uint32_t d = 0; d < t.ndim && d < IOX_TENSOR_MAX_DIMS; ++d) {
+            out.shape.push_back(t.shape[d]);
+            out.strides.push_back(t.strides[d]);
+        }
+        return out;
+    }
+    /// The C description (more than `IOX_TENSOR_MAX_DIMS` dimensions, or strides of
+    /// another count, are refused by the loan).
+    IoxTensor to_c() const {
+        IoxTensor t{};
+        t.element = element;
+        t.ndim = static_cast<std::uint32_t>(shape.size() == strides.size() ? shape.size() : IOX_TENSOR_MAX_DIMS + 1);
+        for (std::size_t d = 0; d < shape.size() && d < IOX_TENSOR_MAX_DIMS; ++d) t.shape[d] = shape[d];
+        for (std::size_t d = 0; d < strides.size() && d < IOX_TENSOR_MAX_DIMS; ++d) t.strides[d] = strides[d];
+        return t;
+    }
+};
+
+/// The element type of numbers `E` (`IOX_ELEMENT_NONE` for other types).
+template <class E>
+constexpr IoxElement element_of() {
+    if constexpr (std::is_same_v<E, float>) return IOX_ELEMENT_F32;
+    else if constexpr (std::is_same_v<E, double>) return IOX_ELEMENT_F64;
+    else if constexpr (std::is_same_v<E, std::uint8_t>) return IOX_ELEMENT_U8;
+    else if constexpr (std::is_same_v<E, std::uint16_t>) return IOX_ELEMENT_U16;
+    else if constexpr (std::is_same_v<E, std::uint32_t>) return IOX_ELEMENT_U32;
+    else if constexpr (std::is_same_v<E, std::uint64_t>) return IOX_ELEMENT_U64;
+    else if constexpr (std::is_same_v<E, std::int8_t>) return IOX_ELEMENT_I8;
+    else if constexpr (std::is_same_v<E, std::int16_t>) return IOX_ELEMENT_I16;
+    else if constexpr (std::is_same_v<E, std::int32_t>) return IOX_ELEMENT_I32;
+    else if constexpr (std::is_same_v<E, std::int64_t>) return IOX_ELEMENT_I64;
+    else return IOX_ELEMENT_NONE;
+}
+
+class DevicePublisher;
+class DeviceSubscriber;
+
+/// A loaned chunk of GPU memory (a device service's), ordered on the stream it was
+/// loaned on: write `device_ptr()` with work on that stream, then `send(stream)`.
+/// Discarded when dropped unsent. Move-only; must not outlive its publisher. Streams
+/// are `CUstream`s as `void*` (nullptr: the legacy default stream).
+class DeviceLoan {
+public:
+    DeviceLoan(DeviceLoan&& o) noexcept : port_(std::exchange(o.port_, nullptr)), loan_(o.loan_) {}
+    DeviceLoan& operator=(DeviceLoan&& o) noexcept {
+        if (this != &o) {
+            discard();
+            port_ = std::exchange(o.port_, nullptr);
+            loan_ = o.loan_;
+        }
+        return *this;
+    }
+    DeviceLoan(const DeviceLoan&) = delete;
+    DeviceLoan& operator=(const DeviceLoan&) = delete;
+    ~DeviceLoan() { discard(); }
+
+    /// The chunk's device address.
+    std::uint64_t device_ptr() const { return loan_.device_ptr; }
+    /// Bytes loaned (the tensor's span).
+    std::size_t size_bytes() const { return static_cast<std::size_t>(loan_.len_bytes); }
+    /// The tensor the sample will carry.
+    Tensor tensor() const { return Tensor::of(loan_.tensor); }
+
+    /// Records the end of the writes on `stream` and sends; how many subscribers got it.
+    Result<std::uint64_t> send(void* stream) && {
+        std::uint64_t delivered = 0;
+        IoxStatus s = iox_device_publisher_send(port_, loan_.id, stream, &delivered);
+        if (s != IOX_STATUS_WRONG_THREAD) port_ = nullptr;
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return delivered;
+    }
+
+private:
+    friend class DevicePublisher;
+    DeviceLoan(IoxDevicePublisher* port, const IoxDeviceLoan& loan) : port_(port), loan_(loan) {}
+    void discard() {
+        if (port_ != nullptr) iox_device_publisher_discard(port_, loan_.id);
+        port_ = nullptr;
+    }
+    IoxDevicePublisher* port_;
+    IoxDeviceLoan loan_;
+};
+
+/// A publisher of a device service (`PubSub<E[]>` with memory type 3, `CudaDevice`):
+/// loans chunks of GPU memory for tensors of the service's element type.
+class DevicePublisher {
+public:
+    DevicePublisher(DevicePublisher&& o) noexcept : port_(std::exchange(o.port_, nullptr)) {}
+    DevicePublisher& operator=(DevicePublisher&& o) noexcept {
+        if (this != &o) {
+            if (port_ != nullptr) iox_device_publisher_drop(port_);
+            port_ = std::exchange(o.port_, nullptr);
+        }
+        return *this;
+    }
+    DevicePublisher(const DevicePublisher&) = delete;
+    DevicePublisher& operator=(const DevicePublisher&) = delete;
+    ~DevicePublisher() {
+        if (port_ != nullptr) iox_device_publisher_drop(port_);
+    }
+
+    /// A chunk for `tensor`, ordered on `stream` after the chunk's last readers
+    /// (`IOX_STATUS_INVALID_TENSOR`, naming the sizes, for one that does not fit).
+    Result<DeviceLoan> loan(const Tensor& tensor, void* stream) {
+        IoxTensor t = tensor.to_c();
+        IoxDeviceLoan l{};
+        IoxStatus s = iox_device_publisher_loan(port_, stream, &t, &l);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return DeviceLoan(port_, l);
+    }
+    /// A chunk for `bytes` bytes (a 1-D tensor of the element type), ordered on `stream`.
+    Result<DeviceLoan> loan_bytes(std::size_t bytes, void* stream) {
+        IoxDeviceLoan l{};
+        IoxStatus s = iox_device_publisher_loan_bytes(port_, stream, bytes, &l);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return DeviceLoan(port_, l);
+    }
+    /// Waits up to `timeout` until `n` subscribers are connected; how many are.
+    template <class Rep, class Period>
+    Result<std::uint64_t> wait_for_subscribers(std::uint64_t n, std::chrono::duration<Rep, Period> timeout) {
+        std::uint64_t got = 0;
+        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
+        IoxStatus s = iox_device_publisher_wait_for_subscribers(port_, n, static_cast<std::uint64_t>(ns), &got);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return got;
+    }
+    /// The service's element type (`IOX_ELEMENT_NONE`: not a slice of numbers).
+    IoxElement element() const {
+        IoxElement e = IOX_ELEMENT_NONE;
+        iox_device_publisher_info(port_, &e, nullptr, nullptr);
+        return e;
+    }
+    /// The largest tensor in bytes.
+    std::uint64_t max_bytes() const {
+        std::uint64_t n = 0;
+        iox_device_publisher_info(port_, nullptr, &n, nullptr);
+        return n;
+    }
+    /// This process's ordinal of the service's GPU.
+    int device() const {
+        std::int32_t d = -1;
+        iox_device_publisher_info(port_, nullptr, nullptr, &d);
+        return d;
+    }
+
+private:
+    template <class T, class H>
+    friend class PubSub;
+    explicit DevicePublisher(IoxDevicePublisher* p) : port_(p) {}
+    IoxDevicePublisher* port_;
+};
+
+/// A received tensor in GPU memory: read `device_ptr()` with work enqueued on a stream
+/// after `wait(stream)`; released (after the reads on the stream last waited on) when
+/// dropped, or on a given stream with `release_on`. Move-only; must not outlive its
+/// subscriber.
+class DeviceSample {
+public:
+    DeviceSample(DeviceSample&& o) noexcept : port_(std::exchange(o.port_, nullptr)), sample_(o.sample_) {}
+    DeviceSample& operator=(DeviceSample&& o) noexcept {
+        if (this != &o) {
+            release();
+            port_ = std::exchange(o.port_, nullptr);
+            sample_ = o.sample_;
+        }
+        return *this;
+    }
+    DeviceSample(const DeviceSample&) = delete;
+    DeviceSample& operator=(const DeviceSample&) = delete;
+    ~DeviceSample() { release(); }
+
+    std::uint64_t device_ptr() const { return sample_.device_ptr; }
+    std::size_t size_bytes() const { return static_cast<std::size_t>(sample_.len_bytes); }
+    /// This process's ordinal of the GPU.
+    int device() const { return sample_.device; }
+    /// Its element type, shape and strides.
+    Tensor tensor() const { return Tensor::of(sample_.tensor); }
+
+    /// Makes `stream` wait for the publisher's write.
+    Result<bool> wait(void* stream) {
+        IoxStatus s = iox_device_subscriber_wait(port_, sample_.id, stream);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return true;
+    }
+    /// Releases the sample after the reads enqueued on `stream`.
+    Result<bool> release_on(void* stream) && {
+        IoxStatus s = iox_device_subscriber_release_on(port_, sample_.id, stream);
+        if (s != IOX_STATUS_WRONG_THREAD) port_ = nullptr;
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return true;
+    }
+
+private:
+    friend class DeviceSubscriber;
+    DeviceSample(IoxDeviceSubscriber* port, const IoxDeviceSample& s) : port_(port), sample_(s) {}
+    void release() {
+        if (port_ != nullptr) iox_device_subscriber_release(port_, sample_.id);
+        port_ = nullptr;
+    }
+    IoxDeviceSubscriber* port_;
+    IoxDeviceSample sample_;
+};
+
+/// A subscriber of a device service.
+class DeviceSubscriber {
+public:
+    DeviceSubscriber(DeviceSubscriber&& o) noexcept : port_(std::exchange(o.port_, nullptr)) {}
+    DeviceSubscriber& operator=(DeviceSubscriber&& o) noexcept {
+        if (this != &o) {
+            if (port_ != nullptr) iox_device_subscriber_drop(port_);
+            port_ = std::exchange(o.port_, nullptr);
+        }
+        return *this;
+    }
+    DeviceSubscriber(const DeviceSubscriber&) = delete;
+    DeviceSubscriber& operator=(const DeviceSubscriber&) = delete;
+    ~DeviceSubscriber() {
+        if (port_ != nullptr) iox_device_subscriber_drop(port_);
+    }
+
+    /// The next sample, waiting up to `timeout` (zero: not at all), or std::nullopt.
+    template <class Rep = std::int64_t, class Period = std::nano>
+    Result<std::optional<DeviceSample>> receive(std::chrono::duration<Rep, Period> timeout = {}) {
+        IoxDeviceSample got{};
+        bool received = false;
+        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
+        IoxStatus s = iox_device_subscriber_receive(port_, static_cast<std::uint64_t>(ns), &got, &received);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        if (!received) return std::optional<DeviceSample>{};
+        return std::optional<DeviceSample>(DeviceSample(port_, got));
+    }
+
+private:
+    template <class T, class H>
+    friend class PubSub;
+    explicit DeviceSubscriber(IoxDeviceSubscriber* p) : port_(p) {}
+    IoxDeviceSubscriber* port_;
+};
+
 /// A publish-subscribe service of `T`, shared with Rust, Python and other C++ programs
 /// that name the same type. With `H` (not `NoHeader`), every sample also carries a
 /// user header of type `H` (named by `TypeName<H>`, as a Rust program's
@@ -615,6 +876,23 @@ public:
         return Subscriber<T, H>(p);
     }
 
+    /// A publisher of a device service (memory type 3, `CudaDevice`): its loans are
+    /// tensors in GPU memory (see `DevicePublisher`).
+    Result<DevicePublisher> device_publisher() {
+        IoxDevicePublisher* p = nullptr;
+        IoxStatus s = iox_device_publisher_create(service_, &p);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return DevicePublisher(p);
+    }
+
+    /// A subscriber of a device service (see `DeviceSubscriber`).
+    Result<DeviceSubscriber> device_subscriber() {
+        IoxDeviceSubscriber* p = nullptr;
+        IoxStatus s = iox_device_subscriber_create(service_, &p);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return DeviceSubscriber(p);
+    }
+
 private:
     explicit PubSub(IoxPubSubService* s) : service_(s) {}
     static Result<PubSub> open(const std::string& name, std::uint32_t mode, const Options& o) {
@@ -630,6 +908,10 @@ private:
         opts.history = o.history;
         opts.max_loans = o.max_loans;
         opts.max_held = o.max_held;
+        if (o.memory_type) {
+            opts.memory_type = *o.memory_type;
+            opts.memory_type_set = true;
+        }
         detail::AttributeArrays attributes(o.attributes, o.required_attributes);
         attributes.fill(opts);
         if constexpr (has_header<H>) opts.user_header = type_of<H>();

@@ -385,6 +385,16 @@ impl<T> Slots<T> {
         }
     }
 
+    /// The item named `id`, if it is live, to change it in place.
+    #[inline]
+    pub(crate) fn get_mut(&mut self, id: u64) -> Option<&mut T> {
+        let (index, generation) = self.slot_of(id)?;
+        match self.slots.get_mut(index) {
+            Some((g, Some(item))) if *g == generation => Some(item),
+            _ => None,
+        }
+    }
+
     /// Takes the item named `id` out, if it is live; its id is stale from then on.
     #[inline]
     pub(crate) fn remove(&mut self, id: u64) -> Option<T> {

@@ -35,11 +35,18 @@
 //!   `iox_*_attribute_count`, `iox_*_attribute` and `iox_*_attribute_get` read a
 //!   service's, as strings its handle keeps (see `attributes`).
 //!
+//! - **Device memory** (`CudaDevice` services, the `cuda` feature, on by default: the
+//!   driver is loaded at run time, when a process first uses one): device publishers
+//!   and subscribers whose loans and samples are tensors in GPU memory, ordered on the
+//!   caller's CUDA streams (see `device`).
+//!
 //! Not in the C ABI: the blocking `receive_async`-style integrations (C has the
 //! readiness descriptors instead).
 
 mod args;
 pub mod attributes;
+#[cfg(feature = "cuda")]
+pub mod device;
 pub mod event;
 mod handle;
 pub mod held;
@@ -51,6 +58,10 @@ pub mod subscriber;
 pub mod waitset;
 
 pub use attributes::IoxAttribute;
+#[cfg(feature = "cuda")]
+pub use device::{
+    IoxDeviceLoan, IoxDevicePublisher, IoxDeviceSample, IoxDeviceSubscriber, IoxElement, IoxTensor,
+};
 pub use event::{IoxEventOptions, IoxEventService, IoxListener, IoxNotifier};
 pub use held::{IoxHeldLoan, IoxHeldSample, IoxHeldState};
 pub use publisher::{IoxLoan, IoxPublisher};

@@ -23,7 +23,7 @@ use std::ffi::{c_char, c_void};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use iox_service::{HeaderType, MemoryType, PayloadType, PubSubBuilder, PubSubService, Service};
+use iox_service::{HeaderType, MemoryType, PayloadType, PubSubBuilder, PubSubService, Schema, Service};
 
 pub(crate) use crate::args::{read_options, text};
 use crate::attributes::{AttributeSettings, CAttributes, IoxAttribute};
@@ -253,6 +253,34 @@ pub(crate) unsafe fn header_type(t: &IoxType, what: &str) -> Result<Option<Heade
     }))
 }
 
+/// The schema of a payload whose element is one of Rust's numbers by name and size
+/// (`"f32"`, 4 bytes): what a Rust program of `[f32]` or `f32` records, so tools read
+/// it and a device service of it is a tensor service (`iox_service::tensor`). Other
+/// types record none (C has no field layout to give).
+fn number_schema(payload: &PayloadType) -> Option<Schema> {
+    let (name, size) = match payload {
+        PayloadType::Typed { type_name, size, .. } => (type_name, *size),
+        PayloadType::Slice { element, size, .. } => (element, *size),
+    };
+    [
+        Schema::Bool,
+        Schema::U8,
+        Schema::U16,
+        Schema::U32,
+        Schema::U64,
+        Schema::I8,
+        Schema::I16,
+        Schema::I32,
+        Schema::I64,
+        Schema::F16,
+        Schema::BF16,
+        Schema::F32,
+        Schema::F64,
+    ]
+    .into_iter()
+    .find(|s| s.to_string() == *name && s.size() == Some(size))
+}
+
 /// The service `name` under `root` (NULL: `IOX_ROOT`, else `/dev/shm`), its name
 /// checked.
 ///
@@ -354,11 +382,16 @@ pub unsafe extern "C" fn iox_pubsub_open(
                 header_type(&o.user_header, "options.user_header")?,
             )
         };
+        let schema = number_schema(&payload);
         // SAFETY: the ports of this service (publisher.rs, subscriber.rs, held.rs) loan
         // only with `loan_raw`, receive only with `receive_raw`/`receive_timeout_raw`,
         // and hand C the payload's and the header's addresses only (`as_ptr`,
-        // `header_ptr`), as `raw_payload_type` and `raw_user_header` require.
+        // `header_ptr`), as `raw_payload_type` and `raw_user_header` require; the device
+        // ports (device.rs) hand out device addresses only.
         let mut b = unsafe { service.publish_subscribe::<[u8]>().raw_payload_type(payload) };
+        if let Some(schema) = schema {
+            b = b.payload_schema(schema);
+        }
         if let Some(h) = header {
             // SAFETY: as above: the header is moved only through `header_ptr`.
             b = unsafe { b.raw_user_header(h) };

@@ -54,6 +54,10 @@ pub enum IoxStatus {
     /// A device pointer was asked of a loan or sample whose port did not pin the pool with a
     /// pinner that gives one (e.g. CUDA's).
     NoDevicePointer = 15,
+    /// A tensor that does not fit the service (another element type, more bytes than
+    /// its largest sample, strides past its end, more than 8 dimensions, a negative
+    /// stride), or a received tensor record that does not describe its sample.
+    InvalidTensor = 16,
 }
 
 thread_local! {
@@ -128,6 +132,7 @@ pub extern "C" fn iox_status_name(status: i32) -> *const c_char {
         13 => b"IOX_STATUS_LISTEN_FAILED\0",
         14 => b"IOX_STATUS_WAIT_SET_FAILED\0",
         15 => b"IOX_STATUS_NO_DEVICE_POINTER\0",
+        16 => b"IOX_STATUS_INVALID_TENSOR\0",
         _ => b"IOX_STATUS_UNKNOWN\0",
     };
     name.as_ptr().cast()

@@ -50,3 +50,36 @@ fn loans_and_samples_of_a_pinned_service_give_device_pointers_in_c() {
         names(&calls)
     );
 }
+
+/// Device tensors through the C API, against the double: a C program's device
+/// publisher and subscriber of a `CudaDevice` service of f32 send tensors with their
+/// shapes and strides, and bad tensors and stale ids are refused with their statuses
+/// and messages (see the program's comment).
+#[test]
+fn device_tensors_travel_through_the_c_api_and_bad_ones_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let driver = Driver::new(dir.path());
+    if !driver.is_double() {
+        iox_testkit::skip(
+            "device_tensors_travel_through_the_c_api_and_bad_ones_are_refused",
+            iox_testkit::REQUIRE_GPU,
+            "runs against the double only",
+        );
+        return;
+    }
+    let exe = build("tests/programs/c_device_tensors.c", "c_device_tensors", &[]);
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let out = Command::new(&exe)
+        .arg(&root)
+        .envs(driver.envs())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "device tensors ok\n");
+}

@@ -15,18 +15,22 @@
 //! them. A sample is exported once (the capsule then owns it); `release(stream)` lets
 //! go of one never exported.
 //!
-//! The capsule is the classic unversioned `DLManagedTensor` (`"dltensor"`): a 1-D
-//! `uint8` tensor of the sample's bytes, no strides, offset 0.
+//! The capsule (see `dlpack`) has the element type, shape and strides the publisher
+//! recorded with the sample (checked against the service and the sample's bytes: a
+//! damaged record raises `BufferError`); a service whose payload is not a slice of
+//! numbers gives a 1-D `uint8` tensor of the sample's bytes.
+//!
+//! Device publishers are in `device_publisher`.
 
-use std::ffi::{CStr, c_void};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use iox_service::cuda::Stream;
+use iox_service::tensor::{DType, TensorError, TensorLayout};
 use iox_service::{DeviceSample, DeviceSubscriber};
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
 
+use crate::dlpack::{self, KDL_CUDA, dlpack_stream};
 use crate::errors;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -69,6 +73,7 @@ impl PyDeviceSubscriber {
             nbytes: s.len(),
             device_ptr: s.device_ptr(),
             ordinal: s.device_ordinal(),
+            tensor: tensor_of(&s),
             inner: Mutex::new(Some(s)),
         }))
     }
@@ -88,25 +93,16 @@ pub(crate) struct PyDeviceSample {
     nbytes: usize,
     device_ptr: u64,
     ordinal: i32,
+    /// The tensor the sample holds, read once at the receive (`Err`: a damaged record,
+    /// raised when the tensor is asked for).
+    tensor: Result<TensorLayout, TensorError>,
 }
 
-/// The stream DLPack's `stream` argument names (`None` for -1: no ordering).
-fn dlpack_stream(stream: Option<i64>) -> PyResult<Option<Stream>> {
-    match stream {
-        None => Ok(Some(Stream::null())),
-        Some(-1) => Ok(None),
-        Some(0) => Err(PyValueError::new_err(
-            "stream=0 is ambiguous for CUDA in DLPack; pass 1 (legacy default) or a stream handle",
-        )),
-        // The release records on the stream later, maybe on another thread, where the
-        // per-thread default stream is another stream.
-        Some(2) => Err(PyValueError::new_err(
-            "stream=2 (the per-thread default stream) is not accepted: the tensor's release may run on another thread, whose per-thread stream is another one; pass a stream handle",
-        )),
-        Some(s) if s < -1 => Err(PyValueError::new_err(format!("stream={s} is not a CUDA stream"))),
-        // SAFETY: DLPack's contract: the consumer passes a valid stream of the
-        // device (or the special handles 1 and 2), alive while it uses the tensor.
-        Some(s) => Ok(Some(unsafe { Stream::from_raw(s as usize as *mut c_void) })),
+/// The sample's tensor: its record, or its bytes on a service that carries no tensors.
+fn tensor_of(sample: &DeviceSample) -> Result<TensorLayout, TensorError> {
+    match sample.tensor() {
+        Err(TensorError::NotATensorService { .. }) => TensorLayout::contiguous(DType::U8, &[sample.len()]),
+        other => other,
     }
 }
 
@@ -126,6 +122,22 @@ impl PyDeviceSample {
     #[getter]
     fn device(&self) -> i32 {
         self.ordinal
+    }
+    /// The tensor's shape (its element type's name is `dtype`).
+    #[getter]
+    fn shape(&self) -> PyResult<Vec<u64>> {
+        Ok(self.layout()?.shape().to_vec())
+    }
+    /// The tensor's strides, in elements.
+    #[getter]
+    fn strides(&self) -> PyResult<Vec<i64>> {
+        Ok(self.layout()?.strides().to_vec())
+    }
+    /// The element type's name (`"float32"`, `"bfloat16"`, ...; `"uint8"` for a
+    /// service that carries bytes).
+    #[getter]
+    fn dtype(&self) -> PyResult<&'static str> {
+        Ok(self.layout()?.dtype().name())
     }
     /// Makes `stream` (a `CUstream` as an int, or 1 / 2) wait for the publisher's
     /// write; the release then records the end of the reads on it.
@@ -177,6 +189,7 @@ impl PyDeviceSample {
             ));
         }
         let stream = dlpack_stream(stream)?;
+        let layout = self.layout()?;
         let mut sample = self
             .inner
             .lock()
@@ -190,112 +203,33 @@ impl PyDeviceSample {
         if let Some(s) = stream {
             sample.wait_on(s).map_err(errors::other)?;
         }
-        capsule(py, sample, self.ordinal)
-    }
-    fn __repr__(&self) -> String {
-        format!(
-            "<iox.DeviceSample {} bytes on GPU {} at {:#x}>",
-            self.nbytes, self.ordinal, self.device_ptr
+        dlpack::export(
+            py,
+            self.device_ptr,
+            (KDL_CUDA, self.ordinal),
+            &layout,
+            Some(Box::new(sample)),
         )
     }
-}
-
-const KDL_CUDA: i32 = 2;
-const KDL_UINT: u8 = 1;
-const NAME: &CStr = c"dltensor";
-
-#[repr(C)]
-struct DlDevice {
-    device_type: i32,
-    device_id: i32,
-}
-
-#[repr(C)]
-struct DlDataType {
-    code: u8,
-    bits: u8,
-    lanes: u16,
-}
-
-#[repr(C)]
-struct DlTensor {
-    data: *mut c_void,
-    device: DlDevice,
-    ndim: i32,
-    dtype: DlDataType,
-    shape: *mut i64,
-    strides: *mut i64,
-    byte_offset: u64,
-}
-
-/// `DLManagedTensor`, followed by what it owns (one allocation: the tensor first, so
-/// its address is the box's).
-#[repr(C)]
-struct Managed {
-    tensor: DlTensor,
-    manager_ctx: *mut c_void,
-    deleter: Option<unsafe extern "C" fn(*mut Managed)>,
-    shape: [i64; 1],
-    sample: Option<DeviceSample>,
-}
-
-/// The deleter DLPack consumers call when done: releases the sample (recording the
-/// end of the reads on the stream it waited on) and frees the tensor.
-unsafe extern "C" fn delete(managed: *mut Managed) {
-    if !managed.is_null() {
-        // SAFETY: made by `Box::into_raw` in `capsule`, deleted once (DLPack's
-        // contract: the consumer calls it once; the capsule destructor only for an
-        // unconsumed capsule).
-        drop(unsafe { Box::from_raw(managed) });
-    }
-}
-
-/// Destroys a capsule: an unconsumed one (still named "dltensor") deletes its tensor.
-unsafe extern "C" fn destroy_capsule(capsule: *mut pyo3::ffi::PyObject) {
-    // SAFETY: called by Python with the capsule being destroyed.
-    unsafe {
-        if pyo3::ffi::PyCapsule_IsValid(capsule, NAME.as_ptr()) == 1 {
-            let managed = pyo3::ffi::PyCapsule_GetPointer(capsule, NAME.as_ptr()).cast::<Managed>();
-            delete(managed);
+    fn __repr__(&self) -> String {
+        match &self.tensor {
+            Ok(t) => format!(
+                "<iox.DeviceSample {} {:?} on GPU {} at {:#x}>",
+                t.dtype(),
+                t.shape(),
+                self.ordinal,
+                self.device_ptr
+            ),
+            Err(_) => format!(
+                "<iox.DeviceSample {} bytes on GPU {} at {:#x}>",
+                self.nbytes, self.ordinal, self.device_ptr
+            ),
         }
     }
 }
 
-fn capsule(py: Python<'_>, sample: DeviceSample, ordinal: i32) -> PyResult<Bound<'_, PyAny>> {
-    let ptr = sample.device_ptr();
-    let mut managed = Box::new(Managed {
-        tensor: DlTensor {
-            data: ptr as usize as *mut c_void,
-            device: DlDevice {
-                device_type: KDL_CUDA,
-                device_id: ordinal,
-            },
-            ndim: 1,
-            dtype: DlDataType {
-                code: KDL_UINT,
-                bits: 8,
-                lanes: 1,
-            },
-            shape: std::ptr::null_mut(),
-            strides: std::ptr::null_mut(),
-            byte_offset: 0,
-        },
-        manager_ctx: std::ptr::null_mut(),
-        deleter: Some(delete),
-        shape: [sample.len() as i64],
-        sample: Some(sample),
-    });
-    managed.tensor.shape = managed.shape.as_mut_ptr();
-    let raw = Box::into_raw(managed);
-    // SAFETY: `raw` is a live Managed; the name is static; the destructor deletes an
-    // unconsumed capsule's tensor. On failure the tensor is ours to delete.
-    unsafe {
-        (*raw).manager_ctx = raw.cast();
-        let capsule = pyo3::ffi::PyCapsule_New(raw.cast(), NAME.as_ptr(), Some(destroy_capsule));
-        if capsule.is_null() {
-            delete(raw);
-            return Err(PyErr::fetch(py));
-        }
-        Ok(Bound::from_owned_ptr(py, capsule))
+impl PyDeviceSample {
+    fn layout(&self) -> PyResult<TensorLayout> {
+        self.tensor.clone().map_err(dlpack::tensor_error)
     }
 }

@@ -28,6 +28,10 @@ mod attributes;
 mod blackboard;
 #[cfg(feature = "cuda")]
 mod device;
+#[cfg(feature = "cuda")]
+mod device_publisher;
+#[cfg(feature = "cuda")]
+mod dlpack;
 mod errors;
 mod event;
 mod inspect;
@@ -48,6 +52,8 @@ fn _iox(m: &Bound<'_, PyModule>) -> PyResult<()> {
     blackboard::register(m)?;
     #[cfg(feature = "cuda")]
     device::register(m)?;
+    #[cfg(feature = "cuda")]
+    device_publisher::register(m)?;
     inspect::register(m)?;
     m.add_function(wrap_pyfunction!(check_name, m)?)?;
     Ok(())

@@ -457,6 +457,29 @@ impl PyPubSubService {
             "this iox package was built without the `cuda` feature: it cannot use CUDA_DEVICE services",
         ))
     }
+    /// A publisher of a `CUDA_DEVICE` service: loans are writable DLPack tensors of GPU
+    /// memory, `send_tensor` copies any DLPack tensor in (see `iox.DevicePublisher`).
+    /// Owned by the calling thread. Needs the package built with the `cuda` feature.
+    fn device_publisher(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        #[cfg(feature = "cuda")]
+        {
+            let publisher = self
+                .inner
+                .device_publisher_builder()
+                .create()
+                .map_err(errors::other)?;
+            Ok(crate::device_publisher::PyDevicePublisher::new(publisher)
+                .into_pyobject(py)?
+                .into_any()
+                .unbind())
+        }
+        #[cfg(not(feature = "cuda"))]
+        let _ = py;
+        #[cfg(not(feature = "cuda"))]
+        Err(errors::other(
+            "this iox package was built without the `cuda` feature: it cannot use CUDA_DEVICE services",
+        ))
+    }
     /// A publisher (owned by the calling thread). See `iox.Publisher`.
     #[pyo3(signature = (pin = false))]
     fn publisher(&self, py: Python<'_>, pin: bool) -> PyResult<crate::publisher::PyPublisher> {

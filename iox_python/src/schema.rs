@@ -10,7 +10,8 @@
 //! named after its `type_name`); a nested one after the `iox.Type` whose dtype it is
 //! (`Type` records its name in the dtype's metadata, under `iox.type_name`), else
 //! after its field (Rust's names of nested structs are not compared on open).
-//! Anything else (objects, strings, datetimes, complex, `float16`, a non-native byte
+//! `float16` is `F16` (Rust's `half::f16`); numpy has no bfloat16, so a `BF16` schema
+//! reads as two bytes (`V2`). Anything else (objects, strings, datetimes, complex, a non-native byte
 //! order, a field name that is not printable ASCII, more nesting or fields than a
 //! schema may have) makes the whole dtype inexpressible: the service then records no
 //! schema, as before schemas existed.
@@ -106,6 +107,7 @@ fn of_element(dtype: &Bound<'_, PyArrayDescr>, name: &str, alignment: Option<u64
         (b'i', 2) => Schema::I16,
         (b'i', 4) => Schema::I32,
         (b'i', 8) => Schema::I64,
+        (b'f', 2) => Schema::F16,
         (b'f', 4) => Schema::F32,
         (b'f', 8) => Schema::F64,
         _ => return None,
@@ -171,6 +173,7 @@ fn element_dtype<'py>(py: Python<'py>, schema: &Schema) -> PyResult<Bound<'py, P
         Schema::I16 => numpy::dtype::<i16>(py),
         Schema::I32 => numpy::dtype::<i32>(py),
         Schema::I64 => numpy::dtype::<i64>(py),
+        Schema::F16 => np_dtype("float16".into_pyobject(py)?.into_any())?,
         Schema::F32 => numpy::dtype::<f32>(py),
         Schema::F64 => numpy::dtype::<f64>(py),
         Schema::Array { .. } => {

@@ -87,7 +87,7 @@ for i in range(COUNT):
     t = m.dl_tensor
     assert t.data == s.device_ptr and t.device.device_type == 2 and t.device.device_id == 0
     assert t.ndim == 1 and t.shape[0] == TENSOR and (t.dtype.code, t.dtype.bits, t.dtype.lanes) == (1, 8, 1)
-    assert not t.strides and t.byte_offset == 0
+    assert t.strides[0] == 1 and t.byte_offset == 0   # a bytes service: one stride of 1
     head = (c.c_uint8 * 64)()
     assert cuda.cuMemcpyDtoH_v2(head, c.c_uint64(t.data), 64) == 0
     assert bytes(head) == bytes([i]) * 64, (i, bytes(head)[:8])

@@ -43,7 +43,7 @@ mod waitset;
 
 // The core's modules, under the paths the ports use (`crate::shm`, ...); the public
 // ones are part of this crate's API.
-pub use iox_core::{attributes, inspect, name, schema, static_config};
+pub use iox_core::{attributes, inspect, name, schema, static_config, tensor};
 use iox_core::{port, recovery, shm, slot_claim, zero_copy};
 #[cfg(feature = "testing")]
 #[doc(hidden)]

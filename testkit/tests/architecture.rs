@@ -53,6 +53,7 @@ const CORE_LAYERS: &[(&str, &[&str])] = &[
             "name",
             "schema",
             "static_config",
+            "tensor",
             "user_header",
             "zero_copy",
         ],

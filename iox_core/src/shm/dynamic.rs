@@ -62,7 +62,7 @@ use crate::static_config::StaticConfig;
 /// Magic of a dynamic segment.
 pub const DYNAMIC_MAGIC: u64 = u64::from_le_bytes(*b"IOXDYN\x00\x04");
 /// Version of the dynamic segment format.
-pub const DYNAMIC_VERSION: u32 = 13;
+pub const DYNAMIC_VERSION: u32 = 14;
 pub const HEADER_LEN: usize = 128;
 /// Open service handles (one per process and `open`) a service can have at once.
 pub const USER_SLOTS: usize = 128;

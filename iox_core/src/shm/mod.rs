@@ -14,3 +14,4 @@ pub mod publishers_seen;
 pub mod queue;
 pub mod regions;
 pub mod request_word;
+pub mod tensor_record;

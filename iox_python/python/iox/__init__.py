@@ -44,6 +44,13 @@ __all__ = [
     "Listener", "Blackboard", "BlackboardBuilder", "BlackboardReader", "BlackboardWriter",
 ]
 
+# Device-memory ports: in a package built with the `cuda` feature (the default; the
+# driver is loaded only when a CUDA_DEVICE service is used).
+for _name in ("DevicePublisher", "DeviceLoan", "DeviceSubscriber", "DeviceSample"):
+    if hasattr(_iox, _name):
+        globals()[_name] = getattr(_iox, _name)
+        __all__.append(_name)
+
 
 def pool_usage(name: str, root: str | None = None) -> list[tuple[int, int, int]]:
     """``[(chunk_size, count, in_use), ...]`` of a service's pool, from its files."""
@@ -57,6 +64,7 @@ class MemoryType(enum.IntEnum):
     CPU = 0
     LOCKED = 1
     CUDA_PINNED = 2
+    CUDA_DEVICE = 3
 
 
 class Service:

@@ -13,12 +13,15 @@ from ._iox import (
     PoolExhausted as PoolExhausted, Publisher as Publisher, PubSubService as PubSubService,
     Sample as Sample, ServiceExists as ServiceExists, ServiceNotFound as ServiceNotFound,
     Subscriber as Subscriber, ViewsAlive as ViewsAlive, WrongThread as WrongThread,
+    DevicePublisher as DevicePublisher, DeviceLoan as DeviceLoan, DeviceSubscriber as DeviceSubscriber,
+    DeviceSample as DeviceSample,
 )
 
 class MemoryType(enum.IntEnum):
     CPU = 0
     LOCKED = 1
     CUDA_PINNED = 2
+    CUDA_DEVICE = 3
 
 class Type:
     """A payload type with a stable name; a structured dtype's fields are recorded

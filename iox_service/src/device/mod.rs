@@ -4,7 +4,16 @@
 //! - [`memory`]: making the pool's device memory and importing it (once per process).
 //! - `events` (with the `cuda` feature): the per-chunk inter-process events.
 //! - `publisher`, `subscriber` (with the `cuda` feature): the device ports, built from
-//!   a `PubSubService<[u8]>` with the builders at the end of this file.
+//!   a `PubSubService<[T]>` with the builders at the end of this file.
+//!
+//! A device service is a tensor channel: its element type is its payload's (a
+//! `PubSubService<[f32]>` carries `float32` tensors, a `[u8]` one bytes), and each
+//! sample's shape and strides travel in the chunk's tensor record in host memory
+//! (`iox_core::shm::tensor_record`), written at the loan (a 1-D tensor of the loaned
+//! length unless the loan names a layout) and read by the subscriber's
+//! `DeviceSample::tensor`, checked against the element type and the sample's bytes.
+//! A service whose element is not a number (a struct) moves bytes only: its ports
+//! loan and receive, and their tensor calls say it is no tensor service.
 //!
 //! Host ports of a device service are refused (`PortCreateError::DeviceMemory`), so
 //! safe code never reads or writes GPU memory through a host address.
@@ -25,8 +34,28 @@ pub(crate) fn service_ordinal(service: &iox_core::shared::ServiceShared) -> Resu
     }
 }
 
+/// The tensor element type of a service (`None`: its payload is not a slice of
+/// numbers, see `iox_core::tensor`).
 #[cfg(feature = "cuda")]
-impl crate::PubSubService<[u8]> {
+pub(crate) fn element_type(service: &iox_core::shared::ServiceShared) -> Option<crate::tensor::DType> {
+    match (&service.config.payload, &service.config.schema) {
+        (crate::PayloadType::Slice { .. }, Some(schema)) => crate::tensor::DType::of_schema(schema),
+        _ => None,
+    }
+}
+
+/// [`element_type`], or the error that says the service carries no tensors.
+#[cfg(feature = "cuda")]
+pub(crate) fn tensor_element(
+    service: &iox_core::shared::ServiceShared,
+) -> Result<crate::tensor::DType, crate::tensor::TensorError> {
+    element_type(service).ok_or_else(|| crate::tensor::TensorError::NotATensorService {
+        payload: service.config.payload.to_string(),
+    })
+}
+
+#[cfg(feature = "cuda")]
+impl<T: crate::ZeroCopySafe> crate::PubSubService<[T]> {
     /// A builder for a device publisher of a `CudaDevice` service (its samples are
     /// GPU memory; see [`crate::DevicePublisher`]).
     pub fn device_publisher_builder(&self) -> crate::DevicePublisherBuilder {

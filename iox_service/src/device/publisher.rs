@@ -7,7 +7,10 @@
 //! makes the given stream wait until the chunk's last reads (every subscriber's) and
 //! last write (every publisher's) are done; [`DeviceLoan::send_on`] records the
 //! write-done event on the stream the writing work was enqueued on, then sends.
-//! Neither waits on the host. The publisher underneath is not handed out: its own
+//! Neither waits on the host. [`DevicePublisher::loan_tensor_on`] loans for a tensor
+//! layout (element type, shape, strides), checked against the service's element type
+//! and largest sample before anything is loaned; a plain loan records a 1-D tensor of
+//! its length. The publisher underneath is not handed out: its own
 //! loans would be host addresses of GPU memory.
 
 use iox_cuda::{CudaError, Stream};
@@ -20,6 +23,7 @@ use crate::RawLoan;
 use crate::port::Side;
 use crate::port::{LoanError, PortCreateError, WaitForPortsError};
 use crate::publisher::{Publisher, PublisherBuilder, SendError};
+use crate::tensor::{DType, TensorError, TensorLayout};
 
 /// Builds a [`DevicePublisher`] of a `CudaDevice` service.
 #[derive(Debug)]
@@ -33,7 +37,12 @@ impl DevicePublisherBuilder {
         let inner = self.inner.build()?;
         let (service, slot, generation) = inner.port_identity();
         let events = events::for_port(service, Side::Sending, slot, generation)?;
-        Ok(DevicePublisher { events, inner })
+        let element = super::element_type(service);
+        Ok(DevicePublisher {
+            events,
+            element,
+            inner,
+        })
     }
 }
 
@@ -43,10 +52,12 @@ impl DevicePublisherBuilder {
 pub struct DevicePublisher {
     // Field order: the events retire (wait for this port's work) before the port goes.
     events: Arc<EventsOwner>,
+    /// The service's element type (`None`: not a tensor service).
+    element: Option<DType>,
     inner: Publisher<[u8]>,
 }
 
-/// Why [`DevicePublisher::loan_on`] failed.
+/// Why [`DevicePublisher::loan_on`] or [`DevicePublisher::loan_tensor_on`] failed.
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum DeviceLoanError {
@@ -57,6 +68,10 @@ pub enum DeviceLoanError {
     /// went back to the pool.
     #[error("cannot order the loan after the chunk's last reads: {0}")]
     Driver(CudaError),
+    /// The tensor layout does not fit the service (its element type, its largest
+    /// sample); nothing was loaned.
+    #[error(transparent)]
+    Tensor(#[from] TensorError),
 }
 
 /// Why [`DeviceLoan::send_on`] failed.
@@ -76,7 +91,51 @@ impl DevicePublisher {
     /// Loans a chunk for `bytes` bytes and makes `stream` wait until every
     /// subscriber's last use of that chunk is done: work enqueued on `stream` after
     /// this may write it.
-    pub fn loan_on(&self, stream: Stream, bytes: usize) -> Result<DeviceLoan<'_>, DeviceLoanError> {
+    pub fn loan_on(&self, stream: Stream, bytes: usize) -> Result<DeviceLoan, DeviceLoanError> {
+        let tensor = match self.element {
+            Some(dtype) => Some(TensorLayout::contiguous(dtype, &[bytes / dtype.size()])?),
+            None => None,
+        };
+        self.loan_with(stream, bytes, tensor)
+    }
+
+    /// Loans a chunk for a tensor of `layout` (its bytes from the first element to the
+    /// last, see [`TensorLayout::span_bytes`]) and records the layout with it; orders
+    /// `stream` as [`loan_on`](Self::loan_on) does. A layout of another element type,
+    /// or one larger than the service's largest sample, is refused naming the sizes.
+    pub fn loan_tensor_on(
+        &self,
+        stream: Stream,
+        layout: &TensorLayout,
+    ) -> Result<DeviceLoan, DeviceLoanError> {
+        let element = super::tensor_element(self.inner.port_identity().0)?;
+        layout.check(element, self.max_bytes())?;
+        let bytes = layout.span_bytes().ok_or(TensorError::Overflow)? as usize;
+        self.loan_with(stream, bytes, Some(*layout))
+    }
+
+    /// The service's tensor element type (`None`: its payload is not a slice of
+    /// numbers, and its samples are bytes).
+    pub fn element_type(&self) -> Option<DType> {
+        self.element
+    }
+
+    /// This process's ordinal of the GPU the service's memory is on.
+    pub fn device_ordinal(&self) -> i32 {
+        self.events.events.ordinal()
+    }
+
+    /// The largest sample in bytes (the pool's largest chunk).
+    pub fn max_bytes(&self) -> usize {
+        self.inner.max_slice_len()
+    }
+
+    fn loan_with(
+        &self,
+        stream: Stream,
+        bytes: usize,
+        tensor: Option<TensorLayout>,
+    ) -> Result<DeviceLoan, DeviceLoanError> {
         let loan = self.inner.loan_raw(bytes)?;
         let chunk = chunk_index(self.inner.port_identity().0.pool.layout(), loan.chunk_handle());
         let d = self.inner.port_identity().0.dynamic();
@@ -84,10 +143,16 @@ impl DevicePublisher {
             .events
             .wait_all(d, chunk, stream)
             .map_err(DeviceLoanError::Driver)?;
+        if let Some(t) = &tensor {
+            d.tensor_record(chunk)
+                .expect("a device service has a tensor record per chunk")
+                .store(t);
+        }
         Ok(DeviceLoan {
-            loan,
             chunk,
-            publisher: self,
+            tensor,
+            events: Arc::clone(&self.events),
+            loan,
         })
     }
 
@@ -117,13 +182,17 @@ impl DevicePublisher {
 /// (any work still writing it must be finished or ordered before the next loan by
 /// the user).
 #[derive(Debug)]
-pub struct DeviceLoan<'a> {
-    loan: RawLoan,
+pub struct DeviceLoan {
     chunk: usize,
-    publisher: &'a DevicePublisher,
+    tensor: Option<TensorLayout>,
+    /// The publisher's events: a loan may outlive its publisher (as a host loan does,
+    /// keeping the port's slot). Before `loan` (fields drop in order): the last holder
+    /// retires the events before the chunk and the slot are let go.
+    events: Arc<EventsOwner>,
+    loan: RawLoan,
 }
 
-impl DeviceLoan<'_> {
+impl DeviceLoan {
     /// The chunk's device address (valid in this process's CUDA context of the
     /// service's GPU).
     pub fn device_ptr(&mut self) -> u64 {
@@ -140,11 +209,16 @@ impl DeviceLoan<'_> {
         self.len() == 0
     }
 
+    /// The tensor layout the sample will carry (`None` on a service that is not a
+    /// tensor service).
+    pub fn tensor(&self) -> Option<&TensorLayout> {
+        self.tensor.as_ref()
+    }
+
     /// Records the write-done event on `stream` (after the work that writes the chunk
     /// was enqueued there) and sends the chunk; returns how many subscribers got it.
     pub fn send_on(self, stream: Stream) -> Result<usize, DeviceSendError> {
-        self.publisher
-            .events
+        self.events
             .events
             .record(self.chunk, stream)
             .map_err(DeviceSendError::Driver)?;

@@ -22,6 +22,7 @@ use crate::RawSample;
 use crate::port::Side;
 use crate::port::{PortCreateError, WaitForPortsError};
 use crate::subscriber::{ReceiveError, Subscriber, SubscriberBuilder};
+use crate::tensor::{TensorError, TensorLayout};
 
 /// Builds a [`DeviceSubscriber`] of a `CudaDevice` service.
 #[derive(Debug)]
@@ -116,6 +117,23 @@ impl DeviceSample {
     /// Whether no bytes were sent.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The element type, shape and strides the publisher recorded with the sample,
+    /// checked against the service's element type and the sample's bytes: a record
+    /// that does not describe the sample (a damaged one) is an error, never a view
+    /// outside it. A service whose payload is not a slice of numbers has none
+    /// ([`TensorError::NotATensorService`]).
+    pub fn tensor(&self) -> Result<TensorLayout, TensorError> {
+        let service = &self.events.service;
+        let element = super::tensor_element(service)?;
+        let layout = service
+            .dynamic()
+            .tensor_record(self.chunk)
+            .expect("a device service has a tensor record per chunk")
+            .load()?;
+        layout.check(element, self.len())?;
+        Ok(layout)
     }
 
     /// The slot of the publisher that sent it.

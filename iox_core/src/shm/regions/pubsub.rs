@@ -14,7 +14,10 @@
 //! publishers' first, then subscribers': a word on its own line (the generation of
 //! the port whose events the table holds; 0 = none published), then per chunk of the
 //! pool the 64 bytes of an inter-process event handle as 8 words (see
-//! `crate::device::events`).
+//! `crate::device::events`). After the tables, one tensor record per chunk of the pool
+//! (`crate::tensor::WORDS` words each, see [`crate::shm::tensor_record`]): the element
+//! type, shape and strides of the sample in the chunk, which its GPU memory cannot
+//! carry for host readers.
 
 use std::sync::atomic::AtomicU64;
 
@@ -22,6 +25,7 @@ use crate::dynamic::Dynamic;
 use crate::queue::Queue;
 use crate::shm::layout::{queue_bytes, table_bytes};
 use crate::shm::regions::{PatternLayout, PatternParts, Regions, Side};
+use crate::shm::tensor_record::TensorRecord;
 use crate::static_config::PubSubConfig;
 
 /// The publish-subscribe regions of a dynamic layout.
@@ -39,8 +43,13 @@ pub struct PubSubLayout {
     pub device_chunks: usize,
     /// Offset of publisher slot 0's event table.
     events: usize,
+    /// Offset of chunk 0's tensor record.
+    tensors: usize,
     end: usize,
 }
+
+/// Bytes of one chunk's tensor record.
+const TENSOR_BYTES: usize = crate::tensor::WORDS * 8;
 
 /// Bytes of one port slot's event table for `chunks` chunks.
 fn event_stride(chunks: usize) -> usize {
@@ -60,6 +69,12 @@ impl PubSubLayout {
         };
         let events = history_queues + history_stride * c.max_publishers as usize;
         let slots = c.max_publishers as usize + max_subscribers;
+        let tensors = events
+            + if device_chunks == 0 {
+                0
+            } else {
+                slots * event_stride(device_chunks)
+            };
         Self {
             history,
             history_queues,
@@ -68,12 +83,8 @@ impl PubSubLayout {
             max_subscribers,
             device_chunks,
             events,
-            end: events
-                + if device_chunks == 0 {
-                    0
-                } else {
-                    slots * event_stride(device_chunks)
-                },
+            tensors,
+            end: tensors + device_chunks * TENSOR_BYTES,
         }
     }
 }
@@ -140,6 +151,22 @@ impl<'a> Dynamic<'a> {
         // SAFETY: as above, the rest of the same table.
         let handles = unsafe { self.words(at + 64, h.device_chunks * 8) };
         Some((generation, handles))
+    }
+}
+
+impl<'a> Dynamic<'a> {
+    /// The tensor record of chunk `chunk` (its index among all the pool's chunks) of a
+    /// device-memory service (`None` for a service without device memory, or a chunk
+    /// out of range).
+    pub fn tensor_record(&self, chunk: usize) -> Option<TensorRecord<'a>> {
+        let h = self.regions::<PubSubLayout>();
+        if chunk >= h.device_chunks {
+            return None;
+        }
+        // SAFETY: chunk `chunk`'s record, checked against the chunks the region was
+        // laid out for: inside the pub-sub regions, which end at the layout's length.
+        let words = unsafe { self.words(h.tensors + chunk * TENSOR_BYTES, crate::tensor::WORDS) };
+        Some(TensorRecord::new(words))
     }
 }
 

@@ -1,0 +1,321 @@
+//! Device publishers from Python (`svc.device_publisher()`, `MemoryType.CUDA_DEVICE`):
+//! tensors written in place through a loan, or copied from any DLPack producer.
+//!
+//! - `pub.loan(shape, strides=None, stream=None)` loans a chunk for a tensor of the
+//!   service's element type; its stream (a `CUstream` as an int, `None` the legacy
+//!   default) waits for the chunk's last readers. The loan is a DLPack producer of
+//!   writable `kDLCUDA` memory: `torch.from_dlpack(loan)` views it in place (on the
+//!   loan's stream; another consumer stream is refused, as no event orders it after
+//!   the loan). `loan.send(stream=None)` records the end of the writes on the stream
+//!   (the loan's unless given) and sends. A loan dropped or `close()`d unsent gives its
+//!   chunk back. Views of a loan must not be written after its send: the chunk is
+//!   the subscribers' then (Python cannot revoke a view DLPack handed out).
+//! - `pub.send_tensor(t, stream=None)` loans for `t`'s element type, shape and strides
+//!   (refused, naming the sizes, if they do not fit the service), copies its bytes
+//!   into the chunk on the stream (device to device from `kDLCUDA` memory of the
+//!   service's GPU; from host memory, `kDLCPU` numpy arrays or CPU tensors, host to
+//!   device) and sends. Nothing waits on the host except a copy from page-locked host
+//!   memory (`kDLCUDAHost`, e.g. `pin_memory()` tensors), which is synchronised before
+//!   the call returns so the source may be freed at once. A device source is read
+//!   by work on the stream after the call returns: keep `t` (or its storage) until the
+//!   stream reaches it, as with any asynchronous copy (a tensor made on the same
+//!   stream is safe under PyTorch's caching allocator).
+//!
+//! A device publisher and its loans belong to the thread that made them (`unsendable`
+//! objects: another thread gets a `RuntimeError`), as host publishers do.
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use iox_service::cuda::Stream;
+use iox_service::tensor::TensorLayout;
+use iox_service::{DeviceLoan, DevicePublisher};
+use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::dlpack::{self, KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, dlpack_stream};
+use crate::errors;
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyDevicePublisher>()?;
+    m.add_class::<PyDeviceLoan>()?;
+    Ok(())
+}
+
+/// A publisher of a `CUDA_DEVICE` service (`iox.DevicePublisher`).
+#[pyclass(name = "DevicePublisher", module = "iox", unsendable)]
+pub(crate) struct PyDevicePublisher {
+    inner: DevicePublisher,
+}
+
+impl PyDevicePublisher {
+    pub(crate) fn new(inner: DevicePublisher) -> Self {
+        Self { inner }
+    }
+}
+
+/// The stream a loan or send is ordered on: `None` is the legacy default stream.
+fn stream_arg(stream: Option<i64>) -> PyResult<Stream> {
+    dlpack_stream(stream)?
+        .ok_or_else(|| PyValueError::new_err("stream=-1 orders nothing; a loan and a send need a stream"))
+}
+
+/// The raw handle, with the legacy default's two names (null and 1) as one.
+fn stream_key(stream: Stream) -> usize {
+    match stream.as_raw() as usize {
+        0 | 1 => 0,
+        s => s,
+    }
+}
+
+/// `shape` as a Python int or sequence of ints.
+fn shape_arg(shape: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+    if let Ok(n) = shape.extract::<usize>() {
+        return Ok(vec![n]);
+    }
+    shape
+        .extract::<Vec<usize>>()
+        .map_err(|_| PyValueError::new_err("shape: an int or a sequence of non-negative ints"))
+}
+
+#[pymethods]
+impl PyDevicePublisher {
+    /// Loans a chunk for a tensor of `shape` (and `strides`, in elements; row-major
+    /// when `None`) of the service's element type, ordered on `stream`.
+    #[pyo3(signature = (shape, strides = None, stream = None))]
+    fn loan(
+        &self,
+        shape: &Bound<'_, PyAny>,
+        strides: Option<Vec<i64>>,
+        stream: Option<i64>,
+    ) -> PyResult<PyDeviceLoan> {
+        let s = stream_arg(stream)?;
+        let dims = shape_arg(shape)?;
+        let dtype = self.inner.element_type().ok_or_else(|| {
+            errors::other("the service's payload is not a slice of numbers: it carries no tensors")
+        })?;
+        let layout = match strides {
+            None => TensorLayout::contiguous(dtype, &dims),
+            Some(st) => TensorLayout::strided(dtype, &dims, &st),
+        }
+        .map_err(dlpack::tensor_error)?;
+        let mut loan = self.inner.loan_tensor_on(s, &layout).map_err(errors::other)?;
+        Ok(PyDeviceLoan {
+            device_ptr: loan.device_ptr(),
+            ordinal: self.inner.device_ordinal(),
+            layout,
+            stream: s,
+            inner: RefCell::new(Some(loan)),
+        })
+    }
+
+    /// Copies the DLPack tensor `tensor` into a loan on `stream` and sends it; returns
+    /// how many subscribers got it.
+    #[pyo3(signature = (tensor, stream = None))]
+    fn send_tensor(&self, py: Python<'_>, tensor: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<usize> {
+        let s = stream_arg(stream)?;
+        let ordinal = self.inner.device_ordinal();
+        let (device_type, device_id): (i32, i32) = tensor.call_method0("__dlpack_device__")?.extract()?;
+        let capsule = match device_type {
+            KDL_CUDA if device_id != ordinal => {
+                return Err(PyBufferError::new_err(format!(
+                    "the tensor is on GPU {device_id}; the service's memory is on GPU {ordinal}"
+                )));
+            }
+            KDL_CUDA => {
+                // The producer orders its work before our stream's next work.
+                let kwargs = PyDict::new(py);
+                if let Some(raw) = stream {
+                    kwargs.set_item("stream", raw)?;
+                }
+                tensor.call_method("__dlpack__", (), Some(&kwargs))?
+            }
+            KDL_CPU | KDL_CUDA_HOST => tensor.call_method0("__dlpack__")?,
+            other => {
+                return Err(PyBufferError::new_err(format!(
+                    "a tensor on DLPack device type {other}: iox copies from CUDA memory of the service's GPU or from host memory"
+                )));
+            }
+        };
+        let source = dlpack::Imported::take(capsule)?;
+        let mut loan = self
+            .inner
+            .loan_tensor_on(s, &source.layout)
+            .map_err(errors::other)?;
+        let (dst, bytes) = (loan.device_ptr(), loan.len());
+        // SAFETY: the loan's chunk is ours until sent (after the copy, on the same
+        // stream); the source is the producer's tensor, alive until its deleter runs
+        // (when `source` drops, after the copy was enqueued or, from page-locked
+        // memory, done), `bytes` long from its first element (its layout's span).
+        let copied = unsafe {
+            match device_type {
+                KDL_CUDA => iox_service::cuda::copy_device_to_device(ordinal, dst, source.data, bytes, s),
+                _ => {
+                    let src = std::slice::from_raw_parts(source.data as usize as *const u8, bytes);
+                    iox_service::cuda::copy_to_device(ordinal, dst, src, s).and_then(|()| {
+                        if device_type == KDL_CUDA_HOST {
+                            s.synchronize(ordinal)
+                        } else {
+                            Ok(())
+                        }
+                    })
+                }
+            }
+        };
+        copied.map_err(errors::other)?;
+        drop(source);
+        loan.send_on(s).map_err(errors::other)
+    }
+
+    /// Waits up to `timeout` seconds until `n` subscribers are connected.
+    fn wait_for_subscribers(&self, n: usize, timeout: f64) -> PyResult<usize> {
+        self.inner
+            .wait_for_subscribers(n, Duration::from_secs_f64(timeout.max(0.0)))
+            .map_err(errors::other)
+    }
+
+    /// The service's element type (`"float32"`, ...), or `None` for a service whose
+    /// payload is not a slice of numbers.
+    #[getter]
+    fn dtype(&self) -> Option<&'static str> {
+        self.inner.element_type().map(|t| t.name())
+    }
+
+    /// The largest tensor in bytes.
+    #[getter]
+    fn max_bytes(&self) -> usize {
+        self.inner.max_bytes()
+    }
+
+    /// This process's ordinal of the service's GPU.
+    #[getter]
+    fn device(&self) -> i32 {
+        self.inner.device_ordinal()
+    }
+}
+
+/// A loaned chunk of GPU memory (`iox.DeviceLoan`): a writable DLPack producer until
+/// sent.
+#[pyclass(name = "DeviceLoan", module = "iox", unsendable)]
+pub(crate) struct PyDeviceLoan {
+    inner: RefCell<Option<DeviceLoan>>,
+    device_ptr: u64,
+    ordinal: i32,
+    layout: TensorLayout,
+    stream: Stream,
+}
+
+impl PyDeviceLoan {
+    fn check_alive(&self) -> PyResult<()> {
+        if self.inner.borrow().is_none() {
+            return Err(PyBufferError::new_err("the loan was sent or closed"));
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl PyDeviceLoan {
+    /// The chunk's device address.
+    #[getter]
+    fn device_ptr(&self) -> u64 {
+        self.device_ptr
+    }
+    /// Bytes the tensor spans.
+    #[getter]
+    fn nbytes(&self) -> u64 {
+        self.layout.span_bytes().unwrap_or(0)
+    }
+    /// The tensor's shape.
+    #[getter]
+    fn shape(&self) -> Vec<u64> {
+        self.layout.shape().to_vec()
+    }
+    /// The tensor's strides, in elements.
+    #[getter]
+    fn strides(&self) -> Vec<i64> {
+        self.layout.strides().to_vec()
+    }
+    /// The element type's name.
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.layout.dtype().name()
+    }
+    /// `(kDLCUDA, ordinal)`.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        (KDL_CUDA, self.ordinal)
+    }
+    /// A writable view of the chunk for work on the loan's stream (`stream` must be
+    /// that stream, `None` or -1).
+    #[pyo3(signature = (stream = None, max_version = None, dl_device = None, copy = None))]
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<i64>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = max_version; // the unversioned capsule is what every consumer reads
+        self.check_alive()?;
+        if dl_device.is_some_and(|d| d != (KDL_CUDA, self.ordinal)) || copy == Some(true) {
+            return Err(PyBufferError::new_err("a loan is written in place, on its GPU"));
+        }
+        if let Some(consumer) = dlpack_stream(stream)?
+            && stream_key(consumer) != stream_key(self.stream)
+        {
+            return Err(PyBufferError::new_err(format!(
+                "the loan is ordered on stream {:#x}; write it on that stream (loan(..., stream=torch.cuda.current_stream().cuda_stream)), not on {:#x}",
+                stream_key(self.stream),
+                stream_key(consumer)
+            )));
+        }
+        dlpack::export(py, self.device_ptr, (KDL_CUDA, self.ordinal), &self.layout, None)
+    }
+    /// Records the end of the writes on `stream` (the loan's unless given) and sends;
+    /// returns how many subscribers got it.
+    #[pyo3(signature = (stream = None))]
+    fn send(&self, stream: Option<i64>) -> PyResult<usize> {
+        let s = match stream {
+            None => self.stream,
+            Some(raw) => stream_arg(Some(raw))?,
+        };
+        let loan = self
+            .inner
+            .borrow_mut()
+            .take()
+            .ok_or_else(|| PyBufferError::new_err("the loan was sent or closed"))?;
+        loan.send_on(s).map_err(errors::other)
+    }
+    /// Gives the chunk back unsent (work still writing it must be done or ordered
+    /// before its next loan, as for a dropped loan).
+    fn close(&self) {
+        self.inner.borrow_mut().take();
+    }
+    fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+    fn __exit__(
+        &self,
+        _exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) {
+        self.close();
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "<iox.DeviceLoan {} {:?} on GPU {} at {:#x}{}>",
+            self.layout.dtype(),
+            self.layout.shape(),
+            self.ordinal,
+            self.device_ptr,
+            if self.inner.borrow().is_none() {
+                ", sent or closed"
+            } else {
+                ""
+            }
+        )
+    }
+}

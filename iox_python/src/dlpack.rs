@@ -1,0 +1,264 @@
+//! DLPack, both ways: capsules iox hands out (a device sample's tensor, a device
+//! loan's writable tensor) and capsules iox takes (`DevicePublisher.send_tensor`, from
+//! any object with `__dlpack__`: a torch or CuPy tensor, a numpy array).
+//!
+//! Out: the classic unversioned `DLManagedTensor` (`"dltensor"`), which every consumer
+//! reads, with the element type, shape and strides of the sample's tensor record (a
+//! sample of a service whose payload is not a slice of numbers is a 1-D `uint8` tensor
+//! of its bytes). The tensor, its shape and strides and what keeps its memory alive
+//! (the sample; nothing for a loan, which its `DeviceLoan` keeps) are one allocation,
+//! freed by the deleter the consumer calls once, or by the capsule's destructor if no
+//! consumer took it.
+//!
+//! In: [`Imported`] reads a producer's capsule (`"dltensor"`; a versioned one is not
+//! asked for, as no `max_version` is passed), checks what iox can carry (a layout
+//! [`TensorLayout::strided`] accepts: at most 8 dimensions, no negative strides),
+//! and calls the producer's deleter when dropped, after the bytes were copied or the
+//! copy was enqueued, renaming the capsule `"used_dltensor"` as the protocol asks.
+
+use std::ffi::{CStr, c_void};
+
+use iox_service::cuda::Stream;
+use iox_service::tensor::{DType, TensorError, TensorLayout};
+use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::prelude::*;
+
+/// DLPack's device types.
+pub(crate) const KDL_CPU: i32 = 1;
+pub(crate) const KDL_CUDA: i32 = 2;
+/// Page-locked host memory the CUDA driver allocated.
+pub(crate) const KDL_CUDA_HOST: i32 = 3;
+
+const NAME: &CStr = c"dltensor";
+const USED: &CStr = c"used_dltensor";
+const MAX_DIMS: usize = iox_service::tensor::MAX_DIMS;
+
+#[repr(C)]
+struct DlDevice {
+    device_type: i32,
+    device_id: i32,
+}
+
+#[repr(C)]
+struct DlDataType {
+    code: u8,
+    bits: u8,
+    lanes: u16,
+}
+
+#[repr(C)]
+struct DlTensor {
+    data: *mut c_void,
+    device: DlDevice,
+    ndim: i32,
+    dtype: DlDataType,
+    shape: *mut i64,
+    strides: *mut i64,
+    byte_offset: u64,
+}
+
+/// `DLManagedTensor`'s fields (the part every producer writes).
+#[repr(C)]
+struct DlManagedTensor {
+    tensor: DlTensor,
+    manager_ctx: *mut c_void,
+    deleter: Option<unsafe extern "C" fn(*mut DlManagedTensor)>,
+}
+
+/// `DLManagedTensor`, followed by what it owns (one allocation: the tensor first, so
+/// its address is the box's).
+#[repr(C)]
+struct Managed {
+    head: DlManagedTensor,
+    shape: [i64; MAX_DIMS],
+    strides: [i64; MAX_DIMS],
+    /// What keeps the memory valid until the consumer is done (a sample), if the
+    /// capsule is to keep it.
+    owner: Option<Box<dyn Send>>,
+}
+
+/// The deleter DLPack consumers call when done: drops the owner (a sample: its release
+/// records the end of the reads on the stream it waited on) and frees the tensor.
+unsafe extern "C" fn delete(managed: *mut DlManagedTensor) {
+    if !managed.is_null() {
+        // SAFETY: made by `Box::into_raw` of a `Managed` (whose first field is the
+        // `DlManagedTensor`) in `export`, deleted once (DLPack's contract: the consumer
+        // calls it once; the capsule destructor only for an unconsumed capsule).
+        drop(unsafe { Box::from_raw(managed.cast::<Managed>()) });
+    }
+}
+
+/// Destroys a capsule: an unconsumed one (still named "dltensor") deletes its tensor.
+unsafe extern "C" fn destroy_capsule(capsule: *mut pyo3::ffi::PyObject) {
+    // SAFETY: called by Python with the capsule being destroyed.
+    unsafe {
+        if pyo3::ffi::PyCapsule_IsValid(capsule, NAME.as_ptr()) == 1 {
+            let managed = pyo3::ffi::PyCapsule_GetPointer(capsule, NAME.as_ptr()).cast::<DlManagedTensor>();
+            delete(managed);
+        }
+    }
+}
+
+/// A capsule of the tensor `layout` at device address `data` on `(device_type,
+/// ordinal)`, keeping `owner` alive until the consumer is done.
+pub(crate) fn export<'py>(
+    py: Python<'py>,
+    data: u64,
+    device: (i32, i32),
+    layout: &TensorLayout,
+    owner: Option<Box<dyn Send>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (code, bits) = layout.dtype().dlpack();
+    let mut managed = Box::new(Managed {
+        head: DlManagedTensor {
+            tensor: DlTensor {
+                data: data as usize as *mut c_void,
+                device: DlDevice {
+                    device_type: device.0,
+                    device_id: device.1,
+                },
+                ndim: layout.shape().len() as i32,
+                dtype: DlDataType { code, bits, lanes: 1 },
+                shape: std::ptr::null_mut(),
+                strides: std::ptr::null_mut(),
+                byte_offset: 0,
+            },
+            manager_ctx: std::ptr::null_mut(),
+            deleter: Some(delete),
+        },
+        shape: [0; MAX_DIMS],
+        strides: [0; MAX_DIMS],
+        owner,
+    });
+    for (d, (&size, &stride)) in layout.shape().iter().zip(layout.strides()).enumerate() {
+        managed.shape[d] = size as i64;
+        managed.strides[d] = stride;
+    }
+    managed.head.tensor.shape = managed.shape.as_mut_ptr();
+    managed.head.tensor.strides = managed.strides.as_mut_ptr();
+    let raw = Box::into_raw(managed);
+    // SAFETY: `raw` is a live Managed whose first field is the DLManagedTensor; the
+    // name is static; the destructor deletes an unconsumed capsule's tensor. On
+    // failure the tensor is ours to delete.
+    unsafe {
+        (*raw).head.manager_ctx = raw.cast();
+        let capsule = pyo3::ffi::PyCapsule_New(raw.cast(), NAME.as_ptr(), Some(destroy_capsule));
+        if capsule.is_null() {
+            delete(raw.cast());
+            return Err(PyErr::fetch(py));
+        }
+        Ok(Bound::from_owned_ptr(py, capsule))
+    }
+}
+
+/// A producer's tensor, read from its capsule; the producer's deleter runs when this
+/// is dropped (the capsule is then marked used).
+pub(crate) struct Imported<'py> {
+    capsule: Bound<'py, PyAny>,
+    managed: *mut DlManagedTensor,
+    /// The first element's address.
+    pub(crate) data: u64,
+    /// `(device_type, ordinal)`.
+    pub(crate) device: (i32, i32),
+    pub(crate) layout: TensorLayout,
+}
+
+impl<'py> Imported<'py> {
+    /// Takes the capsule `capsule` (what `__dlpack__` returned).
+    pub(crate) fn take(capsule: Bound<'py, PyAny>) -> PyResult<Self> {
+        // SAFETY: the capsule API on a Python object; checks validity and name first.
+        let managed = unsafe {
+            if pyo3::ffi::PyCapsule_IsValid(capsule.as_ptr(), NAME.as_ptr()) != 1 {
+                return Err(PyBufferError::new_err(
+                    "__dlpack__ returned something other than an unconsumed \"dltensor\" capsule",
+                ));
+            }
+            pyo3::ffi::PyCapsule_GetPointer(capsule.as_ptr(), NAME.as_ptr()).cast::<DlManagedTensor>()
+        };
+        if managed.is_null() {
+            return Err(PyErr::fetch(capsule.py()));
+        }
+        // The capsule is ours from here: mark it used (so its destructor does not
+        // delete it too), and delete it when done.
+        // SAFETY: a valid capsule (checked above); the name is static.
+        if unsafe { pyo3::ffi::PyCapsule_SetName(capsule.as_ptr(), USED.as_ptr()) } != 0 {
+            return Err(PyErr::fetch(capsule.py()));
+        }
+        let mut imported = Self {
+            capsule,
+            managed,
+            data: 0,
+            device: (0, 0),
+            layout: TensorLayout::contiguous(DType::U8, &[0]).map_err(tensor_error)?,
+        };
+        // SAFETY: a producer's DLManagedTensor, valid until its deleter runs (on our
+        // drop); its shape (and strides, if not null) hold `ndim` entries.
+        let t = unsafe { &(*managed).tensor };
+        let dtype = DType::from_dlpack(t.dtype.code, t.dtype.bits, t.dtype.lanes).ok_or_else(|| {
+            tensor_error(TensorError::UnknownDType {
+                code: t.dtype.code,
+                bits: t.dtype.bits,
+                lanes: t.dtype.lanes,
+            })
+        })?;
+        let ndim = usize::try_from(t.ndim).unwrap_or(usize::MAX);
+        if ndim > MAX_DIMS {
+            return Err(tensor_error(TensorError::TooManyDims { ndim }));
+        }
+        let mut shape = [0usize; MAX_DIMS];
+        for (d, size) in shape.iter_mut().enumerate().take(ndim) {
+            // SAFETY: `shape` has `ndim` entries (DLPack's contract).
+            let s = unsafe { *t.shape.add(d) };
+            *size = usize::try_from(s).map_err(|_| tensor_error(TensorError::Overflow))?;
+        }
+        imported.layout = if t.strides.is_null() {
+            TensorLayout::contiguous(dtype, &shape[..ndim])
+        } else {
+            // SAFETY: as for the shape.
+            let strides: Vec<i64> = (0..ndim).map(|d| unsafe { *t.strides.add(d) }).collect();
+            TensorLayout::strided(dtype, &shape[..ndim], &strides)
+        }
+        .map_err(tensor_error)?;
+        imported.data = (t.data as u64).wrapping_add(t.byte_offset);
+        imported.device = (t.device.device_type, t.device.device_id);
+        Ok(imported)
+    }
+}
+
+impl Drop for Imported<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the producer's tensor, deleted once (the capsule is marked used).
+        unsafe {
+            if let Some(deleter) = (*self.managed).deleter {
+                deleter(self.managed);
+            }
+        }
+        let _ = &self.capsule;
+    }
+}
+
+/// The stream DLPack's `stream` argument names (`None` for -1: no ordering).
+pub(crate) fn dlpack_stream(stream: Option<i64>) -> PyResult<Option<Stream>> {
+    match stream {
+        None => Ok(Some(Stream::null())),
+        Some(-1) => Ok(None),
+        Some(0) => Err(PyValueError::new_err(
+            "stream=0 is ambiguous for CUDA in DLPack; pass 1 (legacy default) or a stream handle",
+        )),
+        // The release records on the stream later, maybe on another thread, where the
+        // per-thread default stream is another stream.
+        Some(2) => Err(PyValueError::new_err(
+            "stream=2 (the per-thread default stream) is not accepted: the tensor's release may run on another thread, whose per-thread stream is another one; pass a stream handle",
+        )),
+        Some(s) if s < -1 => Err(PyValueError::new_err(format!("stream={s} is not a CUDA stream"))),
+        // SAFETY: DLPack's contract: the consumer passes a valid stream of the
+        // device (or the special handles 1 and 2), alive while it uses the tensor.
+        Some(s) => Ok(Some(unsafe { Stream::from_raw(s as usize as *mut c_void) })),
+    }
+}
+
+/// A tensor error as Python's `BufferError` (what DLPack's producers and consumers
+/// raise for a tensor that cannot be exchanged).
+pub(crate) fn tensor_error(e: TensorError) -> PyErr {
+    PyBufferError::new_err(e.to_string())
+}
