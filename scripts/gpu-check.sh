@@ -28,8 +28,8 @@ cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 # The test executables a GPU check runs: package, test target.
 gpu_tests=("iox_cuda double" "iox_cuda double_vmm" "iox_cuda device_memory" "iox_cuda driver"
-    "iox_service gpu_double" "iox_service gpu_device" "iox_examples examples")
-gpu_bins=(gpu_pinned gpu_measure gpu_device)
+    "iox_service gpu_double" "iox_service gpu_device" "iox_service gpu_tensor" "iox_examples examples")
+gpu_bins=(gpu_pinned gpu_measure gpu_device gpu_tensors)
 if [ "${1:-}" = --pack ]; then
     dir=${2:?usage: scripts/gpu-check.sh --pack DIR}
     command -v jq >/dev/null || { echo "gpu-check --pack: needs jq (to read cargo's JSON)" >&2; exit 1; }
@@ -142,6 +142,7 @@ gpu_test() {
 step tests-iox_cuda gpu_test iox_cuda "" double double_vmm device_memory driver
 step tests-iox_service-gpu gpu_test iox_service "--features cuda" gpu_double -- --nocapture
 step tests-iox_service-device gpu_test iox_service "--features cuda" gpu_device -- --nocapture
+step tests-iox_service-tensor gpu_test iox_service "--features cuda" gpu_tensor -- --nocapture
 step tests-examples-gpu gpu_test iox_examples "--features cuda" examples -- gpu
 mkdir -p "$work/root"
 # PyTorch reading a device service in place (iox_python/tests/test_gpu_torch.py):
@@ -152,13 +153,14 @@ if [ -n "$pre" ] && compgen -G "$pre/wheel/*.whl" >/dev/null; then
 fi
 if [ "$mode" = real ] && python3 -c 'import iox, torch, pytest' 2>/dev/null; then
     step tests-python-torch env IOX_GPU_DEVICE_EXAMPLE="$bins/gpu_device" \
-        python3 -m pytest -q -p no:cacheprovider iox_python/tests/test_gpu_torch.py
+        python3 -m pytest -q -s -p no:cacheprovider iox_python/tests/test_gpu_torch.py
 else
     rows+=("$(printf '%-34s %-6s %6s  (%s)' tests-python-torch skip - "needs a GPU, and python3 with torch, pytest and iox")")
 fi
 step example-gpu_pinned env IOX_ROOT="$work/root" "$bins/gpu_pinned" --count 32
 step measure env IOX_ROOT="$work/root" "$bins/gpu_measure"
 step example-gpu_device env IOX_ROOT="$work/root" "$bins/gpu_device" --count 32
+step example-gpu_tensors env IOX_ROOT="$work/root" "$bins/gpu_tensors" --count 32
 step measure-device env IOX_ROOT="$work/root" "$bins/gpu_device" --measure --count 64
 
 value() { awk -v k="$1" '$1 == "measure" && $2 == k { print $3 }' "$work/measure.log"; }

@@ -245,6 +245,19 @@ pub fn show(s: &ServiceInfo) -> String {
                 p.overflow,
                 p.history
             );
+            if p.tensors || c.memory_type == iox_service::MemoryType::CudaDevice {
+                let element = c.schema.as_ref().and_then(iox_service::tensor::DType::of_schema);
+                let _ = match element {
+                    Some(t) => writeln!(
+                        out,
+                        "tensors   {t}, with each sample's shape and strides (sent by tensor publishers)"
+                    ),
+                    None => writeln!(
+                        out,
+                        "tensors   none: the payload is not a slice of numbers (bytes only)"
+                    ),
+                };
+            }
         }
         let _ = writeln!(out, "mode      {:o}", c.permissions);
         let _ = match c.backing {

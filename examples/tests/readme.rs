@@ -166,36 +166,44 @@ fn the_readme_rust_examples_are_one_program_that_runs_unprivileged() {
     }
 }
 
-/// The README's ```` ```rs ```` blocks (the device-memory excerpts) are the text of
-/// `examples/src/bin/gpu_device.rs`, which CI builds and runs against the driver
-/// double: an excerpt cannot drift from code that works. A block may leave lines out
+/// The README's ```` ```rs ```` blocks (the device-memory excerpts) are each the text
+/// of `examples/src/bin/gpu_device.rs` or `gpu_tensors.rs`, which CI builds and runs
+/// against the driver double: an excerpt cannot drift from code that works. A block may leave lines out
 /// where it says `// ...`; its pieces between those are each the program's text, in
 /// the program's order, so a block uses only names the program defines where the
 /// block shows them.
 #[test]
-fn the_readme_device_excerpts_are_in_the_gpu_device_example() {
+fn the_readme_device_excerpts_are_in_the_gpu_examples() {
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
     // Compared line by line without indentation (an excerpt is dedented).
     let dedent = |t: &str| t.lines().map(str::trim_start).collect::<Vec<_>>().join("\n");
-    let source = dedent(&std::fs::read_to_string(repo().join("examples/src/bin/gpu_device.rs")).unwrap());
+    let sources: Vec<String> = ["gpu_device.rs", "gpu_tensors.rs"]
+        .iter()
+        .map(|f| dedent(&std::fs::read_to_string(repo().join("examples/src/bin").join(f)).unwrap()))
+        .collect();
+    // Where every piece of `body` is found in order in `source`, if it is.
+    let within = |source: &str, body: &str| {
+        let mut at = 0;
+        for piece in dedent(body).split("// ...\n") {
+            let piece = piece.trim();
+            at += source[at..].find(piece)? + piece.len();
+        }
+        Some(())
+    };
     let mut excerpts = 0;
     let mut rest = readme.as_str();
     while let Some(start) = rest.find("```rs\n") {
         let body = &rest[start + 6..];
         let end = body.find("```").expect("a closed block");
-        let mut at = 0;
-        for piece in dedent(&body[..end]).split("// ...\n") {
-            let piece = piece.trim();
-            let Some(found) = source[at..].find(piece) else {
-                panic!(
-                    "not in gpu_device.rs (after the block's pieces before it):\n{piece}\nin:\n{}",
-                    &body[..end]
-                );
-            };
-            at += found + piece.len();
-        }
+        assert!(
+            sources
+                .iter()
+                .any(|source| within(source, &body[..end]).is_some()),
+            "not in gpu_device.rs or gpu_tensors.rs, piece by piece in order:\n{}",
+            &body[..end]
+        );
         excerpts += 1;
         rest = &body[end + 3..];
     }
-    assert!(excerpts >= 3, "{excerpts} excerpts");
+    assert!(excerpts >= 4, "{excerpts} excerpts");
 }

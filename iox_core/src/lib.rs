@@ -13,12 +13,14 @@
 //! `testkit/tests/architecture.rs`; `docs/architecture.md` draws them):
 //!
 //! 1. **formats**, what is written to disk: payload identity (`zero_copy`), schemas
-//!    (`schema`), the user header's type states (`user_header`), names, attributes,
+//!    (`schema`), tensor element types and layouts (`tensor`), the user header's type
+//!    states (`user_header`), names, attributes,
 //!    and the static config with every pattern's section, a closed enum as a file
 //!    format is (`static_config`, its `pubsub`, `event`, `reqres`, `blackboard`,
 //!    `header` (the user header's identity and place) and `file` modules);
 //! 2. **shared memory**: the protocol words (`shm::{queue, arming, connected, may_wait,
-//!    publishers_seen, pending_set, request_word, blackboard_value}`, their atomics from
+//!    publishers_seen, pending_set, request_word, blackboard_value, tensor_record}`,
+//!    their atomics from
 //!    one module, `sync`, which the loom models replace), the doorbell, the dynamic
 //!    segment (`shm::dynamic`, `shm::layout`) and every pattern's regions of it
 //!    (`shm::regions`, the one place the segment asks a pattern anything); a device

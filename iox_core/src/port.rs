@@ -173,6 +173,24 @@ pub enum PortCreateError {
         /// The service.
         service: String,
     },
+    /// The service carries tensors (a record of each sample's shape beside it), which
+    /// only tensor publishers write.
+    #[error(
+        "service {service:?} carries tensors (each sample's element type, shape and strides beside it): publish with a tensor publisher (tensor_publisher_builder; Python: svc.tensor_publisher(); C: iox_device_publisher_*), which records them; plain subscribers may still read it"
+    )]
+    TensorService {
+        /// The service.
+        service: String,
+    },
+    /// The service records no tensors: tensor ports need a service created with
+    /// `tensors(true)` (or a `CudaDevice` one).
+    #[error(
+        "service {service:?} records no tensor layouts: create it with .tensors(true) (Python: .tensors()) to send tensors with their shapes"
+    )]
+    NotATensorService {
+        /// The service.
+        service: String,
+    },
     /// A device port's inter-process events could not be made or published.
     #[error("cannot make the CUDA events of a device port of service {service:?}: {reason}")]
     DeviceEvents {
@@ -192,6 +210,26 @@ pub fn check_host_port(service: &ServiceShared) -> Result<(), PortCreateError> {
         })
     } else {
         Ok(())
+    }
+}
+
+/// Refuses a plain publisher (one that records no tensor layouts) of a tensor service.
+pub fn check_plain_publisher(service: &ServiceShared) -> Result<(), PortCreateError> {
+    match service.config.publish_subscribe() {
+        Some(p) if p.tensors => Err(PortCreateError::TensorService {
+            service: service.name.to_string(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a tensor port of a service without tensor records.
+pub fn check_tensor_service(service: &ServiceShared) -> Result<(), PortCreateError> {
+    match service.config.publish_subscribe() {
+        Some(p) if p.tensors || service.pool.is_device() => Ok(()),
+        _ => Err(PortCreateError::NotATensorService {
+            service: service.name.to_string(),
+        }),
     }
 }
 

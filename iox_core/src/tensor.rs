@@ -3,10 +3,10 @@
 //! applies before a layout describes a chunk.
 //!
 //! A service's element type is its payload's (a slice of numbers: `[f32]` records
-//! [`Schema::F32`](crate::Schema::F32) as its schema, `iox show` prints it); a
+//! [`Schema::F32`] as its schema, `iox show` prints it); a
 //! [`DType`] is one of those numbers, named as DLPack and the array libraries name
 //! them. A layout is `ndim <= MAX_DIMS` dimensions, each with a size and a stride in
-//! elements (not bytes, as DLPack counts), and the element type. A layout describes a
+//! elements (as DLPack counts them; numpy counts bytes), and the element type. A layout describes a
 //! sample when ([`TensorLayout::check`]):
 //! - its element type is the service's;
 //! - no stride is negative (a tensor reaching below its first element has no place in

@@ -177,7 +177,6 @@ impl PyDeviceSample {
         dl_device: Option<(i32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let _ = max_version; // the unversioned capsule is what every consumer reads
         if dl_device.is_some_and(|d| d != (KDL_CUDA, self.ordinal)) {
             return Err(PyBufferError::new_err(
                 "the sample is on its GPU; no copy to another device is made",
@@ -208,6 +207,10 @@ impl PyDeviceSample {
             self.device_ptr,
             (KDL_CUDA, self.ordinal),
             &layout,
+            dlpack::Export {
+                max_version,
+                read_only: true,
+            },
             Some(Box::new(sample)),
         )
     }

@@ -69,16 +69,6 @@ fn stream_key(stream: Stream) -> usize {
     }
 }
 
-/// `shape` as a Python int or sequence of ints.
-fn shape_arg(shape: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
-    if let Ok(n) = shape.extract::<usize>() {
-        return Ok(vec![n]);
-    }
-    shape
-        .extract::<Vec<usize>>()
-        .map_err(|_| PyValueError::new_err("shape: an int or a sequence of non-negative ints"))
-}
-
 #[pymethods]
 impl PyDevicePublisher {
     /// Loans a chunk for a tensor of `shape` (and `strides`, in elements; row-major
@@ -91,15 +81,10 @@ impl PyDevicePublisher {
         stream: Option<i64>,
     ) -> PyResult<PyDeviceLoan> {
         let s = stream_arg(stream)?;
-        let dims = shape_arg(shape)?;
         let dtype = self.inner.element_type().ok_or_else(|| {
             errors::other("the service's payload is not a slice of numbers: it carries no tensors")
         })?;
-        let layout = match strides {
-            None => TensorLayout::contiguous(dtype, &dims),
-            Some(st) => TensorLayout::strided(dtype, &dims, &st),
-        }
-        .map_err(dlpack::tensor_error)?;
+        let layout = crate::tensor::layout_arg(dtype, shape, strides)?;
         let mut loan = self.inner.loan_tensor_on(s, &layout).map_err(errors::other)?;
         Ok(PyDeviceLoan {
             device_ptr: loan.device_ptr(),
@@ -257,7 +242,6 @@ impl PyDeviceLoan {
         dl_device: Option<(i32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let _ = max_version; // the unversioned capsule is what every consumer reads
         self.check_alive()?;
         if dl_device.is_some_and(|d| d != (KDL_CUDA, self.ordinal)) || copy == Some(true) {
             return Err(PyBufferError::new_err("a loan is written in place, on its GPU"));
@@ -271,7 +255,17 @@ impl PyDeviceLoan {
                 stream_key(consumer)
             )));
         }
-        dlpack::export(py, self.device_ptr, (KDL_CUDA, self.ordinal), &self.layout, None)
+        dlpack::export(
+            py,
+            self.device_ptr,
+            (KDL_CUDA, self.ordinal),
+            &self.layout,
+            dlpack::Export {
+                max_version,
+                read_only: false,
+            },
+            None,
+        )
     }
     /// Records the end of the writes on `stream` (the loan's unless given) and sends;
     /// returns how many subscribers got it.

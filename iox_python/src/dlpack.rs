@@ -1,6 +1,7 @@
-//! DLPack, both ways: capsules iox hands out (a device sample's tensor, a device
-//! loan's writable tensor) and capsules iox takes (`DevicePublisher.send_tensor`, from
-//! any object with `__dlpack__`: a torch or CuPy tensor, a numpy array).
+//! DLPack, both ways: capsules iox hands out (a sample's tensor, a loan's writable
+//! tensor, in GPU or host memory) and capsules iox takes (`send_tensor`, from any
+//! object with `__dlpack__`: a torch or CuPy tensor, a numpy array); and the streams
+//! DLPack's `stream` argument names (with the `cuda` feature).
 //!
 //! Out: the classic unversioned `DLManagedTensor` (`"dltensor"`), which every consumer
 //! reads, with the element type, shape and strides of the sample's tensor record (a
@@ -18,9 +19,12 @@
 
 use std::ffi::{CStr, c_void};
 
+#[cfg(feature = "cuda")]
 use iox_service::cuda::Stream;
 use iox_service::tensor::{DType, TensorError, TensorLayout};
-use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::exceptions::PyBufferError;
+#[cfg(feature = "cuda")]
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 /// DLPack's device types.
@@ -30,6 +34,7 @@ pub(crate) const KDL_CUDA: i32 = 2;
 pub(crate) const KDL_CUDA_HOST: i32 = 3;
 
 const NAME: &CStr = c"dltensor";
+const VERSIONED: &CStr = c"dltensor_versioned";
 const USED: &CStr = c"used_dltensor";
 const MAX_DIMS: usize = iox_service::tensor::MAX_DIMS;
 
@@ -65,11 +70,25 @@ struct DlManagedTensor {
     deleter: Option<unsafe extern "C" fn(*mut DlManagedTensor)>,
 }
 
-/// `DLManagedTensor`, followed by what it owns (one allocation: the tensor first, so
-/// its address is the box's).
+/// `DLManagedTensorVersioned` (DLPack 1.0): a version, flags (read-only, ...), then the
+/// tensor.
 #[repr(C)]
-struct Managed {
-    head: DlManagedTensor,
+struct DlManagedTensorVersioned {
+    version: [u32; 2],
+    manager_ctx: *mut c_void,
+    deleter: Option<unsafe extern "C" fn(*mut DlManagedTensorVersioned)>,
+    flags: u64,
+    tensor: DlTensor,
+}
+
+/// DLPack's flag of a tensor its consumer must not write.
+const FLAG_READ_ONLY: u64 = 1;
+
+/// A managed tensor (`H`: either head), followed by what it owns: one allocation, the
+/// head first, so its address is the box's.
+#[repr(C)]
+struct Managed<H> {
+    head: H,
     shape: [i64; MAX_DIMS],
     strides: [i64; MAX_DIMS],
     /// What keeps the memory valid until the consumer is done (a sample), if the
@@ -77,78 +96,134 @@ struct Managed {
     owner: Option<Box<dyn Send>>,
 }
 
-/// The deleter DLPack consumers call when done: drops the owner (a sample: its release
-/// records the end of the reads on the stream it waited on) and frees the tensor.
+/// The deleters DLPack consumers call when done: drop the owner (a sample: its release
+/// records the end of the reads on the stream it waited on) and free the tensor.
 unsafe extern "C" fn delete(managed: *mut DlManagedTensor) {
     if !managed.is_null() {
-        // SAFETY: made by `Box::into_raw` of a `Managed` (whose first field is the
-        // `DlManagedTensor`) in `export`, deleted once (DLPack's contract: the consumer
+        // SAFETY: made by `Box::into_raw` of a `Managed<DlManagedTensor>` (whose first
+        // field is the head) in `export`, deleted once (DLPack's contract: the consumer
         // calls it once; the capsule destructor only for an unconsumed capsule).
-        drop(unsafe { Box::from_raw(managed.cast::<Managed>()) });
+        drop(unsafe { Box::from_raw(managed.cast::<Managed<DlManagedTensor>>()) });
     }
 }
 
-/// Destroys a capsule: an unconsumed one (still named "dltensor") deletes its tensor.
+unsafe extern "C" fn delete_versioned(managed: *mut DlManagedTensorVersioned) {
+    if !managed.is_null() {
+        // SAFETY: as `delete`, for the versioned head.
+        drop(unsafe { Box::from_raw(managed.cast::<Managed<DlManagedTensorVersioned>>()) });
+    }
+}
+
+/// Destroys a capsule: an unconsumed one (still named "dltensor" or
+/// "dltensor_versioned") deletes its tensor.
 unsafe extern "C" fn destroy_capsule(capsule: *mut pyo3::ffi::PyObject) {
-    // SAFETY: called by Python with the capsule being destroyed.
+    // SAFETY: called by Python with the capsule being destroyed; the pointer under
+    // each name is the head `export` stored under it.
     unsafe {
         if pyo3::ffi::PyCapsule_IsValid(capsule, NAME.as_ptr()) == 1 {
-            let managed = pyo3::ffi::PyCapsule_GetPointer(capsule, NAME.as_ptr()).cast::<DlManagedTensor>();
-            delete(managed);
+            delete(pyo3::ffi::PyCapsule_GetPointer(capsule, NAME.as_ptr()).cast());
+        } else if pyo3::ffi::PyCapsule_IsValid(capsule, VERSIONED.as_ptr()) == 1 {
+            delete_versioned(pyo3::ffi::PyCapsule_GetPointer(capsule, VERSIONED.as_ptr()).cast());
         }
     }
 }
 
-/// A capsule of the tensor `layout` at device address `data` on `(device_type,
-/// ordinal)`, keeping `owner` alive until the consumer is done.
+/// How a capsule is handed out: `max_version` is what the consumer passed to
+/// `__dlpack__` (a versioned capsule from DLPack 1.0 on, the classic one before), and
+/// whether the consumer may write the memory.
+pub(crate) struct Export {
+    pub(crate) max_version: Option<(u32, u32)>,
+    pub(crate) read_only: bool,
+}
+
+/// A capsule of the tensor `layout` at address `data` on `(device_type, ordinal)`,
+/// keeping `owner` alive until the consumer is done.
 pub(crate) fn export<'py>(
     py: Python<'py>,
     data: u64,
     device: (i32, i32),
     layout: &TensorLayout,
+    how: Export,
     owner: Option<Box<dyn Send>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let (code, bits) = layout.dtype().dlpack();
+    let tensor = DlTensor {
+        data: data as usize as *mut c_void,
+        device: DlDevice {
+            device_type: device.0,
+            device_id: device.1,
+        },
+        ndim: layout.shape().len() as i32,
+        dtype: DlDataType { code, bits, lanes: 1 },
+        shape: std::ptr::null_mut(),
+        strides: std::ptr::null_mut(),
+        byte_offset: 0,
+    };
+    let mut shape = [0; MAX_DIMS];
+    let mut strides = [0; MAX_DIMS];
+    for (d, (&size, &stride)) in layout.shape().iter().zip(layout.strides()).enumerate() {
+        shape[d] = size as i64;
+        strides[d] = stride;
+    }
+    if how.max_version.is_some_and(|(major, _)| major >= 1) {
+        let mut managed = Box::new(Managed {
+            head: DlManagedTensorVersioned {
+                version: [1, 0],
+                manager_ctx: std::ptr::null_mut(),
+                deleter: Some(delete_versioned),
+                flags: if how.read_only { FLAG_READ_ONLY } else { 0 },
+                tensor,
+            },
+            shape,
+            strides,
+            owner,
+        });
+        managed.head.tensor.shape = managed.shape.as_mut_ptr();
+        managed.head.tensor.strides = managed.strides.as_mut_ptr();
+        let raw = Box::into_raw(managed);
+        // SAFETY: `raw` is live; its head is first; deleted below on failure.
+        unsafe { (*raw).head.manager_ctx = raw.cast() };
+        // SAFETY: as above; the destructor deletes an unconsumed capsule's tensor.
+        return unsafe { capsule(py, raw.cast(), VERSIONED, || delete_versioned(raw.cast())) };
+    }
     let mut managed = Box::new(Managed {
         head: DlManagedTensor {
-            tensor: DlTensor {
-                data: data as usize as *mut c_void,
-                device: DlDevice {
-                    device_type: device.0,
-                    device_id: device.1,
-                },
-                ndim: layout.shape().len() as i32,
-                dtype: DlDataType { code, bits, lanes: 1 },
-                shape: std::ptr::null_mut(),
-                strides: std::ptr::null_mut(),
-                byte_offset: 0,
-            },
+            tensor,
             manager_ctx: std::ptr::null_mut(),
             deleter: Some(delete),
         },
-        shape: [0; MAX_DIMS],
-        strides: [0; MAX_DIMS],
+        shape,
+        strides,
         owner,
     });
-    for (d, (&size, &stride)) in layout.shape().iter().zip(layout.strides()).enumerate() {
-        managed.shape[d] = size as i64;
-        managed.strides[d] = stride;
-    }
     managed.head.tensor.shape = managed.shape.as_mut_ptr();
     managed.head.tensor.strides = managed.strides.as_mut_ptr();
     let raw = Box::into_raw(managed);
-    // SAFETY: `raw` is a live Managed whose first field is the DLManagedTensor; the
-    // name is static; the destructor deletes an unconsumed capsule's tensor. On
-    // failure the tensor is ours to delete.
-    unsafe {
-        (*raw).head.manager_ctx = raw.cast();
-        let capsule = pyo3::ffi::PyCapsule_New(raw.cast(), NAME.as_ptr(), Some(destroy_capsule));
-        if capsule.is_null() {
-            delete(raw.cast());
-            return Err(PyErr::fetch(py));
-        }
-        Ok(Bound::from_owned_ptr(py, capsule))
+    // SAFETY: `raw` is live; its head is first; deleted below on failure.
+    unsafe { (*raw).head.manager_ctx = raw.cast() };
+    // SAFETY: as above.
+    unsafe { capsule(py, raw.cast(), NAME, || delete(raw.cast())) }
+}
+
+/// A capsule named `name` of `head`; on failure `undo` frees it.
+///
+/// # Safety
+/// `head` is a live managed tensor of the kind `name` says, owned by the capsule
+/// (whose destructor deletes it unless consumed).
+unsafe fn capsule<'py>(
+    py: Python<'py>,
+    head: *mut c_void,
+    name: &'static CStr,
+    undo: impl FnOnce(),
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: the caller's contract; the name is static.
+    let capsule = unsafe { pyo3::ffi::PyCapsule_New(head, name.as_ptr(), Some(destroy_capsule)) };
+    if capsule.is_null() {
+        undo();
+        return Err(PyErr::fetch(py));
     }
+    // SAFETY: a new reference Python just returned (non-null).
+    Ok(unsafe { Bound::from_owned_ptr(py, capsule) })
 }
 
 /// A producer's tensor, read from its capsule; the producer's deleter runs when this
@@ -237,6 +312,7 @@ impl Drop for Imported<'_> {
     }
 }
 
+#[cfg(feature = "cuda")]
 /// The stream DLPack's `stream` argument names (`None` for -1: no ordering).
 pub(crate) fn dlpack_stream(stream: Option<i64>) -> PyResult<Option<Stream>> {
     match stream {

@@ -30,7 +30,6 @@ mod blackboard;
 mod device;
 #[cfg(feature = "cuda")]
 mod device_publisher;
-#[cfg(feature = "cuda")]
 mod dlpack;
 mod errors;
 mod event;
@@ -40,6 +39,7 @@ mod pubsub;
 mod schema;
 mod spec;
 mod subscriber;
+mod tensor;
 
 use pyo3::prelude::*;
 
@@ -54,6 +54,7 @@ fn _iox(m: &Bound<'_, PyModule>) -> PyResult<()> {
     device::register(m)?;
     #[cfg(feature = "cuda")]
     device_publisher::register(m)?;
+    tensor::register(m)?;
     inspect::register(m)?;
     m.add_function(wrap_pyfunction!(check_name, m)?)?;
     Ok(())

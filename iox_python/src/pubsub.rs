@@ -289,6 +289,9 @@ fn builder(
     if let Some(v) = get("max_len") {
         b = b.max_slice_len(v.extract()?);
     }
+    if let Some(v) = get("tensors") {
+        b = b.tensors(v.extract()?);
+    }
     if let Some(v) = get("allow_pool_exhaustion") {
         b = b.allow_pool_exhaustion(v.extract()?);
     }
@@ -479,6 +482,38 @@ impl PyPubSubService {
         Err(errors::other(
             "this iox package was built without the `cuda` feature: it cannot use CUDA_DEVICE services",
         ))
+    }
+    /// The tensor publisher the service's memory takes: a device publisher of a
+    /// `CUDA_DEVICE` service, a host tensor publisher of one created with
+    /// `tensors=True` (the same calls; see `iox.TensorPublisher`).
+    fn tensor_publisher(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        if self.inner.static_config().memory_type == iox_service::MemoryType::CudaDevice {
+            return self.device_publisher(py);
+        }
+        let publisher = self
+            .inner
+            .tensor_publisher_builder()
+            .create()
+            .map_err(errors::other)?;
+        Ok(crate::tensor::PyTensorPublisher::new(publisher)
+            .into_pyobject(py)?
+            .into_any()
+            .unbind())
+    }
+    /// The tensor subscriber the service's memory takes (see `tensor_publisher`).
+    fn tensor_subscriber(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        if self.inner.static_config().memory_type == iox_service::MemoryType::CudaDevice {
+            return self.device_subscriber(py);
+        }
+        let subscriber = self
+            .inner
+            .tensor_subscriber_builder()
+            .create()
+            .map_err(errors::other)?;
+        Ok(crate::tensor::PyTensorSubscriber::new(subscriber)
+            .into_pyobject(py)?
+            .into_any()
+            .unbind())
     }
     /// A publisher (owned by the calling thread). See `iox.Publisher`.
     #[pyo3(signature = (pin = false))]

@@ -66,6 +66,17 @@ assert cuda.cuDevicePrimaryCtxRetain(c.byref(ctx), 0) == 0
 assert cuda.cuCtxPushCurrent_v2(ctx) == 0
 
 svc = iox.Service("examples/gpu-tensors").publish_subscribe().open()
+# The writer keeps at most two tensors unacknowledged (gpu_device's pacing): one
+# acknowledgement per tensor taken, on the host service it made.
+import time
+deadline = time.time() + 30
+while True:
+    try:
+        ack = iox.Service("examples/gpu-acks").publish_subscribe().open().publisher()
+        break
+    except iox.ServiceNotFound:
+        assert time.time() < deadline, "no acknowledgement service"
+        time.sleep(0.01)
 sub = svc.device_subscriber()
 for i in range(COUNT):
     s = sub.receive(timeout=30)
@@ -95,6 +106,7 @@ for i in range(COUNT):
     api.PyCapsule_SetName(cap, b"used_dltensor")
     m.deleter(c.cast(ptr, c.POINTER(DLManagedTensor)))
     del cap
+    ack.send(__import__("numpy").uint64(1))
 print("consumed", COUNT)
 """
 

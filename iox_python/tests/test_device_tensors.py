@@ -196,24 +196,30 @@ def test_python_to_python_through_a_relay_on_the_gpu(root, tensors):
     assert out.split("\n")[:COUNT] == [f"float32 [{i + 1}, 8] strides [8, 1]" for i in range(COUNT)], out
 
 
-def test_cpp_to_python_tensors_arrive_typed(root, tensors, tmp_path):
-    """The C++ example device_tensors (iox.hpp's DevicePublisher) publishes; Python reads."""
+@pytest.fixture(scope="module")
+def cpp_tensors(tmp_path_factory):
+    """iox_ffi/examples/device_tensors.cpp (iox.hpp's device ports), compiled."""
     if shutil.which("g++") is None:
         pytest.skip("g++ is needed to build the C++ example")
-    driver, _ = tensors
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
     libdir = next((d for d in (os.path.join(target, "debug", "deps"), os.path.join(target, "debug"))
                    if os.path.exists(os.path.join(d, "libiox_ffi.so"))), None)
     if libdir is None:
         subprocess.run(["cargo", "build", "-q", "-p", "iox_ffi"], cwd=REPO, check=True)
         libdir = os.path.join(target, "debug")
-    exe = str(tmp_path / "device_tensors")
+    exe = str(tmp_path_factory.mktemp("cpp") / "device_tensors")
     ffi = os.path.join(REPO, "iox_ffi")
     subprocess.run(["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-I", os.path.join(ffi, "include"),
                     os.path.join(ffi, "examples", "device_tensors.cpp"), "-o", exe, f"-L{libdir}",
                     f"-Wl,--disable-new-dtags,-rpath,{libdir}", "-liox_ffi", "-ldl"], check=True)
+    return exe
+
+
+def test_cpp_to_python_tensors_arrive_typed(root, tensors, cpp_tensors):
+    """The C++ example publishes (DevicePublisher, DeviceLoan); Python reads."""
+    driver, _ = tensors
     env = env_for(root, driver)
-    producer = subprocess.Popen([exe, "--count", str(COUNT)], env=env, stdout=subprocess.PIPE,
+    producer = subprocess.Popen([cpp_tensors, "--count", str(COUNT)], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
     try:
         out = finish(run_python(CONSUMER.replace("COUNT", str(COUNT)), env), "the Python consumer")
@@ -222,6 +228,25 @@ def test_cpp_to_python_tensors_arrive_typed(root, tensors, tmp_path):
         if producer.poll() is None:
             producer.kill()
     assert out.split("\n")[:COUNT] == [f"float32 [{i + 1}, 8] strides [8, 1]" for i in range(COUNT)], out
+
+
+def test_python_to_cpp_tensors_arrive_typed(root, tensors, cpp_tensors):
+    """Python publishes (loans and send_tensor, a strided one too); the C++ example
+    reads (DeviceSubscriber, DeviceSample) and checks every element."""
+    driver, _ = tensors
+    env = env_for(root, driver)
+    receiver = subprocess.Popen([cpp_tensors, "--receive", "--count", str(COUNT)], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_service(root)
+        finish(run_python(PRODUCER.replace("COUNT", str(COUNT)), env), "the Python producer")
+        out = finish(receiver, "device_tensors --receive")
+    finally:
+        if receiver.poll() is None:
+            receiver.kill()
+    expected = [f"float32 [{i + 1}, 8] strides {f'[1, {i + 1}]' if i % 3 == 2 else '[8, 1]'} checked"
+                for i in range(COUNT)]
+    assert out.split("\n")[:COUNT] == expected, out
 
 
 # Bad input and chunks given back, in one process (it makes the service).

@@ -96,6 +96,10 @@ pub use pubsub::raw::{RawLoan, RawSample};
 #[cfg(feature = "tokio")]
 pub use pubsub::receive_async::ReceiveAsyncError;
 pub use pubsub::service::{PubSubBuilder, PubSubService};
+pub use pubsub::tensor::{
+    TensorLoan, TensorLoanError, TensorPublisher, TensorPublisherBuilder, TensorSample, TensorSendError,
+    TensorSubscriber, TensorSubscriberBuilder,
+};
 pub use pubsub::user_header;
 pub use pubsub::user_header::{HeaderType, HeaderWritten, UserHeader};
 pub use recovery::CleanupReport;

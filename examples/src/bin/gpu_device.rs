@@ -14,7 +14,7 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use iox_cuda::{DeviceBuffer, OwnedStream};
-use iox_service::{DeviceSendError, MemoryType, Overflow, PubSubService, SendError, Service};
+use iox_service::{MemoryType, Overflow, PubSubService, Service, Subscriber};
 
 const TENSOR: usize = 16 << 20;
 const WAIT: Duration = Duration::from_secs(30);
@@ -32,11 +32,11 @@ fn service(name: &str, memory: MemoryType) -> Result<PubSubService<[u8]>, iox_se
         .open_or_create()
 }
 
-/// The measurement's acknowledgements (host memory): the reader sends one per tensor it
-/// took, and the writer keeps at most [`measure::WINDOW`] tensors unacknowledged, so a
-/// send never finds the reader's queue full and no tensor is written twice.
-fn acks() -> Result<PubSubService<u64>, iox_service::OpenOrCreateError> {
-    Service::named("measure/ack")
+/// Acknowledgements (host memory): the reader sends one per tensor it took, and the
+/// writer keeps at most [`WINDOW`] tensors unacknowledged, so a send never finds the
+/// reader's queue full and no tensor is written twice.
+fn acks(name: &str) -> Result<PubSubService<u64>, iox_service::OpenOrCreateError> {
+    Service::named(name)
         .expect("constant names are valid")
         .publish_subscribe::<u64>()
         .max_publishers(1)
@@ -46,32 +46,47 @@ fn acks() -> Result<PubSubService<u64>, iox_service::OpenOrCreateError> {
 }
 
 /// The publishing child: `count` tensors, tensor `i` all bytes `i`, each written on
-/// the stream (a host-to-device copy here; a kernel in a real pipeline).
+/// the stream (a host-to-device copy here; a kernel in a real pipeline). At most
+/// [`WINDOW`] unacknowledged: every send finds room in the reader's queue, so no
+/// tensor is written twice.
 fn publish(count: usize) -> Result<(), Box<dyn std::error::Error>> {
     let service = service("examples/gpu-tensors", MemoryType::CudaDevice)?;
     let publisher = service.device_publisher_builder().create()?;
+    let acks = acks("examples/gpu-acks")?.subscriber_builder().create()?;
     publisher.wait_for_subscribers(1, WAIT)?;
     let stream = OwnedStream::new(0)?;
     let mut pattern = vec![0u8; TENSOR];
+    let mut in_flight = 0;
     for i in 0..count {
         pattern.fill(i as u8);
-        // A full queue gives the chunk back and the retry writes the tensor again:
-        // fine for a few tensors; a steady writer paces itself to its reader (see
-        // `measure`, which keeps at most the queue's depth unacknowledged).
-        loop {
-            let mut loan = publisher.loan_on(stream.stream(), TENSOR)?;
-            // SAFETY: the loan's chunk is ours until sent, on this stream, after the
-            // copy; `pattern` is pageable (staged before the call returns).
-            unsafe { iox_cuda::copy_to_device(0, loan.device_ptr(), &pattern, stream.stream()) }?;
-            match loan.send_on(stream.stream()) {
-                Ok(_) => break,
-                Err(DeviceSendError::Send(SendError::QueueFull { .. })) => std::thread::yield_now(),
-                Err(e) => return Err(e.into()),
-            }
-        }
+        wait_for_room(&acks, &mut in_flight)?;
+        let mut loan = publisher.loan_on(stream.stream(), TENSOR)?;
+        // SAFETY: the loan's chunk is ours until sent, on this stream, after the
+        // copy; `pattern` is pageable (staged before the call returns).
+        unsafe { iox_cuda::copy_to_device(0, loan.device_ptr(), &pattern, stream.stream()) }?;
+        loan.send_on(stream.stream())?;
+        in_flight += 1;
     }
     // Until the reader is done (at most 30 s): our events must outlive its waits.
     until_gone(|| service.port_counts().1)
+}
+
+/// Tensors in flight at most between a writer and its reader: the reader's queue
+/// depth (`subscriber_buffer(2)`).
+const WINDOW: usize = 2;
+
+/// Takes acknowledgements from `acks` until fewer than [`WINDOW`] tensors are in
+/// flight.
+fn wait_for_room(acks: &Subscriber<u64>, in_flight: &mut usize) -> Result<(), Box<dyn std::error::Error>> {
+    let deadline = Instant::now() + WAIT;
+    while *in_flight >= WINDOW {
+        match acks.receive()? {
+            Some(_) => *in_flight -= 1,
+            None if Instant::now() > deadline => return Err("no acknowledgement within 30 s".into()),
+            None => std::thread::yield_now(),
+        }
+    }
+    Ok(())
 }
 
 /// Polls `ports` until it is 0, for at most [`WAIT`].
@@ -89,6 +104,7 @@ fn until_gone(ports: impl Fn() -> usize) -> Result<(), Box<dyn std::error::Error
 fn pipeline(count: usize) -> Result<(), Box<dyn std::error::Error>> {
     let service = service("examples/gpu-tensors", MemoryType::CudaDevice)?;
     let subscriber = service.device_subscriber_builder().create()?;
+    let ack = acks("examples/gpu-acks")?.publisher_builder().create()?;
     let mut child = Command::new(std::env::current_exe()?)
         .args(["--publish", "--count", &count.to_string()])
         .spawn()?;
@@ -111,6 +127,8 @@ fn pipeline(count: usize) -> Result<(), Box<dyn std::error::Error>> {
             )
         }?;
         // Dropping it records the end of that work; the chunk's next writer waits for it.
+        drop(tensor);
+        ack.loan_uninit()?.write_payload(1).send()?;
     }
     stream.synchronize()?;
     let took = start.elapsed();
@@ -156,27 +174,6 @@ fn main() -> ExitCode {
 mod measure {
     use super::*;
 
-    /// Tensors in flight at most between the writer and the reader: the reader's
-    /// queue depth (`subscriber_buffer(2)`).
-    pub(super) const WINDOW: usize = 2;
-
-    /// Takes acknowledgements from `acks` until fewer than [`WINDOW`] tensors are in
-    /// flight.
-    fn wait_for_room(
-        acks: &iox_service::Subscriber<u64>,
-        in_flight: &mut usize,
-    ) -> Result<(), Box<dyn std::error::Error>> {
-        let deadline = Instant::now() + WAIT;
-        while *in_flight >= WINDOW {
-            match acks.receive()? {
-                Some(_) => *in_flight -= 1,
-                None if Instant::now() > deadline => return Err("no acknowledgement within 30 s".into()),
-                None => std::thread::yield_now(),
-            }
-        }
-        Ok(())
-    }
-
     /// The peer process: answers each ping on `pong` (device hand-off, no work),
     /// then reads `count` tensors for the throughput run, then the pinned ones,
     /// acknowledging each tensor it took.
@@ -185,7 +182,7 @@ mod measure {
         let pong = service("measure/pong", MemoryType::CudaDevice)?;
         let sub = ping.device_subscriber_builder().create()?;
         let publisher = pong.device_publisher_builder().create()?;
-        let ack = acks()?.publisher_builder().create()?;
+        let ack = acks("measure/ack")?.publisher_builder().create()?;
         let stream = OwnedStream::new(0)?;
         let mine = DeviceBuffer::new(0, TENSOR)?;
         // Latency: one round trip per ping.
@@ -235,7 +232,7 @@ mod measure {
         let sub = pong.device_subscriber_builder().create()?;
         let pinned = service("measure/pinned", MemoryType::CudaPinned)?;
         let ppub = pinned.publisher_builder().pin_memory(true).create()?;
-        let acks = acks()?.subscriber_builder().create()?;
+        let acks = acks("measure/ack")?.subscriber_builder().create()?;
         let mut child = Command::new(std::env::current_exe()?)
             .args(["--measure-peer", "--count", &count.to_string()])
             .spawn()?;

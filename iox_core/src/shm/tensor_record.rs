@@ -1,13 +1,17 @@
 //! A chunk's tensor record: the element type, shape and strides of the sample in it,
 //! kept in host memory beside the chunk (a device service's chunks are GPU memory,
-//! which no host port reads). One record per chunk of a `CudaDevice` pub-sub service's
-//! pool, in its dynamic segment (`Dynamic::tensor_record`, after the event tables);
-//! the words are a [`TensorLayout`]'s ([`crate::tensor`]).
+//! which no host port reads). One record per chunk of a tensor service's pool (every
+//! `CudaDevice` pub-sub service, and host services created with `tensors`), in its
+//! dynamic segment (`Dynamic::tensor_record`, the last region); the words are a
+//! [`TensorLayout`]'s ([`crate::tensor`]).
 //!
-//! Who writes and who reads, and why no reader sees a torn record:
+//! Who writes and who reads, and why no reader sees a torn or stale record:
 //! - only the port holding the chunk's loan writes its record ([`TensorRecord::store`],
-//!   Relaxed stores), before it sends the chunk; a device loan writes a 1-D record of
-//!   the loaned length first, so a chunk is never sent with an earlier sample's record;
+//!   Relaxed stores), before it sends the chunk; every loan of a tensor port writes
+//!   one (a plain loan a 1-D record of its length), and a tensor service has no other
+//!   sending ports (host ports of a device service, and plain publishers of a host
+//!   tensor service, are refused), so a chunk is never sent with an earlier sample's
+//!   record;
 //! - readers load it ([`TensorRecord::load`], Relaxed) while they hold a sample of the
 //!   chunk: the send's Release and the take's Acquire order the stores before the
 //!   loads, and the chunk is loaned again (its record written) only once every sample

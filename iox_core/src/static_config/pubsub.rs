@@ -77,6 +77,13 @@ pub struct PubSubConfig {
     /// Samples each publisher keeps for subscribers that connect later (0 = none; at
     /// most `subscriber_buffer`).
     pub history: u32,
+    /// Whether each sample carries a tensor record (element type, shape, strides; see
+    /// `crate::tensor`) beside its chunk, written by tensor publishers only. A
+    /// `CudaDevice` service always has them; a host service has them when its creator
+    /// asked (`tensors(true)`). Absent from the text when false; an older iox refuses a
+    /// config with it (an unknown field) rather than send samples without records.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tensors: bool,
 }
 
 impl PubSubConfig {

@@ -31,7 +31,7 @@ from ._blackboard import Blackboard, BlackboardBuilder, BlackboardReader, Blackb
 from ._iox import (  # noqa: F401
     Error, IncompatibleService, LimitReached, Loan, Listener, Notifier, PoolExhausted,
     Publisher, PubSubService, EventService, Sample, ServiceExists, ServiceNotFound,
-    Subscriber, ViewsAlive, WrongThread,
+    Subscriber, ViewsAlive, WrongThread, TensorPublisher, TensorLoan, TensorSubscriber, TensorSample,
 )
 from ._types import Type, array_name, element
 from . import ros2  # noqa: E402,F401  (iox.ros2: ROS 2 messages and images)
@@ -42,6 +42,7 @@ __all__ = [
     "ServiceNotFound", "ServiceExists", "PoolExhausted", "LimitReached", "ViewsAlive", "WrongThread",
     "PubSubService", "Publisher", "Loan", "Subscriber", "Sample", "EventService", "Notifier",
     "Listener", "Blackboard", "BlackboardBuilder", "BlackboardReader", "BlackboardWriter",
+    "TensorPublisher", "TensorLoan", "TensorSubscriber", "TensorSample",
 ]
 
 # Device-memory ports: in a package built with the `cuda` feature (the default; the
@@ -186,6 +187,11 @@ class PubSubBuilder(_Builder):
 
     def history(self, n: int):
         return self._set("history", n)
+
+    def tensors(self, on: bool = True):
+        """Each sample carries its tensor's shape and strides (a slice of numbers; always
+        on for CUDA_DEVICE). Send with ``svc.tensor_publisher()``."""
+        return self._set("tensors", bool(on))
 
     def permissions(self, mode: int):
         return self._set("permissions", mode)

@@ -44,19 +44,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 
 use iox_cuda::{CudaError, EventHandle, IpcEvent, OpenedEvent, Stream};
-use iox_mempool::{ChunkHandle, PoolLayout};
 
 use crate::dynamic::Dynamic;
 use crate::port::Side;
 
-/// The index of `chunk` among all chunks of `layout` (classes in order).
-pub(crate) fn chunk_index(layout: &PoolLayout, chunk: ChunkHandle) -> usize {
-    let before: usize = layout.classes()[..chunk.class()]
-        .iter()
-        .map(|c| c.count as usize)
-        .sum();
-    before + chunk.index() as usize
-}
+pub(crate) use iox_core::shm::regions::pubsub::chunk_index;
 
 /// The generation word a port publishes: non-zero, and different for each port that
 /// takes the slot (its claim generation).

@@ -129,6 +129,16 @@ impl<P: ?Sized + Payload, H: UserHeader> Pattern for PubSubBuilder<P, H> {
                 found: ps.history.to_string(),
             });
         }
+        if let Some(t) = self.tensors
+            && t != ps.tensors
+        {
+            return Err(OpenError::IncompatibleLimit {
+                name: name(),
+                what: "tensor records",
+                requested: t.to_string(),
+                found: ps.tensors.to_string(),
+            });
+        }
         let element = c.payload.element_size().max(1);
         let wanted = self
             .max_slice_len

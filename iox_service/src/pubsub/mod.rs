@@ -13,4 +13,5 @@ pub(crate) mod receive_async;
 pub(crate) mod sample;
 pub(crate) mod service;
 pub(crate) mod subscriber;
+pub(crate) mod tensor;
 pub use iox_core::user_header;

@@ -145,11 +145,13 @@ impl<P: ?Sized + Payload, H: UserHeader> PublisherBuilder<P, H> {
     /// Claims a publisher slot (and pins, if asked).
     pub fn create(self) -> Result<Publisher<P, H>, PortCreateError> {
         port::check_host_port(&self.service)?;
+        port::check_plain_publisher(&self.service)?;
         self.build()
     }
 
-    /// [`create`](Self::create) without refusing a device-memory service (for the
-    /// device ports, which hand out device addresses only).
+    /// [`create`](Self::create) without refusing a device-memory or tensor service (for
+    /// the device and tensor ports, which hand out device addresses only, or record
+    /// each sample's tensor).
     pub(crate) fn build(self) -> Result<Publisher<P, H>, PortCreateError> {
         let claim = SlotClaim::new(&self.service, Side::Sending, "publisher")?;
         let d = self.service.dynamic();

@@ -59,7 +59,6 @@ impl RawLoan {
     }
 
     /// The loaned chunk.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn chunk_handle(&self) -> iox_mempool::ChunkHandle {
         self.loan
             .chunk_handle()
@@ -96,7 +95,6 @@ pub struct RawSample {
 
 impl RawSample {
     /// The received chunk and the slot of the publisher that sent it.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn origin(&self) -> (iox_mempool::ChunkHandle, usize) {
         (self.sample.chunk_handle(), self.sample.publisher_slot())
     }

@@ -68,6 +68,8 @@ pub struct PubSubBuilder<P: ?Sized, H = ()> {
     pub(super) max_held: Option<u32>,
     pub(super) overflow: Option<Overflow>,
     pub(super) history: Option<u32>,
+    /// Whether samples carry tensor records (`tensors`).
+    pub(super) tensors: Option<bool>,
     pub(super) permissions: Option<u32>,
     /// Slice services: `(bytes per chunk, count)`, `None` = derived from the limits.
     pub(super) size_classes: Option<Vec<(usize, Option<usize>)>>,
@@ -103,6 +105,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             max_held: None,
             overflow: None,
             history: None,
+            tensors: None,
             permissions: None,
             size_classes: None,
             max_slice_len: None,
@@ -159,6 +162,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             max_held: self.max_held,
             overflow: self.overflow,
             history: self.history,
+            tensors: self.tensors,
             permissions: self.permissions,
             size_classes: self.size_classes,
             max_slice_len: self.max_slice_len,
@@ -305,6 +309,36 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
         self.history = Some(n);
         self
     }
+    /// Whether each sample carries its tensor layout (element type, shape, strides;
+    /// see [`crate::tensor`]) beside its bytes, for a slice of numbers (default: only
+    /// `CudaDevice` services, which always do). Such a service is sent to by tensor
+    /// publishers only ([`PubSubService::tensor_publisher_builder`], which record the
+    /// layout with every sample); plain subscribers still read its bytes. An opener that
+    /// sets it requires the service to have the same.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use iox_service::Service;
+    /// use iox_service::tensor::{DType, TensorLayout};
+    /// let svc = Service::named("doc/tensors")?.root(dir.path())
+    ///     .publish_subscribe::<[f32]>()
+    ///     .max_slice_len(64)
+    ///     .tensors(true)
+    ///     .create()?;
+    /// let subscriber = svc.tensor_subscriber_builder().create()?;
+    /// let publisher = svc.tensor_publisher_builder().create()?;
+    /// let layout = TensorLayout::contiguous(DType::F32, &[2, 3])?;
+    /// let loan = publisher.loan_tensor(&layout)?;
+    /// let values: Vec<u8> = (0..6).flat_map(|v| (v as f32).to_ne_bytes()).collect();
+    /// loan.send_bytes(&values)?;
+    /// let sample = subscriber.receive()?.expect("sent above");
+    /// assert_eq!(sample.tensor()?.shape(), [2, 3]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn tensors(mut self, on: bool) -> Self {
+        self.tensors = Some(on);
+        self
+    }
     /// Unix permissions of the files (default 0o600; e.g. 0o660 for group access).
     pub fn permissions(mut self, mode: u32) -> Self {
         self.permissions = Some(mode);
@@ -430,6 +464,7 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
             max_held: self.max_held.unwrap_or(2),
             overflow: self.overflow.unwrap_or_default(),
             history: self.history.unwrap_or(0),
+            tensors: self.tensors.unwrap_or(false) || memory_type == MemoryType::CudaDevice,
         };
         let mut config = StaticConfig {
             version: static_config::CONFIG_VERSION,

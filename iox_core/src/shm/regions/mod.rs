@@ -70,12 +70,11 @@ impl PatternLayout {
     pub fn new(c: &StaticConfig, place_pairs: impl FnOnce(bool) -> usize) -> Self {
         match &c.pattern {
             PatternConfig::PublishSubscribe(p) => {
-                let device_chunks = if c.memory_type == iox_mempool::MemoryType::CudaDevice {
-                    c.layout.classes().iter().map(|class| class.count as usize).sum()
-                } else {
-                    0
-                };
-                Self::PublishSubscribe(PubSubLayout::new(p, device_chunks, place_pairs))
+                let chunks: usize = c.layout.classes().iter().map(|class| class.count as usize).sum();
+                let device = c.memory_type == iox_mempool::MemoryType::CudaDevice;
+                let device_chunks = if device { chunks } else { 0 };
+                let tensor_chunks = if device || p.tensors { chunks } else { 0 };
+                Self::PublishSubscribe(PubSubLayout::new(p, device_chunks, tensor_chunks, place_pairs))
             }
             PatternConfig::Event(e) => Self::Event(EventLayout::new(e, place_pairs)),
             PatternConfig::RequestResponse(r) => Self::RequestResponse(ReqResLayout::new(r, place_pairs)),

@@ -14,10 +14,14 @@
 //! publishers' first, then subscribers': a word on its own line (the generation of
 //! the port whose events the table holds; 0 = none published), then per chunk of the
 //! pool the 64 bytes of an inter-process event handle as 8 words (see
-//! `crate::device::events`). After the tables, one tensor record per chunk of the pool
-//! (`crate::tensor::WORDS` words each, see [`crate::shm::tensor_record`]): the element
-//! type, shape and strides of the sample in the chunk, which its GPU memory cannot
-//! carry for host readers.
+//! `crate::device::events`).
+//!
+//! A tensor service (every `CudaDevice` service, and a host service created with
+//! `tensors` in its config) then has one tensor record per chunk of the pool
+//! (`crate::tensor::WORDS` words each, see [`crate::shm::tensor_record`]; chunks
+//! numbered by [`chunk_index`]): the element type, shape and strides of the sample in
+//! the chunk, kept in host memory beside it (a device chunk cannot carry them for host
+//! readers, and a host one keeps its bytes for the payload).
 
 use std::sync::atomic::AtomicU64;
 
@@ -43,9 +47,22 @@ pub struct PubSubLayout {
     pub device_chunks: usize,
     /// Offset of publisher slot 0's event table.
     events: usize,
+    /// Chunks with a tensor record (0: not a tensor service).
+    pub tensor_chunks: usize,
     /// Offset of chunk 0's tensor record.
     tensors: usize,
     end: usize,
+}
+
+/// The index of `chunk` among all chunks of `layout` (classes in order): what the
+/// per-chunk tables (a device service's events, a tensor service's records) are
+/// indexed by.
+pub fn chunk_index(layout: &iox_mempool::PoolLayout, chunk: iox_mempool::ChunkHandle) -> usize {
+    let before: usize = layout.classes()[..chunk.class()]
+        .iter()
+        .map(|c| c.count as usize)
+        .sum();
+    before + chunk.index() as usize
 }
 
 /// Bytes of one chunk's tensor record.
@@ -57,8 +74,14 @@ fn event_stride(chunks: usize) -> usize {
 }
 
 impl PubSubLayout {
-    /// `device_chunks`: the pool's chunk count for a device-memory service, else 0.
-    pub fn new(c: &PubSubConfig, device_chunks: usize, place_pairs: impl FnOnce(bool) -> usize) -> Self {
+    /// `device_chunks`: the pool's chunk count for a device-memory service, else 0;
+    /// `tensor_chunks`: the pool's chunk count for a tensor service, else 0.
+    pub fn new(
+        c: &PubSubConfig,
+        device_chunks: usize,
+        tensor_chunks: usize,
+        place_pairs: impl FnOnce(bool) -> usize,
+    ) -> Self {
         let history_queues = place_pairs(true);
         let history = c.history as usize;
         let max_subscribers = c.max_subscribers as usize;
@@ -83,8 +106,9 @@ impl PubSubLayout {
             max_subscribers,
             device_chunks,
             events,
+            tensor_chunks,
             tensors,
-            end: tensors + device_chunks * TENSOR_BYTES,
+            end: tensors + tensor_chunks * TENSOR_BYTES,
         }
     }
 }
@@ -155,12 +179,11 @@ impl<'a> Dynamic<'a> {
 }
 
 impl<'a> Dynamic<'a> {
-    /// The tensor record of chunk `chunk` (its index among all the pool's chunks) of a
-    /// device-memory service (`None` for a service without device memory, or a chunk
-    /// out of range).
+    /// The tensor record of chunk `chunk` (its [`chunk_index`]) of a tensor service
+    /// (`None` for another service, or a chunk out of range).
     pub fn tensor_record(&self, chunk: usize) -> Option<TensorRecord<'a>> {
         let h = self.regions::<PubSubLayout>();
-        if chunk >= h.device_chunks {
+        if chunk >= h.tensor_chunks {
             return None;
         }
         // SAFETY: chunk `chunk`'s record, checked against the chunks the region was
