@@ -309,6 +309,11 @@ impl TensorLayout {
             if stride < 0 {
                 return Err(TensorError::NegativeStride { dim, stride });
             }
+            // Sizes are `int64_t` in DLPack: one that does not fit is refused, even
+            // where a 0 elsewhere makes the tensor empty.
+            if i64::try_from(size).is_err() {
+                return Err(TensorError::Overflow);
+            }
             t.shape[dim] = size as u64;
             t.strides[dim] = stride;
         }
@@ -481,6 +486,16 @@ mod tests {
         );
         assert_eq!(
             TensorLayout::strided(DType::U8, &[usize::MAX, 3], &[i64::MAX, 1]),
+            Err(TensorError::Overflow)
+        );
+        // A size past i64 is refused even with a stride of 0 or beside an empty
+        // dimension (it could not be handed to DLPack).
+        assert_eq!(
+            TensorLayout::strided(DType::U8, &[usize::MAX], &[0]),
+            Err(TensorError::Overflow)
+        );
+        assert_eq!(
+            TensorLayout::strided(DType::U8, &[0, usize::MAX], &[1, 1]),
             Err(TensorError::Overflow)
         );
         let t = TensorLayout::contiguous(DType::F64, &[4]).unwrap();

@@ -35,6 +35,30 @@ pub unsafe fn copy_to_device(ordinal: i32, dst: u64, src: &[u8], stream: Stream)
     })
 }
 
+/// Enqueues a copy of `len` bytes at host address `src` to device address `dst`
+/// (device `ordinal`) on `stream`: [`copy_to_device`] for host memory that may hold
+/// bytes no one wrote (a strided tensor's gaps), which Rust may not view as a slice.
+///
+/// # Safety
+///
+/// As [`copy_to_device`], with `src..src + len` readable host memory in place of the
+/// slice.
+pub unsafe fn copy_host_ptr_to_device(
+    ordinal: i32,
+    dst: u64,
+    src: *const u8,
+    len: usize,
+    stream: Stream,
+) -> Result<(), CudaError> {
+    let ctx = Context::retain(ordinal)?;
+    ctx.run(|| {
+        // SAFETY: the caller's ranges (this function's contract); the stream is theirs.
+        check("cuMemcpyHtoDAsync", unsafe {
+            sys::cuMemcpyHtoDAsync_v2(dst, src.cast(), len, stream.as_raw().cast())
+        })
+    })
+}
+
 /// Copies `dst.len()` bytes from device address `src` (device `ordinal`) to `dst`:
 /// enqueued on `stream` (after the work there, e.g. a sample's `wait_on`), then
 /// waited for on the host.

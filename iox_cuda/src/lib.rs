@@ -33,7 +33,7 @@ mod pinner;
 mod stream;
 mod uuid;
 
-pub use copy::{copy_device_to_device, copy_to_device, copy_to_host};
+pub use copy::{copy_device_to_device, copy_host_ptr_to_device, copy_to_device, copy_to_host};
 pub use device::DeviceBuffer;
 pub use device_memory::DeviceMemory;
 pub use driver::CudaError;

@@ -139,7 +139,9 @@ typedef struct IoxWaker IoxWaker;
 // A tensor: element type, `ndim` sizes and strides (in elements, row-major for a
 // contiguous tensor: the last dimension's stride is 1).
 typedef struct IoxTensor {
-  enum IoxElement element;
+  // An `IoxElement` (a plain integer here, so that any value C writes is defined;
+  // one that is no element is refused).
+  uint32_t element;
   uint32_t ndim;
   uint64_t shape[IOX_TENSOR_MAX_DIMS];
   int64_t strides[IOX_TENSOR_MAX_DIMS];

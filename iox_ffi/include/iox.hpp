@@ -566,7 +566,7 @@ struct Tensor {
         return Tensor{element, std::move(shape), std::move(strides)};
     }
     static Tensor of(const IoxTensor& t) {
-        Tensor out{t.element, {}, {}};
+        Tensor out{static_cast<IoxElement>(t.element), {}, {}};
         for (std::uint32_t d = 0; d < t.ndim && d < IOX_TENSOR_MAX_DIMS; ++d) {
             out.shape.push_back(t.shape[d]);
             out.strides.push_back(t.strides[d]);

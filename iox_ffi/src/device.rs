@@ -86,7 +86,9 @@ fn element_of(d: Option<DType>) -> IoxElement {
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct IoxTensor {
-    pub element: IoxElement,
+    /// An `IoxElement` (a plain integer here, so that any value C writes is defined;
+    /// one that is no element is refused).
+    pub element: u32,
     pub ndim: u32,
     pub shape: [u64; IOX_TENSOR_MAX_DIMS],
     pub strides: [i64; IOX_TENSOR_MAX_DIMS],
@@ -95,7 +97,7 @@ pub struct IoxTensor {
 impl IoxTensor {
     fn of(t: &TensorLayout) -> Self {
         let mut out = Self {
-            element: element_of(Some(t.dtype())),
+            element: element_of(Some(t.dtype())) as u32,
             ndim: t.shape().len() as u32,
             shape: [0; IOX_TENSOR_MAX_DIMS],
             strides: [0; IOX_TENSOR_MAX_DIMS],
@@ -108,12 +110,15 @@ impl IoxTensor {
     fn layout(&self) -> Result<TensorLayout, IoxStatus> {
         let dtype = ELEMENTS
             .iter()
-            .find(|(e, _)| *e == self.element)
+            .find(|(e, _)| *e as u32 == self.element)
             .map(|(_, t)| *t)
             .ok_or_else(|| {
                 fail(
                     IoxStatus::InvalidTensor,
-                    "tensor.element is IOX_ELEMENT_NONE: give the element type",
+                    format!(
+                        "tensor.element is {}, not an element type (IOX_ELEMENT_NONE is 0): give one of IoxElement's",
+                        self.element
+                    ),
                 )
             })?;
         let ndim = self.ndim as usize;
@@ -315,7 +320,7 @@ unsafe fn keep(
     let (device_ptr, len_bytes) = (made.device_ptr(), made.len() as u64);
     let tensor = made.tensor().map_or(
         IoxTensor {
-            element: IoxElement::None,
+            element: IoxElement::None as u32,
             ndim: 1,
             shape: [len_bytes, 0, 0, 0, 0, 0, 0, 0],
             strides: [1, 0, 0, 0, 0, 0, 0, 0],
@@ -474,7 +479,7 @@ pub unsafe extern "C" fn iox_device_subscriber_receive(
         let tensor = match got.tensor() {
             Ok(t) => IoxTensor::of(&t),
             Err(TensorError::NotATensorService { .. }) => IoxTensor {
-                element: IoxElement::None,
+                element: IoxElement::None as u32,
                 ndim: 1,
                 shape: [got.len() as u64, 0, 0, 0, 0, 0, 0, 0],
                 strides: [1, 0, 0, 0, 0, 0, 0, 0],

@@ -18,7 +18,10 @@
 //! The capsule (see `dlpack`) has the element type, shape and strides the publisher
 //! recorded with the sample (checked against the service and the sample's bytes: a
 //! damaged record raises `BufferError`); a service whose payload is not a slice of
-//! numbers gives a 1-D `uint8` tensor of the sample's bytes.
+//! numbers gives a 1-D `uint8` tensor of the sample's bytes. Other subscribers read
+//! the same chunk, so the consumer must not write it: a consumer that asks for a
+//! versioned capsule (`max_version` of DLPack 1.0 or later) gets it marked read-only;
+//! the classic capsule has no such flag, and the rule is the consumer's to keep.
 //!
 //! Device publishers are in `device_publisher`.
 

@@ -14,12 +14,10 @@
 //!   (refused, naming the sizes, if they do not fit the service), copies its bytes
 //!   into the chunk on the stream (device to device from `kDLCUDA` memory of the
 //!   service's GPU; from host memory, `kDLCPU` numpy arrays or CPU tensors, host to
-//!   device) and sends. Nothing waits on the host except a copy from page-locked host
-//!   memory (`kDLCUDAHost`, e.g. `pin_memory()` tensors), which is synchronised before
-//!   the call returns so the source may be freed at once. A device source is read
-//!   by work on the stream after the call returns: keep `t` (or its storage) until the
-//!   stream reaches it, as with any asynchronous copy (a tensor made on the same
-//!   stream is safe under PyTorch's caching allocator).
+//!   device), waits on the host for the copy and sends. The wait is the price of the
+//!   convenience: the producer frees its tensor's memory when its deleter runs (a
+//!   caching allocator may reuse it at once), so the copy must be done by then. The
+//!   path that waits for nothing is the loan, written in place on the stream.
 //!
 //! A device publisher and its loans belong to the thread that made them (`unsendable`
 //! objects: another thread gets a `RuntimeError`), as host publishers do.
@@ -87,6 +85,7 @@ impl PyDevicePublisher {
         let layout = crate::tensor::layout_arg(dtype, shape, strides)?;
         let mut loan = self.inner.loan_tensor_on(s, &layout).map_err(errors::other)?;
         Ok(PyDeviceLoan {
+            keep: loan.pool_keep_alive(),
             device_ptr: loan.device_ptr(),
             ordinal: self.inner.device_ordinal(),
             layout,
@@ -124,31 +123,47 @@ impl PyDevicePublisher {
             }
         };
         let source = dlpack::Imported::take(capsule)?;
+        // The capsule's own device decides the copy (what `__dlpack_device__` said
+        // only chose how to ask for it).
+        match source.device {
+            (KDL_CUDA, id) if id == ordinal => {}
+            (KDL_CPU | KDL_CUDA_HOST, _) => {}
+            (t, id) => {
+                return Err(PyBufferError::new_err(format!(
+                    "the tensor's memory is DLPack device ({t}, {id}); the service's is GPU {ordinal} (copied from there or from host memory)"
+                )));
+            }
+        }
         let mut loan = self
             .inner
             .loan_tensor_on(s, &source.layout)
             .map_err(errors::other)?;
         let (dst, bytes) = (loan.device_ptr(), loan.len());
-        // SAFETY: the loan's chunk is ours until sent (after the copy, on the same
-        // stream); the source is the producer's tensor, alive until its deleter runs
-        // (when `source` drops, after the copy was enqueued or, from page-locked
-        // memory, done), `bytes` long from its first element (its layout's span).
-        let copied = unsafe {
-            match device_type {
-                KDL_CUDA => iox_service::cuda::copy_device_to_device(ordinal, dst, source.data, bytes, s),
-                _ => {
-                    let src = std::slice::from_raw_parts(source.data as usize as *const u8, bytes);
-                    iox_service::cuda::copy_to_device(ordinal, dst, src, s).and_then(|()| {
-                        if device_type == KDL_CUDA_HOST {
-                            s.synchronize(ordinal)
-                        } else {
-                            Ok(())
-                        }
-                    })
+        if bytes > 0 {
+            // SAFETY: the loan's chunk is ours until sent (after the copy, on the same
+            // stream); the source is the producer's tensor, `bytes` long from its first
+            // element (its layout's span), readable until its deleter runs, which is
+            // after the copy is done (waited for below).
+            let copied = unsafe {
+                if source.device.0 == KDL_CUDA {
+                    iox_service::cuda::copy_device_to_device(ordinal, dst, source.data, bytes, s)
+                } else {
+                    iox_service::cuda::copy_host_ptr_to_device(
+                        ordinal,
+                        dst,
+                        source.data as usize as *const u8,
+                        bytes,
+                        s,
+                    )
                 }
-            }
-        };
-        copied.map_err(errors::other)?;
+            };
+            // The source must stay valid until the copy is done, and only the producer
+            // knows when it frees it (its deleter may hand the memory to an allocator
+            // at once): wait for the copy before the deleter runs.
+            copied
+                .and_then(|()| s.synchronize(ordinal))
+                .map_err(errors::other)?;
+        }
         drop(source);
         loan.send_on(s).map_err(errors::other)
     }
@@ -185,6 +200,7 @@ impl PyDevicePublisher {
 #[pyclass(name = "DeviceLoan", module = "iox", unsendable)]
 pub(crate) struct PyDeviceLoan {
     inner: RefCell<Option<DeviceLoan>>,
+    keep: iox_service::PoolKeepAlive,
     device_ptr: u64,
     ordinal: i32,
     layout: TensorLayout,
@@ -264,7 +280,9 @@ impl PyDeviceLoan {
                 max_version,
                 read_only: false,
             },
-            None,
+            // The view may outlive the loan: it then points into the pool, never into
+            // memory no longer mapped.
+            Some(Box::new(self.keep.clone())),
         )
     }
     /// Records the end of the writes on `stream` (the loan's unless given) and sends;

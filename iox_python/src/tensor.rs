@@ -92,6 +92,7 @@ impl PyTensorPublisher {
         // SAFETY: the loan's chunk holds `len` bytes and is ours until sent.
         unsafe { std::ptr::write_bytes(ptr, 0, loan.len()) };
         Ok(PyTensorLoan {
+            keep: loan.pool_keep_alive(),
             ptr: ptr as u64,
             layout,
             inner: RefCell::new(Some(loan)),
@@ -119,19 +120,30 @@ impl PyTensorPublisher {
             }
         };
         let source = dlpack::Imported::take(capsule)?;
+        // The capsule's own device decides the copy.
+        if !matches!(source.device.0, KDL_CPU | KDL_CUDA_HOST | KDL_CUDA) {
+            return Err(PyBufferError::new_err(format!(
+                "the tensor's memory is DLPack device {:?}: a host service takes host or CUDA memory",
+                source.device
+            )));
+        }
         let mut loan = self.inner.loan_tensor(&source.layout).map_err(errors::other)?;
         let (dst, bytes) = (loan.as_mut_ptr(), loan.len());
-        if source.device.0 == KDL_CUDA {
+        if bytes == 0 {
+            // Nothing to copy (an empty tensor's data pointer may be null).
+        } else if source.device.0 == KDL_CUDA {
             copy_from_device(source.device.1, source.data, dst, bytes, stream)?;
         } else {
             // SAFETY: the source is the producer's host tensor, alive until `source`
-            // drops, `bytes` long from its first element (its layout's span); the loan's
-            // chunk is ours, another allocation.
+            // drops, `bytes` long from its first element (its layout's span), not null
+            // (it has bytes); the loan's chunk is ours, another allocation.
             unsafe { std::ptr::copy_nonoverlapping(source.data as usize as *const u8, dst, bytes) };
         }
         drop(source);
-        // SAFETY: every byte of the span was copied from the source tensor, whose
-        // element type is the service's (the loan checked it).
+        // SAFETY: every byte of the span was copied from the source tensor's span (its
+        // elements, and between strided ones whatever its memory held), and its element
+        // type is the service's (the loan checked it); no Rust code reads the bytes as
+        // values, subscribers hand out their address.
         unsafe { loan.send() }.map_err(errors::other)
     }
 
@@ -186,6 +198,7 @@ fn copy_from_device(_: i32, _: u64, _: *mut u8, _: usize, _: Option<i64>) -> PyR
 #[pyclass(name = "TensorLoan", module = "iox", unsendable)]
 pub(crate) struct PyTensorLoan {
     inner: RefCell<Option<TensorLoan>>,
+    keep: iox_service::PoolKeepAlive,
     ptr: u64,
     layout: TensorLayout,
 }
@@ -249,7 +262,9 @@ impl PyTensorLoan {
                 max_version,
                 read_only: false,
             },
-            None,
+            // The view may outlive the loan: it then points into the pool, never into
+            // memory no longer mapped.
+            Some(Box::new(self.keep.clone())),
         )
     }
     /// Sends the tensor; returns how many subscribers got it.

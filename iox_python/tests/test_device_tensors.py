@@ -16,7 +16,7 @@ import time
 
 import pytest
 from conftest import REPO
-from test_device import wait_for_service
+from test_device import log_calls, wait_for_service
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 COUNT = 4
@@ -178,9 +178,15 @@ print("relayed")
 """
 
 
-def test_python_to_python_through_a_relay_on_the_gpu(root, tensors):
+def test_python_to_python_through_a_relay_on_the_gpu(root, tensors, tmp_path):
+    """Also the relay's driver calls per tensor, from the double's log: one wait on the
+    writer's event (the sample's), one device-to-device copy and one host wait for it
+    (send_tensor's, before the source's deleter runs), the loan's waits on the chunk's
+    last users, two records (the sample's release, the send), and no other host
+    synchronisation until its ports retire after the last tensor."""
     driver, example = tensors
-    env = env_for(root, driver)
+    log = str(tmp_path / "cuda-calls.log")
+    env = dict(env_for(root, driver), IOX_CUDA_DOUBLE_LOG=log)
     publisher = subprocess.Popen([example, "--publish", "--count", str(COUNT)], env=env)
     try:
         wait_for_service(root)
@@ -194,6 +200,20 @@ def test_python_to_python_through_a_relay_on_the_gpu(root, tensors):
         if publisher.poll() is None:
             publisher.kill()
     assert out.split("\n")[:COUNT] == [f"float32 [{i + 1}, 8] strides [8, 1]" for i in range(COUNT)], out
+    calls = [c for c in log_calls(log) if c.get("pid") == str(relay.pid)]
+    names = [c["call"] for c in calls]
+    copies = [i for i, n in enumerate(names) if n == "cuMemcpyDtoDAsync_v2"]
+    assert len(copies) == COUNT, names
+    assert names.count("cuEventRecord") == 2 * COUNT, names
+    assert not any(n in {"cuEventSynchronize", "cuCtxSynchronize"} for n in names[:copies[-1]]), names
+    syncs = [i for i, n in enumerate(names) if n == "cuStreamSynchronize"]
+    # One host wait after each copy, before the next tensor's.
+    bounds = copies[1:] + [len(names)]
+    assert all(any(c < w < b for w in syncs) for c, b in zip(copies, bounds)), list(enumerate(names))
+    assert len([w for w in syncs if w < copies[-1]]) == COUNT - 1, list(enumerate(names))
+    per_tensor = names.count("cuStreamWaitEvent") / COUNT
+    # The sample's wait, and the loan's on the chunk's last reader and last writer.
+    assert per_tensor <= 3, names
 
 
 @pytest.fixture(scope="module")

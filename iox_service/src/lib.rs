@@ -92,7 +92,7 @@ pub use port::{LoanError, PortCreateError, WaitForPortsError};
 pub use publisher::{
     Publisher, PublisherBuilder, SendBytesError, SendError, SendablePublisher, UpdateConnectionsError,
 };
-pub use pubsub::raw::{RawLoan, RawSample};
+pub use pubsub::raw::{PoolKeepAlive, RawLoan, RawSample};
 #[cfg(feature = "tokio")]
 pub use pubsub::receive_async::ReceiveAsyncError;
 pub use pubsub::service::{PubSubBuilder, PubSubService};

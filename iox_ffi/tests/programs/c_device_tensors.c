@@ -83,7 +83,8 @@ int main(int argc, char** argv) {
     if (refused(pub, tensor(IOX_ELEMENT_F32, 1, four, ten), "124 bytes")) return 1;
     if (refused(pub, tensor(IOX_ELEMENT_F16, 1, four, one), "float16 on a service of float32")) return 1;
     if (refused(pub, tensor(IOX_ELEMENT_F32, 9, nine, one), "at most 8")) return 1;
-    if (refused(pub, tensor(IOX_ELEMENT_NONE, 1, four, one), "IOX_ELEMENT_NONE")) return 1;
+    if (refused(pub, tensor(IOX_ELEMENT_NONE, 1, four, one), "tensor.element is 0")) return 1;
+    if (refused(pub, tensor((IoxElement)99, 1, four, one), "tensor.element is 99")) return 1;
 
     /* A 2x3 tensor, then its transpose as a strided view of the same 6 floats. */
     uint64_t shapes[2][2] = {{2, 3}, {3, 2}};

@@ -209,6 +209,12 @@ impl DeviceLoan {
         self.len() == 0
     }
 
+    /// Keeps the pool's device memory mapped in this process while it lives (see
+    /// [`crate::PoolKeepAlive`]).
+    pub fn pool_keep_alive(&self) -> crate::PoolKeepAlive {
+        self.loan.pool_keep_alive()
+    }
+
     /// The tensor layout the sample will carry (`None` on a service that is not a
     /// tensor service).
     pub fn tensor(&self) -> Option<&TensorLayout> {
@@ -218,14 +224,29 @@ impl DeviceLoan {
     /// Records the write-done event on `stream` (after the work that writes the chunk
     /// was enqueued there) and sends the chunk; returns how many subscribers got it.
     pub fn send_on(self, stream: Stream) -> Result<usize, DeviceSendError> {
-        self.events
-            .events
-            .record(self.chunk, stream)
-            .map_err(DeviceSendError::Driver)?;
-        crate::testing::stall_point(crate::testing::Stall::DeviceRecordedBeforeSend);
-        // SAFETY: the payload is `[u8]` in device memory, which this process never
-        // reads: any bytes the GPU wrote (or did not) are valid `u8`s to a reader
-        // that reads them on a device.
-        Ok(unsafe { self.loan.send() }?)
+        let Self {
+            chunk, events, loan, ..
+        } = self;
+        // The port stays until the events are retired (below), even if the publisher
+        // was dropped before this loan and the send would free its slot: a port that
+        // takes the slot next must not publish a table while ours may be waited on.
+        let port = loan.port();
+        let recorded = events.events.record(chunk, stream);
+        let sent = match recorded {
+            Ok(()) => {
+                crate::testing::stall_point(crate::testing::Stall::DeviceRecordedBeforeSend);
+                // SAFETY: the payload is `[u8]` in device memory, which this process
+                // never reads: any bytes the GPU wrote (or did not) are valid `u8`s to a
+                // reader that reads them on a device.
+                unsafe { loan.send() }.map_err(DeviceSendError::Send)
+            }
+            Err(e) => {
+                drop(loan);
+                Err(DeviceSendError::Driver(e))
+            }
+        };
+        drop(events);
+        drop(port);
+        sent
     }
 }

@@ -65,6 +65,18 @@ impl RawLoan {
             .expect("a raw loan is sent only by consuming it")
     }
 
+    /// The loaning port (see `SampleMutUninit::port`).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn port(&self) -> std::rc::Rc<crate::publisher::PublisherPort> {
+        self.loan.port()
+    }
+
+    /// A handle that keeps the service's pool mapped in this process while it lives
+    /// (see [`PoolKeepAlive`]).
+    pub fn pool_keep_alive(&self) -> PoolKeepAlive {
+        PoolKeepAlive(self.loan.port().service.clone())
+    }
+
     /// See [`SampleMutUninit::device_ptr`].
     pub fn device_ptr(&self) -> Result<u64, DevicePtrError> {
         // The loan's own address is the chunk's (a `[u8]` loan knows no header): the
@@ -85,6 +97,14 @@ impl RawLoan {
         unsafe { self.loan.assume_init() }.send()
     }
 }
+
+/// Keeps a service's pool mapped in this process (its host mapping, or its device
+/// memory's import) while it lives, whatever else is dropped: for views handed to
+/// code that outlives the loan they were made of (a DLPack consumer's tensor), so that
+/// a use after the loan ends writes to memory that is no longer the loan's but never
+/// to memory that is no longer mapped. `Send` and `Sync`.
+#[derive(Debug, Clone)]
+pub struct PoolKeepAlive(#[allow(dead_code)] crate::port::Shared);
 
 /// A received sample of a raw-payload service, read through its address.
 #[derive(Debug)]

@@ -69,6 +69,14 @@ pub struct SampleMut<P: ?Sized + Payload, H: UserHeader = ()> {
 }
 
 impl<P: ?Sized + Payload, S: HeaderState> SampleMutUninit<P, S> {
+    /// The loaning port, kept alive by whoever holds the returned handle: its slot is
+    /// not freed before that handle goes, even if the publisher and this loan have
+    /// (what a device loan needs to retire its events before the slot is let go).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn port(&self) -> Rc<PublisherPort> {
+        Rc::clone(&self.loan.port)
+    }
+
     pub(crate) fn new(port: Rc<PublisherPort>, chunk: Located, len: usize) -> Self {
         Self {
             loan: Loan {

@@ -180,6 +180,11 @@ impl TensorLoan {
         &self.tensor
     }
 
+    /// Keeps the pool mapped while it lives (see [`crate::PoolKeepAlive`]).
+    pub fn pool_keep_alive(&self) -> crate::PoolKeepAlive {
+        self.loan.pool_keep_alive()
+    }
+
     /// Copies `bytes` (exactly [`len`](Self::len) of them) into the chunk and sends it;
     /// returns how many subscribers got it.
     pub fn send_bytes(mut self, bytes: &[u8]) -> Result<usize, TensorSendError> {
@@ -192,9 +197,9 @@ impl TensorLoan {
         // SAFETY: the loan's chunk holds `len` bytes and is ours until sent; `bytes` is
         // another allocation of that length.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.as_mut_ptr(), bytes.len()) };
-        // SAFETY: every byte was written just now, and the element is a number or
-        // `bool` (the service's schema); a `bool` tensor's bytes are the caller's to
-        // get right, as for any raw payload.
+        // SAFETY: every byte was written just now, from initialised bytes; the element
+        // is a number or `bool` (the service's schema), and a `bool` tensor's bytes are
+        // the caller's to get right, as for any raw payload.
         Ok(unsafe { self.send() }?)
     }
 
