@@ -37,6 +37,23 @@ def rust_examples():
     return bindir
 
 
+def double_and_example(tmp_path_factory, example: str) -> tuple[str, str]:
+    """A directory holding libcuda.so(.1) -> the CUDA driver double, and the Rust GPU
+    example `example` built with the `cuda` feature (both built here if missing)."""
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
+    lib = os.path.join(target, "debug", "libiox_cuda_double.so")
+    binary = os.path.join(target, "debug", example)
+    if not os.path.exists(lib):
+        subprocess.run(["cargo", "build", "-q", "-p", "iox_cuda_double"], cwd=REPO, check=True)
+    if not os.path.exists(binary):
+        subprocess.run(["cargo", "build", "-q", "-p", "iox_examples", "--features", "cuda", "--bin", example],
+                       cwd=REPO, check=True)
+    d = tmp_path_factory.mktemp("driver")
+    for name in ("libcuda.so", "libcuda.so.1"):
+        os.symlink(lib, d / name)
+    return str(d), binary
+
+
 @pytest.fixture(scope="session")
 def c_examples(tmp_path_factory):
     """The C and C++ examples (iox_ffi/examples), compiled with gcc/g++ into a temporary

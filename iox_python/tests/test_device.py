@@ -14,7 +14,7 @@ import time
 
 import iox
 import pytest
-from conftest import REPO
+from conftest import double_and_example
 
 TENSOR = 16 << 20
 COUNT = 4
@@ -22,48 +22,14 @@ COUNT = 4
 
 @pytest.fixture(scope="module")
 def double(tmp_path_factory):
-    """A directory holding libcuda.so(.1) -> the driver double, and the gpu_device
-    example built with the `cuda` feature (both built here if missing)."""
-    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
-    lib = os.path.join(target, "debug", "libiox_cuda_double.so")
-    example = os.path.join(target, "debug", "gpu_device")
-    if not os.path.exists(lib):
-        subprocess.run(["cargo", "build", "-q", "-p", "iox_cuda_double"], cwd=REPO, check=True)
-    if not os.path.exists(example):
-        subprocess.run(["cargo", "build", "-q", "-p", "iox_examples", "--features", "cuda", "--bin", "gpu_device"],
-                       cwd=REPO, check=True)
-    d = tmp_path_factory.mktemp("driver")
-    for name in ("libcuda.so", "libcuda.so.1"):
-        os.symlink(lib, d / name)
-    return str(d), example
+    """(libcuda.so.1 -> the double's directory, the gpu_device example)."""
+    return double_and_example(tmp_path_factory, "gpu_device")
 
 
 CONSUMER = """
-import ctypes, sys
+import ctypes as c
 import iox
-
-c = ctypes
-class DLDevice(c.Structure):
-    _fields_ = [("device_type", c.c_int32), ("device_id", c.c_int32)]
-class DLDataType(c.Structure):
-    _fields_ = [("code", c.c_uint8), ("bits", c.c_uint8), ("lanes", c.c_uint16)]
-class DLTensor(c.Structure):
-    _fields_ = [("data", c.c_void_p), ("device", DLDevice), ("ndim", c.c_int32), ("dtype", DLDataType),
-                ("shape", c.POINTER(c.c_int64)), ("strides", c.POINTER(c.c_int64)), ("byte_offset", c.c_uint64)]
-class DLManagedTensor(c.Structure):
-    pass
-DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", c.c_void_p),
-                            ("deleter", c.CFUNCTYPE(None, c.POINTER(DLManagedTensor)))]
-api = c.pythonapi
-api.PyCapsule_GetPointer.restype = c.c_void_p
-api.PyCapsule_GetPointer.argtypes = [c.py_object, c.c_char_p]
-api.PyCapsule_SetName.argtypes = [c.py_object, c.c_char_p]
-
-cuda = c.CDLL("libcuda.so.1")          # the driver iox loaded (the same library)
-assert cuda.cuInit(0) == 0
-ctx = c.c_void_p()
-assert cuda.cuDevicePrimaryCtxRetain(c.byref(ctx), 0) == 0
-assert cuda.cuCtxPushCurrent_v2(ctx) == 0
+from dlpack_ctypes import DLManagedTensor, api, cuda
 
 svc = iox.Service("examples/gpu-tensors").publish_subscribe().open()
 # The writer keeps at most two tensors unacknowledged (gpu_device's pacing): one
@@ -130,7 +96,8 @@ def log_calls(log):
 def test_a_python_consumer_gets_device_tensors_through_dlpack(root, double):
     driver, example = double
     log = os.path.join(root, "..", "cuda-calls.log")
-    env = dict(os.environ, LD_LIBRARY_PATH=driver, IOX_CUDA_DOUBLE_LOG=log, IOX_ROOT=root)
+    env = dict(os.environ, LD_LIBRARY_PATH=driver, IOX_CUDA_DOUBLE_LOG=log, IOX_ROOT=root,
+               PYTHONPATH=os.path.dirname(os.path.abspath(__file__)))
     publisher = subprocess.Popen([example, "--publish", "--count", str(COUNT)], env=env)
     try:
         wait_for_service(root)

@@ -15,7 +15,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import REPO
+from conftest import REPO, double_and_example
 from test_device import log_calls, wait_for_service
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -24,20 +24,8 @@ COUNT = 4
 
 @pytest.fixture(scope="module")
 def tensors(tmp_path_factory):
-    """(library directory holding libcuda.so.1 -> the double, the gpu_tensors example),
-    both built here if missing."""
-    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
-    lib = os.path.join(target, "debug", "libiox_cuda_double.so")
-    example = os.path.join(target, "debug", "gpu_tensors")
-    if not os.path.exists(lib):
-        subprocess.run(["cargo", "build", "-q", "-p", "iox_cuda_double"], cwd=REPO, check=True)
-    if not os.path.exists(example):
-        subprocess.run(["cargo", "build", "-q", "-p", "iox_examples", "--features", "cuda", "--bin", "gpu_tensors"],
-                       cwd=REPO, check=True)
-    d = tmp_path_factory.mktemp("driver")
-    for name in ("libcuda.so", "libcuda.so.1"):
-        os.symlink(lib, d / name)
-    return str(d), example
+    """(libcuda.so.1 -> the double's directory, the gpu_tensors example)."""
+    return double_and_example(tmp_path_factory, "gpu_tensors")
 
 
 def env_for(root, driver):
