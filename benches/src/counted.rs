@@ -201,7 +201,7 @@ fn counted_receive_iceoryx2(
 fn run_iceoryx2(case: Case, n: u64) -> u64 {
     use iceoryx2::prelude::*;
     set_log_level(LogLevel::Error);
-    let node = NodeBuilder::new()
+    let node = crate::iceoryx2_files::node_builder()
         .create::<ipc::Service>()
         .expect("iceoryx2 node");
     let name = format!("iox-counted/{}", std::process::id());

@@ -16,7 +16,7 @@ pub fn run(library: Library, n: u64) -> u64 {
         Library::Iceoryx2 => {
             use iceoryx2::prelude::*;
             set_log_level(LogLevel::Error);
-            let node = NodeBuilder::new()
+            let node = crate::iceoryx2_files::node_builder()
                 .create::<ipc::Service>()
                 .expect("iceoryx2 node");
             let name = format!("iox-counted-header/{}", std::process::id());

@@ -104,7 +104,7 @@ impl Iceoryx2Event {
     /// Connects side `leader` of the ping-pong `id`.
     pub fn connect(id: &str, leader: bool) -> Self {
         set_log_level(LogLevel::Error);
-        let node = NodeBuilder::new()
+        let node = crate::iceoryx2_files::node_builder()
             .create::<ipc::Service>()
             .expect("iceoryx2 node");
         let open = |dir: &str| {

@@ -22,7 +22,7 @@ impl Iceoryx2Endpoint {
     /// Connects side `leader` of the ping-pong `id` with `len`-byte payloads.
     pub fn connect(id: &str, leader: bool, len: usize) -> Self {
         set_log_level(LogLevel::Error);
-        let node = NodeBuilder::new()
+        let node = crate::iceoryx2_files::node_builder()
             .create::<ipc::Service>()
             .expect("iceoryx2 node");
         let open = |name: String| {

@@ -32,6 +32,7 @@ pub mod cpp_transport;
 pub mod endpoint;
 pub mod event_transport;
 pub mod floor_transport;
+pub mod iceoryx2_files;
 pub mod iceoryx2_transport;
 pub mod iox_transport;
 pub mod report;

@@ -169,7 +169,7 @@ impl Iceoryx2Rr {
     /// Connects the client (`leader`) or the server of round trip `id`.
     pub fn connect(id: &str, leader: bool, len: usize, block: bool) -> Self {
         set_log_level(LogLevel::Error);
-        let node = NodeBuilder::new()
+        let node = crate::iceoryx2_files::node_builder()
             .create::<ipc::Service>()
             .expect("iceoryx2 node");
         let name = format!("iox-bench/{id}/rr");

@@ -22,8 +22,7 @@ use iceoryx2::port::notifier::Notifier;
 use iceoryx2::port::publisher::Publisher as Ix2Publisher;
 use iceoryx2::port::subscriber::Subscriber as Ix2Subscriber;
 use iceoryx2::prelude::{
-    CallbackProgression as Ix2Progression, LogLevel, NodeBuilder, PortFactory, WaitSetBuilder, ipc,
-    set_log_level,
+    CallbackProgression as Ix2Progression, LogLevel, PortFactory, WaitSetBuilder, ipc, set_log_level,
 };
 use iceoryx2::waitset::{WaitSet as Ix2WaitSet, WaitSetGuard as Ix2Guard};
 use iox_service::{CallbackProgression, MemoryType, Service, WaitSet, WaitSetGuard};
@@ -157,7 +156,7 @@ impl Endpoint for Ix2Wait<'_> {
 /// Runs `f` with side `leader` of the iceoryx2 blocking ping-pong `id`.
 pub fn with_iceoryx2<R>(id: &str, leader: bool, len: usize, f: impl FnOnce(&mut dyn Endpoint) -> R) -> R {
     set_log_level(LogLevel::Error);
-    let node = NodeBuilder::new()
+    let node = crate::iceoryx2_files::node_builder()
         .create::<ipc::Service>()
         .expect("iceoryx2 node");
     let pubsub = |name: String| {

@@ -1,13 +1,15 @@
 //! The benchmark program runs end to end (quick mode: throughput and pinning parts, and
 //! the latency part at two sizes with the floor; every transport, two processes each),
 //! so it cannot rot unnoticed. Figures are not
-//! checked here: speed is measured by running the program, not in tests.
+//! checked here: speed is measured by running the program, not in tests. iceoryx2's
+//! files of each run are removed afterwards (`iceoryx2_files`).
 
 use std::process::Command;
 
 #[test]
 fn pingpong_quick_runs_every_transport() {
     let dir = tempfile::tempdir().unwrap();
+    let _iceoryx2 = iox_benches::iceoryx2_files::RemovedOnDrop(dir.path().into());
     let out = Command::new(env!("CARGO_BIN_EXE_pingpong"))
         .args(["--quick", "--only", "throughput,pinning", "--csv"])
         .arg(dir.path().join("out.csv"))
@@ -36,6 +38,7 @@ fn pingpong_quick_runs_every_transport() {
 #[test]
 fn pingpong_quick_latency_covers_the_floor() {
     let dir = tempfile::tempdir().unwrap();
+    let _iceoryx2 = iox_benches::iceoryx2_files::RemovedOnDrop(dir.path().into());
     let csv = dir.path().join("out.csv");
     let out = Command::new(env!("CARGO_BIN_EXE_pingpong"))
         .args(["--quick", "--only", "latency", "--sizes", "8,64", "--csv"])
@@ -87,6 +90,7 @@ fn pingpong_quick_latency_covers_the_floor() {
 #[test]
 fn wakeup_quick_runs_every_case() {
     let dir = tempfile::tempdir().unwrap();
+    let _iceoryx2 = iox_benches::iceoryx2_files::RemovedOnDrop(dir.path().into());
     let out = Command::new(env!("CARGO_BIN_EXE_wakeup"))
         .args(["--quick", "--idle-secs", "1"])
         .env("IOX_ROOT", dir.path())

@@ -41,7 +41,8 @@ pub struct EchoArgs {
     /// Stop after this long (10, 2.5s, 500ms, 1m); default: until interrupted.
     #[arg(long, value_parser = crate::events::parse_duration)]
     pub timeout: Option<Duration>,
-    /// Most elements of a slice to print (the rest are counted).
+    /// Most elements of a slice to print (the rest are counted: `"... N more"` in RON,
+    /// `{"elements": [...], "more": N}` in JSON); 0 prints all of them.
     #[arg(long, default_value_t = 16)]
     pub max_elements: usize,
     /// Wait for the service to be created instead of failing (within --timeout).
@@ -121,10 +122,14 @@ pub fn echo(root: &Path, args: EchoArgs) -> Result<u8, Failure> {
         let mut header = Vec::new();
         let header = topic.copy_header_into(&sample, &mut header).then_some(header);
         drop(sample);
-        let mut v = render(&topic, bytes, len, args.max_elements);
+        let max_elements = match args.max_elements {
+            0 => usize::MAX,
+            n => n,
+        };
+        let mut v = render(&topic, bytes, len, max_elements);
         if topic.config.user_header.is_some() {
             v = Value::Struct(vec![
-                ("header".into(), render_header(&topic, header, args.max_elements)),
+                ("header".into(), render_header(&topic, header, max_elements)),
                 ("payload".into(), v),
             ]);
         }

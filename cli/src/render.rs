@@ -16,6 +16,23 @@ fn health(s: &ServiceInfo) -> &'static str {
     }
 }
 
+/// The STATE cell of `iox list`: the health word, except for a stale service, which
+/// says whether live processes use it and what is dead in it (the PUBS and SUBS cells
+/// count the dead ports).
+fn list_state(s: &ServiceInfo) -> String {
+    if s.health != Health::Stale {
+        return health(s).to_string();
+    }
+    let live = s.users.iter().any(|u| u.alive) || s.ports.iter().any(|p| p.alive);
+    let dead_ports = s.ports.iter().filter(|p| !p.alive).count();
+    match (live, dead_ports) {
+        (false, _) => "unused (iox clean removes it)".into(),
+        (true, 0) => "in use; dead handles (iox clean)".into(),
+        (true, 1) => "in use; 1 dead port (iox clean)".into(),
+        (true, n) => format!("in use; {n} dead ports (iox clean)"),
+    }
+}
+
 fn bytes(n: usize) -> String {
     match n {
         n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
@@ -74,7 +91,7 @@ pub fn list(all: &RootInfo) -> String {
                 bytes(s.pool_bytes),
                 ports(s.publishers),
                 ports(s.subscribers),
-                health(s).to_string(),
+                list_state(s),
             ]
         })
         .collect();

@@ -172,6 +172,16 @@ fn write_value(out: &mut String, value: &Value, json: bool) {
         Value::More(n) => out.push_str(&format!("\"... {n} more\"")),
         Value::Bytes(b) => out.push_str(&format!("\"{}\"", hex(b))),
         Value::Text(t) => out.push_str(&serde_json::to_string(t).expect("a string serialises")),
+        // JSON keeps arrays numeric: one cut at `--max-elements` becomes an object of
+        // its elements and how many more there are.
+        Value::Array(items) if json && matches!(items.last(), Some(Value::More(_))) => {
+            let Some((Value::More(n), shown)) = items.split_last() else {
+                unreachable!("matched above")
+            };
+            out.push_str("{\"elements\": ");
+            write_value(out, &Value::Array(shown.to_vec()), json);
+            out.push_str(&format!(", \"more\": {n}}}"));
+        }
         Value::Array(items) => {
             out.push('[');
             for (i, v) in items.iter().enumerate() {
@@ -481,6 +491,10 @@ mod tests {
         let bytes: Vec<u8> = (0..10u32).flat_map(|i| i.to_ne_bytes()).collect();
         let v = decode_slice(&Schema::U32, &bytes, 3);
         assert_eq!(to_text(&v, false), r#"[0, 1, 2, "... 7 more"]"#);
+        // JSON keeps the array numeric and puts the count beside it.
+        assert_eq!(to_text(&v, true), r#"{"elements": [0, 1, 2], "more": 7}"#);
+        let whole = decode_slice(&Schema::U32, &bytes, usize::MAX);
+        assert_eq!(to_text(&whole, true), "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]");
         assert_eq!(encode_slice_text(&Schema::U32, "[0, 1, 2]").unwrap(), bytes[..12]);
         assert!(to_text(&Value::Float(f64::NAN), true).contains("NaN"));
     }

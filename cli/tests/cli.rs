@@ -245,7 +245,12 @@ fn list_shows_live_and_dead_ports_apart_in_text_and_json() {
         .map(str::trim)
         .filter(|c| !c.is_empty())
         .collect();
-    assert_eq!(cells[5..], ["1 (+1 dead)", "0 (+1 dead)", "stale"], "{t}");
+    // What is alive and what is dead: live processes use it, two ports are dead.
+    assert_eq!(
+        cells[5..],
+        ["1 (+1 dead)", "0 (+1 dead)", "in use; 2 dead ports (iox clean)"],
+        "{t}"
+    );
 
     let out = iox(root, &["list", "--json"]);
     assert_eq!(code(&out), 0);

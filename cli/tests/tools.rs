@@ -122,33 +122,33 @@ fn echo_prints_slices_capped_and_unknown_types_as_hex() {
         .max_slice_len(64)
         .create()
         .unwrap();
-    let child = spawn(
-        dir.path(),
-        &[
-            "echo",
-            "scan",
-            "--count",
-            "1",
-            "--max-elements",
-            "4",
-            "--timeout",
-            "60s",
-        ],
-    );
-    assert!(wait_until(LIMIT, || svc.port_counts().1 == 1));
-    let p = svc.publisher_builder().create().unwrap();
-    p.loan_slice_uninit(10)
-        .unwrap()
-        .write_from_fn(|i| i as u32 * 10)
-        .send()
-        .unwrap();
-    let out = child.into_inner().wait_with_output().unwrap();
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "[0, 10, 20, 30, \"... 6 more\"]\n",
-        "{}",
-        text(&out)
-    );
+    // RON cut at 4 elements; JSON cut (the count beside the numeric array); JSON whole.
+    for (flags, expected) in [
+        (&["--max-elements", "4"][..], "[0, 10, 20, 30, \"... 6 more\"]\n"),
+        (
+            &["--max-elements", "4", "--json"][..],
+            "{\"elements\": [0, 10, 20, 30], \"more\": 6}\n",
+        ),
+        (
+            &["--max-elements", "0", "--json"][..],
+            "[0, 10, 20, 30, 40, 50, 60, 70, 80, 90]\n",
+        ),
+    ] {
+        let mut args = vec!["echo", "scan", "--count", "1", "--timeout", "60s"];
+        args.extend_from_slice(flags);
+        let child = spawn(dir.path(), &args);
+        assert!(wait_until(LIMIT, || svc.port_counts().1 == 1));
+        let p = svc.publisher_builder().create().unwrap();
+        p.loan_slice_uninit(10)
+            .unwrap()
+            .write_from_fn(|i| i as u32 * 10)
+            .send()
+            .unwrap();
+        let out = child.into_inner().wait_with_output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), expected, "{}", text(&out));
+        drop(p);
+        assert!(wait_until(LIMIT, || svc.port_counts() == (0, 0)));
+    }
 
     // A hand-written impl records no schema: bytes as hex.
     #[derive(Clone, Copy)]

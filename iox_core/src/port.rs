@@ -110,7 +110,7 @@ pub enum PortCreateError {
     },
     /// Every slot of that kind is taken.
     #[error(
-        "service {service:?} already has its maximum of {max} {kind}s; the limit is fixed by the service's creator (`.max_{kind}s(n)` on the builder that creates it): create the service with a larger one, or drop a {kind} first"
+        "service {service:?} already has its maximum of {max} {kind}s; the limit is fixed by the service's creator (`.max_{kind}s(n)` on the builder that creates it, in Rust and Python; `max_{kind}s` in the C and C++ options): create the service with a larger one, or drop a {kind} first"
     )]
     TooManyPorts {
         /// The service.

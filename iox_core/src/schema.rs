@@ -195,11 +195,10 @@ pub struct Difference {
 }
 
 /// A service whose payload type has the caller's name but another layout
-/// ([`OpenError::IncompatibleSchema`](crate::OpenError::IncompatibleSchema)).
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error(
-    "service {name:?} carries another layout of {type_name}: field `{field}` is {found} in the service but {requested} in this program; the programs sharing it must be built from the same definition of {type_name}"
-)]
+/// ([`OpenError::IncompatibleSchema`](crate::OpenError::IncompatibleSchema)): its
+/// message names the first difference from each side, both sizes, the processes that
+/// hold the service with its layout, and what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchemaMismatch {
     /// The service.
     pub name: String,
@@ -207,10 +206,68 @@ pub struct SchemaMismatch {
     pub type_name: String,
     /// The first field that differs (`pose.x`, `points[]`, `(value)`).
     pub field: String,
-    /// What the caller's type has there.
+    /// What the caller's type has there (`nothing` for a field it lacks).
     pub requested: String,
-    /// What the service's schema has there.
+    /// What the service's schema has there (`nothing` for a field it lacks).
     pub found: String,
+    /// The size of the caller's type, if its schema says.
+    pub requested_size: Option<u64>,
+    /// The size of the service's, if its schema says.
+    pub found_size: Option<u64>,
+    /// Live processes (pids as they see themselves) that have the service open with its
+    /// layout; empty if none is known.
+    pub holders: Vec<u32>,
+}
+
+impl std::error::Error for SchemaMismatch {}
+
+impl std::fmt::Display for SchemaMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (name, t) = (&self.name, &self.type_name);
+        write!(f, "service {name:?} carries another layout of {t}: ")?;
+        let member = |s: &str| s.starts_with('`');
+        match (self.found.as_str(), self.requested.as_str()) {
+            ("nothing", r) => write!(
+                f,
+                "this program's {t} has field `{}` ({r}), which the service's has not",
+                self.field
+            )?,
+            (found, "nothing") => write!(
+                f,
+                "the service's {t} has field `{}` ({found}), which this program's has not",
+                self.field
+            )?,
+            (found, r) if member(found) && member(r) => {
+                write!(f, "the service has field {found} where this program has {r}")?
+            }
+            (found, r) => write!(
+                f,
+                "field `{}` is {found} in the service but {r} in this program",
+                self.field
+            )?,
+        }
+        if let (Some(theirs), Some(mine)) = (self.found_size, self.requested_size) {
+            write!(f, " (the service's {t} is {theirs} bytes, this program's {mine})")?;
+        }
+        write!(f, ". Every program of a service uses one definition of {t}; ")?;
+        match self.holders.as_slice() {
+            [] => write!(f, "`iox show {name}` lists the processes using the service")?,
+            pids => {
+                let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+                write!(
+                    f,
+                    "process{} {} hold{} it with the service's layout (`iox show {name}`)",
+                    if pids.len() == 1 { "" } else { "es" },
+                    pids.join(", "),
+                    if pids.len() == 1 { "s" } else { "" }
+                )?
+            }
+        }
+        write!(
+            f,
+            ". Build this program with that definition, or stop those processes and remove the service (`iox remove {name}`) so the next program creates it with the new one"
+        )
+    }
 }
 
 impl Schema {
@@ -337,8 +394,8 @@ impl Schema {
                     if fa.name != fb.name || fa.offset != fb.offset {
                         return Some(Difference {
                             field: child(&fa.name),
-                            left: format!("`{}` at offset {}", fa.name, fa.offset),
-                            right: format!("`{}` at offset {}", fb.name, fb.offset),
+                            left: format!("`{}` ({}) at offset {}", fa.name, fa.schema, fa.offset),
+                            right: format!("`{}` ({}) at offset {}", fb.name, fb.schema, fb.offset),
                         });
                     }
                     if let Some(d) = fa.schema.difference_at(&child(&fa.name), &fb.schema) {

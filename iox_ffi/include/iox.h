@@ -21,6 +21,16 @@
 // Create the service; fails if it exists.
 #define IOX_CREATE 2
 
+// `IoxPubSubOptions::overflow`: the service's policy (the default when creating).
+#define IOX_OVERFLOW_DEFAULT 0
+
+// `IoxPubSubOptions::overflow`: a full queue drops that subscriber's oldest sample.
+#define IOX_OVERFLOW_DROP_OLDEST 1
+
+// `IoxPubSubOptions::overflow`: a full queue keeps its samples; that subscriber does
+// not get the new one, and the send says `IOX_STATUS_QUEUE_FULL`.
+#define IOX_OVERFLOW_REJECT 2
+
 // A round found events: `*count` entries describe them.
 #define IOX_WAIT_EVENTS 0
 
@@ -75,6 +85,11 @@ typedef enum IoxStatus {
   // its largest sample, strides past its end, more than 8 dimensions, a negative
   // stride), or a received tensor record that does not describe its sample.
   IOX_STATUS_INVALID_TENSOR = 16,
+  // A send of a service with the `IOX_OVERFLOW_REJECT` policy found some subscribers'
+  // queues full: they did not get the sample (the call's `delivered` says how many
+  // did). Send again once they made room, or use the default policy, which drops
+  // their oldest sample instead.
+  IOX_STATUS_QUEUE_FULL = 17,
 } IoxStatus;
 
 // A tensor's element type (DLPack's types of these sizes).
@@ -403,6 +418,12 @@ typedef struct IoxPubSubOptions {
   const struct IoxAttribute *required_attributes;
   // How many `required_attributes` there are.
   size_t required_attribute_count;
+  // What a send does when a subscriber's queue is full: `IOX_OVERFLOW_DEFAULT` (0;
+  // when creating: drop that subscriber's oldest sample; when opening: whatever the
+  // service has), `IOX_OVERFLOW_DROP_OLDEST` or `IOX_OVERFLOW_REJECT` (that
+  // subscriber does not get the sample; the send says `IOX_STATUS_QUEUE_FULL`). An
+  // opener that sets it requires the service to have it.
+  uint32_t overflow;
   // The per-sample user header (a camera frame's stamp and size in front of its
   // pixels): `name` NULL (the default) for none; else one value (`slice` false)
   // whose name, size, alignment and `any_bit_pattern` must equal what every other

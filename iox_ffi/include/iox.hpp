@@ -215,6 +215,10 @@ struct Options {
     /// The pool's memory type code (0 CPU, 1 page-locked, 2 CUDA-pinned, 3 GPU device
     /// memory, >= 0x100 users' own); unset: CPU when creating, any when opening.
     std::optional<std::uint32_t> memory_type{};
+    /// What a send does when a subscriber's queue is full: IOX_OVERFLOW_DEFAULT (when
+    /// creating: drop its oldest sample; when opening: any), IOX_OVERFLOW_DROP_OLDEST or
+    /// IOX_OVERFLOW_REJECT (the send is `IOX_STATUS_QUEUE_FULL` for that subscriber).
+    std::uint32_t overflow = IOX_OVERFLOW_DEFAULT;
     /// Attributes to record when creating (not compared on open).
     std::vector<Attribute> attributes{};
     /// Attributes an existing service must have when opening (a call that may create
@@ -912,6 +916,7 @@ private:
             opts.memory_type = *o.memory_type;
             opts.memory_type_set = true;
         }
+        opts.overflow = o.overflow;
         detail::AttributeArrays attributes(o.attributes, o.required_attributes);
         attributes.fill(opts);
         if constexpr (has_header<H>) opts.user_header = type_of<H>();

@@ -32,7 +32,7 @@ use iox_service::{RawLoan, RawSample};
 
 use crate::handle::{live, non_null, put, this_thread};
 use crate::publisher::{IoxPublisher, PUBLISHER, loan_checked, loan_header};
-use crate::status::{IoxStatus, fail, guard, refuse, write_device_ptr};
+use crate::status::{IoxStatus, guard, refuse, write_device_ptr};
 use crate::subscriber::{IoxSubscriber, SUBSCRIBER, receive_checked, sample_header};
 
 /// Opaque room for the port's loan or sample (8-byte aligned).
@@ -234,10 +234,10 @@ pub unsafe extern "C" fn iox_held_loan_send(loan: *mut IoxHeldLoan, delivered: *
         let raw = unsafe { take_loan(loan) }?;
         // SAFETY: the caller's contract: every byte of the payload and the header was
         // written with a valid value.
-        let n = unsafe { raw.send() }.map_err(|e| fail(IoxStatus::SendFailed, e))?;
+        let (result, n) = crate::status::sent(unsafe { raw.send() });
         // SAFETY: the caller's contract: NULL or writable.
-        unsafe { put(delivered, n as u64) };
-        Ok(())
+        unsafe { put(delivered, n) };
+        result
     })
 }
 

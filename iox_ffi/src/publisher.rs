@@ -137,10 +137,10 @@ pub unsafe extern "C" fn iox_publisher_send(
         let raw = take(&p.loans, id, NO_LOAN)?;
         // SAFETY: the caller's contract: every byte of the payload and the header was
         // written with a valid value.
-        let n = unsafe { raw.send() }.map_err(|e| fail(IoxStatus::SendFailed, e))?;
+        let (result, n) = crate::status::sent(unsafe { raw.send() });
         // SAFETY: the caller's contract: NULL or writable.
-        unsafe { put(delivered, n as u64) };
-        Ok(())
+        unsafe { put(delivered, n) };
+        result
     })
 }
 

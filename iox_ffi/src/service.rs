@@ -98,6 +98,12 @@ pub struct IoxPubSubOptions {
     pub required_attributes: *const IoxAttribute,
     /// How many `required_attributes` there are.
     pub required_attribute_count: usize,
+    /// What a send does when a subscriber's queue is full: `IOX_OVERFLOW_DEFAULT` (0;
+    /// when creating: drop that subscriber's oldest sample; when opening: whatever the
+    /// service has), `IOX_OVERFLOW_DROP_OLDEST` or `IOX_OVERFLOW_REJECT` (that
+    /// subscriber does not get the sample; the send says `IOX_STATUS_QUEUE_FULL`). An
+    /// opener that sets it requires the service to have it.
+    pub overflow: u32,
     /// The per-sample user header (a camera frame's stamp and size in front of its
     /// pixels): `name` NULL (the default) for none; else one value (`slice` false)
     /// whose name, size, alignment and `any_bit_pattern` must equal what every other
@@ -105,6 +111,14 @@ pub struct IoxPubSubOptions {
     /// the open fails naming both headers.
     pub user_header: IoxType,
 }
+
+/// `IoxPubSubOptions::overflow`: the service's policy (the default when creating).
+pub const IOX_OVERFLOW_DEFAULT: u32 = 0;
+/// `IoxPubSubOptions::overflow`: a full queue drops that subscriber's oldest sample.
+pub const IOX_OVERFLOW_DROP_OLDEST: u32 = 1;
+/// `IoxPubSubOptions::overflow`: a full queue keeps its samples; that subscriber does
+/// not get the new one, and the send says `IOX_STATUS_QUEUE_FULL`.
+pub const IOX_OVERFLOW_REJECT: u32 = 2;
 
 /// A port's view of its service's pool: where it is mapped in this process, how long,
 /// its memory type, and its chunks (for a caller's own registrations: RDMA, Vulkan,
@@ -175,6 +189,7 @@ pub unsafe extern "C" fn iox_pubsub_options_init(options: *mut IoxPubSubOptions)
         attribute_count: 0,
         required_attributes: std::ptr::null(),
         required_attribute_count: 0,
+        overflow: IOX_OVERFLOW_DEFAULT,
         user_header: NO_TYPE,
     };
     // SAFETY: the caller's contract; not NULL (checked).
@@ -420,6 +435,19 @@ pub unsafe extern "C" fn iox_pubsub_open(
         );
         if o.payload.slice && o.payload.max_slice_len != 0 {
             b = b.max_slice_len(o.payload.max_slice_len as usize);
+        }
+        match o.overflow {
+            IOX_OVERFLOW_DEFAULT => {}
+            IOX_OVERFLOW_DROP_OLDEST => b = b.overflow(iox_service::Overflow::DropOldest),
+            IOX_OVERFLOW_REJECT => b = b.overflow(iox_service::Overflow::Reject),
+            other => {
+                return refuse(
+                    IoxStatus::InvalidArgument,
+                    format!(
+                        "options.overflow is {other}: IOX_OVERFLOW_DEFAULT (0), IOX_OVERFLOW_DROP_OLDEST (1) or IOX_OVERFLOW_REJECT (2)"
+                    ),
+                );
+            }
         }
         if o.timeout_ms != 0 {
             b = b.timeout(Duration::from_millis(o.timeout_ms));

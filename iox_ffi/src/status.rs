@@ -58,6 +58,11 @@ pub enum IoxStatus {
     /// its largest sample, strides past its end, more than 8 dimensions, a negative
     /// stride), or a received tensor record that does not describe its sample.
     InvalidTensor = 16,
+    /// A send of a service with the `IOX_OVERFLOW_REJECT` policy found some subscribers'
+    /// queues full: they did not get the sample (the call's `delivered` says how many
+    /// did). Send again once they made room, or use the default policy, which drops
+    /// their oldest sample instead.
+    QueueFull = 17,
 }
 
 thread_local! {
@@ -133,9 +138,23 @@ pub extern "C" fn iox_status_name(status: i32) -> *const c_char {
         14 => b"IOX_STATUS_WAIT_SET_FAILED\0",
         15 => b"IOX_STATUS_NO_DEVICE_POINTER\0",
         16 => b"IOX_STATUS_INVALID_TENSOR\0",
+        17 => b"IOX_STATUS_QUEUE_FULL\0",
         _ => b"IOX_STATUS_UNKNOWN\0",
     };
     name.as_ptr().cast()
+}
+
+/// A publish-subscribe send's outcome for C: how many subscribers got the sample, or
+/// the status of why not; a full queue (`IOX_OVERFLOW_REJECT`) is its own status, with
+/// the subscribers that did get it counted.
+pub(crate) fn sent(result: Result<usize, iox_service::SendError>) -> (Result<(), IoxStatus>, u64) {
+    match result {
+        Ok(n) => (Ok(()), n as u64),
+        Err(e @ iox_service::SendError::QueueFull { delivered, .. }) => {
+            (Err(fail(IoxStatus::QueueFull, e)), delivered as u64)
+        }
+        Err(e) => (Err(fail(IoxStatus::SendFailed, e)), 0),
+    }
 }
 
 /// Writes a loan's or sample's device address to `out`, or fails with

@@ -430,6 +430,22 @@ fn c_slices_reach_a_rust_slice_subscriber() {
     }
 }
 
+/// A C program picks the reject policy and gets a full queue as its own status (see
+/// the program's comment).
+#[test]
+fn c_chooses_the_overflow_policy_and_sees_a_full_queue() {
+    let exe = build("tests/programs/c_overflow.c", "c_overflow", &[]);
+    let root = tempfile::tempdir().unwrap();
+    let out = Command::new(&exe).arg(root.path()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "overflow ok\n");
+}
+
 /// The C++ block of the README's "From C and C++", as written.
 fn readme_cpp_block() -> String {
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();

@@ -98,6 +98,18 @@ mod posebad {
         pub seq: i32,
     }
 
+    /// A field added in the middle (what a program built from a newer definition has).
+    #[derive(ZeroCopySafe, Clone, Copy, Debug)]
+    #[repr(C)]
+    #[iox(type_name = "Pose")]
+    pub struct PoseStamped {
+        pub x: f64,
+        pub stamp: u64,
+        pub y: f64,
+        pub yaw: f32,
+        pub seq: u32,
+    }
+
     /// The same size (24), another alignment (4).
     #[derive(ZeroCopySafe, Clone, Copy)]
     #[repr(C)]
@@ -191,7 +203,7 @@ fn expect_other_fields<P: iox_service::ZeroCopySafe>(name: &str, field: &str, fo
             assert_eq!(got, (field, found, requested), "{e}");
             assert_eq!(m.type_name, "Pose");
             let text = e.to_string();
-            assert!(text.contains(&format!("field `{field}`")), "{text}");
+            assert!(text.contains(&format!("`{field}`")), "{text}");
         }
         Err(e) => panic!("expected IncompatibleSchema, got {e}"),
         Ok(_) => panic!("opened {name} as {}", P::type_name()),
@@ -252,9 +264,31 @@ fn same_type_name_other_layout_is_refused() {
             return expect_other_fields::<posebad::PoseAlign4>(
                 "pose",
                 "words",
-                "`x` at offset 0",
-                "`words` at offset 0",
+                "`x` (f64) at offset 0",
+                "`words` ([u32; 6]) at offset 0",
             );
+        }
+        Some("stamped") => {
+            // A field added to a struct whose service another process holds: the
+            // whole message, as the program's user reads it.
+            let err = Service::named("pose")
+                .unwrap()
+                .publish_subscribe::<posebad::PoseStamped>()
+                .open()
+                .expect_err("another layout of Pose");
+            let holder = std::os::unix::process::parent_id();
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "service \"pose\" carries another layout of Pose: the service has field `y` (f64) at \
+                     offset 8 where this program has `stamp` (u64) at offset 8 (the service's Pose is 24 \
+                     bytes, this program's 32). Every program of a service uses one definition of Pose; \
+                     process {holder} holds it with the service's layout (`iox show pose`). Build this \
+                     program with that definition, or stop those processes and remove the service \
+                     (`iox remove pose`) so the next program creates it with the new one"
+                )
+            );
+            return;
         }
         Some("signed") => return expect_other_fields::<posebad::PoseSigned>("pose", "seq", "u32", "i32"),
         Some("by-hand") => {
@@ -281,7 +315,7 @@ fn same_type_name_other_layout_is_refused() {
         .publish_subscribe::<posepub::Pose>()
         .create()
         .unwrap();
-    for role in ["bigger", "aligned", "signed", "by-hand"] {
+    for role in ["bigger", "aligned", "signed", "by-hand", "stamped"] {
         let child = spawn_self("same_type_name_other_layout_is_refused", role, &[root_env(&dir)]);
         wait_ok(child, LIMIT);
     }

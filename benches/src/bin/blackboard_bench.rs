@@ -98,7 +98,7 @@ fn iox_latencies(root: &std::path::Path, round: u32) -> Latencies {
 
 fn iceoryx2_latencies(round: u32) -> Latencies {
     use iceoryx2::prelude::*;
-    let node = NodeBuilder::new()
+    let node = iox_benches::iceoryx2_files::node_builder()
         .create::<ipc::Service>()
         .expect("iceoryx2 node");
     let name = format!("iox-bench-bb/{}/{round}", std::process::id());
@@ -209,7 +209,7 @@ fn iox_scaling(root: &std::path::Path, round: u32, seconds: f64) -> f64 {
 fn iceoryx2_scaling(round: u32, seconds: f64) -> f64 {
     use iceoryx2::prelude::*;
     let name = format!("iox-bench-bb-scale/{}/{round}", std::process::id());
-    let node = NodeBuilder::new()
+    let node = iox_benches::iceoryx2_files::node_builder()
         .create::<ipc::Service>()
         .expect("iceoryx2 node");
     let _service = node
@@ -220,7 +220,7 @@ fn iceoryx2_scaling(round: u32, seconds: f64) -> f64 {
         .create()
         .expect("the iceoryx2 blackboard");
     let open = || {
-        let node = NodeBuilder::new()
+        let node = iox_benches::iceoryx2_files::node_builder()
             .create::<ipc::Service>()
             .expect("iceoryx2 node");
         let service = node

@@ -212,7 +212,9 @@ fn iox2_case(dir: &Path, size: usize, n: u64, round: u32) -> f64 {
     use iceoryx2::prelude::*;
     set_log_level(LogLevel::Error);
     let name = format!("iox-bench/rec/{}/{round}", std::process::id());
-    let node = NodeBuilder::new().create::<ipc::Service>().expect("node");
+    let node = iox_benches::iceoryx2_files::node_builder()
+        .create::<ipc::Service>()
+        .expect("node");
     let svc = node
         .service_builder(&name.as_str().try_into().expect("name"))
         .publish_subscribe::<[u8]>()
@@ -260,7 +262,9 @@ fn iox2_recorder(file: &Path, service: &str, count: u64) {
     use iceoryx2::prelude::*;
     use iceoryx2_userland_record_and_replay::prelude::*;
     set_log_level(LogLevel::Error);
-    let node = NodeBuilder::new().create::<ipc::Service>().expect("node");
+    let node = iox_benches::iceoryx2_files::node_builder()
+        .create::<ipc::Service>()
+        .expect("node");
     let svc = node
         .service_builder(&service.try_into().expect("name"))
         .publish_subscribe::<[u8]>()

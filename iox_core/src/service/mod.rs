@@ -293,8 +293,29 @@ fn check<P: Pattern>(t: &Target, p: &P, c: &StaticConfig) -> Result<(), OpenErro
             found: c.messaging_pattern(),
         });
     };
-    p.check_compatible(t, c, section)?;
+    p.check_compatible(t, c, section)
+        .map_err(|e| with_holders(t, e))?;
     attribute_spec::verify(t, &c.attributes)
+}
+
+/// A layout mismatch with the live processes that hold the service (so its message can
+/// name them); other errors as they are.
+fn with_holders(t: &Target, e: OpenError) -> OpenError {
+    let OpenError::IncompatibleSchema(mut m) = e else {
+        return e;
+    };
+    if let Ok(info) = crate::inspect::inspect_in(&t.root, t.name.as_str()) {
+        let me = std::process::id();
+        m.holders = info
+            .users
+            .iter()
+            .filter(|u| u.alive && u.pid != 0 && u.pid != me && !u.other_namespace)
+            .map(|u| u.pid)
+            .collect();
+        m.holders.sort_unstable();
+        m.holders.dedup();
+    }
+    OpenError::IncompatibleSchema(m)
 }
 
 /// `config` (a pattern's, checked) with `attributes`, checked again as a whole (the

@@ -60,6 +60,9 @@ impl<P: ?Sized + Payload, H: UserHeader> Pattern for PubSubBuilder<P, H> {
                     field: d.field,
                     requested: d.left,
                     found: d.right,
+                    requested_size: mine.size(),
+                    found_size: theirs.size(),
+                    holders: Vec::new(),
                 },
             )));
         }
@@ -179,6 +182,9 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
                     field: d.field,
                     requested: d.left,
                     found: d.right,
+                    requested_size: ms.size(),
+                    found_size: ts.size(),
+                    holders: Vec::new(),
                 },
             )));
         }

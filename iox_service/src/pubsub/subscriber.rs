@@ -101,7 +101,9 @@ pub struct SubscriberBuilder<P: ?Sized, H = ()> {
 #[non_exhaustive]
 pub enum ReceiveError {
     /// This subscriber holds its maximum of samples.
-    #[error("this subscriber already holds its maximum of {max} samples; drop one first")]
+    #[error(
+        "this subscriber already holds its maximum of {max} samples (the service's max_held, fixed by its creator); drop one first, copying what you keep, or create the service with a larger max_held"
+    )]
     TooManyHeld {
         /// The service's `max_held`.
         max: usize,

@@ -93,7 +93,7 @@ impl Iceoryx2HeaderEndpoint {
     /// As [`Iceoryx2Endpoint::connect`](iox_benches::iceoryx2_transport::Iceoryx2Endpoint::connect), on services with the header.
     pub fn connect(id: &str, leader: bool, len: usize) -> Self {
         set_log_level(LogLevel::Error);
-        let node = NodeBuilder::new()
+        let node = iox_benches::iceoryx2_files::node_builder()
             .create::<ipc::Service>()
             .expect("iceoryx2 node");
         let open = |name: String| {
