@@ -238,6 +238,10 @@ impl std::fmt::Display for SchemaMismatch {
                 self.field
             )?,
             (found, r) if member(found) && member(r) => {
+                // Inside a nested struct, say which (`pose.z` is in `pose`).
+                if let Some((within, _)) = self.field.rsplit_once('.') {
+                    write!(f, "in `{within}`, ")?;
+                }
                 write!(f, "the service has field {found} where this program has {r}")?
             }
             (found, r) => write!(

@@ -112,7 +112,7 @@ def test_other_fields_under_the_rust_name_are_refused_naming_the_field(root, rus
         other_pose = np.dtype([("x", "f8"), ("z", "f8")], align=True)
         fields = [("pose", other_pose) if f[0] == "pose" else f for f in SENSOR_FIELDS]
         wrong = iox.Type("schema_peer::Sensor", np.dtype(fields, align=True))
-        with pytest.raises(iox.IncompatibleService, match=r"field `pose\.z` is `y` at offset 8 in the service"):
+        with pytest.raises(iox.IncompatibleService, match=r"in `pose`, the service has field `y` \(f64\) at offset 8 where this program has `z` \(f64\)"):
             open_when_created(lambda: iox.Service("examples/sensors").publish_subscribe(wrong), rust)
     finally:
         rust.kill()
