@@ -106,13 +106,15 @@ fn tour_blocks(source: &str) -> Vec<String> {
     blocks
 }
 
-/// The README's Rust examples run as written and in the order written: every block
+/// The guide's API tour (`docs/guide/tour.md`, once the README's) runs as written and
+/// in the order written: every block
 /// is the text of one block of `readme_tour` (which only wraps them in a function),
 /// and that program runs to its end as a user without privileges and with default
 /// limits (the first block mlocks a pool), under its own root and temp directory.
 #[test]
 fn the_readme_rust_examples_are_one_program_that_runs_unprivileged() {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    // The API tour's page of the guide (the README's front page links it).
+    let readme = std::fs::read_to_string(repo().join("docs/guide/tour.md")).unwrap();
     let tour_path = repo().join("examples/src/bin/readme_tour.rs");
     let tour = std::fs::read_to_string(&tour_path).unwrap();
     let (written, compiled) = (rust_blocks(&readme), tour_blocks(&tour));
@@ -166,7 +168,7 @@ fn the_readme_rust_examples_are_one_program_that_runs_unprivileged() {
     }
 }
 
-/// The README's ```` ```rs ```` blocks (the device-memory excerpts) are each the text
+/// The GPU page's (`docs/guide/gpu.md`) ```` ```rs ```` blocks are each the text
 /// of `examples/src/bin/gpu_device.rs` or `gpu_tensors.rs`, which CI builds and runs
 /// against the driver double: an excerpt cannot drift from code that works. A block may leave lines out
 /// where it says `// ...`; its pieces between those are each the program's text, in
@@ -174,7 +176,8 @@ fn the_readme_rust_examples_are_one_program_that_runs_unprivileged() {
 /// block shows them.
 #[test]
 fn the_readme_device_excerpts_are_in_the_gpu_examples() {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    // The GPU page of the guide.
+    let readme = std::fs::read_to_string(repo().join("docs/guide/gpu.md")).unwrap();
     // Compared line by line without indentation (an excerpt is dedented).
     let dedent = |t: &str| t.lines().map(str::trim_start).collect::<Vec<_>>().join("\n");
     let sources: Vec<String> = ["gpu_device.rs", "gpu_tensors.rs"]

@@ -1,6 +1,7 @@
 //! The install for C and C++ programs as a user runs it: `scripts/install-c.sh` into a
 //! fresh prefix, the examples (iox_ffi/examples) configured and built by CMake through
-//! `find_package(iox)`, a program built with `pkg-config --cflags --libs iox`, and the
+//! `find_package(iox)`, a program built with `pkg-config --cflags --libs iox` (from the
+//! prefix, and from the tarball `install-c.sh --tarball` makes, unpacked elsewhere), and the
 //! built examples talking to Rust over the examples' service, each side its own process.
 //! Needs cmake and pkg-config (CI installs cmake); without them it says so and passes.
 //! The programs run without the `LD_LIBRARY_PATH` that `cargo test` sets, so they load
@@ -87,6 +88,44 @@ fn cmake_and_pkg_config_build_examples_that_talk_to_rust() {
         Some(2),
         "the pkg-config build runs and prints its usage"
     );
+
+    // The tarball: unpacked elsewhere, the same program builds and runs against it.
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let tarball = work.path().join("iox-c.tar.gz");
+    run(Command::new(repo.join("scripts/install-c.sh"))
+        .arg("--tarball")
+        .arg(&tarball)
+        .env(
+            "IOX_FFI_LIB_DIR",
+            std::env::current_exe().unwrap().parent().unwrap(),
+        ));
+    let unpacked = work.path().join("elsewhere");
+    std::fs::create_dir_all(&unpacked).unwrap();
+    run(Command::new("tar")
+        .arg("-xzf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(&unpacked));
+    let pc = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "iox"])
+        .env("PKG_CONFIG_PATH", unpacked.join("iox/lib/pkgconfig"))
+        .output()
+        .unwrap();
+    assert!(pc.status.success(), "{}", String::from_utf8_lossy(&pc.stderr));
+    let flags = String::from_utf8(pc.stdout).unwrap();
+    assert!(flags.contains("elsewhere/iox"), "{flags}");
+    let from_tarball = work.path().join("c_publisher_tarball");
+    run(Command::new("gcc")
+        .arg(examples.join("publisher.c"))
+        .arg("-o")
+        .arg(&from_tarball)
+        .args(flags.split_whitespace()));
+    let usage = Command::new(&from_tarball)
+        .arg("--bad")
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    assert_eq!(usage.status.code(), Some(2), "the tarball's build runs");
 
     let root = tempfile::tempdir().unwrap();
     let root_env = ("IOX_ROOT", root.path());

@@ -446,9 +446,11 @@ fn c_chooses_the_overflow_policy_and_sees_a_full_queue() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "overflow ok\n");
 }
 
-/// The C++ block of the README's "From C and C++", as written.
+/// The C++ block of the guide's "From C and C++" (docs/guide/c-cpp.md), as written.
 fn readme_cpp_block() -> String {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/guide/c-cpp.md"))
+            .unwrap();
     let section = &readme[readme
         .find("## From C and C++")
         .expect("the README's C and C++ section")..];
@@ -457,13 +459,17 @@ fn readme_cpp_block() -> String {
     section[start..end].to_string()
 }
 
-/// The README's C and C++ section's other `cpp` blocks: excerpts of the examples.
+/// The guide's C and C++ section's other `cpp` blocks: excerpts of the examples.
 fn readme_cpp_excerpts() -> Vec<String> {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/guide/c-cpp.md"))
+            .unwrap();
     let start = readme
         .find("## From C and C++")
         .expect("the README's C and C++ section");
-    let end = start + readme[start + 1..].find("\n## ").expect("the next section") + 1;
+    let end = readme[start + 1..]
+        .find("\n## ")
+        .map_or(readme.len(), |i| start + i + 1);
     let blocks: Vec<String> = readme[start..end]
         .split("```cpp\n")
         .skip(1)

@@ -18,9 +18,14 @@ from conftest import REPO
 
 
 def readme_block(first_line):
-    """The README's one Python block that starts with `first_line`."""
-    with open(os.path.join(REPO, "README.md")) as f:
-        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+    """The one Python block of the README and the guide (docs/guide) that starts with
+    `first_line`."""
+    guide = os.path.join(REPO, "docs", "guide")
+    texts = [os.path.join(REPO, "README.md")] + sorted(os.path.join(guide, f) for f in os.listdir(guide))
+    blocks = []
+    for path in texts:
+        with open(path) as f:
+            blocks += re.findall(r"```python\n(.*?)```", f.read(), re.S)
     found = [b for b in blocks if b.startswith(first_line + "\n") or b.startswith(first_line + " ")]
     assert len(found) == 1, f"the README has {len(found)} Python blocks starting {first_line!r}"
     return found[0]

@@ -104,7 +104,7 @@ def test_other_fields_under_the_rust_name_are_refused_naming_the_field(root, rus
     wrong = iox.Type("schema_peer::Sensor", np.dtype(renamed, align=True))
     svc = iox.Service("examples/sensors").publish_subscribe(wrong).create()
     out, err = peer(rust_examples, "check").communicate(timeout=30)
-    assert "field `ok` is `okay` at offset 4 in the service" in err, err
+    assert "the service has field `okay` (bool) at offset 4 where this program has `ok` (bool) at offset 4" in err, err
     del svc
     # A Rust creator: the Python opener is refused (IncompatibleService).
     rust = peer(rust_examples, "publish", "--count", "1")

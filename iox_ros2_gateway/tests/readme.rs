@@ -1,6 +1,6 @@
 //! The README's "With ROS 2" walk-through, run as written: its shell block's commands
 //! (the gateway, the `ros2_invert` example, the rclpy node) and its `camera_node.py`,
-//! taken from README.md, inside a loopback-only network namespace with the test's own
+//! taken from the guide's ROS 2 page (docs/guide/ros2.md), inside a loopback-only network namespace with the test's own
 //! iox root. Paths of the built programs and of the ROS venv are the only things
 //! replaced (`target/release/...` by this build's, `/tmp/ros` by `IOX_ROS_VENV`).
 
@@ -14,7 +14,8 @@ use iox_testkit::Reaped;
 
 /// The README's fenced blocks of the section `heading`, as (language, text).
 fn blocks(heading: &str) -> Vec<(String, String)> {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/guide/ros2.md")).unwrap();
     let start = readme
         .find(heading)
         .unwrap_or_else(|| panic!("README has {heading:?}"));

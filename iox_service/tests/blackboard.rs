@@ -565,3 +565,57 @@ fn a_listener_created_after_updates_gets_the_next_change() {
     );
     assert_eq!(other.try_wait_one().unwrap(), None, "once");
 }
+
+/// A blackboard lives as long as its service (the guide's API tour says so): a value a
+/// process wrote is read by a later process while another keeps the service open, and
+/// is gone, back to the initial value, once the last handle anywhere closed.
+#[test]
+fn a_board_keeps_its_values_while_the_service_is_open_and_forgets_after() {
+    const TEST: &str = "a_board_keeps_its_values_while_the_service_is_open_and_forgets_after";
+    if let Some(r) = role() {
+        let root = PathBuf::from(env::<String>("IOX_ROOT"));
+        let b = board(&root, "bb/life", 1);
+        match r.as_str() {
+            "write" => {
+                b.writer_builder()
+                    .create()
+                    .unwrap()
+                    .entry::<u64>(&0)
+                    .unwrap()
+                    .update_with_copy(42)
+                    .unwrap();
+            }
+            "read" => {
+                let got = b
+                    .reader_builder()
+                    .create()
+                    .unwrap()
+                    .entry::<u64>(&0)
+                    .unwrap()
+                    .get()
+                    .unwrap();
+                let expected: u64 = env("EXPECTED");
+                assert_eq!(got, expected);
+            }
+            _ => unreachable!(),
+        }
+        return;
+    }
+    let (_dir, root) = scene();
+    let root_env = ("IOX_ROOT", root.display().to_string());
+    let run = |role: &str, expected: &str| {
+        wait_ok(
+            spawn_self(TEST, role, &[root_env.clone(), ("EXPECTED", expected.into())]),
+            LIMIT,
+        )
+    };
+    // Kept open here: the written value outlives its writer.
+    let keeper = board(&root, "bb/life", 1);
+    run("write", "0");
+    run("read", "42");
+    drop(keeper);
+    // No handle left anywhere: the next opener starts from the initial value.
+    run("read", "0");
+    run("write", "0");
+    run("read", "0");
+}
