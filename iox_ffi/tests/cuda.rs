@@ -4,6 +4,7 @@
 //! offset in the pool. The pool is registered with the driver once for the process.
 #![cfg(feature = "cuda")]
 
+use std::path::Path;
 use std::process::Command;
 
 use iox_testkit::cuda_double::{Driver, names};
@@ -11,20 +12,18 @@ use iox_testkit::cuda_double::{Driver, names};
 mod common;
 use common::build;
 
-#[test]
-fn loans_and_samples_of_a_pinned_service_give_device_pointers_in_c() {
-    let dir = tempfile::tempdir().unwrap();
-    let driver = Driver::new(dir.path());
+/// Builds the C program `source` as `name` and runs it against the double with a root
+/// under `dir`; the double and the program's standard output (it must exit 0), or
+/// `None` after a skip line when the real driver was asked for (these programs check
+/// the double's behaviour).
+fn run_on_double(test: &str, dir: &Path, source: &str, name: &str) -> Option<(Driver, String)> {
+    let driver = Driver::new(dir);
     if !driver.is_double() {
-        iox_testkit::skip(
-            "samples_of_a_pinned_service_give_device_pointers_in_c",
-            iox_testkit::REQUIRE_GPU,
-            "runs against the double only",
-        );
-        return;
+        iox_testkit::skip(test, iox_testkit::REQUIRE_GPU, "runs against the double only");
+        return None;
     }
-    let exe = build("tests/programs/c_device.c", "c_device", &[]);
-    let root = dir.path().join("root");
+    let exe = build(source, name, &[]);
+    let root = dir.join("root");
     std::fs::create_dir_all(&root).unwrap();
     let out = Command::new(&exe)
         .arg(&root)
@@ -37,7 +36,21 @@ fn loans_and_samples_of_a_pinned_service_give_device_pointers_in_c() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "device pointers ok\n");
+    Some((driver, String::from_utf8_lossy(&out.stdout).into_owned()))
+}
+
+#[test]
+fn loans_and_samples_of_a_pinned_service_give_device_pointers_in_c() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((driver, out)) = run_on_double(
+        "loans_and_samples_of_a_pinned_service_give_device_pointers_in_c",
+        dir.path(),
+        "tests/programs/c_device.c",
+        "c_device",
+    ) else {
+        return;
+    };
+    assert_eq!(out, "device pointers ok\n");
     let calls = driver.calls().expect("the double logs its calls");
     let registered = names(&calls)
         .iter()
@@ -58,28 +71,13 @@ fn loans_and_samples_of_a_pinned_service_give_device_pointers_in_c() {
 #[test]
 fn device_tensors_travel_through_the_c_api_and_bad_ones_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let driver = Driver::new(dir.path());
-    if !driver.is_double() {
-        iox_testkit::skip(
-            "device_tensors_travel_through_the_c_api_and_bad_ones_are_refused",
-            iox_testkit::REQUIRE_GPU,
-            "runs against the double only",
-        );
+    let Some((_, out)) = run_on_double(
+        "device_tensors_travel_through_the_c_api_and_bad_ones_are_refused",
+        dir.path(),
+        "tests/programs/c_device_tensors.c",
+        "c_device_tensors",
+    ) else {
         return;
-    }
-    let exe = build("tests/programs/c_device_tensors.c", "c_device_tensors", &[]);
-    let root = dir.path().join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    let out = Command::new(&exe)
-        .arg(&root)
-        .envs(driver.envs())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "device tensors ok\n");
+    };
+    assert_eq!(out, "device tensors ok\n");
 }

@@ -329,6 +329,11 @@ fn finish(
     })
 }
 
+/// Why a package built without the `cuda` feature refuses device ports.
+#[cfg(not(feature = "cuda"))]
+const NO_CUDA: &str =
+    "this iox package was built without the `cuda` feature: it cannot use CUDA_DEVICE services";
+
 /// An open publish-subscribe service (`iox.PubSubService`).
 #[pyclass(name = "PubSubService", module = "iox", frozen)]
 pub(crate) struct PyPubSubService {
@@ -448,17 +453,12 @@ impl PyPubSubService {
                 .device_subscriber_builder()
                 .create()
                 .map_err(errors::other)?;
-            Ok(crate::device::PyDeviceSubscriber::new(sub)
-                .into_pyobject(py)?
-                .into_any()
-                .unbind())
+            Ok(Py::new(py, crate::device::PyDeviceSubscriber::new(sub))?.into_any())
         }
         #[cfg(not(feature = "cuda"))]
         let _ = py;
         #[cfg(not(feature = "cuda"))]
-        Err(errors::other(
-            "this iox package was built without the `cuda` feature: it cannot use CUDA_DEVICE services",
-        ))
+        Err(errors::other(NO_CUDA))
     }
     /// A publisher of a `CUDA_DEVICE` service: loans are writable DLPack tensors of GPU
     /// memory, `send_tensor` copies any DLPack tensor in (see `iox.DevicePublisher`).
@@ -471,17 +471,12 @@ impl PyPubSubService {
                 .device_publisher_builder()
                 .create()
                 .map_err(errors::other)?;
-            Ok(crate::device_publisher::PyDevicePublisher::new(publisher)
-                .into_pyobject(py)?
-                .into_any()
-                .unbind())
+            Ok(Py::new(py, crate::device_publisher::PyDevicePublisher::new(publisher))?.into_any())
         }
         #[cfg(not(feature = "cuda"))]
         let _ = py;
         #[cfg(not(feature = "cuda"))]
-        Err(errors::other(
-            "this iox package was built without the `cuda` feature: it cannot use CUDA_DEVICE services",
-        ))
+        Err(errors::other(NO_CUDA))
     }
     /// The tensor publisher the service's memory takes: a device publisher of a
     /// `CUDA_DEVICE` service, a host tensor publisher of one created with
@@ -495,10 +490,7 @@ impl PyPubSubService {
             .tensor_publisher_builder()
             .create()
             .map_err(errors::other)?;
-        Ok(crate::tensor::PyTensorPublisher::new(publisher)
-            .into_pyobject(py)?
-            .into_any()
-            .unbind())
+        Ok(Py::new(py, crate::tensor::PyTensorPublisher::new(publisher))?.into_any())
     }
     /// The tensor subscriber the service's memory takes (see `tensor_publisher`).
     fn tensor_subscriber(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
@@ -510,10 +502,7 @@ impl PyPubSubService {
             .tensor_subscriber_builder()
             .create()
             .map_err(errors::other)?;
-        Ok(crate::tensor::PyTensorSubscriber::new(subscriber)
-            .into_pyobject(py)?
-            .into_any()
-            .unbind())
+        Ok(Py::new(py, crate::tensor::PyTensorSubscriber::new(subscriber))?.into_any())
     }
     /// A publisher (owned by the calling thread). See `iox.Publisher`.
     #[pyo3(signature = (pin = false))]

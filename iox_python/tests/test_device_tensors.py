@@ -121,18 +121,23 @@ print("sent")
 """
 
 
-def test_python_to_rust_loans_and_send_tensor(root, tensors):
-    driver, example = tensors
+def produce_for(root, driver, receiver_command):
+    """Starts the receiving program `receiver_command` (it makes the service), runs
+    PRODUCER against it, and returns what the receiver printed."""
     env = env_for(root, driver)
-    receiver = subprocess.Popen([example, "--receive", "--count", str(COUNT)], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+    receiver = subprocess.Popen(receiver_command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for_service(root)
         finish(run_python(PRODUCER.replace("COUNT", str(COUNT)), env), "the Python producer")
-        out = finish(receiver, "gpu_tensors --receive")
+        return finish(receiver, " ".join(map(str, receiver_command)))
     finally:
         if receiver.poll() is None:
             receiver.kill()
+
+
+def test_python_to_rust_loans_and_send_tensor(root, tensors):
+    driver, example = tensors
+    out = produce_for(root, driver, [example, "--receive", "--count", str(COUNT)])
     expected = []
     for i in range(COUNT):
         rows = i + 1
@@ -242,16 +247,7 @@ def test_python_to_cpp_tensors_arrive_typed(root, tensors, cpp_tensors):
     """Python publishes (loans and send_tensor, a strided one too); the C++ example
     reads (DeviceSubscriber, DeviceSample) and checks every element."""
     driver, _ = tensors
-    env = env_for(root, driver)
-    receiver = subprocess.Popen([cpp_tensors, "--receive", "--count", str(COUNT)], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for_service(root)
-        finish(run_python(PRODUCER.replace("COUNT", str(COUNT)), env), "the Python producer")
-        out = finish(receiver, "device_tensors --receive")
-    finally:
-        if receiver.poll() is None:
-            receiver.kill()
+    out = produce_for(root, driver, [cpp_tensors, "--receive", "--count", str(COUNT)])
     expected = [f"float32 [{i + 1}, 8] strides {f'[1, {i + 1}]' if i % 3 == 2 else '[8, 1]'} checked"
                 for i in range(COUNT)]
     assert out.split("\n")[:COUNT] == expected, out
