@@ -1,6 +1,8 @@
-//! What the README tells a new user to put in their own crate names things that exist:
-//! the dependency lines name a crate of this workspace by its directory, and the
-//! features they list are that crate's.
+//! What the README and the set-up page tell a new user to put in their own crate names
+//! things that exist: the dependency lines name a crate of this workspace (by its
+//! directory for a path line, by its package name for a git line), the features they
+//! list are that crate's, and the README's git lines are the set-up page's (which
+//! `tests/git_dependency.rs` builds).
 
 use std::path::Path;
 
@@ -9,16 +11,16 @@ fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
 }
 
-/// The `[dependencies]` lines of the README's toml blocks, comments stripped of their
+/// The `[dependencies]` lines of a page's toml blocks, comments stripped of their
 /// `# ` (the commented lines are variants the user copies too).
-fn dependency_lines(readme: &str) -> Vec<String> {
+fn dependency_lines(page: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut in_toml = false;
-    for line in readme.lines() {
+    for line in page.lines() {
         match line.trim() {
             "```toml" => in_toml = true,
             "```" => in_toml = false,
-            l if in_toml && l.trim_start_matches("# ").contains("path = ") => {
+            l if in_toml && (l.trim_start_matches("# ").contains("path = ") || l.contains("git = ")) => {
                 out.push(l.trim_start_matches("# ").to_string());
             }
             _ => {}
@@ -35,27 +37,53 @@ fn quoted_after<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     Some(&rest[start..start + len])
 }
 
+/// The manifest of the workspace package `name`.
+fn manifest_of(name: &str) -> String {
+    let root = std::fs::read_to_string(repo().join("Cargo.toml")).unwrap();
+    let members = &root[root.find("members = [").expect("a members list")..];
+    let members = &members[..members.find(']').unwrap()];
+    members
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .filter_map(|dir| std::fs::read_to_string(repo().join(dir).join("Cargo.toml")).ok())
+        .find(|m| m.contains(&format!("name = \"{name}\"")))
+        .unwrap_or_else(|| panic!("no package of the workspace is named {name}"))
+}
+
 #[test]
 fn the_readme_dependency_lines_name_crates_and_features_that_exist() {
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let lines = dependency_lines(&readme);
+    let setup = std::fs::read_to_string(repo().join("docs/guide/setup.md")).unwrap();
+    let (front, guide) = (dependency_lines(&readme), dependency_lines(&setup));
     assert!(
-        lines.len() >= 2,
-        "the README shows a dependency line (and one with features): {lines:?}"
+        front.len() >= 2 && guide.len() >= 2,
+        "the README and the set-up page show a dependency line (and one with features): {front:?} {guide:?}"
     );
-    for line in &lines {
-        let name = line.split('=').next().unwrap().trim();
-        let path = quoted_after(line, "path =").unwrap_or_else(|| panic!("no path in {line:?}"));
-        // The path is relative to the user's crate, beside a checkout named `iox`.
-        let dir = path
-            .strip_prefix("../iox/")
-            .unwrap_or_else(|| panic!("{path:?} is not inside ../iox/"));
-        let manifest = std::fs::read_to_string(repo().join(dir).join("Cargo.toml"))
-            .unwrap_or_else(|e| panic!("{dir}/Cargo.toml ({line:?}): {e}"));
+    for line in front.iter().filter(|l| l.contains("git = ")) {
         assert!(
-            manifest.contains(&format!("name = \"{name}\"")),
-            "{dir}/Cargo.toml is not the package {name}"
+            guide.contains(line),
+            "the README's {line:?} is not the set-up page's (which a test builds)"
         );
+    }
+    for line in front.iter().chain(&guide) {
+        let name = line.split('=').next().unwrap().trim();
+        let manifest = match quoted_after(line, "path =") {
+            Some(path) => {
+                // The path is relative to the user's crate, beside a checkout named `iox`.
+                let dir = path
+                    .strip_prefix("../iox/")
+                    .unwrap_or_else(|| panic!("{path:?} is not inside ../iox/"));
+                let manifest = std::fs::read_to_string(repo().join(dir).join("Cargo.toml"))
+                    .unwrap_or_else(|e| panic!("{dir}/Cargo.toml ({line:?}): {e}"));
+                assert!(
+                    manifest.contains(&format!("name = \"{name}\"")),
+                    "{dir}/Cargo.toml is not the package {name}"
+                );
+                manifest
+            }
+            None => manifest_of(name),
+        };
         if let Some(list) = line.split("features = [").nth(1) {
             let features = &manifest[manifest.find("[features]").expect("a [features] table")..];
             for feature in list.split(']').next().unwrap().split(',') {
