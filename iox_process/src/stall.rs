@@ -85,6 +85,10 @@ stall_points! {
     ReceiveBeforeWait = "receive-before-wait",
     /// A device loan recorded its write-done event and has not yet sent its chunk.
     DeviceRecordedBeforeSend = "device-recorded-before-send",
+    /// A device loan sent its chunk and has not yet retired its port's events or let go
+    /// of the port (a loan that outlived its publisher holds the publisher's slot until
+    /// then).
+    DeviceSentBeforeRetire = "device-sent-before-retire",
     /// A device sample recorded its read-done event and has not yet released its chunk.
     DeviceRecordedBeforeRelease = "device-recorded-before-release",
     /// A blocking receive found nothing ready after its fence and is about to sleep on its

@@ -245,6 +245,7 @@ impl DeviceLoan {
                 Err(DeviceSendError::Driver(e))
             }
         };
+        crate::testing::stall_point(crate::testing::Stall::DeviceSentBeforeRetire);
         drop(events);
         drop(port);
         sent
