@@ -64,6 +64,15 @@ fn publish(publisher: &DevicePublisher) {
     }
 }
 
+/// Orders `stream` after the sample's write (`wait_on`) and copies its bytes back.
+fn read_back(sample: &mut iox_service::DeviceSample, stream: &OwnedStream) -> Vec<u8> {
+    sample.wait_on(stream.stream()).unwrap();
+    let mut bytes = vec![0u8; sample.len()];
+    // SAFETY: the sample's chunk, held (borrowed) until after this synchronous copy.
+    unsafe { iox_cuda::copy_to_host(0, sample.device_ptr(), &mut bytes, stream.stream()) }.unwrap();
+    bytes
+}
+
 /// Spawns `role` and waits until it wrote `created` under `dir` (it made the service).
 fn spawn_creator(driver: &Driver, test: &str, role: &str, dir: &Path) -> std::process::Child {
     let child = driver.spawn(test, role, dir, &[]);
@@ -118,11 +127,7 @@ fn a_device_pipeline_hands_samples_between_processes_in_stream_order() {
                     .unwrap()
                     .expect("a sample in time");
                 assert_eq!(sample.len(), LEN);
-                sample.wait_on(stream.stream()).unwrap();
-                let mut bytes = vec![0u8; LEN];
-                // SAFETY: the sample's chunk, held until after this synchronous copy.
-                unsafe { iox_cuda::copy_to_host(0, sample.device_ptr(), &mut bytes, stream.stream()) }
-                    .unwrap();
+                let bytes = read_back(&mut sample, &stream);
                 assert!(bytes.iter().all(|&b| b == i), "sample {i} read {:?}", &bytes[..8]);
             }
             std::fs::write(test_dir().join("read"), b"").unwrap();
@@ -290,11 +295,7 @@ fn a_loan_sent_after_its_publisher_was_dropped_arrives_and_then_frees_the_slot()
                     .receive_timeout(WAIT)
                     .unwrap()
                     .expect("a sample in time");
-                sample.wait_on(stream.stream()).unwrap();
-                let mut bytes = vec![0u8; LEN];
-                // SAFETY: the sample's chunk, held until after this synchronous copy.
-                unsafe { iox_cuda::copy_to_host(0, sample.device_ptr(), &mut bytes, stream.stream()) }
-                    .unwrap();
+                let bytes = read_back(&mut sample, &stream);
                 assert!(bytes.iter().all(|&b| b == expected), "read {:?}", &bytes[..8]);
             }
             std::fs::write(test_dir().join("read"), b"").unwrap();
@@ -685,10 +686,7 @@ fn processes_killed_between_a_record_and_the_hand_off_lose_nothing() {
                 .receive()
                 .unwrap()
                 .expect("the sample sent before the kill");
-            sample.wait_on(stream.stream()).unwrap();
-            let mut bytes = vec![0u8; LEN];
-            // SAFETY: the sample's chunk, held until after this synchronous copy.
-            unsafe { iox_cuda::copy_to_host(0, sample.device_ptr(), &mut bytes, stream.stream()) }.unwrap();
+            let bytes = read_back(&mut sample, &stream);
             assert!(bytes.iter().all(|&b| b == 9), "read {:?}", &bytes[..8]);
             return;
         }
