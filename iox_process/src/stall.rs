@@ -109,6 +109,9 @@ stall_points! {
     HandoverBeforeWithdraw = "handover-before-withdraw",
     /// A thread creating a WaitSet holds the registry of termination-signal registrations.
     WaitsetSignalsHeld = "waitset-signals-held",
+    /// An inspection (`iox show`, Python's open without a dtype) read the service's static
+    /// config, or found none, and has not yet opened its dynamic segment.
+    InspectAfterConfigRead = "inspect-after-config-read",
     /// A blackboard writer holds a key's lock and picked the buffer it will write.
     BlackboardLocked = "blackboard-locked",
     /// A blackboard writer wrote the new value into its buffer, holding the key's lock, and

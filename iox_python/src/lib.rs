@@ -57,6 +57,9 @@ fn _iox(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tensor::register(m)?;
     inspect::register(m)?;
     m.add_function(wrap_pyfunction!(check_name, m)?)?;
+    // The version of the Rust crates this extension was built from (the package's
+    // version: pyproject.toml carries the same, checked by examples/tests/versions.rs).
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
 

@@ -2,9 +2,11 @@
 built in), and `pip install` puts it into a fresh virtual environment whose processes
 have no Rust toolchain on PATH; two processes of that environment then exchange a
 sample and a CUDA-free process imports the device classes (the driver is loaded only
-when a CUDA service is used)."""
+when a CUDA service is used); the wheel and `iox.__version__` carry the package's
+version."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +25,7 @@ if role == "sub":
     assert s is not None and s.array.tolist() == [1, 2, 3], s
     assert iox.DeviceSample and iox.TensorPublisher   # the package's CUDA support is there
     print("got", s.array.tolist())
+    print("version", iox.__version__)
 else:
     pub = svc.publisher()
     assert pub.wait_for_subscribers(1, 30) == 1
@@ -38,6 +41,9 @@ def test_the_wheel_installs_and_runs_without_rust(tmp_path, root):
     subprocess.run([maturin, "build", "-q", "-o", str(wheels)], cwd=os.path.join(REPO, "iox_python"), check=True)
     [wheel] = list(wheels.glob("iox-*.whl"))
     assert "abi3" in wheel.name, wheel.name
+    with open(os.path.join(REPO, "iox_python", "pyproject.toml")) as f:
+        version = re.search(r'^version = "([^"]+)"', f.read(), re.M).group(1)
+    assert wheel.name.startswith(f"iox-{version}-"), wheel.name
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = str(venv / "bin" / "python")
@@ -61,3 +67,5 @@ def test_the_wheel_installs_and_runs_without_rust(tmp_path, root):
         if sub.poll() is None:
             sub.kill()
     assert "got [1, 2, 3]" in out
+    # The installed package says which iox it is: pyproject's version, the crates' too.
+    assert f"version {version}" in out, out

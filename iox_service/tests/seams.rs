@@ -625,3 +625,64 @@ fn a_port_created_while_another_process_recovers_gets_the_dead_ports_slot() {
     let publisher = svc.publisher_builder().create().unwrap();
     publisher.loan_uninit().unwrap().write_payload(1).send().unwrap();
 }
+
+/// An inspection (what `iox show` and Python's open without a dtype use) found no
+/// static config while another process was creating the service; the creator then
+/// finished (config written, segment alive) before the inspection opened the dynamic
+/// segment. The service is alive and has its config: the inspection says so, rather
+/// than "alive, no config" (which Python reported as "its creator died").
+#[test]
+fn an_inspection_that_raced_a_creation_reports_its_config() {
+    const TEST: &str = "an_inspection_that_raced_a_creation_reports_its_config";
+    const NAME: &str = "seam/inspected";
+    match role().as_deref() {
+        Some("creator") => {
+            let root: PathBuf = env("ROOT");
+            let _svc = open_u64(&root, NAME, 1); // stalls before its config (CREATE gate)
+            std::fs::write(root.join("../created"), b"").unwrap();
+            let done = root.join("../inspected");
+            assert!(
+                wait_until(LIMIT, || done.exists()),
+                "the inspector never finished"
+            );
+            return;
+        }
+        Some("inspector") => {
+            let root: PathBuf = env("ROOT");
+            let gate: PathBuf = env("GATE");
+            iox_service::testing::stall_at(iox_service::testing::Stall::InspectAfterConfigRead, &gate);
+            let info = iox_service::inspect::inspect_in(&root, NAME).unwrap();
+            assert!(
+                info.config.is_some(),
+                "an alive service without its config: {info:?}"
+            );
+            assert_eq!(info.health, iox_service::inspect::Health::Alive, "{info:?}");
+            assert!(info.problems.is_empty(), "{:?}", info.problems);
+            return;
+        }
+        _ => {}
+    }
+    let scene = Scene::new();
+    let create = scene.gate("create");
+    let inspect = scene.gate("inspect");
+    // The creator stops with its segment made and no config yet.
+    let creator = scene.spawn(TEST, "creator", &create.env("create-before-config"));
+    assert!(
+        create.wait_reached(LIMIT),
+        "the creator never reached create-before-config"
+    );
+    // The inspector finds no config, and stops before it opens the segment.
+    let inspector = scene.spawn(TEST, "inspector", &[gate_env("GATE", &inspect)]);
+    assert!(inspect.wait_reached(LIMIT), "the inspector never read the config");
+    // The creator finishes; then the inspector goes on.
+    create.open();
+    let created = scene.dir.path().join("created");
+    assert!(
+        wait_until(LIMIT, || created.exists()),
+        "the creator never finished"
+    );
+    inspect.open();
+    wait_ok(inspector, LIMIT);
+    std::fs::write(scene.dir.path().join("inspected"), b"").unwrap();
+    wait_ok(creator, LIMIT);
+}

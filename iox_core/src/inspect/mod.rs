@@ -6,7 +6,11 @@
 //! recovers anything or deletes a file, so it is safe to run against any root at any
 //! time. Everything it reads is a snapshot. Node liveness is tested as recovery tests
 //! it (the node lock), without removing anything. Damaged files are reported in
-//! [`ServiceInfo::problems`] (each naming the file), never trusted.
+//! [`ServiceInfo::problems`] (each naming the file), never trusted. The static config
+//! is read before the dynamic segment; a segment found alive whose config was missing
+//! at that read was created in between (a creator writes the config before it marks
+//! the segment alive), so the config is read again: an alive service is never reported
+//! without its config.
 
 mod backlog;
 pub mod blackboard;
@@ -362,7 +366,8 @@ fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
             .filter(|f| root.join(f).exists())
             .collect(),
     };
-    let config = match StaticConfig::read(&root.join(files::config_name(stem))) {
+    let read_config = |info: &mut ServiceInfo| match StaticConfig::read(&root.join(files::config_name(stem)))
+    {
         Ok((c, hash)) => {
             info.name = Some(c.name.clone());
             info.pool_bytes = c.layout.payload_len();
@@ -375,6 +380,8 @@ fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
             None
         }
     };
+    let mut config = read_config(&mut info);
+    crate::testing::stall_point(crate::testing::Stall::InspectAfterConfigRead);
     let mut segment = match DynamicSegment::open(root, stem, Access::ReadOnly) {
         Ok(s) => s,
         Err(DynamicError::NotFound) => {
@@ -400,6 +407,11 @@ fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
     let d = segment.view();
     let h = d.header();
     let (node, phase) = dynamic::split_lifecycle(h.lifecycle.load(Ordering::Acquire));
+    if config.is_none() && phase == dynamic::ALIVE && info.problems.is_empty() {
+        // A creator writes the static config before it marks the segment alive: one
+        // found alive whose config was missing a moment ago was created in between.
+        config = read_config(&mut info);
+    }
     match phase {
         dynamic::ALIVE => {}
         dynamic::CREATING | dynamic::DESTROYING if alive.check(node) => {

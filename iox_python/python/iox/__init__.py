@@ -37,6 +37,9 @@ from ._types import Type, array_name, element
 from . import ros2  # noqa: E402,F401  (iox.ros2: ROS 2 messages and images)
 from ._waitset import WaitSet
 
+#: The version of iox this package is (the Rust crates' and the C library's too).
+__version__: str = _iox.__version__
+
 __all__ = [
     "Service", "MemoryType", "pool_usage", "Type", "WaitSet", "wait_async", "Error", "IncompatibleService",
     "ServiceNotFound", "ServiceExists", "PoolExhausted", "LimitReached", "ViewsAlive", "WrongThread",

@@ -17,6 +17,8 @@ from ._iox import (
     DeviceSample as DeviceSample,
 )
 
+__version__: str
+
 class MemoryType(enum.IntEnum):
     CPU = 0
     LOCKED = 1
