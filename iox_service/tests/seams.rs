@@ -658,6 +658,11 @@ fn an_inspection_that_raced_a_creation_reports_its_config() {
             );
             assert_eq!(info.health, iox_service::inspect::Health::Alive, "{info:?}");
             assert!(info.problems.is_empty(), "{:?}", info.problems);
+            assert!(
+                info.files.iter().any(|f| f.ends_with(".service")),
+                "{:?}",
+                info.files
+            );
             return;
         }
         _ => {}

@@ -411,6 +411,10 @@ fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
         // A creator writes the static config before it marks the segment alive: one
         // found alive whose config was missing a moment ago was created in between.
         config = read_config(&mut info);
+        let name = files::config_name(stem);
+        if config.is_some() && !info.files.contains(&name) {
+            info.files.insert(0, name);
+        }
     }
     match phase {
         dynamic::ALIVE => {}
