@@ -28,7 +28,7 @@ cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 # The test executables a GPU check runs: package, test target.
 gpu_tests=("iox_cuda double" "iox_cuda double_vmm" "iox_cuda device_memory" "iox_cuda driver"
-    "iox_service gpu_double" "iox_service gpu_device" "iox_service gpu_tensor" "iox_examples examples")
+    "iox_service gpu_double" "iox_service gpu_device" "iox_service gpu_device_recovery" "iox_service gpu_tensor" "iox_examples examples")
 gpu_bins=(gpu_pinned gpu_measure gpu_device gpu_tensors)
 if [ "${1:-}" = --pack ]; then
     dir=${2:?usage: scripts/gpu-check.sh --pack DIR}
@@ -141,7 +141,7 @@ gpu_test() {
 }
 step tests-iox_cuda gpu_test iox_cuda "" double double_vmm device_memory driver
 step tests-iox_service-gpu gpu_test iox_service "--features cuda" gpu_double -- --nocapture
-step tests-iox_service-device gpu_test iox_service "--features cuda" gpu_device -- --nocapture
+step tests-iox_service-device gpu_test iox_service "--features cuda" gpu_device gpu_device_recovery -- --nocapture
 step tests-iox_service-tensor gpu_test iox_service "--features cuda" gpu_tensor -- --nocapture
 step tests-examples-gpu gpu_test iox_examples "--features cuda" examples -- gpu
 mkdir -p "$work/root"

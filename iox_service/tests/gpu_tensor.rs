@@ -5,24 +5,21 @@
 //! bad layouts are refused at the loan with the sizes named. Needs the `cuda` feature.
 #![cfg(feature = "cuda")]
 
+mod gpu_common;
+
 use std::os::unix::fs::FileExt;
-use std::path::Path;
 use std::time::Duration;
 
+use gpu_common::{WAIT, driver, wait_for_file};
 use iox_cuda::OwnedStream;
 use iox_service::tensor::{DType, TensorError, TensorLayout};
 use iox_service::{DeviceLoanError, MemoryType, PubSubService, Service, ZeroCopySafe};
-use iox_testkit::cuda_double::{Driver, test_dir};
+use iox_testkit::cuda_double::test_dir;
 
-const WAIT: Duration = Duration::from_secs(60);
 /// Largest sample: 64 floats.
 const MAX: usize = 64;
 
-fn driver(test: &str, dir: &Path) -> Option<Driver> {
-    Driver::for_test(test, dir, || iox_cuda::device_uuid(0).map(drop))
-}
-
-fn service<T: ZeroCopySafe>(name: &str) -> PubSubService<[T]> {
+fn tensor_service<T: ZeroCopySafe>(name: &str) -> PubSubService<[T]> {
     Service::named(name)
         .unwrap()
         .publish_subscribe::<[T]>()
@@ -31,14 +28,6 @@ fn service<T: ZeroCopySafe>(name: &str) -> PubSubService<[T]> {
         .subscriber_buffer(4)
         .open_or_create()
         .unwrap()
-}
-
-fn wait_for_file(name: &str) {
-    let path = test_dir().join(name);
-    assert!(
-        iox_testkit::wait_until(WAIT, || path.exists()),
-        "{name} never appeared"
-    );
 }
 
 fn floats(bytes: &[u8]) -> Vec<f32> {
@@ -66,7 +55,7 @@ fn tensors_arrive_with_their_type_shape_and_strides() {
     const TEST: &str = "tensors_arrive_with_their_type_shape_and_strides";
     match iox_testkit::role().as_deref() {
         Some("publisher") => {
-            let s = service::<f32>("gpu/tensors");
+            let s = tensor_service::<f32>("gpu/tensors");
             let publisher = s.device_publisher_builder().create().unwrap();
             assert_eq!(publisher.element_type(), Some(DType::F32));
             assert_eq!(publisher.max_bytes(), MAX * 4);
@@ -91,7 +80,7 @@ fn tensors_arrive_with_their_type_shape_and_strides() {
             wait_for_file("read");
         }
         Some("subscriber") => {
-            let s = service::<f32>("gpu/tensors");
+            let s = tensor_service::<f32>("gpu/tensors");
             let subscriber = s.device_subscriber_builder().create().unwrap();
             let stream = OwnedStream::new(0).unwrap();
             for (i, layout) in layouts().into_iter().enumerate() {
@@ -130,7 +119,7 @@ fn tensors_arrive_with_their_type_shape_and_strides() {
 fn bad_tensor_layouts_are_refused_at_the_loan_naming_the_sizes() {
     const TEST: &str = "bad_tensor_layouts_are_refused_at_the_loan_naming_the_sizes";
     if iox_testkit::role().as_deref() == Some("loaner") {
-        let s = service::<f32>("gpu/bad-tensors");
+        let s = tensor_service::<f32>("gpu/bad-tensors");
         let publisher = s.device_publisher_builder().create().unwrap();
         let owned = OwnedStream::new(0).unwrap();
         let stream = owned.stream();
@@ -172,7 +161,7 @@ fn bad_tensor_layouts_are_refused_at_the_loan_naming_the_sizes() {
             a: f32,
             b: f32,
         }
-        let pairs = service::<Pair>("gpu/pairs");
+        let pairs = tensor_service::<Pair>("gpu/pairs");
         let publisher = pairs.device_publisher_builder().create().unwrap();
         assert_eq!(publisher.element_type(), None);
         match publisher.loan_tensor_on(stream, &TensorLayout::contiguous(DType::F32, &[2]).unwrap()) {
@@ -201,7 +190,7 @@ fn a_damaged_tensor_record_is_an_error_not_a_view_past_the_sample() {
     let shape = [3usize, 5];
     match iox_testkit::role().as_deref() {
         Some("publisher") => {
-            let s = service::<f32>("gpu/damaged");
+            let s = tensor_service::<f32>("gpu/damaged");
             let publisher = s.device_publisher_builder().create().unwrap();
             publisher.wait_for_subscribers(1, WAIT).unwrap();
             let stream = OwnedStream::new(0).unwrap();
@@ -213,7 +202,7 @@ fn a_damaged_tensor_record_is_an_error_not_a_view_past_the_sample() {
             wait_for_file("checked");
         }
         Some("subscriber") => {
-            let s = service::<f32>("gpu/damaged");
+            let s = tensor_service::<f32>("gpu/damaged");
             let subscriber = s.device_subscriber_builder().create().unwrap();
             let first = subscriber.receive_timeout(WAIT).unwrap().expect("a tensor");
             let second = subscriber.receive_timeout(WAIT).unwrap().expect("a tensor");
