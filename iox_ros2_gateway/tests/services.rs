@@ -76,6 +76,13 @@ fn an_iox_client_calls_an_rclpy_service() {
             service.attributes().get("ros2/type"),
             Some("std_srvs/srv/Trigger")
         );
+        // The gateway makes the service, then its server: a client waits for the
+        // server as an rclpy client calls `wait_for_service` (a request sent before
+        // it is refused with `NoServer`).
+        assert!(
+            iox_testkit::wait_until(LIMIT, || service.port_counts().1 == 1),
+            "the gateway's server connects to reset"
+        );
         let client = service.client_builder().create().unwrap();
         // Trigger's request is empty: one byte on the wire.
         let request = [0u8, 1, 0, 0, 0, 0, 0, 0];

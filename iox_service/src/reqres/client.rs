@@ -52,7 +52,8 @@ pub enum RequestSendError {
         /// The service's `max_active_requests_per_client`.
         max: usize,
     },
-    /// No server is connected.
+    /// No server is connected. A client that starts beside its server waits for one
+    /// (the service's `port_counts().1 > 0`) before its first request.
     #[error("no server is connected to the service; start one (or wait for one) and send again")]
     NoServer,
     /// The chosen server's queue from this client is full of requests it has not
