@@ -263,7 +263,7 @@ pub fn show(s: &ServiceInfo) -> String {
                 p.history
             );
             if p.tensors || c.memory_type == iox_service::MemoryType::CudaDevice {
-                let element = c.schema.as_ref().and_then(iox_service::tensor::DType::of_schema);
+                let element = c.tensor_element();
                 let _ = match element {
                     Some(t) => writeln!(
                         out,

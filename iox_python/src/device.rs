@@ -180,16 +180,7 @@ impl PyDeviceSample {
         dl_device: Option<(i32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        if dl_device.is_some_and(|d| d != (KDL_CUDA, self.ordinal)) {
-            return Err(PyBufferError::new_err(
-                "the sample is on its GPU; no copy to another device is made",
-            ));
-        }
-        if copy == Some(true) {
-            return Err(PyBufferError::new_err(
-                "iox exports samples in place; copy=True is not offered",
-            ));
-        }
+        dlpack::refuse_copies("a sample", (KDL_CUDA, self.ordinal), dl_device, copy)?;
         let stream = dlpack_stream(stream)?;
         let layout = self.layout()?;
         let mut sample = self

@@ -259,9 +259,7 @@ impl PyDeviceLoan {
         copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
         self.check_alive()?;
-        if dl_device.is_some_and(|d| d != (KDL_CUDA, self.ordinal)) || copy == Some(true) {
-            return Err(PyBufferError::new_err("a loan is written in place, on its GPU"));
-        }
+        dlpack::refuse_copies("a loan", (KDL_CUDA, self.ordinal), dl_device, copy)?;
         if let Some(consumer) = dlpack_stream(stream)?
             && stream_key(consumer) != stream_key(self.stream)
         {
@@ -271,18 +269,13 @@ impl PyDeviceLoan {
                 stream_key(consumer)
             )));
         }
-        dlpack::export(
+        dlpack::export_loan(
             py,
             self.device_ptr,
             (KDL_CUDA, self.ordinal),
             &self.layout,
-            dlpack::Export {
-                max_version,
-                read_only: false,
-            },
-            // The view may outlive the loan: it then points into the pool, never into
-            // memory no longer mapped.
-            Some(Box::new(self.keep.clone())),
+            &self.keep,
+            max_version,
         )
     }
     /// Records the end of the writes on `stream` (the loan's unless given) and sends;

@@ -136,6 +136,49 @@ pub(crate) struct Export {
     pub(crate) read_only: bool,
 }
 
+/// Refuses what an in-place export cannot give (`what`: "a loan", "a sample"): a
+/// consumer's `dl_device` other than the memory's own `here`, or `copy=True`.
+pub(crate) fn refuse_copies(
+    what: &str,
+    here: (i32, i32),
+    dl_device: Option<(i32, i32)>,
+    copy: Option<bool>,
+) -> PyResult<()> {
+    let place = match here {
+        (KDL_CUDA, ordinal) => format!("on GPU {ordinal}"),
+        _ => "in host memory".to_owned(),
+    };
+    if let Some(d) = dl_device.filter(|&d| d != here) {
+        return Err(PyBufferError::new_err(format!(
+            "{what} is exported in place, {place}; no copy to DLPack device {d:?} is made"
+        )));
+    }
+    if copy == Some(true) {
+        return Err(PyBufferError::new_err(format!(
+            "{what} is exported in place, {place}; copy=True is not offered"
+        )));
+    }
+    Ok(())
+}
+
+/// A writable capsule of a loan's chunk (at `data` on `device`), keeping the pool
+/// mapped: the view may outlive the loan, and then points into the pool, never into
+/// memory no longer mapped.
+pub(crate) fn export_loan<'py>(
+    py: Python<'py>,
+    data: u64,
+    device: (i32, i32),
+    layout: &TensorLayout,
+    keep: &iox_service::PoolKeepAlive,
+    max_version: Option<(u32, u32)>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let how = Export {
+        max_version,
+        read_only: false,
+    };
+    export(py, data, device, layout, how, Some(Box::new(keep.clone())))
+}
+
 /// A capsule of the tensor `layout` at address `data` on `(device_type, ordinal)`,
 /// keeping `owner` alive until the consumer is done.
 pub(crate) fn export<'py>(

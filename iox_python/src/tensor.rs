@@ -248,24 +248,8 @@ impl PyTensorLoan {
         if self.inner.borrow().is_none() {
             return Err(PyBufferError::new_err("the loan was sent or closed"));
         }
-        if dl_device.is_some_and(|d| d != (KDL_CPU, 0)) || copy == Some(true) {
-            return Err(PyBufferError::new_err(
-                "a loan is written in place, in host memory",
-            ));
-        }
-        dlpack::export(
-            py,
-            self.ptr,
-            (KDL_CPU, 0),
-            &self.layout,
-            dlpack::Export {
-                max_version,
-                read_only: false,
-            },
-            // The view may outlive the loan: it then points into the pool, never into
-            // memory no longer mapped.
-            Some(Box::new(self.keep.clone())),
-        )
+        dlpack::refuse_copies("a loan", (KDL_CPU, 0), dl_device, copy)?;
+        dlpack::export_loan(py, self.ptr, (KDL_CPU, 0), &self.layout, &self.keep, max_version)
     }
     /// Sends the tensor; returns how many subscribers got it.
     #[pyo3(signature = (stream = None))]
@@ -420,11 +404,7 @@ impl PyTensorSample {
         copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let _ = stream; // host memory: nothing to order
-        if dl_device.is_some_and(|d| d != (KDL_CPU, 0)) || copy == Some(true) {
-            return Err(PyBufferError::new_err(
-                "iox exports samples in place, in host memory",
-            ));
-        }
+        dlpack::refuse_copies("a sample", (KDL_CPU, 0), dl_device, copy)?;
         let layout = self.layout()?;
         let sample = self
             .inner

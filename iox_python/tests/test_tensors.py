@@ -149,3 +149,24 @@ def test_plain_publishers_bad_layouts_and_unconsumed_capsules(root):
     plain = iox.Service("faults/plain").publish_subscribe(np.float32, max_len=4).create()
     with pytest.raises(iox.Error, match=r"\.tensors\(\)"):
         plain.tensor_publisher()
+
+
+def test_loans_and_samples_are_exported_in_place_only(root):
+    """A consumer asking for another device or a copy is refused, and the refusal
+    leaves the loan and the sample as they were."""
+    svc = iox.Service("faults/in-place").publish_subscribe(np.float32, max_len=16).tensors().create()
+    pub = svc.tensor_publisher()
+    sub = svc.tensor_subscriber()
+    loan = pub.loan((4,))
+    with pytest.raises(BufferError, match=r"a loan is exported in place, in host memory; no copy to DLPack device \(2, 0\)"):
+        loan.__dlpack__(dl_device=(2, 0))
+    with pytest.raises(BufferError, match="a loan is exported in place, in host memory; copy=True"):
+        loan.__dlpack__(copy=True)
+    np.from_dlpack(loan)[...] = np.arange(4, dtype=np.float32)
+    assert loan.send() == 1
+    s = sub.receive()
+    with pytest.raises(BufferError, match=r"a sample is exported in place, in host memory; no copy to DLPack device \(2, 0\)"):
+        s.__dlpack__(dl_device=(2, 0))
+    with pytest.raises(BufferError, match="a sample is exported in place, in host memory; copy=True"):
+        s.__dlpack__(copy=True)
+    assert (np.from_dlpack(s) == np.arange(4, dtype=np.float32)).all()

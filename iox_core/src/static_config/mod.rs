@@ -237,6 +237,16 @@ impl StaticConfig {
             _ => None,
         }
     }
+
+    /// The element type of the tensors the service carries: its payload's, when the
+    /// payload is a slice of numbers (`None` otherwise: a struct, a single value, no
+    /// schema; such a service moves bytes only).
+    pub fn tensor_element(&self) -> Option<crate::tensor::DType> {
+        match (&self.payload, &self.schema) {
+            (PayloadType::Slice { .. }, Some(schema)) => crate::tensor::DType::of_schema(schema),
+            _ => None,
+        }
+    }
 }
 
 /// Most responses queued per request (`max_response_buffer`).

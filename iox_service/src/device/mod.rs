@@ -34,24 +34,18 @@ pub(crate) fn service_ordinal(service: &iox_core::shared::ServiceShared) -> Resu
     }
 }
 
-/// The tensor element type of a service (`None`: its payload is not a slice of
-/// numbers, see `iox_core::tensor`).
-#[cfg(feature = "cuda")]
-pub(crate) fn element_type(service: &iox_core::shared::ServiceShared) -> Option<crate::tensor::DType> {
-    match (&service.config.payload, &service.config.schema) {
-        (crate::PayloadType::Slice { .. }, Some(schema)) => crate::tensor::DType::of_schema(schema),
-        _ => None,
-    }
-}
-
-/// [`element_type`], or the error that says the service carries no tensors.
+/// The service's tensor element type, or the error that says it carries no tensors
+/// (its payload is not a slice of numbers, see `StaticConfig::tensor_element`).
 #[cfg(feature = "cuda")]
 pub(crate) fn tensor_element(
     service: &iox_core::shared::ServiceShared,
 ) -> Result<crate::tensor::DType, crate::tensor::TensorError> {
-    element_type(service).ok_or_else(|| crate::tensor::TensorError::NotATensorService {
-        payload: service.config.payload.to_string(),
-    })
+    service
+        .config
+        .tensor_element()
+        .ok_or_else(|| crate::tensor::TensorError::NotATensorService {
+            payload: service.config.payload.to_string(),
+        })
 }
 
 #[cfg(feature = "cuda")]

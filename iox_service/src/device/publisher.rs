@@ -37,7 +37,7 @@ impl DevicePublisherBuilder {
         let inner = self.inner.build()?;
         let (service, slot, generation) = inner.port_identity();
         let events = events::for_port(service, Side::Sending, slot, generation)?;
-        let element = super::element_type(service);
+        let element = service.config.tensor_element();
         Ok(DevicePublisher {
             events,
             element,
@@ -108,7 +108,10 @@ impl DevicePublisher {
         stream: Stream,
         layout: &TensorLayout,
     ) -> Result<DeviceLoan, DeviceLoanError> {
-        let element = super::tensor_element(self.inner.port_identity().0)?;
+        let element = match self.element {
+            Some(e) => e,
+            None => super::tensor_element(self.inner.port_identity().0)?,
+        };
         layout.check(element, self.max_bytes())?;
         let bytes = layout.span_bytes().ok_or(TensorError::Overflow)? as usize;
         self.loan_with(stream, bytes, Some(*layout))
@@ -144,9 +147,7 @@ impl DevicePublisher {
             .wait_all(d, chunk, stream)
             .map_err(DeviceLoanError::Driver)?;
         if let Some(t) = &tensor {
-            d.tensor_record(chunk)
-                .expect("a device service has a tensor record per chunk")
-                .store(t);
+            crate::pubsub::tensor::store_record(d, chunk, t);
         }
         Ok(DeviceLoan {
             chunk,

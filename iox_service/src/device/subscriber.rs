@@ -127,13 +127,7 @@ impl DeviceSample {
     pub fn tensor(&self) -> Result<TensorLayout, TensorError> {
         let service = &self.events.service;
         let element = super::tensor_element(service)?;
-        let layout = service
-            .dynamic()
-            .tensor_record(self.chunk)
-            .expect("a device service has a tensor record per chunk")
-            .load()?;
-        layout.check(element, self.len())?;
-        Ok(layout)
+        crate::pubsub::tensor::read_record(service.dynamic(), self.chunk, element, self.len())
     }
 
     /// The slot of the publisher that sent it.

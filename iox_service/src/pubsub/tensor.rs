@@ -23,7 +23,9 @@ use crate::publisher::{Publisher, PublisherBuilder, SendError};
 use crate::subscriber::{ReceiveError, Subscriber, SubscriberBuilder};
 use crate::tensor::{DType, TensorError, TensorLayout};
 use crate::{RawLoan, RawSample};
+use iox_core::shm::dynamic::Dynamic;
 use iox_core::shm::regions::pubsub::chunk_index;
+use iox_core::shm::tensor_record::TensorRecord;
 
 /// Builds a [`TensorPublisher`] of a host tensor service.
 #[derive(Debug)]
@@ -42,13 +44,37 @@ pub struct TensorSubscriberBuilder {
 fn element_of(service: &iox_core::shared::ServiceShared) -> Result<DType, PortCreateError> {
     crate::port::check_host_port(service)?;
     crate::port::check_tensor_service(service)?;
-    match (&service.config.payload, &service.config.schema) {
-        (crate::PayloadType::Slice { .. }, Some(schema)) => DType::of_schema(schema),
-        _ => None,
-    }
-    .ok_or_else(|| PortCreateError::NotATensorService {
-        service: service.name.to_string(),
-    })
+    service
+        .config
+        .tensor_element()
+        .ok_or_else(|| PortCreateError::NotATensorService {
+            service: service.name.to_string(),
+        })
+}
+
+/// Writes `layout` as chunk `chunk`'s tensor record (by the chunk's loan holder,
+/// before the send), for host and device tensor ports alike.
+pub(crate) fn store_record(d: Dynamic<'_>, chunk: usize, layout: &TensorLayout) {
+    record(d, chunk).store(layout);
+}
+
+/// Reads chunk `chunk`'s tensor record (by a holder of a sample of it), checked against
+/// the service's element type and the sample's `len` bytes: a damaged record is the
+/// error, never a view outside the sample.
+pub(crate) fn read_record(
+    d: Dynamic<'_>,
+    chunk: usize,
+    element: DType,
+    len: usize,
+) -> Result<TensorLayout, TensorError> {
+    let layout = record(d, chunk).load()?;
+    layout.check(element, len)?;
+    Ok(layout)
+}
+
+fn record(d: Dynamic<'_>, chunk: usize) -> TensorRecord<'_> {
+    d.tensor_record(chunk)
+        .expect("a tensor service has a record per chunk (its dynamic segment is laid out with them)")
 }
 
 impl TensorPublisherBuilder {
@@ -119,11 +145,8 @@ impl TensorPublisher {
         let bytes = layout.span_bytes().ok_or(TensorError::Overflow)? as usize;
         let loan = self.inner.loan_raw(bytes)?;
         let (service, _, _) = self.inner.port_identity();
-        service
-            .dynamic()
-            .tensor_record(chunk_index(service.pool.layout(), loan.chunk_handle()))
-            .expect("a tensor service has a record per chunk (checked at the port's creation)")
-            .store(layout);
+        let chunk = chunk_index(service.pool.layout(), loan.chunk_handle());
+        store_record(service.dynamic(), chunk, layout);
         Ok(TensorLoan {
             loan,
             tensor: *layout,
@@ -237,12 +260,8 @@ impl TensorSubscriber {
 
     fn wrap(&self, sample: RawSample) -> TensorSample {
         let (service, _, _) = self.inner.port_identity();
-        let record = service
-            .dynamic()
-            .tensor_record(chunk_index(service.pool.layout(), sample.origin().0))
-            .expect("a tensor service has a record per chunk (checked at the port's creation)")
-            .load();
-        let tensor = record.and_then(|t| t.check(self.element, sample.len_bytes()).map(|()| t));
+        let chunk = chunk_index(service.pool.layout(), sample.origin().0);
+        let tensor = read_record(service.dynamic(), chunk, self.element, sample.len_bytes());
         TensorSample { sample, tensor }
     }
 
