@@ -355,7 +355,11 @@ fn the_read_only_flag_is_used_only_where_the_device_supports_it() {
         let layout = PoolLayout::new(&[(1 << 20, 4)]).unwrap();
         let name = format!("ro-{role}");
         let writable = Arc::new(Pool::create(&dir, &name, &layout, MemoryType::CudaPinned, 0o600).unwrap());
-        let read_only = Arc::new(Pool::open(&dir, &name, &layout, None, Access::ReadOnly).unwrap());
+        // A process holding the payload read-only (a writable descriptor would be
+        // registered writable, see `Pool::pin`).
+        let payload =
+            iox_mempool::segment::Segment::open(&dir, &format!("{name}.pool"), Access::ReadOnly, 1).unwrap();
+        let read_only = Arc::new(Pool::open_with_payload(&dir, &name, &layout, None, 0, payload).unwrap());
         assert!(read_only.payload_region().read_only());
         match read_only.pin() {
             Ok(pin) => {

@@ -33,21 +33,34 @@
 //! as it loads does not deadlock with a waiting prepare step; older glibc and musl hold
 //! it, and there that one case can deadlock). Not supported: forking from code that
 //! runs under one of these locks (a pinner callback) or from a signal handler that
-//! interrupted iox; the prepare step skips the locks the forking thread is known to
-//! hold, but another thread may hold a lower-ranked one while it waits for them. A
-//! thread that forks from a thread-local destructor takes nothing (its thread-locals
-//! are gone). Code inside a lock must not wait for a fork made by another thread.
+//! interrupted iox; the prepare step skips the locks the forking thread holds itself,
+//! but another thread may hold a lower-ranked one while it waits for them. Code inside
+//! a lock must not wait for a fork made by another thread.
 //!
 //! **Which process am I.** [`generation`] is a process-global number that the child
 //! step bumps: a value taken in a process differs from the one its forked child reads.
 //! Comparing them ([`is_same_process`]) is one relaxed load, cheap enough for every
 //! port operation. [`on_fork_child`] adds a step of the caller's own to the child's
 //! (async-signal-safe work only: atomic stores).
+//!
+//! **What the handlers touch.** They run in whatever thread forks, at any moment: maybe
+//! while another thread of the process holds the dynamic loader's lock inside `dlopen`
+//! and waits for this very fork (a library constructor that forks from a thread of its
+//! own and joins it, as lttng-ust's does when rclpy loads). So the prepare, parent and
+//! child steps touch nothing but their ranked locks and atomics: no thread-local (the
+//! first use of one with a destructor registers it under the loader's lock, and a
+//! loaded library's thread-locals are allocated on a thread's first use), no
+//! allocation, no other lock. A [`ForkLock`] is a
+//! futex word of its own for that reason: 0 when free, else the holder's thread id (so
+//! the prepare step can tell a lock its own thread holds, read from the word, not from a
+//! thread-local), with a bit set once a thread sleeps on it; what the prepare step took
+//! is one process-global bit set ([`PREPARED`]), which the parent and child steps clear.
 
-use std::any::Any;
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, UnsafeCell};
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+
+use rustix::thread::futex;
 
 /// The rank of a [`ForkLock`]: where the prepare step takes it, and the order in
 /// which code nests them (lower first). One lock per rank in a process. Gaps leave
@@ -88,11 +101,14 @@ pub enum Rank {
     Test1 = 61,
 }
 
-const RANKS: usize = 64;
+/// Ranks 0..RANKS name locks; bit [`GATE_BIT`] of a rank set is the gate's.
+const RANKS: usize = 63;
+const GATE_BIT: u64 = 1 << RANKS;
 const _: () = assert!((Rank::TestStall as usize) < RANKS);
 
-/// A process-global mutex that no `fork` copies held (see the module docs). Poisoning
-/// is ignored: every user keeps its data consistent across a panic of a holder.
+/// A process-global mutex that no `fork` copies held (see the module docs). A holder
+/// that panics releases it (the guard's drop); every user keeps its data consistent
+/// across such a panic.
 ///
 /// ```
 /// use iox_mempool::fork::{ForkLock, Rank};
@@ -103,8 +119,13 @@ const _: () = assert!((Rank::TestStall as usize) < RANKS);
 pub struct ForkLock<T> {
     rank: Rank,
     known: AtomicBool,
-    mutex: Mutex<T>,
+    raw: RawLock,
+    data: UnsafeCell<T>,
 }
+
+// SAFETY: the data is reached only through a guard, which holds the lock: one thread
+// at a time, as for `std::sync::Mutex<T>`, which is `Sync` for `T: Send`.
+unsafe impl<T: Send> Sync for ForkLock<T> {}
 
 impl<T> ForkLock<T> {
     /// A lock of rank `rank` holding `value`.
@@ -112,7 +133,8 @@ impl<T> ForkLock<T> {
         Self {
             rank,
             known: AtomicBool::new(false),
-            mutex: Mutex::new(value),
+            raw: RawLock::new(),
+            data: UnsafeCell::new(value),
         }
     }
 }
@@ -133,9 +155,13 @@ impl<T: Send + 'static> ForkLock<T> {
                 self.rank
             );
         }
-        let guard = self.mutex.lock().unwrap_or_else(|e| e.into_inner());
+        self.raw.lock(thread_id());
         let _ = HELD.try_with(|h| h.set(h.get() | bit));
-        ForkLockGuard { guard, bit }
+        ForkLockGuard {
+            lock: self,
+            bit,
+            _not_send: PhantomData,
+        }
     }
 
     /// Records this lock in its rank's slot and makes sure the handlers are registered
@@ -143,50 +169,52 @@ impl<T: Send + 'static> ForkLock<T> {
     #[cold]
     fn make_known(&'static self) {
         ensure_registered();
-        let _gate = GATE.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = &SLOTS[self.rank as usize];
-        let me: &'static dyn Hold = self;
-        let mine = Box::into_raw(Box::new(me));
-        match slot.compare_exchange(std::ptr::null_mut(), mine, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => {}
-            Err(there) => {
-                // SAFETY: `mine` came from `Box::into_raw` above and was not published.
-                drop(unsafe { Box::from_raw(mine) });
-                // SAFETY: a slot holds only leaked boxes of `&'static dyn Hold`, never freed.
-                let there: &'static dyn Hold = unsafe { *there };
-                assert!(
-                    std::ptr::addr_eq(there as *const dyn Hold, self as *const Self),
-                    "two ForkLocks share rank {:?}",
-                    self.rank
-                );
-            }
+        let mine = (&self.raw as *const RawLock).cast_mut();
+        GATE.lock(thread_id());
+        let there = SLOTS[self.rank as usize].compare_exchange(
+            std::ptr::null_mut(),
+            mine,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        GATE.unlock();
+        if let Err(there) = there {
+            assert!(
+                std::ptr::eq(there, mine),
+                "two ForkLocks share rank {:?}",
+                self.rank
+            );
         }
         self.known.store(true, Ordering::Release);
     }
 }
 
-/// Holds a [`ForkLock`]; releases it when dropped.
+/// Holds a [`ForkLock`]; releases it when dropped. Stays on the thread that took it.
 pub struct ForkLockGuard<T: 'static> {
-    guard: MutexGuard<'static, T>,
+    lock: &'static ForkLock<T>,
     bit: u64,
+    _not_send: PhantomData<*const ()>,
 }
 
 impl<T: 'static> std::ops::Deref for ForkLockGuard<T> {
     type Target = T;
     fn deref(&self) -> &T {
-        &self.guard
+        // SAFETY: this guard holds the lock: no other thread reaches the data now.
+        unsafe { &*self.lock.data.get() }
     }
 }
 
 impl<T: 'static> std::ops::DerefMut for ForkLockGuard<T> {
     fn deref_mut(&mut self) -> &mut T {
-        &mut self.guard
+        // SAFETY: as for `deref`, and `&mut self` keeps this guard's other borrows out.
+        unsafe { &mut *self.lock.data.get() }
     }
 }
 
 impl<T: 'static> Drop for ForkLockGuard<T> {
     fn drop(&mut self) {
         let _ = HELD.try_with(|h| h.set(h.get() & !self.bit));
+        self.lock.raw.unlock();
     }
 }
 
@@ -196,29 +224,108 @@ impl<T: 'static> std::fmt::Debug for ForkLockGuard<T> {
     }
 }
 
-/// What the prepare step does with a lock, whatever it holds.
-trait Hold: Sync {
-    fn hold(&'static self) -> Box<dyn Any>;
+/// A futex lock word: 0 when free, else the holder's thread id, with [`WAITERS`] set
+/// once a thread sleeps on it (the unlock then wakes one). Taking and releasing it
+/// allocate nothing and touch no thread-local, so the fork handlers may.
+struct RawLock {
+    word: AtomicU32,
 }
 
-impl<T: Send + 'static> Hold for ForkLock<T> {
-    fn hold(&'static self) -> Box<dyn Any> {
-        Box::new(self.mutex.lock().unwrap_or_else(|e| e.into_inner()))
+/// Set in a [`RawLock`]'s word while a thread may sleep on it (thread ids are below
+/// 2^22 on Linux).
+const WAITERS: u32 = 1 << 31;
+
+impl RawLock {
+    const fn new() -> Self {
+        Self {
+            word: AtomicU32::new(0),
+        }
+    }
+
+    /// Takes the lock for thread `me`, sleeping while another thread holds it.
+    fn lock(&self, me: u32) {
+        // Acquire: what the last holder wrote under the lock is seen.
+        if self
+            .word
+            .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_contended(me);
+        }
+    }
+
+    #[cold]
+    fn lock_contended(&self, me: u32) {
+        loop {
+            let seen = self.word.load(Ordering::Relaxed);
+            if seen == 0 {
+                // Taken with the bit set: other sleepers may remain, so our unlock
+                // wakes one (at worst a wake-up too many).
+                if self
+                    .word
+                    .compare_exchange(0, me | WAITERS, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return;
+                }
+                continue;
+            }
+            if seen & WAITERS == 0
+                && self
+                    .word
+                    .compare_exchange(seen, seen | WAITERS, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+            {
+                continue;
+            }
+            // Returns at once if the word changed meanwhile (then we look again).
+            let _ = futex::wait(&self.word, futex::Flags::PRIVATE, seen | WAITERS, None);
+        }
+    }
+
+    /// The thread holding it (0: none).
+    fn holder(&self) -> u32 {
+        self.word.load(Ordering::Relaxed) & !WAITERS
+    }
+
+    /// Releases it (whoever holds it: in a forked child, the forking thread's copy
+    /// carries the parent's thread id).
+    fn unlock(&self) {
+        // Release: what the holder wrote under the lock is seen by the next one.
+        if self.word.swap(0, Ordering::Release) & WAITERS != 0 {
+            let _ = futex::wake(&self.word, futex::Flags::PRIVATE, 1);
+        }
     }
 }
 
-/// Held around recording a lock in [`SLOTS`], and by the prepare step from its last
-/// look at them across the fork (see "First use" in the module docs).
-static GATE: Mutex<()> = Mutex::new(());
+/// The calling thread's id (one system call; no thread-local).
+fn thread_id() -> u32 {
+    rustix::thread::gettid().as_raw_nonzero().get() as u32
+}
 
-/// Per rank, the lock of that rank, once used (a leaked box, never freed).
-static SLOTS: [AtomicPtr<&'static dyn Hold>; RANKS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; RANKS];
+/// Held around recording a lock in [`SLOTS`], and by the prepare step from its last
+/// look at them across the fork (see "First use" in the module docs); above every
+/// rank.
+static GATE: RawLock = RawLock::new();
+
+/// Per rank, the lock word of that rank's lock, once used (a `static`'s, never freed).
+static SLOTS: [AtomicPtr<RawLock>; RANKS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; RANKS];
+
+/// The lock of rank `rank`, if one was used in this process.
+fn slot(rank: usize) -> Option<&'static RawLock> {
+    let lock = SLOTS[rank].load(Ordering::Acquire);
+    // SAFETY: a slot holds null or the address of a `static` ForkLock's lock word.
+    (!lock.is_null()).then(|| unsafe { &*lock })
+}
+
+/// What the prepare step took (a bit per rank, [`GATE_BIT`] for the gate), released by
+/// the parent and child steps.
+static PREPARED: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
-    /// The ranks of the locks this thread holds (bit per rank).
+    /// The ranks of the locks this thread holds (bit per rank): checked in debug builds
+    /// when a lock is taken, never by the fork handlers.
     static HELD: Cell<u64> = const { Cell::new(0) };
-    /// The guards the prepare step took, released by the parent and child steps.
-    static PREPARED: RefCell<Vec<Box<dyn Any>>> = const { RefCell::new(Vec::new()) };
 }
 
 static GENERATION: AtomicU64 = AtomicU64::new(0);
@@ -253,10 +360,11 @@ fn ensure_registered() {
             continue;
         }
         // SAFETY: registers plain `extern "C" fn`s without captured state. The prepare
-        // step takes process-local locks; the parent and child steps release them and
-        // do atomic stores, which a child may do right after `fork`. A child forked
-        // while a parent thread was here may register them a second time: the steps
-        // are idempotent (the second prepare finds its thread's guards taken already).
+        // step takes this module's lock words; the parent and child steps release them
+        // and do atomic stores, which a child may do right after `fork` (module docs,
+        // "What the handlers touch"). A child forked while a parent thread was here may
+        // register them a second time: the steps are idempotent (the second prepare
+        // finds every lock held by its own thread, the second release nothing left).
         let rc = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
         // It fails only with ENOMEM: then forks copy whatever is held, as without this
         // module, which is no reason to refuse to work.
@@ -266,48 +374,40 @@ fn ensure_registered() {
     }
 }
 
+/// Takes every lock used in this process in rank order, then the gate, skipping those
+/// the forking thread holds itself (read from their words); starts over if a lock was
+/// recorded behind it (module docs, "First use").
 extern "C" fn prepare() {
-    let _ = PREPARED.try_with(|prepared| {
-        let Ok(mut prepared) = prepared.try_borrow_mut() else {
-            return;
-        };
-        if !prepared.is_empty() {
-            return; // registered twice: taken already
-        }
-        let held = HELD.try_with(Cell::get).unwrap_or(0);
-        loop {
-            let mut taken = 0u64;
-            for (rank, slot) in SLOTS.iter().enumerate() {
-                let lock = slot.load(Ordering::Acquire);
-                if lock.is_null() || held & (1 << rank) != 0 {
-                    continue;
-                }
-                // SAFETY: a slot holds only leaked boxes of `&'static dyn Hold`, never freed.
-                let lock: &'static dyn Hold = unsafe { *lock };
-                prepared.push(lock.hold());
+    let me = thread_id();
+    loop {
+        let mut taken = 0u64;
+        for rank in 0..RANKS {
+            if let Some(lock) = slot(rank)
+                && lock.holder() != me
+            {
+                lock.lock(me);
                 taken |= 1 << rank;
             }
-            // The last look, with the gate: a lock recorded behind us (first used
-            // meanwhile) may be held now; start over in rank order (see "First use"
-            // in the module docs). Else the gate stays taken across the fork.
-            let gate = GATE.lock().unwrap_or_else(|e| e.into_inner());
-            let missed = SLOTS.iter().enumerate().any(|(rank, slot)| {
-                !slot.load(Ordering::Acquire).is_null() && (taken | held) & (1 << rank) == 0
-            });
-            if !missed {
-                prepared.push(Box::new(gate));
-                return;
-            }
-            drop(gate);
-            while let Some(guard) = prepared.pop() {
-                drop(guard);
-            }
         }
-    });
+        if GATE.holder() != me {
+            GATE.lock(me);
+            taken |= GATE_BIT;
+        }
+        // The last look, with the gate: a lock recorded behind us (first used
+        // meanwhile) may be held now; start over in rank order. Else the gate stays
+        // taken across the fork.
+        let missed =
+            (0..RANKS).any(|rank| taken & (1 << rank) == 0 && slot(rank).is_some_and(|l| l.holder() != me));
+        if !missed {
+            PREPARED.fetch_or(taken, Ordering::Relaxed);
+            return;
+        }
+        release(taken);
+    }
 }
 
 extern "C" fn parent() {
-    release_prepared();
+    release(PREPARED.swap(0, Ordering::Relaxed));
 }
 
 extern "C" fn child() {
@@ -321,20 +421,23 @@ extern "C" fn child() {
             f();
         }
     }
-    release_prepared();
+    release(PREPARED.swap(0, Ordering::Relaxed));
 }
 
-/// The parent and child steps: the guards go (in the child: the copies, one atomic
-/// swap each, and a futex wake if a parent thread waited, harmless there).
-fn release_prepared() {
-    let _ = PREPARED.try_with(|prepared| {
-        if let Ok(mut prepared) = prepared.try_borrow_mut() {
-            // In reverse: the highest rank first.
-            while let Some(guard) = prepared.pop() {
-                drop(guard);
-            }
+/// Releases the locks in `taken` (a bit per rank, [`GATE_BIT`]), the gate first, then
+/// the highest rank first (in a child: the copies, which carry the parent's thread id;
+/// a wake-up there finds no sleeper).
+fn release(taken: u64) {
+    if taken & GATE_BIT != 0 {
+        GATE.unlock();
+    }
+    for rank in (0..RANKS).rev() {
+        if taken & (1 << rank) != 0
+            && let Some(lock) = slot(rank)
+        {
+            lock.unlock();
         }
-    });
+    }
 }
 
 /// The fork generation of this process: different in a forked child from its
@@ -372,7 +475,7 @@ pub fn on_fork_child(step: fn()) {
 #[cfg(feature = "testing")]
 pub fn ranks_in_use() -> Vec<u8> {
     (0..RANKS)
-        .filter(|&r| !SLOTS[r].load(Ordering::Acquire).is_null())
+        .filter(|&r| slot(r).is_some())
         .map(|r| r as u8)
         .collect()
 }
@@ -381,14 +484,31 @@ pub fn ranks_in_use() -> Vec<u8> {
 /// the returned guard is dropped (test hook: a thread holds each lock in turn while
 /// another forks).
 #[cfg(feature = "testing")]
-pub fn hold_rank(rank: u8) -> Option<Box<dyn Any>> {
-    let lock = SLOTS.get(rank as usize)?.load(Ordering::Acquire);
-    if lock.is_null() {
+pub fn hold_rank(rank: u8) -> Option<RankHeld> {
+    if rank as usize >= RANKS {
         return None;
     }
-    // SAFETY: a slot holds only leaked boxes of `&'static dyn Hold`, never freed.
-    let lock: &'static dyn Hold = unsafe { *lock };
-    Some(lock.hold())
+    let lock = slot(rank as usize)?;
+    lock.lock(thread_id());
+    Some(RankHeld(lock))
+}
+
+/// A lock held by [`hold_rank`]; released when dropped.
+#[cfg(feature = "testing")]
+#[derive(Debug)]
+pub struct RankHeld(&'static RawLock);
+
+#[cfg(feature = "testing")]
+impl Drop for RankHeld {
+    fn drop(&mut self) {
+        self.0.unlock();
+    }
+}
+
+impl std::fmt::Debug for RawLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RawLock(held by {})", self.holder())
+    }
 }
 
 #[cfg(test)]

@@ -20,22 +20,17 @@
 //!   its caller; this is what keeps the registry from ever holding a registration for
 //!   unmapped memory.
 //! - A region is pinned as it is mapped when it is first pinned: a read-only mapping
-//!   is registered read-only (e.g. CUDA's `READ_ONLY` flag), so a process that only
-//!   reads keeps a read-only mapping and registration. When a writable pin of a region
-//!   registered read-only is asked for (a pinned publisher built after a pinned
-//!   subscriber of the same pool, whose mapping became writable meanwhile,
-//!   [`crate::Pool::make_payload_writable`]), the registration is *upgraded*: unpinned
-//!   and pinned again writable, still one registration, so ports may be built in any
-//!   order and on any threads. `Locked` is never upgraded (`mlock` does not care). The
-//!   upgrade runs inside that publisher's construction, under the registry's lock:
-//!   device work that reads the pool through an earlier guard's device address must
-//!   not be in flight then (the region is unregistered for the moment of the swap).
+//!   is registered read-only (e.g. CUDA's `READ_ONLY` flag). A registration is made
+//!   once and never swapped while a guard lives (device work may be in flight through
+//!   an earlier guard's device address): a writable pin of a region registered
+//!   read-only is refused ([`PinError::RegisteredReadOnly`]), never re-registered.
+//!   [`crate::Pool::pin`] keeps that from happening to ports: a process that may write
+//!   a pool maps it writable before it registers it, whichever port comes first.
 //! - A pinner may give a region a device address ([`Pinner::device_address`], e.g.
 //!   the CUDA pinner's `cuMemHostGetDevicePointer` of the base, asked once while it
-//!   registers); the registry asks once, right after each pin, and every guard of the
-//!   region reads it from the registration ([`PinGuard::device_base`], one relaxed
-//!   load), so a sample's device address is the base plus the chunk's offset, with no
-//!   call into the pinner per sample, and an upgrade's new address reaches every guard.
+//!   registers); the registry asks once, right after the pin, and every guard of the
+//!   region keeps a copy ([`PinGuard::device_base`]), so a sample's device address is
+//!   the base plus the chunk's offset, with no call into the pinner per sample.
 //! - A forked child inherits the registry's entries but none of the pins (`mlock` is
 //!   not inherited; a driver's registration is the parent's): its guards copied from
 //!   the parent do nothing when dropped, and its own `acquire` of a region the parent
@@ -49,7 +44,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use thiserror::Error;
 
@@ -144,6 +139,12 @@ pub enum PinError {
         /// The type asked for.
         requested: MemoryType,
     },
+    /// A writable pin of a region this process registered read-only: a registration is
+    /// never swapped while a guard lives.
+    #[error(
+        "the region is registered read-only in this process (pinned while it was mapped read-only) and a writable pin was asked for; registrations are never swapped while pinned: make the mapping writable before the first pin (Pool::pin does so wherever the pool can be written)"
+    )]
+    RegisteredReadOnly,
     /// `mlock` refused because the region would take this process past its
     /// `RLIMIT_MEMLOCK` (and the process may not exceed it: no `CAP_IPC_LOCK`).
     #[error(
@@ -296,14 +297,11 @@ pub enum RegisterPinnerError {
 
 struct Entry {
     count: usize,
-    /// The pinner's device address of the region's base, asked after each pin (0 =
-    /// none), shared with the region's guards so an upgrade reaches them.
-    device_base: Arc<AtomicU64>,
-    /// How the region was mapped when it was (last) pinned: what the pinner registered.
+    /// The pinner's device address of the region's base, asked once right after the
+    /// pin (0 = none), copied into each of the region's guards.
+    device_base: u64,
+    /// How the region was mapped when it was pinned: what the pinner registered.
     read_only: bool,
-    /// False after an upgrade failed and the read-only registration could not be
-    /// restored: the guards count, nothing is registered, the next acquire pins anew.
-    registered: bool,
     memory_type: MemoryType,
     pinner: Arc<dyn Pinner>,
     /// The fork generation that pinned it (a forked child holds none of its pins).
@@ -388,7 +386,7 @@ pub unsafe fn acquire(region: Region<'_>, memory_type: MemoryType) -> Result<Pin
     if memory_type == MemoryType::Cpu {
         return Ok(PinGuard {
             key: None,
-            device_base: None,
+            device_base: 0,
             fork_generation: 0,
         });
     }
@@ -404,19 +402,13 @@ pub unsafe fn acquire(region: Region<'_>, memory_type: MemoryType) -> Result<Pin
                 requested: memory_type,
             });
         }
-        if !entry.registered {
-            entry.pinner.pin(&region)?;
-            entry.registered = true;
-            entry.read_only = region.read_only;
-            let base = entry.pinner.device_address(&region).unwrap_or(0);
-            entry.device_base.store(base, Ordering::Relaxed);
-        } else if entry.read_only && !region.read_only && memory_type != MemoryType::Locked {
-            upgrade(entry, &region)?;
+        if entry.read_only && !region.read_only && memory_type != MemoryType::Locked {
+            return Err(PinError::RegisteredReadOnly);
         }
         entry.count += 1;
         return Ok(PinGuard {
             key: Some(key),
-            device_base: Some(Arc::clone(&entry.device_base)),
+            device_base: entry.device_base,
             fork_generation: generation,
         });
     }
@@ -443,14 +435,13 @@ pub unsafe fn acquire(region: Region<'_>, memory_type: MemoryType) -> Result<Pin
         }
     };
     pinner.pin(&region)?;
-    let device_base = Arc::new(AtomicU64::new(pinner.device_address(&region).unwrap_or(0)));
+    let device_base = pinner.device_address(&region).unwrap_or(0);
     reg.pins.insert(
         key,
         Entry {
             count: 1,
-            device_base: Arc::clone(&device_base),
+            device_base,
             read_only: region.read_only,
-            registered: true,
             memory_type,
             pinner,
             fork_generation: generation,
@@ -458,40 +449,9 @@ pub unsafe fn acquire(region: Region<'_>, memory_type: MemoryType) -> Result<Pin
     );
     Ok(PinGuard {
         key: Some(key),
-        device_base: Some(device_base),
+        device_base,
         fork_generation: generation,
     })
-}
-
-/// Re-registers `entry`'s region, registered read-only, as `writable` (the same
-/// range, now mapped writable): unpin, pin writable, ask the device address again. If
-/// the writable pin is refused, the read-only registration is restored and the refusal
-/// returned; if that fails too, the entry is marked unregistered (its guards count on,
-/// their device address is gone, and the next acquire pins the region anew).
-fn upgrade(entry: &mut Entry, writable: &Region<'_>) -> Result<(), PinError> {
-    // SAFETY: the same range as `writable`, which is mapped (it borrows its mapping);
-    // described read-only, as it was registered.
-    let read_only = unsafe { Region::from_raw(writable.addr, writable.len, true) };
-    entry.pinner.unpin(&read_only)?;
-    if let Err(e) = entry.pinner.pin(writable) {
-        match entry.pinner.pin(&read_only) {
-            Ok(()) => entry.device_base.store(
-                entry.pinner.device_address(&read_only).unwrap_or(0),
-                Ordering::Relaxed,
-            ),
-            Err(_) => {
-                entry.registered = false;
-                entry.device_base.store(0, Ordering::Relaxed);
-            }
-        }
-        return Err(e);
-    }
-    entry.read_only = false;
-    entry.device_base.store(
-        entry.pinner.device_address(writable).unwrap_or(0),
-        Ordering::Relaxed,
-    );
-    Ok(())
 }
 
 /// How many guards this process holds for the region at `addr` of `len` bytes
@@ -567,9 +527,9 @@ pub struct PinGuard {
     /// (address, length) of the region; mapped while the guard lives (the contract
     /// of [`acquire`]).
     key: Option<(usize, usize)>,
-    /// The device address of the region's base (0 = none), shared with its
-    /// registration.
-    device_base: Option<Arc<AtomicU64>>,
+    /// The device address of the region's base (0 = none), as its registration
+    /// learned it.
+    device_base: u64,
     /// The fork generation that acquired it: a forked child's copy does nothing.
     fork_generation: u64,
 }
@@ -583,7 +543,7 @@ impl PinGuard {
     /// The device address of the region's first byte, learned once when the region
     /// was pinned (see [`Pinner::device_address`]); `None` if its pinner gives none.
     pub fn device_base(&self) -> Option<u64> {
-        Some(self.device_base.as_ref()?.load(Ordering::Relaxed)).filter(|&a| a != 0)
+        (self.device_base != 0).then_some(self.device_base)
     }
 }
 
@@ -603,11 +563,7 @@ impl Drop for PinGuard {
             }
             None => false,
         };
-        if let Some(entry) = last
-            .then(|| reg.pins.remove(&key))
-            .flatten()
-            .filter(|e| e.registered)
-        {
+        if let Some(entry) = last.then(|| reg.pins.remove(&key)).flatten() {
             // SAFETY: the caller of `acquire` keeps the range mapped until this guard
             // is dropped, which is now; it is unpinned as it was pinned.
             let region = unsafe { Region::from_raw(key.0, key.1, entry.read_only) };

@@ -461,6 +461,12 @@ impl Segment {
         }
     }
 
+    /// Whether the mapping can be made writable ([`Segment::make_writable`]): the file
+    /// is open read-write, whatever the mapping is now.
+    pub fn can_write(&self) -> bool {
+        self.file_writable
+    }
+
     /// Makes a read-only mapping writable (`mprotect` to read-write over the whole
     /// mapping); nothing to do if it is writable already. Idempotent and safe to call
     /// from any number of threads at once (each either sees it done or does the same

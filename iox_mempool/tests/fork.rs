@@ -175,3 +175,62 @@ fn a_lock_first_used_during_a_fork_is_not_copied_held() {
     opener.join().unwrap();
     forked.unwrap();
 }
+
+/// A library whose constructor forks from a thread of its own and waits for it, as
+/// lttng-ust's does when rclpy's extension loads: the loading thread holds the
+/// loader's lock inside `dlopen` while the other thread forks.
+const FORKS_IN_CONSTRUCTOR: &str = r#"
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void *forker(void *arg) {
+    (void)arg;
+    pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    int status = 0;
+    if (pid > 0) waitpid(pid, &status, 0);
+    return 0;
+}
+__attribute__((constructor)) static void start(void) {
+    pthread_t t;
+    if (pthread_create(&t, 0, forker, 0) == 0) pthread_join(t, 0);
+}
+"#;
+
+/// The fork handlers run in whatever thread forks, maybe while another thread holds
+/// the loader's lock: a prepare step that takes anything but its ranked locks (a
+/// thread-local's first use registers its destructor under that lock; an allocation
+/// may take malloc's) waits forever for the thread inside `dlopen`, which waits for
+/// the fork. The child here has used a `ForkLock` (handlers registered, a lock
+/// recorded), then loads a library whose constructor forks from a new thread.
+#[test]
+fn a_fork_while_another_thread_is_inside_dlopen_finishes() {
+    use iox_mempool::fork::{ForkLock, Rank};
+    static USED: ForkLock<u32> = ForkLock::new(Rank::Test0, 0);
+    const TEST: &str = "a_fork_while_another_thread_is_inside_dlopen_finishes";
+    if role().as_deref() == Some("loader") {
+        *USED.lock() += 1;
+        let lib = std::ffi::CString::new(iox_testkit::env::<String>("FORKING_LIB")).unwrap();
+        // SAFETY: loads a library built by the parent for this test; its constructor
+        // forks from its own thread and joins it.
+        let handle = unsafe { libc::dlopen(lib.as_ptr(), libc::RTLD_NOW) };
+        assert!(!handle.is_null(), "dlopen failed");
+        *USED.lock() += 1;
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("forks.c");
+    let lib = dir.path().join("libforks.so");
+    std::fs::write(&source, FORKS_IN_CONSTRUCTOR).unwrap();
+    let built = std::process::Command::new("gcc")
+        .args(["-shared", "-fPIC", "-pthread", "-o"])
+        .arg(&lib)
+        .arg(&source)
+        .status();
+    if !built.is_ok_and(|s| s.success()) {
+        iox_testkit::skip(TEST, "IOX_REQUIRE_CC", "gcc could not build the test's library");
+        return;
+    }
+    let child = spawn_self(TEST, "loader", &[("FORKING_LIB", lib.display().to_string())]);
+    wait_ok(child, Duration::from_secs(20));
+}

@@ -6,7 +6,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use iox_mempool::pin::{self, pin_count};
-use iox_mempool::segment::Access;
+use iox_mempool::segment::{Access, Segment};
 use iox_mempool::{MemoryType, PinError, Pinner, Pool, PoolLayout, Region, register_pinner};
 use iox_testkit::{role, spawn_self, vm_lck_kib, wait_ok};
 
@@ -251,8 +251,12 @@ impl Pinner for ReadOnlyRecorder {
     }
 }
 
+/// A process that may write a pool (its payload's file is open read-write) registers
+/// it once, writable, even when the first pin comes while its mapping is read-only (a
+/// subscriber built before a publisher): the registration a publisher needs is the one
+/// made, and nothing is ever unregistered and registered again while a guard lives.
 #[test]
-fn read_only_payloads_are_pinned_read_only_and_upgraded_for_a_writer() {
+fn a_pool_that_can_be_written_is_registered_writable_once_whoever_pins_first() {
     let code = MemoryType::user(0x0102).unwrap();
     let pinner = Arc::new(ReadOnlyRecorder::default());
     register_pinner(code, pinner.clone()).unwrap();
@@ -261,93 +265,63 @@ fn read_only_payloads_are_pinned_read_only_and_upgraded_for_a_writer() {
     let _creator = Pool::create(dir.path(), "ro", &layout, code, 0o600).unwrap();
     let reader = Arc::new(Pool::open(dir.path(), "ro", &layout, Some(code), Access::ReadOnly).unwrap());
     assert!(reader.payload_region().read_only());
-    let guard = reader.pin().unwrap();
-    reader.make_payload_writable().unwrap();
+    let first = reader.pin().unwrap();
     assert!(
         !reader.payload_region().read_only(),
-        "read_only is reported as of now"
+        "made writable to be registered as the process may use it"
     );
-    // A writable pin on top of the read-only registration upgrades it: one
-    // registration, writable from now on, whatever order the ports came in.
-    let writer_guard = reader.pin().unwrap();
+    reader.make_payload_writable().unwrap();
+    let writer = reader.pin().unwrap();
     let (addr, len) = (reader.payload_region().addr(), reader.payload_region().len());
     assert_eq!(pin::pin_count(addr, len), 2);
-    drop(guard);
-    drop(writer_guard);
+    drop(first);
+    drop(writer);
     assert_eq!(pin::pin_count(addr, len), 0);
-    let seen = pinner.seen.lock().unwrap();
-    assert_eq!(
-        *seen,
-        [("pin", true), ("unpin", true), ("pin", false), ("unpin", false)]
-    );
+    assert_eq!(*pinner.seen.lock().unwrap(), [("pin", false), ("unpin", false)]);
 }
 
-/// Refuses pins as told: writable ones, or every one after the first.
-#[derive(Default)]
-struct Refuses {
-    writable: std::sync::atomic::AtomicBool,
-    all: std::sync::atomic::AtomicBool,
-    calls: Mutex<Vec<(&'static str, bool)>>,
-}
-
-impl Pinner for Refuses {
-    fn pin(&self, r: &Region) -> Result<(), PinError> {
-        self.calls.lock().unwrap().push(("pin", r.read_only()));
-        let refuse =
-            self.all.load(Ordering::Relaxed) || (!r.read_only() && self.writable.load(Ordering::Relaxed));
-        if refuse {
-            return Err(PinError::Pinner("refused".into()));
-        }
-        Ok(())
-    }
-    fn unpin(&self, r: &Region) -> Result<(), PinError> {
-        self.calls.lock().unwrap().push(("unpin", r.read_only()));
-        Ok(())
-    }
-}
-
-/// An upgrade the pinner refuses leaves the read-only registration as it was; one
-/// whose read-only registration cannot be restored either leaves the region counted but
-/// unregistered, and the next pin registers it anew (it is never stuck).
+/// A process holding only a read-only descriptor registers its read-only mapping;
+/// `Locked` pools stay mapped as they are (`mlock` pins either).
 #[test]
-fn a_refused_upgrade_is_undone_and_never_stuck() {
-    let code = MemoryType::user(0x0109).unwrap();
-    let pinner = Arc::new(Refuses::default());
+fn a_read_only_descriptor_is_registered_read_only() {
+    let code = MemoryType::user(0x0103).unwrap();
+    let pinner = Arc::new(ReadOnlyRecorder::default());
     register_pinner(code, pinner.clone()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let layout = PoolLayout::new(&[(4096, 2)]).unwrap();
-    let _creator = Pool::create(dir.path(), "refused", &layout, code, 0o600).unwrap();
-    let pool = Arc::new(Pool::open(dir.path(), "refused", &layout, Some(code), Access::ReadOnly).unwrap());
-    let (addr, len) = (pool.payload_region().addr(), pool.payload_region().len());
-    let reader = pool.pin().unwrap();
-    pool.make_payload_writable().unwrap();
-    pinner.writable.store(true, Ordering::Relaxed);
-    assert!(pool.pin().is_err(), "the writable pin was refused");
-    assert_eq!(pin_count(addr, len), 1);
-    // Refused again, restored again: the read-only registration stands.
-    pinner.all.store(true, Ordering::Relaxed);
-    assert!(pool.pin().is_err());
-    assert_eq!(pin_count(addr, len), 1, "the reader's guard still counts");
-    // Now nothing is registered; the next pin registers the region anew, writable.
-    pinner.all.store(false, Ordering::Relaxed);
-    pinner.writable.store(false, Ordering::Relaxed);
-    let writer = pool.pin().unwrap();
-    assert_eq!(pin_count(addr, len), 2);
-    drop((reader, writer));
-    assert_eq!(pin_count(addr, len), 0);
-    let calls = pinner.calls.lock().unwrap().clone();
-    assert_eq!(
-        calls,
-        [
-            ("pin", true),    // the reader
-            ("unpin", true),  // upgrade 1
-            ("pin", false),   // refused
-            ("pin", true),    // restored
-            ("unpin", true),  // upgrade 2
-            ("pin", false),   // refused
-            ("pin", true),    // restore refused: unregistered
-            ("pin", false),   // the writer registers anew
-            ("unpin", false), // the last guard
-        ]
+    let _creator = Pool::create(dir.path(), "fixed", &layout, code, 0o600).unwrap();
+    let payload = Segment::open(dir.path(), "fixed.pool", Access::ReadOnly, 1).unwrap();
+    let reader = Arc::new(Pool::open_with_payload(dir.path(), "fixed", &layout, None, 0, payload).unwrap());
+    let guard = reader.pin().unwrap();
+    assert!(reader.payload_region().read_only());
+    drop(guard);
+    assert_eq!(*pinner.seen.lock().unwrap(), [("pin", true), ("unpin", true)]);
+    let _locked_creator = Pool::create(dir.path(), "locked", &layout, MemoryType::Locked, 0o600).unwrap();
+    let locked = Arc::new(Pool::open(dir.path(), "locked", &layout, None, Access::ReadOnly).unwrap());
+    drop(locked.pin());
+    assert!(
+        locked.payload_region().read_only(),
+        "a Locked reader keeps its read-only mapping"
     );
+}
+
+/// Pinned directly (not through `Pool::pin`) while read-only and then asked for
+/// writable, the registration is refused, not swapped under the first guard.
+#[test]
+fn a_read_only_registration_is_never_swapped_for_a_writable_one() {
+    let code = MemoryType::user(0x0109).unwrap();
+    let pinner = Arc::new(ReadOnlyRecorder::default());
+    register_pinner(code, pinner.clone()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    drop(Segment::create(dir.path(), "s", 4096, 0o600).unwrap());
+    let seg = Segment::open_upgradable(dir.path(), "s", Access::ReadOnly, 4096).unwrap();
+    // SAFETY: `seg` stays mapped until after both guards are gone (dropped below).
+    let reader = unsafe { pin::acquire(Region::of(&seg), code) }.unwrap();
+    seg.make_writable().unwrap();
+    // SAFETY: as above.
+    let refused = unsafe { pin::acquire(Region::of(&seg), code) }.unwrap_err();
+    assert!(matches!(refused, PinError::RegisteredReadOnly), "{refused}");
+    assert_eq!(pin_count(seg.as_ptr(), seg.len()), 1);
+    drop(reader);
+    assert_eq!(*pinner.seen.lock().unwrap(), [("pin", true), ("unpin", true)]);
 }

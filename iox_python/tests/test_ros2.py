@@ -173,3 +173,36 @@ def test_rclpy_talker_to_python_subscribers_through_the_gateway(root, gateway_bi
     done.write_text("")
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
+
+
+def test_rclpy_loads_in_a_process_that_used_iox_first(tmp_path):
+    """A process that used iox (a sample sent and received), then loads rclpy's
+    extension, in a fresh /dev/shm as in any container: loading it runs lttng-ust's
+    constructor, which forks from lttng's listener thread while the loading thread
+    holds the loader's lock, so iox's fork handlers run in that thread then (they once
+    registered a thread-local's destructor there, which waits for the loader's lock:
+    the process hung for good, 15 of 15 runs). Five fresh processes here, each bounded."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        if os.environ.get("IOX_REQUIRE_ROS") == "1":
+            raise RuntimeError("a fresh /dev/shm (a mount namespace) needs root and unshare")
+        pytest.skip("a fresh /dev/shm (a mount namespace) needs root and unshare (util-linux)")
+    script = textwrap.dedent(f"""
+        import numpy as np, iox
+        svc = iox.Service("fork/rclpy", root={str(tmp_path)!r}).publish_subscribe(np.uint64).open_or_create()
+        sub, pub = svc.subscriber(), svc.publisher()
+        assert pub.send(np.uint64(7)) == 1 and int(sub.receive().array) == 7
+        import rclpy.serialization  # loads _rclpy_pybind11, and lttng-ust with it
+        from std_msgs.msg import String
+        assert rclpy.serialization.deserialize_message(
+            rclpy.serialization.serialize_message(String(data="ok")), String).data == "ok"
+        print("loaded")
+    """)
+    # A private tmpfs on /dev/shm: lttng-ust finds none of its files and forks to make them.
+    fresh_shm = 'mount -t tmpfs tmpfs /dev/shm && exec "$0" -c "$1"'
+    for run in range(5):
+        try:
+            done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", fresh_shm,
+                                   sys.executable, script], capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"run {run}: the process hung loading rclpy after using iox")
+        assert done.returncode == 0 and done.stdout.strip() == "loaded", (run, done.stdout, done.stderr)

@@ -475,8 +475,9 @@ impl Pool {
     /// payload), so this process can loan chunks and write them; nothing to do if it
     /// is writable already. Idempotent and safe from any number of threads at once.
     /// Fails if the payload's file is open read-only (a payload handed to
-    /// [`Pool::open_with_payload`] that way). A pin taken while the mapping was
-    /// read-only stays a read-only registration (see [`crate::pin`]).
+    /// [`Pool::open_with_payload`] that way). A pin of such a pool is read-only and
+    /// stays so; [`Pool::pin`] makes a pool that can be written writable before it
+    /// registers it.
     ///
     /// ```
     /// use iox_mempool::{MemoryType, Owner, Pool, PoolLayout, segment::Access};
@@ -527,6 +528,12 @@ impl Pool {
     /// Pins the payload through the process's pin registry (see [`crate::pin`]). The
     /// returned guard keeps the pool mapped, so the region is unpinned before it is
     /// unmapped.
+    ///
+    /// Registered once, as this process may use it: a process that may write the pool
+    /// (its payload's file is open read-write) makes its mapping writable first, unless
+    /// the memory type's pinning does not care (`Locked`: `mlock` pins either), so the
+    /// one registration serves a publisher built later without being swapped; a
+    /// process holding a read-only descriptor pins its read-only mapping.
     pub fn pin(self: &Arc<Self>) -> Result<PoolPin, PinError> {
         let Payload::Host(segment) = &self.payload else {
             return Err(PinError::NoPinner {
@@ -534,6 +541,14 @@ impl Pool {
                 hint: "a device pool is GPU memory already: there is nothing to pin",
             });
         };
+        let registration_reads_access =
+            !matches!(self.book.memory_type, MemoryType::Cpu | MemoryType::Locked);
+        if registration_reads_access && segment.can_write() {
+            self.make_payload_writable().map_err(|e| PinError::Os {
+                op: "mprotect (to register the payload writable)",
+                source: std::io::Error::other(e),
+            })?;
+        }
         // SAFETY: the PoolPin holds the pool, so the payload stays mapped, until after
         // the guard is dropped (field order); leaking the PoolPin leaks the pool too.
         let guard = unsafe { pin::acquire(Region::of(segment), self.book.memory_type) }
