@@ -49,6 +49,7 @@ pub mod schema;
 pub mod static_config;
 pub mod tensor;
 pub mod user_header;
+pub mod valid;
 pub mod zero_copy;
 
 // Layer 2, what is written to shared memory: the protocol words and their atomics, the

@@ -64,19 +64,46 @@ mod sealed {
 /// A user header type of a publish-subscribe service: `()` (no header, the default) or
 /// a `ZeroCopySafe` type. Sealed.
 pub trait UserHeader: HeaderState<Header = Self> + Copy + Send + Sync + 'static {
+    /// Whether a reader checks the header before reading it (`ZeroCopySafe`'s hidden
+    /// `CHECK_ON_READ`; `false` for `()`).
+    #[doc(hidden)]
+    const CHECK_ON_READ: bool;
+
     /// What the static config records (`None` for `()`).
     fn header_type() -> Option<HeaderType>;
+
+    /// Whether the header at `ptr` is a value of its type (see
+    /// [`crate::zero_copy::check_values`]).
+    ///
+    /// # Safety
+    /// `ptr` points to `size_of::<Self>()` readable, initialised bytes.
+    #[doc(hidden)]
+    unsafe fn header_is_valid(ptr: *const u8) -> bool;
 }
 
 impl UserHeader for () {
+    const CHECK_ON_READ: bool = false;
+
     fn header_type() -> Option<HeaderType> {
         None
+    }
+
+    unsafe fn header_is_valid(_: *const u8) -> bool {
+        true
     }
 }
 
 impl<H: ZeroCopySafe> UserHeader for H {
+    const CHECK_ON_READ: bool = H::CHECK_ON_READ;
+
     fn header_type() -> Option<HeaderType> {
         Some(HeaderType::of::<H>())
+    }
+
+    #[inline]
+    unsafe fn header_is_valid(ptr: *const u8) -> bool {
+        // SAFETY: the caller's duty, passed on.
+        unsafe { H::is_valid(ptr.cast()) }
     }
 }
 

@@ -6,9 +6,23 @@
 //! it for `#[repr(C)]` structs whose fields are all `ZeroCopySafe`. Implemented here for
 //! integers, floats, `bool`, arrays and tuples (up to 4) of such types. Tuples have no
 //! `repr(C)`: their layout is only stable between processes built by the same
-//! compiler, which is the case iox supports. Readers trust writers for `bool`: only a
-//! writer of the same type (below) can store one, and through safe code it stores
-//! only `true` or `false`.
+//! compiler, which is the case iox supports.
+//!
+//! # Readers never trust writers
+//!
+//! A writer is any process: another language, a bridge, a replayed file, a program
+//! that is simply hostile. So a type with bytes that are no value (a `bool` other than
+//! 0 or 1, or a type holding one: `ZeroCopySafe`'s hidden `CHECK_ON_READ`) is checked
+//! by its reader before a reference to it is handed out (`check_values`, which every
+//! typed reader of iox calls once per sample: subscribers, request-response clients and
+//! servers, blackboard readers; in [`crate::valid`]); a sample that fails is released
+//! and reported as an invalid value, never read. Types valid for every bit pattern (numbers, and arrays
+//! and structs of them) pay nothing: `CHECK_ON_READ` is a constant `false` and the
+//! check compiles away. What is checked is the bytes as they are when the sample is
+//! taken: writers give a chunk up at `send` (a loan's views are refused after that in
+//! every binding), and a process that writes into a sample it sent anyway races its
+//! readers, which no check at the reader can close (only a read-only payload for
+//! writers that must not write can, a kernel matter).
 //!
 //! [`Payload`] is implemented for every `T: ZeroCopySafe` (a typed service) and for
 //! `[T]` (a slice service); it gives the [`PayloadType`] stored in the static config.
@@ -184,6 +198,48 @@ pub unsafe trait ZeroCopySafe: Copy + Send + Sync + 'static {
     #[doc(hidden)]
     const ANY_BIT_PATTERN: bool = false;
 
+    /// Whether some bit pattern of the type's field bytes is no value (a `bool`, or a
+    /// type holding one): a reader then checks each value with
+    /// [`is_valid`](Self::is_valid) before handing it out (module docs, "Readers never
+    /// trust writers"). Padding does not count: its bytes are no part of a value.
+    /// `false` for numbers; arrays, tuples and derived structs take it from their
+    /// fields.
+    ///
+    /// Defaults to `false`: a hand-written impl promises that every bit pattern of its
+    /// fields' bytes is a value, or sets this and writes `is_valid`.
+    #[doc(hidden)]
+    const CHECK_ON_READ: bool = false;
+
+    /// Whether the bytes at `ptr` are a value of the type; only asked when
+    /// [`CHECK_ON_READ`](Self::CHECK_ON_READ). Reads bytes, never a `&Self`.
+    ///
+    /// # Safety
+    /// `ptr` points to `size_of::<Self>()` readable, initialised bytes (any alignment:
+    /// fields are read unaligned), not written by this thread meanwhile.
+    #[doc(hidden)]
+    #[inline(always)]
+    unsafe fn is_valid(ptr: *const Self) -> bool {
+        let _ = ptr;
+        true
+    }
+
+    /// Whether the `len` values at `ptr` are all values of the type (a slice's
+    /// elements); only asked when [`CHECK_ON_READ`](Self::CHECK_ON_READ). Looks at
+    /// every element, with no early exit, so a long run of small ones vectorises.
+    ///
+    /// # Safety
+    /// As [`is_valid`](Self::is_valid), for `len` consecutive values.
+    #[doc(hidden)]
+    #[inline]
+    unsafe fn all_valid(ptr: *const Self, len: usize) -> bool {
+        let mut ok = true;
+        for i in 0..len {
+            // SAFETY: element `i` of the `len` the caller vouches for.
+            ok &= unsafe { Self::is_valid(ptr.wrapping_add(i)) };
+        }
+        ok
+    }
+
     /// The type's name as recorded in a service's static config. Defaults to
     /// [`std::any::type_name`]; `#[iox(type_name = "...")]` on the derive sets it.
     fn type_name() -> Cow<'static, str> {
@@ -251,8 +307,26 @@ macro_rules! zero_copy_safe_half {
 zero_copy_safe_half!(half::f16 => "f16", Schema::F16, half::bf16 => "bf16", Schema::BF16);
 
 // SAFETY: one byte, no pointers. Only 0 and 1 are valid: not ANY_BIT_PATTERN (the
-// default), so no type with a stable name can contain one.
+// default), so no type with a stable name can contain one; CHECK_ON_READ, so a reader
+// checks the byte before it reads a `bool` another process wrote.
 unsafe impl ZeroCopySafe for bool {
+    const CHECK_ON_READ: bool = true;
+
+    #[inline(always)]
+    unsafe fn is_valid(ptr: *const Self) -> bool {
+        // SAFETY: one readable byte (the caller's duty), read as a byte.
+        unsafe { ptr.cast::<u8>().read() <= 1 }
+    }
+
+    #[inline]
+    unsafe fn all_valid(ptr: *const Self, len: usize) -> bool {
+        // SAFETY: `len` readable, initialised bytes (the caller's duty), read as bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
+        // Every byte at most 1: no bit above bit 0 in any of them (one OR over all,
+        // which vectorises).
+        bytes.iter().fold(0u8, |seen, &b| seen | b) <= 1
+    }
+
     fn schema() -> Schema {
         Schema::Bool
     }
@@ -263,6 +337,13 @@ unsafe impl ZeroCopySafe for bool {
 // composed from the element's (the same as `std::any::type_name` for built-in types).
 unsafe impl<T: ZeroCopySafe, const N: usize> ZeroCopySafe for [T; N] {
     const ANY_BIT_PATTERN: bool = T::ANY_BIT_PATTERN;
+    const CHECK_ON_READ: bool = T::CHECK_ON_READ;
+
+    #[inline]
+    unsafe fn is_valid(ptr: *const Self) -> bool {
+        // SAFETY: the array's N elements, which the caller vouches for.
+        unsafe { T::all_valid(ptr.cast::<T>(), N) }
+    }
 
     fn type_name() -> Cow<'static, str> {
         Cow::Owned(format!("[{}; {N}]", T::type_name()))
@@ -284,6 +365,16 @@ macro_rules! zero_copy_safe_tuple {
         unsafe impl<$($t: ZeroCopySafe),+> ZeroCopySafe for ($($t,)+) {
             const ANY_BIT_PATTERN: bool = $($t::ANY_BIT_PATTERN &&)+
                 size_of::<Self>() == 0 $(+ size_of::<$t>())+;
+            const CHECK_ON_READ: bool = false $(|| $t::CHECK_ON_READ)+;
+
+            #[inline]
+            unsafe fn is_valid(ptr: *const Self) -> bool {
+                // SAFETY: each field lies inside the value the caller vouches for, at
+                // its offset.
+                true $(&& (!$t::CHECK_ON_READ || unsafe {
+                    $t::is_valid(ptr.cast::<u8>().wrapping_add(std::mem::offset_of!(Self, $i)).cast::<$t>())
+                }))+
+            }
 
             fn type_name() -> Cow<'static, str> {
                 let names = [$($t::type_name()),+];

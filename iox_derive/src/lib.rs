@@ -33,6 +33,9 @@
 //!   pattern (no `bool`, nothing containing one) and no padding (see below).
 //!
 //! It then emits `unsafe impl ::iox_service::ZeroCopySafe for Type { .. }`, with
+//! what a reader checks (a struct holding a `bool`, directly or in a nested struct or
+//! array, has each such field checked when a sample is received: another process may
+//! have written any byte there, and a `bool` other than 0 or 1 is refused, not read),
 //! `type_name()` returning the attribute's value when one is given, and `schema()`
 //! describing every field (name, `offset_of!`, the field type's own schema): the
 //! layout a publish-subscribe service records, so `iox echo` prints samples with field
@@ -342,6 +345,42 @@ fn expand(mut input: DeriveInput) -> syn::Result<TokenStream2> {
             }
         }
     };
+    // What a reader checks (see `ZeroCopySafe`'s hidden `CHECK_ON_READ`): every field
+    // whose type has bytes that are no value, each read in place through a raw pointer
+    // (never a reference to a value not yet checked). Written without `false ||` or
+    // `true &&`, as above.
+    let check_on_read = if types.is_empty() {
+        quote!(false)
+    } else {
+        let each = types
+            .iter()
+            .map(|ty| quote!(<#ty as ::iox_service::ZeroCopySafe>::CHECK_ON_READ));
+        quote!(#(#each)||*)
+    };
+    let field_checks_on_read = fields.iter().enumerate().map(|(i, (ty, _))| {
+        let member = match &field_members[i] {
+            Some(ident) => quote!(#ident),
+            None => {
+                let index = syn::Index::from(i);
+                quote!(#index)
+            }
+        };
+        quote! {
+            (!<#ty as ::iox_service::ZeroCopySafe>::CHECK_ON_READ
+                || unsafe { <#ty as ::iox_service::ZeroCopySafe>::is_valid(::core::ptr::addr_of!((*ptr).#member)) })
+        }
+    });
+    let is_valid_body = if fields.is_empty() {
+        quote!(true)
+    } else {
+        quote!(#(#field_checks_on_read)&&*)
+    };
+    let is_valid_fn = quote! {
+        #[inline]
+        unsafe fn is_valid(ptr: *const Self) -> bool {
+            #is_valid_body
+        }
+    };
     let name_fn = type_name.map(|(name, _)| {
         quote! {
             fn type_name() -> ::std::borrow::Cow<'static, str> {
@@ -363,9 +402,13 @@ fn expand(mut input: DeriveInput) -> syn::Result<TokenStream2> {
         // SAFETY: the struct is repr(C) or repr(transparent) (layout fixed by its fields)
         // and every field is ZeroCopySafe (checked just above). ANY_BIT_PATTERN is computed
         // from the fields and the size, and a stable name requires it (asserted above).
+        // CHECK_ON_READ holds if any field's does, and is_valid asks each such field at
+        // its place (the caller vouches for the value's bytes; each field is inside it).
         #[automatically_derived]
         unsafe impl #impl_generics ::iox_service::ZeroCopySafe for #ident #ty_generics #where_clause {
             const ANY_BIT_PATTERN: bool = #any_bit_pattern;
+            const CHECK_ON_READ: bool = #check_on_read;
+            #is_valid_fn
             #name_fn
             #schema_fn
         }

@@ -7,9 +7,10 @@
 //!   writable `kDLCUDA` memory: `torch.from_dlpack(loan)` views it in place (on the
 //!   loan's stream; another consumer stream is refused, as no event orders it after
 //!   the loan). `loan.send(stream=None)` records the end of the writes on the stream
-//!   (the loan's unless given) and sends. A loan dropped or `close()`d unsent gives its
-//!   chunk back. Views of a loan must not be written after its send: the chunk is
-//!   the subscribers' then (Python cannot revoke a view DLPack handed out).
+//!   (the loan's unless given) and sends; it is refused (`ViewsAlive`) while a DLPack
+//!   view of the loan is alive, since the chunk is the subscribers' after the send and
+//!   Python cannot revoke a view DLPack handed out (`del` the view first). A loan
+//!   dropped or `close()`d unsent gives its chunk back once no view of it is alive.
 //! - `pub.send_tensor(t, stream=None)` loans for `t`'s element type, shape and strides
 //!   (refused, naming the sizes, if they do not fit the service), copies its bytes
 //!   into the chunk on the stream (device to device from `kDLCUDA` memory of the
@@ -22,7 +23,6 @@
 //! A device publisher and its loans belong to the thread that made them (`unsendable`
 //! objects: another thread gets a `RuntimeError`), as host publishers do.
 
-use std::cell::RefCell;
 use std::time::Duration;
 
 use iox_service::cuda::Stream;
@@ -32,7 +32,7 @@ use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::dlpack::{self, KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, dlpack_stream};
+use crate::dlpack::{self, KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, LoanViews, dlpack_stream};
 use crate::errors;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -74,6 +74,7 @@ impl PyDevicePublisher {
     #[pyo3(signature = (shape, strides = None, stream = None))]
     fn loan(
         &self,
+        py: Python<'_>,
         shape: &Bound<'_, PyAny>,
         strides: Option<Vec<i64>>,
         stream: Option<i64>,
@@ -90,7 +91,7 @@ impl PyDevicePublisher {
             ordinal: self.inner.device_ordinal(),
             layout,
             stream: s,
-            inner: RefCell::new(Some(loan)),
+            views: LoanViews::new(py, loan)?,
         })
     }
 
@@ -199,21 +200,12 @@ impl PyDevicePublisher {
 /// sent.
 #[pyclass(name = "DeviceLoan", module = "iox", unsendable)]
 pub(crate) struct PyDeviceLoan {
-    inner: RefCell<Option<DeviceLoan>>,
+    views: LoanViews<DeviceLoan>,
     keep: iox_service::PoolKeepAlive,
     device_ptr: u64,
     ordinal: i32,
     layout: TensorLayout,
     stream: Stream,
-}
-
-impl PyDeviceLoan {
-    fn check_alive(&self) -> PyResult<()> {
-        if self.inner.borrow().is_none() {
-            return Err(PyBufferError::new_err("the loan was sent or closed"));
-        }
-        Ok(())
-    }
 }
 
 #[pymethods]
@@ -258,7 +250,6 @@ impl PyDeviceLoan {
         dl_device: Option<(i32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.check_alive()?;
         dlpack::refuse_copies("a loan", (KDL_CUDA, self.ordinal), dl_device, copy)?;
         if let Some(consumer) = dlpack_stream(stream)?
             && stream_key(consumer) != stream_key(self.stream)
@@ -269,7 +260,7 @@ impl PyDeviceLoan {
                 stream_key(consumer)
             )));
         }
-        dlpack::export_loan(
+        self.views.export(
             py,
             self.device_ptr,
             (KDL_CUDA, self.ordinal),
@@ -279,47 +270,45 @@ impl PyDeviceLoan {
         )
     }
     /// Records the end of the writes on `stream` (the loan's unless given) and sends;
-    /// returns how many subscribers got it.
+    /// returns how many subscribers got it. Refused (`ViewsAlive`) while DLPack views
+    /// of the loan are alive.
     #[pyo3(signature = (stream = None))]
-    fn send(&self, stream: Option<i64>) -> PyResult<usize> {
+    fn send(&self, py: Python<'_>, stream: Option<i64>) -> PyResult<usize> {
         let s = match stream {
             None => self.stream,
             Some(raw) => stream_arg(Some(raw))?,
         };
-        let loan = self
-            .inner
-            .borrow_mut()
-            .take()
-            .ok_or_else(|| PyBufferError::new_err("the loan was sent or closed"))?;
+        let loan = self.views.take_to_send(py)?;
         loan.send_on(s).map_err(errors::other)
     }
-    /// Gives the chunk back unsent (work still writing it must be done or ordered
-    /// before its next loan, as for a dropped loan).
-    fn close(&self) {
-        self.inner.borrow_mut().take();
+    /// Gives the chunk back unsent, once no view of it is alive (work still writing it
+    /// must be done or ordered before its next loan, as for a dropped loan).
+    fn close(&self, py: Python<'_>) {
+        self.views.close(py);
     }
     fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
         slf
     }
     fn __exit__(
         &self,
+        py: Python<'_>,
         _exc_type: Option<&Bound<'_, PyAny>>,
         _exc: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
     ) {
-        self.close();
+        self.close(py);
     }
-    fn __repr__(&self) -> String {
+    fn __repr__(&self, py: Python<'_>) -> String {
         format!(
             "<iox.DeviceLoan {} {:?} on GPU {} at {:#x}{}>",
             self.layout.dtype(),
             self.layout.shape(),
             self.ordinal,
             self.device_ptr,
-            if self.inner.borrow().is_none() {
-                ", sent or closed"
-            } else {
+            if self.views.is_open(py) {
                 ""
+            } else {
+                ", sent or closed"
             }
         )
     }

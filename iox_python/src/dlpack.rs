@@ -7,7 +7,7 @@
 //! reads, with the element type, shape and strides of the sample's tensor record (a
 //! sample of a service whose payload is not a slice of numbers is a 1-D `uint8` tensor
 //! of its bytes). The tensor, its shape and strides and what keeps its memory alive
-//! (the sample; nothing for a loan, which its `DeviceLoan` keeps) are one allocation,
+//! (the sample; for a loan its cell, see [`LoanViews`]) are one allocation,
 //! freed by the deleter the consumer calls once, or by the capsule's destructor if no
 //! consumer took it.
 //!
@@ -161,22 +161,111 @@ pub(crate) fn refuse_copies(
     Ok(())
 }
 
-/// A writable capsule of a loan's chunk (at `data` on `device`), keeping the pool
-/// mapped: the view may outlive the loan, and then points into the pool, never into
-/// memory no longer mapped.
-pub(crate) fn export_loan<'py>(
-    py: Python<'py>,
-    data: u64,
-    device: (i32, i32),
-    layout: &TensorLayout,
-    keep: &iox_service::PoolKeepAlive,
-    max_version: Option<(u32, u32)>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let how = Export {
-        max_version,
-        read_only: false,
-    };
-    export(py, data, device, layout, how, Some(Box::new(keep.clone())))
+/// A loan (a host or device tensor loan) that hands out writable DLPack views of its
+/// chunk, and those views: each capsule's owner holds the loan's cell, so the cell's
+/// other references are views a consumer still holds (or capsules not yet consumed).
+/// `send` is refused while any is alive (`ViewsAlive`, as for a plain loan's numpy
+/// views): writing through one after the send would change what subscribers read, and
+/// no consumer's memory can be taken back. A loan closed or dropped unsent gives its
+/// chunk back when the last view is gone (the cell goes then), never while one can
+/// still write it.
+pub(crate) struct LoanViews<L: 'static> {
+    cell: std::cell::RefCell<Option<Py<LoanCell>>>,
+    _loan: std::marker::PhantomData<L>,
+}
+
+/// Where a [`LoanViews`] keeps its loan (type-erased: a pyclass is not generic).
+#[pyclass(module = "iox", name = "_LoanCell", unsendable)]
+pub(crate) struct LoanCell {
+    loan: std::cell::RefCell<Option<Box<dyn std::any::Any>>>,
+}
+
+impl<L: 'static> LoanViews<L> {
+    /// Holds `loan` (unsent) for views to come.
+    pub(crate) fn new(py: Python<'_>, loan: L) -> PyResult<Self> {
+        let cell = Py::new(
+            py,
+            LoanCell {
+                loan: std::cell::RefCell::new(Some(Box::new(loan))),
+            },
+        )?;
+        Ok(Self {
+            cell: std::cell::RefCell::new(Some(cell)),
+            _loan: std::marker::PhantomData,
+        })
+    }
+
+    /// The cell of an unsent, unclosed loan.
+    fn open_cell(&self, py: Python<'_>) -> PyResult<Py<LoanCell>> {
+        match &*self.cell.borrow() {
+            Some(cell) if cell.borrow(py).loan.borrow().is_some() => Ok(cell.clone_ref(py)),
+            _ => Err(PyBufferError::new_err("the loan was sent or closed")),
+        }
+    }
+
+    /// Whether the loan can still be written and sent.
+    pub(crate) fn is_open(&self, py: Python<'_>) -> bool {
+        self.open_cell(py).is_ok()
+    }
+
+    /// A writable capsule of the loan's chunk (at `data` on `device`), keeping the pool
+    /// mapped and the loan's chunk taken while the consumer's view lives.
+    pub(crate) fn export<'py>(
+        &self,
+        py: Python<'py>,
+        data: u64,
+        device: (i32, i32),
+        layout: &TensorLayout,
+        keep: &iox_service::PoolKeepAlive,
+        max_version: Option<(u32, u32)>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let cell = self.open_cell(py)?;
+        let how = Export {
+            max_version,
+            read_only: false,
+        };
+        export(
+            py,
+            data,
+            device,
+            layout,
+            how,
+            Some(Box::new((keep.clone(), cell))),
+        )
+    }
+
+    /// The loan, to send: refused while views of it are alive.
+    pub(crate) fn take_to_send(&self, py: Python<'_>) -> PyResult<L> {
+        let cell = self.open_cell(py)?;
+        // Ours (`self.cell`) and the one just cloned; any more are views' capsules.
+        let views = cell.get_refcnt(py).saturating_sub(2);
+        if views > 0 {
+            return Err(crate::errors::ViewsAlive::new_err(format!(
+                "send() refused: {views} DLPack view(s) of this loan are still alive (from \
+                 np.from_dlpack / torch.from_dlpack, or capsules not consumed), and writing \
+                 through them after the send would change what subscribers read; `del` them \
+                 first (or copy into the loan with `view[...] = x` from a view you drop)"
+            )));
+        }
+        let loan = cell
+            .borrow(py)
+            .loan
+            .borrow_mut()
+            .take()
+            .expect("checked by open_cell");
+        self.cell.borrow_mut().take();
+        Ok(*loan.downcast::<L>().expect("a LoanViews<L> holds an L"))
+    }
+
+    /// Gives the loan up unsent: its chunk goes back now, or when the last view of it
+    /// is gone.
+    pub(crate) fn close(&self, py: Python<'_>) {
+        if let Some(cell) = self.cell.borrow_mut().take()
+            && cell.get_refcnt(py) == 1
+        {
+            cell.borrow(py).loan.borrow_mut().take();
+        }
+    }
 }
 
 /// A capsule of the tensor `layout` at address `data` on `(device_type, ordinal)`,

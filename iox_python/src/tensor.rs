@@ -15,9 +15,10 @@
 //!   element type, shape and strides (a damaged record raises `BufferError`), exported
 //!   once; the capsule owns the sample until the consumer's deleter releases it.
 //!
-//! Views of a loan must not be written after its send (as for device loans).
+//! A loan's `send()` is refused (`ViewsAlive`) while DLPack views of it are alive (as
+//! for plain loans and device loans): writing through one after the send would change
+//! what subscribers read. A loan closed unsent gives its chunk back once no view is.
 
-use std::cell::RefCell;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -26,7 +27,7 @@ use iox_service::{TensorLoan, TensorPublisher, TensorSample, TensorSubscriber};
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::dlpack::{self, KDL_CPU, KDL_CUDA, KDL_CUDA_HOST};
+use crate::dlpack::{self, KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, LoanViews};
 use crate::errors;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -81,6 +82,7 @@ impl PyTensorPublisher {
     #[pyo3(signature = (shape, strides = None, stream = None))]
     fn loan(
         &self,
+        py: Python<'_>,
         shape: &Bound<'_, PyAny>,
         strides: Option<Vec<i64>>,
         stream: Option<i64>,
@@ -95,7 +97,7 @@ impl PyTensorPublisher {
             keep: loan.pool_keep_alive(),
             ptr: ptr as u64,
             layout,
-            inner: RefCell::new(Some(loan)),
+            views: LoanViews::new(py, loan)?,
         })
     }
 
@@ -197,7 +199,7 @@ fn copy_from_device(_: i32, _: u64, _: *mut u8, _: usize, _: Option<i64>) -> PyR
 /// producer until sent.
 #[pyclass(name = "TensorLoan", module = "iox", unsendable)]
 pub(crate) struct PyTensorLoan {
-    inner: RefCell<Option<TensorLoan>>,
+    views: LoanViews<TensorLoan>,
     keep: iox_service::PoolKeepAlive,
     ptr: u64,
     layout: TensorLayout,
@@ -245,49 +247,45 @@ impl PyTensorLoan {
         copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let _ = stream; // host memory: nothing to order
-        if self.inner.borrow().is_none() {
-            return Err(PyBufferError::new_err("the loan was sent or closed"));
-        }
         dlpack::refuse_copies("a loan", (KDL_CPU, 0), dl_device, copy)?;
-        dlpack::export_loan(py, self.ptr, (KDL_CPU, 0), &self.layout, &self.keep, max_version)
+        self.views
+            .export(py, self.ptr, (KDL_CPU, 0), &self.layout, &self.keep, max_version)
     }
-    /// Sends the tensor; returns how many subscribers got it.
+    /// Sends the tensor; returns how many subscribers got it. Refused (`ViewsAlive`)
+    /// while DLPack views of the loan are alive.
     #[pyo3(signature = (stream = None))]
-    fn send(&self, stream: Option<i64>) -> PyResult<usize> {
+    fn send(&self, py: Python<'_>, stream: Option<i64>) -> PyResult<usize> {
         let _ = stream;
-        let loan = self
-            .inner
-            .borrow_mut()
-            .take()
-            .ok_or_else(|| PyBufferError::new_err("the loan was sent or closed"))?;
+        let loan = self.views.take_to_send(py)?;
         // SAFETY: the span was zero-filled at the loan (then written, or not, by the
-        // program): every byte is written, and zero is a value of every element type.
+        // program): every byte is written; typed readers check `bool` values.
         unsafe { loan.send() }.map_err(errors::other)
     }
-    /// Gives the chunk back unsent.
-    fn close(&self) {
-        self.inner.borrow_mut().take();
+    /// Gives the chunk back unsent (once no view of it is alive).
+    fn close(&self, py: Python<'_>) {
+        self.views.close(py);
     }
     fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
         slf
     }
     fn __exit__(
         &self,
+        py: Python<'_>,
         _t: Option<&Bound<'_, PyAny>>,
         _e: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
     ) {
-        self.close();
+        self.close(py);
     }
-    fn __repr__(&self) -> String {
+    fn __repr__(&self, py: Python<'_>) -> String {
         format!(
             "<iox.TensorLoan {} {:?} in host memory{}>",
             self.layout.dtype(),
             self.layout.shape(),
-            if self.inner.borrow().is_none() {
-                ", sent or closed"
-            } else {
+            if self.views.is_open(py) {
                 ""
+            } else {
+                ", sent or closed"
             }
         )
     }

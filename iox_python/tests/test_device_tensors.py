@@ -298,6 +298,18 @@ for _ in range(8):
         pass
 refused(lambda: loan.send(), "sent or closed")
 
+# A loan is not sent while a view of it lives (writing through the view after the send
+# would change what subscribers read): del the view first.
+loan = pub.loan(4)
+view = Consumed(loan.__dlpack__(stream=None))
+refused(lambda: loan.send(), "1 DLPack view")
+view.write(np.arange(4, dtype=np.float32))
+view.done()
+assert loan.send() == 1
+t = Consumed(sub.receive().__dlpack__(stream=None))
+assert list(t.span()) == [0, 1, 2, 3]
+t.done()
+
 # A sample exported to a capsule nobody consumes gives its chunk back with the capsule;
 # one consumed, when the consumer calls the deleter.
 def used():

@@ -98,6 +98,27 @@ def test_python_struct_schema_equals_the_rust_one(root, rust_examples):
             "grid: [[0.0, 0.0, 0.0], [4.0, 0.0, 0.0]] }") in out, out
 
 
+def test_a_bool_written_as_any_byte_is_refused_by_the_rust_reader(root, rust_examples):
+    """numpy lets any byte into a bool (through a uint8 view); the Rust subscriber of
+    the struct checks its `bool` field before it hands a sample out: the bad one is
+    refused (naming the type), the next one read."""
+    svc = iox.Service("examples/sensors").publish_subscribe(SENSOR).create()
+    pub = svc.publisher()
+    rust = peer(rust_examples, "check")
+    assert pub.wait_for_subscribers(1, 30.0) >= 1, rust.communicate(timeout=30)
+    bad = np.zeros((), SENSOR.dtype)
+    bad["id"] = 1
+    bad.reshape(1).view(np.uint8)[SENSOR.dtype.fields["ok"][1]] = 2
+    assert pub.send(bad) == 1
+    good = np.zeros((), SENSOR.dtype)
+    good["id"], good["ok"] = 2, True
+    assert pub.send(good) == 1
+    out, err = rust.communicate(timeout=30)
+    assert rust.returncode == 0, err
+    assert "refused: " in out and "schema_peer::Sensor" in out, out
+    assert "got Sensor { id: 2, ok: true" in out, out
+
+
 def test_other_fields_under_the_rust_name_are_refused_naming_the_field(root, rust_examples):
     # A Python creator: the Rust opener is refused.
     renamed = [("okay", "?") if f[0] == "ok" else f for f in SENSOR_FIELDS]

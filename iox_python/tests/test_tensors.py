@@ -170,3 +170,43 @@ def test_loans_and_samples_are_exported_in_place_only(root):
     with pytest.raises(BufferError, match="a sample is exported in place, in host memory; copy=True"):
         s.__dlpack__(copy=True)
     assert (np.from_dlpack(s) == np.arange(4, dtype=np.float32)).all()
+
+
+def test_a_loan_is_not_sent_while_a_view_of_it_lives(root):
+    """A DLPack view of a loan kept past send() would write into what subscribers read
+    (a sample once changed from [5, ...] to [999, ...] after delivery): send() is
+    refused while any view of the loan lives (a consumed one or a capsule not yet
+    consumed), as for a plain loan's numpy views; a loan closed with a view alive keeps
+    its chunk until the view goes, so the view never writes a chunk someone else has."""
+    svc = iox.Service("faults/kept-view").publish_subscribe(np.int32, max_len=4).tensors().create()
+    pub, sub = svc.tensor_publisher(), svc.tensor_subscriber()
+
+    def used():
+        return sum(u for _, _, u in iox.pool_usage("faults/kept-view"))
+
+    loan = pub.loan((4,))
+    view = np.from_dlpack(loan)
+    view[...] = 5
+    with pytest.raises(iox.ViewsAlive, match="1 DLPack view"):
+        loan.send()
+    cap = loan.__dlpack__()
+    del view
+    with pytest.raises(iox.ViewsAlive, match="1 DLPack view"):
+        loan.send()
+    del cap
+    assert loan.send() == 1
+    s = sub.receive()
+    assert np.from_dlpack(s).tolist() == [5, 5, 5, 5]
+    del s
+    idle = used()
+    loan = pub.loan((4,))
+    view = np.from_dlpack(loan)
+    loan.close()
+    other = pub.loan((4,))
+    assert other.data_ptr != loan.data_ptr, "closed with a view alive: the chunk stays the view's"
+    other.close()
+    view[...] = 999
+    del view
+    assert used() == idle, "the chunk comes back with the view"
+    with pytest.raises(BufferError, match="sent or closed"):
+        loan.send()

@@ -44,7 +44,7 @@ mod waitset;
 // The core's modules, under the paths the ports use (`crate::shm`, ...); the public
 // ones are part of this crate's API.
 pub use iox_core::{attributes, inspect, name, schema, static_config, tensor};
-use iox_core::{port, recovery, shm, slot_claim, zero_copy};
+use iox_core::{port, recovery, shm, slot_claim, valid, zero_copy};
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub use iox_process::testing;
@@ -119,6 +119,7 @@ pub use static_config::{
     RequestResponseConfig, StaticConfig,
 };
 pub use subscriber::{ReceiveError, Subscriber, SubscriberBuilder};
+pub use valid::InvalidValue;
 pub use waitset::{
     AttachmentId, CallbackProgression, WaitSet, WaitSetAttachError, WaitSetBuilder, WaitSetCreateError,
     WaitSetGuard, WaitSetRunError, WaitSetRunResult, Waker,

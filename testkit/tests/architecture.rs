@@ -55,6 +55,7 @@ const CORE_LAYERS: &[(&str, &[&str])] = &[
             "static_config",
             "tensor",
             "user_header",
+            "valid",
             "zero_copy",
         ],
     ),

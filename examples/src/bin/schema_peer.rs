@@ -7,11 +7,13 @@
 //! - `schema_peer check`: opens the service as `Sensor` (a recorded schema with other
 //!   fields is refused, naming the field), prints `schema equal: true` if the recorded
 //!   schema is exactly `Sensor::schema()` (else both), prints `ready`, then the first
-//!   sample it receives (within 30 s) as `got {:?}`.
+//!   sample it receives (within 30 s) as `got {:?}`; a sample whose bytes are no
+//!   `Sensor` (its `bool` neither 0 nor 1) is refused by the subscriber, printed as
+//!   `refused: ...`, and the wait goes on.
 
 use std::time::{Duration, Instant};
 
-use iox_service::{Service, ZeroCopySafe};
+use iox_service::{ReceiveError, Service, ZeroCopySafe};
 
 /// A nested struct (padding after `ok` and `hist`: not valid for every bit pattern).
 #[derive(Debug, Clone, Copy, ZeroCopySafe)]
@@ -86,11 +88,20 @@ fn check() -> Result<(), Box<dyn std::error::Error>> {
     }
     let subscriber = svc.subscriber_builder().create()?;
     println!("ready");
-    let sample = subscriber
-        .receive_timeout(iox_examples::PATIENCE)?
-        .ok_or("no sample within 30 s")?;
-    println!("got {:?}", *sample);
-    Ok(())
+    let start = Instant::now();
+    loop {
+        let left = iox_examples::PATIENCE.saturating_sub(start.elapsed());
+        match subscriber.receive_timeout(left) {
+            Ok(Some(sample)) => {
+                println!("got {:?}", *sample);
+                return Ok(());
+            }
+            Ok(None) => return Err("no sample within 30 s".into()),
+            // Bytes that are no `Sensor` (an `ok` other than 0 or 1): refused unread.
+            Err(e @ ReceiveError::InvalidValue { .. }) => println!("refused: {e}"),
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 fn main() -> std::process::ExitCode {

@@ -21,6 +21,7 @@ use super::{EntryError, entry_index, value};
 use crate::ZeroCopySafe;
 use crate::port::{self, PortCreateError, Side};
 use crate::slot_claim::SlotClaim;
+use crate::valid::check_values;
 
 /// Builds a [`Reader`].
 #[derive(Debug)]
@@ -48,6 +49,15 @@ pub enum ReadError {
         key: String,
         /// The buffer named.
         buffer: usize,
+    },
+    /// The key's value held bytes that are no value of its type (a `bool` other than
+    /// 0 or 1): its writer broke the type's rules; nothing was handed out.
+    #[error("key {key}'s value was refused: {source}")]
+    InvalidValue {
+        /// The key.
+        key: String,
+        /// What was invalid.
+        source: crate::valid::InvalidValue,
     },
     /// This process is a fork of the one that made the reader.
     #[error(
@@ -183,13 +193,21 @@ impl<'r, K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> ReaderEntry<'r, K, 
         // unpin below (`value`); it holds a V written whole by a writer of this key's
         // recorded type (checked when the entry was made), aligned for it; `v` is a
         // V-sized place of our own.
-        let v = unsafe {
-            std::ptr::copy_nonoverlapping(ptr, v.as_mut_ptr(), 1);
-            v.assume_init()
-        };
+        unsafe { std::ptr::copy_nonoverlapping(ptr, v.as_mut_ptr(), 1) };
         r.unpin(self.index, value::COPY);
+        // The copy is checked (it can change no more) before it is a V: a type with
+        // bytes that are no value (`zero_copy`: readers never trust writers).
+        // SAFETY: `v` holds the V-sized bytes just copied.
+        if let Err(source) = unsafe { check_values::<V, ()>(v.as_ptr().cast(), 1) } {
+            return Err(ReadError::InvalidValue {
+                key: self.key.clone(),
+                source,
+            });
+        }
         r.seen[self.index].set(generation);
-        Ok(v)
+        // SAFETY: the bytes of a V written whole by a writer of this key's recorded
+        // type, and a value of it (checked just above).
+        Ok(unsafe { v.assume_init() })
     }
 
     /// The key's latest value in place (no copy), until the guard drops; writers go
@@ -203,6 +221,15 @@ impl<'r, K: ZeroCopySafe + std::fmt::Debug, V: ZeroCopySafe> ReaderEntry<'r, K, 
         }
         let (buffer, generation) = r.pin(self.index, value::GUARD)?;
         let ptr = r.service.dynamic().value_ptr(self.place, buffer).cast::<V>();
+        // SAFETY: the pinned buffer holds a whole V (as for the guard below), which no
+        // writer writes while it is pinned.
+        if let Err(source) = unsafe { check_values::<V, ()>(ptr.cast(), 1) } {
+            r.unpin(self.index, value::GUARD);
+            return Err(ReadError::InvalidValue {
+                key: self.key.clone(),
+                source,
+            });
+        }
         r.guards[self.index].set(true);
         r.seen[self.index].set(generation);
         Ok(ValueGuard {

@@ -80,6 +80,7 @@ use crate::queue::{self, Popped};
 use crate::sample::Sample;
 use crate::slot_claim::SlotClaim;
 use crate::user_header::{UserHeader, offset_for};
+use crate::valid::check_values;
 use crate::{Payload, ZeroCopySafe};
 
 /// How often a subscriber whose queue is claimed by someone else looks for a dead
@@ -117,6 +118,15 @@ pub enum ReceiveError {
         publisher: usize,
         /// What is wrong.
         what: &'static str,
+    },
+    /// A sample held bytes that are no value of the payload's or header's type (a
+    /// `bool` other than 0 or 1): it was released unread; receive again for the next.
+    #[error("refused a sample from publisher slot {publisher}: {source}")]
+    InvalidValue {
+        /// The publisher slot it came from.
+        publisher: usize,
+        /// What was invalid.
+        source: crate::valid::InvalidValue,
     },
     /// This process is a fork of the one that made the subscriber.
     #[error(
@@ -522,6 +532,15 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
             if !fits {
                 let _ = chunk.release(port.owner);
                 return Err(corrupt("payload length does not fit the chunk"));
+            }
+            // A type with bytes that are no value is checked before it is handed out
+            // (`zero_copy`: readers never trust writers); nothing for other types.
+            // SAFETY: the header and `len` payload elements fit the chunk (just
+            // checked), which our owner bit holds; the publisher wrote them before
+            // its Release push, which our Acquire pop saw.
+            if let Err(source) = unsafe { check_values::<P, H>(chunk.addr(), len as usize) } {
+                let _ = chunk.release(port.owner);
+                return Err(ReceiveError::InvalidValue { publisher: p, source });
             }
             return Ok(Some(Sample::new(
                 Arc::clone(port),

@@ -209,7 +209,9 @@ impl TensorLoan {
     }
 
     /// Copies `bytes` (exactly [`len`](Self::len) of them) into the chunk and sends it;
-    /// returns how many subscribers got it.
+    /// returns how many subscribers got it. Any bytes: for a `bool` tensor, bytes other
+    /// than 0 and 1 reach tensor and byte readers as they are, and a typed `[bool]`
+    /// subscriber refuses the sample (`ReceiveError::InvalidValue`).
     pub fn send_bytes(mut self, bytes: &[u8]) -> Result<usize, TensorSendError> {
         if bytes.len() != self.len() {
             return Err(TensorSendError::Length {
@@ -221,16 +223,17 @@ impl TensorLoan {
         // another allocation of that length.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.as_mut_ptr(), bytes.len()) };
         // SAFETY: every byte was written just now, from initialised bytes; the element
-        // is a number or `bool` (the service's schema), and a `bool` tensor's bytes are
-        // the caller's to get right, as for any raw payload.
+        // is a number or `bool` (the service's schema); a typed reader of a `bool`
+        // tensor checks each byte before it reads one (`zero_copy`), so no byte here
+        // can give it an invalid value.
         Ok(unsafe { self.send() }?)
     }
 
     /// Sends the chunk; returns how many subscribers got it.
     ///
     /// # Safety
-    /// All [`len`](Self::len) bytes were written, each element with a valid value of
-    /// the element type.
+    /// All [`len`](Self::len) bytes were written (initialised memory; typed readers of
+    /// a `bool` tensor check the values themselves).
     pub unsafe fn send(self) -> Result<usize, SendError> {
         // SAFETY: the caller's contract.
         unsafe { self.loan.send() }

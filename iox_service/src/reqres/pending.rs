@@ -27,6 +27,7 @@ use crate::Payload;
 use crate::dynamic;
 use crate::port;
 use crate::queue::{self, Popped};
+use crate::valid::check_values;
 
 /// Why receiving a response failed.
 #[derive(Debug, Error)]
@@ -47,6 +48,10 @@ pub enum ResponseReceiveError {
         /// What is wrong.
         what: &'static str,
     },
+    /// A response held bytes that are no value of the response type (a `bool` other
+    /// than 0 or 1): it was released unread; receive again for the next.
+    #[error("refused a response: {0}")]
+    InvalidValue(crate::valid::InvalidValue),
     /// This process is a fork of the one that made the client.
     #[error("this pending response belongs to the process this one was forked from")]
     ForkedProcess,
@@ -244,6 +249,14 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> PendingResponse<Req, Resp> {
         };
         if !fits {
             return corrupt("payload length does not fit the chunk");
+        }
+        // A response type with bytes that are no value is checked before it is handed
+        // out (`zero_copy`: readers never trust writers); nothing for other types.
+        // SAFETY: `len` elements fit the chunk (just checked), which our owner bit
+        // holds; the server wrote them before its Release push, which our pop saw.
+        if let Err(source) = unsafe { check_values::<Resp, ()>(ptr, len as usize) } {
+            let _ = pool.book().release(h, self.port.owner);
+            return Err(ResponseReceiveError::InvalidValue(source));
         }
         Ok(Response {
             port: Rc::clone(&self.port),

@@ -32,6 +32,7 @@ use crate::port::LoanError;
 use crate::port::{self, PortCreateError, PortSlot, Shared, Side};
 use crate::queue::{self, Popped};
 use crate::slot_claim::SlotClaim;
+use crate::valid::check_values;
 
 /// Builds a [`Server`].
 #[derive(Debug)]
@@ -54,6 +55,16 @@ pub enum ServerReceiveError {
         client: usize,
         /// What is wrong.
         what: &'static str,
+    },
+    /// A request held bytes that are no value of the request type (a `bool` other
+    /// than 0 or 1): it was dropped unread (its client sees its stream end with no
+    /// response); receive again for the next.
+    #[error("refused a request from client slot {client}: {source}")]
+    InvalidValue {
+        /// The client slot it came from.
+        client: usize,
+        /// What was invalid.
+        source: crate::valid::InvalidValue,
     },
     /// This process is a fork of the one that made the server.
     #[error(
@@ -418,13 +429,18 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Server<Req, Resp> {
             seq,
             token: request_word::word(port.slot, port.generation, seq),
         };
-        Ok(Step::Got(ActiveRequest::new(
-            Rc::clone(port),
-            h,
-            ptr,
-            len as usize,
-            r,
-        )))
+        let request = ActiveRequest::new(Rc::clone(port), h, ptr, len as usize, r);
+        // A request type with bytes that are no value is checked before it is handed
+        // out (`zero_copy`: readers never trust writers); nothing for other types.
+        // SAFETY: `len` elements fit the chunk (just checked), which our owner bit
+        // holds; the client wrote them before its Release push, which our pop saw.
+        if let Err(source) = unsafe { check_values::<Req, ()>(ptr, len as usize) } {
+            // Dropped unread: its stream ends, so the client sees no response, not a
+            // request left waiting.
+            drop(request);
+            return Err(ServerReceiveError::InvalidValue { client, source });
+        }
+        Ok(Step::Got(request))
     }
 }
 
