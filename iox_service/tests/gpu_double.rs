@@ -181,19 +181,24 @@ fn two_cuda_services_in_one_process_register_each_pool_once() {
     }
 }
 
-/// Test 3: a process with only a subscriber maps the payload read-only and registers
-/// it with the read-only flag; a publisher's process registers it writable, without.
+/// Test 3: a process that holds the pool's descriptor read-write (every opener does)
+/// registers it once, writable, whichever pinned port it builds first: a subscriber
+/// alone, or a subscriber and then a publisher (no second registration, nothing
+/// unregistered and registered again under the first port's device address). A
+/// process holding the payload read-only registers it with the read-only flag
+/// (`iox_cuda`'s `double` test 11).
 #[test]
-fn a_subscriber_only_process_registers_read_only_and_a_publisher_process_writable() {
-    const TEST: &str = "a_subscriber_only_process_registers_read_only_and_a_publisher_process_writable";
+fn a_pool_is_registered_once_writable_whichever_pinned_port_comes_first() {
+    const TEST: &str = "a_pool_is_registered_once_writable_whichever_pinned_port_comes_first";
     if let Some(role) = iox_testkit::role() {
-        let s = service("gpu/ro");
-        if role == "subscriber" {
-            let sub = s.subscriber_builder().pin_memory(true).create().unwrap();
-            assert!(sub.pool_info().base != 0 && sub.is_pinned());
-        } else {
+        let s = service(&format!("gpu/{role}"));
+        let sub = s.subscriber_builder().pin_memory(true).create().unwrap();
+        assert!(sub.pool_info().base != 0 && sub.is_pinned());
+        if role == "both" {
             let publisher = s.publisher_builder().pin_memory(true).create().unwrap();
             assert!(publisher.is_pinned());
+            publisher.loan_uninit().unwrap().write_payload(3).send().unwrap();
+            assert_eq!(sub.receive().unwrap().map(|s| *s), Some(3));
         }
         return;
     }
@@ -202,26 +207,38 @@ fn a_subscriber_only_process_registers_read_only_and_a_publisher_process_writabl
         return;
     };
     let sub = driver.run(TEST, "subscriber", dir.path(), &[]);
-    let publisher = driver.run(TEST, "publisher", dir.path(), &[]);
+    let both = driver.run(TEST, "both", dir.path(), &[]);
     let Some(calls) = driver.calls() else {
         return;
     };
     let register = |pid| {
         let r: Vec<_> = calls
             .iter()
-            .filter(|c| c.pid == pid && c.name == "cuMemHostRegister_v2")
+            .filter(|c| {
+                c.pid == pid && c.name.starts_with("cuMemHost") && c.name != "cuMemHostGetDevicePointer_v2"
+            })
             .map(|c| {
                 (
-                    c.num("flags").unwrap() & 8,
-                    c.get("mapped").unwrap().to_string(),
+                    c.name.clone(),
+                    c.num("flags").map(|f| f & 8),
+                    c.get("mapped").map(str::to_string),
                     c.result,
                 )
             })
             .collect();
         r
     };
-    assert_eq!(register(sub), [(8, "ro".to_string(), 0)]);
-    assert_eq!(register(publisher), [(0, "rw".to_string(), 0)]);
+    let once = [
+        (
+            "cuMemHostRegister_v2".to_string(),
+            Some(0),
+            Some("rw".to_string()),
+            0,
+        ),
+        ("cuMemHostUnregister".to_string(), None, Some("rw".to_string()), 0),
+    ];
+    assert_eq!(register(sub), once);
+    assert_eq!(register(both), once);
 }
 
 /// Test 4: a pinned publisher, a pinned GPU subscriber and an unpinned CPU subscriber
