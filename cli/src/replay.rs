@@ -15,7 +15,10 @@
 //!   is replayed up to its last readable record; that is then reported and the exit
 //!   code is 3 (corrupt or incomplete files found). Channels that are not iox's (another encoding), or whose config
 //!   names another service than the channel's topic, are skipped with a warning.
-//! - A file is not trusted: its configs are checked as any static config is; a
+//! - A file is not trusted: its records are read within the limits `mcap_read` sets
+//!   (no length past the file's end followed, only schemas, channels and messages
+//!   decoded), its ROS definitions must be whole and at most `iox_ros2::library::MAX_DEPTH`
+//!   types deep, its configs are checked as any static config is; a
 //!   payload with a `bool` is sent only when the service's own schema shows every
 //!   `bool` in it is 0 or 1 (so a payload with bytes of unknown layout is not sent);
 //!   message times further apart than a year are refused as damage; services are
@@ -28,7 +31,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use iox_service::{Publisher, StaticConfig};
-use mcap::read::Options;
 
 use crate::record::{
     CONFIG_METADATA, MESSAGE_ENCODING, ROS2_MESSAGE_ENCODING, ROS2_SCHEMA_ENCODING, SCHEMA_ENCODING,
@@ -88,29 +90,14 @@ fn read_files(files: &[PathBuf]) -> Result<Vec<(PathBuf, Vec<u8>)>, Failure> {
         .collect()
 }
 
-/// Every message of `buf` in order, calling `each` with (topic, schema encoding,
-/// schema data, message encoding, log time, data); stops at the first damaged record
-/// and returns its error, or says that the file ends without its footer.
+/// Every message of `buf` in order (see [`iox_cli::mcap_read`]: the file is not
+/// trusted); stops at the first damaged record and returns what it was, or says that
+/// the file ends without its footer.
 fn messages(
     buf: &[u8],
-    mut each: impl FnMut(&mcap::Message<'_>) -> Result<(), Failure>,
+    each: impl FnMut(&mcap::Message<'_>) -> Result<(), Failure>,
 ) -> Result<Option<String>, Failure> {
-    let stream = match mcap::MessageStream::new_with_options(buf, Options::IgnoreEndMagic.into()) {
-        Ok(s) => s,
-        Err(e) => return Ok(Some(e.to_string())),
-    };
-    for message in stream {
-        match message {
-            Ok(m) => each(&m)?,
-            Err(e) => return Ok(Some(e.to_string())),
-        }
-    }
-    if !buf.ends_with(mcap::MAGIC) {
-        return Ok(Some(
-            "it ends without its footer (its recorder was stopped before it finished)".into(),
-        ));
-    }
-    Ok(None)
+    iox_cli::mcap_read::messages(buf, each)
 }
 
 /// The static config a channel carries, if it is an iox channel, and for one in MCAP's
@@ -180,6 +167,8 @@ pub fn replay(root: &Path, args: ReplayArgs) -> Result<u8, Failure> {
     let mut targets: BTreeMap<String, Option<Target>> = BTreeMap::new();
     let mut first_time: Option<u64> = None;
     let mut damaged = Vec::new();
+    // Channels skipped for what the file says of them (not for `--topics`).
+    let mut refused = 0usize;
     for (path, buf) in &files {
         let end = messages(buf, |m| {
             first_time.get_or_insert(m.log_time);
@@ -199,12 +188,14 @@ pub fn replay(root: &Path, args: ReplayArgs) -> Result<u8, Failure> {
                         "iox: skipping channel {topic_name:?}: its config is of service {:?}",
                         c.name
                     );
+                    refused += 1;
                     targets.insert(topic_name.clone(), None);
                     return Ok(());
                 }
                 Ok(found) => found,
                 Err(e) => {
                     eprintln!("iox: skipping channel {topic_name:?}: {e}");
+                    refused += 1;
                     targets.insert(topic_name.clone(), None);
                     return Ok(());
                 }
@@ -231,6 +222,12 @@ pub fn replay(root: &Path, args: ReplayArgs) -> Result<u8, Failure> {
         return Err(fail(CORRUPT, "no message could be read from the recording"));
     };
     if targets.values().all(Option::is_none) {
+        if refused > 0 {
+            return Err(fail(
+                CORRUPT,
+                "no channel of the recording can be replayed (each is named above with the reason)",
+            ));
+        }
         return Err(fail(crate::NOT_FOUND, "no recorded service matches --topics"));
     }
     if args.wait_for_subscribers {

@@ -12,7 +12,7 @@
 //! allocation its lengths ask for.
 
 use crate::fixed::CdrError;
-use crate::library::{Library, LoadError};
+use crate::library::{Library, LoadError, MAX_DEPTH};
 use crate::msg::{Arity, BaseType, MsgField, Primitive};
 
 /// A position in a CDR message's body (after the encapsulation header), with the byte
@@ -126,8 +126,7 @@ impl<'a> Reader<'a> {
 pub fn check(library: &mut Library, name: &str, cdr: &[u8]) -> Result<(), CheckError> {
     library.load(name)?;
     let mut r = Reader::new(cdr)?;
-    walk(library, name, "", &mut r)?;
-    Ok(())
+    walk(library, name, "", &mut r, 0)
 }
 
 /// Why [`check`] refused a message.
@@ -141,8 +140,28 @@ pub enum CheckError {
     Cdr(#[from] CdrError),
 }
 
-fn walk(library: &Library, name: &str, path: &str, r: &mut Reader<'_>) -> Result<(), CdrError> {
-    let def = library.get(name).expect("loaded with the types it uses");
+/// Walks one message of type `name` nested `depth` deep. A library made by `load` or
+/// `from_definition_text` holds every type it uses, at most [`MAX_DEPTH`] deep; one
+/// that was given definitions by hand ([`Library::insert`]) may not, and is refused
+/// here rather than trusted.
+fn walk(
+    library: &Library,
+    name: &str,
+    path: &str,
+    r: &mut Reader<'_>,
+    depth: usize,
+) -> Result<(), CheckError> {
+    let def = library.get(name).ok_or_else(|| LoadError::Undefined {
+        name: name.to_owned(),
+        user: if path.is_empty() {
+            name.to_owned()
+        } else {
+            path.to_owned()
+        },
+    })?;
+    if depth > MAX_DEPTH {
+        return Err(LoadError::TooDeep(name.to_owned()).into());
+    }
     if def.fields.is_empty() {
         // An empty message is one byte on the wire (rosidl's
         // `structure_needs_at_least_one_member`).
@@ -160,7 +179,7 @@ fn walk(library: &Library, name: &str, path: &str, r: &mut Reader<'_>) -> Result
             Arity::Fixed(n) => n as usize,
             Arity::Sequence | Arity::Bounded(_) => sequence_count(field, &path, r)?,
         };
-        element(library, field, &path, count, r)?;
+        element(library, field, &path, count, r, depth)?;
     }
     Ok(())
 }
@@ -195,7 +214,8 @@ fn element(
     path: &str,
     count: usize,
     r: &mut Reader<'_>,
-) -> Result<(), CdrError> {
+    depth: usize,
+) -> Result<(), CheckError> {
     match &field.base {
         BaseType::Primitive(p) => {
             let size = p.size();
@@ -207,7 +227,8 @@ fn element(
                 return Err(CdrError::Bool {
                     field: path.to_owned(),
                     value,
-                });
+                }
+                .into());
             }
         }
         BaseType::String(_) => {
@@ -223,7 +244,7 @@ fn element(
         }
         BaseType::Message(inner) => {
             for _ in 0..count {
-                walk(library, inner, path, r)?;
+                walk(library, inner, path, r, depth + 1)?;
             }
         }
     }
@@ -339,5 +360,17 @@ mod tests {
             check(&mut lib, "t/msg/Rec", &over),
             Err(CheckError::Cdr(CdrError::OverBound { .. }))
         ));
+    }
+
+    /// A definition inserted by hand that uses itself is refused by the CDR walk.
+    #[test]
+    fn a_hand_inserted_loop_is_refused_by_the_walk() {
+        let mut lib = Library::with_prefixes(Vec::new());
+        lib.insert(crate::msg::parse("evil/msg/Loop", "test", "evil/Loop next\n").unwrap());
+        let err = check(&mut lib, "evil/msg/Loop", &[0, 1, 0, 0, 0]).unwrap_err();
+        assert!(err.to_string().contains("deep"), "{err}");
+        lib.insert(crate::msg::parse("evil/msg/Gap", "test", "evil/Gone g\n").unwrap());
+        let err = check(&mut lib, "evil/msg/Gap", &[0, 1, 0, 0, 0]).unwrap_err();
+        assert!(err.to_string().contains("evil/msg/Gone"), "{err}");
     }
 }

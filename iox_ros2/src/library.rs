@@ -6,7 +6,12 @@
 //! Invariants: a [`Library`] caches each definition it read, so a type used by many
 //! others is read once; a definition that uses itself (directly or through others) is
 //! refused, not followed forever; a type that is not installed is a [`LoadError`]
-//! naming it and every directory looked in.
+//! naming it and every directory looked in. Every type a library holds from
+//! [`Library::load`] or [`Library::from_definition_text`] has every type it uses in the
+//! library too, and nests at most [`MAX_DEPTH`] types deep, so a walk over a message
+//! ends, whatever text the definitions came from (another user's service attribute, a
+//! recording): checked without recursion, so a chain of any length is refused, not a
+//! stack overflow.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,6 +19,10 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use crate::msg::{self, BaseType, MsgDef, ParseError};
+
+/// The deepest a message type may nest others (a field of a message type whose field
+/// is of a message type ...): ROS's own messages nest a handful deep.
+pub const MAX_DEPTH: usize = 64;
 
 /// Why a message type could not be loaded.
 #[derive(Debug, Error)]
@@ -49,6 +58,17 @@ pub enum LoadError {
     /// A type that contains itself.
     #[error("ROS message type {0} contains itself")]
     Recursive(String),
+    /// A definition text uses a type it does not define.
+    #[error("ROS message type {user} uses {name}, which its definition does not define")]
+    Undefined {
+        /// The type used.
+        name: String,
+        /// The type using it.
+        user: String,
+    },
+    /// Types nested deeper than [`MAX_DEPTH`].
+    #[error("ROS message type {0} nests message types more than {MAX_DEPTH} deep")]
+    TooDeep(String),
 }
 
 /// The message definitions of one ROS install (module docs).
@@ -90,16 +110,22 @@ impl Library {
     /// The definitions in `text`, MCAP's `ros2msg` form of type `name` (what
     /// [`definition_text`](Self::definition_text) writes, and what rosbag2 and
     /// Foxglove write: the message's own fields, then each type it uses after a line of
-    /// `=` and `MSG: pkg/Name`), with no install behind them: a type they use but do
-    /// not hold stays unknown (and [`crate::cdr::check`] refuses to walk it).
+    /// `=` and `MSG: pkg/Name`), with no install behind them. The text must be whole:
+    /// a type it uses but does not define, a type that contains itself, or nesting
+    /// deeper than [`MAX_DEPTH`] is a [`LoadError`] (the text may come from anyone).
     ///
     /// ```
+    /// use iox_ros2::library::{Library, LoadError};
     /// let text = "demo/Stamp stamp\n====\nMSG: demo/Stamp\nint32 sec\n";
-    /// let lib = iox_ros2::library::Library::from_definition_text("demo/msg/Tick", text)?;
+    /// let lib = Library::from_definition_text("demo/msg/Tick", text)?;
     /// assert_eq!(lib.get("demo/msg/Stamp").unwrap().fields[0].name, "sec");
-    /// # Ok::<(), iox_ros2::msg::ParseError>(())
+    /// let endless = Library::from_definition_text("evil/msg/Loop", "evil/Loop next\n");
+    /// assert!(matches!(endless, Err(LoadError::Recursive(_))));
+    /// let missing = Library::from_definition_text("demo/msg/Tick", "demo/Stamp stamp\n");
+    /// assert!(matches!(missing, Err(LoadError::Undefined { .. })));
+    /// # Ok::<(), LoadError>(())
     /// ```
-    pub fn from_definition_text(name: &str, text: &str) -> Result<Self, ParseError> {
+    pub fn from_definition_text(name: &str, text: &str) -> Result<Self, LoadError> {
         let mut lib = Self::with_prefixes(Vec::new());
         let mut current = full_name(name).unwrap_or_else(|| name.to_owned());
         let mut body = String::new();
@@ -123,7 +149,64 @@ impl Library {
             body.push('\n');
         }
         flush(&current, &mut body, &mut lib)?;
+        lib.check_whole()?;
         Ok(lib)
+    }
+
+    /// Checks that every type held uses only types held, none contains itself and
+    /// none nests deeper than [`MAX_DEPTH`]: a depth-first walk with a stack of its
+    /// own (no recursion), each type finished once.
+    fn check_whole(&self) -> Result<(), LoadError> {
+        // Types whose walk is finished, with the depth below them.
+        let mut done: BTreeMap<&str, usize> = BTreeMap::new();
+        for top in self.defs.keys() {
+            if done.contains_key(top.as_str()) {
+                continue;
+            }
+            // The path from `top` down: (type, next field to look at).
+            let mut path: Vec<(&str, usize)> = vec![(top, 0)];
+            while let Some(&mut (name, ref mut next)) = path.last_mut() {
+                let def = &self.defs[name];
+                let Some(field) = def.fields.get(*next) else {
+                    let below = def
+                        .fields
+                        .iter()
+                        .filter_map(|f| match &f.base {
+                            BaseType::Message(m) => done.get(m.as_str()).map(|d| d + 1),
+                            _ => None,
+                        })
+                        .max()
+                        .unwrap_or(0);
+                    done.insert(name, below);
+                    path.pop();
+                    continue;
+                };
+                *next += 1;
+                let BaseType::Message(used) = &field.base else {
+                    continue;
+                };
+                if done.contains_key(used.as_str()) {
+                    if path.len() + done[used.as_str()] > MAX_DEPTH {
+                        return Err(LoadError::TooDeep(top.clone()));
+                    }
+                    continue;
+                }
+                if path.iter().any(|(on, _)| on == used) {
+                    return Err(LoadError::Recursive(used.clone()));
+                }
+                let Some((used, _)) = self.defs.get_key_value(used) else {
+                    return Err(LoadError::Undefined {
+                        name: used.clone(),
+                        user: name.to_owned(),
+                    });
+                };
+                if path.len() >= MAX_DEPTH {
+                    return Err(LoadError::TooDeep(top.clone()));
+                }
+                path.push((used, 0));
+            }
+        }
+        Ok(())
     }
 
     /// Adds a definition made elsewhere (generated, see [`crate::generate`]); it is
@@ -195,6 +278,9 @@ impl Library {
         }
         if stack.iter().any(|s| s == full) {
             return Err(LoadError::Recursive(full.to_owned()));
+        }
+        if stack.len() >= MAX_DEPTH {
+            return Err(LoadError::TooDeep(stack[0].clone()));
         }
         let def = self.read(full)?;
         stack.push(full.to_owned());
@@ -285,5 +371,58 @@ mod tests {
             "{e}"
         );
         assert!(matches!(lib.load("not a type"), Err(LoadError::Name(_))));
+    }
+
+    /// `n` types in a chain, `chain/T0` using `chain/T1` ... , as a definition text.
+    fn chain_text(n: usize) -> String {
+        let mut text = String::from("chain/T1 next\n");
+        for i in 1..n {
+            text.push_str(&format!("{}\nMSG: chain/T{i}\n", "=".repeat(80)));
+            if i + 1 < n {
+                text.push_str(&format!("chain/T{} next\n", i + 1));
+            } else {
+                text.push_str("int32 end\n");
+            }
+        }
+        text
+    }
+
+    /// Definition texts come from other users' services and from files: a type that
+    /// uses itself, one that uses a type the text does not define, and a chain of any
+    /// length are refused with their error, never followed until the stack overflows.
+    #[test]
+    fn definition_texts_that_would_never_end_are_refused() {
+        let looped = Library::from_definition_text("evil/msg/Loop", "evil/Loop next\n");
+        assert!(
+            matches!(looped, Err(LoadError::Recursive(ref t)) if t == "evil/msg/Loop"),
+            "{looped:?}"
+        );
+        let two = "evil/B b\n================\nMSG: evil/B\nevil/A a\n";
+        assert!(matches!(
+            Library::from_definition_text("evil/msg/A", two),
+            Err(LoadError::Recursive(_))
+        ));
+        let missing = Library::from_definition_text("evil/msg/A", "evil/Gone g\n").unwrap_err();
+        assert!(
+            matches!(&missing, LoadError::Undefined { name, user } if name == "evil/msg/Gone" && user == "evil/msg/A"),
+            "{missing}"
+        );
+        Library::from_definition_text("chain/msg/T0", &chain_text(MAX_DEPTH)).unwrap();
+        for n in [MAX_DEPTH + 2, 100_000] {
+            let deep = Library::from_definition_text("chain/msg/T0", &chain_text(n));
+            assert!(matches!(deep, Err(LoadError::TooDeep(_))), "{n}: {deep:?}");
+        }
+    }
+
+    /// The same from an install: a chain of files longer than [`MAX_DEPTH`].
+    #[test]
+    fn an_installed_chain_deeper_than_the_limit_is_refused() {
+        let files: Vec<(String, String)> = (0..MAX_DEPTH + 5)
+            .map(|i| (format!("share/chain/msg/T{i}.msg"), format!("T{} next\n", i + 1)))
+            .collect();
+        let refs: Vec<(&str, &str)> = files.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        let dir = install(&refs);
+        let mut lib = Library::with_prefixes(vec![dir.path().to_owned()]);
+        assert!(matches!(lib.load("chain/T0"), Err(LoadError::TooDeep(_))));
     }
 }

@@ -41,6 +41,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("iox_testkit", &[]),
     ("iox_cuda_double", &[]),
+    // The fuzz targets call the decoders of every layer that reads untrusted bytes.
+    (
+        "iox_fuzz",
+        &["iox_cli", "iox_core", "iox_ros2", "iox_ros2_gateway"],
+    ),
 ];
 
 /// The layers of `iox_core`, bottom up: its top-level modules, each importing only

@@ -1,0 +1,3 @@
+//! libFuzzer entry of the `cdr` target (see `iox_fuzz::targets::cdr`).
+#![no_main]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| iox_fuzz::targets::cdr(data));

@@ -1,0 +1,3 @@
+//! libFuzzer entry of the `ros2msg` target (see `iox_fuzz::targets::ros2msg`).
+#![no_main]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| iox_fuzz::targets::ros2msg(data));

@@ -1,0 +1,169 @@
+//! The targets (see the crate docs): one function per decoder, taking any bytes.
+
+use std::path::Path;
+
+use iox_core::attributes::Attributes;
+use iox_core::handover::wire;
+use iox_core::static_config::StaticConfig;
+use iox_core::tensor::{DType, TensorLayout, WORDS};
+use iox_ros2::carried::FramedKind;
+use iox_ros2::cdr;
+use iox_ros2::library::Library;
+
+/// The MCAP schema encodings `iox replay` decodes (see `iox_cli`'s record module).
+const ROS2_SCHEMA_ENCODING: &str = "ros2msg";
+const CONFIG_SCHEMA_ENCODING: &str = "iox.static_config.ron";
+const CONFIG_METADATA: &str = "iox.static_config";
+
+/// An MCAP file as `iox replay` reads it: its messages (`iox_cli::mcap_read`), each
+/// channel's schema as replay takes it (a ROS definition, and the message checked
+/// against it as CDR; or a static config), and a config in the channel's metadata.
+pub fn mcap(data: &[u8]) {
+    let _ = iox_cli::mcap_read::messages(data, |m| {
+        if let Some(schema) = &m.channel.schema
+            && let Ok(text) = std::str::from_utf8(&schema.data)
+        {
+            match schema.encoding.as_str() {
+                ROS2_SCHEMA_ENCODING => {
+                    if let Ok(mut library) = Library::from_definition_text(&schema.name, text) {
+                        let _ = cdr::check(&mut library, &schema.name, &m.data);
+                    }
+                }
+                CONFIG_SCHEMA_ENCODING => {
+                    let _ = StaticConfig::parse(text, Path::new("fuzz"));
+                }
+                _ => {}
+            }
+        }
+        if let Some(text) = m.channel.metadata.get(CONFIG_METADATA) {
+            let _ = StaticConfig::parse(text, Path::new("fuzz"));
+        }
+        Ok::<(), ()>(())
+    });
+}
+
+/// A `ros2msg` definition text (MCAP's form: the type's fields, then each type it uses
+/// after a `===` line and `MSG: pkg/Name`): the first line is the type's name, the rest
+/// the text. One that loads is written again (`definition_text`) and must load to the
+/// same fields.
+pub fn ros2msg(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let (name, text) = text.split_once('\n').unwrap_or((text, ""));
+    let Ok(mut library) = Library::from_definition_text(name, text) else {
+        return;
+    };
+    let Ok(written) = library.definition_text(name) else {
+        return;
+    };
+    let again = Library::from_definition_text(name, &written)
+        .unwrap_or_else(|e| panic!("a loaded definition, written again, does not load: {e}\n{written}"));
+    let top = iox_ros2::library::full_name(name).unwrap_or_else(|| name.to_owned());
+    let mut pending = vec![top];
+    while let Some(t) = pending.pop() {
+        let (a, b) = (library.get(&t), again.get(&t));
+        assert_eq!(
+            a.map(|d| &d.fields),
+            b.map(|d| &d.fields),
+            "{t} changed when written again"
+        );
+        for f in a.map(|d| d.fields.as_slice()).unwrap_or_default() {
+            if let iox_ros2::msg::BaseType::Message(m) = &f.base
+                && !pending.contains(m)
+                && m != &t
+            {
+                pending.push(m.clone());
+            }
+        }
+    }
+}
+
+/// A CDR message against a definition: the bytes up to the first 0 are the definition
+/// text of `fuzz/msg/T`, the rest the message (checked against it); the message also as
+/// an image and as a point cloud (the framed conversions, which need no definition).
+pub fn cdr(data: &[u8]) {
+    let (definition, message) = match data.iter().position(|&b| b == 0) {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (data, &[][..]),
+    };
+    if let Ok(text) = std::str::from_utf8(definition)
+        && let Ok(mut library) = Library::from_definition_text("fuzz/msg/T", text)
+    {
+        let _ = cdr::check(&mut library, "fuzz/msg/T", message);
+    }
+    for kind in [FramedKind::Image, FramedKind::PointCloud2] {
+        if let Ok(sample) = kind.sample_of(message) {
+            let mut out = Vec::new();
+            assert!(
+                kind.cdr_of(&sample, &mut out),
+                "{kind:?}: a decoded sample must encode"
+            );
+        }
+    }
+}
+
+/// A static config's text, as read from a service's file or a recording: parsed and
+/// checked (its payload identity, schema, user header, pattern section and attributes
+/// with it); one that parses is written again and must parse to the same config, and
+/// what the ROS tools read of its attributes is read.
+pub fn static_config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(config) = StaticConfig::parse(text, Path::new("fuzz")) else {
+        return;
+    };
+    let again = StaticConfig::parse(&config.to_ron(), Path::new("fuzz"))
+        .unwrap_or_else(|e| panic!("a parsed config, written again, does not parse: {e}"));
+    assert_eq!(config, again);
+    let _ = config.tensor_element();
+    let _ = iox_ros2::carried::route_of(&config);
+}
+
+/// Service attributes as another user's creator set them: lines `key=value`, each
+/// checked as an opener checks them; values read as the ROS 2 gateway reads its QoS
+/// attribute and as a ROS type name.
+pub fn attributes(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let mut attributes = Attributes::new();
+    for line in text.lines() {
+        let (key, value) = line.split_once('=').unwrap_or((line, ""));
+        let _ = attributes.insert(key, value);
+        let _ = value.parse::<iox_ros2_gateway::qos::Qos>();
+        let _ = iox_ros2::library::full_name(value);
+    }
+    let _ = attributes.check();
+}
+
+/// A hand-over message as a peer sends it: as a request and as a reply; a request that
+/// parses is the one its stem makes.
+pub fn handover(data: &[u8]) {
+    if let Some(stem) = wire::parse_request(data) {
+        assert_eq!(wire::request(stem), data);
+    }
+    let _ = wire::parse_reply(data);
+}
+
+/// A tensor record's words as a writer left them in shared memory (the bytes cut or
+/// padded to the record's size): a record that reads is checked against every element
+/// type and a capacity (from the first word), and must read back from its own words.
+pub fn tensor_record(data: &[u8]) {
+    let mut words = [0u64; WORDS];
+    for (w, chunk) in words.iter_mut().zip(data.chunks(8)) {
+        let mut b = [0u8; 8];
+        b[..chunk.len()].copy_from_slice(chunk);
+        *w = u64::from_le_bytes(b);
+    }
+    let Ok(layout) = TensorLayout::from_words(&words) else {
+        return;
+    };
+    assert_eq!(TensorLayout::from_words(&layout.to_words()), Ok(layout));
+    let _ = (layout.span_bytes(), layout.elements(), layout.is_contiguous());
+    let capacity = words[0] as usize;
+    for dtype in DType::ALL {
+        let _ = layout.check(dtype, capacity);
+    }
+}
