@@ -45,7 +45,10 @@
 //!
 //! Services are matched by exact name or glob (`robot/*`); services created later that
 //! match are picked up (the root is listed again every [`RESCAN_EVERY`], every 50 ms
-//! while nothing matched yet). A service
+//! while nothing matched yet or an open is in flight). The receiving thread never
+//! opens a service itself: an opener (`iox_service::opener`) opens each on a thread of
+//! its own with a short timeout and backs off one that keeps failing, so a service
+//! whose holders another user stopped delays no sample of the others. A service
 //! whose payload has padding and no recorded schema is skipped with a warning: its
 //! padding bytes cannot be copied. `--split-size` / `--split-duration` start a new file
 //! (`STEM_000.mcap`, `STEM_001.mcap`, ...) when the current one reaches the size or
@@ -64,6 +67,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError, channel, sync_channel};
 use std::time::{Duration, Instant, SystemTime};
 
+use iox_service::opener::{Backoff, DAEMON_OPEN_TIMEOUT, Opener};
 use iox_service::{CallbackProgression, Service, StaticConfig, Subscriber, WaitSet, WaitSetRunResult};
 
 use crate::commit_file::{COMMIT_BYTES, CommitFile};
@@ -240,13 +244,16 @@ fn receive(root: &Path, args: &RecordArgs, queue: &Queue) -> Result<(u64, u64), 
     let (mut received, mut dropped) = (0u64, 0u64);
     let mut skipped: Vec<String> = Vec::new();
     let mut said_waiting = false;
+    // Opens the services to record off this thread (`iox_service::opener`).
+    let mut opener: Opener<(Topic, Subscriber<[u8]>)> = Opener::new(Backoff::default());
     // A ROS 2 channel's sample, copied out before it is encoded.
     let mut scratch = Vec::new();
     loop {
-        for r in scan(root, args, &recorded, &mut skipped, &queue.announce)? {
+        for r in opened(&mut opener, recorded.len(), &mut skipped, &queue.announce)? {
             eprintln!("recording {} ({})", r.topic.name, r.topic.config.payload);
             recorded.push(r);
         }
+        scan(root, args, &recorded, &mut skipped, &mut opener);
         if recorded.is_empty() && !said_waiting {
             eprintln!("waiting for services matching {}", args.services.join(" "));
             said_waiting = true;
@@ -256,10 +263,10 @@ fn receive(root: &Path, args: &RecordArgs, queue: &Queue) -> Result<(u64, u64), 
             .map(|r| waitset.attach_notification(&r.subscriber))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| fail(2, e.to_string()))?;
-        // Nothing matched yet: look again soon, so a service created just after the
-        // recorder started loses few samples.
+        // Nothing matched yet, or an open in flight: look again soon, so a service
+        // created just after the recorder started loses few samples.
         let rescan_at = Instant::now()
-            + if recorded.is_empty() {
+            + if recorded.is_empty() || !opener.idle() {
                 RESCAN_EVERY / 20
             } else {
                 RESCAN_EVERY
@@ -328,24 +335,24 @@ fn receive(root: &Path, args: &RecordArgs, queue: &Queue) -> Result<(u64, u64), 
     }
 }
 
-/// Services under `root` matching the patterns and not yet recorded, opened with a
-/// subscriber each; their channels announced to the writer.
+/// Asks `opener` to open the services under `root` that match the patterns and are
+/// neither recorded nor skipped (each on a thread of its own, with a short timeout:
+/// this thread forwards samples and never waits on one service).
 fn scan(
     root: &Path,
     args: &RecordArgs,
     recorded: &[Recorded],
     skipped: &mut Vec<String>,
-    announce: &Sender<Announcement>,
-) -> Result<Vec<Recorded>, Failure> {
+    opener: &mut Opener<(Topic, Subscriber<[u8]>)>,
+) {
     let Ok(configs) = Service::list_in(root) else {
-        return Ok(Vec::new()); // the root may not exist yet
+        return; // the root may not exist yet
     };
-    let mut found = Vec::new();
     for config in configs.into_iter().flatten() {
         let name = config.name.clone();
         let wanted = args.services.iter().any(|p| glob_match(p, &name));
         let known = recorded.iter().any(|r| r.topic.name == name) || skipped.contains(&name);
-        if !wanted || known || config.publish_subscribe().is_none() {
+        if !wanted || known || config.publish_subscribe().is_none() || !opener.ready(&name) {
             continue;
         }
         if !by_schema_or_bytes(&config) {
@@ -363,24 +370,40 @@ fn scan(
             skipped.push(name);
             continue;
         }
-        let topic = match Topic::open_config(root, config, false) {
-            Ok(t) => t,
-            Err(e) if e.code == crate::NOT_FOUND => continue, // removed meanwhile
-            Err(e) => {
-                eprintln!("iox: skipping {name}: {e}");
-                skipped.push(name);
+        let root = root.to_owned();
+        opener.open(&name, move || {
+            let topic = Topic::open_config_within(&root, config, false, Some(DAEMON_OPEN_TIMEOUT))
+                .map_err(|e| e.text)?;
+            let subscriber = topic.subscriber().map_err(|e| e.text)?;
+            Ok((topic, subscriber))
+        });
+    }
+}
+
+/// The services `opener` opened since the last look, with their channels announced to
+/// the writer (numbered from `next`); an open that failed is said once per reason and
+/// tried again after its back-off (a service removed meanwhile, or whose holders did
+/// not answer in time).
+fn opened(
+    opener: &mut Opener<(Topic, Subscriber<[u8]>)>,
+    next: usize,
+    said: &mut Vec<String>,
+    announce: &Sender<Announcement>,
+) -> Result<Vec<Recorded>, Failure> {
+    let mut found = Vec::new();
+    for f in opener.finished() {
+        let (topic, subscriber) = match f.result {
+            Ok(opened) => opened,
+            Err(failed) => {
+                let line = format!("iox: not recording {} yet: {}", f.name, failed.why);
+                if !said.contains(&line) {
+                    eprintln!("{line} (trying again)");
+                    said.push(line);
+                }
                 continue;
             }
         };
-        let subscriber = match topic.subscriber() {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("iox: skipping {name}: {e}");
-                skipped.push(name);
-                continue;
-            }
-        };
-        let channel = recorded.len() + found.len();
+        let channel = next + found.len();
         announce
             .send((channel, Box::new(topic.config.clone())))
             .map_err(|_| fail(crate::ROOT_UNUSABLE, "the writing thread stopped"))?;

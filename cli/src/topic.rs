@@ -131,6 +131,17 @@ impl Topic {
     /// Opens the service `config` describes, or with `create` opens or creates it with
     /// the recorded settings (`replay`).
     pub fn open_config(root: &Path, config: StaticConfig, create: bool) -> Result<Topic, Failure> {
+        Self::open_config_within(root, config, create, None)
+    }
+
+    /// [`Topic::open_config`], waiting at most `timeout` (if given) for the service's
+    /// creator or holders: what a recorder that must not wait on one service gives.
+    pub fn open_config_within(
+        root: &Path,
+        config: StaticConfig,
+        create: bool,
+        timeout: Option<Duration>,
+    ) -> Result<Topic, Failure> {
         let name = config.name.clone();
         if config.publish_subscribe().is_none() {
             return Err(fail(
@@ -151,6 +162,10 @@ impl Topic {
             let b = builder
                 .publish_subscribe::<[u8]>()
                 .raw_payload_type(config.payload.clone());
+            let b = match timeout {
+                Some(t) => b.timeout(t),
+                None => b,
+            };
             match &config.user_header {
                 // The header too, read through `copy_header_into` and written by
                 // `pub` / `replay` through the loan's header address only.

@@ -16,11 +16,16 @@
 //!   bit pattern (no `bool`, no padding): its bytes are read as bytes;
 //! - anything else is skipped, and the gateway's status says why.
 //!
-//! One thread per exported service waits in its iox subscriber and publishes each
-//! sample on the gateway's ROS publisher, whose QoS comes from [`crate::qos`]. No echo:
+//! The service is opened by [`open`], on a thread of the scanner's opener (with a short
+//! timeout, backed off when it fails: `iox_service::opener`), never on a thread that
+//! forwards and never under a lock; [`Export::start`] then makes the ROS publisher and
+//! the thread. One thread per exported service waits in its iox subscriber and
+//! publishes each sample on the gateway's ROS publisher, whose QoS comes from
+//! [`crate::qos`]. No echo:
 //! samples whose [`publisher_slot`](iox_service::Sample::publisher_slot) is the slot of
 //! the gateway's own import publisher of the service are skipped.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
@@ -28,10 +33,12 @@ use std::time::Duration;
 
 use iox_ros2::carried::FramedKind;
 use iox_ros2::carried::{QOS_KEY, Route, route_of};
+use iox_ros2::fixed::Plan;
 use iox_ros2::framed::Framed;
 use iox_ros2::image::ImageHeader;
 use iox_ros2::library::Library;
 use iox_ros2::pointcloud::PointCloud2Header;
+use iox_service::opener::DAEMON_OPEN_TIMEOUT;
 use iox_service::{PubSubService, ReceiveError, Sample, Service, StaticConfig, Subscriber, UserHeader};
 
 use crate::qos::Qos;
@@ -83,25 +90,91 @@ enum Skip {
     Failed(String),
 }
 
+/// What an export reads from: its iox service, opened as its route needs it.
+enum Source {
+    Cdr(PubSubService<[u8]>, Library),
+    Typed(PubSubService<[u8]>, Plan),
+    Image(PubSubService<[u8], ImageHeader>),
+    PointCloud2(PubSubService<[u8], PointCloud2Header>),
+}
+
+/// An export ready to start: the topic, what it is published as, and its source.
+pub struct Opened {
+    name: String,
+    topic: String,
+    type_name: String,
+    route: Route,
+    qos: Qos,
+    source: Source,
+}
+
+/// Everything an export of the service of `config` (already matched) on `topic` needs
+/// from the iox side: its route, QoS and definitions, and the service, opened with
+/// [`DAEMON_OPEN_TIMEOUT`]. Runs on the scanner's opener's thread, never on a thread
+/// that forwards (see `iox_service::opener`).
+pub fn open(root: &Path, config: &StaticConfig, topic: String, library: &Library) -> Result<Opened, String> {
+    let (type_name, route) = route_of(config)?;
+    let name = config.name.clone();
+    let section = config
+        .publish_subscribe()
+        .ok_or("not a publish-subscribe service")?;
+    let qos = match config.attributes.get(QOS_KEY) {
+        Some(text) => text.parse::<Qos>().map_err(|e| e.to_string())?,
+        None => Qos::of_service(section.subscriber_buffer, section.history),
+    };
+    let open_err = |e: &dyn std::fmt::Display| format!("cannot open {name:?} to export it: {e}");
+    let builder = Service::named(&name)
+        .map_err(|e| open_err(&e))?
+        .root(root)
+        .publish_subscribe::<[u8]>()
+        .timeout(DAEMON_OPEN_TIMEOUT);
+    let mut library = library.clone();
+    let source = match route {
+        Route::Cdr => {
+            library.load(&type_name).map_err(|e| e.to_string())?;
+            Source::Cdr(builder.open().map_err(|e| open_err(&e))?, library)
+        }
+        Route::Typed => {
+            let schema = config.schema.clone().ok_or("no recorded schema")?;
+            let plan = Plan::new(&mut library, &type_name, &schema)
+                .map_err(|e| format!("its type does not match {type_name}: {e}"))?;
+            // `route_of` took this route only for a type valid for every bit
+            // pattern, which `carry_payload_type` requires of a byte view.
+            let service = builder
+                .carry_payload_type(config.payload.clone())
+                .payload_schema(schema)
+                .open()
+                .map_err(|e| open_err(&e))?;
+            Source::Typed(service, plan)
+        }
+        Route::Framed(FramedKind::Image) => {
+            Source::Image(builder.user_header().open().map_err(|e| open_err(&e))?)
+        }
+        Route::Framed(FramedKind::PointCloud2) => {
+            Source::PointCloud2(builder.user_header().open().map_err(|e| open_err(&e))?)
+        }
+    };
+    Ok(Opened {
+        name,
+        topic,
+        type_name,
+        route,
+        qos,
+        source,
+    })
+}
+
 impl Export {
-    /// Starts exporting the service of `config` (already matched) on `topic`.
-    pub fn start(
-        ros: &Arc<Ros>,
-        root: &std::path::Path,
-        config: &StaticConfig,
-        topic: String,
-        own: OwnSlot,
-        library: &Library,
-    ) -> Result<Self, String> {
-        let (type_name, route) = route_of(config)?;
-        let name = config.name.clone();
-        let section = config
-            .publish_subscribe()
-            .ok_or("not a publish-subscribe service")?;
-        let qos = match config.attributes.get(QOS_KEY) {
-            Some(text) => text.parse::<Qos>().map_err(|e| e.to_string())?,
-            None => Qos::of_service(section.subscriber_buffer, section.history),
-        };
+    /// Starts exporting what [`open`] opened: the ROS publisher, then the thread.
+    pub fn start(ros: &Arc<Ros>, opened: Opened, own: OwnSlot) -> Result<Self, String> {
+        let Opened {
+            name,
+            topic,
+            type_name,
+            route,
+            qos,
+            source,
+        } = opened;
         let publisher = ros
             .publisher(&topic, &type_name, &qos.profile())
             .map_err(|e| e.to_string())?;
@@ -114,17 +187,9 @@ impl Export {
             own,
             stop: stop.clone(),
         };
-        let open_err = |e: &dyn std::fmt::Display| format!("cannot open {name:?} to export it: {e}");
-        let builder = Service::named(&name)
-            .map_err(|e| open_err(&e))?
-            .root(root)
-            .publish_subscribe::<[u8]>();
         let spawn = std::thread::Builder::new().name(format!("export {name}"));
-        let thread = match route {
-            Route::Cdr => {
-                let service = builder.open().map_err(|e| open_err(&e))?;
-                let mut library = library.clone();
-                library.load(&type_name).map_err(|e| e.to_string())?;
+        let thread = match source {
+            Source::Cdr(service, mut library) => {
                 let ty = type_name.clone();
                 spawn.spawn(move || {
                     x.pump(&service, |sample: &Sample<[u8]>, publisher: &Publisher| {
@@ -134,18 +199,7 @@ impl Export {
                     })
                 })
             }
-            Route::Typed => {
-                let schema = config.schema.clone().ok_or("no recorded schema")?;
-                let mut library = library.clone();
-                let plan = iox_ros2::fixed::Plan::new(&mut library, &type_name, &schema)
-                    .map_err(|e| format!("its type does not match {type_name}: {e}"))?;
-                // `route_of` took this route only for a type valid for every bit
-                // pattern, which `carry_payload_type` requires of a byte view.
-                let service = builder
-                    .carry_payload_type(config.payload.clone())
-                    .payload_schema(schema)
-                    .open()
-                    .map_err(|e| open_err(&e))?;
+            Source::Typed(service, plan) => {
                 let mut out = Vec::with_capacity(plan.cdr_len());
                 spawn.spawn(move || {
                     x.pump(&service, |sample: &Sample<[u8]>, publisher: &Publisher| {
@@ -160,12 +214,8 @@ impl Export {
                     })
                 })
             }
-            Route::Framed(FramedKind::Image) => {
-                framed::<ImageHeader>(builder, x, spawn).map_err(|e| open_err(&e))?
-            }
-            Route::Framed(FramedKind::PointCloud2) => {
-                framed::<PointCloud2Header>(builder, x, spawn).map_err(|e| open_err(&e))?
-            }
+            Source::Image(service) => framed(service, x, spawn),
+            Source::PointCloud2(service) => framed(service, x, spawn),
         }
         .map_err(|e| e.to_string())?;
         Ok(Self {
@@ -194,13 +244,12 @@ impl Export {
 /// Starts the thread that exports a service of header `H` and its data as `H`'s ROS
 /// message (one copy of the data).
 fn framed<H: Framed>(
-    builder: iox_service::PubSubBuilder<[u8]>,
+    service: PubSubService<[u8], H>,
     x: Exporter,
     spawn: std::thread::Builder,
-) -> Result<std::io::Result<JoinHandle<()>>, iox_service::OpenError> {
-    let service = builder.user_header::<H>().open()?;
+) -> std::io::Result<JoinHandle<()>> {
     let mut out = Vec::new();
-    Ok(spawn.spawn(move || {
+    spawn.spawn(move || {
         x.pump(&service, |sample: &Sample<[u8], H>, publisher: &Publisher| {
             sample
                 .user_header()
@@ -208,7 +257,7 @@ fn framed<H: Framed>(
                 .map_err(|e| Skip::Malformed(e.to_string()))?;
             publisher.publish(&out).map_err(|e| Skip::Failed(e.to_string()))
         })
-    }))
+    })
 }
 
 impl Exporter {

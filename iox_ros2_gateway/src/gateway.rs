@@ -12,13 +12,14 @@ use std::time::Duration;
 
 use iox_ros2::library::Library;
 
-use crate::export::{Export, OwnSlot};
+use crate::export::{self, Export, OwnSlot};
 use crate::import::{ImportStatus, Importer};
 use crate::names::{self, NameError, Pattern};
 use crate::qos::Qos;
 use crate::rcl::{Ros, RosError};
 use crate::services::{Direction, ServiceScanner, ServiceStatus};
 use iox_ros2::carried::Route;
+use iox_service::opener::{Backoff, Opener};
 
 /// What a gateway does.
 #[derive(Debug, Clone)]
@@ -241,6 +242,7 @@ impl Gateway {
                 own_slots,
                 exports: exports.clone(),
                 stop: stop.clone(),
+                opener: Opener::new(Backoff::default()),
             };
             let interval = o.scan_interval;
             threads.push(spawn("export scanner", Box::new(move || scanner.run(interval)))?);
@@ -253,6 +255,7 @@ impl Gateway {
                 import: import_s,
                 status: services.clone(),
                 stop: stop.clone(),
+                opener: Opener::new(Backoff::default()),
             };
             let interval = o.scan_interval;
             threads.push(spawn("service scanner", Box::new(move || scanner.run(interval)))?);
@@ -357,12 +360,15 @@ struct Scanner {
     own_slots: Arc<Mutex<HashMap<String, OwnSlot>>>,
     exports: Exports,
     stop: Arc<AtomicBool>,
+    /// Opens the services to export, off this thread (`iox_service::opener`).
+    opener: Opener<export::Opened>,
 }
 
 impl Scanner {
-    fn run(self, interval: Duration) {
+    fn run(mut self, interval: Duration) {
         let mut unreadable = false;
         while !self.stop.load(Ordering::Relaxed) {
+            self.start_opened();
             match iox_service::inspect::inspect_all_in(&self.root) {
                 Ok(info) => {
                     unreadable = false;
@@ -379,41 +385,21 @@ impl Scanner {
         }
     }
 
-    fn scan(&self, info: iox_service::inspect::RootInfo) {
-        let mut guard = crate::lock(&self.exports);
-        let (running, skipped) = &mut *guard;
-        let ended: Vec<String> = running
-            .iter()
-            .filter(|(_, r)| r.export.is_finished())
-            .map(|(n, _)| n.clone())
-            .collect();
-        for name in ended {
-            if let Some(r) = running.remove(&name) {
-                r.export.stop();
-            }
-        }
-        for service in info.services {
-            let Some(config) = service.config else { continue };
-            if config.messaging_pattern() != iox_service::MessagingPattern::PublishSubscribe
-                || !matches!(
-                    service.health,
-                    iox_service::inspect::Health::Alive | iox_service::inspect::Health::Stale
-                )
-                || running.contains_key(&config.name)
-                || !self.patterns.iter().any(|p| p.matches(&config.name))
-            {
-                continue;
-            }
-            let name = config.name.clone();
-            let started = names::topic_name(&name)
-                .map_err(|e| e.to_string())
-                .and_then(|topic| {
-                    let own = crate::lock(&self.own_slots)
-                        .entry(name.clone())
-                        .or_insert_with(|| Arc::new(usize::MAX.into()))
-                        .clone();
-                    Export::start(&self.ros, &self.root, &config, topic, own, &self.library)
-                });
+    /// Starts the exports whose services opened since the last look; records why the
+    /// others did not (each tried again after its back-off).
+    fn start_opened(&mut self) {
+        for f in self.opener.finished() {
+            let name = f.name;
+            let own = crate::lock(&self.own_slots)
+                .entry(name.clone())
+                .or_insert_with(|| Arc::new(usize::MAX.into()))
+                .clone();
+            let started = match f.result {
+                Ok(opened) => Export::start(&self.ros, opened, own),
+                Err(failed) => Err(failed.why),
+            };
+            let mut guard = crate::lock(&self.exports);
+            let (running, skipped) = &mut *guard;
             match started {
                 Ok(export) => {
                     eprintln!(
@@ -431,11 +417,55 @@ impl Scanner {
                 }
                 Err(why) => {
                     if skipped.get(&name) != Some(&why) {
-                        eprintln!("iox-ros2: not exporting {name:?} (retrying every scan): {why}");
+                        eprintln!("iox-ros2: not exporting {name:?} (tried again after a back-off): {why}");
                     }
                     skipped.insert(name, why);
                 }
             }
+        }
+    }
+
+    /// Ends the exports whose service went away; asks the opener for the services to
+    /// export that are not exported yet. The exports' lock is held only to look and
+    /// to change the maps, never across an open.
+    fn scan(&mut self, info: iox_service::inspect::RootInfo) {
+        let ended: Vec<Running> = {
+            let mut guard = crate::lock(&self.exports);
+            let running = &mut guard.0;
+            let names: Vec<String> = running
+                .iter()
+                .filter(|(_, r)| r.export.is_finished())
+                .map(|(n, _)| n.clone())
+                .collect();
+            names.iter().filter_map(|n| running.remove(n)).collect()
+        };
+        for r in ended {
+            r.export.stop();
+        }
+        for service in info.services {
+            let Some(config) = service.config else { continue };
+            let name = config.name.clone();
+            if config.messaging_pattern() != iox_service::MessagingPattern::PublishSubscribe
+                || !matches!(
+                    service.health,
+                    iox_service::inspect::Health::Alive | iox_service::inspect::Health::Stale
+                )
+                || !self.patterns.iter().any(|p| p.matches(&name))
+                || !self.opener.ready(&name)
+                || crate::lock(&self.exports).0.contains_key(&name)
+            {
+                continue;
+            }
+            let topic = match names::topic_name(&name) {
+                Ok(t) => t,
+                Err(e) => {
+                    crate::lock(&self.exports).1.insert(name, e.to_string());
+                    continue;
+                }
+            };
+            let (root, library) = (self.root.clone(), self.library.clone());
+            self.opener
+                .open(&name, move || export::open(&root, &config, topic, &library));
         }
     }
 

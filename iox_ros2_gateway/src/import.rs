@@ -4,7 +4,11 @@
 //! pattern and some node other than the gateway publishes it (so a topic the gateway
 //! exports is never imported back). One thread does every import: it looks at the ROS
 //! graph every scan interval for new topics, and otherwise waits on all the
-//! subscriptions at once (`rcl_wait`) and publishes what it takes.
+//! subscriptions at once (`rcl_wait`) and publishes what it takes. It never opens a
+//! service itself: an opener (`iox_service::opener`) opens or creates each new topic's
+//! service on a thread of its own, with a short timeout, backed off when it keeps
+//! failing, and the import thread then makes the publisher and the ROS subscription,
+//! so a service whose holders another user stopped delays no message of the others.
 //!
 //! The service ([`open_service`]) is `[u8]`, created with the size classes of
 //! [`iox_ros2::carried::DEFAULT_CLASSES`] (a sample that finds its class empty is
@@ -30,7 +34,7 @@
 //! and its export of the same service skips what this publisher sends, so nothing
 //! loops.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -42,6 +46,7 @@ use iox_ros2::framed::Framed;
 use iox_ros2::image::ImageHeader;
 use iox_ros2::library::Library;
 use iox_ros2::pointcloud::PointCloud2Header;
+use iox_service::opener::{Backoff, DAEMON_OPEN_TIMEOUT, Opener};
 use iox_service::{PubSubBuilder, PubSubService, Publisher, Service, UserHeader};
 
 use crate::export::OwnSlot;
@@ -109,7 +114,25 @@ pub struct Importer {
     pub(crate) status: ImportStatus,
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) scan_interval: Duration,
-    failing: HashSet<String>,
+    /// Opens the services to import into, off this thread (`iox_service::opener`).
+    opener: Opener<Opened>,
+}
+
+/// The iox end of an import, opened off the import thread: what its publisher will be
+/// made from.
+enum Target {
+    Cdr(PubSubService<[u8]>, Library),
+    Image(PubSubService<[u8], ImageHeader>),
+    PointCloud2(PubSubService<[u8], PointCloud2Header>),
+    Typed(PubSubService<[u8]>, Plan),
+}
+
+/// An import whose iox service is open: the ROS side is made on the import thread.
+struct Opened {
+    topic: String,
+    type_name: String,
+    qos: Qos,
+    target: Target,
 }
 
 impl Importer {
@@ -136,7 +159,7 @@ impl Importer {
             status,
             stop,
             scan_interval,
-            failing: HashSet::new(),
+            opener: Opener::new(Backoff::default()),
         }
     }
 
@@ -147,8 +170,9 @@ impl Importer {
         let mut waits = WaitSet::new(&self.ros);
         let mut last_scan: Option<Instant> = None;
         while !self.stop.load(Ordering::Relaxed) {
+            self.start_opened(&mut imports);
             if last_scan.is_none_or(|t| t.elapsed() >= self.scan_interval) {
-                self.scan(&mut imports);
+                self.scan(&imports);
                 last_scan = Some(Instant::now());
             }
             let ready = {
@@ -177,8 +201,8 @@ impl Importer {
         }
     }
 
-    /// Finds new topics to import.
-    fn scan(&mut self, imports: &mut Vec<Import>) {
+    /// Finds new topics to import; asks the opener to open their services.
+    fn scan(&mut self, imports: &[Import]) {
         let topics = match self.ros.topics() {
             Ok(t) => t,
             Err(e) => {
@@ -204,7 +228,7 @@ impl Importer {
                     continue;
                 }
             };
-            if !self.patterns.iter().any(|p| p.matches(&name)) {
+            if !self.patterns.iter().any(|p| p.matches(&name)) || !self.opener.ready(&name) {
                 continue;
             }
             let publishers = match self.ros.endpoints(&topic, true) {
@@ -229,143 +253,195 @@ impl Importer {
                 continue;
             };
             let qos = Qos::accepting(&external.iter().map(|e| e.qos).collect::<Vec<_>>());
-            match self.start(&name, &topic, type_name, qos) {
-                Ok(import) => {
-                    let route = match import.sink {
-                        Sink::Cdr(..) => Route::Cdr,
-                        Sink::Image(_) => Route::Framed(FramedKind::Image),
-                        Sink::PointCloud2(_) => Route::Framed(FramedKind::PointCloud2),
-                        Sink::Typed(..) => Route::Typed,
-                    };
-                    eprintln!("iox-ros2: importing {topic} ({type_name}, {route}, {qos}) into {name:?}");
-                    self.failing.remove(&name);
-                    crate::lock(&self.status).insert(
-                        name.clone(),
-                        Ok(ImportInfo {
-                            topic: topic.clone(),
-                            type_name: type_name.clone(),
-                            route,
-                            qos,
-                            stats: import.stats.clone(),
-                        }),
+            let framed = FramedKind::of_ros_type(type_name)
+                .filter(|_| !self.cdr_only.iter().any(|p| p.matches(&name)));
+            let (root, library, key) = (self.root.clone(), self.library.clone(), name.clone());
+            let type_name = type_name.clone();
+            self.opener.open(&name, move || {
+                let target = open_target(&root, library, &key, &type_name, &qos, framed)?;
+                Ok(Opened {
+                    topic,
+                    type_name,
+                    qos,
+                    target,
+                })
+            });
+        }
+    }
+
+    /// Makes the ROS side of the imports whose services opened since the last look (on
+    /// this thread: iox publishers stay on the thread that made them); records why the
+    /// others did not open (each tried again after its back-off).
+    fn start_opened(&mut self, imports: &mut Vec<Import>) {
+        for f in self.opener.finished() {
+            let name = f.name;
+            let opened = f.result.map_err(|failed| failed.why);
+            match opened.and_then(|o| self.start(&name, o)) {
+                Ok((import, info)) => {
+                    eprintln!(
+                        "iox-ros2: importing {} ({}, {}, {}) into {name:?}",
+                        info.topic, info.type_name, info.route, info.qos
                     );
+                    crate::lock(&self.status).insert(name, Ok(info));
                     imports.push(import);
                 }
-                Err(e) => self.skip(&name, e),
+                Err(why) => self.skip(&name, why),
             }
         }
     }
 
     fn skip(&mut self, name: &str, why: String) {
-        if self.failing.insert(name.to_owned()) {
-            eprintln!("iox-ros2: not importing {name:?} (retrying every scan): {why}");
+        let mut status = crate::lock(&self.status);
+        if !matches!(status.get(name), Some(Err(before)) if *before == why) {
+            eprintln!("iox-ros2: not importing {name:?} (tried again after a back-off): {why}");
         }
-        crate::lock(&self.status).insert(name.to_owned(), Err(why));
+        status.insert(name.to_owned(), Err(why));
     }
 
-    fn start(&mut self, name: &str, topic: &str, type_name: &str, qos: Qos) -> Result<Import, String> {
-        let definition = self
-            .library
-            .definition_text(type_name)
-            .map_err(|e| e.to_string())?;
-        let framed =
-            FramedKind::of_ros_type(type_name).filter(|_| !self.cdr_only.iter().any(|p| p.matches(name)));
-        let existing = iox_service::inspect::inspect_in(&self.root, name)
-            .ok()
-            .and_then(|i| i.config);
-        let typed = existing.filter(|c| c.payload != <[u8] as iox_service::Payload>::payload_type());
-        let (sink, slot) = if let Some(config) = typed {
-            let (publisher, plan) = self.typed_publisher(&config, type_name)?;
-            let slot = publisher.publisher_slot();
-            let value = vec![0; plan.struct_size()];
-            (Sink::Typed(publisher, plan, value), slot)
-        } else if let Some(kind) = framed {
-            let builder = bytes(&self.root, name)?;
-            match kind {
-                FramedKind::Image => {
-                    let b = builder.user_header::<ImageHeader>();
-                    let publisher = framed_publisher(open_service(b, name, type_name, &qos, &definition)?)?;
-                    let slot = publisher.publisher_slot();
-                    (Sink::Image(publisher), slot)
-                }
-                FramedKind::PointCloud2 => {
-                    let b = builder.user_header::<PointCloud2Header>();
-                    let publisher = framed_publisher(open_service(b, name, type_name, &qos, &definition)?)?;
-                    let slot = publisher.publisher_slot();
-                    (Sink::PointCloud2(publisher), slot)
-                }
+    /// The import of `opened`: its publisher, then the ROS subscription.
+    fn start(&mut self, name: &str, opened: Opened) -> Result<(Import, ImportInfo), String> {
+        let Opened {
+            topic,
+            type_name,
+            qos,
+            target,
+        } = opened;
+        let create = |e: iox_service::PortCreateError| e.to_string();
+        let (sink, slot, route) = match target {
+            Target::Typed(service, plan) => {
+                let publisher = service.publisher_builder().create().map_err(create)?;
+                let slot = publisher.publisher_slot();
+                let value = vec![0; plan.struct_size()];
+                (Sink::Typed(publisher, plan, value), slot, Route::Typed)
             }
-        } else {
-            let service = open_service(bytes(&self.root, name)?, name, type_name, &qos, &definition)?;
-            let publisher = service.publisher_builder().create().map_err(|e| e.to_string())?;
-            let slot = publisher.publisher_slot();
-            (Sink::Cdr(publisher, self.library.clone()), slot)
+            Target::Image(service) => {
+                let publisher = service.publisher_builder().create().map_err(create)?;
+                let slot = publisher.publisher_slot();
+                (Sink::Image(publisher), slot, Route::Framed(FramedKind::Image))
+            }
+            Target::PointCloud2(service) => {
+                let publisher = service.publisher_builder().create().map_err(create)?;
+                let slot = publisher.publisher_slot();
+                (
+                    Sink::PointCloud2(publisher),
+                    slot,
+                    Route::Framed(FramedKind::PointCloud2),
+                )
+            }
+            Target::Cdr(service, library) => {
+                let publisher = service.publisher_builder().create().map_err(create)?;
+                let slot = publisher.publisher_slot();
+                (Sink::Cdr(publisher, library), slot, Route::Cdr)
+            }
         };
         let sub = self
             .ros
-            .subscription(topic, type_name, &qos.profile())
+            .subscription(&topic, &type_name, &qos.profile())
             .map_err(|e| e.to_string())?;
         crate::lock(&self.own_slots)
             .entry(name.to_owned())
             .or_insert_with(|| Arc::new(usize::MAX.into()))
             .store(slot, Ordering::Relaxed);
-        Ok(Import {
+        let stats = Arc::new(ImportStats::default());
+        let info = ImportInfo {
+            topic,
+            type_name: type_name.clone(),
+            route,
+            qos,
+            stats: stats.clone(),
+        };
+        let import = Import {
             name: name.to_owned(),
-            type_name: type_name.to_owned(),
+            type_name,
             sub,
             sink,
-            stats: Arc::new(ImportStats::default()),
+            stats,
             reported: 0,
-        })
-    }
-}
-
-impl Importer {
-    /// A byte publisher of the existing typed service of `config`, and the plan that
-    /// converts its values, once its recorded type is checked against `type_name`
-    /// (module docs).
-    fn typed_publisher(
-        &mut self,
-        config: &iox_service::StaticConfig,
-        type_name: &str,
-    ) -> Result<(Publisher<[u8]>, Plan), String> {
-        let name = &config.name;
-        match config.attributes.get(TYPE_KEY) {
-            Some(t) if t == type_name => {}
-            other => {
-                return Err(format!(
-                    "iox service {name:?} exists with payload {} and records ROS type {}, not {type_name}",
-                    config.payload,
-                    other.unwrap_or("none")
-                ));
-            }
-        }
-        let usable = config.payload.any_bit_pattern() && config.user_header.is_none();
-        let Some(schema) = config.schema.clone().filter(|_| usable) else {
-            return Err(format!(
-                "iox service {name:?} carries {}, which is not a struct with a recorded schema valid for every bit pattern",
-                config.payload
-            ));
         };
-        let plan = Plan::new(&mut self.library, type_name, &schema).map_err(|e| {
-            format!(
-                "iox service {name:?} ({}) does not match {type_name}: {e}",
-                config.payload
-            )
-        })?;
-        let service = bytes(&self.root, name)?
-            .carry_payload_type(config.payload.clone())
-            .payload_schema(schema)
-            .open()
-            .map_err(|e| format!("cannot open iox service {name:?}: {e}"))?;
-        let publisher = service.publisher_builder().create().map_err(|e| e.to_string())?;
-        Ok((publisher, plan))
+        Ok((import, info))
     }
 }
 
-/// The import publisher of a framed service.
-fn framed_publisher<H: Framed>(service: PubSubService<[u8], H>) -> Result<Publisher<[u8], H>, String> {
-    service.publisher_builder().create().map_err(|e| e.to_string())
+/// Opens (or creates) the iox service an import of `topic`'s type publishes into, by
+/// route (module docs), with [`DAEMON_OPEN_TIMEOUT`]: on an opener's thread, never on
+/// the import thread.
+fn open_target(
+    root: &std::path::Path,
+    mut library: Library,
+    name: &str,
+    type_name: &str,
+    qos: &Qos,
+    framed: Option<FramedKind>,
+) -> Result<Target, String> {
+    let definition = library.definition_text(type_name).map_err(|e| e.to_string())?;
+    let existing = iox_service::inspect::inspect_in(root, name)
+        .ok()
+        .and_then(|i| i.config);
+    let typed = existing.filter(|c| c.payload != <[u8] as iox_service::Payload>::payload_type());
+    Ok(match (typed, framed) {
+        (Some(config), _) => {
+            let (service, plan) = typed_target(root, &mut library, &config, type_name)?;
+            Target::Typed(service, plan)
+        }
+        (None, Some(FramedKind::Image)) => Target::Image(open_service(
+            bytes(root, name)?.user_header::<ImageHeader>(),
+            name,
+            type_name,
+            qos,
+            &definition,
+        )?),
+        (None, Some(FramedKind::PointCloud2)) => Target::PointCloud2(open_service(
+            bytes(root, name)?.user_header::<PointCloud2Header>(),
+            name,
+            type_name,
+            qos,
+            &definition,
+        )?),
+        (None, None) => {
+            let service = open_service(bytes(root, name)?, name, type_name, qos, &definition)?;
+            Target::Cdr(service, library)
+        }
+    })
+}
+
+/// The existing typed service of `config`, opened as bytes, and the plan that converts
+/// its values, once its recorded type is checked against `type_name` (module docs).
+fn typed_target(
+    root: &std::path::Path,
+    library: &mut Library,
+    config: &iox_service::StaticConfig,
+    type_name: &str,
+) -> Result<(PubSubService<[u8]>, Plan), String> {
+    let name = &config.name;
+    match config.attributes.get(TYPE_KEY) {
+        Some(t) if t == type_name => {}
+        other => {
+            return Err(format!(
+                "iox service {name:?} exists with payload {} and records ROS type {}, not {type_name}",
+                config.payload,
+                other.unwrap_or("none")
+            ));
+        }
+    }
+    let usable = config.payload.any_bit_pattern() && config.user_header.is_none();
+    let Some(schema) = config.schema.clone().filter(|_| usable) else {
+        return Err(format!(
+            "iox service {name:?} carries {}, which is not a struct with a recorded schema valid for every bit pattern",
+            config.payload
+        ));
+    };
+    let plan = Plan::new(library, type_name, &schema).map_err(|e| {
+        format!(
+            "iox service {name:?} ({}) does not match {type_name}: {e}",
+            config.payload
+        )
+    })?;
+    let service = bytes(root, name)?
+        .carry_payload_type(config.payload.clone())
+        .payload_schema(schema)
+        .open()
+        .map_err(|e| format!("cannot open iox service {name:?}: {e}"))?;
+    Ok((service, plan))
 }
 
 /// Publishes the message `cdr` as header `H` and its data (one copy of the data); on
@@ -385,12 +461,14 @@ fn publish_framed<'s, H: Framed>(
         .map_err(|e| (&stats.dropped, e.to_string()))
 }
 
-/// The `[u8]` builder of service `name` under `root`.
+/// The `[u8]` builder of service `name` under `root`, with the short open timeout of
+/// a program that must not wait on one service (`iox_service::opener`).
 fn bytes(root: &std::path::Path, name: &str) -> Result<PubSubBuilder<[u8]>, String> {
     Ok(Service::named(name)
         .map_err(|e| e.to_string())?
         .root(root)
-        .publish_subscribe::<[u8]>())
+        .publish_subscribe::<[u8]>()
+        .timeout(DAEMON_OPEN_TIMEOUT))
 }
 
 /// Opens the iox service of `builder` for import, or creates it (module docs).

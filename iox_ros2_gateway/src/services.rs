@@ -20,7 +20,10 @@
 //! No loops: ROS services this node serves (its exports) are never imported, and iox
 //! services it serves (its imports) are never exported. ROS 2's own services
 //! (`rcl_interfaces`, `type_description_interfaces`: every node's parameter services)
-//! are never imported. One thread per carried service.
+//! are never imported. One thread per carried service. The iox side of each is opened
+//! by an opener (`iox_service::opener`: on a thread of its own, with a short timeout,
+//! backed off when it keeps failing), so one service whose holders another user
+//! stopped delays neither the scanner nor any other service.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -29,6 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use iox_service::opener::{DAEMON_OPEN_TIMEOUT, Opener};
 use iox_service::{RequestResponseService, Service};
 
 use crate::names::{self, Pattern};
@@ -79,7 +83,7 @@ pub struct Carried {
 /// Per iox service name: what is carried, or why not.
 pub type ServiceStatus = Arc<Mutex<BTreeMap<String, Result<Carried, String>>>>;
 
-type Bytes = RequestResponseService<[u8], [u8]>;
+pub(crate) type Bytes = RequestResponseService<[u8], [u8]>;
 
 /// Finds services to carry, every `interval` until `stop`.
 pub(crate) struct ServiceScanner {
@@ -89,18 +93,23 @@ pub(crate) struct ServiceScanner {
     pub(crate) import: Vec<Pattern>,
     pub(crate) status: ServiceStatus,
     pub(crate) stop: Arc<AtomicBool>,
+    /// Opens the iox services to carry, off this thread (`iox_service::opener`).
+    pub(crate) opener: Opener<Opened>,
 }
 
+/// A service to carry whose iox side is open: (direction, ROS name, type, service).
+pub(crate) type Opened = (Direction, String, String, Bytes);
+
 impl ServiceScanner {
-    pub(crate) fn run(self, interval: Duration) {
-        let mut reported = HashSet::new();
+    pub(crate) fn run(mut self, interval: Duration) {
         while !self.stop.load(Ordering::Relaxed) {
             crate::lock(&self.status).retain(|_, c| c.as_ref().map_or(true, |c| !c.thread.is_finished()));
+            self.start_opened();
             if !self.export.is_empty() {
-                self.scan_iox(&mut reported);
+                self.scan_iox();
             }
             if !self.import.is_empty() {
-                self.scan_ros(&mut reported);
+                self.scan_ros();
             }
             std::thread::sleep(interval);
         }
@@ -112,11 +121,14 @@ impl ServiceScanner {
         }
     }
 
-    fn carried(&self, name: &str) -> bool {
-        matches!(crate::lock(&self.status).get(name), Some(Ok(_)))
+    /// Whether `name` is carried now, or its iox side is being opened or waits out a
+    /// back-off.
+    fn busy(&self, name: &str) -> bool {
+        !self.opener.ready(name) || matches!(crate::lock(&self.status).get(name), Some(Ok(_)))
     }
 
-    fn record(&self, name: &str, result: Result<Carried, String>, reported: &mut HashSet<String>) {
+    fn record(&self, name: &str, result: Result<Carried, String>) {
+        let mut status = crate::lock(&self.status);
         match &result {
             Ok(c) => eprintln!(
                 "iox-ros2: {} service {name:?} as {} ({})",
@@ -128,15 +140,48 @@ impl ServiceScanner {
                 c.ros_name,
                 c.type_name
             ),
-            Err(why) if reported.insert(format!("{name}: {why}")) => {
-                eprintln!("iox-ros2: not carrying service {name:?} (retrying every scan): {why}")
+            Err(why) => {
+                if !matches!(status.get(name), Some(Err(before)) if before == why) {
+                    eprintln!(
+                        "iox-ros2: not carrying service {name:?} (tried again after a back-off): {why}"
+                    );
+                }
             }
-            Err(_) => {}
         }
-        crate::lock(&self.status).insert(name.to_owned(), result);
+        status.insert(name.to_owned(), result);
     }
 
-    fn scan_iox(&self, reported: &mut HashSet<String>) {
+    /// Makes the ROS side of the services whose iox side opened since the last look,
+    /// and starts their threads.
+    fn start_opened(&mut self) {
+        for f in self.opener.finished() {
+            let result = f.result.map_err(|failed| failed.why).and_then(
+                |(direction, ros_name, type_name, service)| match direction {
+                    Direction::Export => {
+                        let server = self
+                            .ros
+                            .service_server(&ros_name, &type_name)
+                            .map_err(|e| e.to_string())?;
+                        spawn(ros_name, type_name, direction, &self.stop, move |stats, stop| {
+                            export(service, server, stats, stop)
+                        })
+                    }
+                    Direction::Import => {
+                        let client = self
+                            .ros
+                            .service_client(&ros_name, &type_name)
+                            .map_err(|e| e.to_string())?;
+                        spawn(ros_name, type_name, direction, &self.stop, move |stats, stop| {
+                            import(service, client, stats, stop)
+                        })
+                    }
+                },
+            );
+            self.record(&f.name, result);
+        }
+    }
+
+    fn scan_iox(&mut self) {
         let Ok(info) = iox_service::inspect::inspect_all_in(&self.root) else {
             return;
         };
@@ -145,41 +190,32 @@ impl ServiceScanner {
             let name = config.name.clone();
             if config.messaging_pattern() != iox_service::MessagingPattern::RequestResponse
                 || !self.export.iter().any(|p| p.matches(&name))
-                || self.carried(&name)
+                || self.busy(&name)
                 || config.attributes.get(IMPORTED_KEY).is_some()
             {
                 continue;
             }
-            let result = (|| {
+            let root = self.root.clone();
+            self.opener.open(&name, move || {
                 let type_name = config
                     .attributes
                     .get(TYPE_KEY)
                     .ok_or_else(|| format!("it records no ROS service type ({TYPE_KEY})"))?
                     .to_owned();
-                let ros_name = names::topic_name(&name).map_err(|e| e.to_string())?;
-                let service = Service::named(&name)
+                let ros_name = names::topic_name(&config.name).map_err(|e| e.to_string())?;
+                let service = Service::named(&config.name)
                     .map_err(|e| e.to_string())?
-                    .root(&self.root)
+                    .root(&root)
                     .request_response::<[u8], [u8]>()
+                    .timeout(DAEMON_OPEN_TIMEOUT)
                     .open()
                     .map_err(|e| format!("cannot open it as [u8] requests and responses (CDR): {e}"))?;
-                let server = self
-                    .ros
-                    .service_server(&ros_name, &type_name)
-                    .map_err(|e| e.to_string())?;
-                Ok(spawn(
-                    ros_name,
-                    type_name,
-                    Direction::Export,
-                    &self.stop,
-                    move |stats, stop| export(service, server, stats, stop),
-                ))
-            })();
-            self.record(&name, result.and_then(|r| r), reported);
+                Ok((Direction::Export, ros_name, type_name, service))
+            });
         }
     }
 
-    fn scan_ros(&self, reported: &mut HashSet<String>) {
+    fn scan_ros(&mut self) {
         let (Ok(all), Ok(own)) = (self.ros.services(false), self.ros.services(true)) else {
             return;
         };
@@ -191,36 +227,31 @@ impl ServiceScanner {
             let Ok(name) = names::service_name(&ros_name) else {
                 continue;
             };
-            if !self.import.iter().any(|p| p.matches(&name)) || self.carried(&name) {
+            if !self.import.iter().any(|p| p.matches(&name)) || self.busy(&name) {
                 continue;
             }
-            let result = (|| {
-                let [type_name] = &types[..] else {
-                    return Err(format!("{ros_name} has several types: {}", types.join(", ")));
-                };
-                let client = self
-                    .ros
-                    .service_client(&ros_name, type_name)
-                    .map_err(|e| e.to_string())?;
-                let service = Service::named(&name)
+            let [type_name] = &types[..] else {
+                self.record(
+                    &name,
+                    Err(format!("{ros_name} has several types: {}", types.join(", "))),
+                );
+                continue;
+            };
+            let (root, type_name, key) = (self.root.clone(), type_name.clone(), name.clone());
+            self.opener.open(&name, move || {
+                let service = Service::named(&key)
                     .map_err(|e| e.to_string())?
-                    .root(&self.root)
+                    .root(&root)
                     .request_response::<[u8], [u8]>()
                     .request_slice_len(SLICE_LEN)
                     .response_slice_len(SLICE_LEN)
                     .attribute(TYPE_KEY, type_name.as_str())
                     .attribute(IMPORTED_KEY, "ros2")
+                    .timeout(DAEMON_OPEN_TIMEOUT)
                     .open_or_create()
-                    .map_err(|e| format!("cannot open or create iox service {name:?}: {e}"))?;
-                Ok(spawn(
-                    ros_name.clone(),
-                    type_name.clone(),
-                    Direction::Import,
-                    &self.stop,
-                    move |stats, stop| import(service, client, stats, stop),
-                ))
-            })();
-            self.record(&name, result.and_then(|r| r), reported);
+                    .map_err(|e| format!("cannot open or create iox service {key:?}: {e}"))?;
+                Ok((Direction::Import, ros_name, type_name, service))
+            });
         }
     }
 }

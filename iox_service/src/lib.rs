@@ -36,6 +36,7 @@ mod builder_attributes;
 mod device;
 mod event;
 mod handle_methods;
+pub mod opener;
 mod pubsub;
 mod reqres;
 mod service;

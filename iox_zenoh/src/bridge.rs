@@ -7,7 +7,10 @@
 //! service created after the bridge started is exported within 1 s) with
 //! `iox_service::inspect`, which only reads files. Every publish-subscribe service whose
 //! name matches an export pattern and can travel as a key gets an [`Export`]; names
-//! that cannot are logged once, naming them. An export whose service was removed ends,
+//! that cannot are logged once, naming them. The scanner never opens a service itself:
+//! an opener (`iox_service::opener`) opens each on a thread of its own with a short
+//! timeout, backed off when it fails, and the scanner holds no lock across an open, so
+//! a service whose holders another user stopped delays no other export. An export whose service was removed ends,
 //! and the next scan exports the service again if it is re-created.
 //!
 //! One queryable on `<prefix>-config/**` answers importing bridges with the static
@@ -20,7 +23,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use iox_service::PubSubService;
+use iox_service::opener::{Backoff, Opener};
 use zenoh::Wait;
+use zenoh::key_expr::OwnedKeyExpr;
 
 use crate::export::{Export, ExportStats};
 use crate::import::{self, ImportShared, ImportState};
@@ -141,7 +147,8 @@ struct Exports {
     running: HashMap<String, Export>,
     /// Names refused (cannot travel as keys), with the reason.
     refused: HashMap<String, String>,
-    /// Names whose export failed to start (logged once; retried every scan).
+    /// Names whose export failed to start (logged once; retried after the opener's
+    /// back-off).
     failing: HashSet<String>,
 }
 
@@ -255,6 +262,7 @@ impl Bridge {
                 shared: shared.clone(),
                 exports: exports.clone(),
                 configs,
+                opener: Opener::new(Backoff::default()),
             };
             let interval = o.scan_interval;
             let t = std::thread::Builder::new()
@@ -335,12 +343,16 @@ struct Scanner {
     shared: Arc<ImportShared>,
     exports: Arc<Mutex<Exports>>,
     configs: Arc<Mutex<HashMap<String, String>>>,
+    /// Opens the services to export, off this thread (`iox_service::opener`): each
+    /// open on a thread of its own with a short timeout, backed off when it fails.
+    opener: Opener<(PubSubService<[u8]>, OwnedKeyExpr, String)>,
 }
 
 impl Scanner {
-    fn run(self, interval: Duration) {
+    fn run(mut self, interval: Duration) {
         let mut unreadable_root = false;
         while !self.shared.stop.load(Ordering::Relaxed) {
+            self.start_opened();
             match iox_service::inspect::inspect_all_in(&self.root) {
                 Ok(info) => {
                     unreadable_root = false;
@@ -356,20 +368,56 @@ impl Scanner {
         }
     }
 
-    fn scan(&self, info: iox_service::inspect::RootInfo) {
-        let mut exports = crate::lock(&self.exports);
-        // Exports whose service went away end on their own: forget them.
-        let ended: Vec<String> = exports
-            .running
-            .iter()
-            .filter(|(_, e)| e.is_finished())
-            .map(|(n, _)| n.clone())
-            .collect();
-        for name in ended {
-            if let Some(e) = exports.running.remove(&name) {
-                e.stop();
+    /// Starts the exports whose services opened since the last look.
+    fn start_opened(&mut self) {
+        for f in self.opener.finished() {
+            let name = f.name;
+            let started = f
+                .result
+                .map_err(|failed| failed.to_string())
+                .and_then(|(service, key, text)| {
+                    let own = import::own_slot(&self.shared.own_slots, &name);
+                    Export::start(service, &self.session, key, own).map(|e| (e, text))
+                });
+            let mut exports = crate::lock(&self.exports);
+            match started {
+                Ok((e, text)) => {
+                    eprintln!("iox-zenoh: exporting {name:?}");
+                    exports.failing.remove(&name);
+                    crate::lock(&self.configs).insert(name.clone(), text);
+                    exports.running.insert(name, e);
+                }
+                // It may be mid-creation, or its holders may not answer: the opener
+                // tries again after its back-off (logged once per name).
+                Err(e) => {
+                    if exports.failing.insert(name.clone()) {
+                        eprintln!("iox-zenoh: {name:?} not exported yet: {e}");
+                    }
+                }
             }
-            crate::lock(&self.configs).remove(&name);
+        }
+    }
+
+    /// Ends the exports whose service went away; asks the opener for services to
+    /// export. The exports' lock is held only to look and change its maps, never
+    /// across an open.
+    fn scan(&mut self, info: iox_service::inspect::RootInfo) {
+        let ended: Vec<Export> = {
+            let mut exports = crate::lock(&self.exports);
+            // Exports whose service went away end on their own: forget them.
+            let names: Vec<String> = exports
+                .running
+                .iter()
+                .filter(|(_, e)| e.is_finished())
+                .map(|(n, _)| n.clone())
+                .collect();
+            for name in &names {
+                crate::lock(&self.configs).remove(name);
+            }
+            names.iter().filter_map(|n| exports.running.remove(n)).collect()
+        };
+        for e in ended {
+            e.stop();
         }
         let mut seen = HashSet::new();
         for service in info.services {
@@ -383,9 +431,12 @@ impl Scanner {
                 continue;
             }
             let name = config.name.clone();
-            if exports.running.contains_key(&name) || exports.refused.contains_key(&name) {
-                seen.insert(name);
-                continue;
+            {
+                let exports = crate::lock(&self.exports);
+                if exports.running.contains_key(&name) || exports.refused.contains_key(&name) {
+                    seen.insert(name);
+                    continue;
+                }
             }
             // A name that cannot be a key never matches a pattern: tell the user when it
             // would have been exported (its first chunk matches a pattern's first chunk).
@@ -394,7 +445,7 @@ impl Scanner {
                 Err(e) => {
                     if self.patterns.iter().any(|p| looks_exported(p, &name)) {
                         eprintln!("iox-zenoh: not exported: {e}");
-                        exports.refused.insert(name, e.to_string());
+                        crate::lock(&self.exports).refused.insert(name, e.to_string());
                     }
                     continue;
                 }
@@ -403,6 +454,9 @@ impl Scanner {
                 continue;
             }
             seen.insert(name.clone());
+            if !self.opener.ready(&name) {
+                continue;
+            }
             let text = match ron::to_string(&config) {
                 Ok(t) => t,
                 Err(e) => {
@@ -410,34 +464,15 @@ impl Scanner {
                     continue;
                 }
             };
-            let started = local::open_for_export(&self.root, &config)
-                .map_err(|e| e.to_string())
-                .and_then(|service| {
-                    Export::start(
-                        service,
-                        &self.session,
-                        key,
-                        import::own_slot(&self.shared.own_slots, &name),
-                    )
-                });
-            match started {
-                Ok(e) => {
-                    eprintln!("iox-zenoh: exporting {name:?}");
-                    exports.failing.remove(&name);
-                    crate::lock(&self.configs).insert(name.clone(), text);
-                    exports.running.insert(name, e);
-                }
-                // Not remembered: it may be mid-creation; the next scan tries again
-                // (logged once per name).
-                Err(e) => {
-                    if exports.failing.insert(name.clone()) {
-                        eprintln!("iox-zenoh: {name:?} not exported yet (retrying every scan): {e}");
-                    }
-                }
-            }
+            let root = self.root.clone();
+            self.opener.open(&name, move || {
+                local::open_for_export(&root, &config)
+                    .map(|service| (service, key, text))
+                    .map_err(|e| e.to_string())
+            });
         }
         // Names refused earlier whose service is gone may come back valid-less: forget.
-        exports
+        crate::lock(&self.exports)
             .refused
             .retain(|n, _| seen.contains(n) || self.keys.data_key(n).is_err());
     }

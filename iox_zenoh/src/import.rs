@@ -13,8 +13,10 @@
 //! The first sample of a key must not wait in the callback (that would hold up
 //! Zenoh's receive path, and the config query's reply travels on it): it is held
 //! (at most [`HELD_WHILE_OPENING`] per service, the oldest dropped beyond and counted
-//! as failed) and the service's name goes to the set-up thread, which asks the
-//! exporting bridge for the static config (a query on `<prefix>-config/<name>`,
+//! as failed) and the service's name goes to the set-up thread, whose opener
+//! (`iox_service::opener`) opens each service on a thread of its own, with a short
+//! timeout, so a service whose holders do not answer delays no other; that thread asks
+//! the exporting bridge for the static config (a query on `<prefix>-config/<name>`,
 //! answered by the exporter's queryable), opens or creates the local service to match
 //! with [`local::open_like`] (or, with no answer, a plain Zenoh publisher's,
 //! [`local::open_default`] gives a `[u8]` service), creates the publisher, publishes
@@ -27,10 +29,10 @@
 //! The subscriber accepts remote samples only (`Locality::Remote`), so what this
 //! bridge exports is never imported back through its own session.
 //!
-//! Bad input never stops the import: an incompatible or malformed config marks the
-//! service skipped (logged once with its name and the reason; looked up again after
-//! [`RETRY`]), a payload the local pool cannot take is logged and counted, and every
-//! other service keeps flowing.
+//! Bad input never stops the import: an incompatible or malformed config, or an open
+//! that fails, marks the service skipped (logged with its name and the reason; looked
+//! up again after [`RETRY`], doubling while it keeps failing), a payload the local pool
+//! cannot take is logged and counted, and every other service keeps flowing.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -39,6 +41,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use iox_service::opener::{Backoff, OpenFailed, Opener};
 use iox_service::{SendBytesError, SendError, SendablePublisher, StaticConfig};
 use zenoh::Wait;
 use zenoh::bytes::ZBytes;
@@ -113,7 +116,8 @@ enum Local {
         _service: iox_service::PubSubService<[u8]>,
     },
     Skipped {
-        since: Instant,
+        /// When the next sample may have it opened again (the opener's back-off).
+        until: Instant,
     },
 }
 
@@ -144,9 +148,37 @@ pub fn run(session: zenoh::Session, pattern: Pattern, shared: Arc<ImportShared>)
             .wait()
             .map_err(|e| format!("cannot subscribe to {key}: {e}"))?
     };
+    // Each service is opened on a thread of its own (`iox_service::opener`): one whose
+    // holders do not answer delays no other.
+    let mut opener: Opener<Opened> = Opener::new(Backoff {
+        first: RETRY,
+        most: RETRY * 6,
+    });
     while !shared.stop.load(Ordering::Relaxed) {
-        match opening.recv_timeout(Duration::from_millis(100)) {
-            Ok(name) => importer.open_local(&session, &name),
+        for f in opener.finished() {
+            importer.settle(&f.name, f.result);
+        }
+        let wait = if opener.idle() {
+            Duration::from_millis(100)
+        } else {
+            Duration::from_millis(10)
+        };
+        match opening.recv_timeout(wait) {
+            Ok(name) => {
+                let (session, shared, key) = (session.clone(), shared.clone(), name.clone());
+                if !opener.open(&name, move || open(&session, &shared, &key)) {
+                    // Still being opened, or waiting out its back-off: the first sample
+                    // after that opens it.
+                    importer.settle(
+                        &name,
+                        Err(OpenFailed {
+                            why: "an open of it is in flight or backed off".into(),
+                            failures: 0,
+                            retry_in: RETRY,
+                        }),
+                    );
+                }
+            }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
@@ -181,7 +213,7 @@ impl Importer {
                 }
                 held.push_back(sample.payload().clone());
             }
-            Some(Local::Skipped { since }) if since.elapsed() < RETRY => {}
+            Some(Local::Skipped { until }) if Instant::now() < *until => {}
             _ => {
                 let stats = Arc::new(ImportStats::default());
                 stats.received.fetch_add(1, Ordering::Relaxed);
@@ -193,9 +225,9 @@ impl Importer {
         }
     }
 
-    /// The set-up thread: opens the local end of `name`, publishes what was held.
-    fn open_local(&self, session: &zenoh::Session, name: &str) {
-        let opened = open(session, &self.shared, name);
+    /// The set-up thread, once `name`'s open finished: publishes what was held and
+    /// lets the callbacks publish, or marks it skipped until its back-off passes.
+    fn settle(&self, name: &str, opened: Result<Opened, OpenFailed>) {
         let mut locals = crate::lock(&self.locals);
         let Some(Local::Opening { held, stats }) = locals.remove(name) else {
             return;
@@ -218,11 +250,12 @@ impl Importer {
                     _service: service,
                 }
             }
-            Err(why) => {
-                eprintln!("iox-zenoh: import of {name:?} skipped: {why}");
-                crate::lock(&self.shared.status).insert(name.to_owned(), ImportState::Skipped(why));
+            Err(failed) => {
+                eprintln!("iox-zenoh: import of {name:?} skipped: {failed}");
+                crate::lock(&self.shared.status)
+                    .insert(name.to_owned(), ImportState::Skipped(failed.why.clone()));
                 Local::Skipped {
-                    since: Instant::now(),
+                    until: Instant::now() + failed.retry_in,
                 }
             }
         };
@@ -294,7 +327,7 @@ fn split_header<'a>(parts: &[&'a [u8]], n: usize) -> (Vec<u8>, Vec<&'a [u8]>) {
 type Opened = (iox_service::PubSubService<[u8]>, SendablePublisher<[u8]>);
 
 /// Looks up the service's config, opens the local end, creates the publisher (and
-/// records its slot for the exporters' echo filter).
+/// records its slot for the exporters' echo filter). Runs on an opener's thread.
 fn open(session: &zenoh::Session, shared: &ImportShared, name: &str) -> Result<Opened, String> {
     let config = fetch_config(session, shared, name)?;
     let service = match &config {

@@ -1,4 +1,6 @@
-//! Opening the local end of a bridged service as bytes, whatever its payload type.
+//! Opening the local end of a bridged service as bytes, whatever its payload type,
+//! with the short timeout of a program that must not wait on one service
+//! (`iox_service::opener`; the callers open on an opener's threads).
 //!
 //! The bridge never knows payload types at compile time: it opens every service as
 //! `[u8]` with [`PubSubBuilder::carry_payload_type`](iox_service::PubSubBuilder::carry_payload_type) (and its schema), so the service keeps the identity
@@ -27,6 +29,7 @@
 
 use std::path::Path;
 
+use iox_service::opener::DAEMON_OPEN_TIMEOUT;
 use iox_service::{OpenError, PubSubConfig, PubSubService, Service, StaticConfig};
 
 /// Size classes (bytes per chunk, count) of a `[u8]` service the bridge creates for a
@@ -84,6 +87,7 @@ pub fn open_for_export(root: &Path, config: &StaticConfig) -> Result<PubSubServi
     Service::named(&config.name)?
         .root(root)
         .publish_subscribe::<[u8]>()
+        .timeout(DAEMON_OPEN_TIMEOUT)
         .carry_payload_type(config.payload.clone())
         .payload_schema_if(config)
         .header_if(config)
@@ -133,6 +137,7 @@ pub fn open_like(root: &Path, config: &StaticConfig) -> Result<PubSubService<[u8
         Ok(Service::named(name)?
             .root(root)
             .publish_subscribe::<[u8]>()
+            .timeout(DAEMON_OPEN_TIMEOUT)
             .carry_payload_type(config.payload.clone())
             .payload_schema_if(config)
             .header_if(config)
@@ -143,6 +148,7 @@ pub fn open_like(root: &Path, config: &StaticConfig) -> Result<PubSubService<[u8
         Ok(Service::named(name)?
             .root(root)
             .publish_subscribe::<[u8]>()
+            .timeout(DAEMON_OPEN_TIMEOUT)
             .carry_payload_type(config.payload.clone())
             .header_if(config)
             .like_config(config)
@@ -191,8 +197,12 @@ fn open_or_create(
 /// Opens the local `[u8]` service `name` for a key with no exporter config, creating it
 /// with [`DEFAULT_CLASSES`] if needed. An existing service must carry `[u8]`.
 pub fn open_default(root: &Path, name: &str) -> Result<PubSubService<[u8]>, LocalError> {
-    let builder =
-        || -> Result<_, LocalError> { Ok(Service::named(name)?.root(root).publish_subscribe::<[u8]>()) };
+    let builder = || -> Result<_, LocalError> {
+        Ok(Service::named(name)?
+            .root(root)
+            .publish_subscribe::<[u8]>()
+            .timeout(DAEMON_OPEN_TIMEOUT))
+    };
     open_or_create(
         name,
         || Ok(builder()?.open()),

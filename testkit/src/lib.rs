@@ -14,6 +14,7 @@
 //! the child with [`self_command`] and sets `.stdout(Stdio::piped())`.
 
 pub mod cuda_double;
+pub mod hostile;
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
