@@ -45,6 +45,28 @@ pub enum LoanError {
         /// Most elements a chunk holds.
         max: usize,
     },
+    /// A loan of bytes (bindings' raw loans) that are not a whole payload: not a whole
+    /// number of a slice's elements, or not one value of a typed payload.
+    #[error(
+        "a loan of {bytes} bytes is not {}",
+        if *slice { format!("a whole number of the payload's {element}-byte elements") } else { format!("one value of the payload ({element} bytes)") }
+    )]
+    NotWholePayload {
+        /// Bytes asked for.
+        bytes: usize,
+        /// The payload's element size (the value's, for a typed payload).
+        element: usize,
+        /// Whether the payload is a slice.
+        slice: bool,
+    },
+    /// A loan of more bytes than the largest chunk holds.
+    #[error("a loan of {bytes} bytes does not fit; the largest chunk holds {max} bytes of payload")]
+    TooManyBytes {
+        /// Bytes asked for.
+        bytes: usize,
+        /// Most payload bytes a chunk holds.
+        max: usize,
+    },
     /// The pool refused (exhausted, or corrupt).
     #[error(transparent)]
     Pool(#[from] iox_mempool::LoanError),

@@ -299,7 +299,8 @@ typedef struct IoxPoolInfo {
   void *base;
   // The mapping's length in bytes (whole pages).
   uint64_t len;
-  // The memory type's code (0 CPU, 1 page-locked, 2 CUDA-pinned, >= 0x100 users').
+  // The memory type's code (0 CPU, 1 page-locked, 2 CUDA-pinned, 3 CUDA device memory,
+  // >= 0x100 users').
   uint32_t memory_type;
   // How many size classes the pool has.
   uint32_t classes;
@@ -388,7 +389,8 @@ typedef struct IoxPubSubOptions {
   const char *root;
   // The payload type.
   struct IoxType payload;
-  // Memory type code (0 CPU, 1 page-locked, 2 CUDA-pinned, >= 0x100 users' own).
+  // Memory type code (0 CPU, 1 page-locked, 2 CUDA-pinned, 3 CUDA device memory, >= 0x100
+  // users' own).
   uint32_t memory_type;
   // Whether `memory_type` is set (on open: must match then).
   bool memory_type_set;

@@ -68,7 +68,8 @@ pub struct IoxPubSubOptions {
     pub root: *const c_char,
     /// The payload type.
     pub payload: IoxType,
-    /// Memory type code (0 CPU, 1 page-locked, 2 CUDA-pinned, >= 0x100 users' own).
+    /// Memory type code (0 CPU, 1 page-locked, 2 CUDA-pinned, 3 CUDA device memory, >= 0x100
+    /// users' own).
     pub memory_type: u32,
     /// Whether `memory_type` is set (on open: must match then).
     pub memory_type_set: bool,
@@ -130,7 +131,8 @@ pub struct IoxPoolInfo {
     pub base: *mut c_void,
     /// The mapping's length in bytes (whole pages).
     pub len: u64,
-    /// The memory type's code (0 CPU, 1 page-locked, 2 CUDA-pinned, >= 0x100 users').
+    /// The memory type's code (0 CPU, 1 page-locked, 2 CUDA-pinned, 3 CUDA device memory,
+    /// >= 0x100 users').
     pub memory_type: u32,
     /// How many size classes the pool has.
     pub classes: u32,

@@ -84,7 +84,10 @@ impl PyDevicePublisher {
             errors::other("the service's payload is not a slice of numbers: it carries no tensors")
         })?;
         let layout = crate::tensor::layout_arg(dtype, shape, strides)?;
-        let mut loan = self.inner.loan_tensor_on(s, &layout).map_err(errors::other)?;
+        let mut loan = self
+            .inner
+            .loan_tensor_on(s, &layout)
+            .map_err(errors::device_loan)?;
         Ok(PyDeviceLoan {
             keep: loan.pool_keep_alive(),
             device_ptr: loan.device_ptr(),
@@ -104,7 +107,7 @@ impl PyDevicePublisher {
         let (device_type, device_id): (i32, i32) = tensor.call_method0("__dlpack_device__")?.extract()?;
         let capsule = match device_type {
             KDL_CUDA if device_id != ordinal => {
-                return Err(PyBufferError::new_err(format!(
+                return Err(errors::tensor(format!(
                     "the tensor is on GPU {device_id}; the service's memory is on GPU {ordinal}"
                 )));
             }
@@ -118,7 +121,7 @@ impl PyDevicePublisher {
             }
             KDL_CPU | KDL_CUDA_HOST => tensor.call_method0("__dlpack__")?,
             other => {
-                return Err(PyBufferError::new_err(format!(
+                return Err(errors::tensor(format!(
                     "a tensor on DLPack device type {other}: iox copies from CUDA memory of the service's GPU or from host memory"
                 )));
             }
@@ -130,7 +133,7 @@ impl PyDevicePublisher {
             (KDL_CUDA, id) if id == ordinal => {}
             (KDL_CPU | KDL_CUDA_HOST, _) => {}
             (t, id) => {
-                return Err(PyBufferError::new_err(format!(
+                return Err(errors::tensor(format!(
                     "the tensor's memory is DLPack device ({t}, {id}); the service's is GPU {ordinal} (copied from there or from host memory)"
                 )));
             }
@@ -138,7 +141,7 @@ impl PyDevicePublisher {
         let mut loan = self
             .inner
             .loan_tensor_on(s, &source.layout)
-            .map_err(errors::other)?;
+            .map_err(errors::device_loan)?;
         let (dst, bytes) = (loan.device_ptr(), loan.len());
         if bytes > 0 {
             // SAFETY: the loan's chunk is ours until sent (after the copy, on the same

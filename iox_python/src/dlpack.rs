@@ -465,8 +465,8 @@ pub(crate) fn dlpack_stream(stream: Option<i64>) -> PyResult<Option<Stream>> {
     }
 }
 
-/// A tensor error as Python's `BufferError` (what DLPack's producers and consumers
-/// raise for a tensor that cannot be exchanged).
+/// A tensor error as `iox.TensorError` (an `iox.Error` and a `BufferError`, see
+/// `errors`).
 pub(crate) fn tensor_error(e: TensorError) -> PyErr {
-    PyBufferError::new_err(e.to_string())
+    crate::errors::tensor(e.to_string())
 }

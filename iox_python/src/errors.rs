@@ -6,8 +6,12 @@
 //! one on create is `ServiceExists`; an empty pool class is `PoolExhausted`; a loan
 //! beyond `max_loans` or samples beyond `max_held` are `LimitReached`; a send refused
 //! because numpy views of the loan are alive is `ViewsAlive`; a publisher or loan
-//! used from another thread than its publisher's is `WrongThread`; everything else
-//! is `Error`.
+//! used from another thread than its publisher's is `WrongThread`; a tensor refused
+//! (its element type, shape, strides, size or memory: a loan's layout, `send_tensor`'s
+//! argument, a damaged tensor record) is `TensorError`, which is also a `BufferError`
+//! (what DLPack code catches), whatever the refusal; everything else is `Error`.
+//! DLPack's own exchange (`__dlpack__` asked for a copy, another device or a stream it
+//! cannot order, an export made already) raises `BufferError`, as the protocol says.
 
 use iox_service::{CreateError, LoanError, OpenError, OpenOrCreateError, ReceiveError};
 use pyo3::create_exception;
@@ -63,8 +67,39 @@ create_exception!(
     "`send()` refused: numpy views of the loan are still alive."
 );
 
+/// `iox.TensorError`: made at import as a subclass of both `iox.Error` and Python's
+/// `BufferError` (a class `create_exception!` cannot make).
+static TENSOR_ERROR: pyo3::sync::PyOnceLock<Py<pyo3::types::PyType>> = pyo3::sync::PyOnceLock::new();
+
+fn tensor_error_type(py: Python<'_>) -> PyResult<&Py<pyo3::types::PyType>> {
+    TENSOR_ERROR.get_or_try_init(py, || {
+        let namespace = pyo3::types::PyDict::new(py);
+        namespace.set_item("__module__", "iox")?;
+        namespace.set_item(
+            "__doc__",
+            "A tensor refused: its element type, shape, strides, size or memory (an iox.Error and a BufferError).",
+        )?;
+        let bases = (py.get_type::<Error>(), py.get_type::<pyo3::exceptions::PyBufferError>());
+        let made = py
+            .import("builtins")?
+            .getattr("type")?
+            .call1(("TensorError", bases, namespace))?;
+        Ok(made.cast_into::<pyo3::types::PyType>()?.unbind())
+    })
+}
+
+/// An `iox.TensorError` saying `msg`.
+pub(crate) fn tensor(msg: impl Into<String>) -> PyErr {
+    let msg = msg.into();
+    Python::attach(|py| match tensor_error_type(py) {
+        Ok(ty) => PyErr::from_type(ty.bind(py).clone(), msg),
+        Err(e) => e,
+    })
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    m.add("TensorError", tensor_error_type(py)?.bind(py))?;
     m.add("Error", py.get_type::<Error>())?;
     m.add("IncompatibleService", py.get_type::<IncompatibleService>())?;
     m.add("ServiceNotFound", py.get_type::<ServiceNotFound>())?;
@@ -121,6 +156,25 @@ pub(crate) fn loan(e: &LoanError) -> PyErr {
         LoanError::Pool(iox_mempool::LoanError::Exhausted { .. }) => PoolExhausted::new_err(msg),
         LoanError::TooManyLoans { .. } => LimitReached::new_err(msg),
         _ => Error::new_err(msg),
+    }
+}
+
+/// A tensor loan's refusal: the layout (`TensorError`), or no chunk (as [`loan`]).
+pub(crate) fn tensor_loan(e: iox_service::TensorLoanError) -> PyErr {
+    match e {
+        iox_service::TensorLoanError::Loan(l) => loan(&l),
+        iox_service::TensorLoanError::Tensor(t) => tensor(t.to_string()),
+        e => other(e),
+    }
+}
+
+/// A device loan's refusal: the layout (`TensorError`), or no chunk (as [`loan`]).
+#[cfg(feature = "cuda")]
+pub(crate) fn device_loan(e: iox_service::DeviceLoanError) -> PyErr {
+    match e {
+        iox_service::DeviceLoanError::Loan(l) => loan(&l),
+        iox_service::DeviceLoanError::Tensor(t) => tensor(t.to_string()),
+        e => other(e),
     }
 }
 

@@ -89,7 +89,7 @@ impl PyTensorPublisher {
     ) -> PyResult<PyTensorLoan> {
         let _ = stream; // host memory: nothing to order
         let layout = layout_arg(self.inner.element_type(), shape, strides)?;
-        let mut loan = self.inner.loan_tensor(&layout).map_err(errors::other)?;
+        let mut loan = self.inner.loan_tensor(&layout).map_err(errors::tensor_loan)?;
         let ptr = loan.as_mut_ptr();
         // SAFETY: the loan's chunk holds `len` bytes and is ours until sent.
         unsafe { std::ptr::write_bytes(ptr, 0, loan.len()) };
@@ -116,7 +116,7 @@ impl PyTensorPublisher {
                 tensor.call_method("__dlpack__", (), Some(&kwargs))?
             }
             other => {
-                return Err(PyBufferError::new_err(format!(
+                return Err(errors::tensor(format!(
                     "a tensor on DLPack device type {other}: a host service takes host or CUDA memory"
                 )));
             }
@@ -124,12 +124,15 @@ impl PyTensorPublisher {
         let source = dlpack::Imported::take(capsule)?;
         // The capsule's own device decides the copy.
         if !matches!(source.device.0, KDL_CPU | KDL_CUDA_HOST | KDL_CUDA) {
-            return Err(PyBufferError::new_err(format!(
+            return Err(errors::tensor(format!(
                 "the tensor's memory is DLPack device {:?}: a host service takes host or CUDA memory",
                 source.device
             )));
         }
-        let mut loan = self.inner.loan_tensor(&source.layout).map_err(errors::other)?;
+        let mut loan = self
+            .inner
+            .loan_tensor(&source.layout)
+            .map_err(errors::tensor_loan)?;
         let (dst, bytes) = (loan.as_mut_ptr(), loan.len());
         if bytes == 0 {
             // Nothing to copy (an empty tensor's data pointer may be null).

@@ -203,3 +203,31 @@ def _child_opens_its_own_service(i):
     pub.send(np.uint32(i))
     got = sub.receive(timeout=5.0)
     return int(got.array) if got is not None else -1
+
+
+def test_a_replaced_static_config_is_reported_at_once(root):
+    """A static config replaced beside its live service (by hand, or by another user)
+    no longer matches the service's shared memory; waiting mends nothing, so another
+    process's open says so at once instead of waiting out its 10 s timeout."""
+    import glob
+    import time
+    svc = iox.Service("replaced/config").publish_subscribe(np.uint32).create()
+    [config] = glob.glob(os.path.join(root, "*.service"))
+    with open(config) as f:
+        text = f.read()
+    with open(config, "w") as f:
+        f.write(text + "\n")              # the same settings, another text: another hash
+    started = time.monotonic()
+    p = spawn_python("""
+        import iox, numpy as np
+        try:
+            iox.Service("replaced/config").publish_subscribe(np.uint32).open()
+        except iox.Error as e:
+            print(e)
+    """)
+    out, err = p.communicate(timeout=60)
+    took = time.monotonic() - started
+    assert p.returncode == 0, err
+    assert "belongs to another static config" in out and "remove the service" in out, out
+    assert took < 5, f"reported after {took:.1f} s"
+    del svc

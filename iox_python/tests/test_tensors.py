@@ -128,12 +128,19 @@ def test_plain_publishers_bad_layouts_and_unconsumed_capsules(root):
         svc.publisher()
     pub = svc.tensor_publisher()
     sub = svc.tensor_subscriber()
-    with pytest.raises(iox.Error, match="80 bytes; 64 bytes fit"):
+    # Every refusal of a tensor, whatever is wrong with it, is one type: iox.TensorError
+    # (an iox.Error and a BufferError).
+    with pytest.raises(iox.TensorError, match="80 bytes; 64 bytes fit"):
         pub.loan((4, 5))
-    with pytest.raises(iox.Error, match="float64 on a service of float32"):
+    with pytest.raises(iox.TensorError, match="stride -1"):
+        pub.loan(4, strides=[-1])
+    with pytest.raises(iox.TensorError, match="9 dimensions"):
+        pub.loan((1,) * 9)
+    with pytest.raises(iox.TensorError, match="float64 on a service of float32"):
         pub.send_tensor(np.zeros(4))
-    with pytest.raises(BufferError, match="negative strides"):
+    with pytest.raises(iox.TensorError, match="negative strides"):
         pub.send_tensor(np.arange(4, dtype=np.float32)[::-1])
+    assert issubclass(iox.TensorError, iox.Error) and issubclass(iox.TensorError, BufferError)
 
     def used():
         return sum(u for _, _, u in iox.pool_usage("faults/host-tensors"))

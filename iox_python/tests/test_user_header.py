@@ -103,8 +103,8 @@ def test_a_rust_header_service_opens_without_dtypes(root, rust_examples):
         # Declaring the payload but not the header is refused, naming both sides and
         # both ways out.
         with pytest.raises(iox.IncompatibleService,
-                           match=r"carries a user header FrameHeader \(size 32, alignment 8\), not no user "
-                                 r"header.*user_header=.*publish_subscribe\(\) and no dtype"):
+                           match=r"carries a user header FrameHeader \(size 32, alignment 8\), and this program "
+                                 r"declared none.*user_header=.*publish_subscribe\(\) and no dtype"):
             open_when_created(lambda: iox.Service(CAMERA).publish_subscribe(bytes, max_len=MAX_PIXELS), rust)
         svc = iox.Service(CAMERA).publish_subscribe().open()
         assert svc.header_dtype == FRAME_HEADER.dtype  # names, offsets, sub-array, itemsize
@@ -215,7 +215,7 @@ def test_header_mismatches_name_both_sides(root):
     assert iox.Service(CAMERA).publish_subscribe(user_header=FRAME_HEADER).open().user_header == svc.user_header
     # A header where the service has none.
     plain = iox.Service("py/plain").publish_subscribe(np.uint32).create()
-    with pytest.raises(iox.IncompatibleService, match=r"carries no user header, not a user header FrameHeader"):
+    with pytest.raises(iox.IncompatibleService, match=r"carries no user header, and this program declared a user header FrameHeader"):
         iox.Service("py/plain").publish_subscribe(np.uint32, user_header=FRAME_HEADER).open()
     assert plain.user_header is None and plain.header_dtype is None and plain.header_schema is None
 

@@ -37,7 +37,11 @@ fn raw_and_typed_ports_share_a_service_both_ways() {
     let mut loan = client.loan_raw(8).unwrap();
     assert!(matches!(
         client.loan_raw(7),
-        Err(LoanError::SliceTooLong { len: 7, .. })
+        Err(LoanError::NotWholePayload {
+            bytes: 7,
+            element: 8,
+            slice: false
+        })
     ));
     // SAFETY: 8 bytes, aligned for u64 (the loan's promise).
     unsafe { loan.as_mut_ptr().cast::<u64>().write(41) };

@@ -3,7 +3,9 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-/// Runs the `iox` binary with `--root root` and `args`.
+/// Runs the `iox` binary with `--root root` and `args`. (Not every test file that
+/// includes this module runs one to its end.)
+#[allow(dead_code)]
 pub fn iox(root: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_iox"))
         .arg("--root")

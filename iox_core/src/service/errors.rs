@@ -132,11 +132,7 @@ fn not_carriable(payload: &PayloadType) -> String {
 
 /// What [`OpenError::IncompatibleUserHeader`] found.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error(
-    "service {name:?} carries {}, not {}: declare the service's header (`.user_header::<T>()` in Rust, `user_header=` in Python) with the same type, or use another service name",
-    header_text(.found.as_ref()),
-    header_text(.requested.as_ref())
-)]
+#[error("service {name:?} {}", header_mismatch_text(.found.as_ref(), .requested.as_ref()))]
 pub struct UserHeaderMismatch {
     /// The service.
     pub name: String,
@@ -146,11 +142,16 @@ pub struct UserHeaderMismatch {
     pub found: Option<PayloadType>,
 }
 
-/// A user header as an error message names it.
-fn header_text(h: Option<&PayloadType>) -> String {
-    match h {
-        Some(h) => format!("a user header {h}"),
-        None => "no user header".into(),
+/// What differs, in plain words: the service's header against the caller's.
+fn header_mismatch_text(found: Option<&PayloadType>, requested: Option<&PayloadType>) -> String {
+    const DECLARE: &str = "declare the service's header (`.user_header::<T>()` in Rust, `user_header=` in Python) with the same type, or use another service name";
+    match (found, requested) {
+        (Some(f), Some(r)) => format!("carries a user header {f}, not a user header {r}: {DECLARE}"),
+        (Some(f), None) => format!("carries a user header {f}, and this program declared none: {DECLARE}"),
+        (None, Some(r)) => format!(
+            "carries no user header, and this program declared a user header {r}: open it without a header, or use another service name"
+        ),
+        (None, None) => "carries no user header".into(),
     }
 }
 

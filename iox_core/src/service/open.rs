@@ -62,8 +62,13 @@ pub(super) fn try_open(
     match dynamic.attach(&config, hash) {
         Ok(()) => {}
         Err(DynamicError::OtherIncarnation) => {
-            // A dynamic segment of another incarnation of the service (it is being
-            // removed or re-created right now), or tampering; retry until the timeout.
+            // A dynamic segment of another incarnation than the static config read:
+            // the service was removed and re-created since (then the file beside it
+            // changed too: read it again), or one of the two files was replaced, which
+            // no waiting mends (the file is the same: say so at once).
+            if StaticConfig::read(&config_path).is_ok_and(|(_, h)| h == hash) {
+                return Attempt::Failed(open_failure(t, DynamicError::OtherIncarnation));
+            }
             return Attempt::Retry(format!(
                 "{} belongs to another static config than {}",
                 dynamic.path().display(),

@@ -206,8 +206,10 @@ pub enum Corruption {
     /// A dynamic segment in use whose static config is missing.
     #[error("in use, but its static config is missing")]
     NoStaticConfig,
-    /// The dynamic segment belongs to another static config.
-    #[error("belongs to another static config")]
+    /// The dynamic segment belongs to another static config than the one beside it.
+    #[error(
+        "belongs to another static config than the one beside it (one of the two was replaced, by hand or by another user); remove the service and create it again"
+    )]
     OtherIncarnation,
     /// The file could not be read as a dynamic segment.
     #[error("unreadable: {0}")]

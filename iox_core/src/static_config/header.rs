@@ -34,11 +34,8 @@ pub(super) fn check(c: &StaticConfig, header: &HeaderType) -> Result<(), Invalid
         ));
     };
     let (size, align) = (header.size(), header.alignment());
-    if !align.is_power_of_two() || align > c.layout.alignment() {
-        return fail(format!(
-            "alignment {align} is not a power of two up to the pool's alignment {}",
-            c.layout.alignment()
-        ));
+    if let Some(problem) = super::alignment_problem(align, c.layout.alignment()) {
+        return fail(format!("alignment {align} {problem}"));
     }
     let offset = checked_payload_offset(size, c.payload.alignment());
     let end = offset.and_then(|o| o.checked_add(c.payload.element_size()));

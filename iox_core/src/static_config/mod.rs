@@ -416,7 +416,10 @@ pub enum InvalidConfig {
     #[error("permissions {0:#o} must be bits of 0o777 including 0o600")]
     Permissions(u32),
     /// The payload's alignment is invalid or above the pool's.
-    #[error("payload alignment {align} is not a power of two up to the pool's alignment {pool}")]
+    #[error(
+        "payload alignment {align} {}",
+        alignment_problem(*align, *pool).unwrap_or_default()
+    )]
     PayloadAlignment {
         /// The payload's alignment.
         align: usize,
@@ -670,4 +673,18 @@ impl StaticConfig {
 /// Hash identifying one static config text.
 pub fn text_hash(text: &str) -> u64 {
     xxhash_rust::xxh3::xxh3_64(text.as_bytes())
+}
+
+/// What is wrong with an alignment `align` in a pool aligned to `pool`, in words an
+/// error message ends with (`None`: nothing).
+pub(crate) fn alignment_problem(align: usize, pool: usize) -> Option<String> {
+    if !align.is_power_of_two() {
+        Some("is not a power of two".into())
+    } else if align > pool {
+        Some(format!(
+            "is above the pool's alignment {pool} (chunks are aligned only to that)"
+        ))
+    } else {
+        None
+    }
 }

@@ -31,7 +31,8 @@ from ._blackboard import Blackboard, BlackboardBuilder, BlackboardReader, Blackb
 from ._iox import (  # noqa: F401
     Error, IncompatibleService, LimitReached, Loan, Listener, Notifier, PoolExhausted,
     Publisher, PubSubService, EventService, Sample, ServiceExists, ServiceNotFound,
-    Subscriber, ViewsAlive, WrongThread, TensorPublisher, TensorLoan, TensorSubscriber, TensorSample,
+    Subscriber, ViewsAlive, WrongThread, TensorError, TensorPublisher, TensorLoan, TensorSubscriber,
+    TensorSample,
 )
 from ._types import Type, array_name, element
 from . import ros2  # noqa: E402,F401  (iox.ros2: ROS 2 messages and images)
@@ -45,7 +46,7 @@ __all__ = [
     "ServiceNotFound", "ServiceExists", "PoolExhausted", "LimitReached", "ViewsAlive", "WrongThread",
     "PubSubService", "Publisher", "Loan", "Subscriber", "Sample", "EventService", "Notifier",
     "Listener", "Blackboard", "BlackboardBuilder", "BlackboardReader", "BlackboardWriter",
-    "TensorPublisher", "TensorLoan", "TensorSubscriber", "TensorSample",
+    "TensorError", "TensorPublisher", "TensorLoan", "TensorSubscriber", "TensorSample",
 ]
 
 # Device-memory ports: in a package built with the `cuda` feature (the default; the

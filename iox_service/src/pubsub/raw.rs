@@ -17,6 +17,7 @@
 //! The inner loan/sample is typed `[u8]` with the user word as its length, which is
 //! never more than the bytes (so its own accessors stay in bounds), but is not used.
 
+use crate::PayloadType;
 use crate::port::LoanError;
 use crate::publisher::{Publisher, SendError};
 use crate::sample::{DevicePtrError, Sample, SampleMutUninit};
@@ -170,22 +171,18 @@ impl RawSample {
 impl Publisher<[u8]> {
     /// Loans a chunk for `bytes` bytes of the recorded payload: its size for a typed
     /// payload, a multiple of the element size for a slice (else
-    /// [`LoanError::SliceTooLong`] names the nearest fitting length in elements).
+    /// [`LoanError::NotWholePayload`]); more than the largest chunk holds is
+    /// [`LoanError::TooManyBytes`].
     #[inline]
     pub fn loan_raw(&self, bytes: usize) -> Result<RawLoan, LoanError> {
         let payload = self.recorded_payload();
-        let element = payload.element_size();
         let Some(word) = payload.elements_in(bytes) else {
-            return Err(LoanError::SliceTooLong {
-                len: bytes,
-                max: self.max_slice_len().saturating_sub(self.payload_offset()) / element.max(1)
-                    * element.max(1),
-            });
+            return Err(not_whole(payload, bytes));
         };
         let offset = self.payload_offset();
         let Some(in_chunk) = offset.checked_add(bytes) else {
-            return Err(LoanError::SliceTooLong {
-                len: bytes,
+            return Err(LoanError::TooManyBytes {
+                bytes,
                 max: self.max_slice_len().saturating_sub(offset),
             });
         };
@@ -233,5 +230,14 @@ impl Subscriber<[u8]> {
             });
         }
         Ok(RawSample { sample, bytes })
+    }
+}
+
+/// [`LoanError::NotWholePayload`] of a loan of `bytes` bytes of `payload`.
+pub(crate) fn not_whole(payload: &PayloadType, bytes: usize) -> LoanError {
+    LoanError::NotWholePayload {
+        bytes,
+        element: payload.element_size(),
+        slice: matches!(payload, PayloadType::Slice { .. }),
     }
 }

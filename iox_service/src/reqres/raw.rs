@@ -35,13 +35,18 @@ pub(crate) fn recorded(config: &StaticConfig) -> (&PayloadType, &PayloadType) {
     (&config.payload, response)
 }
 
-/// The user word for a loan of `bytes` bytes of `payload`, or the error naming what fits.
+/// The user word for a loan of `bytes` bytes of `payload`, or the error saying why not.
 fn word_for(payload: &PayloadType, bytes: usize, max_bytes: usize) -> Result<usize, LoanError> {
-    let element = payload.element_size().max(1);
-    payload.elements_in(bytes).ok_or(LoanError::SliceTooLong {
-        len: bytes,
-        max: max_bytes / element * element,
-    })
+    let word = payload
+        .elements_in(bytes)
+        .ok_or_else(|| crate::pubsub::raw::not_whole(payload, bytes))?;
+    if bytes > max_bytes {
+        return Err(LoanError::TooManyBytes {
+            bytes,
+            max: max_bytes,
+        });
+    }
+    Ok(word)
 }
 
 impl RequestResponseBuilder<[u8], [u8]> {
