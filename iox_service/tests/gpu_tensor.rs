@@ -61,6 +61,9 @@ fn tensors_arrive_with_their_type_shape_and_strides() {
             assert_eq!(publisher.max_bytes(), MAX * 4);
             publisher.wait_for_subscribers(1, WAIT).unwrap();
             let stream = OwnedStream::new(0).unwrap();
+            // Bytes that are no whole number of elements are refused, saying so in bytes.
+            let e = publisher.loan_on(stream.stream(), 6).unwrap_err().to_string();
+            assert!(e.contains("6 bytes") && e.contains("4-byte elements"), "{e}");
             for (i, layout) in layouts().into_iter().enumerate() {
                 let mut loan = if i == 2 {
                     publisher.loan_on(stream.stream(), 48).unwrap()
