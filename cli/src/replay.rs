@@ -219,7 +219,15 @@ pub fn replay(root: &Path, args: ReplayArgs) -> Result<u8, Failure> {
         }
     }
     let Some(t0) = first_time else {
-        return Err(fail(CORRUPT, "no message could be read from the recording"));
+        let why = if damaged.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", damaged.join("; "))
+        };
+        return Err(fail(
+            CORRUPT,
+            format!("no message could be read from the recording{why}"),
+        ));
     };
     if targets.values().all(Option::is_none) {
         if refused > 0 {

@@ -54,6 +54,15 @@ fn a_record_length_of_u64_max_is_damage_not_a_crash() {
     replay_refuses(&file, 3, "no message could be read");
 }
 
+/// A chunk whose record claims more bytes than the chunk holds (found by the fuzzer:
+/// MCAP's own chunk walk subtracted past zero and panicked).
+#[test]
+fn a_chunk_record_longer_than_its_chunk_is_damage_not_a_crash() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fuzz/corpus/mcap/crash-chunk-record-past-its-chunk.mcap");
+    replay_refuses(&file, 3, "a chunk whose CRC does not match");
+}
+
 #[test]
 fn ros_definitions_that_never_end_are_refused() {
     let dir = tempfile::tempdir().unwrap();
