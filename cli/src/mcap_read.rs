@@ -5,9 +5,12 @@
 //! - no record, and no chunk's records taken together, is longer than the file: a
 //!   length field past that (up to `u64::MAX`) is a damaged record, read no further,
 //!   never added to an offset or allocated;
-//! - only the records a replay needs are decoded (schemas, channels, messages); every
-//!   other kind (attachments, indexes, statistics, metadata, the summary) is stepped
-//!   over by its length without being parsed;
+//! - only the records a replay needs are decoded (schemas, channels, messages, and
+//!   chunks' headers); every other kind (attachments, indexes, statistics, metadata,
+//!   the summary) is stepped over by its length without being parsed; before one is
+//!   decoded, every length-prefixed string and map in it is checked to end inside the
+//!   record (MCAP's decoder reserves a string's stated length before it reads it, so a
+//!   few bytes claiming 4 GiB would be an allocation the file asks for);
 //! - chunks are read as stored: compressed ones are refused (this tool is built
 //!   without decompressors), so no decompressed size the file claims is allocated;
 //!   a chunk's records are walked here, each within the chunk;
@@ -103,6 +106,9 @@ fn chunk<E>(
     known: &mut Known,
     each: &mut impl FnMut(&Message<'_>) -> Result<(), E>,
 ) -> Result<Result<(), String>, E> {
+    if !lengths_fit(op::CHUNK, data) {
+        return Ok(Err("a chunk whose header has a length past its end".into()));
+    }
     let (header, records) = match mcap::parse_record(op::CHUNK, data) {
         Ok(Record::Chunk { header, data }) => (header, data),
         Ok(_) => return Ok(Err("a chunk record that is no chunk".into())),
@@ -155,6 +161,11 @@ impl Known {
     ) -> Result<Result<(), String>, E> {
         if !matches!(opcode, op::SCHEMA | op::CHANNEL | op::MESSAGE) {
             return Ok(Ok(()));
+        }
+        if !lengths_fit(opcode, data) {
+            return Ok(Err(format!(
+                "a record (opcode {opcode:#04x}) with a length past its end"
+            )));
         }
         let record = match mcap::parse_record(opcode, data) {
             Ok(r) => r,
@@ -215,5 +226,64 @@ impl Known {
             _ => {}
         }
         Ok(Ok(()))
+    }
+}
+
+/// Whether every length-prefixed string and map of a record (`body`, of kind `opcode`:
+/// a schema, a channel or a chunk; other kinds have none that are decoded) ends inside
+/// it, so decoding it allocates at most what the record holds. The fields before and
+/// between them are stepped over by their fixed sizes (MCAP's record layouts).
+fn lengths_fit(opcode: u8, body: &[u8]) -> bool {
+    let mut at = Cursor(body);
+    match opcode {
+        // id, name, encoding (the data's own length is checked by the decoder).
+        op::SCHEMA => at.skip(2) && at.string() && at.string(),
+        // id, schema id, topic, message encoding, metadata (a map of strings).
+        op::CHANNEL => at.skip(4) && at.string() && at.string() && at.string_map(),
+        // start, end, uncompressed size, CRC, compression.
+        op::CHUNK => at.skip(8 + 8 + 8 + 4) && at.string(),
+        _ => true,
+    }
+}
+
+/// What is left of a record, read from the front.
+struct Cursor<'a>(&'a [u8]);
+
+impl Cursor<'_> {
+    fn skip(&mut self, n: usize) -> bool {
+        match self.0.get(n..) {
+            Some(rest) => {
+                self.0 = rest;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn u32(&mut self) -> Option<usize> {
+        let (len, rest) = self.0.split_first_chunk::<4>()?;
+        self.0 = rest;
+        usize::try_from(u32::from_le_bytes(*len)).ok()
+    }
+
+    /// A `uint32` length and that many bytes.
+    fn string(&mut self) -> bool {
+        self.u32().is_some_and(|n| self.skip(n))
+    }
+
+    /// A `uint32` byte length, then strings (keys and values) that fill it exactly.
+    fn string_map(&mut self) -> bool {
+        let Some(n) = self.u32() else { return false };
+        let Some((map, rest)) = self.0.split_at_checked(n) else {
+            return false;
+        };
+        self.0 = rest;
+        let mut entries = Cursor(map);
+        while !entries.0.is_empty() {
+            if !(entries.string() && entries.string()) {
+                return false;
+            }
+        }
+        true
     }
 }

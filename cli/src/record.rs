@@ -243,13 +243,15 @@ fn receive(root: &Path, args: &RecordArgs, queue: &Queue) -> Result<(u64, u64), 
     let mut recorded: Vec<Recorded> = Vec::new();
     let (mut received, mut dropped) = (0u64, 0u64);
     let mut skipped: Vec<String> = Vec::new();
+    // Reasons an open failed, each said once.
+    let mut said = std::collections::HashSet::new();
     let mut said_waiting = false;
     // Opens the services to record off this thread (`iox_service::opener`).
     let mut opener: Opener<(Topic, Subscriber<[u8]>)> = Opener::new(Backoff::default());
     // A ROS 2 channel's sample, copied out before it is encoded.
     let mut scratch = Vec::new();
     loop {
-        for r in opened(&mut opener, recorded.len(), &mut skipped, &queue.announce)? {
+        for r in opened(&mut opener, recorded.len(), &mut said, &queue.announce)? {
             eprintln!("recording {} ({})", r.topic.name, r.topic.config.payload);
             recorded.push(r);
         }
@@ -387,7 +389,7 @@ fn scan(
 fn opened(
     opener: &mut Opener<(Topic, Subscriber<[u8]>)>,
     next: usize,
-    said: &mut Vec<String>,
+    said: &mut std::collections::HashSet<String>,
     announce: &Sender<Announcement>,
 ) -> Result<Vec<Recorded>, Failure> {
     let mut found = Vec::new();
@@ -396,9 +398,8 @@ fn opened(
             Ok(opened) => opened,
             Err(failed) => {
                 let line = format!("iox: not recording {} yet: {}", f.name, failed.why);
-                if !said.contains(&line) {
+                if said.insert(line.clone()) {
                     eprintln!("{line} (trying again)");
-                    said.push(line);
                 }
                 continue;
             }

@@ -1,8 +1,12 @@
 //! Every committed corpus input through its target, in a plain test build (no fuzzer):
 //! the reported crash inputs (`crash-*`) and everything the fuzzer kept stay handled.
-//! A panic names the target and the file; every target has a corpus.
+//! A panic names the target and the file; every target has a corpus. An allocation
+//! above `iox_fuzz::MAX_ALLOCATION` aborts the test, as it does the fuzzer.
 
 use std::path::Path;
+
+#[global_allocator]
+static ALLOC: iox_fuzz::LimitedAlloc = iox_fuzz::LimitedAlloc;
 
 #[test]
 fn every_corpus_input_is_handled_by_its_target() {

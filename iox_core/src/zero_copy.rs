@@ -320,11 +320,17 @@ unsafe impl ZeroCopySafe for bool {
 
     #[inline]
     unsafe fn all_valid(ptr: *const Self, len: usize) -> bool {
-        // SAFETY: `len` readable, initialised bytes (the caller's duty), read as bytes.
-        let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
         // Every byte at most 1: no bit above bit 0 in any of them (one OR over all,
-        // which vectorises).
-        bytes.iter().fold(0u8, |seen, &b| seen | b) <= 1
+        // which vectorises). Read through the raw pointer, byte by byte: no reference
+        // to memory another process may be writing.
+        let bytes = ptr.cast::<u8>();
+        let mut seen = 0u8;
+        for i in 0..len {
+            // SAFETY: byte `i` of the `len` readable, initialised bytes the caller
+            // vouches for.
+            seen |= unsafe { bytes.add(i).read() };
+        }
+        seen <= 1
     }
 
     fn schema() -> Schema {

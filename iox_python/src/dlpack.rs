@@ -103,14 +103,26 @@ unsafe extern "C" fn delete(managed: *mut DlManagedTensor) {
         // SAFETY: made by `Box::into_raw` of a `Managed<DlManagedTensor>` (whose first
         // field is the head) in `export`, deleted once (DLPack's contract: the consumer
         // calls it once; the capsule destructor only for an unconsumed capsule).
-        drop(unsafe { Box::from_raw(managed.cast::<Managed<DlManagedTensor>>()) });
+        drop_attached(unsafe { Box::from_raw(managed.cast::<Managed<DlManagedTensor>>()) });
     }
 }
 
 unsafe extern "C" fn delete_versioned(managed: *mut DlManagedTensorVersioned) {
     if !managed.is_null() {
         // SAFETY: as `delete`, for the versioned head.
-        drop(unsafe { Box::from_raw(managed.cast::<Managed<DlManagedTensorVersioned>>()) });
+        drop_attached(unsafe { Box::from_raw(managed.cast::<Managed<DlManagedTensorVersioned>>()) });
+    }
+}
+
+/// Drops what a deleter freed while attached to the interpreter, so the Python
+/// references its owner holds (a loan's cell) go now, on this thread: a consumer calls
+/// the deleter outside pyo3, which would otherwise defer them to whichever thread next
+/// enters iox, where a thread-bound loan cell could not be dropped (its chunk kept).
+/// During interpreter shutdown, dropped as it is.
+fn drop_attached<T>(managed: T) {
+    let mut managed = Some(managed);
+    if Python::try_attach(|_| drop(managed.take())).is_none() {
+        drop(managed);
     }
 }
 
@@ -168,7 +180,9 @@ pub(crate) fn refuse_copies(
 /// views): writing through one after the send would change what subscribers read, and
 /// no consumer's memory can be taken back. A loan closed or dropped unsent gives its
 /// chunk back when the last view is gone (the cell goes then), never while one can
-/// still write it.
+/// still write it. The cell belongs to the loan's thread (the loan does): a last view
+/// freed on another thread keeps the chunk until the process ends (pyo3 does not drop
+/// a thread-bound object elsewhere, and warns), as for a plain loan's numpy arrays.
 pub(crate) struct LoanViews<L: 'static> {
     cell: std::cell::RefCell<Option<Py<LoanCell>>>,
     _loan: std::marker::PhantomData<L>,

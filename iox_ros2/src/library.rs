@@ -20,8 +20,9 @@ use thiserror::Error;
 
 use crate::msg::{self, BaseType, MsgDef, ParseError};
 
-/// The deepest a message type may nest others (a field of a message type whose field
-/// is of a message type ...): ROS's own messages nest a handful deep.
+/// The deepest a message type may nest others, in types below it (a field of a message
+/// type whose field is of a message type ...: a chain of `MAX_DEPTH + 1` types is the
+/// deepest accepted): ROS's own messages nest a handful deep.
 pub const MAX_DEPTH: usize = 64;
 
 /// Why a message type could not be loaded.
@@ -186,6 +187,7 @@ impl Library {
                     continue;
                 };
                 if done.contains_key(used.as_str()) {
+                    // `used` is `path.len()` types below `top`, with its own depth below.
                     if path.len() + done[used.as_str()] > MAX_DEPTH {
                         return Err(LoadError::TooDeep(top.clone()));
                     }
@@ -200,7 +202,8 @@ impl Library {
                         user: name.to_owned(),
                     });
                 };
-                if path.len() >= MAX_DEPTH {
+                // `used` would be `path.len()` types below `top`.
+                if path.len() > MAX_DEPTH {
                     return Err(LoadError::TooDeep(top.clone()));
                 }
                 path.push((used, 0));
@@ -279,7 +282,8 @@ impl Library {
         if stack.iter().any(|s| s == full) {
             return Err(LoadError::Recursive(full.to_owned()));
         }
-        if stack.len() >= MAX_DEPTH {
+        // `full` is `stack.len()` types below the one loaded first.
+        if stack.len() > MAX_DEPTH {
             return Err(LoadError::TooDeep(stack[0].clone()));
         }
         let def = self.read(full)?;

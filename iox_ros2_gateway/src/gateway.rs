@@ -395,7 +395,9 @@ impl Scanner {
                 .or_insert_with(|| Arc::new(usize::MAX.into()))
                 .clone();
             let started = match f.result {
-                Ok(opened) => Export::start(&self.ros, opened, own),
+                // A failure after the open (the ROS publisher) is backed off too.
+                Ok(opened) => Export::start(&self.ros, opened, own)
+                    .map_err(|why| self.opener.failed_later(&name, why).why),
                 Err(failed) => Err(failed.why),
             };
             let mut guard = crate::lock(&self.exports);

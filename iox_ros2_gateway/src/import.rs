@@ -275,8 +275,15 @@ impl Importer {
     fn start_opened(&mut self, imports: &mut Vec<Import>) {
         for f in self.opener.finished() {
             let name = f.name;
-            let opened = f.result.map_err(|failed| failed.why);
-            match opened.and_then(|o| self.start(&name, o)) {
+            let started = match f.result {
+                // A failure after the open (the publisher, the ROS subscription) is
+                // backed off too.
+                Ok(opened) => self
+                    .start(&name, opened)
+                    .map_err(|why| self.opener.failed_later(&name, why).why),
+                Err(failed) => Err(failed.why),
+            };
+            match started {
                 Ok((import, info)) => {
                     eprintln!(
                         "iox-ros2: importing {} ({}, {}, {}) into {name:?}",

@@ -155,28 +155,33 @@ impl ServiceScanner {
     /// and starts their threads.
     fn start_opened(&mut self) {
         for f in self.opener.finished() {
-            let result = f.result.map_err(|failed| failed.why).and_then(
-                |(direction, ros_name, type_name, service)| match direction {
-                    Direction::Export => {
-                        let server = self
-                            .ros
-                            .service_server(&ros_name, &type_name)
-                            .map_err(|e| e.to_string())?;
-                        spawn(ros_name, type_name, direction, &self.stop, move |stats, stop| {
-                            export(service, server, stats, stop)
-                        })
-                    }
-                    Direction::Import => {
-                        let client = self
-                            .ros
-                            .service_client(&ros_name, &type_name)
-                            .map_err(|e| e.to_string())?;
-                        spawn(ros_name, type_name, direction, &self.stop, move |stats, stop| {
-                            import(service, client, stats, stop)
-                        })
-                    }
-                },
-            );
+            let Ok((direction, ros_name, type_name, service)) = f.result else {
+                let why = f.result.err().map(|failed| failed.why).unwrap_or_default();
+                self.record(&f.name, Err(why));
+                continue;
+            };
+            let result = (|| match direction {
+                Direction::Export => {
+                    let server = self
+                        .ros
+                        .service_server(&ros_name, &type_name)
+                        .map_err(|e| e.to_string())?;
+                    spawn(ros_name, type_name, direction, &self.stop, move |stats, stop| {
+                        export(service, server, stats, stop)
+                    })
+                }
+                Direction::Import => {
+                    let client = self
+                        .ros
+                        .service_client(&ros_name, &type_name)
+                        .map_err(|e| e.to_string())?;
+                    spawn(ros_name, type_name, direction, &self.stop, move |stats, stop| {
+                        import(service, client, stats, stop)
+                    })
+                }
+            })()
+            // A failure after the open (the ROS server or client) is backed off too.
+            .map_err(|why| self.opener.failed_later(&f.name, why).why);
             self.record(&f.name, result);
         }
     }

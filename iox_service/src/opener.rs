@@ -10,12 +10,14 @@
 //! opened. The program gives its opens a short timeout ([`DAEMON_OPEN_TIMEOUT`]), so
 //! each of those threads ends soon either way.
 //!
-//! Invariants: at most one open in flight per name; a name whose open failed is not
-//! opened again before its back-off passes (doubling from [`Backoff::first`] to
-//! [`Backoff::most`] with each failure in a row, reset by a success or [`Opener::forget`]),
-//! so a service that keeps failing costs one short-lived thread now and then and
-//! nothing else; the caller's own state changes only in [`Opener::finished`], on its
-//! own thread.
+//! Invariants: at most one open in flight per name, and at most [`MAX_IN_FLIGHT`] in
+//! all (names may come from the network); a name whose open failed (or whose use after
+//! the open failed, [`Opener::failed_later`]) is not opened again before its back-off
+//! passes (doubling from [`Backoff::first`] to [`Backoff::most`] with each failure in a
+//! row, reset by a success or [`Opener::forget`]), so a service that keeps failing
+//! costs one short-lived thread now and then and nothing else; an open that panics is
+//! a failed open, never a name stuck in flight; the caller's own state changes only in
+//! [`Opener::finished`], on its own thread.
 //!
 //! ```
 //! use std::time::Duration;
@@ -39,6 +41,9 @@ use std::time::{Duration, Instant};
 /// (the builders' `timeout`): long enough for a live holder's hand-over (milliseconds),
 /// short enough that a stopped one costs little.
 pub const DAEMON_OPEN_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Opens in flight at most (each a thread); more wait for a later scan.
+pub const MAX_IN_FLIGHT: usize = 16;
 
 /// How long a name whose open failed waits before it is opened again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,9 +127,12 @@ impl<T: Send + 'static> Opener<T> {
         }
     }
 
-    /// Whether `name` may be opened now: not in flight, not waiting out a back-off.
+    /// Whether `name` may be opened now: not in flight, not waiting out a back-off,
+    /// and fewer than [`MAX_IN_FLIGHT`] opens in flight.
     pub fn ready(&self, name: &str) -> bool {
-        !self.in_flight.contains(name) && self.failed.get(name).is_none_or(|&(_, at)| Instant::now() >= at)
+        self.in_flight.len() < MAX_IN_FLIGHT
+            && !self.in_flight.contains(name)
+            && self.failed.get(name).is_none_or(|&(_, at)| Instant::now() >= at)
     }
 
     /// Whether no open is in flight.
@@ -145,10 +153,14 @@ impl<T: Send + 'static> Opener<T> {
         }
         let tx = self.tx.clone();
         let key = name.to_owned();
+        // The name may come from anywhere (a network peer's key): only printable
+        // characters go into the thread's name (a NUL would make the spawn panic).
+        let label: String = name.chars().filter(|c| !c.is_control()).take(10).collect();
         let spawned = std::thread::Builder::new()
-            .name(format!("open {}", name.chars().take(10).collect::<String>()))
+            .name(format!("open {label}"))
             .spawn(move || {
-                let result = open();
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(open))
+                    .unwrap_or_else(|_| Err("the open panicked".into()));
                 let _ = tx.send((key, result));
             });
         if let Err(e) = spawned {
@@ -191,6 +203,13 @@ impl<T: Send + 'static> Opener<T> {
         self.failed.remove(name);
     }
 
+    /// Counts a failure of what the caller did with `name` after it opened (its ports,
+    /// the other side's endpoints), backed off as a failed open; says when it may go
+    /// again.
+    pub fn failed_later(&mut self, name: &str, why: String) -> OpenFailed {
+        self.fail(name.to_owned(), why)
+    }
+
     fn settle(&mut self, name: String, result: Result<T, String>) -> Finished<T> {
         self.in_flight.remove(&name);
         let result = match result {
@@ -198,19 +217,26 @@ impl<T: Send + 'static> Opener<T> {
                 self.failed.remove(&name);
                 Ok(opened)
             }
-            Err(why) => {
-                let failures = self.failed.get(&name).map_or(0, |f| f.0) + 1;
-                let retry_in = self.backoff.after(failures);
-                self.failed
-                    .insert(name.clone(), (failures, Instant::now() + retry_in));
-                Err(OpenFailed {
-                    why,
-                    failures,
-                    retry_in,
-                })
-            }
+            Err(why) => Err(self.fail(name.clone(), why)),
         };
         Finished { name, result }
+    }
+
+    /// Records a failure of `name` and its back-off; forgets names whose back-off
+    /// passed long ago (they start over), so the record stays as small as what fails.
+    fn fail(&mut self, name: String, why: String) -> OpenFailed {
+        let now = Instant::now();
+        let forget_after = self.backoff.most;
+        self.failed
+            .retain(|_, &mut (_, at)| now.saturating_duration_since(at) < forget_after);
+        let failures = self.failed.get(&name).map_or(0, |f| f.0) + 1;
+        let retry_in = self.backoff.after(failures);
+        self.failed.insert(name, (failures, now + retry_in));
+        OpenFailed {
+            why,
+            failures,
+            retry_in,
+        }
     }
 }
 
@@ -245,6 +271,17 @@ mod tests {
             1,
             "reset by the success"
         );
+    }
+
+    /// An open that panics is a failed open, and a name with a NUL is opened (its
+    /// thread's name leaves it out).
+    #[test]
+    fn a_panicking_open_fails_and_any_name_opens() {
+        let mut opener: Opener<()> = Opener::new(Backoff::default());
+        assert!(opener.open("bad\0name", || panic!("a bug")));
+        let f = opener.wait_finished(Duration::from_secs(10));
+        assert_eq!(f[0].result.as_ref().unwrap_err().why, "the open panicked");
+        assert!(!opener.is_opening("bad\0name"));
     }
 
     /// A slow open (a stopped holder) does not hold up another name's.

@@ -372,13 +372,16 @@ impl Scanner {
     fn start_opened(&mut self) {
         for f in self.opener.finished() {
             let name = f.name;
-            let started = f
-                .result
-                .map_err(|failed| failed.to_string())
-                .and_then(|(service, key, text)| {
+            let started = match f.result {
+                Ok((service, key, text)) => {
                     let own = import::own_slot(&self.shared.own_slots, &name);
-                    Export::start(service, &self.session, key, own).map(|e| (e, text))
-                });
+                    // A failure after the open is backed off too.
+                    Export::start(service, &self.session, key, own)
+                        .map(|e| (e, text))
+                        .map_err(|why| self.opener.failed_later(&name, why).to_string())
+                }
+                Err(failed) => Err(failed.to_string()),
+            };
             let mut exports = crate::lock(&self.exports);
             match started {
                 Ok((e, text)) => {

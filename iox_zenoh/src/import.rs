@@ -229,6 +229,9 @@ impl Importer {
     /// lets the callbacks publish, or marks it skipped until its back-off passes.
     fn settle(&self, name: &str, opened: Result<Opened, OpenFailed>) {
         let mut locals = crate::lock(&self.locals);
+        if !matches!(locals.get(name), Some(Local::Opening { .. })) {
+            return; // nothing waits for this open (an entry in another state stays)
+        }
         let Some(Local::Opening { held, stats }) = locals.remove(name) else {
             return;
         };
