@@ -318,15 +318,20 @@ fn expand(mut input: DeriveInput) -> syn::Result<TokenStream2> {
             );
         }
     });
-    // The schema: each field's name, `offset_of!` and own schema.
-    let schema_fields = fields.iter().enumerate().map(|(i, (ty, name))| {
-        let member = match &field_members[i] {
+    // Each field as a member expression: its name, or a tuple struct's index.
+    let members: Vec<TokenStream2> = field_members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| match m {
             Some(ident) => quote!(#ident),
             None => {
                 let index = syn::Index::from(i);
                 quote!(#index)
             }
-        };
+        })
+        .collect();
+    // The schema: each field's name, `offset_of!` and own schema.
+    let schema_fields = fields.iter().zip(&members).map(|((ty, name), member)| {
         quote! {
             ::iox_service::schema::Field {
                 name: ::std::string::String::from(#name),
@@ -357,14 +362,7 @@ fn expand(mut input: DeriveInput) -> syn::Result<TokenStream2> {
             .map(|ty| quote!(<#ty as ::iox_service::ZeroCopySafe>::CHECK_ON_READ));
         quote!(#(#each)||*)
     };
-    let field_checks_on_read = fields.iter().enumerate().map(|(i, (ty, _))| {
-        let member = match &field_members[i] {
-            Some(ident) => quote!(#ident),
-            None => {
-                let index = syn::Index::from(i);
-                quote!(#index)
-            }
-        };
+    let field_checks_on_read = fields.iter().zip(&members).map(|((ty, _), member)| {
         quote! {
             (!<#ty as ::iox_service::ZeroCopySafe>::CHECK_ON_READ
                 || unsafe { <#ty as ::iox_service::ZeroCopySafe>::is_valid(::core::ptr::addr_of!((*ptr).#member)) })

@@ -26,19 +26,7 @@ const MEASURE: Duration = Duration::from_secs(3);
 
 /// `bytes_service`'s settings, open to anyone (the stranger's services).
 fn open_to_all(root: &Path, name: &str) -> PubSubService<[u8]> {
-    Service::named(name)
-        .unwrap()
-        .root(root)
-        .publish_subscribe::<[u8]>()
-        .max_publishers(2)
-        .max_subscribers(3)
-        .subscriber_buffer(4)
-        .max_loans(1)
-        .max_held(2)
-        .chunk_sizes(&[64, 65536, 16 << 20])
-        .permissions(0o666)
-        .create()
-        .unwrap()
+    bytes_builder(root, name).permissions(0o666).create().unwrap()
 }
 
 fn roots() -> (PathBuf, PathBuf) {

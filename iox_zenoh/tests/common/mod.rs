@@ -56,6 +56,11 @@ pub fn pair(
 
 /// The slice service every test uses: small limits, classes up to 16 MiB.
 pub fn bytes_service(root: &Path, name: &str) -> PubSubService<[u8]> {
+    bytes_builder(root, name).open_or_create().unwrap()
+}
+
+/// [`bytes_service`]'s builder.
+pub fn bytes_builder(root: &Path, name: &str) -> iox_service::PubSubBuilder<[u8]> {
     Service::named(name)
         .unwrap()
         .root(root)
@@ -66,8 +71,6 @@ pub fn bytes_service(root: &Path, name: &str) -> PubSubService<[u8]> {
         .max_loans(1)
         .max_held(2)
         .chunk_sizes(&[64, 65536, 16 << 20])
-        .open_or_create()
-        .unwrap()
 }
 
 /// The payload of sample `seq` of `len` bytes: the sequence number first, then a
