@@ -367,11 +367,9 @@ fn fetch_config(
             .payload()
             .try_to_string()
             .map_err(|e| format!("the remote static config of {name:?} is not UTF-8 ({e})"))?;
-        let config: StaticConfig = ron::from_str(&text)
-            .map_err(|e| format!("the remote static config of {name:?} is malformed: {e}"))?;
-        config
-            .check()
-            .map_err(|e| format!("the remote static config of {name:?} is invalid: {e}"))?;
+        // Parsed as a config file is (its size and nesting bounded, then checked).
+        let label = std::path::PathBuf::from(format!("the remote static config of {name:?}"));
+        let config = StaticConfig::parse(&text, &label).map_err(|e| e.to_string())?;
         if config.name != name {
             return Err(format!(
                 "the remote static config answered for {name:?} names {:?}",

@@ -4,7 +4,10 @@
 //! Reading treats the file as untrusted: no symlinks, a regular file of at most
 //! [`MAX_CONFIG_LEN`] bytes, UTF-8, valid RON of the expected shape, a known version,
 //! and limits inside iox's bounds. Each failure is a [`ConfigError`] naming the file
-//! and what is wrong. The xxh3 hash of the exact text is the config's identity: the
+//! and what is wrong. Text from elsewhere ([`StaticConfig::parse`]: a recording's
+//! channel, a bridge's remote) has the same limits: at most [`MAX_CONFIG_LEN`] bytes,
+//! and RON's parser nests at most 128 levels (its default recursion limit), so a
+//! schema nests no deeper and every walk over one ends. The xxh3 hash of the exact text is the config's identity: the
 //! dynamic segment records it, so an opener can tell that the two belong together.
 //!
 //! Optional fields are left out of the text when they are empty or absent (the schema,
@@ -610,8 +613,15 @@ impl StaticConfig {
             .expect("a StaticConfig always serialises")
     }
 
-    /// Parses and checks RON text read from `path` (only used in messages).
+    /// Parses and checks RON text read from `path` (only used in messages): at most
+    /// [`MAX_CONFIG_LEN`] bytes (module docs).
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        if text.len() as u64 > MAX_CONFIG_LEN {
+            return Err(ConfigError::TooLarge {
+                path: path.to_owned(),
+                len: text.len() as u64,
+            });
+        }
         #[derive(Deserialize)]
         struct VersionOnly {
             version: u32,
