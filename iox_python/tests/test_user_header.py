@@ -104,7 +104,7 @@ def test_a_rust_header_service_opens_without_dtypes(root, rust_examples):
         # both ways out.
         with pytest.raises(iox.IncompatibleService,
                            match=r"carries a user header FrameHeader \(size 32, alignment 8\), and this program "
-                                 r"declared none.*user_header=.*publish_subscribe\(\) and no dtype"):
+                                 r"declared no user header.*user_header=.*publish_subscribe\(\) and no dtype"):
             open_when_created(lambda: iox.Service(CAMERA).publish_subscribe(bytes, max_len=MAX_PIXELS), rust)
         svc = iox.Service(CAMERA).publish_subscribe().open()
         assert svc.header_dtype == FRAME_HEADER.dtype  # names, offsets, sub-array, itemsize

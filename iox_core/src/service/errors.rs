@@ -147,7 +147,9 @@ fn header_mismatch_text(found: Option<&PayloadType>, requested: Option<&PayloadT
     const DECLARE: &str = "declare the service's header (`.user_header::<T>()` in Rust, `user_header=` in Python) with the same type, or use another service name";
     match (found, requested) {
         (Some(f), Some(r)) => format!("carries a user header {f}, not a user header {r}: {DECLARE}"),
-        (Some(f), None) => format!("carries a user header {f}, and this program declared none: {DECLARE}"),
+        (Some(f), None) => {
+            format!("carries a user header {f}, and this program declared no user header: {DECLARE}")
+        }
         (None, Some(r)) => format!(
             "carries no user header, and this program declared a user header {r}: open it without a header, or use another service name"
         ),
