@@ -21,16 +21,18 @@ use iox_ros2_gateway::qos::Qos;
 use iox_testkit::hostile::{StoppedStranger, ready_and_hold};
 
 const RATE_HZ: u64 = 50;
+const TYPE: &str = "std_msgs/msg/String";
 const MEASURE: Duration = Duration::from_secs(3);
 
 /// The stranger's services, open to anyone: three CDR services the gateway's export
 /// pattern matches, and the service the gateway imports `/cam/evil` into, made as the
-/// gateway would make it.
-fn stranger(root: &Path, venv: &Path) -> ! {
+/// gateway would make it (with the type's `definition`, which the test read: the
+/// stranger may not read the ROS install).
+fn stranger(root: &Path, definition: &str) -> ! {
     let net = Net {
         root: root.to_owned(),
         dir: root.to_owned(),
-        venv: venv.to_owned(),
+        venv: PathBuf::new(),
     };
     let mut held: Vec<_> = ["out/evil1", "out/evil2", "out/evil3"]
         .iter()
@@ -41,14 +43,9 @@ fn stranger(root: &Path, venv: &Path) -> ! {
                 .unwrap()
         })
         .collect();
-    let type_name = "std_msgs/msg/String";
-    let definition = Library::with_prefixes(vec![venv.to_owned()])
-        .definition_text(type_name)
-        .unwrap();
     let builder = bytes(&net, "cam/evil").permissions(0o666);
     held.push(
-        iox_ros2_gateway::import::open_service(builder, "cam/evil", type_name, &Qos::DEFAULT, &definition)
-            .unwrap(),
+        iox_ros2_gateway::import::open_service(builder, "cam/evil", TYPE, &Qos::DEFAULT, definition).unwrap(),
     );
     let _keep = held;
     ready_and_hold(&root.join("stranger-ready"))
@@ -58,16 +55,19 @@ fn stranger(root: &Path, venv: &Path) -> ! {
 fn a_stranger_s_stopped_services_delay_no_import_or_export() {
     const TEST: &str = "a_stranger_s_stopped_services_delay_no_import_or_export";
     if iox_testkit::role().as_deref() == Some("stranger") {
-        let env = |k: &str| PathBuf::from(iox_testkit::env::<String>(k));
-        stranger(&env("IOX_ROOT"), &env("IOX_ROS_VENV"));
+        let root = PathBuf::from(iox_testkit::env::<String>("IOX_ROOT"));
+        stranger(&root, &iox_testkit::env::<String>("STRANGER_DEFINITION"));
     }
     in_netns(TEST, |net| {
         for (p, mode) in [(net.dir.as_path(), 0o755), (net.root.as_path(), 0o1777)] {
             std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
         }
+        let definition = Library::with_prefixes(vec![net.venv.clone()])
+            .definition_text(TYPE)
+            .unwrap();
         let envs = [
             ("IOX_ROOT", net.root.display().to_string()),
-            ("IOX_ROS_VENV", net.venv.display().to_string()),
+            ("STRANGER_DEFINITION", definition),
         ];
         let _stranger =
             StoppedStranger::start(TEST, "stranger", &envs, &net.root.join("stranger-ready"), LIMIT);
