@@ -67,39 +67,46 @@ create_exception!(
     "`send()` refused: numpy views of the loan are still alive."
 );
 
-/// `iox.TensorError`: made at import as a subclass of both `iox.Error` and Python's
-/// `BufferError` (a class `create_exception!` cannot make).
-static TENSOR_ERROR: pyo3::sync::PyOnceLock<Py<pyo3::types::PyType>> = pyo3::sync::PyOnceLock::new();
-
-fn tensor_error_type(py: Python<'_>) -> PyResult<&Py<pyo3::types::PyType>> {
-    TENSOR_ERROR.get_or_try_init(py, || {
-        let namespace = pyo3::types::PyDict::new(py);
-        namespace.set_item("__module__", "iox")?;
-        namespace.set_item(
-            "__doc__",
-            "A tensor refused: its element type, shape, strides, size or memory (an iox.Error and a BufferError).",
-        )?;
-        let bases = (py.get_type::<Error>(), py.get_type::<pyo3::exceptions::PyBufferError>());
-        let made = py
-            .import("builtins")?
-            .getattr("type")?
-            .call1(("TensorError", bases, namespace))?;
-        Ok(made.cast_into::<pyo3::types::PyType>()?.unbind())
-    })
+/// `iox.TensorError`, made once as the module is imported (a subclass of both
+/// `iox.Error` and Python's `BufferError`, which `create_exception!` cannot make) and
+/// looked up in the module where it is raised (no process-global cell: see the fork
+/// handlers' rule that every process-global lock is a `ForkLock`).
+fn make_tensor_error(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyType>> {
+    let namespace = pyo3::types::PyDict::new(py);
+    namespace.set_item("__module__", "iox")?;
+    namespace.set_item(
+        "__doc__",
+        "A tensor refused: its element type, shape, strides, size or memory (an iox.Error and a BufferError).",
+    )?;
+    let bases = (
+        py.get_type::<Error>(),
+        py.get_type::<pyo3::exceptions::PyBufferError>(),
+    );
+    let made = py
+        .import("builtins")?
+        .getattr("type")?
+        .call1(("TensorError", bases, namespace))?;
+    Ok(made.cast_into::<pyo3::types::PyType>()?)
 }
 
 /// An `iox.TensorError` saying `msg`.
 pub(crate) fn tensor(msg: impl Into<String>) -> PyErr {
     let msg = msg.into();
-    Python::attach(|py| match tensor_error_type(py) {
-        Ok(ty) => PyErr::from_type(ty.bind(py).clone(), msg),
-        Err(e) => e,
+    Python::attach(|py| {
+        let ty = py
+            .import("iox._iox")
+            .and_then(|m| m.getattr("TensorError"))
+            .and_then(|t| Ok(t.cast_into::<pyo3::types::PyType>()?));
+        match ty {
+            Ok(ty) => PyErr::from_type(ty, msg),
+            Err(e) => e,
+        }
     })
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    m.add("TensorError", tensor_error_type(py)?.bind(py))?;
+    m.add("TensorError", make_tensor_error(py)?)?;
     m.add("Error", py.get_type::<Error>())?;
     m.add("IncompatibleService", py.get_type::<IncompatibleService>())?;
     m.add("ServiceNotFound", py.get_type::<ServiceNotFound>())?;

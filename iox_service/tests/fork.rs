@@ -326,10 +326,7 @@ fn a_child_forked_while_any_process_global_lock_is_held_can_take_it() {
 /// exceptions named here with their reason.
 #[test]
 fn no_process_global_lock_escapes_the_fork_handlers() {
-    const EXCEPTIONS: [(&str, &str); 3] = [
-        // The fork handlers' own gate: held around recording a lock, and by the
-        // prepare step across the fork (see iox_mempool's fork module).
-        ("iox_mempool/src/fork.rs", "GATE"),
+    const EXCEPTIONS: [(&str, &str); 2] = [
         // Read once from two environment variables, no blocking call inside; tests only.
         ("iox_process/src/stall.rs", "FROM_ENV"),
         // A unit test's fake liveness table.
