@@ -80,7 +80,8 @@ pub fn ros2msg(data: &[u8]) {
 }
 
 /// A CDR message against a definition: the bytes up to the first 0 are the definition
-/// text of `fuzz/msg/T`, the rest the message (checked against it); the message also as
+/// text of `fuzz/msg/T`, the rest the message (checked against it, decoded to values
+/// and encoded from them); the message also as
 /// an image and as a point cloud (the framed conversions, which need no definition).
 pub fn cdr(data: &[u8]) {
     let (definition, message) = match data.iter().position(|&b| b == 0) {
@@ -90,7 +91,26 @@ pub fn cdr(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(definition)
         && let Ok(mut library) = Library::from_definition_text("fuzz/msg/T", text)
     {
-        let _ = cdr::check(&mut library, "fuzz/msg/T", message);
+        let checked = cdr::check(&mut library, "fuzz/msg/T", message).is_ok();
+        // The decoder is the check's walk: it takes exactly what the check takes, and
+        // what it makes encodes to a message that decodes and encodes the same again
+        // (a string that was not UTF-8 may no longer fit its bound once decoded
+        // lossily: then the encoder refuses it, which is what it is for).
+        match iox_ros2::value::decode(&mut library, "fuzz/msg/T", message, usize::MAX) {
+            Ok(value) => {
+                assert!(checked, "decode took a message the check refused");
+                let mut once = Vec::new();
+                if iox_ros2::value::encode(&mut library, "fuzz/msg/T", &value, &mut once).is_ok() {
+                    let again = iox_ros2::value::decode(&mut library, "fuzz/msg/T", &once, usize::MAX)
+                        .expect("an encoded message decodes");
+                    let mut twice = Vec::new();
+                    iox_ros2::value::encode(&mut library, "fuzz/msg/T", &again, &mut twice)
+                        .expect("a decoded encoding encodes");
+                    assert_eq!(once, twice, "encode(decode(x)) is not stable");
+                }
+            }
+            Err(_) => assert!(!checked, "decode refused a message the check took"),
+        }
     }
     for kind in [FramedKind::Image, FramedKind::PointCloud2] {
         if let Ok(sample) = kind.sample_of(message) {

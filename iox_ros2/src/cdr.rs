@@ -106,7 +106,8 @@ impl<'a> Reader<'a> {
 }
 
 /// Checks that `cdr` is a whole message of type `name` (loaded with the types it uses
-/// from `library`): every length within the message, every `bool` 0 or 1.
+/// from `library`): every length within the message and every bound kept, every `bool`
+/// 0 or 1.
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -124,12 +125,10 @@ impl<'a> Reader<'a> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn check(library: &mut Library, name: &str, cdr: &[u8]) -> Result<(), CheckError> {
-    library.load(name)?;
-    let mut r = Reader::new(cdr)?;
-    walk(library, name, "", &mut r, 0)
+    walk_message(library, name, cdr, &mut Check)
 }
 
-/// Why [`check`] refused a message.
+/// Why [`check`] (or [`crate::value::decode`]) refused a message.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
     /// The type (or one it uses) could not be loaded.
@@ -140,17 +139,60 @@ pub enum CheckError {
     Cdr(#[from] CdrError),
 }
 
+/// What a walk of a message makes of the values it passes over: nothing ([`Check`]),
+/// or values ([`crate::value`]). The walk does every check; a `Make` only builds.
+pub(crate) trait Make {
+    /// What one field's value becomes.
+    type Out;
+    /// `count` primitives `p` in `bytes` (in the message's byte order, `swap` when
+    /// that is not this machine's); `single` for a field that is not an array.
+    fn primitives(&mut self, p: Primitive, bytes: &[u8], swap: bool, single: bool) -> Self::Out;
+    /// A `string`'s bytes (without the NUL).
+    fn string(&mut self, text: &[u8]) -> Self::Out;
+    /// A `wstring`'s 4-byte characters.
+    fn wstring(&mut self, units: &[u8], swap: bool) -> Self::Out;
+    /// An array of strings or messages.
+    fn array(&mut self, items: Vec<Self::Out>) -> Self::Out;
+    /// A message: its fields' values, in the definition's order.
+    fn message(&mut self, fields: &[MsgField], values: Vec<Self::Out>) -> Self::Out;
+}
+
+/// The walk that only checks.
+struct Check;
+
+impl Make for Check {
+    type Out = ();
+    fn primitives(&mut self, _: Primitive, _: &[u8], _: bool, _: bool) {}
+    fn string(&mut self, _: &[u8]) {}
+    fn wstring(&mut self, _: &[u8], _: bool) {}
+    fn array(&mut self, _: Vec<()>) {}
+    fn message(&mut self, _: &[MsgField], _: Vec<()>) {}
+}
+
+/// Walks `cdr` as one whole message of type `name`, loading the types it uses.
+pub(crate) fn walk_message<M: Make>(
+    library: &mut Library,
+    name: &str,
+    cdr: &[u8],
+    make: &mut M,
+) -> Result<M::Out, CheckError> {
+    library.load(name)?;
+    let mut r = Reader::new(cdr)?;
+    walk(library, name, "", &mut r, 0, make)
+}
+
 /// Walks one message of type `name` nested `depth` deep. A library made by `load` or
 /// `from_definition_text` holds every type it uses, at most [`MAX_DEPTH`] deep; one
 /// that was given definitions by hand ([`Library::insert`]) may not, and is refused
 /// here rather than trusted.
-fn walk(
+fn walk<M: Make>(
     library: &Library,
     name: &str,
     path: &str,
     r: &mut Reader<'_>,
     depth: usize,
-) -> Result<(), CheckError> {
+    make: &mut M,
+) -> Result<M::Out, CheckError> {
     let def = library.get(name).ok_or_else(|| LoadError::Undefined {
         name: name.to_owned(),
         user: if path.is_empty() {
@@ -166,8 +208,9 @@ fn walk(
         // An empty message is one byte on the wire (rosidl's
         // `structure_needs_at_least_one_member`).
         r.u8(if path.is_empty() { name } else { path })?;
-        return Ok(());
+        return Ok(make.message(&def.fields, Vec::new()));
     }
+    let mut values = Vec::with_capacity(def.fields.len());
     for field in &def.fields {
         let path = if path.is_empty() {
             field.name.clone()
@@ -179,9 +222,9 @@ fn walk(
             Arity::Fixed(n) => n as usize,
             Arity::Sequence | Arity::Bounded(_) => sequence_count(field, &path, r)?,
         };
-        element(library, field, &path, count, r, depth)?;
+        values.push(element(library, field, &path, count, r, depth, make)?);
     }
-    Ok(())
+    Ok(make.message(&def.fields, values))
 }
 
 fn sequence_count(field: &MsgField, path: &str, r: &mut Reader<'_>) -> Result<usize, CdrError> {
@@ -196,31 +239,46 @@ fn sequence_count(field: &MsgField, path: &str, r: &mut Reader<'_>) -> Result<us
             len: r.offset() + r.remaining(),
         });
     }
-    if let Arity::Bounded(max) = field.arity
-        && n as u64 > max
-    {
-        return Err(CdrError::OverBound {
-            field: path.to_owned(),
-            count: n,
-            bound: max,
-        });
-    }
+    over_bound(path, n, field.arity)?;
     Ok(n)
 }
 
-fn element(
+/// Refuses `n` elements (or a string's `n` bytes) past a `[<=N]` (or `<=N`) bound.
+fn over_bound(path: &str, n: usize, arity: Arity) -> Result<(), CdrError> {
+    match arity {
+        Arity::Bounded(max) if n as u64 > max => Err(CdrError::OverBound {
+            field: path.to_owned(),
+            count: n,
+            bound: max,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Where a sequence's elements start: aligned to the element, except that an empty
+/// sequence is its count alone (Fast CDR, and every ROS 2 middleware after it, writes
+/// no padding for elements that are not there: a `float64[]` of none after an odd
+/// offset is followed at once by the next field).
+fn element_align(count: usize, size: usize) -> usize {
+    if count == 0 { 1 } else { size }
+}
+
+fn element<M: Make>(
     library: &Library,
     field: &MsgField,
     path: &str,
     count: usize,
     r: &mut Reader<'_>,
     depth: usize,
-) -> Result<(), CheckError> {
+    make: &mut M,
+) -> Result<M::Out, CheckError> {
+    let single = field.arity == Arity::Single;
+    let mut items = Vec::new();
     match &field.base {
         BaseType::Primitive(p) => {
             let size = p.size();
             let len = count.saturating_mul(size);
-            let bytes = r.bytes(size, len, path)?;
+            let bytes = r.bytes(element_align(count, size), len, path)?;
             if *p == Primitive::Bool
                 && let Some(&value) = bytes.iter().find(|&&b| b > 1)
             {
@@ -230,25 +288,38 @@ fn element(
                 }
                 .into());
             }
+            return Ok(make.primitives(*p, bytes, r.swapped(), single));
         }
-        BaseType::String(_) => {
+        BaseType::String(bound) => {
             for _ in 0..count {
-                r.string(path)?;
+                let text = r.string(path)?;
+                if let Some(max) = bound {
+                    over_bound(path, text.len(), Arity::Bounded(*max))?;
+                }
+                items.push(make.string(text));
             }
         }
-        BaseType::WString(_) => {
+        BaseType::WString(bound) => {
             for _ in 0..count {
                 let n = r.u32(path)? as usize;
-                r.bytes(4, n.saturating_mul(4), path)?;
+                if let Some(max) = bound {
+                    over_bound(path, n, Arity::Bounded(*max))?;
+                }
+                let units = r.bytes(4, n.saturating_mul(4), path)?;
+                items.push(make.wstring(units, r.swapped()));
             }
         }
         BaseType::Message(inner) => {
             for _ in 0..count {
-                walk(library, inner, path, r, depth + 1)?;
+                items.push(walk(library, inner, path, r, depth + 1, make)?);
             }
         }
     }
-    Ok(())
+    Ok(if single {
+        items.pop().expect("one value for a single field")
+    } else {
+        make.array(items)
+    })
 }
 
 /// A little-endian plain-CDR message being written.
@@ -297,6 +368,15 @@ impl<'a> Writer<'a> {
     /// A `uint8[]`.
     pub fn byte_sequence(&mut self, bytes: &[u8]) {
         self.u32(bytes.len() as u32);
+        self.out.extend_from_slice(bytes);
+    }
+
+    /// Elements of `size` bytes each, already little-endian, aligned to `size` unless
+    /// there are none (an empty sequence is its count alone, as Fast CDR writes it).
+    pub fn elements(&mut self, size: usize, bytes: &[u8]) {
+        if !bytes.is_empty() {
+            self.align(size);
+        }
         self.out.extend_from_slice(bytes);
     }
 
@@ -360,6 +440,36 @@ mod tests {
             check(&mut lib, "t/msg/Rec", &over),
             Err(CheckError::Cdr(CdrError::OverBound { .. }))
         ));
+    }
+
+    /// What rclpy (Fast CDR) wrote for a `JointState` with one joint's position and no
+    /// velocities or efforts: the empty sequences are their counts alone, and the
+    /// length it gives counts 8 bytes of padding it never wrote (here garbage).
+    #[test]
+    fn empty_sequences_are_their_count_alone() {
+        let (_dir, mut lib) = library(&[(
+            "Joints",
+            "int32 sec\nuint32 nanosec\nstring frame_id\nstring[] name\n\
+             float64[] position\nfloat64[] velocity\nfloat64[] effort\n",
+        )]);
+        let words = "00000000 00000000 03000000 616200aa 01000000 02000000 78000000 01000000 \
+                     00000000 0000f03f 00000000 00000000 e47f0000 f00feda9";
+        let mut cdr = vec![0, 1, 0, 0];
+        for w in words.split_whitespace() {
+            cdr.extend((0..4).map(|i| u8::from_str_radix(&w[2 * i..2 * i + 2], 16).unwrap()));
+        }
+        check(&mut lib, "t/msg/Joints", &cdr).unwrap();
+        let v = crate::value::decode(&mut lib, "t/msg/Joints", &cdr, usize::MAX).unwrap();
+        use crate::value::Value;
+        assert_eq!(v.field("position"), Some(&Value::Array(vec![Value::Float(1.0)])));
+        assert_eq!(v.field("effort"), Some(&Value::Array(vec![])));
+        // Written back: the same bytes, with zero for the gap after `frame_id` (0xaa
+        // there) and without the garbage.
+        let mut ours = Vec::new();
+        crate::value::encode(&mut lib, "t/msg/Joints", &v, &mut ours).unwrap();
+        cdr[19] = 0;
+        assert_eq!(ours, cdr[..ours.len()]);
+        assert_eq!(ours.len(), cdr.len() - 8);
     }
 
     /// A definition inserted by hand that uses itself is refused by the CDR walk.

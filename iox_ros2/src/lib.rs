@@ -11,6 +11,8 @@
 //!   iox samples by field (`iox record`'s `ros2msg` channels).
 //! - [`cdr`]: CDR messages of any shape walked with bounds checks (a malformed message
 //!   is an error naming the field), and written.
+//! - [`value`]: CDR messages of any type decoded to field values and encoded from them
+//!   (`iox echo` and `iox pub` on ROS-typed services).
 //! - [`framed`], [`image`], [`pointcloud`]: `sensor_msgs/msg/Image` and
 //!   `sensor_msgs/msg/PointCloud2` as an iox user header plus the data as a byte slice,
 //!   converted to and from CDR.
@@ -49,3 +51,4 @@ pub mod image;
 pub mod library;
 pub mod msg;
 pub mod pointcloud;
+pub mod value;
