@@ -9,7 +9,11 @@
 //! idle.
 //!
 //! A service with a user header prints each sample as `(header: ..., payload: ...)`,
-//! the header decoded by its own recorded schema (hex without one).
+//! the header decoded by its own recorded schema (hex without one). A service of CDR
+//! messages of a ROS type (`ros2/type`) whose definition is known (the service's
+//! `ros2/definition`, or the ROS install: `AMENT_PREFIX_PATH`, the active virtual
+//! environment) prints each message's fields (`iox_ros2::value`); a message that is not
+//! one of its type prints as `(malformed: why, bytes: hex)`.
 //!
 //! `hz` decisions: the rate is over a window of the last `--window` intervals between
 //! receive times (default 1000; ROS 2's `topic hz` also averages over a window), with
@@ -23,6 +27,9 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use iox_ros2::library::Library;
+
+use crate::ros_form::{Conversion, RosForm};
 use crate::topic::Topic;
 use crate::value::{self, Value};
 use crate::{Failure, fail};
@@ -55,6 +62,32 @@ fn left(deadline: Option<Instant>) -> Option<Duration> {
     match deadline {
         Some(d) => d.checked_duration_since(Instant::now()).filter(|l| !l.is_zero()),
         None => Some(Duration::from_secs(3600)),
+    }
+}
+
+/// A ROS message's decoded fields as a value to print.
+fn ros_value(v: iox_ros2::value::Value) -> Value {
+    use iox_ros2::value::Value as Ros;
+    match v {
+        Ros::Bool(b) => Value::Bool(b),
+        Ros::Int(n) => Value::Int(n.into()),
+        Ros::UInt(n) => Value::UInt(n.into()),
+        Ros::Float(f) => Value::Float(f),
+        Ros::Text(t) => Value::Text(t),
+        Ros::Array(items) => Value::Array(items.into_iter().map(ros_value).collect()),
+        Ros::More(n) => Value::More(n),
+        Ros::Message(fields) => Value::Struct(fields.into_iter().map(|(k, v)| (k, ros_value(v))).collect()),
+    }
+}
+
+/// A CDR sample of ROS type `name` as its fields, or a note why it is no message of it.
+fn render_cdr(library: &mut Library, name: &str, bytes: &[u8], max_elements: usize) -> Value {
+    match iox_ros2::value::decode(library, name, bytes, max_elements) {
+        Ok(v) => ros_value(v),
+        Err(e) => Value::Struct(vec![
+            ("malformed".into(), Value::Text(format!("not a {name}: {e}"))),
+            ("bytes".into(), Value::Bytes(bytes.to_vec())),
+        ]),
     }
 }
 
@@ -100,7 +133,19 @@ pub fn echo(root: &Path, args: EchoArgs) -> Result<u8, Failure> {
     let deadline = args.timeout.and_then(|t| Instant::now().checked_add(t));
     let topic = Topic::open(root, name, args.wait, deadline)?;
     let subscriber = topic.subscriber()?;
-    if topic.schema().is_none() {
+    // A service of CDR messages whose ROS type's definition is known (recorded with
+    // it, or in the ROS install) prints their fields.
+    let mut cdr = match crate::ros_form::ros_form(&topic.config) {
+        Some(RosForm {
+            name,
+            conversion: Conversion::Cdr(library),
+            ..
+        }) => Some((name, library)),
+        _ => None,
+    };
+    if let Some((ty, _)) = &cdr {
+        eprintln!("{name}: CDR messages of {ty}; printing their fields");
+    } else if topic.schema().is_none() {
         eprintln!(
             "{name}: no schema recorded ({}); printing bytes as hex",
             topic.config.payload
@@ -126,7 +171,10 @@ pub fn echo(root: &Path, args: EchoArgs) -> Result<u8, Failure> {
             0 => usize::MAX,
             n => n,
         };
-        let mut v = render(&topic, bytes, len, max_elements);
+        let mut v = match (&mut cdr, bytes) {
+            (Some((ty, library)), Some(bytes)) => render_cdr(library, ty, &bytes, max_elements),
+            (_, bytes) => render(&topic, bytes, len, max_elements),
+        };
         if topic.config.user_header.is_some() {
             v = Value::Struct(vec![
                 ("header".into(), render_header(&topic, header, max_elements)),

@@ -8,7 +8,8 @@
 //!   encoding [`ROS2_SCHEMA_ENCODING`], named after the ROS type
 //!   (`sensor_msgs/msg/Image`, or `iox_msgs/msg/<Type>` for a `.msg` written for an
 //!   iox type), its data the definition; messages in [`ROS2_MESSAGE_ENCODING`]
-//!   (little-endian plain CDR); the static config in the channel's metadata under
+//!   (little-endian plain CDR); the topic the service's name as ROS names topics
+//!   (`/camera/image` for `camera/image`); the static config in the channel's metadata under
 //!   [`CONFIG_METADATA`], for `replay`. Decision: the ROS 2
 //!   profile rather than JSON with a JSON schema, because it is the one ROS users'
 //!   tools already read, it keeps numbers exact and compact (a `u64` sample is 12
@@ -22,6 +23,10 @@
 //!   and the channel's schema: named after the payload type, encoding
 //!   [`SCHEMA_ENCODING`], data the service's static config as RON (pattern settings,
 //!   payload type and its field schema), from which `replay` recreates the service;
+//! - the header's profile: `ros2` (which rosbag2 writes, and which ROS readers such as
+//!   `rosbags` require) when every service matched at the start has a ROS 2 form, or
+//!   as `--profile` says; a service without one that appears later is still recorded
+//!   (in iox's own encoding, which ROS readers skip or refuse), with a warning;
 //! - `log_time` and `publish_time`: when the recorder received the sample (ns since the
 //!   Unix epoch; iox samples carry no send time);
 //! - chunked, with CRCs, no compression; chunks are written (and their lengths
@@ -122,6 +127,45 @@ pub struct RecordArgs {
     /// Payload bytes held in memory for the disk (K, M, G); more are dropped.
     #[arg(long, value_parser = crate::parse_size, default_value = "256M")]
     pub queue_bytes: u64,
+    /// The file's MCAP profile: `ros2` (what rosbag2 writes and ROS readers require),
+    /// `none`, or `auto`: `ros2` when every service matched at the start has a ROS 2
+    /// form.
+    #[arg(long, value_enum, default_value_t = Profile::Auto)]
+    pub profile: Profile,
+}
+
+/// The MCAP profile a recording declares in its header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Profile {
+    /// `ros2` when every service matched at the start has a ROS 2 form, else none.
+    Auto,
+    /// `ros2`.
+    Ros2,
+    /// No profile.
+    None,
+}
+
+/// The profile `args` ask for: `auto` decides by the services under `root` that match
+/// now (at least one, each with a ROS 2 form).
+fn profile(root: &Path, args: &RecordArgs) -> &'static str {
+    let ros2 = match args.profile {
+        Profile::Ros2 => true,
+        Profile::None => false,
+        Profile::Auto => {
+            let matched: Vec<StaticConfig> = Service::list_in(root)
+                .map(|configs| {
+                    configs
+                        .into_iter()
+                        .flatten()
+                        .filter(|c| c.publish_subscribe().is_some())
+                        .filter(|c| args.services.iter().any(|p| glob_match(p, &c.name)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            !matched.is_empty() && matched.iter().all(|c| ros_form(c).is_some())
+        }
+    };
+    if ros2 { "ros2" } else { "" }
 }
 
 /// A sample for the writing thread: its channel, when it was received (ns since the
@@ -166,6 +210,10 @@ pub fn record(root: &Path, args: RecordArgs) -> Result<u8, Failure> {
         &args.output,
         args.split_size.is_some() || args.split_duration.is_some(),
     );
+    let profile = profile(root, &args);
+    if profile == "ros2" {
+        eprintln!("iox: recording in MCAP's ros2 profile (ROS 2 readers open the file)");
+    }
     let first = files.path(0);
     let first_file = create_partial(&first).map_err(|e| {
         fail(
@@ -188,7 +236,7 @@ pub fn record(root: &Path, args: RecordArgs) -> Result<u8, Failure> {
             recycle,
             in_flight,
         };
-        write_files(inbox, files, first_file, split_size, split_duration)
+        write_files(inbox, files, first_file, profile, split_size, split_duration)
     });
     let received = receive(root, &args, &queue);
     drop(queue);
@@ -465,6 +513,7 @@ struct Output {
     opened: Instant,
     bytes: u64,
     sequence: u32,
+    profile: &'static str,
 }
 
 fn io_failure(path: &Path, e: impl std::fmt::Display) -> Failure {
@@ -485,11 +534,16 @@ fn create_partial(path: &Path) -> std::io::Result<File> {
 /// The MCAP writer of `file` (created by [`create_partial`] for `path`): the header and
 /// `channels` committed, then renamed to `path`, so `path` never names a file without
 /// a header (a recorder killed before holds only `PATH.partial`).
-fn open_output(file: File, path: &Path, channels: &BTreeMap<usize, StaticConfig>) -> Result<Output, Failure> {
+fn open_output(
+    file: File,
+    path: &Path,
+    profile: &'static str,
+    channels: &BTreeMap<usize, StaticConfig>,
+) -> Result<Output, Failure> {
     let (file, pending) = CommitFile::new(file);
     let writer = mcap::WriteOptions::new()
         .compression(None)
-        .profile("")
+        .profile(profile)
         .library(concat!("iox ", env!("CARGO_PKG_VERSION")))
         .chunk_size(Some(1 << 20))
         // Chunks written in place and patched in memory (see `crate::commit_file`).
@@ -502,6 +556,7 @@ fn open_output(file: File, path: &Path, channels: &BTreeMap<usize, StaticConfig>
         opened: Instant::now(),
         bytes: 0,
         sequence: 0,
+        profile,
     };
     for (&index, config) in channels {
         add_channel(&mut out, index, config, path)?;
@@ -515,16 +570,25 @@ fn open_output(file: File, path: &Path, channels: &BTreeMap<usize, StaticConfig>
 
 fn add_channel(out: &mut Output, index: usize, config: &StaticConfig, path: &Path) -> Result<(), Failure> {
     let mut metadata = BTreeMap::from([("iox.payload".to_owned(), config.payload.to_string())]);
-    let (schema, encoding) = match ros_form(config) {
+    let (schema, encoding, topic) = match ros_form(config) {
         Some(ros) => {
             metadata.insert(CONFIG_METADATA.to_owned(), config.to_ron());
             let schema = out
                 .writer
                 .add_schema(&ros.name, ROS2_SCHEMA_ENCODING, ros.text.as_bytes())
                 .map_err(|e| io_failure(path, e))?;
-            (schema, ROS2_MESSAGE_ENCODING)
+            // The topic as ROS names it.
+            (schema, ROS2_MESSAGE_ENCODING, format!("/{}", config.name))
         }
         None => {
+            if out.profile == "ros2" {
+                eprintln!(
+                    "iox: {} has no ROS 2 form (no ROS type, or no definition of it found: \
+                     set AMENT_PREFIX_PATH or record `ros2/definition`); recorded in iox's \
+                     own encoding, which ROS readers of this ros2-profile file skip or refuse",
+                    config.name
+                );
+            }
             let schema = out
                 .writer
                 .add_schema(
@@ -533,12 +597,12 @@ fn add_channel(out: &mut Output, index: usize, config: &StaticConfig, path: &Pat
                     config.to_ron().as_bytes(),
                 )
                 .map_err(|e| io_failure(path, e))?;
-            (schema, MESSAGE_ENCODING)
+            (schema, MESSAGE_ENCODING, config.name.clone())
         }
     };
     let id = out
         .writer
-        .add_channel(schema, &config.name, encoding, &metadata)
+        .add_channel(schema, &topic, encoding, &metadata)
         .map_err(|e| io_failure(path, e))?;
     out.ids.insert(index, id);
     Ok(())
@@ -555,12 +619,13 @@ fn write_files(
     inbox: Inbox,
     files: Files,
     first: File,
+    profile: &'static str,
     split_size: Option<u64>,
     split_duration: Option<Duration>,
 ) -> Result<Written, Failure> {
     let mut channels: BTreeMap<usize, StaticConfig> = BTreeMap::new();
     let mut paths = vec![files.path(0)];
-    let mut out = open_output(first, &paths[0], &channels)?;
+    let mut out = open_output(first, &paths[0], profile, &channels)?;
     let mut last_flush = Instant::now();
     loop {
         // Wake for the next flush at the latest: a closed chunk at least every
@@ -584,7 +649,7 @@ fn write_files(
                 let next = files.path(paths.len());
                 let file = create_partial(&next).map_err(|e| io_failure(&partial(&next), e))?;
                 close(
-                    std::mem::replace(&mut out, open_output(file, &next, &channels)?),
+                    std::mem::replace(&mut out, open_output(file, &next, profile, &channels)?),
                     &path,
                 )?;
                 paths.push(next);

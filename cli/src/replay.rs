@@ -9,7 +9,8 @@
 //! - A first pass reads every channel, so all services and publishers exist before the
 //!   first message; `--wait-for-subscribers` then waits (within `--timeout`) until each
 //!   has a subscriber, so nothing is sent before a reader is there.
-//! - `--topics GLOB` (repeatable) replays only matching services; `--loop` starts
+//! - `--topics GLOB` (repeatable) replays only matching services (a channel's topic
+//!   without the leading `/` ROS channels have is its service's name); `--loop` starts
 //!   again after the last message, until interrupted.
 //! - A file cut short (the recorder was killed: no footer, see `record`) or damaged
 //!   is replayed up to its last readable record; that is then reported and the exit
@@ -117,15 +118,27 @@ fn channel_config(root: &Path, channel: &mcap::Channel<'_>, path: &Path) -> Resu
             return Ok((config, Some((form.name, form.conversion)), Some(made)));
         };
         let config = StaticConfig::parse(text, path).map_err(|e| e.to_string())?;
-        let ros = ros_form(&config)
-            .filter(|f| f.name == schema.name)
-            .ok_or_else(|| {
-                format!(
-                    "its static config does not give the ROS 2 type {} its schema names",
-                    schema.name
-                )
-            })?;
-        return Ok((config, Some((ros.name, ros.conversion)), None));
+        let mismatch = || {
+            format!(
+                "its static config does not give the ROS 2 type {} its schema names",
+                schema.name
+            )
+        };
+        if let Some(ros) = ros_form(&config).filter(|f| f.name == schema.name) {
+            return Ok((config, Some((ros.name, ros.conversion)), None));
+        }
+        // CDR of a type whose definition neither the config nor this machine's ROS
+        // install gives (the recorder found it in its own): the file's definition.
+        return match iox_ros2::carried::route_of(&config) {
+            Ok((ty, iox_ros2::carried::Route::Cdr)) if ty == schema.name => {
+                let definition = std::str::from_utf8(&schema.data)
+                    .map_err(|_| "its definition is not UTF-8".to_owned())?;
+                let library = iox_ros2::library::Library::from_definition_text(&ty, definition)
+                    .map_err(|e| format!("its definition: {e}"))?;
+                Ok((config, Some((ty, Conversion::Cdr(library))), None))
+            }
+            _ => Err(mismatch()),
+        };
     }
     if schema.encoding != SCHEMA_ENCODING || channel.message_encoding != MESSAGE_ENCODING {
         return Err(format!(
@@ -176,14 +189,16 @@ pub fn replay(root: &Path, args: ReplayArgs) -> Result<u8, Failure> {
             if targets.contains_key(topic_name) {
                 return Ok(());
             }
-            if !wanted(topic_name) {
+            // A ROS channel's topic is the ROS name (`/camera/image`) of the service.
+            let service_name = topic_name.strip_prefix('/').unwrap_or(topic_name);
+            if !wanted(service_name) {
                 targets.insert(topic_name.clone(), None);
                 return Ok(());
             }
             let (config, ros, made) = match channel_config(root, &m.channel, path) {
                 // The channel's topic is the service it is replayed into: `--topics`
                 // filters on it, so a config naming another service is refused.
-                Ok((c, _, None)) if c.name != *topic_name => {
+                Ok((c, _, None)) if c.name != service_name => {
                     eprintln!(
                         "iox: skipping channel {topic_name:?}: its config is of service {:?}",
                         c.name

@@ -1,7 +1,9 @@
 //! Recordings that ROS 2's tools read, and recordings they wrote, checked with the
-//! ROS venv's Python: `iox record` of a service carrying CDR of a ROS type and of an
-//! image service, decoded by MCAP's own ROS 2 reader (`mcap-ros2-support`) to the
-//! field values sent; and a rosbag2 bag in MCAP storage written by `rosbags` replayed
+//! ROS venv's Python: `iox record` of services carrying CDR of ROS types (one, a
+//! `JointState` with empty sequences, without its definition recorded: found in the
+//! active virtual environment) and of an image service, decoded by MCAP's own ROS 2
+//! reader (`mcap-ros2-support`) and by rosbags' `AnyReader` (which requires the ros2
+//! profile) to the field values sent, with ROS topic names, and replayed; and a rosbag2 bag in MCAP storage written by `rosbags` replayed
 //! by `iox replay` into iox subscribers (CDR, an image and a point cloud as header and
 //! data).
 //!
@@ -11,13 +13,14 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use iox_ros2::carried::ros_service;
 use iox_ros2::cdr::{Reader, Writer};
 use iox_ros2::image::{IMAGE_TYPE, ImageHeader};
 use iox_ros2::pointcloud::PointCloud2Header;
+use iox_ros2::value::Value;
 use iox_service::Service;
 use iox_testkit::wait_until;
 
@@ -74,13 +77,13 @@ fn ros_typed_and_image_services_record_as_ros2_messages() {
     let definition = iox_ros2::library::Library::with_prefixes(vec![venv.clone()])
         .definition_text("std_msgs/msg/String")
         .unwrap();
-    let bytes = || {
-        Service::named("chatter")
+    let bytes_of = |name: &str| {
+        Service::named(name)
             .unwrap()
             .root(root.path())
             .publish_subscribe::<[u8]>()
     };
-    let chatter = ros_service(bytes(), "std_msgs/msg/String", &definition)
+    let chatter = ros_service(bytes_of("chatter"), "std_msgs/msg/String", &definition)
         .create()
         .unwrap();
     let images = Service::named("camera")
@@ -100,20 +103,33 @@ fn ros_typed_and_image_services_record_as_ros2_messages() {
         listed.contains("chatter") && !listed.contains("camera"),
         "{listed}"
     );
-    let recorder = spawn(
-        root.path(),
-        &[
+    // A JointState service made without its definition: the recorder finds it in the
+    // active virtual environment (ROS 2 from PyPI), as a ROS user's shell has it.
+    let joints = ros_service(bytes_of("joints"), "sensor_msgs/msg/JointState", "")
+        .create()
+        .unwrap();
+    let recorder = Command::new(env!("CARGO_BIN_EXE_iox"))
+        .arg("--root")
+        .arg(root.path())
+        .args([
             "record",
             "-o",
             file.to_str().unwrap(),
             "chatter",
             "camera",
-            "--count",
-            "4",
-        ],
-    );
+            "joints",
+        ])
+        .args(["--count", "5"])
+        .env("VIRTUAL_ENV", &venv)
+        .env_remove("AMENT_PREFIX_PATH")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let recorder = iox_testkit::Reaped::new(recorder);
     assert!(wait_until(LIMIT, || chatter.port_counts().1 == 1
-        && camera.port_counts().1 == 1));
+        && camera.port_counts().1 == 1
+        && joints.port_counts().1 == 1));
     let text_pub = chatter.publisher_builder().create().unwrap();
     for n in 0..2 {
         let cdr = string_cdr(&format!("hello {n}"));
@@ -137,20 +153,91 @@ fn ros_typed_and_image_services_record_as_ros2_messages() {
             .send()
             .unwrap();
     }
+    // What a robot sends: positions, no velocities or efforts (empty sequences).
+    let mut library = iox_ros2::library::Library::with_prefixes(vec![venv.clone()]);
+    let joint = Value::Message(vec![
+        ("name".into(), Value::Array(vec![Value::Text("elbow".into())])),
+        ("position".into(), Value::Array(vec![Value::Float(0.5)])),
+    ]);
+    let mut cdr = Vec::new();
+    iox_ros2::value::encode(&mut library, "sensor_msgs/msg/JointState", &joint, &mut cdr).unwrap();
+    joints
+        .publisher_builder()
+        .create()
+        .unwrap()
+        .loan_slice_uninit(cdr.len())
+        .unwrap()
+        .write_from_slice(&cdr)
+        .send()
+        .unwrap();
     let out = recorder.into_inner().wait_with_output().unwrap();
     assert_eq!(code(&out), 0, "{}", text(&out));
+    assert!(
+        text(&out).contains("ros2 profile"),
+        "every service has a ROS form: {}",
+        text(&out)
+    );
+    let joint_line = "/joints sensor_msgs/msg/JointState name=['elbow'] position=[0.5] velocity=[] effort=[]";
+    // MCAP's ROS 2 reader.
     let decoded = python(&venv, "decode.py", &[&file]);
     let mut lines: Vec<&str> = decoded.lines().collect();
     lines.sort();
     assert_eq!(
         lines,
         [
-            "camera sensor_msgs/msg/Image sec=0 frame_id=cam height=2 width=2 encoding=mono8 step=2 data=00010203",
-            "camera sensor_msgs/msg/Image sec=1 frame_id=cam height=2 width=2 encoding=mono8 step=2 data=01020304",
-            "chatter std_msgs/msg/String data=hello 0",
-            "chatter std_msgs/msg/String data=hello 1",
+            "/camera sensor_msgs/msg/Image sec=0 frame_id=cam height=2 width=2 encoding=mono8 step=2 data=00010203",
+            "/camera sensor_msgs/msg/Image sec=1 frame_id=cam height=2 width=2 encoding=mono8 step=2 data=01020304",
+            "/chatter std_msgs/msg/String data=hello 0",
+            "/chatter std_msgs/msg/String data=hello 1",
+            joint_line,
         ]
     );
+    // rosbags' AnyReader (which refuses a file whose profile is not ros2).
+    let decoded = python(&venv, "anyreader.py", &[&file]);
+    let mut lines: Vec<&str> = decoded.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "/camera sensor_msgs/msg/Image sec=0 height=2 width=2 encoding=mono8 data=00010203",
+            "/camera sensor_msgs/msg/Image sec=1 height=2 width=2 encoding=mono8 data=01020304",
+            "/chatter std_msgs/msg/String data=hello 0",
+            "/chatter std_msgs/msg/String data=hello 1",
+            joint_line,
+        ]
+    );
+    // Replayed into the services it was recorded from (`/joints` is `joints`), the
+    // message as it was sent.
+    drop((chatter, camera, joints));
+    let again = tempfile::tempdir().unwrap();
+    let player = spawn(
+        again.path(),
+        &[
+            "replay",
+            file.to_str().unwrap(),
+            "--topics",
+            "joints",
+            "--wait-for-subscribers",
+            "--timeout",
+            "60s",
+        ],
+    );
+    let mut replayed = None;
+    assert!(wait_until(LIMIT, || {
+        replayed = Service::named("joints")
+            .unwrap()
+            .root(again.path())
+            .publish_subscribe::<[u8]>()
+            .require_attribute("ros2/type", "sensor_msgs/msg/JointState")
+            .open()
+            .ok();
+        replayed.is_some()
+    }));
+    let sub = replayed.unwrap().subscriber_builder().create().unwrap();
+    let out = player.into_inner().wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let sample = sub.receive().unwrap().expect("the JointState was replayed");
+    assert_eq!(&*sample, &cdr[..]);
 }
 
 #[test]

@@ -80,11 +80,19 @@ pub struct Library {
 }
 
 impl Library {
-    /// A library over the prefixes in `AMENT_PREFIX_PATH`.
+    /// A library over the prefixes in `AMENT_PREFIX_PATH` (a sourced ROS 2 install),
+    /// then the active Python virtual environment (`VIRTUAL_ENV`), where ROS 2 from
+    /// PyPI puts its `share/<pkg>/msg`.
     pub fn from_env() -> Self {
-        let prefixes = std::env::var_os("AMENT_PREFIX_PATH")
+        let mut prefixes: Vec<PathBuf> = std::env::var_os("AMENT_PREFIX_PATH")
             .map(|p| std::env::split_paths(&p).collect())
             .unwrap_or_default();
+        if let Some(venv) = std::env::var_os("VIRTUAL_ENV").map(PathBuf::from)
+            && venv.join("share").is_dir()
+            && !prefixes.contains(&venv)
+        {
+            prefixes.push(venv);
+        }
         Self::with_prefixes(prefixes)
     }
 

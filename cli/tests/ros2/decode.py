@@ -14,6 +14,9 @@ for m in read_ros2_messages(sys.argv[1]):
             f"sec={msg.header.stamp.sec} frame_id={msg.header.frame_id} height={msg.height} "
             f"width={msg.width} encoding={msg.encoding} step={msg.step} data={bytes(msg.data).hex()}"
         )
+    elif name == "sensor_msgs/msg/JointState":
+        fields = (f"name={list(msg.name)} position={list(msg.position)} "
+                  f"velocity={list(msg.velocity)} effort={list(msg.effort)}")
     else:
         fields = repr(msg)
     print(f"{m.channel.topic} {name} {fields}")
