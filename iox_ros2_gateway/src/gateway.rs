@@ -38,8 +38,11 @@ pub struct Options {
     pub import_services: Vec<String>,
     /// The ROS install's prefixes (empty: `AMENT_PREFIX_PATH`).
     pub ros_prefixes: Vec<PathBuf>,
-    /// The ROS node's name.
+    /// The ROS node's name (ROS arguments may rename it).
     pub node_name: String,
+    /// ROS arguments for rcl (`--ros-args`, then remappings, parameters, ...; empty:
+    /// none), as a ROS node's command line gives them.
+    pub ros_args: Vec<String>,
     /// How often the iox root and the ROS graph are looked at.
     pub scan_interval: Duration,
 }
@@ -56,6 +59,7 @@ impl Options {
             import_services: Vec::new(),
             ros_prefixes: Vec::new(),
             node_name: "iox_gateway".into(),
+            ros_args: Vec::new(),
             scan_interval: Duration::from_millis(250),
         }
     }
@@ -205,7 +209,7 @@ impl Gateway {
         let (export_s, import_s) = (parse(&o.export_services)?, parse(&o.import_services)?);
         let prefixes = crate::install::prefixes(&o.ros_prefixes);
         let preload: Vec<PathBuf> = crate::install::python_runtime(&prefixes).into_iter().collect();
-        let ros = Ros::start(library_dirs, &preload, &o.node_name)?;
+        let ros = Ros::start(library_dirs, &preload, &o.node_name, &o.ros_args)?;
         let library = Library::with_prefixes(prefixes);
         let stop = Arc::new(AtomicBool::new(false));
         let own_slots: Arc<Mutex<HashMap<String, OwnSlot>>> = Arc::default();

@@ -7,6 +7,10 @@ use clap::Parser;
 use iox_ros2_gateway::{Gateway, Options, install};
 
 /// Carries iox publish-subscribe services to ROS 2 topics and back.
+///
+/// ROS arguments follow `--ros-args` as for any ROS 2 node (`--ros-args -r
+/// __node:=camera_gateway -r /camera/front:=/front -p use_sim_time:=true`); rcl parses
+/// them.
 #[derive(Debug, Parser)]
 #[command(name = "iox-ros2", version)]
 struct Args {
@@ -39,8 +43,32 @@ struct Args {
     status_interval: u64,
 }
 
+/// Splits a command line into the gateway's own arguments and the ROS arguments rcl
+/// parses, as every ROS 2 node's command line has them: from `--ros-args` up to a
+/// `--` that ends them (or the end); several `--ros-args` sections are all ROS's.
+fn split_ros_args(all: impl IntoIterator<Item = String>) -> (Vec<String>, Vec<String>) {
+    let (mut own, mut ros) = (Vec::new(), Vec::new());
+    let mut in_ros = false;
+    for arg in all {
+        match arg.as_str() {
+            "--ros-args" => {
+                in_ros = true;
+                ros.push(arg);
+            }
+            "--" if in_ros => {
+                in_ros = false;
+                ros.push(arg);
+            }
+            _ if in_ros => ros.push(arg),
+            _ => own.push(arg),
+        }
+    }
+    (own, ros)
+}
+
 fn main() -> std::process::ExitCode {
-    let args = Args::parse();
+    let (own, ros_args) = split_ros_args(std::env::args());
+    let args = Args::parse_from(own);
     if args.export.is_empty()
         && args.import.is_empty()
         && args.export_service.is_empty()
@@ -68,6 +96,7 @@ fn main() -> std::process::ExitCode {
     o.import_services = args.import_service;
     o.ros_prefixes = prefixes;
     o.node_name = args.node_name;
+    o.ros_args = ros_args;
     let gateway = match Gateway::start(o, &dirs) {
         Ok(g) => g,
         Err(e) => {
@@ -93,4 +122,24 @@ fn main() -> std::process::ExitCode {
     eprintln!("iox-ros2: stopping: {}", gateway.status());
     gateway.stop();
     std::process::ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_ros_args;
+
+    #[test]
+    fn ros_arguments_are_split_off() {
+        let line = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+        let (own, ros) = split_ros_args(line(
+            "iox-ros2 --export ** --ros-args -r __node:=gw -p a:=1 -- --import x --ros-args -r __ns:=/r",
+        ));
+        assert_eq!(own, line("iox-ros2 --export ** --import x"));
+        assert_eq!(
+            ros,
+            line("--ros-args -r __node:=gw -p a:=1 -- --ros-args -r __ns:=/r")
+        );
+        let (own, ros) = split_ros_args(line("iox-ros2 --import **"));
+        assert_eq!((own, ros), (line("iox-ros2 --import **"), vec![]));
+    }
 }

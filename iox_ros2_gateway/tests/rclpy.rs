@@ -102,6 +102,66 @@ fn iox_publisher_to_rclpy_listener_as_cdr() {
     });
 }
 
+/// ROS arguments as any ROS 2 node takes them, parsed by rcl: the node renamed and
+/// put in a namespace, a topic remapped (the exported `chatter` is published on
+/// `/talk`), a parameter given.
+#[test]
+fn ros_arguments_rename_the_node_and_remap_topics() {
+    in_netns("ros_arguments_rename_the_node_and_remap_topics", |net| {
+        let service = cdr_service(net, "chatter", "std_msgs/msg/String")
+            .history(10)
+            .subscriber_buffer(10)
+            .create()
+            .unwrap();
+        let publisher = service.publisher_builder().create().unwrap();
+        let gw = net.gateway(
+            "gw.log",
+            &[
+                "--export",
+                "**",
+                "--ros-args",
+                "-r",
+                "__node:=camera_gateway",
+                "-r",
+                "__ns:=/robot",
+                "-r",
+                "/chatter:=/talk",
+                "-p",
+                "use_sim_time:=false",
+            ],
+        );
+        let subscribers = || {
+            iox_service::inspect::inspect_in(&net.root, "chatter")
+                .unwrap()
+                .subscribers
+                .live
+        };
+        assert!(iox_testkit::wait_until(LIMIT, || subscribers() == 1));
+        for i in 0..10 {
+            let cdr = string_cdr(&format!("hello {i}"));
+            publisher
+                .loan_slice_uninit(cdr.len())
+                .unwrap()
+                .write_from_slice(&cdr)
+                .send()
+                .unwrap();
+        }
+        let node = peer_ok(net.peer(&["wait-node", "--node", "/robot/camera_gateway"]));
+        assert_eq!(node.trim(), "/robot/camera_gateway");
+        let out = peer_ok(net.peer(&[
+            "listen-string",
+            "--topic",
+            "/talk",
+            "--transient",
+            "--count",
+            "10",
+        ]));
+        assert_eq!(out.lines().count(), 10, "{out}");
+        net.wait_log("gw.log", |l| l.contains("running (ROS node camera_gateway)"));
+        stop(gw);
+    });
+}
+
 #[test]
 fn images_of_1_and_8_mib_both_ways() {
     in_netns("images_of_1_and_8_mib_both_ways", |net| {

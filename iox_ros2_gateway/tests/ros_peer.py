@@ -210,7 +210,7 @@ def main():
     p.add_argument("command", choices=[
             "talk-string", "talk-raw", "talk-image", "talk-point", "talk-cloud",
             "listen-string", "listen-image", "listen-point", "listen-cloud",
-            "call-setbool", "serve-trigger",
+            "call-setbool", "serve-trigger", "wait-node",
         ])
     p.add_argument("--topic", default="/chatter")
     p.add_argument("--service", default="/set_led")
@@ -223,6 +223,7 @@ def main():
     p.add_argument("--until", help="publishers stay until this file exists")
     p.add_argument("--wait-subscribers", type=int, default=0)
     p.add_argument("--timeout", type=float, default=60)
+    p.add_argument("--node", help="wait-node: the node name (namespace/name) to wait for")
     args = p.parse_args()
     rclpy.init()
     node = rclpy.create_node("peer")
@@ -244,6 +245,12 @@ def main():
             return call_setbool(node, args)
         elif args.command == "serve-trigger":
             return serve_trigger(node, args)
+        elif args.command == "wait-node":
+            seen = lambda: {f"{ns.rstrip('/')}/{n}" for n, ns in node.get_node_names_and_namespaces()}
+            if not spin_until(node, lambda: args.node in seen(), args.timeout):
+                print(f"no node {args.node}; nodes: {sorted(seen())}", file=sys.stderr)
+                return 1
+            print(args.node)
         elif args.command == "listen-point":
             return listen(node, args, Point, check_point)
         elif args.command == "listen-string":

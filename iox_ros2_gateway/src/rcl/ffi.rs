@@ -428,6 +428,7 @@ api! {
         node_options_fini = "rcl_node_options_fini": fn(*mut Opaque) -> Ret;
         node_init = "rcl_node_init": fn(*mut Node, *const c_char, *const c_char, *mut Context, *const Opaque) -> Ret;
         node_fini = "rcl_node_fini": fn(*mut Node) -> Ret;
+        node_get_name = "rcl_node_get_name": fn(*const Node) -> *const c_char;
         publisher_get_default_options = "rcl_publisher_get_default_options": fn() -> Opaque;
         publisher_init = "rcl_publisher_init": fn(*mut Handle, *const Node, *const c_void, *const c_char, *const Opaque) -> Ret;
         publisher_fini = "rcl_publisher_fini": fn(*mut Handle, *mut Node) -> Ret;

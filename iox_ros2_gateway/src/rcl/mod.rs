@@ -17,7 +17,7 @@ mod service;
 mod wait;
 
 use std::collections::HashMap;
-use std::ffi::{CStr, CString, c_void};
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -127,8 +127,15 @@ fn open_in(dirs: &[PathBuf], name: &str) -> Result<Library, String> {
 impl Ros {
     /// Loads ROS 2 from the libraries in `dirs` (or the loader's path), after the
     /// libraries `preload` with their symbols global (see `crate::install`),
-    /// initialises a context and creates the node `node_name` (namespace `/`).
-    pub fn start(dirs: &[PathBuf], preload: &[PathBuf], node_name: &str) -> Result<Arc<Ros>, RosError> {
+    /// initialises a context with the ROS arguments `ros_args` (`--ros-args -r ...`,
+    /// parsed by rcl itself: remappings, `__node`, `__ns`, parameters, log levels) and
+    /// creates the node `node_name` (namespace `/`), which those arguments may rename.
+    pub fn start(
+        dirs: &[PathBuf],
+        preload: &[PathBuf],
+        node_name: &str,
+        ros_args: &[String],
+    ) -> Result<Arc<Ros>, RosError> {
         let mut preloaded = Vec::new();
         for path in preload {
             use libloading::os::unix::{Library as UnixLibrary, RTLD_GLOBAL, RTLD_NOW};
@@ -150,6 +157,12 @@ impl Ros {
             )
         };
         let name = cstring(node_name)?;
+        // argv as rcl_init reads it: the program, then the ROS arguments.
+        let argv: Vec<CString> = std::iter::once("iox-ros2")
+            .chain(ros_args.iter().map(String::as_str))
+            .map(cstring)
+            .collect::<Result<_, _>>()?;
+        let argv_ptrs: Vec<*const c_char> = argv.iter().map(|a| a.as_ptr()).collect();
         // SAFETY: the calls follow rcl's init sequence with the structures above, each
         // initialised by the call before it; failures return before the next.
         unsafe {
@@ -159,7 +172,12 @@ impl Ros {
             if rc != RET_OK {
                 return fail(&api, "rcl_init_options_init", rc);
             }
-            let rc = (api.init)(0, std::ptr::null(), &options, &mut *context);
+            let argc = if ros_args.is_empty() {
+                0
+            } else {
+                argv_ptrs.len() as c_int
+            };
+            let rc = (api.init)(argc, argv_ptrs.as_ptr(), &options, &mut *context);
             (api.init_options_fini)(&mut options);
             if rc != RET_OK {
                 return fail(&api, "rcl_init", rc);
@@ -180,13 +198,26 @@ impl Ros {
                 return Err(e);
             }
         }
+        // The name the node has (`-r __node:=...` renames it): the gateway knows its own
+        // endpoints by it.
+        // SAFETY: the node was initialised above; rcl returns its name, a NUL-terminated
+        // string it owns for the node's life, or null.
+        let actual = unsafe { (api.node_get_name)(&*node) };
+        let node_name = if actual.is_null() {
+            node_name.to_owned()
+        } else {
+            // SAFETY: non-null, NUL-terminated, alive while the node is (copied now).
+            unsafe { std::ffi::CStr::from_ptr(actual) }
+                .to_string_lossy()
+                .into_owned()
+        };
         Ok(Arc::new(Ros {
             api,
             _preloaded: preloaded,
             dirs: dirs.to_vec(),
             context,
             node,
-            node_name: node_name.to_owned(),
+            node_name,
             entities: Mutex::new(()),
             types: Mutex::new(HashMap::new()),
         }))
