@@ -48,7 +48,11 @@ fn install(prefix: &Path) {
 #[test]
 fn cmake_and_pkg_config_build_examples_that_talk_to_rust() {
     if !have("cmake") || !have("pkg-config") {
-        println!("SKIP cmake_and_pkg_config_build_examples_that_talk_to_rust: cmake or pkg-config not found");
+        iox_testkit::skip(
+            "cmake_and_pkg_config_build_examples_that_talk_to_rust",
+            "IOX_REQUIRE_CMAKE",
+            "cmake or pkg-config not found",
+        );
         return;
     }
     let work = tempfile::tempdir().unwrap();

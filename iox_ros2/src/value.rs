@@ -404,3 +404,38 @@ fn primitive_bytes(p: Primitive, v: Option<&Value>, path: &str) -> Result<Vec<u8
         Primitive::Float64 => float()?.to_le_bytes().to_vec(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What rclpy (Fast CDR) wrote for a `JointState` with one joint's position and no
+    /// velocities or efforts: the empty sequences are their counts alone, and the
+    /// length it gives counts 8 bytes of padding it never wrote (here garbage).
+    #[test]
+    fn empty_sequences_are_their_count_alone() {
+        let mut lib = Library::from_definition_text(
+            "t/msg/Joints",
+            "int32 sec\nuint32 nanosec\nstring frame_id\nstring[] name\n\
+             float64[] position\nfloat64[] velocity\nfloat64[] effort\n",
+        )
+        .unwrap();
+        let words = "00000000 00000000 03000000 616200aa 01000000 02000000 78000000 01000000 \
+                     00000000 0000f03f 00000000 00000000 e47f0000 f00feda9";
+        let mut cdr = vec![0, 1, 0, 0];
+        for w in words.split_whitespace() {
+            cdr.extend((0..4).map(|i| u8::from_str_radix(&w[2 * i..2 * i + 2], 16).unwrap()));
+        }
+        crate::cdr::check(&mut lib, "t/msg/Joints", &cdr).unwrap();
+        let v = decode(&mut lib, "t/msg/Joints", &cdr, usize::MAX).unwrap();
+        assert_eq!(v.field("position"), Some(&Value::Array(vec![Value::Float(1.0)])));
+        assert_eq!(v.field("effort"), Some(&Value::Array(vec![])));
+        // Written back: the same bytes, with zero for the gap after `frame_id` (0xaa
+        // there) and without the garbage.
+        let mut ours = Vec::new();
+        encode(&mut lib, "t/msg/Joints", &v, &mut ours).unwrap();
+        cdr[19] = 0;
+        assert_eq!(ours, cdr[..ours.len()]);
+        assert_eq!(ours.len(), cdr.len() - 8);
+    }
+}

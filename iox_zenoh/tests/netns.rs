@@ -13,9 +13,10 @@ fn two_hosts_in_network_namespaces() {
     let exe = std::env::current_exe().unwrap();
     let probe = exe.parent().unwrap().parent().unwrap().join("examples/probe");
     if !probe.exists() {
-        eprintln!(
-            "SKIP two_hosts_in_network_namespaces: {} is not built",
-            probe.display()
+        iox_testkit::skip(
+            "two_hosts_in_network_namespaces",
+            "IOX_REQUIRE_ROOT",
+            format!("{} is not built", probe.display()),
         );
         return;
     }
@@ -32,7 +33,7 @@ fn two_hosts_in_network_namespaces() {
     );
     match out.status.code() {
         Some(0) => {}
-        Some(77) => eprintln!("SKIP two_hosts_in_network_namespaces: {}", text.trim()),
+        Some(77) => iox_testkit::skip("two_hosts_in_network_namespaces", "IOX_REQUIRE_ROOT", text.trim()),
         _ => panic!("{} failed ({}):\n{text}", script.display(), out.status),
     }
 }

@@ -243,15 +243,38 @@ fn skip_outcome(
     }
 }
 
+/// Env var naming a file each [`skip`] appends a line to (`<test>\t<reason>`), so the
+/// test command counts skipped tests apart from passed ones (libtest counts a test
+/// that returned early as passed, and hides what a passing test printed).
+pub const SKIP_LOG: &str = "IOX_SKIP_LOG";
+
 /// A test cannot run its checks here. Call it, then `return`: it prints one line
-/// `SKIP <test>: <reason>` to stderr, or panics (failing the test) when the
+/// `SKIP <test>: <reason>` to stderr and appends `<test>\t<reason>` to the file
+/// `IOX_SKIP_LOG` names (when set), or panics (failing the test) when the
 /// `requirement_env` variable is `1`, so a machine meant to have the capability
 /// (CI with a GPU, a raised memlock limit, root) cannot pass by skipping.
 #[track_caller]
 pub fn skip(test: &str, requirement_env: &str, reason: impl std::fmt::Display) {
     let value = std::env::var(requirement_env).ok();
-    match skip_outcome(test, requirement_env, value.as_deref(), &reason.to_string()) {
-        Ok(line) => eprintln!("{line}"),
+    let reason = reason.to_string();
+    match skip_outcome(test, requirement_env, value.as_deref(), &reason) {
+        Ok(line) => {
+            eprintln!("{line}");
+            if let Some(log) = std::env::var_os(SKIP_LOG) {
+                use std::io::Write;
+                // One write of one line to a file opened for appending: lines of tests
+                // running side by side do not interleave.
+                let entry = format!("{test}\t{}\n", reason.replace(['\n', '\t'], " "));
+                let written = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&log)
+                    .and_then(|mut f| f.write_all(entry.as_bytes()));
+                if let Err(e) = written {
+                    panic!("{line}, and it cannot be logged to {SKIP_LOG}: {e}");
+                }
+            }
+        }
         Err(message) => panic!("{message}"),
     }
 }
@@ -282,9 +305,13 @@ mod tests {
             skip("demo", DEMO_ENV, "the demo capability is missing");
             return;
         }
+        let log = std::env::temp_dir().join(format!("iox-skip-demo-{}", std::process::id()));
+        let _ = std::fs::remove_file(&log);
         let run = |required: Option<&str>| {
             let mut cmd = self_command(TEST, "child", &[]);
             cmd.env_remove(DEMO_ENV);
+            // The demo's skip is logged here, not in the test command's count.
+            cmd.env(SKIP_LOG, &log);
             if let Some(v) = required {
                 cmd.env(DEMO_ENV, v);
             }
@@ -303,6 +330,10 @@ mod tests {
         let stderr = String::from_utf8_lossy(&failed.stderr);
         assert!(!failed.status.success(), "a required skip must fail: {stderr}");
         assert!(stderr.contains(&format!("{DEMO_ENV}=1")), "{stderr}");
+        // The skip, and only it (a required one fails instead), is logged for the count.
+        let logged = std::fs::read_to_string(&log).unwrap();
+        let _ = std::fs::remove_file(&log);
+        assert_eq!(logged, "demo\tthe demo capability is missing\n");
     }
 
     /// A child's standard output goes nowhere unless the test asks for it, as this
