@@ -40,6 +40,10 @@ pub struct Options {
     pub ros_prefixes: Vec<PathBuf>,
     /// The ROS node's name (ROS arguments may rename it).
     pub node_name: String,
+    /// `PATTERN=QOS` settings: the QoS of imported topics (`crate::sizing`).
+    pub qos: Vec<String>,
+    /// `PATTERN=SIZExCOUNT,...` settings: the size classes of imported services.
+    pub pools: Vec<String>,
     /// ROS arguments for rcl (`--ros-args`, then remappings, parameters, ...; empty:
     /// none), as a ROS node's command line gives them.
     pub ros_args: Vec<String>,
@@ -60,6 +64,8 @@ impl Options {
             ros_prefixes: Vec::new(),
             node_name: "iox_gateway".into(),
             ros_args: Vec::new(),
+            qos: Vec::new(),
+            pools: Vec::new(),
             scan_interval: Duration::from_millis(250),
         }
     }
@@ -83,6 +89,9 @@ pub enum StartError {
     /// A thread could not be started.
     #[error("cannot start the gateway: {0}")]
     Thread(String),
+    /// A `--qos` or `--pool` setting is not one.
+    #[error(transparent)]
+    Sizing(#[from] crate::sizing::SizingError),
 }
 
 /// One exported service in a [`Status`].
@@ -207,6 +216,7 @@ impl Gateway {
         let parse = |v: &[String]| v.iter().map(|p| Pattern::new(p)).collect::<Result<Vec<_>, _>>();
         let (export_p, import_p, cdr_p) = (parse(&o.export)?, parse(&o.import)?, parse(&o.cdr)?);
         let (export_s, import_s) = (parse(&o.export_services)?, parse(&o.import_services)?);
+        let sizing = crate::sizing::Sizing::new(&o.qos, &o.pools)?;
         let prefixes = crate::install::prefixes(&o.ros_prefixes);
         let preload: Vec<PathBuf> = crate::install::python_runtime(&prefixes).into_iter().collect();
         let ros = Ros::start(library_dirs, &preload, &o.node_name, &o.ros_args)?;
@@ -234,6 +244,7 @@ impl Gateway {
                 imports.clone(),
                 stop.clone(),
                 o.scan_interval,
+                Arc::new(sizing),
             );
             threads.push(spawn("import", Box::new(move || importer.run()))?);
         }

@@ -53,6 +53,7 @@ use crate::export::OwnSlot;
 use crate::names::{self, Pattern};
 use crate::qos::Qos;
 use crate::rcl::{Ros, Subscription, WaitSet};
+use crate::sizing::Sizing;
 use iox_ros2::carried::{QOS_KEY, Route, TYPE_KEY, ros_service};
 
 /// Counters of one import.
@@ -114,6 +115,8 @@ pub struct Importer {
     pub(crate) status: ImportStatus,
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) scan_interval: Duration,
+    /// What `--qos` and `--pool` say of imports.
+    pub(crate) sizing: Arc<Sizing>,
     /// Opens the services to import into, off this thread (`iox_service::opener`).
     opener: Opener<Opened>,
 }
@@ -148,6 +151,7 @@ impl Importer {
         status: ImportStatus,
         stop: Arc<AtomicBool>,
         scan_interval: Duration,
+        sizing: Arc<Sizing>,
     ) -> Self {
         Self {
             ros,
@@ -159,6 +163,7 @@ impl Importer {
             status,
             stop,
             scan_interval,
+            sizing,
             opener: Opener::new(Backoff::default()),
         }
     }
@@ -252,13 +257,17 @@ impl Importer {
                 );
                 continue;
             };
-            let qos = Qos::accepting(&external.iter().map(|e| e.qos).collect::<Vec<_>>());
+            let qos = self
+                .sizing
+                .qos_for(&name)
+                .unwrap_or_else(|| Qos::accepting(&external.iter().map(|e| e.qos).collect::<Vec<_>>()));
+            let classes = self.sizing.classes_for(&name, &qos);
             let framed = FramedKind::of_ros_type(type_name)
                 .filter(|_| !self.cdr_only.iter().any(|p| p.matches(&name)));
             let (root, library, key) = (self.root.clone(), self.library.clone(), name.clone());
             let type_name = type_name.clone();
             self.opener.open(&name, move || {
-                let target = open_target(&root, library, &key, &type_name, &qos, framed)?;
+                let target = open_target(&root, library, &key, &type_name, &qos, &classes, framed)?;
                 Ok(Opened {
                     topic,
                     type_name,
@@ -378,6 +387,7 @@ fn open_target(
     name: &str,
     type_name: &str,
     qos: &Qos,
+    classes: &[(usize, usize)],
     framed: Option<FramedKind>,
 ) -> Result<Target, String> {
     let definition = library.definition_text(type_name).map_err(|e| e.to_string())?;
@@ -395,6 +405,7 @@ fn open_target(
             name,
             type_name,
             qos,
+            classes,
             &definition,
         )?),
         (None, Some(FramedKind::PointCloud2)) => Target::PointCloud2(open_service(
@@ -402,10 +413,11 @@ fn open_target(
             name,
             type_name,
             qos,
+            classes,
             &definition,
         )?),
         (None, None) => {
-            let service = open_service(bytes(root, name)?, name, type_name, qos, &definition)?;
+            let service = open_service(bytes(root, name)?, name, type_name, qos, classes, &definition)?;
             Target::Cdr(service, library)
         }
     })
@@ -484,6 +496,7 @@ pub fn open_service<H: UserHeader>(
     name: &str,
     type_name: &str,
     qos: &Qos,
+    classes: &[(usize, usize)],
     definition: &str,
 ) -> Result<PubSubService<[u8], H>, String> {
     let (buffer, history) = qos.iox_buffer_and_history();
@@ -492,6 +505,7 @@ pub fn open_service<H: UserHeader>(
         .history(history)
         .attribute(QOS_KEY, qos.to_string());
     let service = ros_service(builder, type_name, definition)
+        .size_classes(classes)
         .open_or_create()
         .map_err(|e| format!("cannot open or create iox service {name:?}: {e}"))?;
     match service.attributes().get(TYPE_KEY) {
@@ -557,7 +571,17 @@ impl Import {
                     let n = counter.fetch_add(1, Ordering::Relaxed) + 1;
                     if self.reported < 5 || n.is_multiple_of(1000) {
                         self.reported += 1;
-                        eprintln!("iox-ros2: a message on {:?} was dropped: {why}", self.name);
+                        // A full pool: say how to size it.
+                        let hint = if why.contains("in use") || why.contains("exhausted") {
+                            format!(
+                                " (readers hold every chunk of that size: give the service more \
+                                 with --pool '{}=SIZExCOUNT,...', or read faster)",
+                                self.name
+                            )
+                        } else {
+                            String::new()
+                        };
+                        eprintln!("iox-ros2: a message on {:?} was dropped: {why}{hint}", self.name);
                     }
                 }
             }

@@ -14,6 +14,8 @@
 //!   ([`iox_ros2::image`]); a service records its ROS type, QoS and definition as
 //!   attributes (`ros2/type`, `ros2/qos`, `ros2/definition`), so `iox list` shows
 //!   what it carries.
+//! - What the gateway is told beyond discovery ([`sizing`]): an import's QoS and its
+//!   pool's size classes.
 //! - Export ([`export`]) and import ([`import`]); no loops: the gateway's
 //!   subscriptions ignore its own publishers and its exports skip what it imported.
 //! - ROS 2 itself ([`rcl`]): the C client library loaded at run time from the install
@@ -30,6 +32,7 @@ pub mod names;
 pub mod qos;
 pub mod rcl;
 pub mod services;
+pub mod sizing;
 
 pub use gateway::{Gateway, Options, StartError, Status};
 

@@ -32,6 +32,15 @@ struct Args {
     /// The ROS 2 install's prefix (default: $AMENT_PREFIX_PATH). Repeatable.
     #[arg(long = "ros-prefix", value_name = "DIR")]
     ros_prefix: Vec<PathBuf>,
+    /// The QoS of imported topics matching PATTERN, which DDS discovery does not tell
+    /// whole (no depth): 'camera/*=reliable, volatile, keep_last 100'. Repeatable; the
+    /// first match wins.
+    #[arg(long = "qos", value_name = "PATTERN=QOS")]
+    qos: Vec<String>,
+    /// The pool size classes of services imported for PATTERN: 'camera/*=8Mx24,64Kx32'
+    /// (SIZExCOUNT, sizes in bytes or with K, M, G). Repeatable; the first match wins.
+    #[arg(long = "pool", value_name = "PATTERN=CLASSES")]
+    pool: Vec<String>,
     /// The ROS node's name.
     #[arg(long, default_value = "iox_gateway")]
     node_name: String,
@@ -97,6 +106,8 @@ fn main() -> std::process::ExitCode {
     o.ros_prefixes = prefixes;
     o.node_name = args.node_name;
     o.ros_args = ros_args;
+    o.qos = args.qos;
+    o.pools = args.pool;
     let gateway = match Gateway::start(o, &dirs) {
         Ok(g) => g,
         Err(e) => {

@@ -10,16 +10,20 @@
 //!
 //! **Import** (ROS -> iox): the gateway's subscription takes the QoS every publisher of
 //! the topic offers (reliable only if all are, transient local only if all are), as
-//! `ros2 bag record` does, so it is compatible with each of them; DDS discovery does
-//! not carry a publisher's history depth, so the depth is ROS 2's default, 10;
-//! a service it creates gets the table's buffer and history, and every service it
-//! imports records the QoS as attribute `ros2.qos` (`reliable, transient_local,
-//! keep_last 10`).
+//! `ros2 bag record` does, so it is compatible with each of them. DDS discovery does
+//! not carry a publisher's history depth (Fast DDS reports it unknown), so the depth
+//! is ROS 2's default, 10, unless the gateway is told the topic's QoS (`--qos
+//! PATTERN=QOS`, [`crate::sizing`]); a service it creates gets the table's buffer and
+//! history, and every service it imports records the QoS as attribute `ros2/qos`
+//! (`reliable, transient_local, keep_last 10`).
 //!
 //! **Export** (iox -> ROS): the gateway publishes `reliable` (which `reliable` and
 //! `best_effort` subscribers both accept), `transient_local` with depth = the
 //! service's history when it keeps one, else `volatile` with depth = its subscriber
-//! buffer; a service that records `ros2.qos` is published with that QoS. A ROS
+//! buffer, at least ROS 2's default 10 (what a ROS publisher without QoS offers: a
+//! service made with iox's default buffer of 4 would otherwise let the DDS writer
+//! overwrite messages a reliable reader has not acknowledged); a service that records
+//! `ros2/qos` is published with that QoS. A ROS
 //! subscription asking for more than that (`transient_local` of a service without
 //! history, `reliable` of a `best_effort` service) gets nothing from DDS: the gateway
 //! finds it in the graph and reports it in its status, naming the node and what to
@@ -127,7 +131,7 @@ impl Qos {
             depth: Some(if history > 0 {
                 history
             } else {
-                subscriber_buffer.max(1)
+                subscriber_buffer.max(Qos::DEFAULT.depth.unwrap_or(1))
             }),
         }
     }
@@ -250,8 +254,12 @@ mod tests {
 
     #[test]
     fn what_a_service_offers_and_refuses() {
+        // A service made with iox's default buffer (4) is published as a ROS
+        // publisher without QoS is, keep_last 10: a reliable reader that falls behind
+        // by 5 does not lose messages the DDS writer already overwrote.
         let volatile = Qos::of_service(4, 0);
-        assert_eq!(volatile.to_string(), "reliable, volatile, keep_last 4");
+        assert_eq!(volatile.to_string(), "reliable, volatile, keep_last 10");
+        assert_eq!(Qos::of_service(64, 0).depth, Some(64));
         let wants_history = Qos {
             reliable: false,
             transient_local: true,

@@ -45,7 +45,15 @@ fn stranger(root: &Path, definition: &str) -> ! {
         .collect();
     let builder = bytes(&net, "cam/evil").permissions(0o666);
     held.push(
-        iox_ros2_gateway::import::open_service(builder, "cam/evil", TYPE, &Qos::DEFAULT, definition).unwrap(),
+        iox_ros2_gateway::import::open_service(
+            builder,
+            "cam/evil",
+            TYPE,
+            &Qos::DEFAULT,
+            &iox_ros2::carried::DEFAULT_CLASSES,
+            definition,
+        )
+        .unwrap(),
     );
     let _keep = held;
     ready_and_hold(&root.join("stranger-ready"))

@@ -162,6 +162,85 @@ fn ros_arguments_rename_the_node_and_remap_topics() {
     });
 }
 
+/// A depth-100 transient-local publisher: discovery does not carry the depth, so the
+/// gateway is told it (`--qos`) and keeps all 100 for a late iox subscriber; the pool
+/// is sized as `--pool` says; a topic not named keeps the defaults (depth 10, each
+/// class holding a full buffer and two in flight).
+#[test]
+fn the_gateway_is_told_what_discovery_does_not_say() {
+    in_netns("the_gateway_is_told_what_discovery_does_not_say", |net| {
+        let gw = net.gateway(
+            "gw.log",
+            &[
+                "--import",
+                "**",
+                "--qos",
+                "chatter=reliable, transient_local, keep_last 100",
+                "--pool",
+                "chatter=4Kx204,64Kx4",
+            ],
+        );
+        let deep = net.peer(&[
+            "talk-string",
+            "--transient",
+            "--depth",
+            "100",
+            "--count",
+            "100",
+            "--period",
+            "0",
+            "--until",
+            &net.done(),
+        ]);
+        let other = net.peer(&[
+            "talk-string",
+            "--topic",
+            "/other",
+            "--transient",
+            "--count",
+            "1",
+            "--until",
+            &net.done(),
+        ]);
+        let service = opened(net, "chatter", || {
+            bytes(net, "chatter")
+                .require_attribute("ros2/type", "std_msgs/msg/String")
+                .open()
+        });
+        assert_eq!(
+            service.attributes().get("ros2/qos").unwrap(),
+            "reliable, transient_local, keep_last 100"
+        );
+        // All 100 reach the service's history; a late subscriber gets every one.
+        net.wait_log("gw.log", |l| l.contains("received 100 published 100"));
+        let sub = service.subscriber_builder().create().unwrap();
+        for i in 0..100 {
+            assert_eq!(string_of(&receive(&sub)), format!("hello {i}"));
+        }
+        let classes = |name: &str| -> Vec<(usize, u32)> {
+            iox_service::inspect::inspect_in(&net.root, name)
+                .unwrap()
+                .classes
+                .iter()
+                .map(|c| (c.chunk_size, c.count))
+                .collect()
+        };
+        let told = classes("chatter");
+        assert_eq!(told.iter().map(|c| c.1).collect::<Vec<_>>(), [204, 4], "{told:?}");
+        opened(net, "other", || bytes(net, "other").open());
+        let defaults = classes("other");
+        assert_eq!(
+            defaults.iter().map(|c| c.1).collect::<Vec<_>>(),
+            [64, 32, 22, 16],
+            "depth 10 transient local: 10 + 10 + 2 of each class, at most 256 MiB a class"
+        );
+        net.finish();
+        peer_ok(deep);
+        peer_ok(other);
+        stop(gw);
+    });
+}
+
 #[test]
 fn images_of_1_and_8_mib_both_ways() {
     in_netns("images_of_1_and_8_mib_both_ways", |net| {

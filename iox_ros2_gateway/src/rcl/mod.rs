@@ -172,12 +172,12 @@ impl Ros {
             if rc != RET_OK {
                 return fail(&api, "rcl_init_options_init", rc);
             }
-            let argc = if ros_args.is_empty() {
-                0
-            } else {
-                argv_ptrs.len() as c_int
-            };
-            let rc = (api.init)(argc, argv_ptrs.as_ptr(), &options, &mut *context);
+            let rc = (api.init)(
+                argv_ptrs.len() as c_int,
+                argv_ptrs.as_ptr(),
+                &options,
+                &mut *context,
+            );
             (api.init_options_fini)(&mut options);
             if rc != RET_OK {
                 return fail(&api, "rcl_init", rc);
