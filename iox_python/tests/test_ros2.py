@@ -16,7 +16,7 @@ import pytest
 import iox
 
 try:
-    from sensor_msgs.msg import Image  # noqa: F401
+    from sensor_msgs.msg import Image, JointState, PointCloud2  # noqa: F401
     from std_msgs.msg import String
 except ImportError as e:  # pragma: no cover - depends on the machine
     if os.environ.get("IOX_REQUIRE_ROS") == "1":
@@ -206,3 +206,121 @@ def test_rclpy_loads_in_a_process_that_used_iox_first(tmp_path):
         except subprocess.TimeoutExpired:
             pytest.fail(f"run {run}: the process hung loading rclpy after using iox")
         assert done.returncode == 0 and done.stdout.strip() == "loaded", (run, done.stdout, done.stderr)
+
+
+# --- One line for a node's hot topic: iox.ros2.Publisher and Subscription ------------
+
+def _peer():
+    """The gateway tests' rclpy peer as a module: its images and clouds."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ros_peer", PEER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _image(seq, size):
+    """The image the gateway tests' rclpy talker sends: 1024 rows of mono8."""
+    m = Image(height=1024, width=size // 1024, step=size // 1024, encoding="mono8",
+              data=_peer().pattern(size, seq).tobytes())
+    m.header.stamp.sec, m.header.frame_id = seq, "camera"
+    return m
+
+
+def test_one_line_ports_carry_ros_messages_across_processes(tmp_path):
+    """Images (published from a message and written in place), point clouds and a
+    JointState with empty sequences (CDR) from another process, taken as rclpy
+    messages and as views in place."""
+    root = str(tmp_path)
+    images = iox.ros2.Subscription(Image, "/camera/image", root=root)
+    clouds = iox.ros2.Subscription(PointCloud2, "/lidar", root=root)
+    joints = iox.ros2.Subscription(JointState, "joints", root=root)
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        import numpy as np, iox
+        from sensor_msgs.msg import Image, JointState, PointCloud2
+        from test_ros2 import _image, _peer
+        root = {root!r}
+        img = iox.ros2.Publisher(Image, "camera/image", root=root)
+        cloud = iox.ros2.Publisher(PointCloud2, "lidar", root=root)
+        joint = iox.ros2.Publisher(JointState, "/joints", root=root)
+        assert img.publish(_image(0, 1 << 20)) == 1
+        loan = img.loan_image(1024, 1024, "mono8", frame_id="camera", sec=1)
+        iox.ros2.image_view(loan)[:] = _peer().pattern(1 << 20, 1).reshape(1024, 1024)
+        assert loan.send() == 1
+        assert cloud.publish(_peer().cloud(3, 4096)) == 1
+        assert joint.publish(JointState(name=["elbow"], position=[0.5])) == 1
+        print("sent", flush=True)
+    """)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == 0 and out.strip() == "sent", err
+    assert images.take(timeout=5) == _image(0, 1 << 20)
+    view = images.take(timeout=5, in_place=True)
+    assert (view.header.stamp.sec, view.encoding, view.header.frame_id) == (1, "mono8", "camera")
+    assert not view.data.flags.writeable and view.pixels().shape == (1024, 1024)
+    assert np.array_equal(view.data, _peer().pattern(1 << 20, 1))
+    assert view.to_message() == _image(1, 1 << 20)
+    del view
+    assert clouds.take(timeout=5) == _peer().cloud(3, 4096)
+    j = joints.take(timeout=5)
+    assert (list(j.name), list(j.position), list(j.velocity), list(j.effort)) == (["elbow"], [0.5], [], [])
+    assert images.take() is None
+    with pytest.raises(TypeError, match="not sensor_msgs/msg/Image"):
+        iox.ros2.Publisher(Image, "camera/image", root=root).publish(String(data="x"))
+    with pytest.raises(TypeError, match="carries sensor_msgs/msg/JointState"):
+        iox.ros2.Subscription(String, "joints", root=root)
+
+
+def test_one_line_publisher_reaches_rclpy_through_the_gateway(root, gateway_binary, tmp_path):
+    """A node's hot topic moved to iox in one line stays a ROS topic: the gateway
+    exports the images and clouds a Python iox.ros2.Publisher sends, and rclpy
+    listeners get them whole (transient local: they join when they like)."""
+    images = iox.ros2.Publisher(Image, "/camera/image", transient_local=True, root=root)
+    clouds = iox.ros2.Publisher(PointCloud2, "/lidar", transient_local=True, root=root)
+    py = sys.executable
+    proc = in_netns(root, (
+        f"{gateway_binary} --ros-prefix {sys.prefix} --root {root} --export '**' --status-interval 0 & G=$!; "
+        f"{py} {PEER} listen-image --topic /camera/image --transient --count 3 & A=$!; "
+        f"{py} {PEER} listen-cloud --topic /lidar --transient --count 2 & B=$!; "
+        "wait $A; a=$?; wait $B; b=$?; kill -TERM $G; wait $G; exit $((a | b))"))
+    # Once the gateway subscribes (it keeps what it is sent for ROS's late joiners).
+    end = time.monotonic() + 60
+    while min(images.get_subscription_count(), clouds.get_subscription_count()) < 1:
+        assert time.monotonic() < end and proc.poll() is None, "the gateway never subscribed"
+        time.sleep(0.01)
+    for seq in range(3):
+        images.publish(_image(seq, 1 << 20))
+    for seq in range(2):
+        clouds.publish(_peer().cloud(seq, 4096))
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    assert sorted(line for line in out.splitlines() if line.startswith(("image", "cloud"))) == [
+        "cloud 0 4096", "cloud 1 4096", "image 0 1048576", "image 1 1048576", "image 2 1048576"], out
+
+
+def test_rclpy_images_reach_a_one_line_subscription_through_the_gateway(root, gateway_binary, tmp_path):
+    """The other way: an rclpy camera's images, imported by the gateway, taken by a
+    Python iox.ros2.Subscription as rclpy messages."""
+    done = tmp_path / "done"
+    py = sys.executable
+    proc = in_netns(root, (
+        f"{gateway_binary} --ros-prefix {sys.prefix} --root {root} --import '**' --status-interval 0 & G=$!; "
+        f"{py} {PEER} talk-image --topic /camera/image --transient --sizes 1048576 1048576 --until {done}; "
+        "a=$?; kill -TERM $G; wait $G; exit $a"))
+    try:
+        wait_open(lambda: iox.Service("camera/image", root=root).publish_subscribe()
+                  .require_attribute("ros2/type", "sensor_msgs/msg/Image").open())
+        sub = iox.ros2.Subscription(Image, "/camera/image", root=root)
+        got = []
+        end = time.monotonic() + 60
+        while len(got) < 2 and time.monotonic() < end:
+            m = sub.take(timeout=0.1)
+            if m is not None:
+                got.append(m)
+        assert got == [_image(0, 1 << 20), _image(1, 1 << 20)]
+    finally:
+        done.write_text("")
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
