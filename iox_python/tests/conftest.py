@@ -74,6 +74,7 @@ def c_examples(tmp_path_factory):
         "c_publisher": ["gcc", "-std=c11", os.path.join(ffi, "examples", "publisher.c")],
         "cpp_subscriber": ["g++", "-std=c++17", os.path.join(ffi, "examples", "subscriber.cpp")],
         "cpp_camera": ["g++", "-std=c++17", os.path.join(ffi, "examples", "camera.cpp")],
+        "cpp_ros2_camera": ["g++", "-std=c++17", os.path.join(ffi, "examples", "ros2_camera.cpp")],
     }
     for name, cmd in builds.items():
         subprocess.run(cmd + common + ["-o", str(out / name), "-liox_ffi"], check=True)

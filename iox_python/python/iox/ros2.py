@@ -297,18 +297,34 @@ class _Port:
         self.name = topic.strip("/")
         header = {IMAGE_TYPE: IMAGE_HEADER, POINTCLOUD2_TYPE: POINTCLOUD2_HEADER}.get(self.type_name)
         self._header = header
+        from . import ServiceExists, ServiceNotFound
+
         history = depth if transient_local else 0
         classes = list(size_classes) if size_classes is not None else default_classes(depth + history)
         durability = "transient_local" if transient_local else "volatile"
-        builder = (Service(self.name, root=root)
-                   .publish_subscribe(bytes, size_classes=classes, user_header=header)
-                   .subscriber_buffer(depth)
-                   .allow_pool_exhaustion(True)
-                   .attribute("ros2/type", self.type_name)
-                   .attribute("ros2/qos", f"reliable, {durability}, keep_last {depth}"))
-        if history:
-            builder = builder.history(history)
-        self.service = builder.open_or_create()
+
+        def builder(classes):
+            # Opening takes the service as its creator made it (a C++ camera's one
+            # class, the gateway's ladder and depth); creating makes it as the gateway
+            # would.
+            return Service(self.name, root=root).publish_subscribe(bytes, size_classes=classes, user_header=header)
+        for _ in range(3):
+            try:
+                self.service = builder(None).open()
+                break
+            except ServiceNotFound:
+                pass
+            b = (builder(classes).subscriber_buffer(depth)
+                 .allow_pool_exhaustion(True)
+                 .attribute("ros2/type", self.type_name)
+                 .attribute("ros2/qos", f"reliable, {durability}, keep_last {depth}"))
+            try:
+                self.service = (b.history(history) if history else b).create()
+                break
+            except ServiceExists:
+                continue  # another process created it meanwhile: open that one
+        else:
+            raise ServiceExists(f"iox service {self.name!r} was created and removed while opening it")
         recorded = self.service.attributes.get("ros2/type")
         if recorded != self.type_name:
             raise TypeError(f"iox service {self.name!r} carries {recorded or 'no ROS type'}, not {self.type_name}")
