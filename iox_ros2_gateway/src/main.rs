@@ -41,6 +41,13 @@ struct Args {
     /// (SIZExCOUNT, sizes in bytes or with K, M, G). Repeatable; the first match wins.
     #[arg(long = "pool", value_name = "PATTERN=CLASSES")]
     pool: Vec<String>,
+    /// Fast DDS's builtin transports for the gateway's participant, when
+    /// FASTDDS_BUILTIN_TRANSPORTS is not set: LARGE_DATA (UDP for discovery, then shared
+    /// memory or TCP; for images and point clouds several times faster), DEFAULT, or any
+    /// value Fast DDS takes. Every node of the ROS graph must use the same setting: a
+    /// LARGE_DATA participant and a DEFAULT one never match. Default: the environment's.
+    #[arg(long, value_name = "VALUE")]
+    dds_transports: Option<String>,
     /// The ROS node's name.
     #[arg(long, default_value = "iox_gateway")]
     node_name: String,
@@ -88,6 +95,17 @@ fn main() -> std::process::ExitCode {
         );
         return std::process::ExitCode::from(2);
     }
+    let transports = match (std::env::var("FASTDDS_BUILTIN_TRANSPORTS"), &args.dds_transports) {
+        (Ok(set), _) => set,
+        (Err(_), Some(chosen)) => {
+            // SAFETY: no other thread runs yet (main's first steps, before ROS is
+            // loaded or any thread is started), so nothing reads the environment
+            // while it changes; the re-executed gateway and ROS inherit it.
+            unsafe { std::env::set_var("FASTDDS_BUILTIN_TRANSPORTS", chosen) };
+            chosen.clone()
+        }
+        (Err(_), None) => "DEFAULT".into(),
+    };
     let prefixes = install::prefixes(&args.ros_prefix);
     let dirs = install::library_dirs(&prefixes);
     if let Some(e) = install::reexec_with_libraries(&dirs) {
@@ -115,7 +133,10 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    eprintln!("iox-ros2: running (ROS node {})", gateway.node_name());
+    eprintln!(
+        "iox-ros2: running (ROS node {}, Fast DDS transports {transports})",
+        gateway.node_name()
+    );
     let term = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         if let Err(e) = signal_hook::flag::register(sig, term.clone()) {

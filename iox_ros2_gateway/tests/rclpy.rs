@@ -157,7 +157,9 @@ fn ros_arguments_rename_the_node_and_remap_topics() {
             "10",
         ]));
         assert_eq!(out.lines().count(), 10, "{out}");
-        net.wait_log("gw.log", |l| l.contains("running (ROS node camera_gateway)"));
+        net.wait_log("gw.log", |l| {
+            l.contains("running (ROS node camera_gateway, Fast DDS transports DEFAULT)")
+        });
         stop(gw);
     });
 }

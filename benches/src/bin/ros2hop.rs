@@ -1,8 +1,13 @@
-//! `ros2hop`: one hop of a `sensor_msgs/msg/Image` between two processes, ROS 2 against
-//! iox, in one run: rclpy -> rclpy over Fast DDS (ROS 2's default middleware), rclpy
-//! -> `iox-ros2` -> an iox subscriber (Rust), iox -> iox (Rust), and iox -> iox
-//! (Python, with `--py-venv`), at each size, paced (`--rate`, 30 Hz by default) and as
-//! fast as they go (`--flat`). One-way latency from the send time each image carries
+//! `ros2hop`: one hop of a `sensor_msgs/msg/Image` between two processes (a camera node
+//! and an inference node), ROS 2 against iox, in one run: rclpy -> rclpy over Fast DDS
+//! (ROS 2's default middleware) with its default transports and with
+//! `FASTDDS_BUILTIN_TRANSPORTS=LARGE_DATA` on both sides; rclpy -> `iox-ros2` -> an iox
+//! subscriber (Rust), the rclpy camera with each of those settings (the gateway with its
+//! own default, LARGE_DATA); with `--py-venv`: the one-line path (`iox.ros2.Publisher`
+//! -> `iox.ros2.Subscription`, the camera publishing an rclpy `Image` object, the
+//! inference node taking it in place) and iox -> iox (Python, written in place); and
+//! iox -> iox (Rust); at each size (1 MiB and 1080p rgb8 by default), paced (`--rate`,
+//! 30 Hz by default) and as fast as they go (`--flat`). One-way latency from the send time each image carries
 //! in its header stamp (CLOCK_MONOTONIC, one machine; taken when the image is ready to
 //! go: an rclpy message built, an iox loan written in place), median and p99, with each
 //! median's ratio to rclpy -> rclpy's; and the floor (one shared word bounced between
@@ -38,7 +43,7 @@ struct Args {
     #[arg(long)]
     py_venv: Option<PathBuf>,
     /// Image sizes in bytes, comma-separated.
-    #[arg(long, value_delimiter = ',', default_values_t = [1usize << 20, 8 << 20])]
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize << 20, 1920 * 1080 * 3])]
     sizes: Vec<usize>,
     /// Timed images per case.
     #[arg(long, default_value_t = 100)]
@@ -95,9 +100,19 @@ fn hop_py() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("ros2/hop.py")
 }
 
+/// Fast DDS's setting for large samples (UDP for discovery only, then SHM or TCP).
+const LARGE_DATA: (&str, &str) = ("FASTDDS_BUILTIN_TRANSPORTS", "LARGE_DATA");
+
 fn python(venv: &Path, args: &[String], root: &Path) -> Child {
-    Command::new(venv.join("bin/python"))
-        .arg(hop_py())
+    python_env(venv, args, root, None)
+}
+
+fn python_env(venv: &Path, args: &[String], root: &Path, env: Option<(&str, &str)>) -> Child {
+    let mut cmd = Command::new(venv.join("bin/python"));
+    if let Some((k, v)) = env {
+        cmd.env(k, v);
+    }
+    cmd.arg(hop_py())
         .args(args)
         .env("IOX_ROOT", root)
         .stdin(Stdio::null())
@@ -125,13 +140,20 @@ fn common(size: usize, count: usize, rate: f64) -> Vec<String> {
     .to_vec()
 }
 
-fn rclpy_to_rclpy(a: &Args, venv: &Path, size: usize, rate: f64, root: &Path) -> Result {
+fn rclpy_to_rclpy(
+    a: &Args,
+    venv: &Path,
+    size: usize,
+    rate: f64,
+    root: &Path,
+    env: Option<(&str, &str)>,
+) -> Result {
     let mut sub_args = vec!["rclpy-sub".to_string()];
     sub_args.extend(common(size, a.count, rate));
-    let sub = python(venv, &sub_args, root);
+    let sub = python_env(venv, &sub_args, root, env);
     let mut pub_args = vec!["rclpy-pub".to_string()];
     pub_args.extend(common(size, a.count, rate));
-    let publisher = python(venv, &pub_args, root);
+    let publisher = python_env(venv, &pub_args, root, env);
     let r = parse(&output(sub));
     let _ = output(publisher);
     r
@@ -194,7 +216,16 @@ fn iox_receive(
     Result { lat, rate }
 }
 
-fn rclpy_to_gateway_to_iox(a: &Args, venv: &Path, size: usize, rate: f64, root: &Path) -> Result {
+/// The rclpy camera and the gateway, both with `camera_env` (every node of a graph
+/// must use the same Fast DDS transports).
+fn rclpy_to_gateway_to_iox(
+    a: &Args,
+    venv: &Path,
+    size: usize,
+    rate: f64,
+    root: &Path,
+    camera_env: Option<(&str, &str)>,
+) -> Result {
     let exe = std::env::current_exe().unwrap();
     let gateway = exe.parent().unwrap().join("iox-ros2");
     assert!(
@@ -202,7 +233,11 @@ fn rclpy_to_gateway_to_iox(a: &Args, venv: &Path, size: usize, rate: f64, root: 
         "{} is not built (cargo build --release -p iox_ros2_gateway)",
         gateway.display()
     );
-    let mut gw = Command::new(&gateway)
+    let mut gw = Command::new(&gateway);
+    if let Some((k, v)) = camera_env {
+        gw.env(k, v);
+    }
+    let mut gw = gw
         .args(["--import", "bench/**", "--status-interval", "0", "--ros-prefix"])
         .arg(venv)
         .arg("--root")
@@ -214,7 +249,7 @@ fn rclpy_to_gateway_to_iox(a: &Args, venv: &Path, size: usize, rate: f64, root: 
         .expect("start iox-ros2");
     let mut pub_args = vec!["rclpy-pub".to_string()];
     pub_args.extend(common(size, a.count, rate));
-    let publisher = python(venv, &pub_args, root);
+    let publisher = python_env(venv, &pub_args, root, camera_env);
     let r = iox_receive("bench/img", size, a.count, root, false, || {});
     let _ = output(publisher);
     // SAFETY: kill(2) on our own child, not yet reaped.
@@ -244,15 +279,21 @@ fn iox_to_iox_rust(a: &Args, size: usize, rate: f64, root: &Path) -> Result {
     r
 }
 
-fn iox_to_iox_python(a: &Args, venv: &Path, size: usize, rate: f64, root: &Path) -> Result {
-    let mut sub_args = vec!["iox-sub".to_string(), "--topic".into(), "bench/py".into()];
+/// `iox-pub` -> `iox-sub` (written in place), or the one-line ports: `ros2-pub` (an
+/// rclpy message published) or `ros2-loan` (written in place) -> `ros2-sub`.
+fn iox_to_iox_python(a: &Args, venv: &Path, size: usize, rate: f64, root: &Path, publish: &str) -> Result {
+    let (subscribe, topic) = match publish {
+        "iox-pub" => ("iox-sub", "bench/py"),
+        _ => ("ros2-sub", "bench/ros2"),
+    };
+    let mut sub_args = vec![subscribe.to_string(), "--topic".into(), topic.into()];
     sub_args.extend(common(size, a.count, rate));
     let mut sub = python(venv, &sub_args, root);
     let mut reader = BufReader::new(sub.stdout.take().unwrap());
     let mut line = String::new();
     reader.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready");
-    let mut pub_args = vec!["iox-pub".to_string(), "--topic".into(), "bench/py".into()];
+    let mut pub_args = vec![publish.to_string(), "--topic".into(), topic.into()];
     pub_args.extend(common(size, a.count, rate));
     let publisher = python(venv, &pub_args, root);
     let mut rest = String::new();
@@ -368,7 +409,7 @@ fn main() {
         for &rate in &modes {
             let dir = tempfile::tempdir().unwrap();
             let root = dir.path();
-            let base = rclpy_to_rclpy(&a, &venv, size, rate, root);
+            let base = rclpy_to_rclpy(&a, &venv, size, rate, root, None);
             let mut rows = vec![(
                 "rclpy -> rclpy",
                 base.pct(0.5),
@@ -376,9 +417,25 @@ fn main() {
                 base.rate,
                 base.lat.len(),
             )];
-            let g = rclpy_to_gateway_to_iox(&a, &venv, size, rate, root);
+            let large = rclpy_to_rclpy(&a, &venv, size, rate, root, Some(LARGE_DATA));
+            rows.push((
+                "rclpy -> rclpy (LARGE_DATA)",
+                large.pct(0.5),
+                large.pct(0.99),
+                large.rate,
+                large.lat.len(),
+            ));
+            let g = rclpy_to_gateway_to_iox(&a, &venv, size, rate, root, None);
             rows.push((
                 "rclpy -> iox-ros2 -> iox",
+                g.pct(0.5),
+                g.pct(0.99),
+                g.rate,
+                g.lat.len(),
+            ));
+            let g = rclpy_to_gateway_to_iox(&a, &venv, size, rate, root, Some(LARGE_DATA));
+            rows.push((
+                "rclpy -> iox-ros2 (LARGE_DATA)",
                 g.pct(0.5),
                 g.pct(0.99),
                 g.rate,
@@ -387,7 +444,14 @@ fn main() {
             let r = iox_to_iox_rust(&a, size, rate, root);
             rows.push(("iox -> iox (Rust)", r.pct(0.5), r.pct(0.99), r.rate, r.lat.len()));
             if let Some(py) = &a.py_venv {
-                let p = iox_to_iox_python(&a, py, size, rate, root);
+                for (publish, case) in [
+                    ("ros2-pub", "iox.ros2 publish(msg) (Py)"),
+                    ("ros2-loan", "iox.ros2 loan_image (Py)"),
+                ] {
+                    let o = iox_to_iox_python(&a, py, size, rate, root, publish);
+                    rows.push((case, o.pct(0.5), o.pct(0.99), o.rate, o.lat.len()));
+                }
+                let p = iox_to_iox_python(&a, py, size, rate, root, "iox-pub");
                 rows.push((
                     "iox -> iox (Python)",
                     p.pct(0.5),

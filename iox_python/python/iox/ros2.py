@@ -275,12 +275,35 @@ def _stamp(msg):
     return int(msg.header.stamp.sec), int(msg.header.stamp.nanosec)
 
 
-def _header_message(header, frame_field="frame_id"):
-    from std_msgs.msg import Header
+class Stamp:
+    """``builtin_interfaces/msg/Time``'s fields, without rclpy's checks (an
+    ``InPlace``'s ``header.stamp``)."""
 
-    h = Header(frame_id=text(header, frame_field))
-    h.stamp.sec, h.stamp.nanosec = int(header["sec"]), int(header["nanosec"])
-    return h
+    __slots__ = ("sec", "nanosec")
+
+    def __init__(self, sec: int, nanosec: int):
+        self.sec, self.nanosec = sec, nanosec
+
+
+class Header:
+    """``std_msgs/msg/Header``'s fields, without rclpy's checks (an ``InPlace``'s
+    ``header``; ``to_message()`` makes the rclpy one)."""
+
+    __slots__ = ("stamp", "frame_id")
+
+    def __init__(self, stamp: Stamp, frame_id: str):
+        self.stamp, self.frame_id = stamp, frame_id
+
+    def to_message(self):
+        from std_msgs.msg import Header as RosHeader
+
+        h = RosHeader(frame_id=self.frame_id)
+        h.stamp.sec, h.stamp.nanosec = self.stamp.sec, self.stamp.nanosec
+        return h
+
+
+def _header_of(header) -> Header:
+    return Header(Stamp(int(header["sec"]), int(header["nanosec"])), text(header, "frame_id"))
 
 
 class _Port:
@@ -406,14 +429,15 @@ class Publisher(_Port):
 
 
 class InPlace:
-    """A received image or point cloud with the message's field names, its ``data`` a
+    """A received image or point cloud with the message's field names (``header`` a
+    plain ``Header``: ``header.stamp.sec``, ``header.frame_id``), its ``data`` a
     read-only numpy view of the bytes in shared memory (kept while this object lives;
     drop it to give the chunk back). ``to_message()`` copies it into an rclpy message."""
 
     def __init__(self, port, sample):
         self._port, self._sample = port, sample
         h = sample.header
-        self.header = _header_message(h)
+        self.header = _header_of(h)
         self.height, self.width = int(h["height"]), int(h["width"])
         self.is_bigendian = int(h["is_bigendian"])
         self.data = np.asarray(sample.array).view(np.uint8).reshape(-1)
@@ -442,7 +466,7 @@ class InPlace:
         data = array.array("B")
         data.frombytes(memoryview(self.data))
         m = self._port.msg_class()
-        m.header, m.height, m.width, m.is_bigendian = self.header, self.height, self.width, self.is_bigendian
+        m.header, m.height, m.width, m.is_bigendian = self.header.to_message(), self.height, self.width, self.is_bigendian
         if self._port.type_name == IMAGE_TYPE:
             m.encoding, m.step = self.encoding, self.step
         else:
