@@ -34,9 +34,10 @@ pub const DEFINITION_KEY: &str = "ros2/definition";
 pub const IMPORTED_KEY: &str = "ros2/imported_from";
 
 /// Size classes (bytes per chunk, count) of a service made for ROS messages: 4 KiB x
-/// 64, 64 KiB x 32, 1 MiB x 16, 16 MiB x 8 (about 200 MiB of address space, committed
-/// as used), taken as a budget (`allow_pool_exhaustion`): a sample that finds its class
-/// empty is dropped and counted by whoever sends it.
+/// 64, 64 KiB x 32, 1 MiB x 16, 16 MiB x 8 (about 200 MiB, reserved when the service
+/// is created), taken as a budget (`allow_pool_exhaustion`): a sample that finds its
+/// class empty is dropped and counted by whoever sends it. The gateway raises the
+/// counts with a topic's depth and takes others from `--pool`.
 pub const DEFAULT_CLASSES: [(usize, usize); 4] = [(4096, 64), (65536, 32), (1 << 20, 16), (16 << 20, 8)];
 
 /// How a service's samples become ROS messages (module docs).
