@@ -28,6 +28,15 @@ def stamp_now():
     return t // 1_000_000_000, t % 1_000_000_000
 
 
+def stamp_loan(loan, warmup):
+    """Stamps a loan's image header: -1 s for a warm-up image, else now."""
+    h = loan.header
+    if warmup:
+        h["sec"], h["nanosec"] = -1, 0
+    else:
+        h["sec"], h["nanosec"] = stamp_now()
+
+
 def pace(rate, i, start):
     if rate > 0:
         due = start + i / rate
@@ -89,12 +98,7 @@ def ros2_loan(a):
         pace(a.rate, i, start)
         loan = pub.loan_image(*shape)
         iox.ros2.image_view(loan)[...] = 0
-        h = loan.header
-        if i < a.warmup:
-            h["sec"], h["nanosec"] = -1, 0
-        else:
-            h["sec"], h["nanosec"] = stamp_now()
-        del h
+        stamp_loan(loan, i < a.warmup)
         loan.send()
 
 
@@ -183,11 +187,8 @@ def iox_pub(a):
         loan.array[:] = 0
         h = loan.header
         h[...] = header
-        if i < a.warmup:
-            h["sec"], h["nanosec"] = -1, 0
-        else:
-            h["sec"], h["nanosec"] = stamp_now()
         del h
+        stamp_loan(loan, i < a.warmup)
         loan.send()
 
 

@@ -23,12 +23,16 @@
 //! Needs the ROS venv (`scripts/ros-venv.sh DIR`; `IOX_ROS_VENV=DIR`). Without it the
 //! test says so and skips, unless `IOX_REQUIRE_ROS=1` (CI) makes that a failure.
 
+mod common;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use iox_ros2::cdr;
 use iox_ros2::library::Library;
+
+use common::{hex, unhex};
 use iox_ros2::value::{self, Value};
 
 /// The Python side. `gen`: a JSON line per message `{type, variant, hex, fields}`.
@@ -131,17 +135,6 @@ else:
         except Exception as e:
             print(f"refused: {e}", flush=True)
 "#;
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
 
 fn json(v: &Value) -> serde_json::Value {
     match v {

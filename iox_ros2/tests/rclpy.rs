@@ -9,12 +9,16 @@
 //! Needs the ROS venv (`scripts/ros-venv.sh DIR`; `IOX_ROS_VENV=DIR`). Without it the
 //! test says so and skips, unless `IOX_REQUIRE_ROS=1` (CI) makes that a failure.
 
+mod common;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use iox_ros2::fixed::{CdrError, Plan};
 use iox_ros2::library::Library;
+
+use common::{hex, unhex};
 use iox_service::ZeroCopySafe;
 
 #[derive(ZeroCopySafe, Clone, Copy, Debug, PartialEq)]
@@ -139,17 +143,6 @@ fn bytes_of<T: ZeroCopySafe>(value: &T) -> Vec<u8> {
     // padding (NavSatStatus has a byte of it) is read as bytes here only to be
     // encoded, and the encoder reads only the field bytes the plan names.
     unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), size_of::<T>()) }.to_vec()
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
 }
 
 /// Whether decoded bytes are a case's value.
