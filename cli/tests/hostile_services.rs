@@ -116,7 +116,8 @@ fn a_stranger_s_stopped_services_do_not_stall_the_recording() {
     let buf = std::fs::read(&file).unwrap();
     let mut times = Vec::new();
     iox_cli::mcap_read::messages(&buf, |m| {
-        if m.channel.topic == "cam/good" {
+        // A typed service's channel is in the ROS 2 profile, named as ROS names it.
+        if m.channel.topic == "/cam/good" {
             times.push(m.log_time);
         }
         Ok::<(), ()>(())

@@ -212,7 +212,7 @@ fn record_three_services_and_replay_them_into_a_fresh_root() {
     assert_eq!(messages.len(), 3 * N as usize);
     let counter: Vec<u64> = messages
         .iter()
-        .filter(|m| m.0 == "rec/counter")
+        .filter(|m| m.0 == "/rec/counter")
         .map(|m| cdr_u64(&m.2))
         .collect();
     assert_eq!(counter, (0..u64::from(N)).map(|i| i << 20).collect::<Vec<_>>());

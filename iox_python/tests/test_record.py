@@ -51,7 +51,7 @@ def test_a_recording_of_the_pubsub_example_opens_in_the_mcap_reader(root, bins, 
     schema, channel, _, _ = decoded[0]
     # A typed service is recorded in MCAP's ROS 2 profile: a .msg written for its type,
     # CDR messages, and iox's static config in the channel's metadata (for replay).
-    assert channel.topic == "examples/readings"
+    assert channel.topic == "/examples/readings"  # named as ROS names topics
     assert channel.message_encoding == "cdr"
     assert schema.encoding == "ros2msg"
     assert schema.name == "iox_msgs/msg/Reading"
