@@ -63,8 +63,9 @@ struct ImageHeader {
     std::uint8_t frame_id[FRAME_ID_MAX];
 
     /// A header for `height` x `width` pixels of `encoding` with `step` bytes a row
-    /// (0: width x the bytes per pixel of rgb8/bgr8 (3), rgba8/bgra8 (4), mono16 (2),
-    /// else 1), or an error if a string is longer than the header holds.
+    /// (0: width x the encoding's bytes per pixel, for the encodings `bytes_per_pixel`
+    /// knows), or an error if a string is longer than the header holds, the encoding's
+    /// pixel size is unknown and no step is given, or the step does not fit 32 bits.
     static Result<ImageHeader> make(std::uint32_t height, std::uint32_t width, std::string_view encoding,
                                     std::string_view frame_id = {}, std::int32_t sec = 0,
                                     std::uint32_t nanosec = 0, std::uint32_t step = 0) {
@@ -73,16 +74,34 @@ struct ImageHeader {
         h.nanosec = nanosec;
         h.height = height;
         h.width = width;
-        std::uint32_t bpp = 1;
-        if (encoding == "rgb8" || encoding == "bgr8") bpp = 3;
-        if (encoding == "rgba8" || encoding == "bgra8") bpp = 4;
-        if (encoding == "mono16") bpp = 2;
-        h.step = step ? step : width * bpp;
+        if (step == 0) {
+            std::uint64_t bpp = bytes_per_pixel(encoding);
+            std::uint64_t row = bpp * width;
+            if (bpp == 0) {
+                return Error{IOX_STATUS_INVALID_ARGUMENT, "encoding " + std::string(encoding) +
+                                                              " is not one iox knows the pixel size of: give the step"};
+            }
+            if (row > UINT32_MAX) return Error{IOX_STATUS_INVALID_ARGUMENT, "the image's row is longer than 4 GiB"};
+            step = static_cast<std::uint32_t>(row);
+        }
+        h.step = step;
         if (!detail::put(h.encoding, ENCODING_MAX, encoding, h.encoding_len) ||
             !detail::put(h.frame_id, FRAME_ID_MAX, frame_id, h.frame_id_len)) {
             return Error{IOX_STATUS_INVALID_ARGUMENT, "the image's encoding or frame_id is longer than an iox image header holds"};
         }
         return h;
+    }
+    /// Bytes per pixel of the encodings of sensor_msgs' image_encodings that Python's
+    /// `iox.ros2` shapes too; 0 for others.
+    static std::uint32_t bytes_per_pixel(std::string_view e) {
+        if (e == "mono8" || e == "8UC1") return 1;
+        if (e == "mono16" || e == "16UC1" || e == "16SC1") return 2;
+        if (e == "rgb8" || e == "bgr8" || e == "8UC3") return 3;
+        if (e == "rgba8" || e == "bgra8" || e == "8UC4" || e == "32SC1" || e == "32FC1") return 4;
+        if (e == "rgb16" || e == "bgr16" || e == "16UC3") return 6;
+        if (e == "rgba16" || e == "bgra16" || e == "16UC4" || e == "64FC1") return 8;
+        if (e == "32FC3") return 12;
+        return 0;
     }
     std::string_view encoding_text() const {
         return {reinterpret_cast<const char*>(encoding), std::min<std::size_t>(encoding_len, ENCODING_MAX)};
@@ -105,19 +124,21 @@ struct PointFieldEntry {
 static_assert(sizeof(PointFieldEntry) == 44, "Rust's iox_ros2::pointcloud::PointFieldEntry");
 
 /// `sensor_msgs/msg/PointCloud2` without its points (860 bytes, no padding).
+/// Made with `{}`: no fields, stamp zero, little-endian, dense (as Rust's
+/// `PointCloud2Header::new`).
 struct PointCloud2Header {
-    std::int32_t sec;
-    std::uint32_t nanosec;
-    std::uint32_t height;
-    std::uint32_t width;
-    std::uint32_t point_step;
-    std::uint32_t row_step;
-    std::uint8_t is_bigendian;
-    std::uint8_t is_dense;
-    std::uint8_t frame_id_len;
-    std::uint8_t field_count;
-    std::uint8_t frame_id[FRAME_ID_MAX];
-    PointFieldEntry fields[FIELDS_MAX];
+    std::int32_t sec = 0;
+    std::uint32_t nanosec = 0;
+    std::uint32_t height = 0;
+    std::uint32_t width = 0;
+    std::uint32_t point_step = 0;
+    std::uint32_t row_step = 0;
+    std::uint8_t is_bigendian = 0;
+    std::uint8_t is_dense = 1;
+    std::uint8_t frame_id_len = 0;
+    std::uint8_t field_count = 0;
+    std::uint8_t frame_id[FRAME_ID_MAX] = {};
+    PointFieldEntry fields[FIELDS_MAX] = {};
 
     /// Adds a field (`datatype`: sensor_msgs/PointField's INT8 1 .. FLOAT64 8); false if
     /// the header holds no more or the name is too long.

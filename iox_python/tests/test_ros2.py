@@ -324,3 +324,17 @@ def test_rclpy_images_reach_a_one_line_subscription_through_the_gateway(root, ga
         done.write_text("")
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
+
+
+def test_image_headers_know_their_encodings_and_byte_order(tmp_path):
+    """A step is derived only for encodings iox knows the pixel size of; a big-endian
+    image's multi-byte pixels are viewed in that order."""
+    with pytest.raises(ValueError, match="give step="):
+        iox.ros2.image_header(2, 2, "yuv422_yuy2")
+    assert int(iox.ros2.image_header(2, 2, "yuv422_yuy2", step=4)["step"]) == 4
+    assert int(iox.ros2.image_header(2, 3, "32FC3")["step"]) == 36
+    svc = (iox.Service("camera/be", root=str(tmp_path))
+           .publish_subscribe(bytes, max_len=64, user_header=iox.ros2.IMAGE_HEADER).create())
+    sub, pub = svc.subscriber(), svc.publisher()
+    pub.send(np.array([0, 1, 0, 2], np.uint8), header=iox.ros2.image_header(1, 2, "mono16", is_bigendian=True))
+    assert iox.ros2.image_view(sub.receive()).tolist() == [[1, 2]]

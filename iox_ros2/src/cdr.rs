@@ -11,6 +11,8 @@
 //! whose lengths run past its end is a [`CdrError`], never a read out of bounds or an
 //! allocation its lengths ask for.
 
+use std::fmt;
+
 use crate::fixed::CdrError;
 use crate::library::{Library, LoadError, MAX_DEPTH};
 use crate::msg::{Arity, BaseType, MsgField, Primitive};
@@ -51,12 +53,17 @@ impl<'a> Reader<'a> {
     }
 
     /// The next `len` bytes after aligning to `align`; `field` names them in errors.
-    pub fn bytes(&mut self, align: usize, len: usize, field: &str) -> Result<&'a [u8], CdrError> {
+    pub fn bytes(
+        &mut self,
+        align: usize,
+        len: usize,
+        field: &(impl fmt::Display + ?Sized),
+    ) -> Result<&'a [u8], CdrError> {
         let start = self.pos.next_multiple_of(align);
         let end = start.checked_add(len).filter(|&e| e <= self.body.len());
         let Some(end) = end else {
             return Err(CdrError::PastEnd {
-                field: field.to_owned(),
+                field: field.to_string(),
                 needed: len,
                 at: start + 4,
                 len: self.body.len() + 4,
@@ -67,24 +74,24 @@ impl<'a> Reader<'a> {
     }
 
     /// A `uint32` (lengths, counts, and fields).
-    pub fn u32(&mut self, field: &str) -> Result<u32, CdrError> {
+    pub fn u32(&mut self, field: &(impl fmt::Display + ?Sized)) -> Result<u32, CdrError> {
         let b: [u8; 4] = self.bytes(4, 4, field)?.try_into().expect("4 bytes");
         let v = u32::from_ne_bytes(b);
         Ok(if self.swap { v.swap_bytes() } else { v })
     }
 
     /// An `int32`.
-    pub fn i32(&mut self, field: &str) -> Result<i32, CdrError> {
+    pub fn i32(&mut self, field: &(impl fmt::Display + ?Sized)) -> Result<i32, CdrError> {
         Ok(self.u32(field)? as i32)
     }
 
     /// A `uint8` (or `bool`, `byte`, `char`).
-    pub fn u8(&mut self, field: &str) -> Result<u8, CdrError> {
+    pub fn u8(&mut self, field: &(impl fmt::Display + ?Sized)) -> Result<u8, CdrError> {
         Ok(self.bytes(1, 1, field)?[0])
     }
 
     /// A `string`'s bytes, without the terminating NUL.
-    pub fn string(&mut self, field: &str) -> Result<&'a [u8], CdrError> {
+    pub fn string(&mut self, field: &(impl fmt::Display + ?Sized)) -> Result<&'a [u8], CdrError> {
         let len = self.u32(field)? as usize;
         let bytes = self.bytes(1, len, field)?;
         Ok(match bytes.split_last() {
@@ -151,8 +158,13 @@ pub(crate) trait Make {
     fn string(&mut self, text: &[u8]) -> Self::Out;
     /// A `wstring`'s 4-byte characters.
     fn wstring(&mut self, units: &[u8], swap: bool) -> Self::Out;
-    /// An array of strings or messages.
-    fn array(&mut self, items: Vec<Self::Out>) -> Self::Out;
+    /// How many elements of an array of strings or messages to make values of; the
+    /// rest are walked (and checked) without.
+    fn keep(&self) -> usize {
+        usize::MAX
+    }
+    /// An array of strings or messages: the first [`keep`](Self::keep) of its `total`.
+    fn array(&mut self, items: Vec<Self::Out>, total: usize) -> Self::Out;
     /// A message: its fields' values, in the definition's order.
     fn message(&mut self, fields: &[MsgField], values: Vec<Self::Out>) -> Self::Out;
 }
@@ -165,7 +177,7 @@ impl Make for Check {
     fn primitives(&mut self, _: Primitive, _: &[u8], _: bool, _: bool) {}
     fn string(&mut self, _: &[u8]) {}
     fn wstring(&mut self, _: &[u8], _: bool) {}
-    fn array(&mut self, _: Vec<()>) {}
+    fn array(&mut self, _: Vec<()>, _: usize) {}
     fn message(&mut self, _: &[MsgField], _: Vec<()>) {}
 }
 
@@ -178,7 +190,43 @@ pub(crate) fn walk_message<M: Make>(
 ) -> Result<M::Out, CheckError> {
     library.load(name)?;
     let mut r = Reader::new(cdr)?;
-    walk(library, name, "", &mut r, 0, make)
+    walk(library, name, &FieldPath::ROOT, &mut r, 0, make)
+}
+
+/// Where a field is in a message (`header.stamp.sec`), made into text only for an
+/// error: the walk of a valid message builds no string.
+#[derive(Clone, Copy)]
+struct FieldPath<'a> {
+    parent: Option<&'a FieldPath<'a>>,
+    name: &'a str,
+}
+
+impl<'a> FieldPath<'a> {
+    const ROOT: FieldPath<'static> = FieldPath {
+        parent: None,
+        name: "",
+    };
+
+    fn is_root(&self) -> bool {
+        self.parent.is_none()
+    }
+
+    fn child(&'a self, name: &'a str) -> FieldPath<'a> {
+        FieldPath {
+            parent: Some(self),
+            name,
+        }
+    }
+}
+
+impl fmt::Display for FieldPath<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.parent {
+            None => Ok(()),
+            Some(parent) if parent.is_root() => f.write_str(self.name),
+            Some(parent) => write!(f, "{parent}.{}", self.name),
+        }
+    }
 }
 
 /// Walks one message of type `name` nested `depth` deep. A library made by `load` or
@@ -188,17 +236,17 @@ pub(crate) fn walk_message<M: Make>(
 fn walk<M: Make>(
     library: &Library,
     name: &str,
-    path: &str,
+    path: &FieldPath<'_>,
     r: &mut Reader<'_>,
     depth: usize,
     make: &mut M,
 ) -> Result<M::Out, CheckError> {
     let def = library.get(name).ok_or_else(|| LoadError::Undefined {
         name: name.to_owned(),
-        user: if path.is_empty() {
+        user: if path.is_root() {
             name.to_owned()
         } else {
-            path.to_owned()
+            path.to_string()
         },
     })?;
     if depth > MAX_DEPTH {
@@ -207,16 +255,16 @@ fn walk<M: Make>(
     if def.fields.is_empty() {
         // An empty message is one byte on the wire (rosidl's
         // `structure_needs_at_least_one_member`).
-        r.u8(if path.is_empty() { name } else { path })?;
+        if path.is_root() {
+            r.u8(name)?;
+        } else {
+            r.u8(path)?;
+        }
         return Ok(make.message(&def.fields, Vec::new()));
     }
     let mut values = Vec::with_capacity(def.fields.len());
     for field in &def.fields {
-        let path = if path.is_empty() {
-            field.name.clone()
-        } else {
-            format!("{path}.{}", field.name)
-        };
+        let path = path.child(&field.name);
         let count = match field.arity {
             Arity::Single => 1,
             Arity::Fixed(n) => n as usize,
@@ -227,13 +275,13 @@ fn walk<M: Make>(
     Ok(make.message(&def.fields, values))
 }
 
-fn sequence_count(field: &MsgField, path: &str, r: &mut Reader<'_>) -> Result<usize, CdrError> {
+fn sequence_count(field: &MsgField, path: &FieldPath<'_>, r: &mut Reader<'_>) -> Result<usize, CdrError> {
     let n = r.u32(path)? as usize;
     // Every element takes at least a byte: a count past the bytes left is malformed,
     // refused before it is walked (no loop of billions over nothing).
     if n > r.remaining() {
         return Err(CdrError::PastEnd {
-            field: path.to_owned(),
+            field: path.to_string(),
             needed: n,
             at: r.offset(),
             len: r.offset() + r.remaining(),
@@ -244,10 +292,10 @@ fn sequence_count(field: &MsgField, path: &str, r: &mut Reader<'_>) -> Result<us
 }
 
 /// Refuses `n` elements (or a string's `n` bytes) past a `[<=N]` (or `<=N`) bound.
-fn over_bound(path: &str, n: usize, arity: Arity) -> Result<(), CdrError> {
+fn over_bound(path: &FieldPath<'_>, n: usize, arity: Arity) -> Result<(), CdrError> {
     match arity {
         Arity::Bounded(max) if n as u64 > max => Err(CdrError::OverBound {
-            field: path.to_owned(),
+            field: path.to_string(),
             count: n,
             bound: max,
         }),
@@ -266,7 +314,7 @@ fn element_align(count: usize, size: usize) -> usize {
 fn element<M: Make>(
     library: &Library,
     field: &MsgField,
-    path: &str,
+    path: &FieldPath<'_>,
     count: usize,
     r: &mut Reader<'_>,
     depth: usize,
@@ -283,7 +331,7 @@ fn element<M: Make>(
                 && let Some(&value) = bytes.iter().find(|&&b| b > 1)
             {
                 return Err(CdrError::Bool {
-                    field: path.to_owned(),
+                    field: path.to_string(),
                     value,
                 }
                 .into());
@@ -296,29 +344,40 @@ fn element<M: Make>(
                 if let Some(max) = bound {
                     over_bound(path, text.len(), Arity::Bounded(*max))?;
                 }
-                items.push(make.string(text));
+                if items.len() < make.keep() {
+                    items.push(make.string(text));
+                }
             }
         }
         BaseType::WString(bound) => {
             for _ in 0..count {
                 let n = r.u32(path)? as usize;
-                if let Some(max) = bound {
-                    over_bound(path, n, Arity::Bounded(*max))?;
-                }
                 let units = r.bytes(4, n.saturating_mul(4), path)?;
-                items.push(make.wstring(units, r.swapped()));
+                if let Some(max) = bound {
+                    // The bound counts characters; a writer may count the NUL.
+                    let chars = units.len() / 4 - usize::from(units.ends_with(&[0; 4]));
+                    over_bound(path, chars, Arity::Bounded(*max))?;
+                }
+                if items.len() < make.keep() {
+                    items.push(make.wstring(units, r.swapped()));
+                }
             }
         }
         BaseType::Message(inner) => {
             for _ in 0..count {
-                items.push(walk(library, inner, path, r, depth + 1, make)?);
+                if items.len() < make.keep() {
+                    items.push(walk(library, inner, path, r, depth + 1, make)?);
+                } else {
+                    // Past what is kept: checked, no values made.
+                    walk(library, inner, path, r, depth + 1, &mut Check)?;
+                }
             }
         }
     }
     Ok(if single {
         items.pop().expect("one value for a single field")
     } else {
-        make.array(items)
+        make.array(items, count)
     })
 }
 

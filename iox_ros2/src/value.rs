@@ -6,9 +6,13 @@
 //! - [`decode`] is [`crate::cdr::check`]'s walk, so a message it decodes is exactly one
 //!   `check` accepts: every length, bound and `bool` checked before a value is made.
 //!   Arrays keep at most `max_elements` values (the rest counted in a trailing
-//!   [`Value::More`]), so a 6 MB image's `data` is not six million values.
+//!   [`Value::More`]; the rest of an array of strings or messages is checked without
+//!   making values), so neither a 6 MB image's `data` nor a message of millions of
+//!   small messages becomes millions of values.
 //! - Strings are text: bytes that are not UTF-8 decode lossily (U+FFFD), as ROS 2
-//!   requires strings to be UTF-8. A `wstring` is decoded from its 4-byte characters.
+//!   requires strings to be UTF-8. A `wstring` is UTF-16 code units, each in a
+//!   `uint32`, as ROS 2's type support writes it (its bound counts those units; NUL
+//!   units at its end are not part of the text).
 //! - [`encode`] writes little-endian plain CDR as Fast CDR does (each primitive aligned
 //!   to its size from the body's start; an empty sequence is its count alone; the
 //!   message padded to 4). A field the value does not give takes its type's default
@@ -138,21 +142,31 @@ impl Make for Decode {
     }
 
     fn wstring(&mut self, units: &[u8], swap: bool) -> Value {
-        let text = units
+        // UTF-16 code units, each in a uint32 (as ROS 2's type support writes them).
+        let mut utf16: Vec<u16> = units
             .chunks_exact(4)
             .map(|c| {
                 let unit = u32::from_ne_bytes(c.try_into().expect("4 bytes"));
-                let unit = if swap { unit.swap_bytes() } else { unit };
-                char::from_u32(unit).unwrap_or(char::REPLACEMENT_CHARACTER)
+                (if swap { unit.swap_bytes() } else { unit }) as u16
             })
-            // A writer may count the terminating NUL.
-            .filter(|&c| c != '\0')
             .collect();
-        Value::Text(text)
+        // A writer may count a terminating NUL; NULs at the end are no text (so a
+        // decoded wstring encodes, without one, to what decodes the same).
+        while utf16.last() == Some(&0) {
+            utf16.pop();
+        }
+        Value::Text(
+            char::decode_utf16(utf16)
+                .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
+                .collect(),
+        )
     }
 
-    fn array(&mut self, items: Vec<Value>) -> Value {
-        let total = items.len();
+    fn keep(&self) -> usize {
+        self.max
+    }
+
+    fn array(&mut self, items: Vec<Value>, total: usize) -> Value {
         self.capped(items, total)
     }
 
@@ -291,7 +305,12 @@ fn encode_field(
                     Some(other) => return Err(kind(path, &field.base, other)),
                 };
                 let wide = matches!(field.base, BaseType::WString(_));
-                let len = if wide { text.chars().count() } else { text.len() };
+                // A wstring's bound counts UTF-16 code units, as ROS 2's does.
+                let len = if wide {
+                    text.encode_utf16().count()
+                } else {
+                    text.len()
+                };
                 if bound.is_some_and(|b| len as u64 > b) {
                     return Err(EncodeError::Count {
                         field: path.to_owned(),
@@ -301,7 +320,10 @@ fn encode_field(
                 }
                 if wide {
                     w.u32(len as u32);
-                    let units: Vec<u8> = text.chars().flat_map(|c| (c as u32).to_le_bytes()).collect();
+                    let units: Vec<u8> = text
+                        .encode_utf16()
+                        .flat_map(|u| u32::from(u).to_le_bytes())
+                        .collect();
                     w.elements(4, &units);
                 } else {
                     w.string(text.as_bytes());
@@ -400,7 +422,14 @@ fn primitive_bytes(p: Primitive, v: Option<&Value>, path: &str) -> Result<Vec<u8
             .to_le_bytes()
             .to_vec(),
         Primitive::Uint64 => (int(0, u64::MAX.into())? as u64).to_le_bytes().to_vec(),
-        Primitive::Float32 => (float()? as f32).to_le_bytes().to_vec(),
+        Primitive::Float32 => {
+            let f = float()?;
+            // Out of float32's range is an error (NaN and the infinities are values).
+            if f.is_finite() && f.abs() > f64::from(f32::MAX) {
+                return Err(wrong(v));
+            }
+            (f as f32).to_le_bytes().to_vec()
+        }
         Primitive::Float64 => float()?.to_le_bytes().to_vec(),
     })
 }
@@ -437,5 +466,52 @@ mod tests {
         cdr[19] = 0;
         assert_eq!(ours, cdr[..ours.len()]);
         assert_eq!(ours.len(), cdr.len() - 8);
+    }
+
+    /// Past `max_elements`, an array of messages is checked without making values: a
+    /// message of 100,000 small messages is four values and a count.
+    #[test]
+    fn max_elements_bounds_what_is_made() {
+        let text = "demo/Empty[] items\n====\nMSG: demo/Empty\n";
+        let mut lib = Library::from_definition_text("demo/msg/Many", text).unwrap();
+        let mut cdr = vec![0, 1, 0, 0];
+        cdr.extend(100_000u32.to_le_bytes());
+        cdr.resize(cdr.len() + 100_000, 0);
+        let v = decode(&mut lib, "demo/msg/Many", &cdr, 4).unwrap();
+        let Some(Value::Array(items)) = v.field("items") else {
+            panic!("{v:?}")
+        };
+        assert_eq!(items.len(), 5);
+        assert_eq!(items[4], Value::More(99_996));
+        // Still checked: one byte short is refused.
+        assert!(decode(&mut lib, "demo/msg/Many", &cdr[..cdr.len() - 1], 4).is_err());
+    }
+
+    /// A wstring is UTF-16 units (a character past the basic plane is two), its bound
+    /// counted in them; float32 refuses what it cannot hold.
+    #[test]
+    fn wstrings_are_utf16_and_float32_has_a_range() {
+        let mut lib = Library::from_definition_text("demo/msg/W", "wstring<=2 w\nfloat32 f\n").unwrap();
+        let smile = Value::Message(vec![("w".into(), Value::Text("\u{1F600}".into()))]);
+        let mut cdr = Vec::new();
+        encode(&mut lib, "demo/msg/W", &smile, &mut cdr).unwrap();
+        // Count 2, then the surrogates D83D DE00, each in a uint32.
+        assert_eq!(&cdr[4..16], &[2, 0, 0, 0, 0x3d, 0xd8, 0, 0, 0x00, 0xde, 0, 0]);
+        assert_eq!(
+            decode(&mut lib, "demo/msg/W", &cdr, usize::MAX)
+                .unwrap()
+                .field("w"),
+            smile.field("w")
+        );
+        let three = Value::Message(vec![("w".into(), Value::Text("a\u{1F600}".into()))]);
+        assert!(matches!(
+            encode(&mut lib, "demo/msg/W", &three, &mut cdr),
+            Err(EncodeError::Count { .. })
+        ));
+        let huge = Value::Message(vec![("f".into(), Value::Float(1e300))]);
+        assert!(matches!(
+            encode(&mut lib, "demo/msg/W", &huge, &mut cdr),
+            Err(EncodeError::Kind { .. })
+        ));
     }
 }

@@ -82,10 +82,13 @@ IMAGE_HEADER = Type(
 # ``step`` bytes).
 _ENCODINGS = {
     "mono8": (np.uint8, 1), "8UC1": (np.uint8, 1),
-    "mono16": (np.uint16, 1), "16UC1": (np.uint16, 1),
+    "mono16": (np.uint16, 1), "16UC1": (np.uint16, 1), "16SC1": (np.int16, 1),
     "rgb8": (np.uint8, 3), "bgr8": (np.uint8, 3), "8UC3": (np.uint8, 3),
     "rgba8": (np.uint8, 4), "bgra8": (np.uint8, 4), "8UC4": (np.uint8, 4),
-    "32FC1": (np.float32, 1),
+    "rgb16": (np.uint16, 3), "bgr16": (np.uint16, 3), "16UC3": (np.uint16, 3),
+    "rgba16": (np.uint16, 4), "bgra16": (np.uint16, 4), "16UC4": (np.uint16, 4),
+    "32SC1": (np.int32, 1), "32FC1": (np.float32, 1), "32FC3": (np.float32, 3),
+    "64FC1": (np.float64, 1),
 }
 
 
@@ -139,7 +142,9 @@ def image_header(height: int, width: int, encoding: str, *, frame_id: str = "", 
         if len(text) > most:
             raise ValueError(f"the image's {what} is {len(text)} bytes; an iox image header holds at most {most}")
     if step is None:
-        dtype, channels = _ENCODINGS.get(encoding, (np.uint8, 1))
+        if encoding not in _ENCODINGS:
+            raise ValueError(f"encoding {encoding!r} is not one iox knows the pixel size of: give step= (bytes per row)")
+        dtype, channels = _ENCODINGS[encoding]
         step = width * channels * np.dtype(dtype).itemsize
     h = np.zeros((), IMAGE_HEADER.dtype)
     h["sec"], h["nanosec"], h["height"], h["width"], h["step"] = sec, nanosec, height, width, step
@@ -172,7 +177,9 @@ def image_view(sample) -> np.ndarray:
     dtype, channels = _ENCODINGS.get(text(header, "encoding"), (None, 0))
     if dtype is None or width * channels * np.dtype(dtype).itemsize > step:
         return rows
-    pixels = rows[:, : width * channels * np.dtype(dtype).itemsize].view(dtype)
+    # Multi-byte pixels in the byte order the header says.
+    dtype = np.dtype(dtype).newbyteorder(">" if int(header["is_bigendian"]) else "<")
+    pixels = rows[:, : width * channels * dtype.itemsize].view(dtype)
     return pixels.reshape(height, width) if channels == 1 else pixels.reshape(height, width, channels)
 
 
@@ -494,6 +501,7 @@ class InPlace:
             m.encoding, m.step = self.encoding, self.step
         else:
             m.fields, m.point_step, m.row_step, m.is_dense = self.fields, self.point_step, self.row_step, self.is_dense
+            m.is_bigendian = bool(self.is_bigendian)
         m.data = data
         return m
 
