@@ -131,15 +131,7 @@ def rclpy_pub(a):
     end = time.monotonic() + 60
     while pub.get_subscription_count() < 1 and time.monotonic() < end:
         rclpy.spin_once(node, timeout_sec=0.01)
-    msg = make_image(a.size)
-    start = time.monotonic()
-    for i in range(a.warmup + a.count):
-        pace(a.rate, i, start)
-        if i < a.warmup:
-            msg.header.stamp.sec, msg.header.stamp.nanosec = -1, 0
-        else:
-            msg.header.stamp.sec, msg.header.stamp.nanosec = stamp_now()
-        pub.publish(msg)
+    send_timed(a, pub.publish)
     time.sleep(1)  # let the reliable writer finish before the node goes
 
 
