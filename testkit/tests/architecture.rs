@@ -39,6 +39,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "iox_benches",
         &["iox_ffi", "iox_mempool", "iox_ros2", "iox_service"],
     ),
+    // The hot path's gate: the public API only.
+    ("iox_hotpath", &["iox_service"]),
     ("iox_testkit", &[]),
     ("iox_cuda_double", &[]),
     // The fuzz targets call the decoders of every layer that reads untrusted bytes.
