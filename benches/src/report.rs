@@ -75,6 +75,18 @@ pub fn table(rows: &[Row]) -> String {
                 ap as f64 / bp as f64
             );
         }
+        // `pingpong`'s typed rows (u64 loans both sides), where they ran.
+        if let (Some(a), Some(b)) = (find("iox typed u64", len), find("iceoryx2 typed u64", len)) {
+            let (am, ap, _) = a.percentiles();
+            let (bm, bp, _) = b.percentiles();
+            let _ = writeln!(
+                out,
+                "| {} typed u64 | {:.2} | {:.2} |",
+                size_name(len),
+                am as f64 / bm as f64,
+                ap as f64 / bp as f64
+            );
+        }
     }
     for len in lens_of(rows) {
         let Some(floor) = find(floor_transport::NAME, len) else {

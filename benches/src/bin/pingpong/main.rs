@@ -5,8 +5,9 @@
 //! / 2, median / p99 / p99.9 from an HdrHistogram after a warm-up; each size in
 //! `--rounds` rounds (five; one in `--quick`) alternating the transports, merged per
 //! transport. At 8 B the rotation also holds the floor (two processes bouncing one
-//! shared word, see `floor_transport`), and the summary gives every transport's median
-//! and p99 as a multiple of the floor's median from the same run. Throughput: one
+//! shared word, see `floor_transport`) and the typed path (`u64` loans written and
+//! sent, iox's and iceoryx2's, see `typed_transport`), and the summary gives every
+//! transport's median and p99 as a multiple of the floor's median from the same run. Throughput: one
 //! publisher process streaming to one subscriber for a fixed time. Pinning: the cost
 //! of a pinned `create()` per MiB, and the first sample after it vs the median.
 //! `--sizes` restricts the payload sizes (latency and throughput).
@@ -21,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use header_transport::{Iceoryx2HeaderEndpoint, IoxHeaderEndpoint};
+use typed_transport::{Iceoryx2TypedEndpoint, IoxTypedEndpoint, TYPED_LEN};
 use iox_benches::cpp_transport;
 use iox_benches::endpoint::{self, Endpoint, STOP};
 use iox_benches::floor_transport::{self, FloorEndpoint};
@@ -31,6 +33,7 @@ use iox_benches::socket_transport::SocketEndpoint;
 use iox_service::{MemoryType, Service};
 
 mod header_transport;
+mod typed_transport;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Transport {
@@ -45,6 +48,10 @@ enum Transport {
     IoxHeader,
     /// iceoryx2 with a 64-byte user header per sample (`--header`).
     Iceoryx2Header,
+    /// iox's typed path: `u64` loans written and sent, read by value (8 B only).
+    IoxTyped,
+    /// iceoryx2's typed path, the same (8 B only).
+    Iceoryx2Typed,
 }
 
 impl Transport {
@@ -58,6 +65,8 @@ impl Transport {
             Transport::IoxCpp => cpp_transport::NAME,
             Transport::IoxHeader => "iox + 64 B header",
             Transport::Iceoryx2Header => "iceoryx2 + 64 B header",
+            Transport::IoxTyped => "iox typed u64",
+            Transport::Iceoryx2Typed => "iceoryx2 typed u64",
         }
     }
 }
@@ -151,6 +160,8 @@ fn connect(t: Transport, id: &str, leader: bool, len: usize) -> Box<dyn Endpoint
         Transport::Iceoryx2 => Box::new(Iceoryx2Endpoint::connect(id, leader, len)),
         Transport::IoxHeader => Box::new(IoxHeaderEndpoint::connect(id, leader, len)),
         Transport::Iceoryx2Header => Box::new(Iceoryx2HeaderEndpoint::connect(id, leader, len)),
+        Transport::IoxTyped => Box::new(IoxTypedEndpoint::connect(id, leader)),
+        Transport::Iceoryx2Typed => Box::new(Iceoryx2TypedEndpoint::connect(id, leader)),
         Transport::Socket => Box::new(SocketEndpoint::connect(&socket_path(id), len)),
         Transport::Floor => Box::new(FloorEndpoint::connect(id, leader)),
         // `follower` refuses it and `latency` runs it through `cpp_transport`.
@@ -247,6 +258,9 @@ fn latency(args: &Args) -> Vec<Row> {
         }
         if args.header {
             transports.extend([Transport::IoxHeader, Transport::Iceoryx2Header]);
+        }
+        if len == TYPED_LEN {
+            transports.extend([Transport::IoxTyped, Transport::Iceoryx2Typed]);
         }
         if len == FLOOR_LEN {
             transports.push(Transport::Floor);
