@@ -484,9 +484,12 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
             let mut stray = false;
             let raw = match d.queue_to(port.queues, p).pop(queue::BY_CONSUMER, |e| {
                 // One lookup of the chunk for the take, its length and its address.
+                // The payload's line is asked for first, so that it travels while
+                // the take's atomic step waits for the ownership word's line.
                 taken = port
                     .pool
                     .chunk_ref_from_raw(queue::entry_chunk(e))
+                    .inspect(|c| c.prefetch(offset_for::<H, P::Element>()))
                     .filter(|c| c.take_queued(port.owner).is_ok());
                 // With history: an entry is ours only once this publisher gave us its
                 // history; looked at under our claim (see `pubsub::publisher::history`).
