@@ -26,6 +26,7 @@
 //! ```
 
 pub mod fork;
+pub mod hint;
 pub mod layout;
 pub mod memfd;
 pub mod memory;

@@ -566,9 +566,9 @@ impl<'a> Dynamic<'a> {
         let l = self.layout;
         let read: &PaddedIndex = self.at(off);
         Queue::with_mask(
-            self.at(off + 64),
+            self.at(off + QUEUE_WRITE),
             &read.value,
-            self.table(off + 72, l.buffer),
+            self.table(off + QUEUE_WRITE + 8, l.buffer),
             l.buffer_mask,
         )
     }
@@ -606,9 +606,13 @@ impl<'a> Dynamic<'a> {
     /// indices the caller checked, so the region lies inside it.
     #[inline]
     pub unsafe fn queue_region(&self, off: usize, depth: usize) -> Queue<'a> {
-        debug_assert!(off + 72 + depth * 8 <= self.layout.len);
+        debug_assert!(off + QUEUE_WRITE + 8 + depth * 8 <= self.layout.len);
         let read: &PaddedIndex = self.at(off);
-        Queue::new(self.at(off + 64), &read.value, self.table(off + 72, depth))
+        Queue::new(
+            self.at(off + QUEUE_WRITE),
+            &read.value,
+            self.table(off + QUEUE_WRITE + 8, depth),
+        )
     }
 
     pub fn layout(&self) -> &'a DynamicLayout {
@@ -638,7 +642,25 @@ pub struct QueueRow<'a> {
     offset: usize,
 }
 
+/// Where a queue's write index lies from the queue's start: behind the read index's
+/// line, the slots right after it (see [`crate::shm::queue`]).
+const QUEUE_WRITE: usize = 64;
+
 impl<'a> QueueRow<'a> {
+    /// Asks for the line the next push to subscriber slot `s` stores to (the write
+    /// index and the first slots, see [`crate::shm::queue`]) for writing, without
+    /// waiting ([`iox_mempool::hint`]): a send asks for its queues' lines before its
+    /// first atomic step, so they travel while that step waits. Any `s` is harmless
+    /// (the address is only a hint); callers pass slots of the connected set.
+    #[inline(always)]
+    pub fn prefetch_push(&self, s: usize) {
+        let off = self
+            .offset
+            .wrapping_add(s.wrapping_mul(self.d.layout.queue_stride))
+            .wrapping_add(QUEUE_WRITE);
+        iox_mempool::hint::prefetch_write(self.d.base.wrapping_add(off));
+    }
+
     /// The queue to subscriber slot `s`.
     #[inline]
     pub fn to(&self, s: usize) -> Queue<'a> {

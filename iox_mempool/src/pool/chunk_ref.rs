@@ -104,27 +104,15 @@ impl ChunkRef<'_> {
         self.addr.as_ptr()
     }
 
-    /// Starts bringing the line at `offset` bytes into the chunk into this core's cache,
-    /// without waiting for it: a hint that changes no memory and cannot fault (an
-    /// offset past the chunk is ignored). A receive asks for its payload's line before
-    /// its atomic step on the chunk's ownership word, which on x86 waits for every
-    /// earlier access: the two lines, both last written by the sender's core, then
-    /// travel at once instead of one after the other. Nothing on other machines.
+    /// Asks for the line at `offset` bytes into the chunk ([`crate::hint`]): a receive
+    /// asks for its payload's line before its atomic step on the chunk's ownership
+    /// word, so the two lines, both last written by the sender's core, travel at once.
+    /// An offset past the chunk asks for nothing.
     #[inline(always)]
     pub fn prefetch(&self, offset: usize) {
-        #[cfg(target_arch = "x86_64")]
         if offset < self.size {
-            // SAFETY: `_mm_prefetch` only hints the cache; it reads nothing the
-            // program sees and never faults. The address is inside the chunk, which
-            // the pool this borrow keeps mapped holds.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    self.addr.as_ptr().add(offset).cast::<i8>(),
-                );
-            }
+            crate::hint::prefetch_read(self.addr.as_ptr().wrapping_add(offset));
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = offset;
     }
 
     /// The chunk located, for a holder that keeps it past this borrow (see

@@ -441,11 +441,18 @@ impl PublisherPort {
         if !crate::fork::is_same_process(self.send_generation) {
             return self.send_other(handle, len);
         }
+        let d = self.service.dynamic();
+        // The queues' lines are asked for first: they travel while the loan below
+        // waits for the chunk words' line (and the payload's, which its atomic step
+        // waits for), instead of after them.
+        let queues = d.queue_row_at(self.queues);
+        for s in connected::slots(d.connected().snapshot()) {
+            queues.prefetch_push(s);
+        }
         // The next chunk is loaned first, while the subscribers are not touching the
         // ownership words (they are waiting for this sample): the hand-off below then
         // finds the line here, and no loan of ours races their take and release.
         self.refill_spare(handle);
-        let d = self.service.dynamic();
         // SAFETY: the chunk was loaned from, and located by, `self.pool`, which this
         // port keeps mapped.
         unsafe { chunk.set_user_word(len as u64) };
