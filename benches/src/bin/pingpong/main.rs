@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use header_transport::{Iceoryx2HeaderEndpoint, IoxHeaderEndpoint};
-use typed_transport::{Iceoryx2TypedEndpoint, IoxTypedEndpoint, TYPED_LEN};
 use iox_benches::cpp_transport;
 use iox_benches::endpoint::{self, Endpoint, STOP};
 use iox_benches::floor_transport::{self, FloorEndpoint};
@@ -31,6 +30,7 @@ use iox_benches::iox_transport::IoxEndpoint;
 use iox_benches::report::{self, Row, size_name};
 use iox_benches::socket_transport::SocketEndpoint;
 use iox_service::{MemoryType, Service};
+use typed_transport::{Iceoryx2TypedEndpoint, IoxTypedEndpoint, TYPED_LEN};
 
 mod header_transport;
 mod typed_transport;
