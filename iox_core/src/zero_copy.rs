@@ -67,10 +67,12 @@
 //!   first.
 //!
 //! The derive checks both at compile time (a hidden associated constant of the trait
-//! that it computes from the fields and the size), and refuses names that Rust or iox
-//! give other types (`bool`, `u8`, names containing `::` or starting with `[` or `(`),
-//! so a named type can only meet another named type, or a built-in one that also
-//! accepts every bit pattern. The derive's docs show the errors.
+//! that it computes from the fields and the size), and refuses names that iox gives
+//! other types (`bool`, `u8`, names starting with `[` or `(`). A path (`pkg::Pose`) is
+//! allowed, even one Rust gives an unnamed type: the identity records whether every
+//! bit pattern is a value, so a named type only meets another named type, or a type
+//! (built-in or unnamed) that also accepts every bit pattern, with the same size,
+//! alignment and fields. The derive's docs show the errors.
 //!
 //! ```
 //! use iox_service::{Service, ZeroCopySafe};

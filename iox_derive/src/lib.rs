@@ -26,9 +26,11 @@
 //!   accompany `C`), so its layout is the same in every program;
 //! - every field is `ZeroCopySafe` (no `Vec`, `String`, `Box`, references or pointers);
 //! - the optional `#[iox(type_name = "...")]` is non-empty printable ASCII without
-//!   leading or trailing spaces, at most 255 bytes, without `::`, not starting with `[`
-//!   or `(`, and not a primitive type's name (`bool`, `u8`, ...): those are the names
-//!   Rust and iox give types without the attribute;
+//!   leading or trailing spaces, at most 255 bytes, not starting with `[` or `(`, and
+//!   not a primitive type's name (`bool`, `u8`, ...): those are the names iox gives
+//!   arrays, tuples and built-in types. Paths such as `geometry_msgs::Pose` or
+//!   `geometry_msgs/msg/Pose` are fine (see "Type identity" for why a path Rust also
+//!   gives an unnamed type is);
 //! - a struct with `#[iox(type_name = "...")]` has only fields valid for every bit
 //!   pattern (no `bool`, nothing containing one) and no padding (see below).
 //!
@@ -58,6 +60,13 @@
 //! `_pad: [u8; 4]`). The derive checks both at compile time. Two types given the same
 //! name should still have the same fields in the same order: otherwise the values are
 //! garbage, though no longer unsound.
+//!
+//! A name may be a path, as another language or a schema registry writes it
+//! (`geometry_msgs::Pose`), even the path `std::any::type_name` gives some unnamed Rust
+//! type: the identity also records whether every bit pattern is a value, which a named
+//! type always says and a type holding a `bool` or padding never does, so the two never
+//! share a service; an unnamed type that also accepts every bit pattern may, with the
+//! same size, alignment and fields (both are safe to read from any bytes).
 //!
 //! ```
 //! use iox_service::ZeroCopySafe;
@@ -503,14 +512,6 @@ fn check_type_name(lit: &LitStr) -> syn::Result<()> {
     }
     if name.trim() != name {
         return err("type_name must not start or end with a space".into());
-    }
-    if name.contains("::") {
-        return err(
-            "type_name must not contain `::`: Rust's type names (the identity of types \
-             without the attribute, which may hold a `bool` or padding) do; separate the \
-             parts with `/` or `.` instead (`geometry_msgs/Pose`)"
-                .into(),
-        );
     }
     if name.starts_with(['[', '(']) {
         return err(

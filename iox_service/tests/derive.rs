@@ -509,3 +509,161 @@ fn a_schema_the_check_refuses_is_not_recorded() {
         .unwrap();
     assert_eq!(svc.static_config().schema, None);
 }
+
+/// Names as other languages and schema registries write them: the parent's and the
+/// child's `geometry_msgs::Point` (two programs' definitions of one named type) share a
+/// service across processes.
+#[test]
+fn a_type_name_with_a_path_crosses_programs() {
+    mod one {
+        #[derive(iox_service::ZeroCopySafe, Clone, Copy, Debug, PartialEq)]
+        #[repr(C)]
+        #[iox(type_name = "geometry_msgs::Point")]
+        pub struct Point {
+            pub x: f64,
+            pub y: f64,
+            pub z: f64,
+        }
+    }
+    mod two {
+        #[derive(iox_service::ZeroCopySafe, Clone, Copy, Debug, PartialEq)]
+        #[repr(C)]
+        #[iox(type_name = "geometry_msgs::Point")]
+        pub struct Point {
+            pub x: f64,
+            pub y: f64,
+            pub z: f64,
+        }
+    }
+    const N: u32 = 100;
+    let point = |i: u32| (f64::from(i), -f64::from(i), f64::from(i) / 4.0);
+    if role().as_deref() == Some("publisher") {
+        let svc = Service::named("point")
+            .unwrap()
+            .publish_subscribe::<two::Point>()
+            .open()
+            .unwrap();
+        let p = svc.publisher_builder().create().unwrap();
+        assert!(wait_until(LIMIT, || connected(&svc, 1, 1)));
+        for i in 0..N {
+            let (x, y, z) = point(i);
+            let start = Instant::now();
+            while let Err(e) = p
+                .loan_uninit()
+                .unwrap()
+                .write_payload(two::Point { x, y, z })
+                .send()
+            {
+                assert!(matches!(e, SendError::QueueFull { .. }), "send failed: {e}");
+                assert!(start.elapsed() < LIMIT, "subscriber stopped reading");
+                std::thread::yield_now();
+            }
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let svc = Service::named("point")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<one::Point>()
+        .overflow(Overflow::Reject)
+        .create()
+        .unwrap();
+    assert_eq!(svc.static_config().payload.type_name(), "geometry_msgs::Point");
+    let s = svc.subscriber_builder().create().unwrap();
+    let child = spawn_self(
+        "a_type_name_with_a_path_crosses_programs",
+        "publisher",
+        &[root_env(&dir)],
+    );
+    for i in 0..N {
+        let got = s
+            .receive_timeout(LIMIT)
+            .unwrap()
+            .expect("sample within the limit");
+        let (x, y, z) = point(i);
+        assert_eq!(*got, one::Point { x, y, z });
+    }
+    wait_ok(child, LIMIT);
+}
+
+/// The types of the test below: an unnamed struct holding a `bool` (and padding), and a
+/// named one that takes its Rust path as its name.
+mod status {
+    #[derive(iox_service::ZeroCopySafe, Clone, Copy)]
+    #[repr(C)]
+    pub struct Status {
+        pub on: bool,
+        pub time: u64,
+    }
+
+    #[derive(iox_service::ZeroCopySafe, Clone, Copy)]
+    #[repr(C)]
+    #[iox(type_name = "derive::status::Status")]
+    pub struct Named {
+        pub on: u8,
+        pub _pad: [u8; 7],
+        pub time: u64,
+    }
+}
+
+/// A named type may take the very path Rust gives an unnamed type, and still never
+/// shares a service with one that holds a `bool` or padding: the identities differ in
+/// whether every bit pattern is a value (so even a side without a schema is refused),
+/// and the schemas name the field. Refused both ways, across processes.
+#[test]
+fn a_named_type_never_meets_an_unnamed_one_holding_a_bool_under_its_path() {
+    use iox_service::Payload;
+    assert_eq!(std::any::type_name::<status::Status>(), "derive::status::Status");
+    assert_eq!(
+        <status::Named as ZeroCopySafe>::type_name(),
+        "derive::status::Status"
+    );
+    let (named, unnamed) = (status::Named::payload_type(), status::Status::payload_type());
+    assert!(named.any_bit_pattern() && !unnamed.any_bit_pattern());
+    assert_ne!(named, unnamed);
+    let expect_refused_with_hint = |e: OpenError| match &e {
+        OpenError::IncompatibleSchema(m) => assert_eq!(m.field, "on", "{e}"),
+        other => panic!("expected IncompatibleSchema naming `on`, got {other}"),
+    };
+    match role().as_deref() {
+        Some("unnamed") => {
+            let e = Service::named("named")
+                .unwrap()
+                .publish_subscribe::<status::Status>()
+                .open()
+                .map(|_| ())
+                .expect_err("an unnamed bool type opened a named type's service");
+            expect_refused_with_hint(e);
+            return;
+        }
+        Some("named") => {
+            let e = Service::named("unnamed")
+                .unwrap()
+                .publish_subscribe::<status::Named>()
+                .open()
+                .map(|_| ())
+                .expect_err("a named type opened an unnamed bool type's service");
+            expect_refused_with_hint(e);
+            return;
+        }
+        _ => {}
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let _named = Service::named("named")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<status::Named>()
+        .create()
+        .unwrap();
+    let _unnamed = Service::named("unnamed")
+        .unwrap()
+        .root(dir.path())
+        .publish_subscribe::<status::Status>()
+        .create()
+        .unwrap();
+    let name = "a_named_type_never_meets_an_unnamed_one_holding_a_bool_under_its_path";
+    for role in ["unnamed", "named"] {
+        wait_ok(spawn_self(name, role, &[root_env(&dir)]), LIMIT);
+    }
+}
