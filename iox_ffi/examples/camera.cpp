@@ -23,6 +23,10 @@ struct iox::TypeName<FrameHeader> {
 // Numbers and bytes, no padding: every bit pattern is a value (as the Rust derive says).
 template <>
 struct iox::AnyBitPattern<FrameHeader> : std::true_type {};
+// Its fields, recorded with the service: Python reads them without a dtype, `iox echo`
+// prints them, and a program whose FrameHeader has other fields is refused naming one.
+IOX_FIELDS(FrameHeader, IOX_FIELD(FrameHeader, stamp_ns), IOX_FIELD(FrameHeader, width),
+           IOX_FIELD(FrameHeader, height), IOX_FIELD(FrameHeader, step), IOX_FIELD(FrameHeader, encoding))
 
 // `[u8]` frames, each with a FrameHeader.
 using Camera = iox::PubSub<std::uint8_t[], FrameHeader>;

@@ -310,6 +310,23 @@ typedef struct IoxPoolInfo {
   uint64_t free_chunks;
 } IoxPoolInfo;
 
+// One field of a struct type (`IoxType::fields`): its name, its byte offset
+// (`offsetof`), and its type: a number or `bool` by the name Rust gives it (`"u8"`,
+// `"i32"`, `"f64"`, `"bool"`, ...), or a nested struct (`nested`, with its own fields).
+// `count` above 1 makes it an array of that many (`float v[3]`: `"f32"`, count 3).
+typedef struct IoxField {
+  // The field's name (printable ASCII, at most 255 bytes).
+  const char *name;
+  // Its byte offset in the struct (`offsetof`).
+  uint64_t offset;
+  // A number's or `bool`'s name as Rust gives it; ignored when `nested` is set.
+  const char *type_name;
+  // A struct field's type (its `fields` set); NULL for a number or `bool`.
+  const struct IoxType *nested;
+  // Elements of an array field; 0 and 1 mean one value.
+  uint64_t count;
+} IoxField;
+
 // A payload type (or a user header's type) as a Rust program records it: what makes a
 // C or C++ type and a Rust type one service's type.
 typedef struct IoxType {
@@ -327,6 +344,14 @@ typedef struct IoxType {
   bool slice;
   // For a slice: the most elements one payload holds (required when creating).
   uint64_t max_slice_len;
+  // The type's fields (of one element, for a slice), `field_count` of them; NULL
+  // with 0: none declared. A publish-subscribe service records them as its
+  // payload's or user header's layout when created and compares them field by field
+  // when opened (see [`IoxField`]); a request-response service checks them and
+  // records none (its types are compared by name, size and alignment).
+  const struct IoxField *fields;
+  // How many `fields` there are.
+  size_t field_count;
 } IoxType;
 
 // The types and settings of a request-response service. Fill it with
@@ -830,8 +855,9 @@ void iox_request_response_options_init(struct IoxRequestResponseOptions *options
 //
 // # Safety
 // `name` is a NUL-terminated string; `options` points to an
-// `IoxRequestResponseOptions` whose strings are NULL or NUL-terminated; `out` points to
-// writable memory for a pointer.
+// `IoxRequestResponseOptions` whose strings are NULL or NUL-terminated and whose types'
+// `fields` are as `iox_pubsub_open` requires; `out` points to writable memory for a
+// pointer.
 enum IoxStatus iox_request_response_open(const char *name,
                                          uint32_t mode,
                                          const struct IoxRequestResponseOptions *options,
@@ -1038,7 +1064,9 @@ void iox_pubsub_options_init(struct IoxPubSubOptions *options);
 //
 // # Safety
 // `name` is a NUL-terminated string; `options` points to an `IoxPubSubOptions` whose
-// strings are NULL or NUL-terminated; `out` points to writable memory for a pointer.
+// strings are NULL or NUL-terminated and whose types' `fields` are NULL or
+// `field_count` readable `IoxField`s (strings NUL-terminated, `nested` NULL or
+// readable types of the same kind); `out` points to writable memory for a pointer.
 enum IoxStatus iox_pubsub_open(const char *name,
                                uint32_t mode,
                                const struct IoxPubSubOptions *options,

@@ -24,6 +24,7 @@
 #ifndef IOX_HPP
 #define IOX_HPP
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -36,6 +37,20 @@
 #include <vector>
 
 #include "iox.h"
+
+/// One field of a type for `IOX_FIELDS`: its name, `offsetof` and type, from the struct.
+#define IOX_FIELD(T, f) ::iox::field<decltype(T::f)>(#f, offsetof(T, f))
+
+/// Declares the fields of `T` (each an `IOX_FIELD(T, name)`, in order): see `iox::Fields`.
+/// Use at global scope, after `T` and its `TypeName`.
+#define IOX_FIELDS(T, ...)                                                                   \
+    template <>                                                                              \
+    struct iox::Fields<T> {                                                                  \
+        static constexpr ::iox::FieldDecl decl[] = {__VA_ARGS__};                            \
+        static constexpr std::size_t count = sizeof(decl) / sizeof(decl[0]);                 \
+        static constexpr std::array<IoxField, count> list =                                  \
+            ::iox::c_fields(decl, std::make_index_sequence<count>{});                        \
+    };
 
 namespace iox {
 
@@ -83,9 +98,86 @@ struct Payload<E[]> {
     static constexpr bool slice = true;
 };
 
-/// The C description of payload type `T` (one value).
+/// The fields of `T`, declared once with `IOX_FIELDS` so that every language reads what
+/// this program writes by field name (Python without a dtype, `iox echo`, a Rust
+/// program's derived struct) and an opener whose fields differ is refused naming the
+/// first one that does:
+///
+///   struct FrameHeader { std::uint64_t seq; std::uint64_t stamp_ns; std::uint32_t width, height; };
+///   template <> struct iox::TypeName<FrameHeader> { static constexpr const char* value = "FrameHeader"; };
+///   IOX_FIELDS(FrameHeader, IOX_FIELD(FrameHeader, seq), IOX_FIELD(FrameHeader, stamp_ns),
+///              IOX_FIELD(FrameHeader, width), IOX_FIELD(FrameHeader, height))
+///
+/// A field is a number, `bool`, a one-dimensional array of them, or a struct (or array
+/// of structs) with its own `TypeName` and `IOX_FIELDS`. Checked at compile time: the
+/// fields are in order and do not overlap (their `offsetof` and `sizeof`), and a type
+/// whose every bit pattern is a value (`AnyBitPattern`) has every byte in a field (list
+/// every field; padding as explicit `_pad` fields). Without `IOX_FIELDS` a type records
+/// no layout (numbers record their own).
 template <class T>
-IoxType type_of() {
+struct Fields {
+    static constexpr std::size_t count = 0;
+};
+
+/// One declared field and its size (`IOX_FIELD`).
+struct FieldDecl {
+    IoxField field;
+    std::size_t size;
+};
+
+template <class T>
+constexpr IoxType describe();
+
+/// The C description of `T` with its fields, one per type (what a nested field points to).
+template <class T>
+struct Described {
+    static constexpr IoxType value = describe<T>();
+};
+
+/// `IOX_FIELD`'s work: field `name` of type `F` at `offset`.
+template <class F>
+constexpr FieldDecl field(const char* name, std::size_t offset) {
+    static_assert(std::rank_v<F> <= 1, "iox fields: arrays of one dimension only");
+    using E = std::remove_extent_t<F>;
+    IoxField f{};
+    f.name = name;
+    f.offset = offset;
+    f.count = std::rank_v<F> == 1 ? std::extent_v<F> : 1;
+    if constexpr (std::is_same_v<E, bool>) {
+        f.type_name = "bool";
+    } else if constexpr (std::is_arithmetic_v<E>) {
+        f.type_name = TypeName<E>::value;
+    } else {
+        static_assert(Fields<E>::count > 0, "iox fields: a struct field's type needs its own IOX_FIELDS");
+        f.nested = &Described<E>::value;
+    }
+    return FieldDecl{f, sizeof(F)};
+}
+
+/// The C array of declared fields.
+template <std::size_t N, std::size_t... I>
+constexpr std::array<IoxField, N> c_fields(const FieldDecl (&d)[N], std::index_sequence<I...>) {
+    return {{d[I].field...}};
+}
+
+/// Whether `T`'s declared fields are in order, do not overlap, fit, and (for a type whose
+/// every bit pattern is a value) cover every byte.
+template <class T>
+constexpr bool fields_fit() {
+    std::size_t end = 0;
+    std::size_t covered = 0;
+    for (std::size_t i = 0; i < Fields<T>::count; ++i) {
+        const FieldDecl& d = Fields<T>::decl[i];
+        if (d.field.offset < end) return false;
+        end = d.field.offset + d.size;
+        covered += d.size;
+    }
+    return end <= sizeof(T) && (!AnyBitPattern<T>::value || covered == sizeof(T));
+}
+
+/// The C description of type `T` (one value), with its fields if declared.
+template <class T>
+constexpr IoxType describe() {
     static_assert(std::is_trivially_copyable_v<T> && std::is_standard_layout_v<T>,
                   "iox payloads are trivially copyable standard-layout types");
     IoxType t{};
@@ -93,7 +185,20 @@ IoxType type_of() {
     t.size = sizeof(T);
     t.alignment = alignof(T);
     t.any_bit_pattern = AnyBitPattern<T>::value;
+    if constexpr (Fields<T>::count > 0) {
+        static_assert(fields_fit<T>(),
+                      "iox fields: IOX_FIELDS lists fields out of order or overlapping, or leaves a byte of a "
+                      "type whose every bit pattern is a value in no field (list every field; padding as _pad)");
+        t.fields = Fields<T>::list.data();
+        t.field_count = Fields<T>::count;
+    }
     return t;
+}
+
+/// The C description of payload type `T` (one value).
+template <class T>
+IoxType type_of() {
+    return describe<T>();
 }
 
 /// A failed call: its status and the library's message.

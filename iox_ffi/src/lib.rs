@@ -48,6 +48,7 @@ pub mod attributes;
 #[cfg(feature = "cuda")]
 pub mod device;
 pub mod event;
+mod fields;
 mod handle;
 pub mod held;
 pub mod publisher;

@@ -150,8 +150,9 @@ impl Opening for RequestResponseBuilder<[u8], [u8]> {
 ///
 /// # Safety
 /// `name` is a NUL-terminated string; `options` points to an
-/// `IoxRequestResponseOptions` whose strings are NULL or NUL-terminated; `out` points to
-/// writable memory for a pointer.
+/// `IoxRequestResponseOptions` whose strings are NULL or NUL-terminated and whose types'
+/// `fields` are as `iox_pubsub_open` requires; `out` points to writable memory for a
+/// pointer.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn iox_request_response_open(
     name: *const c_char,
@@ -160,9 +161,15 @@ pub unsafe extern "C" fn iox_request_response_open(
     out: *mut *mut IoxRequestResponseService,
 ) -> IoxStatus {
     guard(|| {
-        // SAFETY: the caller's contract (readable options, NUL-terminated strings).
+        // SAFETY: the caller's contract (readable options, NUL-terminated strings, the
+        // types' fields readable as `IoxType::fields` documents).
         let (o, service, request, response) = unsafe {
             let o = read_options(options)?;
+            // Request-response services record no field layout (their types are
+            // compared by name, size and alignment): declared fields are checked, so a
+            // wrong table is still an error, and not recorded.
+            crate::fields::declared_schema(&o.request, "options.request")?;
+            crate::fields::declared_schema(&o.response, "options.response")?;
             (
                 o,
                 named(name, o.root)?,

@@ -27,6 +27,8 @@ use iox_service::{HeaderType, MemoryType, PayloadType, PubSubBuilder, PubSubServ
 
 pub(crate) use crate::args::{read_options, text};
 use crate::attributes::{AttributeSettings, CAttributes, IoxAttribute};
+pub use crate::fields::IoxField;
+use crate::fields::declared_schema;
 use crate::handle::{drop_handle, hand_out, live, marker, put};
 use crate::status::{IoxStatus, fail, guard, refuse};
 
@@ -56,6 +58,14 @@ pub struct IoxType {
     pub slice: bool,
     /// For a slice: the most elements one payload holds (required when creating).
     pub max_slice_len: u64,
+    /// The type's fields (of one element, for a slice), `field_count` of them; NULL
+    /// with 0: none declared. A publish-subscribe service records them as its
+    /// payload's or user header's layout when created and compares them field by field
+    /// when opened (see [`IoxField`]); a request-response service checks them and
+    /// records none (its types are compared by name, size and alignment).
+    pub fields: *const IoxField,
+    /// How many `fields` there are.
+    pub field_count: usize,
 }
 
 /// The payload type and settings of a publish-subscribe service. Fill it with
@@ -163,6 +173,8 @@ pub(crate) const NO_TYPE: IoxType = IoxType {
     any_bit_pattern: false,
     slice: false,
     max_slice_len: 0,
+    fields: std::ptr::null(),
+    field_count: 0,
 };
 
 /// The default options: no type yet (`payload.name` NULL), everything else the service's
@@ -245,11 +257,12 @@ pub(crate) unsafe fn payload_type(t: &IoxType, what: &str) -> Result<PayloadType
     })
 }
 
-/// The user header `t` describes (`what` names it in messages): `None` if its name is
-/// NULL; refused if it claims to be a slice.
+/// The user header `t` describes (`what` names it in messages), with its declared
+/// fields' layout: `None` if its name is NULL; refused if it claims to be a slice.
 ///
 /// # Safety
-/// `t.name` is NULL or a NUL-terminated string.
+/// `t.name` is NULL or a NUL-terminated string; `t.fields` as
+/// [`declared_schema`] requires.
 pub(crate) unsafe fn header_type(t: &IoxType, what: &str) -> Result<Option<HeaderType>, IoxStatus> {
     if t.name.is_null() {
         return Ok(None);
@@ -264,10 +277,9 @@ pub(crate) unsafe fn header_type(t: &IoxType, what: &str) -> Result<Option<Heade
     }
     // SAFETY: the caller's contract.
     let identity = unsafe { payload_type(t, what) }?;
-    Ok(Some(HeaderType {
-        identity,
-        schema: None,
-    }))
+    // SAFETY: the caller's contract.
+    let schema = unsafe { declared_schema(t, what) }?;
+    Ok(Some(HeaderType { identity, schema }))
 }
 
 /// The schema of a payload whose element is one of Rust's numbers by name and size
@@ -379,7 +391,9 @@ pub(crate) fn limit(n: u32) -> Option<u32> {
 ///
 /// # Safety
 /// `name` is a NUL-terminated string; `options` points to an `IoxPubSubOptions` whose
-/// strings are NULL or NUL-terminated; `out` points to writable memory for a pointer.
+/// strings are NULL or NUL-terminated and whose types' `fields` are NULL or
+/// `field_count` readable `IoxField`s (strings NUL-terminated, `nested` NULL or
+/// readable types of the same kind); `out` points to writable memory for a pointer.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn iox_pubsub_open(
     name: *const c_char,
@@ -399,7 +413,11 @@ pub unsafe extern "C" fn iox_pubsub_open(
                 header_type(&o.user_header, "options.user_header")?,
             )
         };
-        let schema = number_schema(&payload);
+        // SAFETY: the caller's contract (the type's fields readable, as documented).
+        let schema = match unsafe { declared_schema(&o.payload, "options.payload") }? {
+            Some(declared) => Some(declared),
+            None => number_schema(&payload),
+        };
         // SAFETY: the ports of this service (publisher.rs, subscriber.rs, held.rs) loan
         // only with `loan_raw`, receive only with `receive_raw`/`receive_timeout_raw`,
         // and hand C the payload's and the header's addresses only (`as_ptr`,

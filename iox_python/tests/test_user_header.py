@@ -175,6 +175,36 @@ def test_cpp_frames_reach_python_with_their_headers(root, c_examples):
     assert cpp.returncode == 0, err
 
 
+def test_a_cpp_header_service_opens_without_dtypes(root, c_examples):
+    """The C++ camera declares its header's fields once (IOX_FIELDS): Python opens the
+    service the C++ side created without any dtype and reads the header by field name;
+    a Python header whose fields differ is refused naming the field."""
+    cpp = subprocess.Popen([str(c_examples / "cpp_camera"), "publish", "--count", "2"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        svc = open_when_created(lambda: iox.Service(CAMERA).publish_subscribe(), cpp)
+        assert svc.header_dtype == FRAME_HEADER.dtype
+        assert svc.header_schema == {
+            "struct": "FrameHeader", "size": 32, "alignment": 8,
+            "fields": [("stamp_ns", 0, "u64"), ("width", 8, "u32"), ("height", 12, "u32"), ("step", 16, "u32"),
+                       ("encoding", 20, {"array": "u8", "len": 12})]}
+        renamed = iox.Type("FrameHeader", np.dtype(
+            [("stamp_ns", "u8"), ("cols", "u4"), ("height", "u4"), ("step", "u4"), ("encoding", "u1", (12,))],
+            align=True))
+        with pytest.raises(iox.IncompatibleService, match=r"`cols`|`width`"):
+            iox.Service(CAMERA).publish_subscribe(bytes, max_len=MAX_PIXELS, user_header=renamed).open()
+        sub = svc.subscriber()
+        for i in range(2):
+            s = sub.receive(timeout=10.0)
+            assert s is not None, f"no frame {i} from the C++ publisher within 10 s"
+            check_frame(s, i)
+        del s, sub
+        _, err = cpp.communicate(timeout=30)
+    finally:
+        cpp.kill()
+    assert cpp.returncode == 0, err
+
+
 def test_python_frames_reach_another_python_process(root):
     svc = iox.Service("py/stamped").publish_subscribe(np.float32, shape=(2, 2), user_header=np.uint64).create()
     pub = svc.publisher()

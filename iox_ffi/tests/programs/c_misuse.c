@@ -3,6 +3,7 @@
  * exit 0 only if none failed. Every mistake must come back as its status with a
  * message, never a crash. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -151,6 +152,61 @@ int main(int argc, char** argv) {
           IOX_STATUS_INVALID_ARGUMENT);
     check("an unknown open mode", iox_pubsub_open("ffi/misuse", 7, &o, &other), IOX_STATUS_INVALID_ARGUMENT);
     check("NULL options", iox_pubsub_open("ffi/misuse", IOX_OPEN, NULL, &other), IOX_STATUS_NULL_POINTER);
+
+    /* Declared field layouts: a malformed table is refused before anything is
+     * recorded, naming what is wrong; a well-formed one is recorded, and an opener
+     * whose fields differ is refused naming the field. */
+    IoxField fields[2] = {
+        {.name = "seq", .offset = offsetof(Reading, seq), .type_name = "u64"},
+        {.name = "value", .offset = offsetof(Reading, value), .type_name = "f64"},
+    };
+    IoxPubSubOptions f;
+    options(&f, argv[1]);
+    f.payload.fields = fields;
+    f.payload.field_count = 2;
+    fields[1].type_name = "double";
+    check("a field of a type Rust has no name for", iox_pubsub_open("ffi/fields", IOX_OPEN_OR_CREATE, &f, &other),
+          IOX_STATUS_INVALID_ARGUMENT);
+    fields[1].type_name = "f64";
+    fields[1].offset = 4;
+    check("overlapping fields", iox_pubsub_open("ffi/fields", IOX_OPEN_OR_CREATE, &f, &other),
+          IOX_STATUS_INVALID_ARGUMENT);
+    fields[1].offset = offsetof(Reading, value);
+    f.payload.field_count = 1;
+    check("a byte in no field of an any-bit-pattern type", iox_pubsub_open("ffi/fields", IOX_OPEN_OR_CREATE, &f, &other),
+          IOX_STATUS_INVALID_ARGUMENT);
+    f.payload.field_count = 2;
+    fields[0].type_name = "bool";
+    fields[0].count = 8;
+    check("a bool in an any-bit-pattern type", iox_pubsub_open("ffi/fields", IOX_OPEN_OR_CREATE, &f, &other),
+          IOX_STATUS_INVALID_ARGUMENT);
+    fields[0].type_name = "u64";
+    fields[0].count = UINT64_MAX;
+    check("an array too large to exist", iox_pubsub_open("ffi/fields", IOX_OPEN_OR_CREATE, &f, &other),
+          IOX_STATUS_INVALID_ARGUMENT);
+    fields[0].count = 0;
+    /* A struct that contains itself (a table's mistake): refused, not followed forever. */
+    IoxType looped = f.payload;
+    IoxField inner = {.name = "inner", .offset = 0, .nested = &looped};
+    looped.fields = &inner;
+    looped.field_count = 1;
+    IoxPubSubOptions l = f;
+    l.payload = looped;
+    check("a struct nested in itself", iox_pubsub_open("ffi/fields", IOX_OPEN_OR_CREATE, &l, &other),
+          IOX_STATUS_INVALID_ARGUMENT);
+    f.payload.fields = NULL;
+    check("NULL fields with a count", iox_pubsub_open("ffi/fields", IOX_OPEN_OR_CREATE, &f, &other),
+          IOX_STATUS_NULL_POINTER);
+    f.payload.fields = fields;
+    IoxPubSubService* described = NULL;
+    check("a declared layout", iox_pubsub_open("ffi/fields", IOX_CREATE, &f, &described), IOX_STATUS_OK);
+    fields[1].name = "reading";
+    check("another layout of the type", iox_pubsub_open("ffi/fields", IOX_OPEN, &f, &other), IOX_STATUS_OPEN_FAILED);
+    if (strstr(iox_last_error(), "`reading`") == NULL && strstr(iox_last_error(), "`value`") == NULL) {
+        printf("FAIL the layout mismatch message does not name the field: %s\n", iox_last_error());
+        failed++;
+    }
+    check("drop the described service", iox_pubsub_service_drop(described), IOX_STATUS_OK);
 
     /* A loan still out when its publisher goes is given back with it. */
     check("loan kept at drop", iox_publisher_loan(pub, sizeof(Reading), &loan), IOX_STATUS_OK);

@@ -1,0 +1,226 @@
+//! The field layout a C or C++ program declares for a payload or user-header type
+//! ([`IoxField`], `IoxType::fields`): turned into the schema a Rust program's derive
+//! records, so every language reads what C or C++ wrote by field name without declaring
+//! it again, tools print its fields, and an opener whose fields differ is refused
+//! naming the first field that differs.
+//!
+//! Invariants: a declared layout is checked before anything is recorded: names are
+//! valid schema names, every field fits in its struct ([`Schema::check`]), the fields
+//! are in offset order without overlapping (as a C compiler lays them out), nesting is
+//! bounded, and a type that claims every bit pattern is
+//! a value (`any_bit_pattern`) has no `bool` and no byte outside its fields (padding).
+//! A type declaring no fields records none (as before: a number's own schema, or none).
+
+use std::ffi::c_char;
+
+use iox_service::Schema;
+use iox_service::schema::{Field, MAX_DEPTH, MAX_NODES};
+
+use crate::args::text;
+use crate::service::IoxType;
+use crate::status::{IoxStatus, refuse};
+
+/// One field of a struct type (`IoxType::fields`): its name, its byte offset
+/// (`offsetof`), and its type: a number or `bool` by the name Rust gives it (`"u8"`,
+/// `"i32"`, `"f64"`, `"bool"`, ...), or a nested struct (`nested`, with its own fields).
+/// `count` above 1 makes it an array of that many (`float v[3]`: `"f32"`, count 3).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct IoxField {
+    /// The field's name (printable ASCII, at most 255 bytes).
+    pub name: *const c_char,
+    /// Its byte offset in the struct (`offsetof`).
+    pub offset: u64,
+    /// A number's or `bool`'s name as Rust gives it; ignored when `nested` is set.
+    pub type_name: *const c_char,
+    /// A struct field's type (its `fields` set); NULL for a number or `bool`.
+    pub nested: *const IoxType,
+    /// Elements of an array field; 0 and 1 mean one value.
+    pub count: u64,
+}
+
+/// The numbers and `bool` a field may be, by the names Rust gives them.
+const LEAVES: [Schema; 15] = [
+    Schema::Bool,
+    Schema::U8,
+    Schema::U16,
+    Schema::U32,
+    Schema::U64,
+    Schema::U128,
+    Schema::I8,
+    Schema::I16,
+    Schema::I32,
+    Schema::I64,
+    Schema::I128,
+    Schema::F16,
+    Schema::BF16,
+    Schema::F32,
+    Schema::F64,
+];
+
+/// The schema `t`'s declared fields describe (`what` names `t` in messages), or `None`
+/// when it declares none; refused when the layout is malformed or contradicts
+/// `t.any_bit_pattern`.
+///
+/// # Safety
+/// `t.fields` is NULL or points to `t.field_count` readable `IoxField`s, whose strings
+/// are NULL or NUL-terminated and whose `nested` types are NULL or readable `IoxType`s
+/// with the same properties, recursively.
+pub(crate) unsafe fn declared_schema(t: &IoxType, what: &str) -> Result<Option<Schema>, IoxStatus> {
+    if t.fields.is_null() && t.field_count == 0 {
+        return Ok(None);
+    }
+    let mut nodes = 0;
+    // SAFETY: the caller's contract.
+    let schema = unsafe { struct_schema(t, what, what, 0, &mut nodes) }?;
+    if let Err(e) = schema.check(t.size) {
+        return refuse(IoxStatus::InvalidArgument, format!("{what}.fields: {e}"));
+    }
+    if t.any_bit_pattern {
+        if let Some(path) = bool_field(&schema, "") {
+            return refuse(
+                IoxStatus::InvalidArgument,
+                format!(
+                    "{what} claims every bit pattern is a value (any_bit_pattern), but field `{path}` is a bool: \
+                     use a u8 for a flag, or set any_bit_pattern false"
+                ),
+            );
+        }
+        let ranges = schema.data_ranges();
+        if ranges != [(0, t.size as usize)] {
+            let gap = first_gap(&ranges, t.size as usize);
+            return refuse(
+                IoxStatus::InvalidArgument,
+                format!(
+                    "{what} claims every bit pattern is a value (any_bit_pattern), but byte {gap} is in no \
+                     field (padding, whose bytes are uninitialised): declare it as a field (`_pad`), or set \
+                     any_bit_pattern false"
+                ),
+            );
+        }
+    }
+    Ok(Some(schema))
+}
+
+/// The struct `t` describes (`what` in messages), depth `depth` below the type `top`.
+///
+/// # Safety
+/// As for [`declared_schema`].
+unsafe fn struct_schema(
+    t: &IoxType,
+    top: &str,
+    what: &str,
+    depth: usize,
+    nodes: &mut usize,
+) -> Result<Schema, IoxStatus> {
+    *nodes += 1;
+    if depth > MAX_DEPTH || *nodes > MAX_NODES || t.field_count > MAX_NODES {
+        return refuse(
+            IoxStatus::InvalidArgument,
+            format!(
+                "{top}.fields: structs nested more than {MAX_DEPTH} deep (one that contains itself?) or more \
+                 than {MAX_NODES} fields"
+            ),
+        );
+    }
+    if t.fields.is_null() {
+        return refuse(
+            IoxStatus::NullPointer,
+            format!("{what}.fields is NULL with field_count {}", t.field_count),
+        );
+    }
+    // SAFETY: the caller's contract: `field_count` readable fields.
+    let fields = unsafe { std::slice::from_raw_parts(t.fields, t.field_count) };
+    // SAFETY: the caller's contract.
+    let name = unsafe { text(t.name, &format!("{what}.name")) }?.to_string();
+    let mut out: Vec<Field> = Vec::with_capacity(fields.len());
+    for (i, f) in fields.iter().enumerate() {
+        let at = format!("{what}.fields[{i}]");
+        // SAFETY: the caller's contract.
+        let field_name = unsafe { text(f.name, &format!("{at}.name")) }?.to_string();
+        let one = if f.nested.is_null() {
+            // SAFETY: the caller's contract.
+            let leaf = unsafe { text(f.type_name, &format!("{at}.type_name")) }?;
+            match LEAVES.iter().find(|s| s.to_string() == leaf) {
+                Some(s) => s.clone(),
+                None => {
+                    return refuse(
+                        IoxStatus::InvalidArgument,
+                        format!(
+                            "{at} (`{field_name}`) has type {leaf:?}: a field is a number or bool by Rust's name \
+                             (u8 .. u128, i8 .. i128, f16, bf16, f32, f64, bool) or a nested struct"
+                        ),
+                    );
+                }
+            }
+        } else {
+            // SAFETY: the caller's contract: a readable nested type.
+            let nested = unsafe { &*f.nested };
+            // SAFETY: the caller's contract, recursively.
+            unsafe { struct_schema(nested, top, &format!("{at} (`{field_name}`)"), depth + 1, nodes) }?
+        };
+        let schema = if f.count > 1 {
+            Schema::Array {
+                element: Box::new(one),
+                len: f.count,
+            }
+        } else {
+            one
+        };
+        // In declaration order, as a C compiler lays a struct out: each field starts at
+        // or after the end of the one before (a C table could say anything).
+        if let Some(before) = out.last() {
+            let end = before.offset.saturating_add(before.schema.size().unwrap_or(0));
+            if f.offset < end {
+                return refuse(
+                    IoxStatus::InvalidArgument,
+                    format!(
+                        "{at} (`{field_name}`) at offset {} overlaps `{}` before it (which ends at {end}): \
+                         list the fields in order, with their offsetof",
+                        f.offset, before.name
+                    ),
+                );
+            }
+        }
+        out.push(Field {
+            name: field_name,
+            offset: f.offset,
+            schema,
+        });
+    }
+    Ok(Schema::Struct {
+        name,
+        size: t.size,
+        alignment: t.alignment,
+        fields: out,
+    })
+}
+
+/// The path of the first `bool` in `s`, if any.
+fn bool_field(s: &Schema, path: &str) -> Option<String> {
+    match s {
+        Schema::Bool => Some(path.to_string()),
+        Schema::Array { element, .. } => bool_field(element, &format!("{path}[]")),
+        Schema::Struct { fields, .. } => fields.iter().find_map(|f| {
+            let p = if path.is_empty() {
+                f.name.clone()
+            } else {
+                format!("{path}.{}", f.name)
+            };
+            bool_field(&f.schema, &p)
+        }),
+        _ => None,
+    }
+}
+
+/// The first byte of `0..size` outside `ranges` (sorted, merged), for a message.
+fn first_gap(ranges: &[(usize, usize)], size: usize) -> usize {
+    let mut at = 0;
+    for &(offset, len) in ranges {
+        if offset > at {
+            return at;
+        }
+        at = offset + len;
+    }
+    at.min(size)
+}
