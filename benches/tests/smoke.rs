@@ -32,9 +32,9 @@ fn pingpong_quick_runs_every_transport() {
     }
 }
 
-/// The latency part in quick mode, restricted by `--sizes`: the floor runs at 8 B only,
-/// every transport (iox from C++ too, where g++ is installed) gets its ratio to it, and
-/// the CSV holds the floor's row.
+/// The latency part in quick mode, restricted by `--sizes`: the floor and the typed rows
+/// run at 8 B only, every transport (iox from C++ too, where g++ is installed) gets its
+/// ratio to the floor, and the CSV holds their rows.
 #[test]
 fn pingpong_quick_latency_covers_the_floor() {
     let dir = tempfile::tempdir().unwrap();
@@ -77,10 +77,19 @@ fn pingpong_quick_latency_covers_the_floor() {
         );
         assert!(csv.contains("\niox from C++,64,"), "no C++ row in\n{csv}");
     }
+    // At 8 B also the typed rows (iox's and iceoryx2's u64 loans) and the floor.
+    for needle in ["\niox typed u64,8,", "\niceoryx2 typed u64,8,"] {
+        assert!(csv.contains(needle), "no {needle:?} row in\n{csv}");
+    }
+    assert!(!csv.contains("typed u64,64,"), "typed rows ran at 64 B:\n{csv}");
+    assert!(
+        stdout.contains("| 8 B typed u64 |"),
+        "no typed ratio in\n{stdout}"
+    );
     let per_size = 3 + usize::from(cpp);
     assert_eq!(
         csv.lines().count(),
-        1 + (per_size + 1) + per_size,
+        1 + (per_size + 3) + per_size,
         "unexpected rows in\n{csv}"
     );
 }
