@@ -198,7 +198,7 @@ pub enum PortCreateError {
     /// The service carries tensors (a record of each sample's shape beside it), which
     /// only tensor publishers write.
     #[error(
-        "service {service:?} carries tensors (each sample's element type, shape and strides beside it): publish with a tensor publisher (tensor_publisher_builder; Python: svc.tensor_publisher(); C: iox_device_publisher_*), which records them; plain subscribers may still read it"
+        "service {service:?} carries tensors (each sample's element type, shape and strides beside it): publish with a tensor publisher (tensor_publisher_builder; Python: svc.tensor_publisher(); C: iox_tensor_publisher_create, or iox_device_publisher_create on a device service; C++: tensor_publisher()), which records them; plain subscribers may still read it"
     )]
     TensorService {
         /// The service.

@@ -145,6 +145,12 @@ typedef struct IoxServer IoxServer;
 // A subscriber (opaque): used from the thread that created it.
 typedef struct IoxSubscriber IoxSubscriber;
 
+// A tensor publisher (opaque): used from the thread that created it.
+typedef struct IoxTensorPublisher IoxTensorPublisher;
+
+// A tensor subscriber (opaque): used from the thread that created it.
+typedef struct IoxTensorSubscriber IoxTensorSubscriber;
+
 // A WaitSet (opaque): used from the thread that created it.
 typedef struct IoxWaitSet IoxWaitSet;
 
@@ -457,7 +463,37 @@ typedef struct IoxPubSubOptions {
   // program of the service declares (a Rust program's `.user_header::<H>()`), or
   // the open fails naming both headers.
   struct IoxType user_header;
+  // A host tensor service: the payload is a slice of numbers and every sample carries
+  // its tensor (element type, shape, strides; see `iox_tensor_publisher_create`).
+  // Recorded when creating; an opener that sets it requires it.
+  bool tensors;
 } IoxPubSubOptions;
+
+// A loaned chunk for a host tensor: write `len_bytes` bytes at `data`, then send or
+// discard it by `id`.
+typedef struct IoxTensorLoan {
+  // The tensor's first byte (host memory, aligned for the element type).
+  void *data;
+  // Bytes loaned (the tensor's span).
+  uint64_t len_bytes;
+  // What the publisher knows this loan by.
+  uint64_t id;
+  // The tensor the sample will carry.
+  struct IoxTensor tensor;
+} IoxTensorLoan;
+
+// A received host tensor: read `len_bytes` bytes at `data` as `tensor` says, then
+// release it by `id`.
+typedef struct IoxTensorSample {
+  // The tensor's first byte (read-only).
+  const void *data;
+  // Bytes sent (the tensor's span).
+  uint64_t len_bytes;
+  // What the subscriber knows this sample by.
+  uint64_t id;
+  // Its tensor (checked against the service and the sample's bytes).
+  struct IoxTensor tensor;
+} IoxTensorSample;
 
 // One attachment's news from a wait.
 typedef struct IoxWaitSetEvent {
@@ -1190,6 +1226,101 @@ enum IoxStatus iox_subscriber_fd(struct IoxSubscriber *subscriber, int32_t *fd);
 // # Safety
 // `subscriber` is NULL or a pointer from [`iox_subscriber_create`].
 enum IoxStatus iox_subscriber_drop(struct IoxSubscriber *subscriber);
+
+// Creates a tensor publisher of `service` (a host tensor service: `tensors` set when
+// it was created); `*out` is the publisher. Another service is
+// `IOX_STATUS_PORT_CREATE_FAILED`, saying why.
+//
+// # Safety
+// `service` is a pointer from `iox_pubsub_open`; `out` points to writable memory for
+// a pointer.
+enum IoxStatus iox_tensor_publisher_create(struct IoxPubSubService *service,
+                                           struct IoxTensorPublisher **out);
+
+// The service's element type and its largest tensor in bytes (each out pointer may be
+// NULL).
+//
+// # Safety
+// `publisher` is a pointer from [`iox_tensor_publisher_create`]; the others are NULL
+// or writable.
+enum IoxStatus iox_tensor_publisher_info(struct IoxTensorPublisher *publisher,
+                                         enum IoxElement *element,
+                                         uint64_t *max_bytes);
+
+// Loans a chunk for `tensor`; `*loan` is filled. Write all of its `len_bytes` bytes
+// before sending it.
+//
+// # Safety
+// `publisher` is a pointer from [`iox_tensor_publisher_create`]; `tensor` points to a
+// readable `IoxTensor`; `loan` points to writable memory for an `IoxTensorLoan`.
+enum IoxStatus iox_tensor_publisher_loan(struct IoxTensorPublisher *publisher,
+                                         const struct IoxTensor *tensor,
+                                         struct IoxTensorLoan *loan);
+
+// Sends loan `id`, every one of whose bytes the caller wrote; `*delivered` (if not
+// NULL) is how many subscribers got it. The id is stale afterwards.
+//
+// # Safety
+// `publisher` is a pointer from [`iox_tensor_publisher_create`]; all `len_bytes`
+// bytes of the loan were written; `delivered` NULL or writable.
+enum IoxStatus iox_tensor_publisher_send(struct IoxTensorPublisher *publisher,
+                                         uint64_t id,
+                                         uint64_t *delivered);
+
+// Gives loan `id` back unsent. The id is stale afterwards.
+//
+// # Safety
+// `publisher` is a pointer from [`iox_tensor_publisher_create`].
+enum IoxStatus iox_tensor_publisher_discard(struct IoxTensorPublisher *publisher, uint64_t id);
+
+// Waits up to `timeout_ns` until `n` subscribers are connected; `*connected` (if not
+// NULL) is how many are.
+//
+// # Safety
+// `publisher` is a pointer from [`iox_tensor_publisher_create`]; `connected` NULL or
+// writable.
+enum IoxStatus iox_tensor_publisher_wait_for_subscribers(struct IoxTensorPublisher *publisher,
+                                                         uint64_t n,
+                                                         uint64_t timeout_ns,
+                                                         uint64_t *connected);
+
+// Drops the publisher and discards its loans (from its own thread).
+//
+// # Safety
+// `publisher` is NULL or a pointer from [`iox_tensor_publisher_create`].
+enum IoxStatus iox_tensor_publisher_drop(struct IoxTensorPublisher *publisher);
+
+// Creates a tensor subscriber of `service` (a host tensor service); `*out` is the
+// subscriber.
+//
+// # Safety
+// `service` is a pointer from `iox_pubsub_open`; `out` points to writable memory for
+// a pointer.
+enum IoxStatus iox_tensor_subscriber_create(struct IoxPubSubService *service,
+                                            struct IoxTensorSubscriber **out);
+
+// Receives the next tensor, waiting up to `timeout_ns` (0: do not wait) without
+// spinning; `*received` says whether `*sample` was filled.
+//
+// # Safety
+// `subscriber` is a pointer from [`iox_tensor_subscriber_create`]; `sample` and
+// `received` point to writable memory for an `IoxTensorSample` and a `bool`.
+enum IoxStatus iox_tensor_subscriber_receive(struct IoxTensorSubscriber *subscriber,
+                                             uint64_t timeout_ns,
+                                             struct IoxTensorSample *sample,
+                                             bool *received);
+
+// Releases sample `id`. The id is stale afterwards.
+//
+// # Safety
+// `subscriber` is a pointer from [`iox_tensor_subscriber_create`].
+enum IoxStatus iox_tensor_subscriber_release(struct IoxTensorSubscriber *subscriber, uint64_t id);
+
+// Drops the subscriber and releases its samples (from its own thread).
+//
+// # Safety
+// `subscriber` is NULL or a pointer from [`iox_tensor_subscriber_create`].
+enum IoxStatus iox_tensor_subscriber_drop(struct IoxTensorSubscriber *subscriber);
 
 // Creates a WaitSet; with `termination_signals`, SIGINT and SIGTERM end its waits
 // with `IOX_WAIT_TERMINATION` (and no longer terminate the process while it lives).

@@ -329,6 +329,10 @@ struct Options {
     /// Attributes an existing service must have when opening (a call that may create
     /// must record them too).
     std::vector<RequiredAttribute> required_attributes{};
+    /// A host tensor service (`PubSub<E[]>` of numbers): every sample carries its tensor,
+    /// sent by a `TensorPublisher` (see there). Recorded when creating; required when
+    /// opening if set.
+    bool tensors = false;
 };
 
 template <class T, class H = NoHeader>
@@ -915,6 +919,190 @@ private:
     IoxDeviceSubscriber* port_;
 };
 
+class TensorPublisher;
+class TensorSubscriber;
+
+/// A loaned chunk of a host tensor service for one tensor: write all `size_bytes()`
+/// bytes at `data()` (as `tensor()` lays them out), then `send()`. Discarded when dropped
+/// unsent. Move-only; must not outlive its publisher.
+class TensorLoan {
+public:
+    TensorLoan(TensorLoan&& o) noexcept : port_(std::exchange(o.port_, nullptr)), loan_(o.loan_) {}
+    TensorLoan& operator=(TensorLoan&& o) noexcept {
+        if (this != &o) {
+            discard();
+            port_ = std::exchange(o.port_, nullptr);
+            loan_ = o.loan_;
+        }
+        return *this;
+    }
+    TensorLoan(const TensorLoan&) = delete;
+    TensorLoan& operator=(const TensorLoan&) = delete;
+    ~TensorLoan() { discard(); }
+
+    /// The tensor's first byte.
+    void* data() { return loan_.data; }
+    /// The tensor's first element as `E` (the service's element type).
+    template <class E>
+    E* elements() {
+        return static_cast<E*>(loan_.data);
+    }
+    /// Bytes loaned (the tensor's span).
+    std::size_t size_bytes() const { return static_cast<std::size_t>(loan_.len_bytes); }
+    /// The tensor the sample carries.
+    Tensor tensor() const { return Tensor::of(loan_.tensor); }
+
+    /// Sends the tensor (every byte written); how many subscribers got it.
+    Result<std::uint64_t> send() && {
+        std::uint64_t delivered = 0;
+        IoxStatus s = iox_tensor_publisher_send(port_, loan_.id, &delivered);
+        if (s != IOX_STATUS_WRONG_THREAD) port_ = nullptr;
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return delivered;
+    }
+
+private:
+    friend class TensorPublisher;
+    TensorLoan(IoxTensorPublisher* port, const IoxTensorLoan& loan) : port_(port), loan_(loan) {}
+    void discard() {
+        if (port_ != nullptr) iox_tensor_publisher_discard(port_, loan_.id);
+        port_ = nullptr;
+    }
+    IoxTensorPublisher* port_;
+    IoxTensorLoan loan_;
+};
+
+/// A publisher of a host tensor service: loans chunks for tensors of the service's
+/// element type, the same calls as `DevicePublisher` without streams.
+class TensorPublisher {
+public:
+    TensorPublisher(TensorPublisher&& o) noexcept : port_(std::exchange(o.port_, nullptr)) {}
+    TensorPublisher& operator=(TensorPublisher&& o) noexcept {
+        if (this != &o) {
+            if (port_ != nullptr) iox_tensor_publisher_drop(port_);
+            port_ = std::exchange(o.port_, nullptr);
+        }
+        return *this;
+    }
+    TensorPublisher(const TensorPublisher&) = delete;
+    TensorPublisher& operator=(const TensorPublisher&) = delete;
+    ~TensorPublisher() {
+        if (port_ != nullptr) iox_tensor_publisher_drop(port_);
+    }
+
+    /// A chunk for `tensor` (`IOX_STATUS_INVALID_TENSOR`, naming the sizes, for one that
+    /// does not fit the service).
+    Result<TensorLoan> loan(const Tensor& tensor) {
+        IoxTensor t = tensor.to_c();
+        IoxTensorLoan l{};
+        IoxStatus s = iox_tensor_publisher_loan(port_, &t, &l);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return TensorLoan(port_, l);
+    }
+    /// Waits up to `timeout` until `n` subscribers are connected; how many are.
+    template <class Rep, class Period>
+    Result<std::uint64_t> wait_for_subscribers(std::uint64_t n, std::chrono::duration<Rep, Period> timeout) {
+        std::uint64_t got = 0;
+        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
+        IoxStatus s = iox_tensor_publisher_wait_for_subscribers(port_, n, static_cast<std::uint64_t>(ns), &got);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return got;
+    }
+    /// The service's element type.
+    IoxElement element() const {
+        IoxElement e = IOX_ELEMENT_NONE;
+        iox_tensor_publisher_info(port_, &e, nullptr);
+        return e;
+    }
+    /// The largest tensor in bytes.
+    std::uint64_t max_bytes() const {
+        std::uint64_t n = 0;
+        iox_tensor_publisher_info(port_, nullptr, &n);
+        return n;
+    }
+
+private:
+    template <class T, class H>
+    friend class PubSub;
+    explicit TensorPublisher(IoxTensorPublisher* p) : port_(p) {}
+    IoxTensorPublisher* port_;
+};
+
+/// A received host tensor: read `size_bytes()` bytes at `data()` as `tensor()` lays
+/// them out; released when dropped. Move-only; must not outlive its subscriber.
+class TensorSample {
+public:
+    TensorSample(TensorSample&& o) noexcept : port_(std::exchange(o.port_, nullptr)), sample_(o.sample_) {}
+    TensorSample& operator=(TensorSample&& o) noexcept {
+        if (this != &o) {
+            release();
+            port_ = std::exchange(o.port_, nullptr);
+            sample_ = o.sample_;
+        }
+        return *this;
+    }
+    TensorSample(const TensorSample&) = delete;
+    TensorSample& operator=(const TensorSample&) = delete;
+    ~TensorSample() { release(); }
+
+    /// The tensor's first byte (read-only).
+    const void* data() const { return sample_.data; }
+    /// The tensor's first element as `E` (the service's element type).
+    template <class E>
+    const E* elements() const {
+        return static_cast<const E*>(sample_.data);
+    }
+    std::size_t size_bytes() const { return static_cast<std::size_t>(sample_.len_bytes); }
+    /// Its element type, shape and strides (checked against the service and the bytes).
+    Tensor tensor() const { return Tensor::of(sample_.tensor); }
+
+private:
+    friend class TensorSubscriber;
+    TensorSample(IoxTensorSubscriber* port, const IoxTensorSample& s) : port_(port), sample_(s) {}
+    void release() {
+        if (port_ != nullptr) iox_tensor_subscriber_release(port_, sample_.id);
+        port_ = nullptr;
+    }
+    IoxTensorSubscriber* port_;
+    IoxTensorSample sample_;
+};
+
+/// A subscriber of a host tensor service.
+class TensorSubscriber {
+public:
+    TensorSubscriber(TensorSubscriber&& o) noexcept : port_(std::exchange(o.port_, nullptr)) {}
+    TensorSubscriber& operator=(TensorSubscriber&& o) noexcept {
+        if (this != &o) {
+            if (port_ != nullptr) iox_tensor_subscriber_drop(port_);
+            port_ = std::exchange(o.port_, nullptr);
+        }
+        return *this;
+    }
+    TensorSubscriber(const TensorSubscriber&) = delete;
+    TensorSubscriber& operator=(const TensorSubscriber&) = delete;
+    ~TensorSubscriber() {
+        if (port_ != nullptr) iox_tensor_subscriber_drop(port_);
+    }
+
+    /// The next tensor, waiting up to `timeout` (zero: not at all), or std::nullopt.
+    template <class Rep = std::int64_t, class Period = std::nano>
+    Result<std::optional<TensorSample>> receive(std::chrono::duration<Rep, Period> timeout = {}) {
+        IoxTensorSample got{};
+        bool received = false;
+        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
+        IoxStatus s = iox_tensor_subscriber_receive(port_, static_cast<std::uint64_t>(ns), &got, &received);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        if (!received) return std::optional<TensorSample>{};
+        return std::optional<TensorSample>(TensorSample(port_, got));
+    }
+
+private:
+    template <class T, class H>
+    friend class PubSub;
+    explicit TensorSubscriber(IoxTensorSubscriber* p) : port_(p) {}
+    IoxTensorSubscriber* port_;
+};
+
 /// A publish-subscribe service of `T`, shared with Rust, Python and other C++ programs
 /// that name the same type. With `H` (not `NoHeader`), every sample also carries a
 /// user header of type `H` (named by `TypeName<H>`, as a Rust program's
@@ -1002,6 +1190,24 @@ public:
         return DeviceSubscriber(p);
     }
 
+    /// A publisher of a host tensor service (`Options::tensors`): its loans are tensors
+    /// in host memory (see `TensorPublisher`), the only publisher such a service takes.
+    Result<TensorPublisher> tensor_publisher() {
+        IoxTensorPublisher* p = nullptr;
+        IoxStatus s = iox_tensor_publisher_create(service_, &p);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return TensorPublisher(p);
+    }
+
+    /// A subscriber of a host tensor service whose samples carry their tensors (see
+    /// `TensorSubscriber`).
+    Result<TensorSubscriber> tensor_subscriber() {
+        IoxTensorSubscriber* p = nullptr;
+        IoxStatus s = iox_tensor_subscriber_create(service_, &p);
+        if (s != IOX_STATUS_OK) return Error::last(s);
+        return TensorSubscriber(p);
+    }
+
 private:
     explicit PubSub(IoxPubSubService* s) : service_(s) {}
     static Result<PubSub> open(const std::string& name, std::uint32_t mode, const Options& o) {
@@ -1022,6 +1228,7 @@ private:
             opts.memory_type_set = true;
         }
         opts.overflow = o.overflow;
+        opts.tensors = o.tensors;
         detail::AttributeArrays attributes(o.attributes, o.required_attributes);
         attributes.fill(opts);
         if constexpr (has_header<H>) opts.user_header = type_of<H>();

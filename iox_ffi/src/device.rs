@@ -74,7 +74,7 @@ const ELEMENTS: [(IoxElement, DType); 13] = [
     (IoxElement::F64, DType::F64),
 ];
 
-fn element_of(d: Option<DType>) -> IoxElement {
+pub(crate) fn element_of(d: Option<DType>) -> IoxElement {
     ELEMENTS
         .iter()
         .find(|(_, t)| Some(*t) == d)
@@ -95,7 +95,7 @@ pub struct IoxTensor {
 }
 
 impl IoxTensor {
-    fn of(t: &TensorLayout) -> Self {
+    pub(crate) fn of(t: &TensorLayout) -> Self {
         let mut out = Self {
             element: element_of(Some(t.dtype())) as u32,
             ndim: t.shape().len() as u32,
@@ -107,7 +107,7 @@ impl IoxTensor {
         out
     }
 
-    fn layout(&self) -> Result<TensorLayout, IoxStatus> {
+    pub(crate) fn layout(&self) -> Result<TensorLayout, IoxStatus> {
         let dtype = ELEMENTS
             .iter()
             .find(|(e, _)| *e as u32 == self.element)
@@ -130,7 +130,7 @@ impl IoxTensor {
     }
 }
 
-fn tensor_error(e: TensorError) -> IoxStatus {
+pub(crate) fn tensor_error(e: TensorError) -> IoxStatus {
     fail(IoxStatus::InvalidTensor, e)
 }
 

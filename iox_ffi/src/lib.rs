@@ -56,6 +56,7 @@ pub mod reqres;
 pub mod service;
 pub mod status;
 pub mod subscriber;
+pub mod tensor;
 pub mod waitset;
 
 pub use attributes::IoxAttribute;

@@ -121,6 +121,10 @@ pub struct IoxPubSubOptions {
     /// program of the service declares (a Rust program's `.user_header::<H>()`), or
     /// the open fails naming both headers.
     pub user_header: IoxType,
+    /// A host tensor service: the payload is a slice of numbers and every sample carries
+    /// its tensor (element type, shape, strides; see `iox_tensor_publisher_create`).
+    /// Recorded when creating; an opener that sets it requires it.
+    pub tensors: bool,
 }
 
 /// `IoxPubSubOptions::overflow`: the service's policy (the default when creating).
@@ -205,6 +209,7 @@ pub unsafe extern "C" fn iox_pubsub_options_init(options: *mut IoxPubSubOptions)
         required_attribute_count: 0,
         overflow: IOX_OVERFLOW_DEFAULT,
         user_header: NO_TYPE,
+        tensors: false,
     };
     // SAFETY: the caller's contract; not NULL (checked).
     unsafe { options.write(defaults) };
@@ -471,6 +476,9 @@ pub unsafe extern "C" fn iox_pubsub_open(
         }
         if o.timeout_ms != 0 {
             b = b.timeout(Duration::from_millis(o.timeout_ms));
+        }
+        if o.tensors {
+            b = b.tensors(true);
         }
         // SAFETY: the caller's contract (arrays of their counts, NUL-terminated strings).
         let settings = unsafe {

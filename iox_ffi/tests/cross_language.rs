@@ -478,17 +478,28 @@ fn readme_cpp_excerpts() -> Vec<String> {
     blocks[1..].to_vec()
 }
 
+/// The guide's user header and field layout excerpts (every `cpp` block after the
+/// first) are lines of the camera example.
 #[test]
 fn the_readme_user_header_excerpt_is_in_the_camera_example() {
     let excerpts = readme_cpp_excerpts();
-    assert_eq!(excerpts.len(), 1, "the README's user header excerpt");
+    assert_eq!(
+        excerpts.len(),
+        2,
+        "the guide's user header and field layout excerpts"
+    );
     let source =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/camera.cpp")).unwrap();
     let lines: Vec<&str> = source.lines().map(str::trim).collect();
-    for line in excerpts[0].lines().map(str::trim).filter(|l| !l.is_empty()) {
+    for line in excerpts
+        .iter()
+        .flat_map(|e| e.lines())
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+    {
         assert!(
             lines.contains(&line),
-            "README line not in examples/camera.cpp: {line}"
+            "guide line not in examples/camera.cpp: {line}"
         );
     }
 }

@@ -75,6 +75,8 @@ def c_examples(tmp_path_factory):
         "cpp_subscriber": ["g++", "-std=c++17", os.path.join(ffi, "examples", "subscriber.cpp")],
         "cpp_camera": ["g++", "-std=c++17", os.path.join(ffi, "examples", "camera.cpp")],
         "cpp_ros2_camera": ["g++", "-std=c++17", os.path.join(ffi, "examples", "ros2_camera.cpp")],
+        "cpp_tensors": ["g++", "-std=c++17", os.path.join(ffi, "examples", "tensors.cpp")],
+        "c_tensor_subscriber": ["gcc", "-std=c11", os.path.join(ffi, "examples", "tensor_subscriber.c")],
     }
     for name, cmd in builds.items():
         subprocess.run(cmd + common + ["-o", str(out / name), "-liox_ffi"], check=True)

@@ -93,6 +93,37 @@ def test_host_tensors_cross_processes_in_place(root):
     assert out.split("\n")[:COUNT] == [f"float32 [{i + 1}, 8]" for i in range(COUNT)], out
 
 
+def test_host_tensors_from_cpp_to_python(root, c_examples):
+    """The C++ example's tensor publisher (iox_ffi/examples/tensors.cpp: the producer
+    above, written with the C++ host tensor ports) read by the Python consumer."""
+    env = dict(os.environ, IOX_ROOT=root, PYTHONPATH=TESTS)
+    cpp = subprocess.Popen([str(c_examples / "cpp_tensors"), "publish", "--count", str(COUNT)], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out = finish(run_python(HOST_CONSUMER.replace("COUNT", str(COUNT)), env), "the consumer")
+        sent, err = cpp.communicate(timeout=60)
+    finally:
+        cpp.kill()
+    assert cpp.returncode == 0 and sent.strip() == "sent", err
+    assert out.split("\n")[:COUNT] == [f"float32 [{i + 1}, 8]" for i in range(COUNT)], out
+
+
+def test_host_tensors_from_python_to_c(root, c_examples):
+    """The Python producer above read by the C tensor subscriber
+    (iox_ffi/examples/tensor_subscriber.c), which checks every layout and value."""
+    env = dict(os.environ, IOX_ROOT=root, PYTHONPATH=TESTS, MEMORY="CPU")
+    producer = run_python(PRODUCER.replace("COUNT", str(COUNT)), env)
+    try:
+        c = subprocess.run([str(c_examples / "c_tensor_subscriber"), "--count", str(COUNT)], env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert c.returncode == 0, c.stderr
+        assert "sent" in finish(producer, "the producer")
+    finally:
+        if producer.poll() is None:
+            producer.kill()
+    assert c.stdout.splitlines() == [f"float32 [{i + 1}, 8]" for i in range(COUNT)], c.stdout
+
+
 def test_the_same_producer_runs_on_a_gpu_service(root, tensors):  # noqa: F811
     """The producer above, unchanged but for MEMORY, on a CUDA_DEVICE service."""
     driver, _ = tensors

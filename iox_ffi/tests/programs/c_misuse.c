@@ -208,6 +208,55 @@ int main(int argc, char** argv) {
     }
     check("drop the described service", iox_pubsub_service_drop(described), IOX_STATUS_OK);
 
+    /* Host tensor ports: only on a tensor service, which takes no plain publisher;
+     * a tensor of another element type or larger than the service is refused. */
+    IoxTensorPublisher* tpub = NULL;
+    check("a tensor publisher of a plain service", iox_tensor_publisher_create(service, &tpub),
+          IOX_STATUS_PORT_CREATE_FAILED);
+    IoxPubSubOptions topts;
+    iox_pubsub_options_init(&topts);
+    topts.root = argv[1];
+    topts.payload.name = "f32";
+    topts.payload.size = 4;
+    topts.payload.alignment = 4;
+    topts.payload.any_bit_pattern = true;
+    topts.payload.slice = true;
+    topts.payload.max_slice_len = 16;
+    topts.tensors = true;
+    IoxPubSubService* tensors = NULL;
+    check("a host tensor service", iox_pubsub_open("ffi/tensors", IOX_CREATE, &topts, &tensors), IOX_STATUS_OK);
+    IoxPublisher* plain = NULL;
+    check("a plain publisher of a tensor service", iox_publisher_create(tensors, false, &plain),
+          IOX_STATUS_PORT_CREATE_FAILED);
+    IoxTensorSubscriber* tsub = NULL;
+    check("a tensor subscriber", iox_tensor_subscriber_create(tensors, &tsub), IOX_STATUS_OK);
+    check("a tensor publisher", iox_tensor_publisher_create(tensors, &tpub), IOX_STATUS_OK);
+    IoxTensor shape = {.element = IOX_ELEMENT_U8, .ndim = 2, .shape = {2, 3}, .strides = {3, 1}};
+    IoxTensorLoan tl;
+    check("a tensor of another element type", iox_tensor_publisher_loan(tpub, &shape, &tl), IOX_STATUS_INVALID_TENSOR);
+    shape.element = IOX_ELEMENT_F32;
+    shape.shape[0] = 6;
+    check("a tensor larger than the service", iox_tensor_publisher_loan(tpub, &shape, &tl), IOX_STATUS_INVALID_TENSOR);
+    shape.shape[0] = 2;
+    check("a tensor loan", iox_tensor_publisher_loan(tpub, &shape, &tl), IOX_STATUS_OK);
+    for (int k = 0; k < 6; k++) ((float*)tl.data)[k] = (float)k / 2;
+    delivered = 0;
+    check("a tensor sent", iox_tensor_publisher_send(tpub, tl.id, &delivered), IOX_STATUS_OK);
+    check("a tensor loan sent twice", iox_tensor_publisher_send(tpub, tl.id, &delivered), IOX_STATUS_STALE_HANDLE);
+    IoxTensorSample ts;
+    got = false;
+    check("a tensor received", iox_tensor_subscriber_receive(tsub, 0, &ts, &got), IOX_STATUS_OK);
+    if (delivered != 1 || !got || ts.tensor.element != IOX_ELEMENT_F32 || ts.tensor.ndim != 2 ||
+        ts.tensor.shape[0] != 2 || ts.tensor.shape[1] != 3 || ((const float*)ts.data)[5] != 2.5f) {
+        printf("FAIL the tensor came back otherwise (delivered %llu, received %d)\n", (unsigned long long)delivered,
+               (int)got);
+        failed++;
+    }
+    check("a tensor sample released", iox_tensor_subscriber_release(tsub, ts.id), IOX_STATUS_OK);
+    check("drop the tensor publisher", iox_tensor_publisher_drop(tpub), IOX_STATUS_OK);
+    check("drop the tensor subscriber", iox_tensor_subscriber_drop(tsub), IOX_STATUS_OK);
+    check("drop the tensor service", iox_pubsub_service_drop(tensors), IOX_STATUS_OK);
+
     /* A loan still out when its publisher goes is given back with it. */
     check("loan kept at drop", iox_publisher_loan(pub, sizeof(Reading), &loan), IOX_STATUS_OK);
     check("drop the publisher", iox_publisher_drop(pub), IOX_STATUS_OK);
