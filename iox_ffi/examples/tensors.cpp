@@ -3,7 +3,9 @@
 // strides), the same calls as the device ports without streams. Tensor i has shape
 // [i + 1, 8] and its bytes hold 1000 i + k at element k; every third one is sent as the
 // transpose of an [8, i + 1] array (strides [1, i + 1]), whose strides travel with it.
-//   cpp_tensors publish [--count N]   waits up to 30 s for a subscriber, sends N tensors
+//   cpp_tensors publish [--count N]    waits up to 30 s for a subscriber, sends N tensors
+//   cpp_tensors subscribe [--count N]  receives N tensors (30 s each at most), checks each
+//                                      one's layout and values, prints "float32 [ROWS, 8]"
 // A Python `svc.tensor_subscriber()` reads them with numpy (iox_python/tests/test_tensors.py);
 // the C consumer is tensor_subscriber.c.
 #include <chrono>
@@ -11,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "iox.hpp"
 
@@ -21,9 +24,34 @@ static int fail(const std::string& message) {
     return 1;
 }
 
+static int subscribe(Tensors& service, int count) {
+    auto subscriber = service.tensor_subscriber();
+    if (!subscriber) return fail(subscriber.error().message);
+    for (int i = 0; i < count; ++i) {
+        auto got = subscriber->receive(std::chrono::seconds(30));
+        if (!got) return fail(got.error().message);
+        if (!got.value()) return fail("no tensor " + std::to_string(i) + " within 30 s");
+        const iox::TensorSample& s = *got.value();
+        iox::Tensor t = s.tensor();
+        std::uint64_t rows = static_cast<std::uint64_t>(i) + 1;
+        std::vector<std::int64_t> strides = i % 3 == 2 ? std::vector<std::int64_t>{1, static_cast<std::int64_t>(rows)}
+                                                       : std::vector<std::int64_t>{8, 1};
+        if (t.element != IOX_ELEMENT_F32 || t.shape != std::vector<std::uint64_t>{rows, 8} || t.strides != strides)
+            return fail("tensor " + std::to_string(i) + " has another layout");
+        const float* v = s.elements<float>();
+        for (std::uint64_t k = 0; k < rows * 8; ++k)
+            if (v[k] != static_cast<float>(1000 * i + k))
+                return fail("tensor " + std::to_string(i) + " element " + std::to_string(k) + " differs");
+        std::printf("float32 [%llu, 8]\n", static_cast<unsigned long long>(rows));
+        std::fflush(stdout);
+    }
+    return 0;
+}
+
 int main(int argc, char** argv) {
-    if (argc < 2 || std::strcmp(argv[1], "publish") != 0) {
-        std::fprintf(stderr, "usage: cpp_tensors publish [--count N]\n");
+    bool publish = argc >= 2 && std::strcmp(argv[1], "publish") == 0;
+    if (argc < 2 || (!publish && std::strcmp(argv[1], "subscribe") != 0)) {
+        std::fprintf(stderr, "usage: cpp_tensors publish|subscribe [--count N]\n");
         return 2;
     }
     int count = 4;
@@ -34,6 +62,7 @@ int main(int argc, char** argv) {
     options.tensors = true;
     auto service = Tensors::open_or_create("same/tensors", options);
     if (!service) return fail(service.error().message);
+    if (!publish) return subscribe(service.value(), count);
     auto publisher = service->tensor_publisher();
     if (!publisher) return fail(publisher.error().message);
     auto connected = publisher->wait_for_subscribers(1, std::chrono::seconds(30));

@@ -124,6 +124,21 @@ def test_host_tensors_from_python_to_c(root, c_examples):
     assert c.stdout.splitlines() == [f"float32 [{i + 1}, 8]" for i in range(COUNT)], c.stdout
 
 
+def test_host_tensors_from_python_to_cpp(root, c_examples):
+    """The Python producer above read by the C++ example's tensor subscriber."""
+    env = dict(os.environ, IOX_ROOT=root, PYTHONPATH=TESTS, MEMORY="CPU")
+    producer = run_python(PRODUCER.replace("COUNT", str(COUNT)), env)
+    try:
+        cpp = subprocess.run([str(c_examples / "cpp_tensors"), "subscribe", "--count", str(COUNT)], env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert cpp.returncode == 0, cpp.stderr
+        assert "sent" in finish(producer, "the producer")
+    finally:
+        if producer.poll() is None:
+            producer.kill()
+    assert cpp.stdout.splitlines() == [f"float32 [{i + 1}, 8]" for i in range(COUNT)], cpp.stdout
+
+
 def test_the_same_producer_runs_on_a_gpu_service(root, tensors):  # noqa: F811
     """The producer above, unchanged but for MEMORY, on a CUDA_DEVICE service."""
     driver, _ = tensors
