@@ -328,3 +328,46 @@ fn the_book_builds_and_every_link_of_it_resolves_inside_it() {
     }
     assert!(checked > 500, "{checked} links of the built book checked");
 }
+
+/// The pattern x language table (`docs/guide/languages.md`) names a test per cell:
+/// each `file.rs` / `file.py` it names is a test file of the repository, and each
+/// `file::name` a test (or `fn`/`def`) in it, so a renamed or removed test fails here
+/// instead of leaving a cell that proves nothing.
+#[test]
+fn every_test_the_language_table_names_exists() {
+    let text = std::fs::read_to_string(repo().join("docs/guide/languages.md")).unwrap();
+    let dirs = [
+        "iox_service/tests",
+        "iox_python/tests",
+        "iox_ffi/tests",
+        "iox_ffi/tests/programs",
+    ];
+    let mut named = 0;
+    for code in text.split('`').skip(1).step_by(2) {
+        let (file, item) = code.split_once("::").unwrap_or((code, ""));
+        let is_test_file = file.ends_with(".rs") || file.ends_with(".py") || file.ends_with(".c");
+        if !is_test_file || file.contains(' ') || file.contains('/') {
+            continue;
+        }
+        let found: Vec<PathBuf> = dirs
+            .iter()
+            .map(|d| repo().join(d).join(file))
+            .filter(|p| p.exists())
+            .collect();
+        assert!(
+            !found.is_empty(),
+            "languages.md names {file}, which is in none of {dirs:?}"
+        );
+        let item = item.trim_start_matches("..._").trim_start_matches(':');
+        if !item.is_empty() {
+            let source = std::fs::read_to_string(&found[0]).unwrap();
+            assert!(
+                source.contains(&format!("fn {item}(")) || source.contains(&format!("def {item}(")),
+                "languages.md names {file}::{item}, which {} does not define",
+                found[0].display()
+            );
+        }
+        named += 1;
+    }
+    assert!(named > 30, "{named} tests named in languages.md");
+}
