@@ -36,6 +36,15 @@ pub fn mark(index: usize) {
     black_box(unsafe { std::ptr::read_volatile(&MARKS[index]) });
 }
 
+/// The marker of message `i`'s steps: [`mark`] once the warm-up is over, nothing before.
+fn marks(i: u64) -> impl Fn(usize) {
+    move |side| {
+        if i >= WARM_UP {
+            mark(side)
+        }
+    }
+}
+
 /// A case: its name, the sides its steps belong to, and the process each side runs in
 /// when the case is deployed (a publisher's sends in one, a subscriber's receives and
 /// polls in another): lines two processes share move between their cores.
@@ -139,12 +148,7 @@ fn typed(root: &Path, subscribers: usize, extra_read: bool, ready: impl FnOnce()
     ready();
     let mut sum = 0;
     for i in 0..WARM_UP + MEASURED {
-        let marked = i >= WARM_UP;
-        let m = |side| {
-            if marked {
-                mark(side)
-            }
-        };
+        let m = marks(i);
         m(POLL);
         assert!(subs[0].receive().expect("received").is_none());
         m(SEND);
@@ -178,12 +182,7 @@ fn slice(root: &Path, ready: impl FnOnce()) -> u64 {
     ready();
     let mut sum = 0u64;
     for i in 0..WARM_UP + MEASURED {
-        let marked = i >= WARM_UP;
-        let m = |side| {
-            if marked {
-                mark(side)
-            }
-        };
+        let m = marks(i);
         m(POLL);
         assert!(sub.receive().expect("received").is_none());
         m(SEND);
@@ -213,12 +212,7 @@ fn header(root: &Path, ready: impl FnOnce()) -> u64 {
     ready();
     let mut sum = 0;
     for i in 0..WARM_UP + MEASURED {
-        let marked = i >= WARM_UP;
-        let m = |side| {
-            if marked {
-                mark(side)
-            }
-        };
+        let m = marks(i);
         m(POLL);
         assert!(sub.receive().expect("received").is_none());
         m(SEND);
@@ -254,12 +248,7 @@ fn reqres(root: &Path, ready: impl FnOnce()) -> u64 {
     ready();
     let mut sum = 0;
     for i in 0..WARM_UP + MEASURED {
-        let marked = i >= WARM_UP;
-        let m = |side| {
-            if marked {
-                mark(side)
-            }
-        };
+        let m = marks(i);
         m(1);
         let pending = client
             .loan_uninit()
@@ -302,12 +291,7 @@ fn blackboard(root: &Path, ready: impl FnOnce()) -> u64 {
     ready();
     let mut sum = 0;
     for i in 0..WARM_UP + MEASURED {
-        let marked = i >= WARM_UP;
-        let m = |side| {
-            if marked {
-                mark(side)
-            }
-        };
+        let m = marks(i);
         m(1);
         w.update_with_copy(i).expect("updated");
         m(2);
@@ -325,13 +309,10 @@ fn loan(root: &Path, ready: impl FnOnce()) -> u64 {
     let publisher = svc.publisher_builder().create().expect("a publisher");
     ready();
     for i in 0..WARM_UP + MEASURED {
-        if i >= WARM_UP {
-            mark(1);
-        }
+        let m = marks(i);
+        m(1);
         drop(black_box(publisher.loan_uninit().expect("a loan")));
-        if i >= WARM_UP {
-            mark(END);
-        }
+        m(END);
     }
     0
 }
