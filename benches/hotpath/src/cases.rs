@@ -55,6 +55,9 @@ pub struct Case {
     pub sides: &'static [&'static str],
     /// Per side, its process.
     pub process: &'static [u8],
+    /// Whether a step looks at something at most every so many milliseconds of wall
+    /// time (request-response's liveness look): see `trace::Costs::from_messages`.
+    pub time_driven: bool,
 }
 
 const PUBSUB: &[&str] = &["send", "receive", "empty-poll"];
@@ -65,36 +68,43 @@ pub const CASES: [Case; 7] = [
         name: "typed",
         sides: PUBSUB,
         process: &[0, 1, 1],
+        time_driven: false,
     },
     Case {
         name: "slice",
         sides: PUBSUB,
         process: &[0, 1, 1],
+        time_driven: false,
     },
     Case {
         name: "header",
         sides: PUBSUB,
         process: &[0, 1, 1],
+        time_driven: false,
     },
     Case {
         name: "fanout4",
         sides: PUBSUB,
         process: &[0, 1, 1],
+        time_driven: false,
     },
     Case {
         name: "reqres",
         sides: &["client-send", "server", "client-receive"],
         process: &[0, 1, 0],
+        time_driven: true,
     },
     Case {
         name: "blackboard",
         sides: &["update", "read"],
         process: &[0, 1],
+        time_driven: false,
     },
     Case {
         name: "loan",
         sides: &["loan-drop"],
         process: &[0],
+        time_driven: false,
     },
 ];
 
@@ -105,6 +115,7 @@ pub const EXTRA_READ: Case = Case {
     name: "typed-extra-read",
     sides: PUBSUB,
     process: &[0, 1, 1],
+    time_driven: false,
 };
 
 const SEND: usize = 1;

@@ -5,7 +5,8 @@
 //! subscriber's receive, ...), the instructions executed and the shared-memory cache
 //! lines touched and written, and the lines two sides share with a write between them
 //! (each one moves between cores when the sides are two processes: what the instruction
-//! count alone does not show). See `trace` for how the log is read.
+//! count alone does not show), and the system calls per message. See `trace` for how
+//! the log is read.
 //!
 //! ```sh
 //! cargo run --release -p iox_hotpath                      # the table
@@ -14,7 +15,7 @@
 //! ```
 //!
 //! `--check` fails (exit 1) when any count rises above the committed one: lines,
-//! written lines and shared lines exactly; instructions exactly with the rustc that
+//! written lines, shared lines and system calls exactly; instructions exactly with the rustc that
 //! recorded them (the file names it) and within 3 % with another (code generation
 //! moves them; the check says so). A commit that raises a number on purpose runs
 //! `--write` and says why. Needs valgrind; without it the program says so and exits 2
@@ -117,7 +118,7 @@ fn main() -> ExitCode {
         let shared = costs.per(costs.shared);
         if costs.replaced > 0 {
             println!(
-                "  ({} of {} messages ran a time-driven slow path, each counted as its twin one period away)",
+                "  ({} of {} messages ran the time-driven liveness look, each counted as its twin one period away)",
                 costs.replaced, costs.messages
             );
         }
@@ -252,10 +253,16 @@ fn numbers<'a>(
             ]
             .map(|(metric, v)| ((case.to_string(), side.to_string(), metric.to_string()), v))
         })
-        .chain(std::iter::once((
-            (case.to_string(), "-".to_string(), "shared".to_string()),
-            costs.per(costs.shared),
-        )))
+        .chain([
+            (
+                (case.to_string(), "-".to_string(), "shared".to_string()),
+                costs.per(costs.shared),
+            ),
+            (
+                (case.to_string(), "-".to_string(), "syscalls".to_string()),
+                costs.per(costs.syscalls),
+            ),
+        ])
 }
 
 fn rustc_version() -> String {
@@ -340,6 +347,8 @@ fn measure(case: &cases::Case) -> Result<trace::Costs, String> {
     let out = Command::new("valgrind")
         .arg("--tool=lackey")
         .arg("--trace-mem=yes")
+        // The system calls too: they tell a time-driven look from everything else.
+        .arg("--trace-syscalls=yes")
         .arg(format!("--log-file={}", log.display()))
         .arg(exe)
         .arg("--child")
@@ -358,7 +367,12 @@ fn measure(case: &cases::Case) -> Result<trace::Costs, String> {
     }
     let layout = trace::Layout::parse(&stdout)?;
     let file = std::fs::File::open(&log).map_err(|e| format!("{}: {e}", log.display()))?;
-    trace::read(BufReader::with_capacity(1 << 20, file), &layout, case.process)
+    trace::read(
+        BufReader::with_capacity(1 << 20, file),
+        &layout,
+        case.process,
+        case.time_driven,
+    )
 }
 
 fn run_child(case: &str, root: &Path) -> ExitCode {

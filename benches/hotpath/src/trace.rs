@@ -79,6 +79,8 @@ pub struct Message {
     pub written: Vec<u64>,
     /// Lines sides in two or more processes touched, one writing.
     pub shared: u64,
+    /// The system calls made during the message (their numbers, sorted).
+    pub syscalls: Vec<u32>,
 }
 
 /// Totals over the measured messages of one case.
@@ -94,8 +96,11 @@ pub struct Costs {
     pub written: Vec<u64>,
     /// Lines touched by two or more processes in a message, one writing, summed.
     pub shared: u64,
-    /// Messages in which a side ran a time-driven slow path, counted as their twin
-    /// one period away (see [`Costs::from_messages`]).
+    /// System calls, summed over messages.
+    pub syscalls: u64,
+    /// Messages in which a time-driven path ran (one that made system calls the
+    /// other messages do not make), counted as their twin one period away (see
+    /// [`Costs::from_messages`]).
     pub replaced: usize,
     /// The last message's lines: (mapping's file, offset of the line in it, sides bits,
     /// writers bits), for `--explain`.
@@ -103,27 +108,32 @@ pub struct Costs {
 }
 
 impl Costs {
-    /// Sums `messages`, each message with a time-driven slow path (a side's
-    /// instructions above twice the side's median plus 100: request-response's
-    /// liveness look, due every 10 ms of wall time, which the tracer's slowness makes
-    /// land in a varying message) replaced by the message one period `p` away, `p` the
-    /// smallest power of two up to 16 for which every other message equals the one `p`
-    /// before it (queues and pools cycle with such periods). So the sums do not depend
-    /// on when the clock ticked. Without such a period the messages are summed as
-    /// they are, and [`Costs::replaced`] stays 0.
-    pub fn from_messages(mut messages: Vec<Message>, sides: usize) -> Costs {
+    /// Sums `messages`. With `time_driven` (a case whose steps look at something at
+    /// most every so many milliseconds of wall time: request-response's liveness look,
+    /// which the tracer's slowness makes land in varying messages), a message whose
+    /// system calls go beyond the ones most messages make (the look's: open, lock,
+    /// close) is replaced by its twin one period `p` away, `p` the smallest power of
+    /// two up to 16 for which every other message equals the one `p` before it (queues
+    /// and pools cycle with such periods). So the sums do not depend on when the clock
+    /// ticked, and nothing else is ever replaced: an extra cost in some messages that
+    /// makes no system call counts, in every case. Without `time_driven`, or without
+    /// such a period, or when more than half the messages would be replaced, the
+    /// messages are summed as they are and [`Costs::replaced`] stays 0.
+    pub fn from_messages(mut messages: Vec<Message>, sides: usize, time_driven: bool) -> Costs {
         let n = messages.len();
-        let mut slow = vec![false; n];
-        for side in 0..sides {
-            let mut counts: Vec<u64> = messages.iter().map(|m| m.instructions[side]).collect();
-            counts.sort_unstable();
-            let limit = counts.get(n / 2).copied().unwrap_or(0) * 2 + 100;
-            for (i, m) in messages.iter().enumerate() {
-                slow[i] |= m.instructions[side] > limit;
-            }
-        }
+        // The system calls most messages make.
+        let mut kinds: Vec<&Vec<u32>> = messages.iter().map(|m| &m.syscalls).collect();
+        kinds.sort();
+        let steady = kinds
+            .chunk_by(|a, b| a == b)
+            .max_by_key(|run| run.len())
+            .map(|run| run[0].clone())
+            .unwrap_or_default();
+        let extra = |m: &Message| m.syscalls != steady && steady.iter().all(|c| m.syscalls.contains(c));
+        let slow: Vec<bool> = messages.iter().map(|m| time_driven && extra(m)).collect();
         let mut replaced = 0;
-        if slow.iter().any(|&s| s) {
+        let count = slow.iter().filter(|&&s| s).count();
+        if count > 0 && count <= n / 2 {
             let period = [1, 2, 4, 8, 16]
                 .into_iter()
                 .find(|&p| (p..n).all(|i| slow[i] || slow[i - p] || messages[i] == messages[i - p]));
@@ -157,6 +167,7 @@ impl Costs {
                 costs.written[side] += m.written[side];
             }
             costs.shared += m.shared;
+            costs.syscalls += m.syscalls.len() as u64;
         }
         costs.messages = n as u64;
         costs
@@ -177,7 +188,7 @@ struct Touch {
 
 /// Reads a lackey log from `log` of a case whose sides run in processes `process`
 /// (per side).
-pub fn read(log: impl BufRead, layout: &Layout, process: &[u8]) -> Result<Costs, String> {
+pub fn read(log: impl BufRead, layout: &Layout, process: &[u8], time_driven: bool) -> Result<Costs, String> {
     let sides = process.len();
     let mut messages = Vec::new();
     let mut last = Vec::new();
@@ -186,12 +197,27 @@ pub fn read(log: impl BufRead, layout: &Layout, process: &[u8]) -> Result<Costs,
         lines: vec![0; sides],
         written: vec![0; sides],
         shared: 0,
+        syscalls: Vec::new(),
     };
     // 0 = not measuring; else marker index (side + 1).
     let mut phase = 0usize;
     let mut message: BTreeMap<u64, Touch> = BTreeMap::new();
     for line in log.split(b'\n') {
         let line = line.map_err(|e| format!("reading the trace: {e}"))?;
+        // `--trace-syscalls=yes`: `SYSCALL[pid,tid](NUMBER) name ( args ) --> result`,
+        // an asynchronous one again on a second line (`... [async] -->`), not counted.
+        if let Some(rest) = line.strip_prefix(b"SYSCALL[") {
+            if phase > 0 && !line.windows(13).any(|w| w == b"... [async] -") {
+                let text = String::from_utf8_lossy(rest);
+                let number = text
+                    .split_once("](")
+                    .and_then(|(_, r)| r.split_once(')'))
+                    .and_then(|(n, _)| n.parse::<u32>().ok())
+                    .ok_or_else(|| format!("a system call line without its number: {text:?}"))?;
+                current.syscalls.push(number);
+            }
+            continue;
+        }
         let (kind, rest) = match line.as_slice() {
             [b'I', b' ', rest @ ..] => (b'I', rest),
             [b' ', k @ (b'L' | b'S' | b'M'), b' ', rest @ ..] => (*k, rest),
@@ -216,11 +242,13 @@ pub fn read(log: impl BufRead, layout: &Layout, process: &[u8]) -> Result<Costs,
             if i == 0 {
                 if phase > 0 {
                     last = close(&mut current, &mut message, layout, process);
+                    current.syscalls.sort_unstable();
                     messages.push(current.clone());
                     current.instructions.fill(0);
                     current.lines.fill(0);
                     current.written.fill(0);
                     current.shared = 0;
+                    current.syscalls.clear();
                 }
                 phase = 0;
             } else if i <= sides {
@@ -245,7 +273,7 @@ pub fn read(log: impl BufRead, layout: &Layout, process: &[u8]) -> Result<Costs,
     if messages.is_empty() {
         return Err("the trace holds no measured message (no END marker)".into());
     }
-    let mut costs = Costs::from_messages(messages, sides);
+    let mut costs = Costs::from_messages(messages, sides, time_driven);
     costs.last = last;
     Ok(costs)
 }
@@ -301,7 +329,7 @@ mod tests {
                    I  400003,3\n L 108,8\nI  400006,4\n S 10000,8\n L 10040,8\n L 10048,8\n\
                    I  40000a,3\n L 110,8\nI  40000d,4\n L 10008,8\n L 10080,16\n L 30000,8\n\
                    I  400011,3\n L 100,8\n";
-        let c = read(log.as_bytes(), &layout(), &[0, 1]).unwrap();
+        let c = read(log.as_bytes(), &layout(), &[0, 1], false).unwrap();
         assert_eq!(c.messages, 1);
         // The marker loads' own instructions count to the side before them.
         assert_eq!(c.instructions, vec![2, 2]);
@@ -313,45 +341,47 @@ mod tests {
     #[test]
     fn an_access_across_a_line_boundary_touches_both_lines() {
         let log = " L 108,8\n S 1003c,8\n L 100,8\n";
-        let c = read(log.as_bytes(), &layout(), &[0, 1]).unwrap();
+        let c = read(log.as_bytes(), &layout(), &[0, 1], false).unwrap();
         assert_eq!((c.lines[0], c.written[0]), (2, 2));
     }
 
     #[test]
     fn sides_in_one_process_share_nothing() {
         let log = " L 108,8\n S 10000,8\n L 110,8\n L 10000,8\n L 100,8\n";
-        assert_eq!(read(log.as_bytes(), &layout(), &[0, 0]).unwrap().shared, 0);
-        assert_eq!(read(log.as_bytes(), &layout(), &[0, 1]).unwrap().shared, 1);
+        assert_eq!(read(log.as_bytes(), &layout(), &[0, 0], false).unwrap().shared, 0);
+        assert_eq!(read(log.as_bytes(), &layout(), &[0, 1], false).unwrap().shared, 1);
     }
 
     #[test]
     fn a_trace_without_an_end_marker_is_an_error() {
         let log = " L 108,8\n S 10000,8\n";
-        assert!(read(log.as_bytes(), &layout(), &[0]).is_err());
+        assert!(read(log.as_bytes(), &layout(), &[0], false).is_err());
     }
 
-    fn message(instructions: u64, lines: u64) -> Message {
+    fn message(instructions: u64, lines: u64, syscalls: &[u32]) -> Message {
         Message {
             instructions: vec![instructions],
             lines: vec![lines],
             written: vec![0],
             shared: 0,
+            syscalls: syscalls.to_vec(),
         }
     }
 
-    /// A cycle of two (100, 1 line), (104, 2 lines); two messages with a slow path:
-    /// each counts as its twin, whichever message it hit.
+    /// A cycle of two (100, 1 line), (104, 2 lines), each reading the clock (228);
+    /// messages with a time-driven look (its open and close on top): each counts as its
+    /// twin, whichever message it hit.
     #[test]
-    fn a_slow_message_counts_as_its_twin_one_period_away() {
+    fn a_time_driven_message_counts_as_its_twin_one_period_away() {
         let cycle = |i: usize| {
             if i.is_multiple_of(2) {
-                message(100, 1)
+                message(100, 1, &[228])
             } else {
-                message(104, 2)
+                message(104, 2, &[228])
             }
         };
         let plain: Vec<Message> = (0..16).map(cycle).collect();
-        let want = Costs::from_messages(plain.clone(), 1);
+        let want = Costs::from_messages(plain.clone(), 1, true);
         assert_eq!(
             (want.instructions[0], want.lines[0], want.replaced),
             (1632, 24, 0)
@@ -359,10 +389,41 @@ mod tests {
         for slow in [[3, 8], [0, 15], [6, 7]] {
             let mut m = plain.clone();
             for i in slow {
-                m[i] = message(5000, 9);
+                m[i] = message(5000, 9, &[3, 228, 257]);
             }
-            let got = Costs::from_messages(m, 1);
+            let got = Costs::from_messages(m, 1, true);
             assert_eq!((got.instructions[0], got.lines[0], got.replaced), (1632, 24, 2));
         }
+    }
+
+    /// What is not a time-driven look counts as it is: a costlier message without an
+    /// extra system call, any message of a case without looks, and looks in more than
+    /// half the messages.
+    #[test]
+    fn nothing_else_is_replaced() {
+        let base: Vec<Message> = (0..16).map(|_| message(100, 1, &[])).collect();
+        let mut every_eighth = base.clone();
+        every_eighth[0] = message(500, 4, &[]);
+        every_eighth[8] = message(500, 4, &[]);
+        let got = Costs::from_messages(every_eighth, 1, true);
+        assert_eq!((got.instructions[0], got.lines[0], got.replaced), (2400, 22, 0));
+        let mut with_calls = base.clone();
+        with_calls[3] = message(500, 4, &[257]);
+        let got = Costs::from_messages(with_calls.clone(), 1, false);
+        assert_eq!((got.instructions[0], got.syscalls, got.replaced), (2000, 1, 0));
+        let many: Vec<Message> = (0..16)
+            .map(|i| message(100, 1, if i < 9 { &[257] } else { &[] }))
+            .collect();
+        assert_eq!(Costs::from_messages(many, 1, true).replaced, 0);
+    }
+
+    #[test]
+    fn system_calls_are_read_from_the_trace_once_each() {
+        let log = " L 108,8\nSYSCALL[7,1](228) sys_clock_gettime ( 1, 0x1 ) --> [pre-success] Success(0x0)\n\
+                   SYSCALL[7,1](0) sys_read ( 3, 0x1, 8 ) --> [async] ... \n\
+                   SYSCALL[7,1](0) ... [async] --> Success(0x8) \n L 100,8\n\
+                   SYSCALL[7,1](1) sys_write ( 1, 0x1, 8 ) --> [pre-success] Success(0x8)\n";
+        let c = read(log.as_bytes(), &layout(), &[0], false).unwrap();
+        assert_eq!(c.syscalls, 2);
     }
 }
