@@ -319,7 +319,8 @@ typedef struct IoxPoolInfo {
 // One field of a struct type (`IoxType::fields`): its name, its byte offset
 // (`offsetof`), and its type: a number or `bool` by the name Rust gives it (`"u8"`,
 // `"i32"`, `"f64"`, `"bool"`, ...), or a nested struct (`nested`, with its own fields).
-// `count` above 1 makes it an array of that many (`float v[3]`: `"f32"`, count 3).
+// `count` 0 is one value; `count` N of 1 or more makes it an array of N (`float v[3]`:
+// `"f32"`, count 3; `float v[1]`: count 1, an array of one, as Rust's `[f32; 1]`).
 typedef struct IoxField {
   // The field's name (printable ASCII, at most 255 bytes).
   const char *name;
@@ -329,7 +330,7 @@ typedef struct IoxField {
   const char *type_name;
   // A struct field's type (its `fields` set); NULL for a number or `bool`.
   const struct IoxType *nested;
-  // Elements of an array field; 0 and 1 mean one value.
+  // 0: one value; N (1 or more): an array of N.
   uint64_t count;
 } IoxField;
 

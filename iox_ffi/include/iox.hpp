@@ -119,11 +119,16 @@ struct Fields {
     static constexpr std::size_t count = 0;
 };
 
-/// One declared field and its size (`IOX_FIELD`).
+/// One declared field, its size, and whether every bit pattern of it is a value (no
+/// `bool` in it, no byte of it in no field).
 struct FieldDecl {
     IoxField field;
     std::size_t size;
+    bool any_bit_pattern;
 };
+
+template <class T>
+constexpr bool fields_cover();
 
 template <class T>
 constexpr IoxType describe();
@@ -138,20 +143,25 @@ struct Described {
 template <class F>
 constexpr FieldDecl field(const char* name, std::size_t offset) {
     static_assert(std::rank_v<F> <= 1, "iox fields: arrays of one dimension only");
+    static_assert(std::rank_v<F> == 0 || std::extent_v<F> > 0, "iox fields: an array has at least one element");
     using E = std::remove_extent_t<F>;
     IoxField f{};
     f.name = name;
     f.offset = offset;
-    f.count = std::rank_v<F> == 1 ? std::extent_v<F> : 1;
+    f.count = std::rank_v<F> == 1 ? std::extent_v<F> : 0;  // 0: one value
+    bool any = true;
     if constexpr (std::is_same_v<E, bool>) {
         f.type_name = "bool";
+        any = false;
     } else if constexpr (std::is_arithmetic_v<E>) {
         f.type_name = TypeName<E>::value;
     } else {
+        static_assert(std::is_class_v<E>, "iox fields: a field is a number, bool, a struct or an array of one");
         static_assert(Fields<E>::count > 0, "iox fields: a struct field's type needs its own IOX_FIELDS");
         f.nested = &Described<E>::value;
+        any = fields_cover<E>();
     }
-    return FieldDecl{f, sizeof(F)};
+    return FieldDecl{f, sizeof(F), any};
 }
 
 /// The C array of declared fields.
@@ -160,19 +170,36 @@ constexpr std::array<IoxField, N> c_fields(const FieldDecl (&d)[N], std::index_s
     return {{d[I].field...}};
 }
 
-/// Whether `T`'s declared fields are in order, do not overlap, fit, and (for a type whose
-/// every bit pattern is a value) cover every byte.
+/// Whether `T`'s declared fields are in order, do not overlap and fit.
 template <class T>
-constexpr bool fields_fit() {
+constexpr bool fields_in_order() {
     std::size_t end = 0;
-    std::size_t covered = 0;
     for (std::size_t i = 0; i < Fields<T>::count; ++i) {
         const FieldDecl& d = Fields<T>::decl[i];
         if (d.field.offset < end) return false;
         end = d.field.offset + d.size;
+    }
+    return end <= sizeof(T);
+}
+
+/// Whether every byte of `T` is in a declared field and every field's every bit
+/// pattern is a value (no `bool`, no padding inside a nested struct).
+template <class T>
+constexpr bool fields_cover() {
+    std::size_t covered = 0;
+    for (std::size_t i = 0; i < Fields<T>::count; ++i) {
+        const FieldDecl& d = Fields<T>::decl[i];
+        if (!d.any_bit_pattern) return false;
         covered += d.size;
     }
-    return end <= sizeof(T) && (!AnyBitPattern<T>::value || covered == sizeof(T));
+    return fields_in_order<T>() && covered == sizeof(T);
+}
+
+/// Whether `T`'s declared fields fit it (`fields_in_order`) and, for a type whose every
+/// bit pattern is a value, cover it (`fields_cover`).
+template <class T>
+constexpr bool fields_fit() {
+    return fields_in_order<T>() && (!AnyBitPattern<T>::value || fields_cover<T>());
 }
 
 /// The C description of type `T` (one value), with its fields if declared.
@@ -187,8 +214,9 @@ constexpr IoxType describe() {
     t.any_bit_pattern = AnyBitPattern<T>::value;
     if constexpr (Fields<T>::count > 0) {
         static_assert(fields_fit<T>(),
-                      "iox fields: IOX_FIELDS lists fields out of order or overlapping, or leaves a byte of a "
-                      "type whose every bit pattern is a value in no field (list every field; padding as _pad)");
+                      "iox fields: IOX_FIELDS lists fields out of order or overlapping, or a type whose every bit "
+                      "pattern is a value (AnyBitPattern) has a byte in no field (list every field; padding as "
+                      "_pad) or a bool (use a std::uint8_t flag, or specialise AnyBitPattern false)");
         t.fields = Fields<T>::list.data();
         t.field_count = Fields<T>::count;
     }
@@ -802,7 +830,7 @@ public:
     Result<std::uint64_t> wait_for_subscribers(std::uint64_t n, std::chrono::duration<Rep, Period> timeout) {
         std::uint64_t got = 0;
         auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
-        IoxStatus s = iox_device_publisher_wait_for_subscribers(port_, n, static_cast<std::uint64_t>(ns), &got);
+        IoxStatus s = iox_device_publisher_wait_for_subscribers(port_, n, static_cast<std::uint64_t>(ns > 0 ? ns : 0), &got);
         if (s != IOX_STATUS_OK) return Error::last(s);
         return got;
     }
@@ -906,7 +934,7 @@ public:
         IoxDeviceSample got{};
         bool received = false;
         auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
-        IoxStatus s = iox_device_subscriber_receive(port_, static_cast<std::uint64_t>(ns), &got, &received);
+        IoxStatus s = iox_device_subscriber_receive(port_, static_cast<std::uint64_t>(ns > 0 ? ns : 0), &got, &received);
         if (s != IOX_STATUS_OK) return Error::last(s);
         if (!received) return std::optional<DeviceSample>{};
         return std::optional<DeviceSample>(DeviceSample(port_, got));
@@ -1004,7 +1032,7 @@ public:
     Result<std::uint64_t> wait_for_subscribers(std::uint64_t n, std::chrono::duration<Rep, Period> timeout) {
         std::uint64_t got = 0;
         auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
-        IoxStatus s = iox_tensor_publisher_wait_for_subscribers(port_, n, static_cast<std::uint64_t>(ns), &got);
+        IoxStatus s = iox_tensor_publisher_wait_for_subscribers(port_, n, static_cast<std::uint64_t>(ns > 0 ? ns : 0), &got);
         if (s != IOX_STATUS_OK) return Error::last(s);
         return got;
     }
@@ -1090,7 +1118,7 @@ public:
         IoxTensorSample got{};
         bool received = false;
         auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
-        IoxStatus s = iox_tensor_subscriber_receive(port_, static_cast<std::uint64_t>(ns), &got, &received);
+        IoxStatus s = iox_tensor_subscriber_receive(port_, static_cast<std::uint64_t>(ns > 0 ? ns : 0), &got, &received);
         if (s != IOX_STATUS_OK) return Error::last(s);
         if (!received) return std::optional<TensorSample>{};
         return std::optional<TensorSample>(TensorSample(port_, got));

@@ -23,7 +23,8 @@ use crate::status::{IoxStatus, refuse};
 /// One field of a struct type (`IoxType::fields`): its name, its byte offset
 /// (`offsetof`), and its type: a number or `bool` by the name Rust gives it (`"u8"`,
 /// `"i32"`, `"f64"`, `"bool"`, ...), or a nested struct (`nested`, with its own fields).
-/// `count` above 1 makes it an array of that many (`float v[3]`: `"f32"`, count 3).
+/// `count` 0 is one value; `count` N of 1 or more makes it an array of N (`float v[3]`:
+/// `"f32"`, count 3; `float v[1]`: count 1, an array of one, as Rust's `[f32; 1]`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct IoxField {
@@ -35,7 +36,7 @@ pub struct IoxField {
     pub type_name: *const c_char,
     /// A struct field's type (its `fields` set); NULL for a number or `bool`.
     pub nested: *const IoxType,
-    /// Elements of an array field; 0 and 1 mean one value.
+    /// 0: one value; N (1 or more): an array of N.
     pub count: u64,
 }
 
@@ -86,9 +87,7 @@ pub(crate) unsafe fn declared_schema(t: &IoxType, what: &str) -> Result<Option<S
                 ),
             );
         }
-        let ranges = schema.data_ranges();
-        if ranges != [(0, t.size as usize)] {
-            let gap = first_gap(&ranges, t.size as usize);
+        if let Some(gap) = first_gap(&schema) {
             return refuse(
                 IoxStatus::InvalidArgument,
                 format!(
@@ -113,20 +112,29 @@ unsafe fn struct_schema(
     depth: usize,
     nodes: &mut usize,
 ) -> Result<Schema, IoxStatus> {
-    *nodes += 1;
-    if depth > MAX_DEPTH || *nodes > MAX_NODES || t.field_count > MAX_NODES {
+    if depth > MAX_DEPTH {
         return refuse(
             IoxStatus::InvalidArgument,
-            format!(
-                "{top}.fields: structs nested more than {MAX_DEPTH} deep (one that contains itself?) or more \
-                 than {MAX_NODES} fields"
-            ),
+            format!("{top}.fields: structs nested more than {MAX_DEPTH} deep (one that contains itself?)"),
+        );
+    }
+    // Every struct and field counts, before any is built (as the schema's own check
+    // counts them), so a large table is refused at once.
+    *nodes = nodes.saturating_add(1).saturating_add(t.field_count);
+    if *nodes > MAX_NODES {
+        return refuse(
+            IoxStatus::InvalidArgument,
+            format!("{top}.fields: more than {MAX_NODES} fields and structs in all"),
         );
     }
     if t.fields.is_null() {
         return refuse(
             IoxStatus::NullPointer,
-            format!("{what}.fields is NULL with field_count {}", t.field_count),
+            if depth == 0 {
+                format!("{what}.fields is NULL with field_count {}", t.field_count)
+            } else {
+                format!("{what}: a struct field's type declares its fields (fields is NULL)")
+            },
         );
     }
     // SAFETY: the caller's contract: `field_count` readable fields.
@@ -138,6 +146,12 @@ unsafe fn struct_schema(
         let at = format!("{what}.fields[{i}]");
         // SAFETY: the caller's contract.
         let field_name = unsafe { text(f.name, &format!("{at}.name")) }?.to_string();
+        if out.iter().any(|o| o.name == field_name) {
+            return refuse(
+                IoxStatus::InvalidArgument,
+                format!("{at}: a second field named `{field_name}` (names are unique within a struct)"),
+            );
+        }
         let one = if f.nested.is_null() {
             // SAFETY: the caller's contract.
             let leaf = unsafe { text(f.type_name, &format!("{at}.type_name")) }?;
@@ -159,7 +173,7 @@ unsafe fn struct_schema(
             // SAFETY: the caller's contract, recursively.
             unsafe { struct_schema(nested, top, &format!("{at} (`{field_name}`)"), depth + 1, nodes) }?
         };
-        let schema = if f.count > 1 {
+        let schema = if f.count >= 1 {
             Schema::Array {
                 element: Box::new(one),
                 len: f.count,
@@ -213,14 +227,31 @@ fn bool_field(s: &Schema, path: &str) -> Option<String> {
     }
 }
 
-/// The first byte of `0..size` outside `ranges` (sorted, merged), for a message.
-fn first_gap(ranges: &[(usize, usize)], size: usize) -> usize {
-    let mut at = 0;
-    for &(offset, len) in ranges {
-        if offset > at {
-            return at;
+/// The first byte of a checked schema's value that lies in no field (padding), if
+/// any: found walking the fields in order, an array's elements only as far as its first
+/// element (all elements are laid out alike), so a large array costs nothing extra.
+fn first_gap(s: &Schema) -> Option<u64> {
+    match s {
+        Schema::Array { element, len } => {
+            if *len == 0 {
+                None
+            } else {
+                first_gap(element)
+            }
         }
-        at = offset + len;
+        Schema::Struct { size, fields, .. } => {
+            let mut covered = 0u64;
+            for f in fields {
+                if f.offset > covered {
+                    return Some(covered);
+                }
+                if let Some(g) = first_gap(&f.schema) {
+                    return Some(f.offset + g);
+                }
+                covered = covered.max(f.offset + f.schema.size().unwrap_or(0));
+            }
+            (covered < *size).then_some(covered)
+        }
+        _ => None,
     }
-    at.min(size)
 }

@@ -418,6 +418,16 @@ pub enum InvalidConfig {
     /// Permissions outside 0o777 or without owner read-write.
     #[error("permissions {0:#o} must be bits of 0o777 including 0o600")]
     Permissions(u32),
+    /// A host tensor service whose payload is not a slice of numbers: its samples'
+    /// tensor records could name no element type, so no tensor port could use it.
+    #[error(
+        "a tensor service carries a slice of numbers (u8 .. f64, bool, recorded with their schema); \
+         this one carries {payload}: create it without tensors, or with a number element type"
+    )]
+    TensorElement {
+        /// The payload the config records.
+        payload: String,
+    },
     /// The payload's alignment is invalid or above the pool's.
     #[error(
         "payload alignment {align} {}",
@@ -588,6 +598,17 @@ impl StaticConfig {
         check_payload(&self.payload, &self.layout)?;
         if let Some(schema) = &self.schema {
             schema.check(self.payload.element_size() as u64)?;
+        }
+        // Host tensor services carry numbers (a device service may carry bytes: its
+        // tensors are then one dimension of bytes).
+        if let PatternConfig::PublishSubscribe(p) = &self.pattern
+            && p.tensors
+            && self.memory_type != iox_mempool::MemoryType::CudaDevice
+            && self.tensor_element().is_none()
+        {
+            return Err(InvalidConfig::TensorElement {
+                payload: self.payload.to_string(),
+            });
         }
         if let Some(header) = &self.user_header {
             header::check(self, header)?;

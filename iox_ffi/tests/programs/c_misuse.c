@@ -181,6 +181,15 @@ int main(int argc, char** argv) {
     check("a bool in an any-bit-pattern type", iox_pubsub_open("ffi/fields", IOX_OPEN_OR_CREATE, &f, &other),
           IOX_STATUS_INVALID_ARGUMENT);
     fields[0].type_name = "u64";
+    fields[0].count = 0;
+    fields[1].name = "seq";
+    check("two fields of one name", iox_pubsub_open("ffi/fields", IOX_OPEN_OR_CREATE, &f, &other),
+          IOX_STATUS_INVALID_ARGUMENT);
+    fields[1].name = "value";
+    f.tensors = true;
+    check("tensors of a struct", iox_pubsub_open("ffi/fields", IOX_OPEN_OR_CREATE, &f, &other),
+          IOX_STATUS_OPEN_FAILED);
+    f.tensors = false;
     fields[0].count = UINT64_MAX;
     check("an array too large to exist", iox_pubsub_open("ffi/fields", IOX_OPEN_OR_CREATE, &f, &other),
           IOX_STATUS_INVALID_ARGUMENT);
