@@ -32,10 +32,13 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// Parses the child's standard output: `mark I ADDR` and `shm START END` lines (hex
-    /// without prefix), anything else ignored.
+    /// Parses the child's standard output: `mark I ADDR` and `shm START END NAME` lines
+    /// (hex without prefix; the shared mappings when the ports exist), `shm-after START
+    /// END` (the same after the loop: one not there before is refused), anything else
+    /// ignored.
     pub fn parse(stdout: &str) -> Result<Layout, String> {
         let mut layout = Layout::default();
+        let mut after = Vec::new();
         for line in stdout.lines() {
             let words: Vec<&str> = line.split_whitespace().collect();
             let hex = |s: &str| u64::from_str_radix(s, 16).map_err(|e| format!("{line:?}: {e}"));
@@ -51,12 +54,21 @@ impl Layout {
                     layout.shm.push((hex(start)?, hex(end)?));
                     layout.names.push(name.join(" "));
                 }
+                ["shm-after", start, end] => after.push((hex(start)?, hex(end)?)),
                 _ => {}
             }
         }
         if layout.marks.is_empty() || layout.shm.is_empty() {
             return Err(format!(
                 "the case printed no markers or no shared mappings:\n{stdout}"
+            ));
+        }
+        // A mapping made while the messages ran (a pool grown, a segment mapped
+        // late) would hold accesses no count saw: refused, not measured.
+        if let Some(new) = after.iter().find(|r| !layout.shm.contains(r)) {
+            return Err(format!(
+                "a shared mapping {:#x}..{:#x} appeared while the messages ran: its lines would go uncounted",
+                new.0, new.1
             ));
         }
         Ok(layout)
@@ -336,6 +348,14 @@ mod tests {
         assert_eq!(c.lines, vec![2, 2]);
         assert_eq!(c.written, vec![1, 0]);
         assert_eq!(c.shared, 1);
+    }
+
+    #[test]
+    fn a_mapping_made_during_the_messages_is_refused() {
+        let before = "mark 0 100\nmark 1 108\nshm 10000 20000 /x\n";
+        assert!(Layout::parse(&format!("{before}shm-after 10000 20000\n")).is_ok());
+        let grown = format!("{before}shm-after 10000 20000\nshm-after 30000 31000\n");
+        assert!(Layout::parse(&grown).unwrap_err().contains("appeared"));
     }
 
     #[test]
