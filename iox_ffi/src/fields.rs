@@ -1,4 +1,5 @@
-//! The field layout a C or C++ program declares for a payload or user-header type
+//! The C description of a payload or user-header type ([`IoxType`]: the identity a Rust
+//! program records) and the field layout a C or C++ program may declare for it
 //! ([`IoxField`], `IoxType::fields`): turned into the schema a Rust program's derive
 //! records, so every language reads what C or C++ wrote by field name without declaring
 //! it again, tools print its fields, and an opener whose fields differ is refused
@@ -17,8 +18,36 @@ use iox_service::Schema;
 use iox_service::schema::{Field, MAX_DEPTH, MAX_NODES};
 
 use crate::args::text;
-use crate::service::IoxType;
 use crate::status::{IoxStatus, refuse};
+
+/// A payload type (or a user header's type) as a Rust program records it: what makes a
+/// C or C++ type and a Rust type one service's type.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct IoxType {
+    /// The type's name, as a Rust program records it (its `#[iox(type_name = "...")]`,
+    /// or `"u64"`, `"f32"`, ... for numbers).
+    pub name: *const c_char,
+    /// `sizeof` the type (of one element for a slice).
+    pub size: u64,
+    /// `alignof` the type.
+    pub alignment: u64,
+    /// Whether every bit pattern of the type's bytes is a value (no padding, no `bool`
+    /// or enum fields). Part of the identity: must match the Rust side's.
+    pub any_bit_pattern: bool,
+    /// Slices of `size`-byte elements instead of one value.
+    pub slice: bool,
+    /// For a slice: the most elements one payload holds (required when creating).
+    pub max_slice_len: u64,
+    /// The type's fields (of one element, for a slice), `field_count` of them; NULL
+    /// with 0: none declared. A publish-subscribe service records them as its
+    /// payload's or user header's layout when created and compares them field by field
+    /// when opened (see [`IoxField`]); a request-response service checks them and
+    /// records none (its types are compared by name, size and alignment).
+    pub fields: *const IoxField,
+    /// How many `fields` there are.
+    pub field_count: usize,
+}
 
 /// One field of a struct type (`IoxType::fields`): its name, its byte offset
 /// (`offsetof`), and its type: a number or `bool` by the name Rust gives it (`"u8"`,

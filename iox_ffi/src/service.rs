@@ -27,8 +27,8 @@ use iox_service::{HeaderType, MemoryType, PayloadType, PubSubBuilder, PubSubServ
 
 pub(crate) use crate::args::{read_options, text};
 use crate::attributes::{AttributeSettings, CAttributes, IoxAttribute};
-pub use crate::fields::IoxField;
 use crate::fields::declared_schema;
+pub use crate::fields::{IoxField, IoxType};
 use crate::handle::{drop_handle, hand_out, live, marker, put};
 use crate::status::{IoxStatus, fail, guard, refuse};
 
@@ -38,35 +38,6 @@ pub const IOX_OPEN_OR_CREATE: u32 = 0;
 pub const IOX_OPEN: u32 = 1;
 /// Create the service; fails if it exists.
 pub const IOX_CREATE: u32 = 2;
-
-/// A payload type (or a user header's type) as a Rust program records it: what makes a
-/// C or C++ type and a Rust type one service's type.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct IoxType {
-    /// The type's name, as a Rust program records it (its `#[iox(type_name = "...")]`,
-    /// or `"u64"`, `"f32"`, ... for numbers).
-    pub name: *const c_char,
-    /// `sizeof` the type (of one element for a slice).
-    pub size: u64,
-    /// `alignof` the type.
-    pub alignment: u64,
-    /// Whether every bit pattern of the type's bytes is a value (no padding, no `bool`
-    /// or enum fields). Part of the identity: must match the Rust side's.
-    pub any_bit_pattern: bool,
-    /// Slices of `size`-byte elements instead of one value.
-    pub slice: bool,
-    /// For a slice: the most elements one payload holds (required when creating).
-    pub max_slice_len: u64,
-    /// The type's fields (of one element, for a slice), `field_count` of them; NULL
-    /// with 0: none declared. A publish-subscribe service records them as its
-    /// payload's or user header's layout when created and compares them field by field
-    /// when opened (see [`IoxField`]); a request-response service checks them and
-    /// records none (its types are compared by name, size and alignment).
-    pub fields: *const IoxField,
-    /// How many `fields` there are.
-    pub field_count: usize,
-}
 
 /// The payload type and settings of a publish-subscribe service. Fill it with
 /// [`iox_pubsub_options_init`], then set the type and what else differs. Zero in a
