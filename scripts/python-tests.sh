@@ -20,6 +20,6 @@ fi
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 # rclpy and ROS message packages (ROS 2 Kilted from PyPI) for iox.ros2's tests.
 "$venv/bin/python" -m pip install -q --disable-pip-version-check maturin numpy pytest mcap mcap-ros2-support \
-    ros-rclpy ros-std-msgs ros-sensor-msgs ros-rmw-fastrtps-cpp
+    ros-rclpy ros-std-msgs ros-sensor-msgs ros-std-srvs ros-rmw-fastrtps-cpp
 (cd iox_python && VIRTUAL_ENV=$venv PATH=$venv/bin:$PATH maturin develop -q --features cuda)
 "$venv/bin/python" -m pytest -q -p no:cacheprovider iox_python/tests

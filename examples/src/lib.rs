@@ -17,6 +17,9 @@
 //! - `attribute_peer`: service attributes for the Python attribute tests
 //!   (`iox_python/tests/test_attributes.py`): records them, or requires and prints
 //!   what Python recorded.
+//! - `reqres_peer`: request-response with derived structs for the Python tests
+//!   (`iox_python/tests/test_request_response.py`): serves a stream of waypoints per
+//!   goal, or asks and prints them.
 //! - `camera`: frames with a per-sample user header ([`FrameHeader`] in front of the
 //!   pixels), published or received and checked; shared with the C++ example
 //!   `iox_ffi/examples/camera.cpp` and the Python tests

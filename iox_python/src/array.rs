@@ -64,3 +64,21 @@ pub(crate) unsafe fn view<'py>(
     }
     Ok(array)
 }
+
+/// A read-only view of a received payload of `nbytes` bytes at `ptr`, shaped as `spec`
+/// says (its shape, or 1-D as long as the payload), whose base is `owner`.
+///
+/// # Safety
+/// As for [`view`] (read-only): `ptr` points to `nbytes` bytes of `spec`'s dtype,
+/// aligned for it, valid until `owner` is destroyed.
+pub(crate) unsafe fn payload_view<'py>(
+    py: Python<'py>,
+    spec: &crate::spec::ArraySpec,
+    ptr: *const u8,
+    nbytes: usize,
+    owner: Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let shape = spec.shape_for(nbytes);
+    // SAFETY: this function's contract, read-only.
+    unsafe { view(py, spec.dtype.bind(py), &shape, ptr, false, owner) }
+}

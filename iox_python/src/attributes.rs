@@ -7,7 +7,9 @@
 //! unmet requirements, come back from opening as the package's exceptions with the
 //! Rust message (`errors.rs`).
 
-use iox_service::{Attributes, BlackboardBuilder, EventBuilder, PubSubBuilder, ZeroCopySafe};
+use iox_service::{
+    Attributes, BlackboardBuilder, EventBuilder, PubSubBuilder, RequestResponseBuilder, ZeroCopySafe,
+};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -36,6 +38,7 @@ macro_rules! attribute_builder {
 attribute_builder! {
     impl for PubSubBuilder<[u8]>;
     impl for EventBuilder;
+    impl for RequestResponseBuilder<[u8], [u8]>;
     impl<K> for BlackboardBuilder<K>;
 }
 

@@ -9,11 +9,19 @@
 //! used from another thread than its publisher's is `WrongThread`; a tensor refused
 //! (its element type, shape, strides, size or memory: a loan's layout, `send_tensor`'s
 //! argument, a damaged tensor record) is `TensorError`, which is also a `BufferError`
-//! (what DLPack code catches), whatever the refusal; everything else is `Error`.
+//! (what DLPack code catches), whatever the refusal. Request-response: a request sent
+//! with no server connected is `NoServer`; a client at `max_active_requests_per_client`
+//! or a server that has not taken the client's earlier requests is `LimitReached`; a
+//! stream whose server went away (died, or dropped the request unreceived) is
+//! `ServerGone`; a response to a client that went away or dropped its pending
+//! response is `ClientGone`. Everything else is `Error`.
 //! DLPack's own exchange (`__dlpack__` asked for a copy, another device or a stream it
 //! cannot order, an export made already) raises `BufferError`, as the protocol says.
 
-use iox_service::{CreateError, LoanError, OpenError, OpenOrCreateError, ReceiveError};
+use iox_service::{
+    CreateError, LoanError, OpenError, OpenOrCreateError, ReceiveError, RequestSendError,
+    ResponseReceiveError, ResponseSendError,
+};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -52,7 +60,25 @@ create_exception!(
     iox,
     LimitReached,
     Error,
-    "A port's limit: loans (`max_loans`) or held samples (`max_held`)."
+    "A port's limit: loans (`max_loans`), held samples (`max_held`), active requests (`max_active_requests_per_client`), or a server's queue of this client's requests."
+);
+create_exception!(
+    iox,
+    NoServer,
+    Error,
+    "A request sent while no server is connected to the service."
+);
+create_exception!(
+    iox,
+    ServerGone,
+    Error,
+    "The server handling a request went away before ending its stream of responses."
+);
+create_exception!(
+    iox,
+    ClientGone,
+    Error,
+    "A response to a request whose client went away or dropped its pending response."
 );
 create_exception!(
     iox,
@@ -115,6 +141,9 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LimitReached", py.get_type::<LimitReached>())?;
     m.add("ViewsAlive", py.get_type::<ViewsAlive>())?;
     m.add("WrongThread", py.get_type::<WrongThread>())?;
+    m.add("NoServer", py.get_type::<NoServer>())?;
+    m.add("ServerGone", py.get_type::<ServerGone>())?;
+    m.add("ClientGone", py.get_type::<ClientGone>())?;
     Ok(())
 }
 
@@ -190,6 +219,34 @@ pub(crate) fn receive(e: &ReceiveError) -> PyErr {
         ReceiveError::TooManyHeld { .. } => LimitReached::new_err(format!(
             "{e} (drop samples, and numpy arrays viewing them, before receiving more)"
         )),
+        _ => Error::new_err(e.to_string()),
+    }
+}
+
+/// A request's refusal.
+pub(crate) fn request_send(e: &RequestSendError) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        RequestSendError::NoServer => NoServer::new_err(msg),
+        RequestSendError::TooManyActiveRequests { .. } | RequestSendError::ServerBusy { .. } => {
+            LimitReached::new_err(msg)
+        }
+        _ => Error::new_err(msg),
+    }
+}
+
+/// A response stream's failure.
+pub(crate) fn response_receive(e: &ResponseReceiveError) -> PyErr {
+    match e {
+        ResponseReceiveError::ServerGone => ServerGone::new_err(e.to_string()),
+        _ => Error::new_err(e.to_string()),
+    }
+}
+
+/// A response's refusal.
+pub(crate) fn response_send(e: &ResponseSendError) -> PyErr {
+    match e {
+        ResponseSendError::ClientGone | ResponseSendError::Abandoned => ClientGone::new_err(e.to_string()),
         _ => Error::new_err(e.to_string()),
     }
 }

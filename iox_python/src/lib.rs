@@ -2,7 +2,8 @@
 //! `python/iox/` wraps it with the builder API, asyncio helpers and a WaitSet).
 //!
 //! What lives here: the ports and samples (`pubsub`, `event`), blackboards
-//! (`blackboard`), service attributes (`attributes`), numpy views of chunks
+//! (`blackboard`), request-response services, clients and servers (`reqres`,
+//! `client`, `server`), service attributes (`attributes`), numpy views of chunks
 //! (`array`), and the exception hierarchy (`errors`). The payload's numpy dtype and
 //! shape are decided in Python (`iox/_types.py`) and arrive here as a
 //! [`iox_service::PayloadType`] plus a dtype and shape; the service is a `[u8]` service
@@ -13,12 +14,13 @@
 //! header dtype (`user_header=`) is recorded the same way (`raw_user_header`), and
 //! loans and samples view it in place beside the payload (`pubsub`, `publisher`).
 //!
-//! Threading rule: a publisher and its loans belong to the thread that made the
-//! publisher (using them from another thread raises `iox.WrongThread`, see
-//! `publisher.rs`; if the last reference to one, or to an array viewing a loan, goes
-//! away on another thread, pyo3 does not drop its port or chunk there and reports an
-//! unraisable `RuntimeError`: they stay taken until the process exits, when crash
-//! recovery reclaims them).
+//! Threading rule: a publisher and its loans, and a client or server and what it gives
+//! out, belong to the thread that made the port (using them from another thread raises
+//! `iox.WrongThread`, see `thread_bound.rs`; if the last reference to one, or to an
+//! array viewing a loan, goes away on another thread, its port or chunk is not dropped
+//! there: pyo3 reports an unraisable `RuntimeError` (publishers) or iox a
+//! `RuntimeWarning` (request-response), and it stays taken until the process exits,
+//! when crash recovery reclaims it).
 //! Services, subscribers, samples, listeners and notifiers may be used from any
 //! thread; blocking calls (`receive(timeout=...)`, `Listener.wait`, opening a
 //! service) release the GIL.
@@ -26,6 +28,7 @@
 mod array;
 mod attributes;
 mod blackboard;
+mod client;
 #[cfg(feature = "cuda")]
 mod device;
 #[cfg(feature = "cuda")]
@@ -36,10 +39,14 @@ mod event;
 mod inspect;
 mod publisher;
 mod pubsub;
+mod reqres;
 mod schema;
+mod server;
+mod source;
 mod spec;
 mod subscriber;
 mod tensor;
+mod thread_bound;
 
 use pyo3::prelude::*;
 
@@ -50,6 +57,7 @@ fn _iox(m: &Bound<'_, PyModule>) -> PyResult<()> {
     publisher::register(m)?;
     event::register(m)?;
     blackboard::register(m)?;
+    reqres::register(m)?;
     #[cfg(feature = "cuda")]
     device::register(m)?;
     #[cfg(feature = "cuda")]

@@ -1,7 +1,7 @@
 //! Publishers and loans. A publisher and its loans belong to the thread that made the
 //! publisher (iox's `Publisher` is not `Send`: one send journal per port). The Python
 //! objects (`Publisher`, `Loan`) may travel between threads; every call checks the
-//! thread first ([`Owner`]) and raises `iox.WrongThread`, naming the owner, before
+//! thread first (`thread_bound::Owner`) and raises `iox.WrongThread`, naming the owner, before
 //! touching the port, which lives in an `unsendable` object (`_PublisherCore`,
 //! `_LoanCell`) only the owner thread reaches. (Decision: refuse, rather than make
 //! ports usable from any thread, which would put a lock on every send.) Dropped on
@@ -26,14 +26,15 @@
 
 use std::cell::RefCell;
 use std::sync::Arc;
-use std::thread::ThreadId;
 
 use iox_service::{Publisher, RawLoan};
-use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
+use crate::source::{contiguous, is_bytes, payload};
 use crate::spec::ArraySpec;
+use crate::thread_bound::Owner;
 use crate::{array, errors};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -42,37 +43,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyLoan>()?;
     m.add_class::<LoanCell>()?;
     Ok(())
-}
-
-/// The thread a publisher and its loans belong to.
-#[derive(Debug, Clone)]
-struct Owner {
-    id: ThreadId,
-    /// Its Python name (`threading.current_thread().name`), for messages.
-    name: Arc<str>,
-}
-
-impl Owner {
-    fn current(py: Python<'_>) -> PyResult<Self> {
-        let thread = py.import("threading")?.call_method0("current_thread")?;
-        Ok(Self {
-            id: std::thread::current().id(),
-            name: thread.getattr("name")?.extract::<String>()?.into(),
-        })
-    }
-
-    /// `Ok` on the owner thread; `iox.WrongThread` naming it elsewhere.
-    fn check(&self, what: &str) -> PyResult<()> {
-        if std::thread::current().id() == self.id {
-            return Ok(());
-        }
-        Err(errors::WrongThread::new_err(format!(
-            "this {what} belongs to thread {:?}, which created the publisher: an iox publisher \
-             and its loans are used from one thread (one send journal per port); call it from \
-             that thread, or create a publisher in this one (svc.publisher())",
-            self.name
-        )))
-    }
 }
 
 /// A publisher (`iox.Publisher`): its owner thread and its port.
@@ -108,7 +78,7 @@ impl PyPublisher {
 
     /// The port, on its owner thread.
     fn core<'py>(&self, py: Python<'py>) -> PyResult<PyRef<'py, PublisherCore>> {
-        self.owner.check("Publisher")?;
+        self.owner.check("Publisher", "publisher")?;
         Ok(self.core.bind(py).borrow())
     }
 }
@@ -152,67 +122,6 @@ impl PublisherCore {
         unsafe { std::ptr::write_bytes(loan.header_ptr(), 0, header_len) };
         Ok(loan)
     }
-}
-
-/// `data` as a C-contiguous array of `dtype`: `bytes`, `bytearray` and `memoryview`
-/// as their bytes (no cast), a tuple as one record of a structured `dtype`, anything
-/// else converted where numpy's `casting` rule allows it (a `TypeError` saying how to
-/// convert otherwise). `what` names the value and its place in messages ("data to
-/// this service", "header to this service's user header").
-/// Whether `data` is `bytes`, `bytearray` or a `memoryview`: taken as raw bytes.
-fn is_bytes(data: &Bound<'_, PyAny>) -> bool {
-    data.is_instance_of::<pyo3::types::PyBytes>()
-        || data.is_instance_of::<pyo3::types::PyByteArray>()
-        || data.is_instance_of::<pyo3::types::PyMemoryView>()
-}
-
-fn contiguous<'py>(
-    py: Python<'py>,
-    data: &Bound<'py, PyAny>,
-    dtype: &Bound<'py, PyArrayDescr>,
-    casting: &str,
-    what: &str,
-) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let np = py.import("numpy")?;
-    let src = if is_bytes(data) {
-        // Bytes are taken as they are: only where every byte string is a value (a
-        // `bool` holding 2 would be undefined behaviour for a Rust reader).
-        if !crate::spec::any_bit_pattern(dtype) {
-            return Err(PyTypeError::new_err(format!(
-                "cannot send bytes as {what} of {dtype}: not every byte string is a value of it \
-                 (a bool, or padding); pass an array, a numpy record or a tuple of fields"
-            )));
-        }
-        np.call_method1("frombuffer", (data, dtype))?
-    } else if dtype.names().is_some() && data.is_instance_of::<pyo3::types::PyTuple>() {
-        // One record, field by field: numpy's own conversion of each field.
-        let kw = pyo3::types::PyDict::new(py);
-        kw.set_item("dtype", dtype)?;
-        np.getattr("array")?.call((data,), Some(&kw))?
-    } else {
-        // What the data is, then the cast the rule allows. asarray, not
-        // ascontiguousarray (which makes a 0-d array 1-d).
-        let given = np.call_method1("asarray", (data,))?;
-        let from = given.getattr("dtype")?;
-        let kw = pyo3::types::PyDict::new(py);
-        kw.set_item("casting", casting)?;
-        if !np
-            .getattr("can_cast")?
-            .call((&from, dtype), Some(&kw))?
-            .is_truthy()?
-        {
-            return Err(PyTypeError::new_err(format!(
-                "cannot send {from} {what} of {dtype} with casting {casting:?}: \
-                 the conversion could change values; convert it yourself (e.g. \
-                 a.astype(np.{dtype})) or pass casting=\"same_kind\" or \"unsafe\""
-            )));
-        }
-        let kw = pyo3::types::PyDict::new(py);
-        kw.set_item("dtype", dtype)?;
-        kw.set_item("order", "C")?;
-        np.getattr("asarray")?.call((given,), Some(&kw))?
-    };
-    Ok(src.cast_into::<PyUntypedArray>()?)
 }
 
 #[pymethods]
@@ -314,16 +223,7 @@ impl PyPublisher {
             }
             (None, None) => None,
         };
-        let dtype = core.spec.dtype.bind(py);
-        let src = contiguous(py, data, dtype, casting, "data to this service")?;
-        if let Some(shape) = &core.spec.shape
-            && src.shape() != shape.as_slice()
-        {
-            return Err(PyValueError::new_err(format!(
-                "this service carries arrays of shape {shape:?}, not {:?}",
-                src.shape()
-            )));
-        }
+        let src = payload(py, &core.spec, data, casting, "data to this service")?;
         let bytes = src.len() * core.spec.itemsize;
         let mut loan = core.loan_bytes(bytes)?;
         if let Some(head) = &head {
@@ -388,7 +288,7 @@ pub(crate) struct PyLoan {
 
 impl PyLoan {
     fn cell<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, LoanCell>> {
-        self.owner.check("Loan")?;
+        self.owner.check("Loan", "publisher")?;
         match &self.cell {
             Some(c) if c.bind(py).borrow().loan.borrow().is_some() => Ok(c.bind(py)),
             _ => Err(errors::Error::new_err("the loan was already sent or released")),
@@ -480,7 +380,7 @@ impl PyLoan {
     /// Gives the loan up without sending. The chunk returns to the pool once no array
     /// views it.
     fn release(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.owner.check("Loan")?;
+        self.owner.check("Loan", "publisher")?;
         if let Some(cell) = self.cell.take() {
             let b = cell.bind(py);
             if b.get_refcnt() == 1 {
@@ -493,7 +393,7 @@ impl PyLoan {
     /// Whether the loan can still be written and sent.
     #[getter]
     fn is_active(&self, py: Python<'_>) -> PyResult<bool> {
-        self.owner.check("Loan")?;
+        self.owner.check("Loan", "publisher")?;
         Ok(self.cell(py).is_ok())
     }
 

@@ -30,14 +30,27 @@ const SIGNAL_SLICE: Duration = Duration::from_millis(100);
 /// A receive as Python's `receive(timeout)` means it: `None` does not wait (`now`); a
 /// number of seconds waits up to that long (`math.inf`: forever) in slices of `wait`
 /// without the GIL, looking at Python's signals between them.
-pub(crate) fn receive_with<T: Send>(
+pub(crate) fn receive_with<T>(
     py: Python<'_>,
     timeout: Option<f64>,
     now: impl FnOnce() -> Result<Option<T>, iox_service::ReceiveError>,
-    wait: impl Fn(Duration) -> Result<Option<T>, iox_service::ReceiveError> + Sync,
+    wait: impl Fn(Duration) -> Result<Option<T>, iox_service::ReceiveError>,
+) -> PyResult<Option<T>> {
+    wait_with(py, timeout, now, wait, |e| errors::receive(&e))
+}
+
+/// [`receive_with`] for any port's receive: its errors become Python's by `err`. The
+/// closures may use ports that are not `Send` (they run on this thread, see
+/// `thread_bound::detached`), never Python objects (`wait` runs without the GIL).
+pub(crate) fn wait_with<T, E>(
+    py: Python<'_>,
+    timeout: Option<f64>,
+    now: impl FnOnce() -> Result<Option<T>, E>,
+    wait: impl Fn(Duration) -> Result<Option<T>, E>,
+    err: impl Fn(E) -> PyErr,
 ) -> PyResult<Option<T>> {
     match timeout {
-        None => now().map_err(|e| errors::receive(&e)),
+        None => now().map_err(err),
         Some(t) if t.is_nan() || t < 0.0 => Err(PyValueError::new_err(format!(
             "timeout must be >= 0 seconds, not {t}"
         ))),
@@ -50,7 +63,7 @@ pub(crate) fn receive_with<T: Send>(
                     Some(d) => d.saturating_duration_since(Instant::now()).min(SIGNAL_SLICE),
                     None => SIGNAL_SLICE,
                 };
-                let got = py.detach(|| wait(slice)).map_err(|e| errors::receive(&e))?;
+                let got = crate::thread_bound::detached(py, &wait, |wait| wait(slice)).map_err(&err)?;
                 if got.is_some() || deadline.is_some_and(|d| Instant::now() >= d) {
                     return Ok(got);
                 }

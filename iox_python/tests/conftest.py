@@ -30,7 +30,7 @@ def rust_examples():
     """The directory of the Rust example binaries (built here if missing)."""
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
     bindir = os.path.join(target, "debug")
-    bins = ("publisher", "subscriber", "schema_peer", "attribute_peer", "camera")
+    bins = ("publisher", "subscriber", "schema_peer", "attribute_peer", "camera", "reqres_peer")
     if not all(os.path.exists(os.path.join(bindir, b)) for b in bins):
         subprocess.run(["cargo", "build", "-q", "-p", "iox_examples"] + [a for b in bins for a in ("--bin", b)],
                        cwd=REPO, check=True)
@@ -76,6 +76,7 @@ def c_examples(tmp_path_factory):
         "cpp_camera": ["g++", "-std=c++17", os.path.join(ffi, "examples", "camera.cpp")],
         "cpp_ros2_camera": ["g++", "-std=c++17", os.path.join(ffi, "examples", "ros2_camera.cpp")],
         "cpp_tensors": ["g++", "-std=c++17", os.path.join(ffi, "examples", "tensors.cpp")],
+        "cpp_request_response": ["g++", "-std=c++17", os.path.join(ffi, "examples", "request_response.cpp")],
         "c_tensor_subscriber": ["gcc", "-std=c11", os.path.join(ffi, "examples", "tensor_subscriber.c")],
     }
     for name, cmd in builds.items():

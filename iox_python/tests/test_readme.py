@@ -129,3 +129,26 @@ def test_the_readme_frames_example_reads_rust_frames_with_their_headers(rust_exa
             camera.wait()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_the_guide_request_response_example_runs_as_written(root):
+    """docs/guide/python.md's request-response example: its server and its client, each
+    as written, in two processes."""
+    block = readme_block("# square_server.py")
+    server_py, sep, client_py = block.partition("\n# square_client.py\n")
+    assert sep, block
+    server = subprocess.Popen([sys.executable, "-c", server_py], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not any(n.endswith(".service") for n in os.listdir(root)):
+            assert server.poll() is None, server.stderr.read()
+            assert time.monotonic() < deadline, "square_server.py created no service"
+            time.sleep(0.01)
+        client = subprocess.run([sys.executable, "-c", client_py], capture_output=True, text=True, timeout=60)
+        assert client.returncode == 0, client.stderr
+        assert client.stdout.split() == ["7", "8", "64"]
+        _, err = server.communicate(timeout=60)
+        assert server.returncode == 0, err
+    finally:
+        server.kill()

@@ -18,6 +18,7 @@ import iox
 try:
     from sensor_msgs.msg import Image, JointState, PointCloud2  # noqa: F401
     from std_msgs.msg import String
+    from std_srvs.srv import SetBool, Trigger  # noqa: F401
 except ImportError as e:  # pragma: no cover - depends on the machine
     if os.environ.get("IOX_REQUIRE_ROS") == "1":
         raise
@@ -206,6 +207,67 @@ def test_rclpy_loads_in_a_process_that_used_iox_first(tmp_path):
         except subprocess.TimeoutExpired:
             pytest.fail(f"run {run}: the process hung loading rclpy after using iox")
         assert done.returncode == 0 and done.stdout.strip() == "loaded", (run, done.stdout, done.stderr)
+
+
+# --- ROS 2 services through the gateway, served or called from Python -----------------
+
+def test_a_python_client_calls_an_rclpy_service_through_the_gateway(root, gateway_binary, tmp_path):
+    """rclpy serves std_srvs/srv/Trigger; the gateway imports it as an iox
+    request-response service of CDR bytes; a Python client calls it."""
+    from std_srvs.srv import Trigger
+    done = tmp_path / "done"
+    proc = in_netns(root, (
+        f"{gateway_binary} --ros-prefix {sys.prefix} --root {root} --import-service '**' --status-interval 0 & G=$!; "
+        f"{sys.executable} {PEER} serve-trigger --service /reset --until {done}; a=$?; "
+        "kill -TERM $G; wait $G; exit $a"))
+    try:
+        svc = wait_open(lambda: iox.Service("reset", root=root).request_response(bytes, bytes)
+                        .require_attribute("ros2/type", "std_srvs/srv/Trigger").open())
+        assert iox.ros2.message_class(svc) is Trigger
+        # The gateway makes the service, then its server (as rclpy's wait_for_service).
+        end = time.monotonic() + 60
+        while svc.port_counts()[1] < 1:
+            assert time.monotonic() < end and proc.poll() is None, "the gateway's server never connected"
+            time.sleep(0.01)
+        client = svc.client()
+        for n in (1, 2, 3):
+            pending = iox.ros2.send_message(client, Trigger.Request())
+            answer = iox.ros2.to_message(pending.receive(timeout=60.0), Trigger.Response)
+            assert (answer.success, answer.message) == (True, f"reset {n}")
+        # Bytes that are no Trigger request: refused by the gateway, the stream ends empty.
+        with pytest.raises(iox.Error, match="without a response"):
+            client.call(b"\x07\x07", timeout=60.0)
+    finally:
+        done.write_text("")
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+
+
+def test_an_rclpy_client_calls_a_python_server_through_the_gateway(root, gateway_binary):
+    """A Python server of std_srvs/srv/SetBool (CDR bytes both ways); the gateway
+    exports it as a ROS service; an rclpy client calls it twice."""
+    from std_srvs.srv import SetBool
+    svc = (iox.Service("set_led", root=root)
+           .request_response(bytes, bytes, request_max_len=4096, response_max_len=4096)
+           .attribute("ros2/type", "std_srvs/srv/SetBool").create())
+    server = svc.server()
+    proc = in_netns(root, (
+        f"{gateway_binary} --ros-prefix {sys.prefix} --root {root} --export-service '**' --status-interval 0 & G=$!; "
+        f"{sys.executable} {PEER} call-setbool --service /set_led; a=$?; kill -TERM $G; wait $G; exit $a"))
+    try:
+        for expected in (True, False):
+            req = server.receive(timeout=60.0)
+            assert req is not None, "no request from rclpy through the gateway within 60 s"
+            with req:
+                on = iox.ros2.to_message(req, SetBool.Request).data
+                assert on is expected
+                iox.ros2.respond(req, SetBool.Response(success=on, message="led on" if on else "led off"))
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out
+    assert [line for line in out.splitlines() if line.startswith(("True", "False"))] == [
+        "True led on", "False led off"], out
 
 
 # --- One line for a node's hot topic: iox.ros2.Publisher and Subscription ------------

@@ -17,7 +17,8 @@ def stub_names(name):
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
             names.add(node.name)
-            methods[node.name] = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+            methods[node.name] = {n.name for n in node.body
+                                  if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             names.add(node.name)
         elif isinstance(node, ast.ImportFrom):
@@ -31,9 +32,10 @@ def test_every_export_is_in_the_stubs():
     assert not missing, f"exported but not in iox/__init__.pyi: {missing}"
 
 
-def test_the_tensor_ports_calls_are_in_the_stubs():
+def test_the_tensor_and_request_response_ports_calls_are_in_the_stubs():
     _, methods = stub_names("_iox.pyi")
-    for cls in ("TensorPublisher", "TensorLoan", "TensorSubscriber", "TensorSample"):
+    for cls in ("TensorPublisher", "TensorLoan", "TensorSubscriber", "TensorSample", "RequestResponseService",
+                "Client", "PendingResponse", "Response", "Server", "ActiveRequest"):
         public = {m for m in dir(getattr(iox, cls)) if not m.startswith("_") or m in ("__dlpack__",)}
         assert cls in methods, f"{cls} is not in iox/_iox.pyi"
         missing = public - methods[cls]

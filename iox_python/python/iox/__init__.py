@@ -12,8 +12,14 @@ A per-sample user header beside the payload (a frame's stamp and size in front o
 pixels): ``publish_subscribe(bytes, max_len=..., user_header=iox.Type("FrameHeader",
 dtype))``, then ``loan.header["width"] = 640`` and ``sample.header["width"]``.
 
-Threading: a Publisher and its loans belong to the thread that made the publisher
-(using them from another raises iox.WrongThread, naming it); services, subscribers,
+Request-response: ``svc = iox.Service("math/square").request_response(np.uint64,
+np.uint64).open_or_create()``, then ``svc.client().call(7)`` in one program and
+``req = svc.server().receive(timeout=1.0); req.respond(...)`` in another (see
+``iox._request_response``).
+
+Threading: a Publisher and its loans, and a Client or Server and what they give out,
+belong to the thread that made the port (using them from another raises
+iox.WrongThread, naming it); services, subscribers,
 samples, listeners and notifiers may be shared. Blocking calls release the GIL.
 """
 
@@ -32,8 +38,10 @@ from ._iox import (  # noqa: F401
     Error, IncompatibleService, LimitReached, Loan, Listener, Notifier, PoolExhausted,
     Publisher, PubSubService, EventService, Sample, ServiceExists, ServiceNotFound,
     Subscriber, ViewsAlive, WrongThread, TensorError, TensorPublisher, TensorLoan, TensorSubscriber,
-    TensorSample,
+    TensorSample, RequestResponseService, Client, PendingResponse, Response, Server, ActiveRequest,
+    NoServer, ServerGone, ClientGone,
 )
+from ._request_response import RequestResponseBuilder
 from ._types import Type, array_name, element
 from . import ros2  # noqa: E402,F401  (iox.ros2: ROS 2 messages and images)
 from ._waitset import WaitSet
@@ -47,6 +55,8 @@ __all__ = [
     "PubSubService", "Publisher", "Loan", "Subscriber", "Sample", "EventService", "Notifier",
     "Listener", "Blackboard", "BlackboardBuilder", "BlackboardReader", "BlackboardWriter",
     "TensorError", "TensorPublisher", "TensorLoan", "TensorSubscriber", "TensorSample",
+    "RequestResponseBuilder", "RequestResponseService", "Client", "PendingResponse", "Response", "Server",
+    "ActiveRequest", "NoServer", "ServerGone", "ClientGone",
 ]
 
 # Device-memory ports: in a package built with the `cuda` feature (the default; the
@@ -108,6 +118,14 @@ class Service:
         service's user header, if it has one, comes from its recorded header schema
         the same way (unless ``user_header`` is given)."""
         return PubSubBuilder(self, payload, shape, size_classes, chunk_sizes, max_len, user_header)
+
+    def request_response(self, request, response, *, request_max_len=None,
+                         response_max_len=None) -> RequestResponseBuilder:
+        """A request-response builder: requests of ``request``, responses of
+        ``response``, each a numpy dtype (one value), an ``iox.Type`` or ``bytes``; with
+        ``request_max_len`` / ``response_max_len`` (elements) a slice of up to that many.
+        See ``iox._request_response``."""
+        return RequestResponseBuilder(self, request, response, request_max_len, response_max_len)
 
     def event(self) -> "EventBuilder":
         return EventBuilder(self)

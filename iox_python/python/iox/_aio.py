@@ -1,4 +1,6 @@
-"""asyncio: ``await subscriber.receive_async()`` and ``await listener_wait_async()``,
+"""asyncio: ``await subscriber.receive_async()``, ``await server.receive_async()``,
+``await pending.receive_async()`` (and ``async for`` over a pending response's stream)
+and ``await listener_wait_async()``,
 waiting on the port's readiness descriptor with ``loop.add_reader`` (no thread)."""
 
 from __future__ import annotations
@@ -6,14 +8,22 @@ from __future__ import annotations
 import asyncio
 
 
-async def _readable(fd: int) -> None:
+async def _readable(fd: int, timeout: float | None = None) -> None:
+    """Until ``fd`` is readable, or ``timeout`` seconds passed."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
-    loop.add_reader(fd, lambda: fut.done() or fut.set_result(None))
+
+    def wake():
+        fut.done() or fut.set_result(None)
+
+    loop.add_reader(fd, wake)
+    timer = None if timeout is None else loop.call_later(timeout, wake)
     try:
         await fut
     finally:
         loop.remove_reader(fd)
+        if timer is not None:
+            timer.cancel()
 
 
 async def receive_async(subscriber):
@@ -35,3 +45,23 @@ async def wait_async(listener) -> list[int]:
         if ids:
             return ids
         await _readable(fd)
+
+
+async def response_async(pending):
+    """The next response of a pending response, or ``None`` at the end of the stream.
+    The descriptor wakes it for responses; it also looks every 50 ms, since a server
+    that died rings no bell (the look finds it dead and ends the stream)."""
+    fd = pending.fileno()
+    while True:
+        response = pending.receive()
+        if response is not None or pending.is_finished:
+            return response
+        await _readable(fd, timeout=0.05)
+
+
+async def next_response_async(pending):
+    """``async for``'s step: the next response; ``StopAsyncIteration`` at the end."""
+    response = await response_async(pending)
+    if response is None:
+        raise StopAsyncIteration
+    return response

@@ -8,6 +8,14 @@ received sample into an rclpy message object, ``send_message(publisher, msg)``
 publishes one, and ``message_class(service)`` finds the class the service records.
 rclpy (and the message package) are imported only when these are called.
 
+**Services.** A request-response service of ``bytes`` both ways that records
+``ros2/type`` (a service type, ``std_srvs/srv/SetBool``) carries one CDR request and
+response each; the gateway exports it as a ROS service (``--export-service``) or
+imports one (``--import-service``). A Python server reads ``to_message(req,
+SetBool.Request)`` and answers ``respond(req, SetBool.Response(...))``; a client sends
+``send_message(client, SetBool.Request(...))`` and reads ``to_message(response,
+SetBool.Response)``.
+
 **Images.** ``sensor_msgs/msg/Image`` travels as the user header ``IMAGE_HEADER``
 (every field but the pixels, the same layout as Rust's ``iox_ros2::image::ImageHeader``)
 plus the pixels as the sample's bytes, in one chunk. ``image_view(sample)`` is a numpy
@@ -124,12 +132,21 @@ def to_message(sample, msg_class):
     return deserialize_message(np.asarray(data).tobytes(), msg_class)
 
 
-def send_message(publisher, msg) -> int:
-    """Publishes the rclpy message object ``msg`` as one CDR sample; returns how many
-    subscribers got it."""
+def send_message(port, msg):
+    """Sends the rclpy message object ``msg`` as CDR: through a publisher (returns how
+    many subscribers got it) or a request-response client (a ROS service's request;
+    returns the ``PendingResponse``)."""
     from rclpy.serialization import serialize_message
 
-    return publisher.send(serialize_message(msg))
+    return port.send(serialize_message(msg))
+
+
+def respond(request, msg) -> None:
+    """Answers an ``iox.ActiveRequest`` of a ROS service with the rclpy response object
+    ``msg``, as CDR (``to_message(request, SetBool.Request)`` reads the request)."""
+    from rclpy.serialization import serialize_message
+
+    request.respond(serialize_message(msg))
 
 
 def image_header(height: int, width: int, encoding: str, *, frame_id: str = "", sec: int = 0,

@@ -1,0 +1,100 @@
+"""Request-response from Python: clients send requests, each answered by one server
+with a stream of responses (zero, one or many), as in Rust, C and C++::
+
+    svc = iox.Service("math/square").request_response(np.uint64, np.uint64).open_or_create()
+    server = svc.server()                      # in one process (or thread)
+    client = svc.client()                      # in another
+    pending = client.send(7)                   # a PendingResponse
+    req = server.receive(timeout=1.0)          # an ActiveRequest
+    with req:                                  # leaving it ends the stream
+        req.respond(int(req.array) ** 2)
+    print(int(pending.receive(timeout=1.0).array))   # 49
+
+``client.call(8, timeout=1.0)`` sends and returns the first response.
+
+Each side's type is given as a publish-subscribe payload is: a numpy dtype or scalar
+type (one value), an ``iox.Type`` (one structured value, meeting a Rust
+``#[iox(type_name = ...)]`` type), or ``bytes`` (any number of bytes, e.g. a ROS 2
+service's CDR through the gateway ``iox-ros2``); a dtype with ``request_max_len`` /
+``response_max_len`` is a slice of up to that many values. Creating a slice side needs
+its longest length in elements. The types are recorded with the service, so a Rust,
+C or C++ program of the same types meets it, and another program's types are refused
+with ``iox.IncompatibleService`` naming both.
+
+Streams: ``for r in pending`` (or ``async for``) takes responses until the server
+finishes the request; ``pending.receive(timeout)`` returns ``None`` for both a timeout
+and the end (``pending.is_finished`` tells which). Errors as in Rust: ``iox.NoServer``
+(no server connected), ``iox.LimitReached`` (``max_active_requests_per_client``, or a
+server's queue of this client's requests is full), ``iox.ServerGone`` (the server died
+or dropped the request: raised once, after the responses that arrived),
+``iox.ClientGone`` (a respond to a client that died or closed its pending response).
+
+Threads: a client or server, and what it gives out (pending responses, responses,
+requests), belong to the thread that made the port (``iox.WrongThread`` elsewhere);
+the service handle may be shared. Blocking calls release the GIL.
+"""
+
+from __future__ import annotations
+
+from . import _iox
+from ._attributes import AttributeMethods
+from ._types import element
+
+
+def _side(spec, max_len):
+    """(kind, Rust name, element size, alignment, dtype) of one side."""
+    name, dtype, alignment = element(spec)
+    if spec is bytes or max_len is not None:
+        return ("slice", name, dtype.itemsize, alignment, dtype)
+    return ("typed", name, dtype.itemsize, alignment, dtype)
+
+
+class RequestResponseBuilder(AttributeMethods):
+    """Settings of a request-response service; ``open()``, ``create()`` or
+    ``open_or_create()`` it. Limits set here are checked against an existing service."""
+
+    def __init__(self, service, request, response, request_max_len=None, response_max_len=None):
+        self._service = service
+        self._request = _side(request, request_max_len)
+        self._response = _side(response, response_max_len)
+        self._opts: dict = {"root": service.root, "request_max_len": request_max_len,
+                            "response_max_len": response_max_len}
+
+    def _set(self, key, value):
+        self._opts[key] = value
+        return self
+
+    def max_clients(self, n: int):
+        return self._set("max_clients", n)
+
+    def max_servers(self, n: int):
+        return self._set("max_servers", n)
+
+    def max_active_requests_per_client(self, n: int):
+        return self._set("max_active_requests_per_client", n)
+
+    def max_response_buffer(self, n: int):
+        """Responses of one request that may wait for the client; a server's respond
+        waits while they are all taken."""
+        return self._set("max_response_buffer", n)
+
+    def memory_type(self, memory_type: int):
+        return self._set("memory_type", int(memory_type))
+
+    def permissions(self, mode: int):
+        return self._set("permissions", mode)
+
+    def timeout(self, seconds: float):
+        return self._set("timeout", float(seconds))
+
+    def open(self):
+        return self._open("open")
+
+    def create(self):
+        return self._open("create")
+
+    def open_or_create(self):
+        return self._open("open_or_create")
+
+    def _open(self, mode):
+        return _iox.open_request_response(self._service.name, mode, self._request, self._response, self._opts)

@@ -1,0 +1,129 @@
+//! What Python values become the bytes of a payload: numpy's conversion of any value
+//! to a C-contiguous array of a port's dtype, under numpy's `casting` rule, with
+//! `bytes`, `bytearray` and `memoryview` taken as raw bytes where every byte string is
+//! a value of the dtype. Publishers and request-response ports copy from what this
+//! makes; it writes nothing itself.
+
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::spec::ArraySpec;
+
+/// Whether `data` is `bytes`, `bytearray` or a `memoryview`: taken as raw bytes.
+pub(crate) fn is_bytes(data: &Bound<'_, PyAny>) -> bool {
+    data.is_instance_of::<pyo3::types::PyBytes>()
+        || data.is_instance_of::<pyo3::types::PyByteArray>()
+        || data.is_instance_of::<pyo3::types::PyMemoryView>()
+}
+
+/// `data` as a C-contiguous array of `dtype`: `bytes`, `bytearray` and `memoryview`
+/// as their bytes (no cast), a tuple as one record of a structured `dtype`, a Python
+/// number as numpy's arithmetic takes it (an `int` into any integer or float dtype it
+/// fits, else numpy's `OverflowError`; a `float` into any float dtype), anything
+/// else converted where numpy's `casting` rule allows it (a `TypeError` saying how to
+/// convert otherwise). `what` names the value and its place in messages ("data to
+/// this service", "header to this service's user header").
+pub(crate) fn contiguous<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    dtype: &Bound<'py, PyArrayDescr>,
+    casting: &str,
+    what: &str,
+) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let np = py.import("numpy")?;
+    let src = if is_bytes(data) {
+        // Bytes are taken as they are: only where every byte string is a value (a
+        // `bool` holding 2 would be undefined behaviour for a Rust reader).
+        if !crate::spec::any_bit_pattern(dtype) {
+            return Err(PyTypeError::new_err(format!(
+                "cannot send bytes as {what} of {dtype}: not every byte string is a value of it \
+                 (a bool, or padding); pass an array, a numpy record or a tuple of fields"
+            )));
+        }
+        np.call_method1("frombuffer", (data, dtype))?
+    } else if dtype.names().is_some() && data.is_instance_of::<pyo3::types::PyTuple>() {
+        // One record, field by field: numpy's own conversion of each field.
+        let kw = pyo3::types::PyDict::new(py);
+        kw.set_item("dtype", dtype)?;
+        np.getattr("array")?.call((data,), Some(&kw))?
+    } else if is_weak_scalar(data, dtype) {
+        // A Python number takes the dtype as numpy's own arithmetic does (NEP 50):
+        // an int any integer or float dtype (out of range: numpy's OverflowError), a
+        // float any float dtype.
+        let kw = pyo3::types::PyDict::new(py);
+        kw.set_item("dtype", dtype)?;
+        np.getattr("asarray")?.call((data,), Some(&kw))?
+    } else {
+        // What the data is, then the cast the rule allows. asarray, not
+        // ascontiguousarray (which makes a 0-d array 1-d).
+        let given = np.call_method1("asarray", (data,))?;
+        let from = given.getattr("dtype")?;
+        let kw = pyo3::types::PyDict::new(py);
+        kw.set_item("casting", casting)?;
+        if !np
+            .getattr("can_cast")?
+            .call((&from, dtype), Some(&kw))?
+            .is_truthy()?
+        {
+            return Err(PyTypeError::new_err(format!(
+                "cannot send {from} {what} of {dtype} with casting {casting:?}: \
+                 the conversion could change values; convert it yourself (e.g. \
+                 a.astype(np.{dtype})) or pass casting=\"same_kind\" or \"unsafe\""
+            )));
+        }
+        let kw = pyo3::types::PyDict::new(py);
+        kw.set_item("dtype", dtype)?;
+        kw.set_item("order", "C")?;
+        np.getattr("asarray")?.call((given,), Some(&kw))?
+    };
+    Ok(src.cast_into::<PyUntypedArray>()?)
+}
+
+/// Whether `data` is a Python `int` (not a `bool`) and `dtype` holds integers, floats
+/// or complex numbers, or a Python `float` and `dtype` holds floats or complex numbers.
+fn is_weak_scalar(data: &Bound<'_, PyAny>, dtype: &Bound<'_, PyArrayDescr>) -> bool {
+    use pyo3::types::{PyBool, PyFloat, PyInt};
+    let kind = dtype.kind();
+    if data.is_exact_instance_of::<PyInt>() && !data.is_instance_of::<PyBool>() {
+        return matches!(kind, b'i' | b'u' | b'f' | b'c');
+    }
+    data.is_exact_instance_of::<PyFloat>() && matches!(kind, b'f' | b'c')
+}
+
+/// `data` as a C-contiguous array of `spec`'s dtype, of its shape where it has one
+/// (fixed-shape and single-value payloads; a slice takes any number of elements).
+/// `what` names the value in messages ("data to this service").
+pub(crate) fn payload<'py>(
+    py: Python<'py>,
+    spec: &ArraySpec,
+    data: &Bound<'py, PyAny>,
+    casting: &str,
+    what: &str,
+) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let src = contiguous(py, data, spec.dtype.bind(py), casting, what)?;
+    if let Some(shape) = &spec.shape
+        && src.shape() != shape.as_slice()
+    {
+        return Err(PyValueError::new_err(format!(
+            "this service carries arrays of shape {shape:?}, not {:?}",
+            src.shape()
+        )));
+    }
+    Ok(src)
+}
+
+/// The bytes of `src` (a C-contiguous array, as [`contiguous`] makes) copied to `dst`.
+///
+/// # Safety
+/// `dst` is valid for writes of `src`'s size in bytes and does not overlap it.
+pub(crate) unsafe fn copy_to(src: &Bound<'_, PyUntypedArray>, dst: *mut u8) {
+    let bytes = src.len() * src.dtype().itemsize();
+    // SAFETY: `src` is C-contiguous (`contiguous` made it), so its data is `bytes`
+    // bytes in one run, alive while `src` is; `dst` is writable for them and apart
+    // (the caller's contract).
+    unsafe {
+        let data = (*src.as_array_ptr()).data.cast::<u8>();
+        std::ptr::copy_nonoverlapping(data, dst, bytes);
+    }
+}
