@@ -79,9 +79,9 @@ impl PyClient {
         let src = source::payload(py, &self.request, data, casting, "request to this service")?;
         let bytes = src.len() * self.request.itemsize;
         let mut loan = client.loan_raw(bytes).map_err(|e| errors::loan(&e))?;
-        // SAFETY: the loan holds `bytes` bytes (the source's size), ours alone; the
-        // source is a numpy array outside the loaned chunk.
-        unsafe { source::copy_to(&src, loan.as_mut_ptr()) };
+        // SAFETY: the loan holds `len_bytes` bytes, ours alone; the source is a numpy
+        // array outside the loaned chunk.
+        unsafe { source::copy_to(&src, loan.as_mut_ptr(), loan.len_bytes()) }?;
         // SAFETY: every byte was just written with values of the recorded type (numpy's
         // conversion to the request's dtype).
         let pending = unsafe { loan.send() }.map_err(|e| errors::request_send(&e))?;

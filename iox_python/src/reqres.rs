@@ -40,6 +40,13 @@ type Side<'py> = (String, String, u64, u64, Bound<'py, PyArrayDescr>);
 /// The payload type `side` records, and the arrays it reads and writes.
 fn side_type(side: Side<'_>, what: &str) -> PyResult<(PayloadType, ArraySpec)> {
     let (kind, type_name, size, alignment, dtype) = side;
+    if dtype.has_subarray() || dtype.has_object() || dtype.itemsize() == 0 || dtype.itemsize() as u64 != size
+    {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "{what} dtype {dtype}: a request or response is a value of a sized dtype without \
+             Python objects, not a sub-array (give a struct, or a slice with {what}_max_len)"
+        )));
+    }
     let invalid_bit_patterns = !any_bit_pattern(&dtype);
     let (payload, shape) = match kind.as_str() {
         "typed" => (

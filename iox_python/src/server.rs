@@ -22,12 +22,12 @@ use std::cell::RefCell;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-use iox_service::{RawActiveRequest, Server};
+use iox_service::{RawActiveRequest, ResponseSendError, Server};
 use numpy::PyUntypedArrayMethods;
 use pyo3::prelude::*;
 
 use crate::spec::ArraySpec;
-use crate::subscriber::wait_with;
+use crate::subscriber::{SIGNAL_SLICE, wait_with};
 use crate::thread_bound::{Owner, ThreadBound, detached};
 use crate::{array, errors, source};
 
@@ -213,13 +213,23 @@ impl PyActiveRequest {
         };
         let src = source::payload(py, &self.response, data, casting, "response to this service")?;
         let bytes = src.len() * self.response.itemsize;
-        let mut loan = request.loan_raw(bytes).map_err(|e| errors::loan(&e))?;
-        // SAFETY: the loan holds `bytes` bytes (the source's size), ours alone; the
-        // source is a numpy array outside the loaned chunk.
-        unsafe { source::copy_to(&src, loan.as_mut_ptr()) };
-        // SAFETY: every byte was just written with values of the recorded type (numpy's
-        // conversion to the response's dtype).
-        detached(py, loan, |loan| unsafe { loan.send() }).map_err(|e| errors::response_send(&e))
+        // Sent in slices of waiting, so Ctrl-C is seen while the client's queue stays
+        // full (a refused slice returns its chunk: loaned and copied again).
+        loop {
+            let mut loan = request.loan_raw(bytes).map_err(|e| errors::loan(&e))?;
+            // SAFETY: the loan holds `len_bytes` bytes, ours alone; the source is a numpy
+            // array outside the loaned chunk.
+            unsafe { source::copy_to(&src, loan.as_mut_ptr(), loan.len_bytes()) }?;
+            // SAFETY: `detached`: the closure uses the loan only, no Python object;
+            // `send_timeout`: every byte was just written with values of the recorded
+            // type (numpy's conversion to the response's dtype, bools checked).
+            let sent = unsafe { detached(py, loan, |loan| loan.send_timeout(SIGNAL_SLICE)) };
+            match sent {
+                Ok(()) => return Ok(()),
+                Err(ResponseSendError::Timeout(_)) => py.check_signals()?,
+                Err(e) => return Err(errors::response_send(&e)),
+            }
+        }
     }
 
     /// Ends the stream: the client's pending response reports the end after the
@@ -268,9 +278,11 @@ impl PyActiveRequest {
         _value: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        if self.finish(py).is_err() {
-            // Views alive (or another thread): the cell ends the stream as it goes.
-            self.cell = None;
+        match self.finish(py) {
+            Ok(()) => {}
+            // Views alive: the cell ends the stream as the last of them goes.
+            Err(e) if e.is_instance_of::<errors::ViewsAlive>(py) => self.cell = None,
+            Err(e) => return Err(e),
         }
         Ok(false)
     }

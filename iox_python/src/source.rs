@@ -77,7 +77,47 @@ pub(crate) fn contiguous<'py>(
         kw.set_item("order", "C")?;
         np.getattr("asarray")?.call((given,), Some(&kw))?
     };
+    if !crate::spec::any_bit_pattern(dtype) {
+        check_bools(py, &src, dtype, what)?;
+    }
     Ok(src.cast_into::<PyUntypedArray>()?)
+}
+
+/// Refuses `array` (of `dtype`) if a `bool` in it, at any depth of fields and
+/// sub-arrays, holds a byte other than 0 or 1 (numpy lets a view make one; a Rust, C
+/// or C++ reader may not read it).
+fn check_bools(
+    py: Python<'_>,
+    array: &Bound<'_, PyAny>,
+    dtype: &Bound<'_, PyArrayDescr>,
+    what: &str,
+) -> PyResult<()> {
+    if dtype.has_subarray() {
+        return check_bools(py, array, &dtype.base(), what);
+    }
+    if let Some(names) = dtype.names() {
+        for name in names {
+            let (field, _) = dtype.get_field(&name)?;
+            check_bools(py, &array.get_item(&name)?, &field, what)?;
+        }
+        return Ok(());
+    }
+    if dtype.kind() != b'b' {
+        return Ok(());
+    }
+    let np = py.import("numpy")?;
+    let bytes = array.call_method1("view", (np.getattr("uint8")?,))?;
+    if np
+        .call_method1("greater", (bytes, 1))?
+        .call_method0("any")?
+        .is_truthy()?
+    {
+        return Err(PyValueError::new_err(format!(
+            "{what}: a bool holds a byte other than 0 or 1 (made by a view of other bytes?): \
+             convert it with .astype(bool) first"
+        )));
+    }
+    Ok(())
 }
 
 /// Whether `data` is a Python `int` (not a `bool`) and `dtype` holds integers, floats
@@ -113,17 +153,26 @@ pub(crate) fn payload<'py>(
     Ok(src)
 }
 
-/// The bytes of `src` (a C-contiguous array, as [`contiguous`] makes) copied to `dst`.
+/// The bytes of `src` (a C-contiguous array, as [`contiguous`] makes) copied to `dst`,
+/// which holds `len` bytes: refused (nothing copied) unless `src` is exactly `len` bytes.
 ///
 /// # Safety
-/// `dst` is valid for writes of `src`'s size in bytes and does not overlap it.
-pub(crate) unsafe fn copy_to(src: &Bound<'_, PyUntypedArray>, dst: *mut u8) {
+/// `dst` is valid for writes of `len` bytes and does not overlap `src`.
+pub(crate) unsafe fn copy_to(src: &Bound<'_, PyUntypedArray>, dst: *mut u8, len: usize) -> PyResult<()> {
     let bytes = src.len() * src.dtype().itemsize();
+    if bytes != len {
+        return Err(PyValueError::new_err(format!(
+            "the value is {bytes} bytes, its place in the sample {len}: its dtype {} is not the \
+             service's element (a sub-array or unsized dtype?)",
+            src.dtype()
+        )));
+    }
     // SAFETY: `src` is C-contiguous (`contiguous` made it), so its data is `bytes`
-    // bytes in one run, alive while `src` is; `dst` is writable for them and apart
-    // (the caller's contract).
+    // bytes in one run, alive while `src` is; `dst` is writable for `len` = `bytes`
+    // bytes and apart (the caller's contract).
     unsafe {
         let data = (*src.as_array_ptr()).data.cast::<u8>();
         std::ptr::copy_nonoverlapping(data, dst, bytes);
     }
+    Ok(())
 }

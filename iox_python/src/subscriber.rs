@@ -25,7 +25,7 @@ pub(crate) struct PySubscriber {
 }
 
 /// How long a blocking wait sleeps between looks at Python's signals (Ctrl-C).
-const SIGNAL_SLICE: Duration = Duration::from_millis(100);
+pub(crate) const SIGNAL_SLICE: Duration = Duration::from_millis(100);
 
 /// A receive as Python's `receive(timeout)` means it: `None` does not wait (`now`); a
 /// number of seconds waits up to that long (`math.inf`: forever) in slices of `wait`
@@ -63,7 +63,9 @@ pub(crate) fn wait_with<T, E>(
                     Some(d) => d.saturating_duration_since(Instant::now()).min(SIGNAL_SLICE),
                     None => SIGNAL_SLICE,
                 };
-                let got = crate::thread_bound::detached(py, &wait, |wait| wait(slice)).map_err(&err)?;
+                // SAFETY: `wait` uses no Python object (this function's contract).
+                let got =
+                    unsafe { crate::thread_bound::detached(py, &wait, |wait| wait(slice)) }.map_err(&err)?;
                 if got.is_some() || deadline.is_some_and(|d| Instant::now() >= d) {
                     return Ok(got);
                 }

@@ -120,20 +120,31 @@ impl<T> Drop for ThreadBound<T> {
             self.what.0, self.what.1, self.owner.name
         );
         Python::attach(|py| {
+            // Dropped while an exception may be on its way (a dealloc inside a failing
+            // expression): the warning must not replace it.
+            let pending = PyErr::take(py);
             let _ = PyErr::warn(
                 py,
                 &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(),
                 &std::ffi::CString::new(msg).unwrap_or_default(),
                 1,
             );
+            if let Some(e) = pending {
+                e.restore(py);
+            }
         });
     }
 }
 
 /// Runs `f(value)` with the GIL released, on this thread, and returns what it returns:
-/// for ports and results that are not `Send` (see the module docs). `f` must not use
-/// Python objects (it runs without the GIL).
-pub(crate) fn detached<V, R>(py: Python<'_>, value: V, f: impl FnOnce(V) -> R) -> R {
+/// for ports and results that are not `Send` (see the module docs).
+///
+/// # Safety
+/// Neither `value`, `f` nor what `f` returns holds a `Python` token, a `Bound` or
+/// `Borrowed` reference, or anything else that needs the GIL to be used or dropped
+/// (`f` runs, and drops what it does not return, without it): pyo3's `Send` bound on
+/// `detach`, which this bypasses, is what checks that otherwise.
+pub(crate) unsafe fn detached<V, R>(py: Python<'_>, value: V, f: impl FnOnce(V) -> R) -> R {
     /// Carries the closure and its result across `detach`, which runs its closure on
     /// the calling thread.
     struct SameThread<X>(X);

@@ -462,3 +462,99 @@ def test_module_docs_example_runs(root):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["49"]
+
+
+def test_values_shared_memory_cannot_carry_are_refused(root):
+    """Python objects, unsized and sub-array dtypes, and bools that are not 0 or 1."""
+    with pytest.raises(TypeError, match="Python objects"):
+        iox.Type("Obj", object)
+    with pytest.raises(TypeError, match="Python objects"):
+        iox.Type("Rec", np.dtype([("o", object), ("x", "<f8")]))
+    with pytest.raises(TypeError, match="no size"):
+        iox.Type("Str", np.dtype("S"))
+    with pytest.raises(TypeError, match="sub-array"):
+        iox.Service("vec/req", root=root).request_response(iox.Type("Vec3", ("<f4", (3,))), np.uint8).create()
+    flag = iox.Service("flags", root=root).request_response(np.bool_, np.bool_).create()
+    server, client = flag.server(), flag.client()
+    with pytest.raises(ValueError, match="other than 0 or 1"):
+        client.send(np.array(7, np.uint8).view(np.bool_))
+    rec = iox.Type("Flagged", np.dtype([("on", "?"), ("x", "<f4")], align=True))
+    svc = iox.Service("flags/rec", root=root).request_response(rec, rec).create()
+    s2, c2 = svc.server(), svc.client()
+    raw = np.zeros(rec.dtype.itemsize, np.uint8)
+    raw[0] = 2
+    bad = raw.view(rec.dtype)[0]  # one record whose bool byte is 2
+    with pytest.raises(ValueError, match="other than 0 or 1"):
+        c2.send(bad)
+    pending = c2.send((True, 1.5))
+    req = s2.receive(timeout=5.0)
+    with pytest.raises(ValueError, match="other than 0 or 1"):
+        req.respond(bad)
+    req.respond((False, 2.5))
+    req.finish()
+    assert bool(pending.receive(timeout=5.0).array["on"]) is False
+    # The same check guards publishers.
+    pub = iox.Service("flags/pub", root=root).publish_subscribe(np.bool_, shape=(2,)).create().publisher()
+    with pytest.raises(ValueError, match="other than 0 or 1"):
+        pub.send(np.array([1, 3], np.uint8).view(np.bool_))
+
+
+def test_ctrl_c_ends_a_respond_waiting_on_a_full_queue(root):
+    """A respond waits while the client takes nothing (here: the same thread, which
+    never will); SIGINT ends the wait with KeyboardInterrupt instead of a hang."""
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import os, signal, threading, iox, numpy as np
+        svc = (iox.Service("math/full").request_response(np.uint64, np.uint64)
+               .max_active_requests_per_client(1).max_response_buffer(1).create())
+        server, client = svc.server(), svc.client()
+        pending = client.send(1)
+        req = server.receive(timeout=5.0)
+        threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        try:
+            for k in range(1000):
+                req.respond(k)
+        except KeyboardInterrupt:
+            print("interrupted after", k >= 1, flush=True)
+    """)], capture_output=True, text=True, timeout=60, env=dict(os.environ, IOX_ROOT=root))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "interrupted after True"
+
+
+def test_a_port_dropped_elsewhere_while_an_exception_flies_keeps_the_exception(root):
+    """A client made on another thread and dropped inside a failing expression on this
+    one: the RuntimeWarning about the leak does not replace the ZeroDivisionError."""
+    out = subprocess.run([sys.executable, "-W", "error", "-c", textwrap.dedent("""
+        import queue, threading, iox, numpy as np
+        svc = iox.Service("math/x").request_response(np.uint64, np.uint64).create()
+        q = queue.Queue()
+        t = threading.Thread(target=lambda: q.put(svc.client()))
+        t.start(); t.join()
+        def g(a, b):
+            return a
+        try:
+            g(q.get(), 1 / 0)
+        except ZeroDivisionError:
+            print("kept", flush=True)
+    """)], capture_output=True, text=True, timeout=60, env=dict(os.environ, IOX_ROOT=root))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "kept"
+
+
+def test_leaving_with_on_another_thread_raises_wrong_thread(root):
+    svc = squares(root)
+    server, client = svc.server(), svc.client()
+    pending = client.send(2)
+    req = server.receive(timeout=5.0)
+    raised = []
+
+    def leave():
+        try:
+            req.__exit__(None, None, None)
+        except iox.WrongThread as e:
+            raised.append(e)
+    t = threading.Thread(target=leave)
+    t.start()
+    t.join()
+    assert len(raised) == 1 and req.is_active  # still the owner's to finish
+    req.finish()
+    assert pending.receive(timeout=5.0) is None and pending.is_finished

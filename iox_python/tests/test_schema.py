@@ -99,8 +99,9 @@ def test_python_struct_schema_equals_the_rust_one(root, rust_examples):
 
 
 def test_a_bool_written_as_any_byte_is_refused_by_the_rust_reader(root, rust_examples):
-    """numpy lets any byte into a bool (through a uint8 view); the Rust subscriber of
-    the struct checks its `bool` field before it hands a sample out: the bad one is
+    """numpy lets any byte into a bool (through a uint8 view). `send` refuses such a
+    value; a loan written in place is not checked, and the Rust subscriber of the
+    struct checks its `bool` field before it hands a sample out: the bad one is
     refused (naming the type), the next one read."""
     svc = iox.Service("examples/sensors").publish_subscribe(SENSOR).create()
     pub = svc.publisher()
@@ -109,7 +110,11 @@ def test_a_bool_written_as_any_byte_is_refused_by_the_rust_reader(root, rust_exa
     bad = np.zeros((), SENSOR.dtype)
     bad["id"] = 1
     bad.reshape(1).view(np.uint8)[SENSOR.dtype.fields["ok"][1]] = 2
-    assert pub.send(bad) == 1
+    with pytest.raises(ValueError, match="other than 0 or 1"):
+        pub.send(bad)
+    with pub.loan() as loan:
+        loan.array.reshape(1).view(np.uint8)[:] = bad.reshape(1).view(np.uint8)
+        assert loan.send() == 1
     good = np.zeros((), SENSOR.dtype)
     good["id"], good["ok"] = 2, True
     assert pub.send(good) == 1

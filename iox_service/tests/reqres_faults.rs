@@ -1,10 +1,11 @@
 //! Request-response faults across real processes: a server or a client SIGKILLed in
-//! the middle of a request, and a server dropped with requests it never received.
+//! the middle of a request, a server dropped with requests it never received, and a
+//! response sent with a timeout to a client that takes nothing.
 //! This test binary re-executes itself as children (see `iox_testkit`), each test with
 //! its own `IOX_ROOT`.
 
 use iox_service::{RequestSendError, ResponseReceiveError, ResponseSendError, Service};
-use iox_testkit::{Reaped, role, spawn_self, wait_until};
+use iox_testkit::{Reaped, env, role, spawn_self, wait_ok, wait_until};
 
 mod reqres_common;
 use reqres_common::*;
@@ -205,4 +206,88 @@ fn a_server_dropped_with_requests_unreceived_reports_server_gone() {
     assert_eq!(svc.requests_in_flight(), 0);
     let info = iox_service::inspect::inspect_in(dir.path(), "reqres/server-drop").unwrap();
     assert_eq!(info.classes.iter().map(|c| c.in_use).sum::<u32>(), 0);
+}
+
+#[test]
+fn a_response_send_with_a_timeout_gives_up_on_a_full_queue_and_sends_nothing() {
+    const NAME: &str = "reqres/send-timeout";
+    const TEST: &str = "a_response_send_with_a_timeout_gives_up_on_a_full_queue_and_sends_nothing";
+    // The (server, client) response queue holds at least 4 active requests x 16.
+    const DEPTH: u32 = 4 * 16;
+    let waypoint = |index| Waypoint {
+        x: 5,
+        y: 5,
+        index,
+        client: 0,
+    };
+    if role().is_some() {
+        // The client: one request, then nothing taken until the parent says so.
+        let svc = planner(NAME);
+        let client = svc.client_builder().create().unwrap();
+        let g = Goal {
+            x: 5,
+            y: 5,
+            count: 0,
+            client: 0,
+        };
+        let pending = client.loan_uninit().unwrap().write_payload(g).send().unwrap();
+        let go: std::path::PathBuf = env("GO_FILE");
+        assert!(wait_until(WAIT, || go.exists()), "never told to read");
+        // How many the parent sent, written with the go.
+        let sent: u32 = std::fs::read_to_string(&go).unwrap().parse().unwrap();
+        let mut got = Vec::new();
+        while let Some(w) = pending.receive_timeout(WAIT).unwrap() {
+            got.push(*w);
+        }
+        assert!(pending.is_finished());
+        assert_eq!(got, (0..sent).map(waypoint).collect::<Vec<_>>());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let svc = create_planner(dir.path(), NAME);
+    let server = svc.server_builder().create().unwrap();
+    let client = Reaped::new(spawn_self(
+        TEST,
+        "client",
+        &[root_env(dir.path()), ("GO_FILE", go.display().to_string())],
+    ));
+    let active = server.receive_timeout(WAIT).unwrap().expect("a request");
+    let timeout = std::time::Duration::from_millis(20);
+    let send = |i| {
+        active
+            .loan_uninit()
+            .unwrap()
+            .write_payload(waypoint(i))
+            .send_timeout(timeout)
+    };
+    // Sends with a timeout until the queue is full (the client reads nothing).
+    let mut queued = 0;
+    let full = loop {
+        match send(queued) {
+            Ok(()) => queued += 1,
+            Err(e) => break e,
+        }
+        assert!(
+            queued <= 4 * DEPTH,
+            "{queued} responses queued for a client that reads none"
+        );
+    };
+    assert!(matches!(full, ResponseSendError::Timeout(_)), "{full}");
+    assert!(queued >= DEPTH, "only {queued} responses fit");
+    // Again: the refused one's chunk came back (the loan finds one), nothing was sent.
+    let again = send(queued);
+    assert!(matches!(again, Err(ResponseSendError::Timeout(_))), "{again:?}");
+    // Written whole, then renamed: the child never reads a half-written count.
+    let tmp = dir.path().join("go.tmp");
+    std::fs::write(&tmp, (queued + 1).to_string()).unwrap();
+    std::fs::rename(&tmp, &go).unwrap();
+    active
+        .loan_uninit()
+        .unwrap()
+        .write_payload(waypoint(queued))
+        .send()
+        .unwrap();
+    drop(active);
+    wait_ok(client.into_inner(), LIMIT);
 }

@@ -44,6 +44,7 @@ class Type:
     def __init__(self, name: str, dtype, alignment: int | None = None):
         self.name = str(name)
         dtype = np.dtype(dtype)
+        _check_carried(dtype)
         if dtype.names is not None:
             # The name travels with the dtype (numpy keeps metadata in nested fields),
             # so a struct that uses ``Pose.dtype`` for a field records it as ``Pose``.
@@ -55,6 +56,16 @@ class Type:
         return f"iox.Type({self.name!r}, {self.dtype!r})"
 
 
+def _check_carried(dt: np.dtype) -> None:
+    """Refuses a dtype shared memory cannot carry: Python objects (references into one
+    process) or no size."""
+    if dt.hasobject:
+        raise TypeError(f"dtype {dt} holds Python objects, which are references into one process: "
+                        "a service carries bytes (numbers, bools, fixed-size strings and structs of them)")
+    if dt.itemsize == 0:
+        raise TypeError(f"dtype {dt} has no size: give a sized one (e.g. 'S16' for 16-byte strings)")
+
+
 def element(spec) -> tuple[str, np.dtype, int]:
     """(Rust name, dtype, alignment) of one element."""
     if isinstance(spec, Type):
@@ -62,6 +73,7 @@ def element(spec) -> tuple[str, np.dtype, int]:
     if spec is bytes:
         return "u8", np.dtype(np.uint8), 1
     dt = np.dtype(spec)
+    _check_carried(dt)
     if dt.fields is not None:
         raise TypeError(f"structured dtype {dt}: give it a stable name with iox.Type('Name', dtype)")
     if dt.byteorder == (">" if np.little_endian else "<"):

@@ -238,7 +238,19 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ResponseMut<'_, Req, Resp> {
     pub fn send(mut self) -> Result<(), ResponseSendError> {
         let chunk = self.inner.chunk.take().expect("a loan is sent at most once");
         let request = self.inner.request;
-        request.port.send(&request.r, chunk, self.inner.len)
+        request.port.send(&request.r, chunk, self.inner.len, None)
+    }
+
+    /// [`send`](Self::send), waiting at most `timeout` while the client's queue for this
+    /// request is full: [`ResponseSendError::Timeout`] then, with nothing sent (the
+    /// chunk returns to the pool; loan and send again). For callers that must look at
+    /// something else between waits (a binding's signal handling).
+    pub fn send_timeout(mut self, timeout: std::time::Duration) -> Result<(), ResponseSendError> {
+        let chunk = self.inner.chunk.take().expect("a loan is sent at most once");
+        let request = self.inner.request;
+        request
+            .port
+            .send(&request.r, chunk, self.inner.len, Some(timeout))
     }
 }
 

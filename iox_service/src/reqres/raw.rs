@@ -240,6 +240,16 @@ impl RawResponseLoan<'_> {
         // SAFETY: the caller wrote the payload (this function's contract).
         unsafe { self.loan.assume_init() }.send()
     }
+
+    /// [`send`](Self::send) waiting at most `timeout` for room
+    /// ([`ResponseMut::send_timeout`](super::ResponseMut::send_timeout)).
+    ///
+    /// # Safety
+    /// As for [`send`](Self::send).
+    pub unsafe fn send_timeout(self, timeout: Duration) -> Result<(), ResponseSendError> {
+        // SAFETY: the caller wrote the payload (this function's contract).
+        unsafe { self.loan.assume_init() }.send_timeout(timeout)
+    }
 }
 
 impl Server<[u8], [u8]> {

@@ -90,6 +90,11 @@ pub enum ResponseSendError {
     /// This process is a fork of the one that made the server.
     #[error("this request belongs to the process this one was forked from; nothing was sent")]
     ForkedProcess,
+    /// [`ResponseMut::send_timeout`](super::ResponseMut::send_timeout): the client's
+    /// queue for this request stayed full for the whole timeout; nothing was sent (the
+    /// response's chunk returned to the pool). Send again, or drop the request.
+    #[error("the client did not make room for this response within {0:?}; nothing was sent")]
+    Timeout(Duration),
 }
 
 impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ServerBuilder<Req, Resp> {
@@ -277,8 +282,17 @@ impl ServerPort {
         }
     }
 
-    /// Sends a written response chunk of `len` elements for request `r`.
-    pub(crate) fn send(&self, r: &RequestRef, chunk: Located, len: usize) -> Result<(), ResponseSendError> {
+    /// Sends a written response chunk of `len` elements for request `r`, waiting while
+    /// the client's queue is full: without end (`timeout` `None`) or up to `timeout`
+    /// ([`ResponseSendError::Timeout`], the chunk released as for any refusal).
+    pub(crate) fn send(
+        &self,
+        r: &RequestRef,
+        chunk: Located,
+        len: usize,
+        timeout: Option<Duration>,
+    ) -> Result<(), ResponseSendError> {
+        let deadline = timeout.map(|t| (t, std::time::Instant::now() + t));
         self.loans.end();
         if !self.is_own_process() {
             return Err(ResponseSendError::ForkedProcess);
@@ -304,6 +318,11 @@ impl ServerPort {
             // Full: wait for the client to take one (documented in the module docs).
             if let Err(e) = self.check(r) {
                 return fail(e);
+            }
+            if let Some((t, end)) = deadline
+                && std::time::Instant::now() >= end
+            {
+                return fail(ResponseSendError::Timeout(t));
             }
             pause = (pause + 1).min(200);
             if pause < 100 {
