@@ -4,6 +4,7 @@
 # builds libiox_ffi (cargo build --release -p iox_ffi) and writes
 #   PREFIX/lib/libiox_ffi.so, PREFIX/lib/libiox_ffi.a,
 #   PREFIX/include/iox/iox.h, PREFIX/include/iox/iox.hpp, PREFIX/include/iox/iox_ros2.hpp,
+#   PREFIX/include/iox/iox_blackboard.hpp,
 #   PREFIX/lib/cmake/iox/ioxConfig.cmake (find_package(iox): targets iox::iox, iox::iox_static),
 #   PREFIX/lib/pkgconfig/iox.pc (pkg-config --cflags --libs iox).
 #   scripts/install-c.sh --tarball FILE.tar.gz
@@ -37,6 +38,7 @@ install -d "$prefix/lib/cmake/iox" "$prefix/lib/pkgconfig" "$prefix/include/iox"
 install -m 0755 "$libs/libiox_ffi.so" "$prefix/lib/"
 install -m 0644 "$libs/libiox_ffi.a" "$prefix/lib/"
 install -m 0644 "$here/iox_ffi/include/iox.h" "$here/iox_ffi/include/iox.hpp" "$here/iox_ffi/include/iox_ros2.hpp" \
+    "$here/iox_ffi/include/iox_blackboard.hpp" \
     "$prefix/include/iox/"
 install -m 0644 "$here/iox_ffi/cmake/ioxConfig.cmake" "$here/iox_ffi/cmake/ioxConfigVersion.cmake" "$prefix/lib/cmake/iox/"
 # The prefix relative to the file itself, so an unpacked tarball works where it lies.

@@ -9,6 +9,30 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+// Key type `u8` (`IoxBlackboardOptions::key_type`).
+#define IOX_KEY_U8 0
+
+// Key type `u16`.
+#define IOX_KEY_U16 1
+
+// Key type `u32`.
+#define IOX_KEY_U32 2
+
+// Key type `u64`.
+#define IOX_KEY_U64 3
+
+// Key type `i8`.
+#define IOX_KEY_I8 4
+
+// Key type `i16`.
+#define IOX_KEY_I16 5
+
+// Key type `i32`.
+#define IOX_KEY_I32 6
+
+// Key type `i64`.
+#define IOX_KEY_I64 7
+
 // Most dimensions of a tensor.
 #define IOX_TENSOR_MAX_DIMS 8
 
@@ -111,6 +135,15 @@ typedef enum IoxElement {
   IOX_ELEMENT_F64 = 13,
 } IoxElement;
 
+// An open blackboard (opaque); any thread.
+typedef struct IoxBlackboard IoxBlackboard;
+
+// A reader of a blackboard (opaque): used from the thread that created it.
+typedef struct IoxBlackboardReader IoxBlackboardReader;
+
+// A writer of a blackboard (opaque): used from the thread that created it.
+typedef struct IoxBlackboardWriter IoxBlackboardWriter;
+
 // A client (opaque): used from the thread that created it.
 typedef struct IoxClient IoxClient;
 
@@ -157,6 +190,107 @@ typedef struct IoxWaitSet IoxWaitSet;
 // Wakes a WaitSet from any thread (opaque): its wait returns `IOX_WAIT_INTERRUPT`.
 typedef struct IoxWaker IoxWaker;
 
+// One field of a struct type (`IoxType::fields`): its name, its byte offset
+// (`offsetof`), and its type: a number or `bool` by the name Rust gives it (`"u8"`,
+// `"i32"`, `"f64"`, `"bool"`, ...), or a nested struct (`nested`, with its own fields).
+// `count` 0 is one value; `count` N of 1 or more makes it an array of N (`float v[3]`:
+// `"f32"`, count 3; `float v[1]`: count 1, an array of one, as Rust's `[f32; 1]`).
+typedef struct IoxField {
+  // The field's name (printable ASCII, at most 255 bytes).
+  const char *name;
+  // Its byte offset in the struct (`offsetof`).
+  uint64_t offset;
+  // A number's or `bool`'s name as Rust gives it; ignored when `nested` is set.
+  const char *type_name;
+  // A struct field's type (its `fields` set); NULL for a number or `bool`.
+  const struct IoxType *nested;
+  // 0: one value; N (1 or more): an array of N.
+  uint64_t count;
+} IoxField;
+
+// A payload type (or a user header's type) as a Rust program records it: what makes a
+// C or C++ type and a Rust type one service's type.
+typedef struct IoxType {
+  // The type's name, as a Rust program records it (its `#[iox(type_name = "...")]`,
+  // or `"u64"`, `"f32"`, ... for numbers).
+  const char *name;
+  // `sizeof` the type (of one element for a slice).
+  uint64_t size;
+  // `alignof` the type.
+  uint64_t alignment;
+  // Whether every bit pattern of the type's bytes is a value (no padding, no `bool`
+  // or enum fields). Part of the identity: must match the Rust side's.
+  bool any_bit_pattern;
+  // Slices of `size`-byte elements instead of one value.
+  bool slice;
+  // For a slice: the most elements one payload holds (required when creating).
+  uint64_t max_slice_len;
+  // The type's fields (of one element, for a slice), `field_count` of them; NULL
+  // with 0: none declared. A publish-subscribe service records them as its
+  // payload's or user header's layout when created and compares them field by field
+  // when opened (see [`IoxField`]); a request-response service checks them and
+  // records none (its types are compared by name, size and alignment).
+  const struct IoxField *fields;
+  // How many `fields` there are.
+  size_t field_count;
+} IoxType;
+
+// One key of a blackboard this call may create: the key, its value type (one value:
+// not a slice) and its initial value.
+typedef struct IoxBlackboardEntry {
+  // The key (signed keys as their two's complement, see the module docs).
+  uint64_t key;
+  // The type of its values, named as a Rust program names it (`"f64"`, `"[f32; 3]"`,
+  // a struct's `type_name`).
+  struct IoxType value;
+  // The initial value, `value.size` bytes, written when this call creates the
+  // blackboard; NULL: zero bytes (which must then be a value of the type).
+  const void *initial;
+} IoxBlackboardEntry;
+
+// One attribute: a key and its value, NUL-terminated UTF-8.
+typedef struct IoxAttribute {
+  // The key (1 to 128 bytes of printable ASCII, no `=` or whitespace).
+  const char *key;
+  // The value (at most 8192 bytes, no control characters but `\n` and `\t`); in
+  // `required_attributes`, NULL requires only the key.
+  const char *value;
+} IoxAttribute;
+
+// The keys and settings of a blackboard. Fill it with
+// [`iox_blackboard_options_init`], then set the key type, the entries and what else
+// differs; zero means the default (on open: whatever the blackboard has).
+typedef struct IoxBlackboardOptions {
+  // The root directory of the service's files; NULL: `IOX_ROOT`, else `/dev/shm`.
+  const char *root;
+  // The key type: `IOX_KEY_U8` ... `IOX_KEY_I64`.
+  uint32_t key_type;
+  // The keys (`entry_count` of them): required to create; on open, each must be
+  // one of the blackboard's with this value type (NULL with 0: no check).
+  const struct IoxBlackboardEntry *entries;
+  // How many `entries` there are.
+  size_t entry_count;
+  // Most writers (0: default, 1).
+  uint32_t max_writers;
+  // Most readers (0: default).
+  uint32_t max_readers;
+  // Most change listeners (0: default).
+  uint32_t max_listeners;
+  // How long to wait for a service another process is creating or removing, in
+  // milliseconds (0: default, 10 s).
+  uint64_t timeout_ms;
+  // Attributes to record when this call creates the blackboard (`attribute_count`
+  // of them; NULL with 0: none).
+  const struct IoxAttribute *attributes;
+  // How many `attributes` there are.
+  size_t attribute_count;
+  // Attributes an existing blackboard must have when this call opens it (NULL with
+  // 0: none); an entry whose `value` is NULL requires only the key.
+  const struct IoxAttribute *required_attributes;
+  // How many `required_attributes` there are.
+  size_t required_attribute_count;
+} IoxBlackboardOptions;
+
 // A tensor: element type, `ndim` sizes and strides (in elements, row-major for a
 // contiguous tensor: the last dimension's stride is 1).
 typedef struct IoxTensor {
@@ -195,15 +329,6 @@ typedef struct IoxDeviceSample {
   // Its tensor (checked against the service and the sample's bytes).
   struct IoxTensor tensor;
 } IoxDeviceSample;
-
-// One attribute: a key and its value, NUL-terminated UTF-8.
-typedef struct IoxAttribute {
-  // The key (1 to 128 bytes of printable ASCII, no `=` or whitespace).
-  const char *key;
-  // The value (at most 8192 bytes, no control characters but `\n` and `\t`); in
-  // `required_attributes`, NULL requires only the key.
-  const char *value;
-} IoxAttribute;
 
 // The settings of an event service. Fill it with [`iox_event_options_init`], then set
 // what differs; zero means the default (on open: whatever the service has).
@@ -315,51 +440,6 @@ typedef struct IoxPoolInfo {
   // Chunks not in use now (a snapshot).
   uint64_t free_chunks;
 } IoxPoolInfo;
-
-// One field of a struct type (`IoxType::fields`): its name, its byte offset
-// (`offsetof`), and its type: a number or `bool` by the name Rust gives it (`"u8"`,
-// `"i32"`, `"f64"`, `"bool"`, ...), or a nested struct (`nested`, with its own fields).
-// `count` 0 is one value; `count` N of 1 or more makes it an array of N (`float v[3]`:
-// `"f32"`, count 3; `float v[1]`: count 1, an array of one, as Rust's `[f32; 1]`).
-typedef struct IoxField {
-  // The field's name (printable ASCII, at most 255 bytes).
-  const char *name;
-  // Its byte offset in the struct (`offsetof`).
-  uint64_t offset;
-  // A number's or `bool`'s name as Rust gives it; ignored when `nested` is set.
-  const char *type_name;
-  // A struct field's type (its `fields` set); NULL for a number or `bool`.
-  const struct IoxType *nested;
-  // 0: one value; N (1 or more): an array of N.
-  uint64_t count;
-} IoxField;
-
-// A payload type (or a user header's type) as a Rust program records it: what makes a
-// C or C++ type and a Rust type one service's type.
-typedef struct IoxType {
-  // The type's name, as a Rust program records it (its `#[iox(type_name = "...")]`,
-  // or `"u64"`, `"f32"`, ... for numbers).
-  const char *name;
-  // `sizeof` the type (of one element for a slice).
-  uint64_t size;
-  // `alignof` the type.
-  uint64_t alignment;
-  // Whether every bit pattern of the type's bytes is a value (no padding, no `bool`
-  // or enum fields). Part of the identity: must match the Rust side's.
-  bool any_bit_pattern;
-  // Slices of `size`-byte elements instead of one value.
-  bool slice;
-  // For a slice: the most elements one payload holds (required when creating).
-  uint64_t max_slice_len;
-  // The type's fields (of one element, for a slice), `field_count` of them; NULL
-  // with 0: none declared. A publish-subscribe service records them as its
-  // payload's or user header's layout when created and compares them field by field
-  // when opened (see [`IoxField`]); a request-response service checks them and
-  // records none (its types are compared by name, size and alignment).
-  const struct IoxField *fields;
-  // How many `fields` there are.
-  size_t field_count;
-} IoxType;
 
 // The types and settings of a request-response service. Fill it with
 // [`iox_request_response_options_init`], then set the types and what else differs;
@@ -509,6 +589,127 @@ typedef struct IoxWaitSetEvent {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+// The default options (key type `u32`, no entries). Does nothing if `options` is NULL.
+//
+// # Safety
+// `options` is NULL or points to writable memory for an `IoxBlackboardOptions`.
+void iox_blackboard_options_init(struct IoxBlackboardOptions *options);
+
+// Opens, creates, or opens-or-creates (`mode` as for `iox_pubsub_open`) the blackboard
+// `name` with `options`; on success `*out` is the blackboard.
+//
+// # Safety
+// `name` is a NUL-terminated string; `options` points to an `IoxBlackboardOptions`
+// whose strings are NULL or NUL-terminated, whose `entries` point to `entry_count`
+// entries whose types are as `iox_pubsub_open` reads them and whose `initial` is NULL
+// or points to `value.size` bytes of a valid value of that type; `out` points to
+// writable memory for a pointer.
+enum IoxStatus iox_blackboard_open(const char *name,
+                                   uint32_t mode,
+                                   const struct IoxBlackboardOptions *options,
+                                   struct IoxBlackboard **out);
+
+// Closes this handle of the blackboard. Any thread.
+//
+// # Safety
+// `board` is NULL or a pointer from [`iox_blackboard_open`].
+enum IoxStatus iox_blackboard_drop(struct IoxBlackboard *board);
+
+// How many keys the blackboard has: `*count`.
+//
+// # Safety
+// `board` is a pointer from [`iox_blackboard_open`]; `count` points to writable memory
+// for a `size_t`.
+enum IoxStatus iox_blackboard_key_count(struct IoxBlackboard *board, size_t *count);
+
+// Key `index` (0 to count - 1: the order of their change event ids): `*key` (signed
+// keys as their two's complement) and, if `value_size` is not NULL, the size of its
+// values in bytes. An index out of range is `IOX_STATUS_INVALID_ARGUMENT`.
+//
+// # Safety
+// `board` is a pointer from [`iox_blackboard_open`]; `key` points to writable memory
+// for a `uint64_t`; `value_size` is NULL or points to writable memory for a `uint64_t`.
+enum IoxStatus iox_blackboard_key(struct IoxBlackboard *board,
+                                  size_t index,
+                                  uint64_t *key,
+                                  uint64_t *value_size);
+
+// Creates a reader of `board`; `*out` is the reader.
+//
+// # Safety
+// `board` is a pointer from [`iox_blackboard_open`]; `out` points to writable memory
+// for a pointer.
+enum IoxStatus iox_blackboard_reader_create(struct IoxBlackboard *board,
+                                            struct IoxBlackboardReader **out);
+
+// Copies `key`'s latest value into `dst`, which holds `size` bytes (the value's size,
+// else `IOX_STATUS_INVALID_ARGUMENT`); `*generation` (if not NULL) is the value's
+// generation (1 for the initial value, one more per update).
+//
+// # Safety
+// `reader` is a pointer from [`iox_blackboard_reader_create`]; `dst` points to `size`
+// writable bytes; `generation` is NULL or points to writable memory for a `uint64_t`.
+enum IoxStatus iox_blackboard_reader_get(struct IoxBlackboardReader *reader,
+                                         uint64_t key,
+                                         void *dst,
+                                         uint64_t size,
+                                         uint64_t *generation);
+
+// `key`'s generation now (`*generation`) and whether it changed since this reader last
+// read it (`*changed`, if not NULL), without reading the value.
+//
+// # Safety
+// `reader` is a pointer from [`iox_blackboard_reader_create`]; `generation` points to
+// writable memory for a `uint64_t`; `changed` is NULL or points to a writable `bool`.
+enum IoxStatus iox_blackboard_reader_generation(struct IoxBlackboardReader *reader,
+                                                uint64_t key,
+                                                uint64_t *generation,
+                                                bool *changed);
+
+// Drops the reader (from its own thread).
+//
+// # Safety
+// `reader` is NULL or a pointer from [`iox_blackboard_reader_create`].
+enum IoxStatus iox_blackboard_reader_drop(struct IoxBlackboardReader *reader);
+
+// Creates a writer of `board` (at most `max_writers`); `*out` is the writer.
+//
+// # Safety
+// `board` is a pointer from [`iox_blackboard_open`]; `out` points to writable memory
+// for a pointer.
+enum IoxStatus iox_blackboard_writer_create(struct IoxBlackboard *board,
+                                            struct IoxBlackboardWriter **out);
+
+// Sets `key`'s value to the `size` bytes at `src` (the value's size, else
+// `IOX_STATUS_INVALID_ARGUMENT`) and notifies its change listeners; `*generation` (if
+// not NULL) is the generation published.
+//
+// # Safety
+// `writer` is a pointer from [`iox_blackboard_writer_create`]; `src` points to `size`
+// readable bytes that are a valid value of the key's type; `generation` is NULL or
+// points to writable memory for a `uint64_t`.
+enum IoxStatus iox_blackboard_writer_update(struct IoxBlackboardWriter *writer,
+                                            uint64_t key,
+                                            const void *src,
+                                            uint64_t size,
+                                            uint64_t *generation);
+
+// Drops the writer (from its own thread).
+//
+// # Safety
+// `writer` is NULL or a pointer from [`iox_blackboard_writer_create`].
+enum IoxStatus iox_blackboard_writer_drop(struct IoxBlackboardWriter *writer);
+
+// Creates a listener of the blackboard's changes (event id `i` when the `i`-th key of
+// [`iox_blackboard_key`] is updated); `*out` is an `IoxListener` (`iox_listener_wait`,
+// `iox_listener_fd`, the WaitSet; `iox_listener_drop`).
+//
+// # Safety
+// `board` is a pointer from [`iox_blackboard_open`]; `out` points to writable memory
+// for a pointer.
+enum IoxStatus iox_blackboard_listener_create(struct IoxBlackboard *board,
+                                              struct IoxListener **out);
 
 // Creates a device publisher of `service` (a `CudaDevice` service); `*out` is the
 // publisher. Fails (`IOX_STATUS_PORT_CREATE_FAILED`) where this process has no CUDA

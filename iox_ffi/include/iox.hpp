@@ -1349,9 +1349,11 @@ public:
         return fd;
     }
 
-private:
-    friend class Event;
+    /// Adopts `port`, a listener from the C API (`iox_listener_create`,
+    /// `iox_blackboard_listener_create`), which it drops when destroyed.
     explicit Listener(IoxListener* port) : port_(port) {}
+
+private:
     IoxListener* port_;
 };
 

@@ -18,7 +18,7 @@
 
 use std::ffi::{CString, c_char};
 
-use iox_service::{Attributes, EventBuilder, PubSubBuilder, RequestResponseBuilder};
+use iox_service::{Attributes, EventBuilder, IntKeyBuilder, PubSubBuilder, RequestResponseBuilder};
 
 use crate::args::text;
 use crate::status::{IoxStatus, refuse};
@@ -146,7 +146,12 @@ macro_rules! attribute_builder {
         }
     )*};
 }
-attribute_builder!(PubSubBuilder<[u8]>, EventBuilder, RequestResponseBuilder<[u8], [u8]>);
+attribute_builder!(
+    PubSubBuilder<[u8]>,
+    EventBuilder,
+    RequestResponseBuilder<[u8], [u8]>,
+    IntKeyBuilder
+);
 
 /// A service's attributes as C strings, kept by its handle (see the module docs).
 #[derive(Debug, Default)]

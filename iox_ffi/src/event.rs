@@ -85,12 +85,12 @@ pub struct IoxNotifier {
 
 /// A listener (opaque): used from the thread that created it.
 pub struct IoxListener {
-    listener: Listener,
+    pub(crate) listener: Listener,
 }
 
 const EVENT_SERVICE: u64 = marker(b"iox-evs\0");
 const NOTIFIER: u64 = marker(b"iox-ntf\0");
-const LISTENER: u64 = marker(b"iox-lsn\0");
+pub(crate) const LISTENER: u64 = marker(b"iox-lsn\0");
 
 impl Opening for EventBuilder {
     type Service = EventService;

@@ -45,6 +45,7 @@
 
 mod args;
 pub mod attributes;
+pub mod blackboard;
 #[cfg(feature = "cuda")]
 pub mod device;
 pub mod event;
@@ -60,6 +61,9 @@ pub mod tensor;
 pub mod waitset;
 
 pub use attributes::IoxAttribute;
+pub use blackboard::{
+    IoxBlackboard, IoxBlackboardEntry, IoxBlackboardOptions, IoxBlackboardReader, IoxBlackboardWriter,
+};
 #[cfg(feature = "cuda")]
 pub use device::{
     IoxDeviceLoan, IoxDevicePublisher, IoxDeviceSample, IoxDeviceSubscriber, IoxElement, IoxTensor,

@@ -8,7 +8,8 @@
 //! Rust message (`errors.rs`).
 
 use iox_service::{
-    Attributes, BlackboardBuilder, EventBuilder, PubSubBuilder, RequestResponseBuilder, ZeroCopySafe,
+    Attributes, BlackboardBuilder, EventBuilder, IntKeyBuilder, PubSubBuilder, RequestResponseBuilder,
+    ZeroCopySafe,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -40,6 +41,7 @@ attribute_builder! {
     impl for EventBuilder;
     impl for RequestResponseBuilder<[u8], [u8]>;
     impl<K> for BlackboardBuilder<K>;
+    impl for IntKeyBuilder;
 }
 
 /// `builder` with the attributes and requirements of `opts` (none if absent).

@@ -3,9 +3,10 @@
 //! through their addresses (`iox_service`'s raw blackboard entries), so Rust programs
 //! with the real types share the blackboard.
 //!
-//! The key type is one of Rust's integers; each is its own monomorphisation of the
-//! Rust blackboard, behind the enums here. Readers and writers are behind a mutex (the
-//! Rust ports are `Send`, not `Sync`).
+//! The key type is one of Rust's integers, chosen at run time
+//! (`iox_service::IntKeyBlackboard`: a monomorphisation of the Rust blackboard per key
+//! type). Readers and writers are behind a mutex (the Rust ports are `Send`, not
+//! `Sync`).
 //!
 //! Writes: a key whose recorded type has bit patterns that are no value (a `bool`
 //! field, padding) is written from Python only if this handle declared its dtype
@@ -14,7 +15,7 @@
 
 use std::sync::Mutex;
 
-use iox_service::{BlackboardService, PayloadType, Reader, Service, Writer};
+use iox_service::{IntKeyBlackboard, IntKeyError, IntKeyReader, IntKeyWriter, KeyType, PayloadType, Service};
 use numpy::{PyReadonlyArray1, PyReadwriteArray1};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -35,141 +36,61 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// every bit pattern is a value, and the initial value's bytes (creating).
 type EntrySpec = (i128, String, u64, u64, bool, Option<Vec<u8>>);
 
-macro_rules! key_types {
-    ($($variant:ident => $k:ty, $name:literal;)*) => {
-        /// A blackboard of one of the integer key types.
-        enum Board { $($variant(BlackboardService<$k>),)* }
-        /// A reader of one.
-        enum AnyReader { $($variant(Reader<$k>),)* }
-        /// A writer of one.
-        enum AnyWriter { $($variant(Writer<$k>),)* }
-
-        fn open_any(
-            py: Python<'_>,
-            key_type: &str,
-            service: Service,
-            mode: &str,
-            entries: Vec<EntrySpec>,
-            opts: &Bound<'_, PyDict>,
-        ) -> PyResult<Board> {
-            match key_type {
-                $($name => {
-                    let mut b = service.blackboard::<$k>();
-                    let get = |k: &str| opts.get_item(k).ok().flatten().filter(|v| !v.is_none());
-                    if let Some(v) = get("max_writers") { b = b.max_writers(v.extract()?); }
-                    if let Some(v) = get("max_readers") { b = b.max_readers(v.extract()?); }
-                    if let Some(v) = get("max_listeners") { b = b.max_listeners(v.extract()?); }
-                    if let Some(v) = get("permissions") { b = b.permissions(v.extract()?); }
-                    b = crate::attributes::apply(b, opts)?;
-                    for (key, type_name, size, alignment, any_bits, initial) in entries {
-                        let key = <$k>::try_from(key).map_err(|_| {
-                            PyValueError::new_err(format!("key {key} is not a {}", $name))
-                        })?;
-                        let value = PayloadType::Typed { type_name, size, alignment, invalid_bit_patterns: !any_bits };
-                        let bytes = initial.unwrap_or_else(|| vec![0; size as usize]);
-                        // SAFETY: the bytes are a numpy value of the dtype this type
-                        // was named from (`iox/_blackboard.py`), of its size.
-                        b = unsafe { b.add_raw(key, value, bytes) };
-                    }
-                    let s = py.detach(|| match mode {
-                        "open" => b.open().map_err(|e| errors::open(&e)),
-                        "create" => b.create().map_err(|e| errors::create(&e)),
-                        _ => b.open_or_create().map_err(|e| errors::open_or_create(&e)),
-                    })?;
-                    Ok(Board::$variant(s))
-                })*
-                other => Err(PyValueError::new_err(format!(
-                    "key type {other:?}: a blackboard key from Python is one of u8, u16, u32, u64, i8, i16, i32, i64"
-                ))),
-            }
-        }
-
-        impl Board {
-            fn reader(&self) -> PyResult<AnyReader> {
-                match self { $(Board::$variant(b) => Ok(AnyReader::$variant(b.reader_builder().create().map_err(errors::other)?)),)* }
-            }
-            fn writer(&self) -> PyResult<AnyWriter> {
-                match self { $(Board::$variant(b) => Ok(AnyWriter::$variant(b.writer_builder().create().map_err(errors::other)?)),)* }
-            }
-            fn listener(&self) -> PyResult<iox_service::Listener> {
-                match self { $(Board::$variant(b) => b.listener_builder().create().map_err(errors::other),)* }
-            }
-            fn config(&self) -> &iox_service::BlackboardConfig {
-                match self { $(Board::$variant(b) => b.blackboard_config(),)* }
-            }
-            fn keys(&self) -> Vec<i128> {
-                match self { $(Board::$variant(b) => b.keys().into_iter().map(i128::from).collect(),)* }
-            }
-            fn name(&self) -> &str {
-                match self { $(Board::$variant(b) => b.name(),)* }
-            }
-            fn attributes(&self) -> &iox_service::Attributes {
-                match self { $(Board::$variant(b) => b.attributes(),)* }
-            }
-        }
-
-        impl AnyReader {
-            /// Copies `key`'s value into `dst` (its size checked); the generation.
-            fn get_into(&self, key: i128, dst: &mut [u8]) -> PyResult<u64> {
-                match self { $(AnyReader::$variant(r) => {
-                    let key = <$k>::try_from(key).map_err(|_| PyValueError::new_err(format!("key {key} is not a {}", $name)))?;
-                    let e = r.entry_raw(&key).map_err(errors::other)?;
-                    check_size(e.size(), dst.len())?;
-                    // SAFETY: `dst` holds the value's size, checked above.
-                    unsafe { e.get_into(dst.as_mut_ptr()) }.map_err(errors::other)
-                })* }
-            }
-            /// (generation now, whether it changed since this reader read it).
-            fn generation(&self, key: i128) -> PyResult<(u64, bool)> {
-                match self { $(AnyReader::$variant(r) => {
-                    let key = <$k>::try_from(key).map_err(|_| PyValueError::new_err(format!("key {key} is not a {}", $name)))?;
-                    let e = r.entry_raw(&key).map_err(errors::other)?;
-                    Ok((e.generation(), e.has_changed()))
-                })* }
-            }
-        }
-
-        impl AnyWriter {
-            /// Sets `key`'s value to the bytes `src` (their size checked); the generation.
-            /// `declared`: whether this handle declared the key's dtype.
-            fn update_from(&self, key: i128, src: &[u8], declared: bool) -> PyResult<u64> {
-                match self { $(AnyWriter::$variant(w) => {
-                    let k = <$k>::try_from(key).map_err(|_| PyValueError::new_err(format!("key {key} is not a {}", $name)))?;
-                    let e = w.entry_raw(&k).map_err(errors::other)?;
-                    check_size(e.size(), src.len())?;
-                    if !declared && matches!(e.value_type(), PayloadType::Typed { invalid_bit_patterns: true, .. }) {
-                        return Err(PyTypeError::new_err(format!(
-                            "key {key} holds {}, which not every bit pattern is a value of: write it from Python only after declaring its dtype (.add({key}, iox.Type(...)))",
-                            e.value_type()
-                        )));
-                    }
-                    // SAFETY: `src` holds the value's size (checked above), the bytes of
-                    // a numpy value of the key's dtype (`iox/_blackboard.py` converts).
-                    unsafe { e.update_from(src.as_ptr()) }.map_err(errors::other)
-                })* }
-            }
-        }
-    };
-}
-
-key_types! {
-    U8 => u8, "u8";
-    U16 => u16, "u16";
-    U32 => u32, "u32";
-    U64 => u64, "u64";
-    I8 => i8, "i8";
-    I16 => i16, "i16";
-    I32 => i32, "i32";
-    I64 => i64, "i64";
-}
-
-fn check_size(size: usize, got: usize) -> PyResult<()> {
-    if size != got {
-        return Err(PyValueError::new_err(format!(
-            "the key's value is {size} bytes, the array given {got}"
-        )));
+/// Opens (`mode`) blackboard `service` with keys of `key_type` and the entries and
+/// settings given.
+fn open_any(
+    py: Python<'_>,
+    key_type: &str,
+    service: Service,
+    mode: &str,
+    entries: Vec<EntrySpec>,
+    opts: &Bound<'_, PyDict>,
+) -> PyResult<IntKeyBlackboard> {
+    let key_type = KeyType::from_name(key_type).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "key type {key_type:?}: a blackboard key from Python is one of u8, u16, u32, u64, i8, i16, i32, i64"
+        ))
+    })?;
+    let mut b = service.int_key_blackboard(key_type);
+    let get = |k: &str| opts.get_item(k).ok().flatten().filter(|v| !v.is_none());
+    if let Some(v) = get("max_writers") {
+        b = b.max_writers(v.extract()?);
     }
-    Ok(())
+    if let Some(v) = get("max_readers") {
+        b = b.max_readers(v.extract()?);
+    }
+    if let Some(v) = get("max_listeners") {
+        b = b.max_listeners(v.extract()?);
+    }
+    if let Some(v) = get("permissions") {
+        b = b.permissions(v.extract()?);
+    }
+    b = crate::attributes::apply(b, opts)?;
+    for (key, type_name, size, alignment, any_bits, initial) in entries {
+        let value = PayloadType::Typed {
+            type_name,
+            size,
+            alignment,
+            invalid_bit_patterns: !any_bits,
+        };
+        let bytes = initial.unwrap_or_else(|| vec![0; size as usize]);
+        // SAFETY: the bytes are a numpy value of the dtype this type was named from
+        // (`iox/_blackboard.py`), of its size.
+        b = unsafe { b.add_raw(key, value, bytes) }.map_err(errors::other)?;
+    }
+    py.detach(|| match mode {
+        "open" => b.open().map_err(|e| errors::open(&e)),
+        "create" => b.create().map_err(|e| errors::create(&e)),
+        _ => b.open_or_create().map_err(|e| errors::open_or_create(&e)),
+    })
+}
+
+/// A key's refusal: a size (`ValueError`, as numpy's own), or iox's.
+fn key_error(e: IntKeyError) -> PyErr {
+    match e {
+        IntKeyError::OutOfRange { .. } | IntKeyError::Size { .. } => PyValueError::new_err(e.to_string()),
+        e => errors::other(e),
+    }
 }
 
 /// Opens, creates or opens-or-creates a blackboard.
@@ -195,7 +116,7 @@ fn open_blackboard(
 /// An open blackboard (`iox.Blackboard` wraps it).
 #[pyclass(name = "BlackboardService", module = "iox", frozen)]
 struct PyBlackboard {
-    inner: Board,
+    inner: IntKeyBlackboard,
     /// The keys whose dtypes this handle declared (`add`).
     declared: std::collections::HashSet<i128>,
 }
@@ -205,20 +126,20 @@ impl PyBlackboard {
     /// A reader.
     fn reader(&self) -> PyResult<PyBlackboardReader> {
         Ok(PyBlackboardReader {
-            inner: Mutex::new(self.inner.reader()?),
+            inner: Mutex::new(self.inner.reader().map_err(errors::other)?),
         })
     }
     /// A writer.
     fn writer(&self) -> PyResult<PyBlackboardWriter> {
         Ok(PyBlackboardWriter {
-            inner: Mutex::new(self.inner.writer()?),
+            inner: Mutex::new(self.inner.writer().map_err(errors::other)?),
             declared: self.declared.clone(),
         })
     }
     /// A listener of changes: event id i when key number i (the order of `keys`) is
     /// updated.
     fn listener(&self) -> PyResult<PyListener> {
-        Ok(PyListener::new(self.inner.listener()?))
+        Ok(PyListener::new(self.inner.listener().map_err(errors::other)?))
     }
     /// The keys, in the order of their event ids.
     fn keys(&self) -> Vec<i128> {
@@ -262,7 +183,7 @@ impl PyBlackboard {
 /// A reader of a blackboard.
 #[pyclass(name = "BlackboardReader", module = "iox", frozen)]
 struct PyBlackboardReader {
-    inner: Mutex<AnyReader>,
+    inner: Mutex<IntKeyReader>,
 }
 
 #[pymethods]
@@ -274,7 +195,9 @@ impl PyBlackboardReader {
             .inner
             .lock()
             .map_err(|_| errors::other("a reader panicked"))?;
-        r.get_into(key, dst.as_slice_mut()?)
+        let dst = dst.as_slice_mut()?;
+        // SAFETY: `dst` is a writable slice of `dst.len()` bytes.
+        unsafe { r.get_into(key, dst.as_mut_ptr(), dst.len()) }.map_err(key_error)
     }
     /// (the generation of `key`'s value now, whether it changed since this reader last
     /// read it).
@@ -283,14 +206,14 @@ impl PyBlackboardReader {
             .inner
             .lock()
             .map_err(|_| errors::other("a reader panicked"))?;
-        r.generation(key)
+        r.generation(key).map_err(key_error)
     }
 }
 
 /// A writer of a blackboard.
 #[pyclass(name = "BlackboardWriter", module = "iox", frozen)]
 struct PyBlackboardWriter {
-    inner: Mutex<AnyWriter>,
+    inner: Mutex<IntKeyWriter>,
     declared: std::collections::HashSet<i128>,
 }
 
@@ -303,6 +226,26 @@ impl PyBlackboardWriter {
             .inner
             .lock()
             .map_err(|_| errors::other("a writer panicked"))?;
-        w.update_from(key, src.as_slice()?, self.declared.contains(&key))
+        let src = src.as_slice()?;
+        let value = w.value_type(key).map_err(key_error)?;
+        if !self.declared.contains(&key)
+            && matches!(
+                value,
+                PayloadType::Typed {
+                    invalid_bit_patterns: true,
+                    ..
+                }
+            )
+        {
+            return Err(PyTypeError::new_err(format!(
+                "key {key} holds {value}, which not every bit pattern is a value of: write it from \
+                 Python only after declaring its dtype (.add({key}, iox.Type(...)))"
+            )));
+        }
+        // SAFETY: `src` is a slice of `src.len()` bytes (checked against the value's size
+        // by `update_from`), the bytes of a numpy value of the key's dtype
+        // (`iox/_blackboard.py` converts), which this handle declared or which takes
+        // every bit pattern (checked above).
+        unsafe { w.update_from(key, src.as_ptr(), src.len()) }.map_err(key_error)
     }
 }

@@ -77,6 +77,7 @@ def c_examples(tmp_path_factory):
         "cpp_ros2_camera": ["g++", "-std=c++17", os.path.join(ffi, "examples", "ros2_camera.cpp")],
         "cpp_tensors": ["g++", "-std=c++17", os.path.join(ffi, "examples", "tensors.cpp")],
         "cpp_request_response": ["g++", "-std=c++17", os.path.join(ffi, "examples", "request_response.cpp")],
+        "cpp_blackboard": ["g++", "-std=c++17", os.path.join(ffi, "examples", "blackboard.cpp")],
         "c_tensor_subscriber": ["gcc", "-std=c11", os.path.join(ffi, "examples", "tensor_subscriber.c")],
     }
     for name, cmd in builds.items():

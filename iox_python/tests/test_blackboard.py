@@ -108,6 +108,23 @@ def test_rust_writer_python_reader_and_back(root, rust_examples):
     assert "speed 9.5" in out and "position [1.0, 1.0, 2.0]" in out, out
 
 
+def test_cpp_writer_python_reader_and_back(root, c_examples):
+    """The C++ example (iox_ffi/examples/blackboard.cpp) on the same board."""
+    exe = str(c_examples / "cpp_blackboard")
+    bb = (iox.Service("examples/robot", root=root).blackboard(np.uint32)
+          .add(0, np.float64, 0.0).add(1, np.float32, [0, 0, 0], shape=3).open_or_create())
+    r = bb.reader()
+    env = dict(os.environ, IOX_ROOT=root)
+    done = subprocess.run([exe, "write", "3"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert r.get(0) == 1.5 and r.get(1).tolist() == [3.0, 6.0, 0.0]
+    w = bb.writer()
+    w.update(0, 9.5)
+    w.update(1, [1, 1, 2])
+    out = subprocess.run([exe, "read"], env=env, check=True, capture_output=True, text=True, timeout=60).stdout
+    assert out.splitlines() == ["speed 9.5", "position [1, 1, 2] (generation 5)"], out
+
+
 def test_a_type_with_invalid_bit_patterns_is_written_only_with_its_dtype(root):
     flagged = iox.Type("Flagged", np.dtype([("on", "?"), ("x", "<f4")], align=True))
     bb = iox.Service("py/flags", root=root).blackboard(np.uint8).add(9, flagged, (True, 1.5)).open_or_create()

@@ -62,9 +62,10 @@ pub(crate) use pubsub::{publisher, sample, subscriber};
 
 pub use attributes::{AttributeError, Attributes};
 pub use blackboard::{
-    BlackboardBuilder, BlackboardService, EntryError, EntryLoan, KeyInfo, MAX_BLACKBOARD_KEYS,
-    MAX_BLACKBOARD_VALUE, RawReaderEntry, RawWriterEntry, ReadError, Reader, ReaderBuilder, ReaderEntry,
-    ValueGuard, WriteError, Writer, WriterBuilder, WriterEntry,
+    BlackboardBuilder, BlackboardService, EntryError, EntryLoan, IntKeyBlackboard, IntKeyBuilder,
+    IntKeyError, IntKeyReader, IntKeyWriter, KeyInfo, KeyType, MAX_BLACKBOARD_KEYS, MAX_BLACKBOARD_VALUE,
+    RawReaderEntry, RawWriterEntry, ReadError, Reader, ReaderBuilder, ReaderEntry, ValueGuard, WriteError,
+    Writer, WriterBuilder, WriterEntry,
 };
 pub use cleanup::{CleanupError, RemoveError};
 #[cfg(feature = "cuda")]

@@ -69,6 +69,22 @@ impl Service {
         crate::BlackboardBuilder::new(self.target())
     }
 
+    /// A blackboard whose integer key type is chosen at run time (for language
+    /// bindings; see [`crate::IntKeyBuilder`]).
+    pub fn int_key_blackboard(self, key_type: crate::KeyType) -> crate::IntKeyBuilder {
+        use crate::KeyType::*;
+        match key_type {
+            U8 => self.blackboard::<u8>().into(),
+            U16 => self.blackboard::<u16>().into(),
+            U32 => self.blackboard::<u32>().into(),
+            U64 => self.blackboard::<u64>().into(),
+            I8 => self.blackboard::<i8>().into(),
+            I16 => self.blackboard::<i16>().into(),
+            I32 => self.blackboard::<i32>().into(),
+            I64 => self.blackboard::<i64>().into(),
+        }
+    }
+
     /// A request-response service: clients send requests of `Req`, servers stream
     /// responses of `Resp` back (each a `T: ZeroCopySafe` or a slice `[T]`; see
     /// [`crate::RequestResponseBuilder`]).

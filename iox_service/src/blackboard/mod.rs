@@ -42,12 +42,14 @@
 //!
 //! Files: `config.rs` (the static config section), `layout.rs` (its regions),
 //! `value.rs` (the protocol), `service.rs` (builder, [`BlackboardService`]),
-//! `writer.rs`, `reader.rs`, `raw.rs` (values as bytes, for bindings), `recovery.rs`,
+//! `writer.rs`, `reader.rs`, `raw.rs` (values as bytes, for bindings), `int_key.rs`
+//! (the integer key types chosen at run time, for bindings), `recovery.rs`,
 //! `inspect.rs` (what `iox show` lists).
 
 pub(crate) use iox_core::inspect::blackboard as inspect;
 pub(crate) use iox_core::shm::regions::blackboard as layout;
 pub(crate) use iox_core::static_config::blackboard as config;
+pub(crate) mod int_key;
 pub(crate) mod raw;
 pub(crate) mod reader;
 pub(crate) mod service;
@@ -58,6 +60,7 @@ use thiserror::Error;
 
 pub use config::{MAX_BLACKBOARD_KEYS, MAX_BLACKBOARD_VALUE};
 pub use inspect::KeyInfo;
+pub use int_key::{IntKeyBlackboard, IntKeyBuilder, IntKeyError, IntKeyReader, IntKeyWriter, KeyType};
 pub use raw::{RawReaderEntry, RawWriterEntry};
 pub use reader::{ReadError, Reader, ReaderBuilder, ReaderEntry, ValueGuard};
 pub use service::{BlackboardBuilder, BlackboardService};
