@@ -616,6 +616,35 @@ enum IoxStatus iox_blackboard_open(const char *name,
 // `board` is NULL or a pointer from [`iox_blackboard_open`].
 enum IoxStatus iox_blackboard_drop(struct IoxBlackboard *board);
 
+// How many attributes the blackboard's creator recorded: `*count`.
+//
+// # Safety
+// `board` is a pointer from [`iox_blackboard_open`]; `count` points to writable memory
+// for a `size_t`.
+enum IoxStatus iox_blackboard_attribute_count(struct IoxBlackboard *board, size_t *count);
+
+// Attribute `index` (0 to count - 1, sorted by key) of the blackboard: `*key` and
+// `*value` (either out pointer may be NULL), valid until the handle is dropped. An
+// index out of range is `IOX_STATUS_INVALID_ARGUMENT`.
+//
+// # Safety
+// `board` is a pointer from [`iox_blackboard_open`]; `key` and `value` are NULL or
+// point to writable memory for a pointer.
+enum IoxStatus iox_blackboard_attribute(struct IoxBlackboard *board,
+                                        size_t index,
+                                        const char **key,
+                                        const char **value);
+
+// The value of the blackboard's attribute `key`: `*value`, or NULL if it has none;
+// valid until the handle is dropped.
+//
+// # Safety
+// `board` is a pointer from [`iox_blackboard_open`]; `key` is a NUL-terminated string;
+// `value` points to writable memory for a pointer.
+enum IoxStatus iox_blackboard_attribute_get(struct IoxBlackboard *board,
+                                            const char *key,
+                                            const char **value);
+
 // How many keys the blackboard has: `*count`.
 //
 // # Safety

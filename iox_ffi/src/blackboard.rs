@@ -20,7 +20,7 @@ use std::time::Duration;
 use iox_service::{IntKeyBlackboard, IntKeyBuilder, IntKeyError, IntKeyReader, IntKeyWriter, KeyType};
 
 use crate::args::read_options;
-use crate::attributes::AttributeSettings;
+use crate::attributes::{AttributeSettings, CAttributes};
 use crate::event::{IoxListener, LISTENER};
 use crate::fields::IoxType;
 use crate::handle::{drop_handle, hand_out, live, marker, non_null, put};
@@ -137,6 +137,8 @@ pub unsafe extern "C" fn iox_blackboard_options_init(options: *mut IoxBlackboard
 /// An open blackboard (opaque); any thread.
 pub struct IoxBlackboard {
     board: IntKeyBlackboard,
+    /// Its attributes as C strings (see `attributes`).
+    attributes: CAttributes,
 }
 
 /// A reader of a blackboard (opaque): used from the thread that created it.
@@ -278,7 +280,10 @@ pub unsafe extern "C" fn iox_blackboard_open(
         // SAFETY: the caller's contract.
         unsafe {
             hand_out(out, BLACKBOARD, || {
-                by_mode(b, mode).map(|board| IoxBlackboard { board })
+                by_mode(b, mode).map(|board| IoxBlackboard {
+                    attributes: CAttributes::of(board.attributes()),
+                    board,
+                })
             })
         }
     })
@@ -292,6 +297,54 @@ pub unsafe extern "C" fn iox_blackboard_open(
 pub unsafe extern "C" fn iox_blackboard_drop(board: *mut IoxBlackboard) -> IoxStatus {
     // SAFETY: the caller's contract.
     guard(|| unsafe { drop_handle(board, BLACKBOARD, false) })
+}
+
+/// How many attributes the blackboard's creator recorded: `*count`.
+///
+/// # Safety
+/// `board` is a pointer from [`iox_blackboard_open`]; `count` points to writable memory
+/// for a `size_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_blackboard_attribute_count(
+    board: *mut IoxBlackboard,
+    count: *mut usize,
+) -> IoxStatus {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { live(board, BLACKBOARD, false)?.attributes.count(count) })
+}
+
+/// Attribute `index` (0 to count - 1, sorted by key) of the blackboard: `*key` and
+/// `*value` (either out pointer may be NULL), valid until the handle is dropped. An
+/// index out of range is `IOX_STATUS_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `board` is a pointer from [`iox_blackboard_open`]; `key` and `value` are NULL or
+/// point to writable memory for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_blackboard_attribute(
+    board: *mut IoxBlackboard,
+    index: usize,
+    key: *mut *const c_char,
+    value: *mut *const c_char,
+) -> IoxStatus {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { live(board, BLACKBOARD, false)?.attributes.at(index, key, value) })
+}
+
+/// The value of the blackboard's attribute `key`: `*value`, or NULL if it has none;
+/// valid until the handle is dropped.
+///
+/// # Safety
+/// `board` is a pointer from [`iox_blackboard_open`]; `key` is a NUL-terminated string;
+/// `value` points to writable memory for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_blackboard_attribute_get(
+    board: *mut IoxBlackboard,
+    key: *const c_char,
+    value: *mut *const c_char,
+) -> IoxStatus {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { live(board, BLACKBOARD, false)?.attributes.get(key, value) })
 }
 
 /// How many keys the blackboard has: `*count`.

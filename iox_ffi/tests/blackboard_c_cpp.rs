@@ -1,5 +1,6 @@
 //! Blackboards between C, C++ and Rust, each in its own process: the C API's calls
-//! and refusals (`tests/programs/c_blackboard.c`, signed keys, a change listener), and
+//! and refusals (`tests/programs/c_blackboard.c`, signed keys, a change listener, an
+//! attribute C records and Rust requires), and
 //! the C++ example (`examples/blackboard.cpp`) sharing `examples/robot` with Rust both
 //! ways, its listener woken by Rust's updates. Processes synchronise through their
 //! output and the blackboard itself.
@@ -79,8 +80,10 @@ fn c_blackboard_with_rust(exe: &std::path::Path) {
         .blackboard::<i16>()
         .add::<u64>(-5, 0)
         .add::<f32>(300, 0.0)
+        .require_attribute("owner", "c_blackboard")
         .open()
         .unwrap();
+    assert_eq!(board.attributes().get("owner"), Some("c_blackboard"));
     let reader = board.reader_builder().create().unwrap();
     let speed = reader.entry::<u64>(&-5).unwrap();
     assert_eq!((speed.get().unwrap(), speed.generation()), (42, 2));

@@ -16,8 +16,15 @@ import iox
 READING = iox.Type("iox_examples::Reading", np.dtype([("seq", "<u8"), ("value", "<f8")], align=True))
 
 
-def test_python_publisher_to_cpp_subscriber(root, c_examples):
-    svc = iox.Service("examples/readings").publish_subscribe(READING).subscriber_buffer(16).open_or_create()
+# The memory types whose pools C, C++ and Python all map as host memory: each side opens
+# the service as it is (the C and C++ examples name no memory type).
+MEMORY = [iox.MemoryType.CPU, iox.MemoryType.LOCKED, iox.MemoryType.CUDA_PINNED]
+
+
+@pytest.mark.parametrize("memory", MEMORY, ids=lambda m: m.name)
+def test_python_publisher_to_cpp_subscriber(root, c_examples, memory):
+    svc = (iox.Service("examples/readings").publish_subscribe(READING).subscriber_buffer(16)
+           .memory_type(memory).open_or_create())
     pub = svc.publisher()
     cpp = subprocess.Popen([str(c_examples / "cpp_subscriber"), "--count", "3"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -35,8 +42,10 @@ def test_python_publisher_to_cpp_subscriber(root, c_examples):
     assert out.splitlines() == [f"cpp_subscriber: got seq {i} value {i * 0.5:.1f}" for i in range(3)]
 
 
-def test_c_publisher_to_python(root, c_examples):
-    svc = iox.Service("examples/readings").publish_subscribe(READING).subscriber_buffer(16).open_or_create()
+@pytest.mark.parametrize("memory", MEMORY, ids=lambda m: m.name)
+def test_c_publisher_to_python(root, c_examples, memory):
+    svc = (iox.Service("examples/readings").publish_subscribe(READING).subscriber_buffer(16)
+           .memory_type(memory).open_or_create())
     sub = svc.subscriber()
     c = subprocess.Popen([str(c_examples / "c_publisher"), "--count", "3"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

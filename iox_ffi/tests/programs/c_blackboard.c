@@ -1,6 +1,7 @@
 /* A C blackboard: `c_blackboard ROOT` opens or creates "ffi/board", keys of type i16
  * (signed: -5 travels as its two's complement), key -5 a u64 (initially 11), key 300
- * an f32 (initially 0.5), two writers. It checks the C API's refusals (a buffer of another size,
+ * an f32 (initially 0.5), two writers, recording the attribute owner=c_blackboard
+ * (read back here). It checks the C API's refusals (a buffer of another size,
  * a key out of the i16 range, a key the board lacks, another value type on open),
  * updates key -5 to 42 and prints "updated", then waits (up to 10 s) on a change
  * listener until key 300 changes and prints "key 300 is V". */
@@ -58,6 +59,9 @@ int main(int argc, char** argv) {
     o.entries = e;
     o.entry_count = 2;
     o.max_writers = 2; /* this program's and its peer's */
+    IoxAttribute owner = {"owner", "c_blackboard"};
+    o.attributes = &owner; /* recorded when this program creates the board */
+    o.attribute_count = 1;
     IoxBlackboard* board = NULL;
     IoxStatus s = iox_blackboard_open("ffi/board", IOX_OPEN_OR_CREATE, &o, &board);
     if (s != IOX_STATUS_OK) return die("open", s);
@@ -76,7 +80,13 @@ int main(int argc, char** argv) {
                "IOX_KEY_I64"))
         return 1;
 
+    const char* recorded = NULL;
+    if ((s = iox_blackboard_attribute_get(board, "owner", &recorded)) != IOX_STATUS_OK) return die("attribute", s);
+    if (recorded == NULL || strcmp(recorded, "c_blackboard") != 0)
+        return fprintf(stderr, "c_blackboard: attribute owner is %s\n", recorded ? recorded : "missing"), 1;
     size_t count = 0;
+    if ((s = iox_blackboard_attribute_count(board, &count)) != IOX_STATUS_OK || count != 1)
+        return fprintf(stderr, "c_blackboard: %zu attributes\n", count), 1;
     if ((s = iox_blackboard_key_count(board, &count)) != IOX_STATUS_OK) return die("key count", s);
     uint64_t bits = 0, size = 0;
     if ((s = iox_blackboard_key(board, 0, &bits, &size)) != IOX_STATUS_OK) return die("key 0", s);
