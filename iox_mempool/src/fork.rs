@@ -91,6 +91,9 @@ pub enum Rank {
     CudaContexts = 27,
     /// `iox_cuda`: loading the driver.
     CudaDriver = 32,
+    /// `iox_python`: values dropped on another thread than their owner's, kept for it
+    /// (taken alone: what it holds is dropped after it is released).
+    PythonDeferredDrops = 40,
     /// `iox_service`: the stall point armed by a test (taken inside others).
     TestStall = 62,
     /// Tests of this module.

@@ -4,8 +4,8 @@
 //! Threads: a client, its pending responses and its responses belong to the thread
 //! that made the client (iox's client shares its port with them through an `Rc`); each
 //! keeps its port in a [`ThreadBound`], so a call from another thread raises
-//! `iox.WrongThread` and the last reference dropped on another thread leaks what it
-//! holds with a warning (see `thread_bound`). A response's `array` is a read-only view
+//! `iox.WrongThread`, and one dropped on another thread is kept, untouched, for the
+//! client's thread to drop at its next call (see `thread_bound`). A response's `array` is a read-only view
 //! in place that any thread may read while the response lives; copy it
 //! (`np.array(r.array)`, `r.tobytes()`) to keep the values past it or on another thread.
 //!

@@ -16,11 +16,12 @@
 //!
 //! Threading rule: a publisher and its loans, and a client or server and what it gives
 //! out, belong to the thread that made the port (using them from another thread raises
-//! `iox.WrongThread`, see `thread_bound.rs`; if the last reference to one, or to an
-//! array viewing a loan, goes away on another thread, its port or chunk is not dropped
-//! there: pyo3 reports an unraisable `RuntimeError` (publishers) or iox a
-//! `RuntimeWarning` (request-response), and it stays taken until the process exits,
-//! when crash recovery reclaims it).
+//! `iox.WrongThread`, see `publisher.rs` and `thread_bound.rs`). Request-response
+//! objects dropped on another thread are kept, untouched, for their thread to drop at
+//! its next call (`thread_bound.rs`); a publisher or an array viewing a loan whose last
+//! reference goes away on another thread is not dropped there: pyo3 reports an
+//! unraisable `RuntimeError`, and its port or chunk stays taken until the process
+//! exits, when crash recovery reclaims it.
 //! Services, subscribers, samples, listeners and notifiers may be used from any
 //! thread; blocking calls (`receive(timeout=...)`, `Listener.wait`, opening a
 //! service) release the GIL.

@@ -8,22 +8,29 @@
 //! - [`Owner`]: the thread a port belongs to, and the `iox.WrongThread` error naming
 //!   it (by its Python name) when another thread calls.
 //! - [`ThreadBound`]: a value reachable only from its owner thread. Every access checks
-//!   the thread first ([`ThreadBound::get`]); dropped on another thread (the last
-//!   reference to its Python object gone there), the value is leaked with a
-//!   `RuntimeWarning` rather than touched from the wrong thread: its port or chunk
-//!   stays taken until the process exits, when crash recovery reclaims it.
+//!   the thread first ([`ThreadBound::get`]). Dropped on another thread (the last
+//!   reference to its Python object gone there, or a garbage collection of a cycle
+//!   running there), the value is not touched: it is moved, as it is, to a list of
+//!   values kept for their owner thread, which drops them at its next call that reaches
+//!   a `ThreadBound` (so a response handed to a worker thread is released when the
+//!   client's thread next calls iox). A value whose owner thread has ended stays there
+//!   until the process exits, when crash recovery reclaims what it held.
 //!   (Not the `send_wrapper` crate: it panics on a foreign access or drop, where
-//!   Python needs an exception and a leak.)
+//!   Python needs an exception and a deferred drop.)
 //! - [`detached`]: runs a closure over such values with the GIL released, on this
 //!   same thread (pyo3's `detach` asks `Send` of what the closure captures, which
 //!   these values are not; they never leave the thread, so nothing is shared).
 //!
 //! Invariant: a `ThreadBound`'s value is created, used and dropped on its owner
-//! thread only, so the values' `Rc`s and `Cell`s are never touched concurrently.
+//! thread only (moving it, untouched, to the kept list is not a use), so the values'
+//! `Rc`s and `Cell`s are never touched concurrently.
 
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::ThreadId;
+
+use iox_mempool::fork::{ForkLock, Rank};
 
 use pyo3::prelude::*;
 
@@ -68,16 +75,17 @@ impl Owner {
 }
 
 /// A value reachable from its owner thread only (see the module docs).
-pub(crate) struct ThreadBound<T> {
+pub(crate) struct ThreadBound<T: 'static> {
     owner: Owner,
     /// What it names in `WrongThread` messages: the object and the port kind.
     what: (&'static str, &'static str),
     value: ManuallyDrop<T>,
 }
 
-// SAFETY: the value is reached only through `get`, which checks
-// that the calling thread is the owner, and dropped only on the owner thread (leaked
-// elsewhere): so it is never used from two threads, whatever `T` is.
+// SAFETY: the value is reached only through `get`, which checks that the calling
+// thread is the owner, and dropped only on the owner thread (elsewhere it is moved,
+// untouched, to `KEPT` for its owner): so it is never used from two threads,
+// whatever `T` is.
 unsafe impl<T> Send for ThreadBound<T> {}
 // SAFETY: as for `Send`: a shared reference gives access to the value only on the
 // owner thread.
@@ -87,6 +95,7 @@ impl<T> ThreadBound<T> {
     /// `value`, owned by `owner` (which must be the calling thread).
     pub(crate) fn new(owner: Owner, what: (&'static str, &'static str), value: T) -> Self {
         debug_assert!(owner.is_current(), "a ThreadBound is made on its owner thread");
+        drop_kept();
         Self {
             owner,
             what,
@@ -94,9 +103,11 @@ impl<T> ThreadBound<T> {
         }
     }
 
-    /// The value, on the owner thread; `iox.WrongThread` elsewhere.
+    /// The value, on the owner thread; `iox.WrongThread` elsewhere. Drops the values
+    /// other threads kept for this one first.
     pub(crate) fn get(&self) -> PyResult<&T> {
         self.owner.check(self.what.0, self.what.1)?;
+        drop_kept();
         Ok(&self.value)
     }
 
@@ -108,32 +119,56 @@ impl<T> ThreadBound<T> {
 
 impl<T> Drop for ThreadBound<T> {
     fn drop(&mut self) {
+        // SAFETY: taken once, here; `self.value` is not used again.
+        let value = unsafe { ManuallyDrop::take(&mut self.value) };
         if self.owner.is_current() {
-            // SAFETY: dropped once, here, on the owner thread; never used again.
-            unsafe { ManuallyDrop::drop(&mut self.value) };
+            drop(value);
+            drop_kept();
             return;
         }
-        // Leaked: its port or chunk stays taken until the process exits.
-        let msg = format!(
-            "an iox {} was dropped on another thread than its {}'s ({:?}); what it holds stays \
-             taken until this process exits (drop it on its own thread)",
-            self.what.0, self.what.1, self.owner.name
-        );
-        Python::attach(|py| {
-            // Dropped while an exception may be on its way (a dealloc inside a failing
-            // expression): the warning must not replace it.
-            let pending = PyErr::take(py);
-            let _ = PyErr::warn(
-                py,
-                &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(),
-                &std::ffi::CString::new(msg).unwrap_or_default(),
-                1,
-            );
-            if let Some(e) = pending {
-                e.restore(py);
-            }
-        });
+        let kept = Kept {
+            owner: self.owner.id,
+            value: Box::new(value),
+        };
+        KEPT.lock().push(kept);
+        KEPT_COUNT.fetch_add(1, Ordering::Release);
     }
+}
+
+/// A value dropped on another thread than its owner, kept for the owner.
+struct Kept {
+    owner: ThreadId,
+    /// Held only to be dropped on its owner thread.
+    #[allow(dead_code)]
+    value: Box<dyn std::any::Any>,
+}
+
+// SAFETY: the boxed value was moved here untouched and is only moved again until its
+// owner thread takes it out and drops it (`drop_kept`): no thread but the owner ever
+// uses it.
+unsafe impl Send for Kept {}
+
+/// Values kept for their owner threads, and how many (read without the lock).
+static KEPT: ForkLock<Vec<Kept>> = ForkLock::new(Rank::PythonDeferredDrops, Vec::new());
+static KEPT_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// Drops the values other threads kept for this one (after releasing the lock: their
+/// drops take other locks).
+fn drop_kept() {
+    if KEPT_COUNT.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    let me = std::thread::current().id();
+    let mine: Vec<Kept> = {
+        let mut kept = KEPT.lock();
+        let (mine, others) = std::mem::take(&mut *kept)
+            .into_iter()
+            .partition(|k| k.owner == me);
+        *kept = others;
+        KEPT_COUNT.fetch_sub(mine.len(), Ordering::Release);
+        mine
+    };
+    drop(mine);
 }
 
 /// Runs `f(value)` with the GIL released, on this thread, and returns what it returns:

@@ -32,7 +32,7 @@ import numpy as np
 
 from . import _iox
 from ._aio import wait_async
-from ._attributes import AttributeMethods
+from ._builder import _Builder
 from ._blackboard import Blackboard, BlackboardBuilder, BlackboardReader, BlackboardWriter
 from ._iox import (  # noqa: F401
     Error, IncompatibleService, LimitReached, Loan, Listener, Notifier, PoolExhausted,
@@ -134,28 +134,6 @@ class Service:
         """A blackboard builder with keys of the integer dtype ``key_dtype`` (see
         ``iox._blackboard``)."""
         return BlackboardBuilder(self, key_dtype)
-
-
-class _Builder(AttributeMethods):
-    def __init__(self, service: Service):
-        self._service = service
-        self._opts: dict = {"root": service.root}
-
-    def _set(self, key, value):
-        self._opts[key] = value
-        return self
-
-    def timeout(self, seconds: float):
-        return self._set("timeout", float(seconds))
-
-    def open(self):
-        return self._open("open")
-
-    def create(self):
-        return self._open("create")
-
-    def open_or_create(self):
-        return self._open("open_or_create")
 
 
 class PubSubBuilder(_Builder):

@@ -37,7 +37,7 @@ the service handle may be shared. Blocking calls release the GIL.
 from __future__ import annotations
 
 from . import _iox
-from ._attributes import AttributeMethods
+from ._builder import _Builder
 from ._types import element
 
 
@@ -49,20 +49,15 @@ def _side(spec, max_len):
     return ("typed", name, dtype.itemsize, alignment, dtype)
 
 
-class RequestResponseBuilder(AttributeMethods):
+class RequestResponseBuilder(_Builder):
     """Settings of a request-response service; ``open()``, ``create()`` or
     ``open_or_create()`` it. Limits set here are checked against an existing service."""
 
     def __init__(self, service, request, response, request_max_len=None, response_max_len=None):
-        self._service = service
+        super().__init__(service)
         self._request = _side(request, request_max_len)
         self._response = _side(response, response_max_len)
-        self._opts: dict = {"root": service.root, "request_max_len": request_max_len,
-                            "response_max_len": response_max_len}
-
-    def _set(self, key, value):
-        self._opts[key] = value
-        return self
+        self._opts.update(request_max_len=request_max_len, response_max_len=response_max_len)
 
     def max_clients(self, n: int):
         return self._set("max_clients", n)
@@ -83,18 +78,6 @@ class RequestResponseBuilder(AttributeMethods):
 
     def permissions(self, mode: int):
         return self._set("permissions", mode)
-
-    def timeout(self, seconds: float):
-        return self._set("timeout", float(seconds))
-
-    def open(self):
-        return self._open("open")
-
-    def create(self):
-        return self._open("create")
-
-    def open_or_create(self):
-        return self._open("open_or_create")
 
     def _open(self, mode):
         return _iox.open_request_response(self._service.name, mode, self._request, self._response, self._opts)
