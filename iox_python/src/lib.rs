@@ -16,12 +16,8 @@
 //!
 //! Threading rule: a publisher and its loans, and a client or server and what it gives
 //! out, belong to the thread that made the port (using them from another thread raises
-//! `iox.WrongThread`, see `publisher.rs` and `thread_bound.rs`). Request-response
-//! objects dropped on another thread are kept, untouched, for their thread to drop at
-//! its next call (`thread_bound.rs`); a publisher or an array viewing a loan whose last
-//! reference goes away on another thread is not dropped there: pyo3 reports an
-//! unraisable `RuntimeError`, and its port or chunk stays taken until the process
-//! exits, when crash recovery reclaims it.
+//! `iox.WrongThread`, see `thread_bound.rs`); one dropped on another thread is kept,
+//! untouched, for its thread to drop at its next call.
 //! Services, subscribers, samples, listeners and notifiers may be used from any
 //! thread; blocking calls (`receive(timeout=...)`, `Listener.wait`, opening a
 //! service) release the GIL.

@@ -1,12 +1,13 @@
 //! Publishers and loans. A publisher and its loans belong to the thread that made the
 //! publisher (iox's `Publisher` is not `Send`: one send journal per port). The Python
 //! objects (`Publisher`, `Loan`) may travel between threads; every call checks the
-//! thread first (`thread_bound::Owner`) and raises `iox.WrongThread`, naming the owner, before
-//! touching the port, which lives in an `unsendable` object (`_PublisherCore`,
+//! thread first (`thread_bound::Owner`) and raises `iox.WrongThread`, naming the
+//! owner, before touching the port, which lives in a `ThreadBound` (`_PublisherCore`,
 //! `_LoanCell`) only the owner thread reaches. (Decision: refuse, rather than make
 //! ports usable from any thread, which would put a lock on every send.) Dropped on
-//! another thread (the last reference gone there), the port is leaked with a warning
-//! rather than used from the wrong thread.
+//! another thread (the last reference gone there, or a garbage collection running
+//! there), the port or loan is kept, untouched, for the owner thread to drop at its
+//! next call (`thread_bound`).
 //!
 //! Loans and views. A `Loan` owns a `_LoanCell`, which owns the loaned chunk; the
 //! writable arrays `loan.array` hands out have the cell as their base. `send()` is
@@ -34,7 +35,10 @@ use pyo3::prelude::*;
 
 use crate::source::{contiguous, is_bytes, payload};
 use crate::spec::ArraySpec;
-use crate::thread_bound::Owner;
+use crate::thread_bound::{Owner, ThreadBound, detached};
+
+const PUBLISHER: (&str, &str) = ("Publisher", "publisher");
+const LOAN: (&str, &str) = ("Loan", "publisher");
 use crate::{array, errors};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -53,9 +57,9 @@ pub(crate) struct PyPublisher {
 }
 
 /// The port of a `Publisher`, reached from its owner thread only.
-#[pyclass(name = "_PublisherCore", module = "iox", unsendable)]
+#[pyclass(name = "_PublisherCore", module = "iox", frozen)]
 pub(crate) struct PublisherCore {
-    inner: Publisher<[u8]>,
+    inner: ThreadBound<Publisher<[u8]>>,
     spec: Arc<ArraySpec>,
     /// Bytes of one sample, for typed services (`None`: slices, any length).
     fixed: Option<usize>,
@@ -69,22 +73,25 @@ impl PyPublisher {
         spec: &Arc<ArraySpec>,
         pin: bool,
     ) -> PyResult<Self> {
-        let core = Py::new(py, PublisherCore::new(service, spec, pin)?)?;
-        Ok(Self {
-            owner: Owner::current(py)?,
-            core,
-        })
+        let owner = Owner::current(py)?;
+        let core = Py::new(py, PublisherCore::new(&owner, service, spec, pin)?)?;
+        Ok(Self { owner, core })
     }
 
     /// The port, on its owner thread.
-    fn core<'py>(&self, py: Python<'py>) -> PyResult<PyRef<'py, PublisherCore>> {
+    fn core(&self) -> PyResult<&PublisherCore> {
         self.owner.check("Publisher", "publisher")?;
-        Ok(self.core.bind(py).borrow())
+        Ok(self.core.get())
     }
 }
 
 impl PublisherCore {
-    fn new(service: &iox_service::PubSubService<[u8]>, spec: &Arc<ArraySpec>, pin: bool) -> PyResult<Self> {
+    fn new(
+        owner: &Owner,
+        service: &iox_service::PubSubService<[u8]>,
+        spec: &Arc<ArraySpec>,
+        pin: bool,
+    ) -> PyResult<Self> {
         let inner = service
             .publisher_builder()
             .pin_memory(pin)
@@ -95,7 +102,7 @@ impl PublisherCore {
             iox_service::PayloadType::Slice { .. } => None,
         };
         Ok(Self {
-            inner,
+            inner: ThreadBound::new(owner.clone(), PUBLISHER, inner),
             spec: spec.clone(),
             fixed,
         })
@@ -115,7 +122,7 @@ impl PublisherCore {
                 "{bytes} bytes is not a whole number of {item}-byte elements"
             )));
         }
-        let mut loan = self.inner.loan_raw(bytes).map_err(|e| errors::loan(&e))?;
+        let mut loan = self.inner.get()?.loan_raw(bytes).map_err(|e| errors::loan(&e))?;
         let header_len = loan.header_len();
         // SAFETY: the chunk's first `header_len` bytes are the loan's header, loaned
         // to us alone and not yet viewed by anything.
@@ -130,7 +137,7 @@ impl PyPublisher {
     /// of a slice service. Use as a context manager; write `s.array`, then `s.send()`.
     #[pyo3(signature = (n = None))]
     fn loan(&self, py: Python<'_>, n: Option<usize>) -> PyResult<PyLoan> {
-        let core = self.core(py)?;
+        let core = self.core()?;
         let bytes = match (core.fixed, n) {
             (Some(size), None) => size,
             (Some(_), Some(_)) => {
@@ -151,7 +158,7 @@ impl PyPublisher {
         let cell = Py::new(
             py,
             LoanCell {
-                loan: RefCell::new(Some(loan)),
+                loan: ThreadBound::new(self.owner.clone(), LOAN, RefCell::new(Some(loan))),
                 spec: core.spec.clone(),
             },
         )?;
@@ -180,7 +187,7 @@ impl PyPublisher {
         header: Option<&Bound<'_, PyAny>>,
         casting: &str,
     ) -> PyResult<usize> {
-        let core = self.core(py)?;
+        let core = self.core()?;
         let head = match (&core.spec.header, header) {
             (Some(h), Some(value)) => {
                 let mut src = contiguous(
@@ -254,26 +261,24 @@ impl PyPublisher {
 
     /// Waits up to `timeout` seconds until `n` subscribers are connected; returns how many are.
     fn wait_for_subscribers(&self, py: Python<'_>, n: usize, timeout: f64) -> PyResult<usize> {
-        // The port is not `Send`: this waits holding the GIL (use short timeouts in
-        // threaded programs).
-        self.core(py)?
-            .inner
-            .wait_for_subscribers(n, std::time::Duration::from_secs_f64(timeout.max(0.0)))
-            .map_err(errors::other)
+        let publisher = self.core()?.inner.get()?;
+        let t = std::time::Duration::from_secs_f64(timeout.max(0.0));
+        // SAFETY: the closure uses the port only, no Python object.
+        unsafe { detached(py, publisher, |p| p.wait_for_subscribers(n, t)) }.map_err(errors::other)
     }
 
     /// Whether this port pinned the pool.
     #[getter]
-    fn is_pinned(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(self.core(py)?.inner.is_pinned())
+    fn is_pinned(&self) -> PyResult<bool> {
+        Ok(self.core()?.inner.get()?.is_pinned())
     }
 }
 
 /// Owns a loaned chunk; the base object of the loan's arrays (see the module docs).
-#[pyclass(name = "_LoanCell", module = "iox", unsendable)]
+#[pyclass(name = "_LoanCell", module = "iox", frozen)]
 pub(crate) struct LoanCell {
     /// `None` once sent or discarded.
-    loan: RefCell<Option<RawLoan>>,
+    loan: ThreadBound<RefCell<Option<RawLoan>>>,
     spec: Arc<ArraySpec>,
 }
 
@@ -290,7 +295,7 @@ impl PyLoan {
     fn cell<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, LoanCell>> {
         self.owner.check("Loan", "publisher")?;
         match &self.cell {
-            Some(c) if c.bind(py).borrow().loan.borrow().is_some() => Ok(c.bind(py)),
+            Some(c) if c.get().loan.get()?.borrow().is_some() => Ok(c.bind(py)),
             _ => Err(errors::Error::new_err("the loan was already sent or released")),
         }
     }
@@ -303,8 +308,8 @@ impl PyLoan {
     #[getter]
     fn array<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let cell = self.cell(py)?;
-        let c = cell.borrow();
-        let mut slot = c.loan.borrow_mut();
+        let c = cell.get();
+        let mut slot = c.loan.get()?.borrow_mut();
         let loan = slot.as_mut().expect("checked by cell()");
         let shape = c.spec.shape_for(loan.len_bytes());
         // SAFETY: the chunk holds `len_bytes` bytes aligned for the recorded type and is
@@ -330,11 +335,11 @@ impl PyLoan {
     #[getter]
     fn header<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let cell = self.cell(py)?;
-        let c = cell.borrow();
+        let c = cell.get();
         let Some(h) = &c.spec.header else {
             return Ok(None);
         };
-        let mut slot = c.loan.borrow_mut();
+        let mut slot = c.loan.get()?.borrow_mut();
         let loan = slot.as_mut().expect("checked by cell()");
         crate::spec::check_header_len(h, loan.header_len())?;
         // SAFETY: the chunk's first `header_len` bytes are the loan's header (dtype x
@@ -368,7 +373,13 @@ impl PyLoan {
                  first (or write with `loan.array[...] = x` without keeping the array)"
             )));
         }
-        let loan = cell.borrow().loan.borrow_mut().take().expect("checked by cell()");
+        let loan = cell
+            .get()
+            .loan
+            .get()?
+            .borrow_mut()
+            .take()
+            .expect("checked by cell()");
         self.cell = None;
         // SAFETY: the chunk was handed out to the user to write; payload bytes they did
         // not write hold what an earlier sample left (shared memory, as numpy.empty's
@@ -384,7 +395,7 @@ impl PyLoan {
         if let Some(cell) = self.cell.take() {
             let b = cell.bind(py);
             if b.get_refcnt() == 1 {
-                b.borrow().loan.borrow_mut().take();
+                b.get().loan.get()?.borrow_mut().take();
             }
         }
         Ok(())

@@ -3,6 +3,10 @@ slice services, stable type names, the GIL, asyncio, the WaitSet and events."""
 
 import asyncio
 import gc
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -323,3 +327,31 @@ def test_device_ptr_needs_pinning(root):
     pub.send(np.zeros(SHAPE, np.uint8))
     with pytest.raises(iox.Error, match="device address"):
         sub.receive(timeout=1.0).device_ptr
+
+
+def test_a_publisher_dropped_on_another_thread_is_dropped_by_its_own(root):
+    """The last reference to a publisher gone on a worker thread: the port waits,
+    untouched, for its own thread's next call, which drops it (no leak, no unraisable
+    error); and one dropped inside a failing expression keeps the exception."""
+    svc = iox.Service("drop/elsewhere", root=root).publish_subscribe(np.uint64).open_or_create()
+    box = [svc.publisher()]
+    t = threading.Thread(target=box.clear)
+    t.start()
+    t.join()
+    assert svc.port_counts()[0] == 1, "dropped on the wrong thread"
+    svc.publisher().send(1)  # this thread's next call drops the kept port (and that one goes)
+    assert svc.port_counts()[0] == 0
+    out = subprocess.run([sys.executable, "-W", "error", "-c", textwrap.dedent("""
+        import queue, threading, iox, numpy as np
+        svc = iox.Service("drop/flying").publish_subscribe(np.uint64).open_or_create()
+        q = queue.Queue()
+        t = threading.Thread(target=lambda: q.put(svc.publisher()))
+        t.start(); t.join()
+        def g(a, b):
+            return a
+        try:
+            g(q.get(), 1 / 0)
+        except ZeroDivisionError:
+            print("kept", flush=True)
+    """)], capture_output=True, text=True, timeout=60, env=dict(os.environ, IOX_ROOT=root))
+    assert out.returncode == 0 and out.stdout.strip() == "kept", out.stderr
