@@ -3,7 +3,6 @@
 //! `selectors` like a subscriber's.
 
 use std::sync::Mutex;
-use std::time::Duration;
 
 use iox_service::{EventId, EventService, Listener, Notifier, Service};
 use pyo3::prelude::*;
@@ -119,21 +118,30 @@ impl PyListener {
 #[pymethods]
 impl PyListener {
     /// The event ids pending now (each once), without waiting; with `timeout`
-    /// (seconds), waits up to that long for the first, without the GIL.
+    /// (seconds; `math.inf`: forever), waits up to that long for the first, without the
+    /// GIL and waking for Ctrl-C.
     #[pyo3(signature = (timeout = None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Vec<u32>> {
-        let mut ids = Vec::new();
-        py.detach(|| {
-            let l = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-            match timeout {
-                None => l.try_wait_all(|id| ids.push(id.as_value())),
-                Some(t) => {
-                    l.timed_wait_all(|id| ids.push(id.as_value()), Duration::from_secs_f64(t.max(0.0)))
-                }
-            }
-        })
-        .map_err(errors::other)?;
-        Ok(ids)
+        let lock = || self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let some = |ids: Vec<u32>| (!ids.is_empty()).then_some(ids);
+        let got = crate::subscriber::wait_with(
+            py,
+            timeout,
+            || {
+                let mut ids = Vec::new();
+                lock()
+                    .try_wait_all(|id| ids.push(id.as_value()))
+                    .map(|_| some(ids))
+            },
+            |slice| {
+                let mut ids = Vec::new();
+                lock()
+                    .timed_wait_all(|id| ids.push(id.as_value()), slice)
+                    .map(|_| some(ids))
+            },
+            errors::other,
+        )?;
+        Ok(got.unwrap_or_default())
     }
     /// The readiness descriptor (see `Subscriber.fileno`).
     fn fileno(&self) -> i32 {

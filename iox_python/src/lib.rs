@@ -62,6 +62,10 @@ fn _iox(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tensor::register(m)?;
     inspect::register(m)?;
     m.add_function(wrap_pyfunction!(check_name, m)?)?;
+    // Threads waiting in iox at exit park instead of taking the GIL back (see
+    // `thread_bound::park_if_finalizing`).
+    let hook = wrap_pyfunction!(thread_bound::_finalizing, m)?;
+    m.py().import("atexit")?.call_method1("register", (hook,))?;
     // The version of the Rust crates this extension was built from (the package's
     // version: pyproject.toml carries the same, checked by examples/tests/versions.rs).
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

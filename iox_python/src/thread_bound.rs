@@ -27,7 +27,7 @@
 
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::ThreadId;
 
 use iox_mempool::fork::{ForkLock, Rank};
@@ -195,7 +195,38 @@ pub(crate) unsafe fn detached<V, R>(py: Python<'_>, value: V, f: impl FnOnce(V) 
     let call = SameThread((value, f));
     py.detach(move || {
         let (value, f) = call.into_inner();
-        SameThread(f(value))
+        let result = f(value);
+        park_if_finalizing();
+        SameThread(result)
     })
     .into_inner()
+}
+
+/// Set by the module's `atexit` hook: the interpreter is finalizing.
+static FINALIZING: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// Whether this thread ran the `atexit` hook (the thread that finalizes).
+    static FINALIZER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Called by `atexit` (registered when the module loads): from now on a thread other
+/// than this one that comes back from a wait without the GIL does not take it again.
+#[pyfunction]
+pub(crate) fn _finalizing() {
+    FINALIZER.with(|f| f.set(true));
+    FINALIZING.store(true, Ordering::Release);
+}
+
+/// Parks this thread for good if the interpreter is finalizing and this is not the
+/// finalizing thread: CPython (before 3.14) ends a thread that takes the GIL again
+/// then with `pthread_exit`, whose forced unwinding cannot cross Rust frames (the
+/// process aborted, "exception not rethrown", when a daemon thread was waiting in iox
+/// at exit). Parked, it ends with the process.
+fn park_if_finalizing() {
+    if FINALIZING.load(Ordering::Acquire) && !FINALIZER.with(std::cell::Cell::get) {
+        loop {
+            std::thread::park();
+        }
+    }
 }

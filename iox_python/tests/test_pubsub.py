@@ -3,6 +3,7 @@ slice services, stable type names, the GIL, asyncio, the WaitSet and events."""
 
 import asyncio
 import gc
+import math
 import os
 import subprocess
 import sys
@@ -355,3 +356,45 @@ def test_a_publisher_dropped_on_another_thread_is_dropped_by_its_own(root):
             print("kept", flush=True)
     """)], capture_output=True, text=True, timeout=60, env=dict(os.environ, IOX_ROOT=root))
     assert out.returncode == 0 and out.stdout.strip() == "kept", out.stderr
+
+
+def test_a_daemon_thread_waiting_in_iox_at_exit_lets_the_process_exit(root):
+    """Daemon threads blocked in a subscriber's, a listener's and a server's wait while
+    the interpreter exits: the process exits cleanly (a thread coming back from a wait
+    during finalization parks instead of taking the GIL, which CPython before 3.14
+    answers with pthread_exit, an unwinding Rust cannot pass: it aborted)."""
+    script = textwrap.dedent("""
+        import atexit, time
+        # Registered before iox's hook, so it runs after it (atexit is last in, first
+        # out): finalization then lasts past the waits' 100 ms slices, and every waiting
+        # thread comes back from one while the interpreter finalizes. Not a
+        # synchronisation: the length of the window the test needs.
+        atexit.register(time.sleep, 0.3)
+        import math, threading, iox, numpy as np
+        sub = iox.Service("exit/sub").publish_subscribe(np.uint64).open_or_create().subscriber()
+        listener = iox.Service("exit/event").event().open_or_create().listener()
+        svc = iox.Service("exit/rr").request_response(np.uint64, np.uint64).open_or_create()
+        started = threading.Barrier(4)
+        def serve():
+            server = svc.server()
+            started.wait()
+            server.receive(timeout=math.inf)
+        for target in (lambda: (started.wait(), sub.receive(timeout=math.inf)),
+                       lambda: (started.wait(), listener.wait(math.inf)), serve):
+            threading.Thread(target=target, daemon=True).start()
+        started.wait()  # each is about to wait, and never comes back
+        print("exiting", flush=True)
+    """)
+    for run in range(3):
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                             env=dict(os.environ, IOX_ROOT=root))
+        assert out.returncode == 0 and out.stdout == "exiting\n", (run, out.returncode, out.stderr)
+
+
+def test_a_listener_waits_forever_when_asked(root):
+    ev = iox.Service("wait/inf", root=root).event().open_or_create()
+    listener, notifier = ev.listener(), ev.notifier()
+    t = threading.Timer(0.05, lambda: notifier.notify(5))
+    t.start()
+    assert listener.wait(math.inf) == [5]  # math.inf: no limit (was a panic)
+    t.join()
