@@ -43,7 +43,9 @@ pub(crate) fn contiguous<'py>(
         }
         np.call_method1("frombuffer", (data, dtype))?
     } else if dtype.names().is_some() && data.is_instance_of::<pyo3::types::PyTuple>() {
-        // One record, field by field: numpy's own conversion of each field.
+        // One record, field by field: numpy's own conversion of each field, each under
+        // the casting rule as a lone value would be.
+        check_record(py, data, dtype, casting, what)?;
         let kw = pyo3::types::PyDict::new(py);
         kw.set_item("dtype", dtype)?;
         np.getattr("array")?.call((data,), Some(&kw))?
@@ -81,6 +83,52 @@ pub(crate) fn contiguous<'py>(
         check_bools(py, &src, dtype, what)?;
     }
     Ok(src.cast_into::<PyUntypedArray>()?)
+}
+
+/// Refuses a tuple `record` for structured `dtype` if one of its values could not be
+/// cast to its field's dtype under `casting` (nested tuples for nested structs).
+fn check_record(
+    py: Python<'_>,
+    record: &Bound<'_, PyAny>,
+    dtype: &Bound<'_, PyArrayDescr>,
+    casting: &str,
+    what: &str,
+) -> PyResult<()> {
+    let Some(names) = dtype.names() else {
+        return Ok(());
+    };
+    let np = py.import("numpy")?;
+    let values = record.cast::<pyo3::types::PyTuple>()?;
+    for (name, value) in names.iter().zip(values.iter()) {
+        let (field, _) = dtype.get_field(name)?;
+        if field.names().is_some() && value.is_instance_of::<pyo3::types::PyTuple>() {
+            check_record(py, &value, &field, casting, what)?;
+            continue;
+        }
+        if is_bytes(&value) || is_weak_scalar(&value, &field) {
+            continue; // as for a lone value: bytes as they are, numbers as numpy's arithmetic
+        }
+        let from = np.call_method1("asarray", (&value,))?.getattr("dtype")?;
+        let kw = pyo3::types::PyDict::new(py);
+        kw.set_item("casting", casting)?;
+        let target = if field.has_subarray() {
+            field.base()
+        } else {
+            field.clone()
+        };
+        if !np
+            .getattr("can_cast")?
+            .call((&from, &target), Some(&kw))?
+            .is_truthy()?
+        {
+            return Err(PyTypeError::new_err(format!(
+                "cannot send field {name:?} of {what} from {from} to {target} with casting \
+                 {casting:?}: the conversion could change values; convert it yourself or pass \
+                 casting=\"same_kind\" or \"unsafe\""
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Refuses `array` (of `dtype`) if a `bool` in it, at any depth of fields and

@@ -490,6 +490,10 @@ def test_values_shared_memory_cannot_carry_are_refused(root):
     bad = raw.view(rec.dtype)[0]  # one record whose bool byte is 2
     with pytest.raises(ValueError, match="other than 0 or 1"):
         c2.send(bad)
+    with pytest.raises(TypeError, match='field "on"'):
+        c2.send((7, 1.5))  # an int into a bool field: not under casting="safe"
+    with pytest.raises(TypeError, match='field "x"'):
+        c2.send((True, np.float64(1.5)))  # float64 into float32: not safe either
     pending = c2.send((True, 1.5))
     req = s2.receive(timeout=5.0)
     with pytest.raises(ValueError, match="other than 0 or 1"):
