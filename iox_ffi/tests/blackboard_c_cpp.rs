@@ -6,6 +6,7 @@
 //! output and the blackboard itself.
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -153,4 +154,28 @@ fn a_cpp_listener_wakes_for_rust_updates() {
         .unwrap();
     assert_eq!(lines.next().unwrap().unwrap(), "key 1 changed: speed 1");
     wait_ok(child.into_inner(), Duration::from_secs(30));
+}
+
+/// The C++ block of the guide's "Blackboards from C and C++" (docs/guide/c-cpp.md) in a
+/// `main`, compiled and run: it writes and reads back its speed.
+#[test]
+fn the_guide_blackboard_excerpt_compiles_and_runs() {
+    let guide = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/guide/c-cpp.md"))
+        .unwrap();
+    let section = &guide[guide.find("## Blackboards from C and C++").expect("the section")..];
+    let start = section.find("```cpp\n").expect("a cpp block") + "```cpp\n".len();
+    let end = start + section[start..].find("```").expect("the block's end");
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("guide_blackboard.cpp");
+    std::fs::write(
+        &source,
+        format!(
+            "#include <array>\n#include <cstdio>\n#include \"iox_blackboard.hpp\"\nint main() {{\n{}\n    std::printf(\"speed %g\\n\", speed);\n}}\n",
+            &section[start..end]
+        ),
+    )
+    .unwrap();
+    let exe = build(&source, "guide_blackboard", &[]);
+    let root = tempfile::tempdir().unwrap();
+    assert_eq!(run(&exe, root.path(), &[]), "speed 1.5\n");
 }
