@@ -238,7 +238,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ResponseMut<'_, Req, Resp> {
     pub fn send(mut self) -> Result<(), ResponseSendError> {
         let chunk = self.inner.chunk.take().expect("a loan is sent at most once");
         let request = self.inner.request;
-        request.port.send(&request.r, chunk, self.inner.len, None)
+        request.port.send(&request.r, chunk, self.inner.len)
     }
 
     /// [`send`](Self::send), waiting at most `timeout` while the client's queue for this
@@ -250,7 +250,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> ResponseMut<'_, Req, Resp> {
         let request = self.inner.request;
         request
             .port
-            .send(&request.r, chunk, self.inner.len, Some(timeout))
+            .send_timeout(&request.r, chunk, self.inner.len, timeout)
     }
 }
 

@@ -283,16 +283,35 @@ impl ServerPort {
     }
 
     /// Sends a written response chunk of `len` elements for request `r`, waiting while
-    /// the client's queue is full: without end (`timeout` `None`) or up to `timeout`
+    /// the client's queue is full.
+    pub(crate) fn send(&self, r: &RequestRef, chunk: Located, len: usize) -> Result<(), ResponseSendError> {
+        self.send_until(r, chunk, len, None)
+    }
+
+    /// [`send`](Self::send), waiting at most `timeout` while the queue is full
     /// ([`ResponseSendError::Timeout`], the chunk released as for any refusal).
-    pub(crate) fn send(
+    pub(crate) fn send_timeout(
         &self,
         r: &RequestRef,
         chunk: Located,
         len: usize,
-        timeout: Option<Duration>,
+        timeout: Duration,
     ) -> Result<(), ResponseSendError> {
-        let deadline = timeout.map(|t| (t, std::time::Instant::now() + t));
+        let deadline = std::time::Instant::now() + timeout;
+        self.send_until(r, chunk, len, Some((timeout, deadline)))
+    }
+
+    /// [`send`](Self::send) with its deadline (and the timeout it came from) worked
+    /// out; inlined, so the send without one costs what it did before there were
+    /// deadlines (the hot path's gate counts it).
+    #[inline(always)]
+    fn send_until(
+        &self,
+        r: &RequestRef,
+        chunk: Located,
+        len: usize,
+        deadline: Option<(Duration, std::time::Instant)>,
+    ) -> Result<(), ResponseSendError> {
         self.loans.end();
         if !self.is_own_process() {
             return Err(ResponseSendError::ForkedProcess);
