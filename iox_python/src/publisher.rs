@@ -292,8 +292,8 @@ pub(crate) struct PyLoan {
 }
 
 impl PyLoan {
+    /// The live loan's cell (its `ThreadBound` checks the thread).
     fn cell<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, LoanCell>> {
-        self.owner.check("Loan", "publisher")?;
         match &self.cell {
             Some(c) if c.get().loan.get()?.borrow().is_some() => Ok(c.bind(py)),
             _ => Err(errors::Error::new_err("the loan was already sent or released")),

@@ -49,14 +49,14 @@ impl Owner {
     pub(crate) fn current(py: Python<'_>) -> PyResult<Self> {
         let thread = py.import("threading")?.call_method0("current_thread")?;
         Ok(Self {
-            id: std::thread::current().id(),
+            id: this_thread(),
             name: thread.getattr("name")?.extract::<String>()?.into(),
         })
     }
 
     /// Whether the calling thread is the owner.
     pub(crate) fn is_current(&self) -> bool {
-        std::thread::current().id() == self.id
+        this_thread() == self.id
     }
 
     /// `Ok` on the owner thread; `iox.WrongThread` naming it elsewhere. `what` is the
@@ -72,6 +72,15 @@ impl Owner {
             self.name
         )))
     }
+}
+
+/// The calling thread's id, read from a thread-local (`std::thread::current()` clones
+/// a handle, an atomic step each way, on every port call otherwise).
+fn this_thread() -> ThreadId {
+    thread_local! {
+        static ME: ThreadId = std::thread::current().id();
+    }
+    ME.with(|me| *me)
 }
 
 /// A value reachable from its owner thread only (see the module docs).
@@ -158,7 +167,7 @@ fn drop_kept() {
     if KEPT_COUNT.load(Ordering::Acquire) == 0 {
         return;
     }
-    let me = std::thread::current().id();
+    let me = this_thread();
     let mine: Vec<Kept> = {
         let mut kept = KEPT.lock();
         let (mine, others) = std::mem::take(&mut *kept)
