@@ -2,7 +2,7 @@
 //!
 //! iox's publishers, clients and servers are not `Send` (one send journal per port;
 //! a client's pending responses and received responses share its port through an
-//! `Rc`). Python objects, though, can be handed to any thread. Two tools keep the
+//! `Rc`). Python objects, though, can be handed to any thread. Three tools keep the
 //! port on its thread:
 //!
 //! - [`Owner`]: the thread a port belongs to, and the `iox.WrongThread` error naming
@@ -19,7 +19,9 @@
 //!   Python needs an exception and a deferred drop.)
 //! - [`detached`]: runs a closure over such values with the GIL released, on this
 //!   same thread (pyo3's `detach` asks `Send` of what the closure captures, which
-//!   these values are not; they never leave the thread, so nothing is shared).
+//!   these values are not; they never leave the thread, so nothing is shared). Once
+//!   the interpreter finalizes (an `atexit` hook), a thread other than the finalizing
+//!   one that comes back from such a wait parks instead of taking the GIL again.
 //!
 //! Invariant: a `ThreadBound`'s value is created, used and dropped on its owner
 //! thread only (moving it, untouched, to the kept list is not a use), so the values'
