@@ -78,7 +78,9 @@ impl PyClient {
         let client = self.inner.get()?;
         let src = source::payload(py, &self.request, data, casting, "request to this service")?;
         let bytes = src.len() * self.request.itemsize;
-        let mut loan = client.loan_raw(bytes).map_err(|e| errors::loan(&e))?;
+        let mut loan = client
+            .loan_raw(bytes)
+            .map_err(|e| errors::loan_of(&e, "request", self.request.itemsize))?;
         // SAFETY: the loan holds `len_bytes` bytes, ours alone; the source is a numpy
         // array outside the loaned chunk.
         unsafe { source::copy_to(&src, loan.as_mut_ptr(), loan.len_bytes()) }?;

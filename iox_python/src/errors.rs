@@ -195,6 +195,25 @@ pub(crate) fn loan(e: &LoanError) -> PyErr {
     }
 }
 
+/// A request's or response's loan refused (`what`: "request" or "response", whose
+/// elements are `itemsize` bytes): a payload longer than the service takes is said in
+/// elements, with the builder setting that decides it.
+pub(crate) fn loan_of(e: &LoanError, what: &str, itemsize: usize) -> PyErr {
+    match e {
+        LoanError::TooManyBytes { bytes, max } => {
+            let item = itemsize.max(1);
+            Error::new_err(format!(
+                "a {what} of {} elements ({bytes} bytes) is longer than this service takes: at \
+                 most {} fit its chunks ({what}_max_len when the service was created, rounded \
+                 up to whole chunks)",
+                bytes / item,
+                max / item
+            ))
+        }
+        e => loan(e),
+    }
+}
+
 /// A tensor loan's refusal: the layout (`TensorError`), or no chunk (as [`loan`]).
 pub(crate) fn tensor_loan(e: iox_service::TensorLoanError) -> PyErr {
     match e {

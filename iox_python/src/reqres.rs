@@ -159,9 +159,10 @@ fn open_request_response(
 /// A create's refusal, with Python's name for a slice's missing length.
 fn create_error(e: &iox_service::CreateError) -> PyErr {
     match e {
-        iox_service::CreateError::MissingSliceSize(_) => errors::Error::new_err(format!(
-            "{e}: from Python, give the longest request and response in elements, \
-             request_response(..., request_max_len=N, response_max_len=M)"
+        iox_service::CreateError::MissingSliceSize(name, _) => errors::Error::new_err(format!(
+            "request-response service {name:?} carries slices: to create it, give the longest \
+             request and response in elements, request_response(..., request_max_len=N, \
+             response_max_len=M)"
         )),
         e => errors::create(e),
     }

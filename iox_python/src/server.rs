@@ -21,6 +21,7 @@
 use std::cell::RefCell;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
+use std::time::Duration;
 
 use iox_service::{RawActiveRequest, ResponseSendError, Server};
 use numpy::PyUntypedArrayMethods;
@@ -142,6 +143,47 @@ pub(crate) struct PyActiveRequest {
 }
 
 impl PyActiveRequest {
+    /// Copies `data` into a response and sends it: waiting while the client's queue is
+    /// full (`wait`, in slices, looking at Python's signals between them), or not
+    /// (`Ok(false)`: nothing sent).
+    fn send_response(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        casting: &str,
+        wait: bool,
+    ) -> PyResult<bool> {
+        let cell = self.cell(py)?;
+        let slot = cell.get().request.get()?.borrow();
+        let Some(request) = slot.as_ref() else {
+            return Err(errors::Error::new_err(
+                "this request was finished: its stream has ended",
+            ));
+        };
+        let src = source::payload(py, &self.response, data, casting, "response to this service")?;
+        let bytes = src.len() * self.response.itemsize;
+        let slice = if wait { SIGNAL_SLICE } else { Duration::ZERO };
+        loop {
+            let mut loan = request
+                .loan_raw(bytes)
+                .map_err(|e| errors::loan_of(&e, "response", self.response.itemsize))?;
+            // SAFETY: the loan holds `len_bytes` bytes, ours alone; the source is a numpy
+            // array outside the loaned chunk.
+            unsafe { source::copy_to(&src, loan.as_mut_ptr(), loan.len_bytes()) }?;
+            // SAFETY: `detached`: the closure uses the loan only, no Python object;
+            // `send_timeout`: every byte was just written with values of the recorded
+            // type (numpy's conversion to the response's dtype, bools checked).
+            let sent = unsafe { detached(py, loan, |loan| loan.send_timeout(slice)) };
+            match sent {
+                Ok(()) => return Ok(true),
+                // A refused slice returned its chunk: loaned and copied again.
+                Err(ResponseSendError::Timeout(_)) if wait => py.check_signals()?,
+                Err(ResponseSendError::Timeout(_)) => return Ok(false),
+                Err(e) => return Err(errors::response_send(&e)),
+            }
+        }
+    }
+
     fn cell<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, RequestCell>> {
         match &self.cell {
             Some(c) => Ok(c.bind(py)),
@@ -200,36 +242,34 @@ impl PyActiveRequest {
 
     /// Copies `data` into a response (converted as `Publisher.send` converts) and
     /// sends it to the client; call it as often as the stream has responses. Waits
-    /// (without the GIL) while the client's queue for this request is full. Raises
-    /// `iox.ClientGone` when the client went away or closed its pending response.
+    /// (without the GIL, waking for Ctrl-C) while the client's queue for this request is
+    /// full. Raises `iox.ClientGone` when the client went away or closed its pending
+    /// response. In asyncio, `await req.respond_async(data)` waits without blocking the
+    /// loop.
     #[pyo3(signature = (data, *, casting = "safe"))]
     fn respond(&self, py: Python<'_>, data: &Bound<'_, PyAny>, casting: &str) -> PyResult<()> {
-        let cell = self.cell(py)?;
-        let slot = cell.get().request.get()?.borrow();
-        let Some(request) = slot.as_ref() else {
-            return Err(errors::Error::new_err(
-                "this request was finished: its stream has ended",
-            ));
-        };
-        let src = source::payload(py, &self.response, data, casting, "response to this service")?;
-        let bytes = src.len() * self.response.itemsize;
-        // Sent in slices of waiting, so Ctrl-C is seen while the client's queue stays
-        // full (a refused slice returns its chunk: loaned and copied again).
-        loop {
-            let mut loan = request.loan_raw(bytes).map_err(|e| errors::loan(&e))?;
-            // SAFETY: the loan holds `len_bytes` bytes, ours alone; the source is a numpy
-            // array outside the loaned chunk.
-            unsafe { source::copy_to(&src, loan.as_mut_ptr(), loan.len_bytes()) }?;
-            // SAFETY: `detached`: the closure uses the loan only, no Python object;
-            // `send_timeout`: every byte was just written with values of the recorded
-            // type (numpy's conversion to the response's dtype, bools checked).
-            let sent = unsafe { detached(py, loan, |loan| loan.send_timeout(SIGNAL_SLICE)) };
-            match sent {
-                Ok(()) => return Ok(()),
-                Err(ResponseSendError::Timeout(_)) => py.check_signals()?,
-                Err(e) => return Err(errors::response_send(&e)),
-            }
-        }
+        self.send_response(py, data, casting, true).map(drop)
+    }
+
+    /// `respond` that never waits: `False` (nothing sent) while the client's queue for
+    /// this request is full.
+    #[pyo3(signature = (data, *, casting = "safe"))]
+    fn try_respond(&self, py: Python<'_>, data: &Bound<'_, PyAny>, casting: &str) -> PyResult<bool> {
+        self.send_response(py, data, casting, false)
+    }
+
+    /// `await req.respond_async(data)`: `respond`, waiting for room in the running
+    /// asyncio loop (see `iox._aio`).
+    #[pyo3(signature = (data, *, casting = "safe"))]
+    fn respond_async<'py>(
+        slf: &Bound<'py, Self>,
+        data: &Bound<'py, PyAny>,
+        casting: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        slf.py()
+            .import("iox._aio")?
+            .getattr("respond_async")?
+            .call1((slf, data, casting))
     }
 
     /// Ends the stream: the client's pending response reports the end after the

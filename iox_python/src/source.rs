@@ -49,10 +49,10 @@ pub(crate) fn contiguous<'py>(
         let kw = pyo3::types::PyDict::new(py);
         kw.set_item("dtype", dtype)?;
         np.getattr("array")?.call((data,), Some(&kw))?
-    } else if is_weak_scalar(data, dtype) {
-        // A Python number takes the dtype as numpy's own arithmetic does (NEP 50):
-        // an int any integer or float dtype (out of range: numpy's OverflowError), a
-        // float any float dtype.
+    } else if is_weak_scalar(data, dtype) || is_weak_list(data, dtype, 0) {
+        // A Python number (or a list of them) takes the dtype as numpy's own arithmetic
+        // does (NEP 50): an int any integer or float dtype (out of range: numpy's
+        // OverflowError), a float any float dtype.
         let kw = pyo3::types::PyDict::new(py);
         kw.set_item("dtype", dtype)?;
         np.getattr("asarray")?.call((data,), Some(&kw))?
@@ -70,8 +70,8 @@ pub(crate) fn contiguous<'py>(
         {
             return Err(PyTypeError::new_err(format!(
                 "cannot send {from} {what} of {dtype} with casting {casting:?}: \
-                 the conversion could change values; convert it yourself (e.g. \
-                 a.astype(np.{dtype})) or pass casting=\"same_kind\" or \"unsafe\""
+                 the conversion could change values; {}",
+                how_to_convert(data, dtype, casting)
             )));
         }
         let kw = pyo3::types::PyDict::new(py);
@@ -123,8 +123,8 @@ fn check_record(
         {
             return Err(PyTypeError::new_err(format!(
                 "cannot send field {name:?} of {what} from {from} to {target} with casting \
-                 {casting:?}: the conversion could change values; convert it yourself or pass \
-                 casting=\"same_kind\" or \"unsafe\""
+                 {casting:?}: the conversion could change values; {}",
+                how_to_convert(&value, &target, casting)
             )));
         }
     }
@@ -177,6 +177,33 @@ fn is_weak_scalar(data: &Bound<'_, PyAny>, dtype: &Bound<'_, PyArrayDescr>) -> b
         return matches!(kind, b'i' | b'u' | b'f' | b'c');
     }
     data.is_exact_instance_of::<PyFloat>() && matches!(kind, b'f' | b'c')
+}
+
+/// Whether `data` is a list (of lists, to a depth of 32) of Python numbers that
+/// [`is_weak_scalar`] takes for `dtype`.
+fn is_weak_list(data: &Bound<'_, PyAny>, dtype: &Bound<'_, PyArrayDescr>, depth: usize) -> bool {
+    let Ok(list) = data.cast::<pyo3::types::PyList>() else {
+        return false;
+    };
+    depth < 32
+        && !list.is_empty()
+        && list
+            .iter()
+            .all(|item| is_weak_scalar(&item, dtype) || is_weak_list(&item, dtype, depth + 1))
+}
+
+/// What to do about a conversion `casting` refused: encode a `str`, or convert, or a
+/// looser rule.
+fn how_to_convert(data: &Bound<'_, PyAny>, dtype: &Bound<'_, PyArrayDescr>, casting: &str) -> String {
+    if data.is_instance_of::<pyo3::types::PyString>() {
+        return "a str is text, not bytes: send data.encode() (UTF-8) to a bytes service".to_owned();
+    }
+    let looser = match casting {
+        "no" | "equiv" | "safe" => " or pass casting=\"same_kind\" or \"unsafe\"",
+        "same_kind" => " or pass casting=\"unsafe\"",
+        _ => "",
+    };
+    format!("convert it yourself (e.g. a.astype(np.{dtype})){looser}")
 }
 
 /// `data` as a C-contiguous array of `spec`'s dtype, of its shape where it has one

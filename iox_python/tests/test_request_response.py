@@ -566,3 +566,54 @@ def test_leaving_with_on_another_thread_raises_wrong_thread(root):
     assert len(raised) == 1 and req.is_active  # still the owner's to finish
     req.finish()
     assert pending.receive(timeout=5.0) is None and pending.is_finished
+
+
+def test_an_asyncio_server_streams_more_than_the_queue_holds(root):
+    """One loop, a server streaming 200 responses (more than the client's queue of 64
+    holds) to a client reading them with async for: respond_async waits for room
+    without blocking the loop (respond would: the client could never read)."""
+    svc = squares(root)
+    server, client = svc.server(), svc.client()
+
+    async def serve():
+        req = await server.receive_async()
+        with req:
+            for k in range(int(req.array)):
+                await req.respond_async(k)
+
+    async def main():
+        task = asyncio.ensure_future(serve())
+        got = [int(r.array) async for r in client.send(200)]
+        await task
+        return got
+    assert asyncio.run(asyncio.wait_for(main(), 60.0)) == list(range(200))
+    # try_respond: False, nothing sent, while the queue is full.
+    pending = client.send(1)
+    req = server.receive(timeout=5.0)
+    sent = 0
+    while req.try_respond(sent):
+        sent += 1
+    assert sent >= 64 and not req.try_respond(sent)
+    req.finish()
+    assert [int(r.array) for r in pending] == list(range(sent))
+
+
+def test_what_a_user_gets_wrong_is_said_plainly(root):
+    b = iox.Service("text/plain", root=root).request_response(bytes, bytes, request_max_len=64,
+                                                               response_max_len=64).create()
+    server, client = b.server(), b.client()
+    with pytest.raises(TypeError, match=r"data.encode\(\)"):
+        client.send("text")
+    with pytest.raises(iox.Error, match="65 elements .* at most 64 fit .*request_max_len"):
+        client.send(b"x" * 65)
+    # Lists of Python ints take the dtype as scalars do.
+    sl = iox.Service("ints", root=root).request_response(np.uint32, np.uint8, request_max_len=4,
+                                                         response_max_len=4).create()
+    s2, c2 = sl.server(), sl.client()
+    pending = c2.send([1, 2, 3])  # kept: a dropped pending response abandons its request
+    assert s2.receive(timeout=5.0).array.tolist() == [1, 2, 3]
+    del pending
+    with pytest.raises(OverflowError):
+        c2.send([1, -2])
+    with pytest.raises(TypeError, match='casting="unsafe"'):
+        squares(root).client().send(1.5, casting="same_kind")

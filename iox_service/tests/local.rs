@@ -215,7 +215,7 @@ fn bad_settings_and_mismatches_are_errors() {
         .publish_subscribe::<[u8]>()
         .create()
         .unwrap_err();
-    assert!(matches!(e, CreateError::MissingSliceSize(_)), "{e}");
+    assert!(matches!(e, CreateError::MissingSliceSize(..)), "{e}");
     let e = service(&dir, "z")
         .publish_subscribe::<[u8]>()
         .size_classes(&[(64, 0)])

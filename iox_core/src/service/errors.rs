@@ -65,9 +65,12 @@ pub enum CreateError {
         /// Why.
         source: LayoutError,
     },
-    /// A slice service needs to know how large its samples get.
-    #[error("slice service {0:?} needs .size_classes(...) or .max_slice_len(...) to be created")]
-    MissingSliceSize(String),
+    /// A slice service needs to know how large its samples get: the service, and the
+    /// setting that says it (`.size_classes(...) or .max_slice_len(...)` for
+    /// publish-subscribe, `.request_slice_len(n)` or `.response_slice_len(n)` for
+    /// request-response).
+    #[error("slice service {0:?} needs {1} to be created")]
+    MissingSliceSize(String, &'static str),
     /// A file could not be created.
     #[error("cannot create service {name:?}: {source}")]
     Segment {

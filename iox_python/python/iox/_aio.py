@@ -1,5 +1,6 @@
 """asyncio: ``await subscriber.receive_async()``, ``await server.receive_async()``,
-``await pending.receive_async()`` (and ``async for`` over a pending response's stream)
+``await pending.receive_async()`` (and ``async for`` over a pending response's stream),
+``await request.respond_async(data)``
 and ``await listener_wait_async()``,
 waiting on the port's readiness descriptor with ``loop.add_reader`` (no thread)."""
 
@@ -65,3 +66,13 @@ async def next_response_async(pending):
     if response is None:
         raise StopAsyncIteration
     return response
+
+
+async def respond_async(request, data, casting="safe"):
+    """``ActiveRequest.respond`` without blocking the loop: tries, and while the client's
+    queue for the request is full, sleeps (0.1 ms, doubling up to 10 ms) and tries
+    again (the queue has no readiness descriptor for room)."""
+    pause = 0.0001
+    while not request.try_respond(data, casting=casting):
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.01)

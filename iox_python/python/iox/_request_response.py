@@ -23,11 +23,22 @@ with ``iox.IncompatibleService`` naming both.
 
 Streams: ``for r in pending`` (or ``async for``) takes responses until the server
 finishes the request; ``pending.receive(timeout)`` returns ``None`` for both a timeout
-and the end (``pending.is_finished`` tells which). Errors as in Rust: ``iox.NoServer``
-(no server connected), ``iox.LimitReached`` (``max_active_requests_per_client``, or a
-server's queue of this client's requests is full), ``iox.ServerGone`` (the server died
-or dropped the request: raised once, after the responses that arrived),
-``iox.ClientGone`` (a respond to a client that died or closed its pending response).
+and the end (``pending.is_finished`` tells which). ``receive()`` without a timeout
+does not wait (as a subscriber's). A server ends a stream by ``finish()``, leaving
+``with``, or dropping the request. A client that closes (or drops) its pending response
+abandons the request: a server that has not taken it yet skips it, one that has gets
+``iox.ClientGone`` on its next respond. In asyncio, ``await req.respond_async(data)``
+(``respond`` would block the loop while the client's queue is full).
+
+Errors as in Rust: ``iox.NoServer`` (no server connected: a client that starts beside
+its server waits for ``svc.port_counts()[1] > 0``, ``(clients, servers)``),
+``iox.LimitReached`` (``max_active_requests_per_client``, or a server's queue of this
+client's requests is full), ``iox.ServerGone`` (the server's process died, or its
+server closed with the request not yet taken: raised once, after the responses that
+arrived), ``iox.ClientGone`` (a respond to a client that died or closed its pending
+response). The longest slice is fixed when the service is created: an ``open()``
+with another ``*_max_len`` is not refused, a longer request or response is (an
+``iox.Error`` naming the limit in elements: ``*_max_len`` rounded up to whole chunks).
 
 Threads: a client or server, and what it gives out (pending responses, responses,
 requests), belong to the thread that made the port (``iox.WrongThread`` elsewhere);

@@ -446,7 +446,10 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
             };
             vec![(bytes.max(1), counts)]
         } else {
-            return Err(CreateError::MissingSliceSize(self.target.name.to_string()));
+            return Err(CreateError::MissingSliceSize(
+                self.target.name.to_string(),
+                ".size_classes(...) or .max_slice_len(...)",
+            ));
         };
         PoolLayout::with_alignment(alignment, &classes).map_err(|source| CreateError::Layout {
             name: self.target.name.to_string(),

@@ -210,10 +210,15 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> RequestResponseBuilder<Req, 
             return Ok(size.max(1));
         }
         let Some(len) = slice_len else {
-            return Err(CreateError::MissingSliceSize(format!(
-                "{} ({what}: set .{what}_slice_len(n))",
-                self.target.name
-            )));
+            let setting = if what == "request" {
+                ".request_slice_len(n) (its requests are slices)"
+            } else {
+                ".response_slice_len(n) (its responses are slices)"
+            };
+            return Err(CreateError::MissingSliceSize(
+                self.target.name.to_string(),
+                setting,
+            ));
         };
         match len.checked_mul(size) {
             Some(b) => Ok(b.max(1)),
