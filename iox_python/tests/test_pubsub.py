@@ -333,7 +333,8 @@ def test_device_ptr_needs_pinning(root):
 def test_a_publisher_dropped_on_another_thread_is_dropped_by_its_own(root):
     """The last reference to a publisher gone on a worker thread: the port waits,
     untouched, for its own thread's next call, which drops it (no leak, no unraisable
-    error); and one dropped inside a failing expression keeps the exception."""
+    error); and a publisher, client or server dropped inside a failing expression on
+    another thread than its own keeps the exception (it crashed the interpreter)."""
     svc = iox.Service("drop/elsewhere", root=root).publish_subscribe(np.uint64).open_or_create()
     box = [svc.publisher()]
     t = threading.Thread(target=box.clear)
@@ -344,18 +345,20 @@ def test_a_publisher_dropped_on_another_thread_is_dropped_by_its_own(root):
     assert svc.port_counts()[0] == 0
     out = subprocess.run([sys.executable, "-W", "error", "-c", textwrap.dedent("""
         import queue, threading, iox, numpy as np
-        svc = iox.Service("drop/flying").publish_subscribe(np.uint64).open_or_create()
-        q = queue.Queue()
-        t = threading.Thread(target=lambda: q.put(svc.publisher()))
-        t.start(); t.join()
+        pubsub = iox.Service("drop/flying").publish_subscribe(np.uint64).open_or_create()
+        reqres = iox.Service("drop/rr").request_response(np.uint64, np.uint64).open_or_create()
         def g(a, b):
             return a
-        try:
-            g(q.get(), 1 / 0)
-        except ZeroDivisionError:
-            print("kept", flush=True)
+        for make in (pubsub.publisher, reqres.client, reqres.server):
+            q = queue.Queue()
+            t = threading.Thread(target=lambda: q.put(make()))
+            t.start(); t.join()
+            try:
+                g(q.get(), 1 / 0)
+            except ZeroDivisionError:
+                print("kept", flush=True)
     """)], capture_output=True, text=True, timeout=60, env=dict(os.environ, IOX_ROOT=root))
-    assert out.returncode == 0 and out.stdout.strip() == "kept", out.stderr
+    assert out.returncode == 0 and out.stdout.split() == ["kept"] * 3, out.stderr
 
 
 def test_a_daemon_thread_waiting_in_iox_at_exit_lets_the_process_exit(root):
