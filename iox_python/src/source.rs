@@ -19,9 +19,8 @@ pub(crate) fn is_bytes(data: &Bound<'_, PyAny>) -> bool {
 
 /// `data` as a C-contiguous array of `dtype`: `bytes`, `bytearray` and `memoryview`
 /// as their bytes (no cast), a tuple as one record of a structured `dtype`, a Python
-/// number as numpy's arithmetic takes it (an `int` into any integer or float dtype it
-/// fits, else numpy's `OverflowError`; a `float` into any float dtype), anything
-/// else converted where numpy's `casting` rule allows it (a `TypeError` saying how to
+/// `int` (or a list of them) into any integer dtype it fits (else numpy's
+/// `OverflowError`), a Python `float` into `float64`, anything else converted where numpy's `casting` rule allows it (a `TypeError` saying how to
 /// convert otherwise). `what` names the value and its place in messages ("data to
 /// this service", "header to this service's user header").
 pub(crate) fn contiguous<'py>(
@@ -50,9 +49,8 @@ pub(crate) fn contiguous<'py>(
         kw.set_item("dtype", dtype)?;
         np.getattr("array")?.call((data,), Some(&kw))?
     } else if is_weak_scalar(data, dtype) || is_weak_list(data, dtype, 0) {
-        // A Python number (or a list of them) takes the dtype as numpy's own arithmetic
-        // does (NEP 50): an int any integer or float dtype (out of range: numpy's
-        // OverflowError), a float any float dtype.
+        // A Python number (or a list of them) that takes the dtype exactly or not at all
+        // (`is_weak_scalar`): converted by numpy, which refuses an int out of range.
         let kw = pyo3::types::PyDict::new(py);
         kw.set_item("dtype", dtype)?;
         np.getattr("asarray")?.call((data,), Some(&kw))?
@@ -168,15 +166,17 @@ fn check_bools(
     Ok(())
 }
 
-/// Whether `data` is a Python `int` (not a `bool`) and `dtype` holds integers, floats
-/// or complex numbers, or a Python `float` and `dtype` holds floats or complex numbers.
+/// Whether `data` is a Python number that takes `dtype` exactly or not at all: an
+/// `int` (not a `bool`) for an integer dtype (numpy refuses one out of its range with
+/// `OverflowError`), a `float` for `float64` or `complex128`. Others follow `casting`
+/// (a Python float into `float32` could change: refused under `"safe"`).
 fn is_weak_scalar(data: &Bound<'_, PyAny>, dtype: &Bound<'_, PyArrayDescr>) -> bool {
     use pyo3::types::{PyBool, PyFloat, PyInt};
-    let kind = dtype.kind();
+    let (kind, size) = (dtype.kind(), dtype.itemsize());
     if data.is_exact_instance_of::<PyInt>() && !data.is_instance_of::<PyBool>() {
-        return matches!(kind, b'i' | b'u' | b'f' | b'c');
+        return matches!(kind, b'i' | b'u');
     }
-    data.is_exact_instance_of::<PyFloat>() && matches!(kind, b'f' | b'c')
+    data.is_exact_instance_of::<PyFloat>() && matches!((kind, size), (b'f', 8) | (b'c', 16))
 }
 
 /// Whether `data` is a list (of lists, to a depth of 32) of Python numbers that

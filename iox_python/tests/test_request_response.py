@@ -493,12 +493,12 @@ def test_values_shared_memory_cannot_carry_are_refused(root):
     with pytest.raises(TypeError, match='field "on"'):
         c2.send((7, 1.5))  # an int into a bool field: not under casting="safe"
     with pytest.raises(TypeError, match='field "x"'):
-        c2.send((True, np.float64(1.5)))  # float64 into float32: not safe either
-    pending = c2.send((True, 1.5))
+        c2.send((True, 1.5))  # a Python float into float32: not safe, as a lone value
+    pending = c2.send((True, np.float32(1.5)))
     req = s2.receive(timeout=5.0)
     with pytest.raises(ValueError, match="other than 0 or 1"):
         req.respond(bad)
-    req.respond((False, 2.5))
+    req.respond((False, 2.5), casting="same_kind")
     req.finish()
     assert bool(pending.receive(timeout=5.0).array["on"]) is False
     # The same check guards publishers.

@@ -292,8 +292,12 @@ def test_header_dtypes_follow_the_payload_rules(root):
     pub, sub = svc.publisher(), opened.subscriber()
     pub.send(2.5, header=np.array([640, 480], np.uint32))
     assert sub.receive(timeout=1.0).header.tolist() == [640, 480]
+    pub.send(2.5, header=[640, 480])  # Python ints take the header's dtype where they fit
+    assert sub.receive(timeout=1.0).header.tolist() == [640, 480]
+    with pytest.raises(OverflowError):
+        pub.send(2.5, header=[640, -1])
     with pytest.raises(TypeError, match=r"casting"):
-        pub.send(2.5, header=[640, 480])  # int64 into u32: not a safe cast
+        pub.send(2.5, header=np.array([640, 480], np.int64))  # int64 into u32: not a safe cast
     with pytest.raises(ValueError, match=r"shape \[2\], not of shape \[3\]"):
         pub.send(2.5, header=np.array([1, 2, 3], np.uint32))
     # Bytes are taken as they are, so only where every byte string is a value: a header
