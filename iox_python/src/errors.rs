@@ -5,8 +5,9 @@
 //! or required attribute mismatch on open is `IncompatibleService`; no such service on open is `ServiceNotFound`; an existing
 //! one on create is `ServiceExists`; an empty pool class is `PoolExhausted`; a loan
 //! beyond `max_loans` or samples beyond `max_held` are `LimitReached`; a send refused
-//! because numpy views of the loan are alive is `ViewsAlive`; a publisher or loan
-//! used from another thread than its publisher's is `WrongThread`; a tensor refused
+//! because numpy views of the loan are alive is `ViewsAlive`; a port (publisher,
+//! client, server) or what it lent, used from another thread than its port's, is
+//! `WrongThread`; a tensor refused
 //! (its element type, shape, strides, size or memory: a loan's layout, `send_tensor`'s
 //! argument, a damaged tensor record) is `TensorError`, which is also a `BufferError`
 //! (what DLPack code catches), whatever the refusal. Request-response: a request sent
@@ -84,7 +85,7 @@ create_exception!(
     iox,
     WrongThread,
     Error,
-    "A publisher or loan used from another thread than the one that created the publisher."
+    "A port (publisher, client, server) or what it lent, used from another thread than the one that created the port."
 );
 create_exception!(
     iox,
