@@ -14,7 +14,7 @@
 //!
 //! 1. **formats**, what is written to disk: payload identity (`zero_copy`), schemas
 //!    (`schema`), tensor element types and layouts (`tensor`), the user header's type
-//!    states (`user_header`), names, attributes,
+//!    states (`user_header`), names, attributes, access policies (`access`),
 //!    and the static config with every pattern's section, a closed enum as a file
 //!    format is (`static_config`, its `pubsub`, `event`, `reqres`, `blackboard`,
 //!    `header` (the user header's identity and place) and `file` modules);
@@ -43,6 +43,7 @@
 
 // Layer 1, what is written to disk: identities, schemas, names, attributes, the static
 // config with every pattern's section.
+pub mod access;
 pub mod attributes;
 pub mod name;
 pub mod schema;

@@ -158,6 +158,16 @@ pub enum PortCreateError {
         /// Why.
         source: iox_mempool::MakeWritableError,
     },
+    /// The service's access policy lets this process read but not publish, or no
+    /// holder that may write the pool was alive when it opened the service
+    /// (`crate::access`).
+    #[error("service {service:?}: this process may not publish: {why}")]
+    NotAPublisher {
+        /// The service.
+        service: String,
+        /// Its role and the policy, or why its descriptor is read-only.
+        why: String,
+    },
     /// The port's readiness socket could not be made under the root.
     #[error("cannot make the readiness socket of a port of service {service:?} under the root: {source}")]
     Doorbell {

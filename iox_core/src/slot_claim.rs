@@ -94,6 +94,7 @@ impl<'a> SlotClaim<'a> {
     /// This process writes payloads: its mapping of the pool becomes writable (only
     /// once a slot is ours, so a refused port leaves a reading process read-only).
     pub fn make_writable(&self) -> Result<(), PortCreateError> {
+        self.may_publish()?;
         self.service
             .pool
             .make_payload_writable()
@@ -101,6 +102,33 @@ impl<'a> SlotClaim<'a> {
                 service: self.service.name.to_string(),
                 source,
             })
+    }
+
+    /// Whether this process may write the pool under the service's access policy
+    /// (see `crate::access`): a reader is refused here, with its role and the policy,
+    /// before the kernel would refuse the `mprotect` (its descriptor is read-only).
+    fn may_publish(&self) -> Result<(), PortCreateError> {
+        use crate::access::{Identity, Role};
+        let s = self.service;
+        let Some(policy) = &s.config.access else {
+            return Ok(());
+        };
+        let me = Identity::of_this_process();
+        let why = match policy.role(&me) {
+            Some(Role::Publisher) if s.pool.payload_writable_file() => return Ok(()),
+            Some(Role::Publisher) => concat!(
+                "it is a publisher in the access policy, but only holders that may read were alive ",
+                "when it opened the service, and they hand out read-only descriptors; open the ",
+                "service again once a publisher (or its creator) holds it"
+            )
+            .to_string(),
+            Some(Role::Reader) => format!("{me} is a reader in its access policy ({policy})"),
+            None => policy.refusal(&me),
+        };
+        Err(PortCreateError::NotAPublisher {
+            service: s.name.to_string(),
+            why,
+        })
     }
 
     /// Binds the port's readiness socket as doorbell slot `doorbell_slot` (see

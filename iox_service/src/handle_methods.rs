@@ -34,6 +34,11 @@ macro_rules! handle_methods {
             &self.shared.config.attributes
         }
 
+        /// The access policy its creator recorded, if any ([`crate::access`]).
+        pub fn access_policy(&self) -> Option<&crate::AccessPolicy> {
+            self.shared.config.access.as_ref()
+        }
+
         /// Whether the service was removed (e.g. `iox remove --force`, or
         /// [`crate::Service::remove`]) after this handle opened it. Ports built from a
         /// removed service's handle talk only among themselves; new openers create a

@@ -44,7 +44,7 @@ mod waitset;
 
 // The core's modules, under the paths the ports use (`crate::shm`, ...); the public
 // ones are part of this crate's API.
-pub use iox_core::{attributes, inspect, name, schema, static_config, tensor};
+pub use iox_core::{access, attributes, inspect, name, schema, static_config, tensor};
 use iox_core::{port, recovery, shm, slot_claim, valid, zero_copy};
 #[cfg(feature = "testing")]
 #[doc(hidden)]
@@ -60,6 +60,7 @@ extern crate self as iox_service;
 pub(crate) use iox_core::{cleanup, doorbell, dynamic, fork, node, queue};
 pub(crate) use pubsub::{publisher, sample, subscriber};
 
+pub use access::{AccessPolicy, Principal, Role};
 pub use attributes::{AttributeError, Attributes};
 pub use blackboard::{
     BlackboardBuilder, BlackboardService, EntryError, EntryLoan, IntKeyBlackboard, IntKeyBuilder,

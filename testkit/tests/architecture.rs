@@ -56,6 +56,7 @@ const CORE_LAYERS: &[(&str, &[&str])] = &[
     (
         "formats: what is written to disk",
         &[
+            "access",
             "attributes",
             "name",
             "schema",

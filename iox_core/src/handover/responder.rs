@@ -71,9 +71,12 @@ pub fn socket_name(stem: &str, incarnation: u64, nonce: u32, node: u64) -> Strin
 }
 
 /// Offers `fds` of incarnation `incarnation` of service `stem` under `root`, from
-/// node `node`, to the processes the owner, group and mode of file `guard` admit; the
-/// socket gets `mode`. One process may hold two incarnations of a name at once (a
-/// handle of one that was removed, and one of its successor): each has its offer.
+/// node `node`, to the processes the owner, group and mode of file `guard` admit, and
+/// `policy` (the service's access policy, if it has one) as its roles say (see
+/// `serving::given`); the socket gets `mode`. One process may hold two incarnations of
+/// a name at once (a handle of one that was removed, and one of its successor): each
+/// has its offer.
+#[allow(clippy::too_many_arguments)]
 pub fn offer(
     root: &Path,
     stem: &str,
@@ -82,6 +85,7 @@ pub fn offer(
     fds: &[BorrowedFd<'_>],
     guard: BorrowedFd<'_>,
     mode: u32,
+    policy: Option<&crate::access::AccessPolicy>,
 ) -> std::io::Result<Offer> {
     let generation = crate::fork::generation();
     let dir = rustix::fs::stat(root)?;
@@ -118,6 +122,11 @@ pub fn offer(
                 .iter()
                 .map(|f| f.try_clone_to_owned())
                 .collect::<Result<_, _>>()?,
+            read_only: match policy {
+                Some(p) if p.has_readers() => fds.iter().map(|&f| read_only(f)).collect::<Result<_, _>>()?,
+                _ => Vec::new(),
+            },
+            policy: policy.cloned(),
             guard: guard.try_clone_to_owned()?,
         };
         // Peers need write permission on a socket file to connect.
@@ -143,6 +152,26 @@ pub fn offer(
         fork_generation: generation,
         nonce,
     })
+}
+
+/// `fd`'s file opened anew, read-only (through `/proc/self/fd`, which reopens the file
+/// itself, not the description), checked to be the same file: a description that
+/// cannot write, whatever `fd` can, for a reader to receive.
+pub fn read_only(fd: BorrowedFd<'_>) -> std::io::Result<OwnedFd> {
+    use std::os::fd::AsRawFd;
+    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let ro = rustix::fs::open(
+        path.as_str(),
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    let (a, b) = (rustix::fs::fstat(fd)?, rustix::fs::fstat(&ro)?);
+    if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino) {
+        return Err(std::io::Error::other(format!(
+            "{path} reopened another file than the payload"
+        )));
+    }
+    Ok(ro)
 }
 
 /// A non-blocking listening socket bound under a name with a fresh random part; the
@@ -245,11 +274,11 @@ mod tests {
         let link = dir.path().with_extension("link");
         std::os::unix::fs::symlink(dir.path(), &link).unwrap();
         let file = std::fs::File::create(dir.path().join("guard")).unwrap();
-        let a = offer(dir.path(), "iox_two", 1, 7, &[], file.as_fd(), 0o600).unwrap();
-        let b = offer(&link, "iox_two", 1, 7, &[], file.as_fd(), 0o600).unwrap();
+        let a = offer(dir.path(), "iox_two", 1, 7, &[], file.as_fd(), 0o600, None).unwrap();
+        let b = offer(&link, "iox_two", 1, 7, &[], file.as_fd(), 0o600, None).unwrap();
         assert_eq!((a.token, a.nonce), (b.token, b.nonce));
         assert_eq!(sockets(dir.path()), 1);
-        let c = offer(dir.path(), "iox_two", 1, 8, &[], file.as_fd(), 0o600).unwrap();
+        let c = offer(dir.path(), "iox_two", 1, 8, &[], file.as_fd(), 0o600, None).unwrap();
         assert_ne!(a.token, c.token);
         assert_eq!(sockets(dir.path()), 2);
         drop((a, b));

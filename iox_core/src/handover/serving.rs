@@ -70,7 +70,15 @@ pub struct Entry {
     /// The random part of the socket's name.
     pub nonce: u32,
     pub listener: OwnedFd,
+    /// The descriptors as this process holds them (read-write for a publisher,
+    /// read-only for a reader of a service with an access policy).
     pub fds: Vec<OwnedFd>,
+    /// The same files opened read-only, for the readers of the service's access
+    /// policy (empty without a policy that names readers).
+    pub read_only: Vec<OwnedFd>,
+    /// The service's access policy, as this process read (or wrote) it when it
+    /// opened (or created) the service.
+    pub policy: Option<crate::access::AccessPolicy>,
     /// The file whose owner, group and mode admit a peer (the dynamic segment, as
     /// this process opened it: not a path someone could put another file under).
     pub guard: OwnedFd,
@@ -374,16 +382,35 @@ fn serve(conn: &OwnedFd, entry: &Entry, peer: &Peer) -> Served {
     if misbehave(entry, conn) {
         return Served::Done;
     }
-    let (status, fds, text): (Status, Vec<BorrowedFd<'_>>, String) = match verdict {
-        Ok(()) => (
-            Status::Here,
-            entry.fds.iter().map(AsFd::as_fd).collect(),
-            String::new(),
-        ),
-        Err(why) => (Status::Refused, Vec::new(), why),
-    };
+    let (status, fds, text): (Status, Vec<BorrowedFd<'_>>, String) =
+        match verdict.and_then(|()| given(entry, peer)) {
+            Ok(fds) => (Status::Here, fds.iter().map(AsFd::as_fd).collect(), String::new()),
+            Err(why) => (Status::Refused, Vec::new(), why),
+        };
     send(conn, &wire::reply(status, fds.len(), &text), &fds);
     Served::Done
+}
+
+/// Which of `entry`'s descriptors `peer` (admitted by the files' permissions) gets:
+/// without an access policy, those this process holds; with one, those for a
+/// publisher, the read-only ones for a reader, none (refused, naming the policy) for
+/// anyone else. A holder that holds only read-only descriptors (a reader) hands out
+/// nothing more to anyone.
+fn given<'e>(entry: &'e Entry, peer: &Peer) -> Result<&'e [OwnedFd], String> {
+    use crate::access::{Identity, Role};
+    let Some(policy) = &entry.policy else {
+        return Ok(&entry.fds);
+    };
+    let who = Identity {
+        uid: peer.uid,
+        gid: peer.gid,
+        groups: peer.groups.clone(),
+    };
+    match policy.role(&who) {
+        Some(Role::Publisher) => Ok(&entry.fds),
+        Some(Role::Reader) => Ok(&entry.read_only),
+        None => Err(policy.refusal(&who)),
+    }
 }
 
 /// Sends `message` with `fds` (if any) as one record, without waiting; failures are

@@ -135,6 +135,13 @@ pub(super) fn try_create(
     // The creator holds the payload like any opener: read-only until it publishes.
     pool.make_payload_read_only()
         .map_err(|e| undo(io("map the payload read-only", std::io::Error::other(e))))?;
+    // With an access policy, only the creator may reopen the memfd for writing
+    // (`/proc/self/fd/N`, from any descriptor of it): a reader's read-only descriptor
+    // stays read-only (see `crate::access`). A memfd is made 0777.
+    if config.access.is_some() && matches!(config.backing, PayloadBacking::Memfd(_)) {
+        rustix::fs::fchmod(pool.payload_fd(), rustix::fs::Mode::from_raw_mode(0o644))
+            .map_err(|e| undo(io("make the payload writable by its creator only", e.into())))?;
+    }
     let offer = match config.backing {
         PayloadBacking::Memfd(_) | PayloadBacking::CudaDevice(_) => Some(
             crate::handover::offer(
@@ -145,6 +152,7 @@ pub(super) fn try_create(
                 &[pool.payload_fd()],
                 dynamic.file().as_fd(),
                 config.permissions,
+                config.access.as_ref(),
             )
             .map_err(|e| undo(io("offer the payload's descriptor to other processes", e)))?,
         ),

@@ -292,6 +292,42 @@ pub enum OpenError {
         /// The service's value.
         found: String,
     },
+    /// The service's access policy is not the one the caller set
+    /// ([`crate::access`]).
+    #[error(
+        "service {name:?} has access policy {found}, not {requested}; a service's policy is fixed by its creator: open it without `.access(..)` to take the one it has, or remove it (`iox remove`) and create it with this one"
+    )]
+    IncompatibleAccess {
+        /// The service.
+        name: String,
+        /// The policy the caller set.
+        requested: String,
+        /// The service's ("none" for a service without one).
+        found: String,
+    },
+    /// This process is neither a publisher nor a reader in the service's access
+    /// policy: no holder hands it the service's memory.
+    #[error(
+        "service {name:?}: {why}; run as a user or group the policy names, or ask the service's creator to name yours (`.access(..)` when it creates the service)"
+    )]
+    NotInAccessPolicy {
+        /// The service.
+        name: String,
+        /// The policy and this process's identity.
+        why: String,
+    },
+    /// The service's access policy cannot be trusted: its static config file or its
+    /// payload does not belong to the creator the policy names, or others may write
+    /// the file.
+    #[error(
+        "service {name:?}: its access policy cannot be trusted: {why}; the policy may have been tampered with: remove the service (`iox remove`, as its creator or root) and let its creator make it again"
+    )]
+    AccessTampered {
+        /// The service.
+        name: String,
+        /// What does not match.
+        why: String,
+    },
     /// A setting given to the builder is invalid (an attribute key or value that
     /// breaks a rule of [`crate::attributes`]).
     #[error("invalid setting for service {name:?}: {source}")]

@@ -28,20 +28,55 @@ pub(super) struct Unreachable {
 /// [`reach`] for a memfd payload: a descriptor that passes the checks of
 /// [`iox_mempool::memfd::open_memfd`] (name, seals, size, inode: this service's
 /// memfd and nothing else), mapped read-only (the port that publishes makes it
-/// writable; the holder's descriptor is read-write).
+/// writable if the descriptor is read-write).
+///
+/// With an access policy (`access`), a holder gives a reader a read-only descriptor
+/// and a publisher what it holds itself: read-write from a publisher, read-only from a
+/// reader. A publisher handed a read-only one reopens it for writing if it may (the
+/// creator's uid, root), else asks the next holder, and settles for the read-only one
+/// only if no holder that may write answers (its publishers are then refused).
 pub(super) fn reach_memfd(
     root: &Path,
     d: Dynamic<'_>,
-    stem: &str,
-    incarnation: u64,
-    id: MemfdIdentity,
+    (stem, incarnation): (&str, u64),
+    (id, access): (MemfdIdentity, Option<&crate::access::AccessPolicy>),
     live: &mut Liveness,
     deadline: Instant,
 ) -> Result<Segment, Unreachable> {
-    reach(root, d, stem, incarnation, live, deadline, &mut |fd, path| {
+    use crate::access::Role;
+    let publisher = access.is_some_and(|p| p.role_of_this_process() == Some(Role::Publisher));
+    let mut read_only = None;
+    let open = |fd: std::os::fd::OwnedFd, path| {
         iox_mempool::memfd::open_memfd(std::fs::File::from(fd), path, Access::ReadOnly, id)
             .map_err(|e| e.to_string())
-    })
+    };
+    let reached = reach(root, d, stem, incarnation, live, deadline, &mut |fd, path| {
+        let payload = open(fd, path.clone())?;
+        if !publisher || payload.can_write() {
+            return Ok(payload);
+        }
+        let reopened = rustix::fs::open(
+            format!(
+                "/proc/self/fd/{}",
+                std::os::fd::AsRawFd::as_raw_fd(payload.file())
+            )
+            .as_str(),
+            rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        );
+        if let Ok(rw) = reopened
+            .map_err(std::io::Error::from)
+            .and_then(|rw| open(rw, path).map_err(std::io::Error::other))
+        {
+            return Ok(rw);
+        }
+        read_only.get_or_insert(payload);
+        Err("handed over read-only (the holder is a reader); asking for a writable one".into())
+    });
+    match reached {
+        Ok(payload) => Ok(payload),
+        Err(unreachable) => read_only.ok_or(unreachable),
+    }
 }
 
 /// Asks each registered holder whose node is alive for the payload's descriptor,

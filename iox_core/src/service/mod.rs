@@ -81,6 +81,9 @@ pub struct Target {
     pub root: PathBuf,
     pub timeout: Duration,
     pub attributes: AttributeSpec,
+    /// The access policy to create the service with, and to require of one that
+    /// exists (`None`: create without one, open whatever it has).
+    pub access: Option<crate::access::AccessPolicy>,
 }
 
 impl Target {
@@ -91,6 +94,7 @@ impl Target {
             root,
             timeout: DEFAULT_TIMEOUT,
             attributes: AttributeSpec::default(),
+            access: None,
         }
     }
 }
@@ -136,6 +140,7 @@ pub fn payloadless_config(
         user_header: None,
         // Set by the protocol for every pattern (`service::create`).
         attributes: Default::default(),
+        access: None,
     };
     config.check().map_err(|e| CreateError::InvalidSetting {
         name: target.name.to_string(),
@@ -258,6 +263,7 @@ pub fn open_or_create(t: &Target, p: &impl Pattern) -> Result<ServiceShared, Ope
                 | OpenError::IncompatibleLimit { .. }
                 | OpenError::MissingAttribute { .. }
                 | OpenError::IncompatibleAttribute { .. }
+                | OpenError::IncompatibleAccess { .. }
                 | OpenError::WrongPattern { .. }),
             ) => {
                 if open::removed_if_stale(t) {
@@ -295,7 +301,37 @@ fn check<P: Pattern>(t: &Target, p: &P, c: &StaticConfig) -> Result<(), OpenErro
     };
     p.check_compatible(t, c, section)
         .map_err(|e| with_holders(t, e))?;
-    attribute_spec::verify(t, &c.attributes)
+    attribute_spec::verify(t, &c.attributes)?;
+    check_access(t, c)
+}
+
+/// The access policy the caller set (if any) against the service's, then this
+/// process's place in the service's policy (if it has one).
+fn check_access(t: &Target, c: &StaticConfig) -> Result<(), OpenError> {
+    let name = || t.name.to_string();
+    if let Some(requested) = &t.access {
+        let same = c.access.as_ref().is_some_and(|found| found.same_rules(requested));
+        if !same {
+            let requested = requested
+                .clone()
+                .with_creator(rustix::process::geteuid().as_raw());
+            return Err(OpenError::IncompatibleAccess {
+                name: name(),
+                requested: format!("({requested})"),
+                found: c.access.as_ref().map_or("none".into(), |a| format!("({a})")),
+            });
+        }
+    }
+    if let Some(policy) = &c.access {
+        let me = crate::access::Identity::of_this_process();
+        if policy.role(&me).is_none() {
+            return Err(OpenError::NotInAccessPolicy {
+                name: name(),
+                why: policy.refusal(&me),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A layout mismatch with the live processes that hold the service (so its message can
@@ -318,17 +354,22 @@ fn with_holders(t: &Target, e: OpenError) -> OpenError {
     OpenError::IncompatibleSchema(m)
 }
 
-/// `config` (a pattern's, checked) with `attributes`, checked again as a whole (the
-/// attributes may make the file too large).
+/// `config` (a pattern's, checked) with `attributes` and the caller's access policy
+/// (this process's uid its creator), checked again as a whole (the attributes may make
+/// the file too large; a policy may not suit the pattern or the memory).
 fn with_attributes(
     t: &Target,
     mut config: StaticConfig,
     attributes: crate::Attributes,
 ) -> Result<StaticConfig, CreateError> {
-    if attributes.is_empty() {
+    if attributes.is_empty() && t.access.is_none() {
         return Ok(config);
     }
     config.attributes = attributes;
+    config.access = t
+        .access
+        .clone()
+        .map(|a| a.with_creator(rustix::process::geteuid().as_raw()));
     config.check().map_err(|source| CreateError::InvalidSetting {
         name: t.name.to_string(),
         source,

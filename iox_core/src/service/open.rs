@@ -41,6 +41,12 @@ pub(super) fn try_open(
     if let Err(e) = check(&config) {
         return Attempt::Failed(e);
     }
+    if let Err(why) = trusted_policy_file(&config, &config_path) {
+        return Attempt::Failed(OpenError::AccessTampered {
+            name: t.name.to_string(),
+            why,
+        });
+    }
     let name = || t.name.to_string();
     let mut dynamic = match DynamicSegment::open(&t.root, &stem, Access::ReadWrite) {
         Ok(d) => d,
@@ -110,7 +116,14 @@ pub(super) fn try_open(
             hash,
         ),
         PayloadBacking::Memfd(id) => {
-            let reached = memfd_access::reach_memfd(&t.root, d, &stem, hash, id, &mut live, deadline);
+            let reached = memfd_access::reach_memfd(
+                &t.root,
+                d,
+                (&stem, hash),
+                (id, config.access.as_ref()),
+                &mut live,
+                deadline,
+            );
             match reached {
                 Ok(payload) => Pool::open_with_payload(
                     &t.root,
@@ -157,6 +170,10 @@ pub(super) fn try_open(
         }
     };
     let pool = match opened {
+        Ok(p) if config.access.is_some() => match trusted_payload(&config, &p) {
+            Ok(()) => p,
+            Err(why) => return Attempt::Failed(OpenError::AccessTampered { name: name(), why }),
+        },
         Ok(p) => p,
         // Our dynamic segment was removed and the service created anew between
         // our reads: start over.
@@ -186,6 +203,7 @@ pub(super) fn try_open(
             &[pool.payload_fd()],
             dynamic.file().as_fd(),
             config.permissions,
+            config.access.as_ref(),
         ) {
             Ok(o) => Some(o),
             Err(source) => {
@@ -224,6 +242,52 @@ pub(super) fn try_open(
         created: false,
         fork_generation: crate::fork::generation(),
     })
+}
+
+/// For a service with an access policy: its static config file belongs to the creator
+/// the policy names (or root), and neither its group nor others may write it. So in a
+/// sticky root (`/dev/shm`), where no one but a file's owner may replace it, only the
+/// creator (or root) can have written the policy; a file someone else made or may
+/// change is refused rather than believed.
+fn trusted_policy_file(config: &StaticConfig, path: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(policy) = &config.access else {
+        return Ok(());
+    };
+    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if meta.uid() != policy.creator && meta.uid() != 0 {
+        return Err(format!(
+            "{} belongs to uid {}, but its policy names uid {} as the creator",
+            path.display(),
+            meta.uid(),
+            policy.creator
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "{} has mode {:04o}: others than its owner may change it",
+            path.display(),
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+/// For a service with an access policy: the payload handed over belongs to the creator
+/// the policy names (a memfd belongs to the user that made it, and no one but root can
+/// give it away), so a static config naming another creator is not this payload's.
+fn trusted_payload(config: &StaticConfig, pool: &Pool) -> Result<(), String> {
+    let (Some(policy), PayloadBacking::Memfd(_)) = (&config.access, config.backing) else {
+        return Ok(());
+    };
+    let st = rustix::fs::fstat(pool.payload_fd()).map_err(|e| format!("the payload: {e}"))?;
+    if st.st_uid != policy.creator {
+        return Err(format!(
+            "the payload handed over belongs to uid {}, but the static config names uid {} as the creator",
+            st.st_uid, policy.creator
+        ));
+    }
+    Ok(())
 }
 
 /// No live participant handed over the payload's descriptor: if none is alive, the

@@ -154,6 +154,9 @@ pub enum InvalidConfig {
         /// Its maximum.
         max: u32,
     },
+    /// An access policy that cannot be kept (see [`crate::access`]).
+    #[error("{0}")]
+    Access(String),
     /// A size setting overflows.
     #[error("{what} {value} overflows")]
     Overflow {

@@ -142,6 +142,12 @@ pub struct StaticConfig {
     /// ([`crate::attributes`]); absent from the text when there are none.
     #[serde(default, skip_serializing_if = "Attributes::is_empty")]
     pub attributes: Attributes,
+    /// Who may publish and who may only read ([`crate::access`]); absent from the text
+    /// for a service without one (whose files' permissions alone decide, and whose
+    /// every admitted process may publish). An older iox refuses a config with one as
+    /// malformed (an unknown field), so it never opens such a service unrestricted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<crate::access::AccessPolicy>,
 }
 
 /// A service's pattern and its section of the static config: its port limits, named
@@ -401,6 +407,28 @@ impl StaticConfig {
         if self.permissions & !0o777 != 0 || self.permissions & 0o600 != 0o600 {
             return Err(InvalidConfig::Permissions(self.permissions));
         }
+        if let Some(access) = &self.access {
+            access.check().map_err(InvalidConfig::Access)?;
+            if access.has_readers() && !matches!(self.pattern, PatternConfig::PublishSubscribe(_)) {
+                return Err(InvalidConfig::Access(format!(
+                    "only publish-subscribe services have read-only participants; every {} participant writes the service's shared words, so its access policy may name publishers only",
+                    self.messaging_pattern()
+                )));
+            }
+            if access.has_readers() && matches!(self.backing, PayloadBacking::CudaDevice(_)) {
+                return Err(InvalidConfig::Access(
+                    "a CudaDevice pool cannot be handed to readers read-only (the CUDA driver imports its exported memory with full access), so its access policy may name publishers only; use CudaPinned host memory for read-only subscribers".into(),
+                ));
+            }
+            if !matches!(
+                self.backing,
+                PayloadBacking::Memfd(_) | PayloadBacking::CudaDevice(_)
+            ) {
+                return Err(InvalidConfig::Access(
+                    "an access policy needs the payload handed over by descriptor (the default memfd backing, or a device pool); a file-backed pool is opened by path, so its file's mode alone decides".into(),
+                ));
+            }
+        }
         if let PayloadBacking::Memfd(id) = self.backing
             && id.len != self.layout.payload_len() as u64
         {
@@ -505,7 +533,18 @@ impl StaticConfig {
         Ok((config, text_hash(&text)))
     }
 
-    /// Writes the config to `dir/file_name` atomically with `permissions`: a hidden
+    /// The mode of the static config file: the service's permissions; without any
+    /// group or other write bit for a service with an access policy, so that no one
+    /// but its creator (and root) can change the policy in place.
+    pub fn file_mode(&self) -> u32 {
+        if self.access.is_some() {
+            self.permissions & !0o022
+        } else {
+            self.permissions
+        }
+    }
+
+    /// Writes the config to `dir/file_name` atomically with [`Self::file_mode`]: a hidden
     /// temp file named after the writer's `node` id first (so recovery can remove it
     /// if the writer dies), renamed into place. Returns the hash of the text written.
     pub fn write_atomic(&self, dir: &Path, file_name: &str, node: u64) -> std::io::Result<u64> {
@@ -515,9 +554,9 @@ impl StaticConfig {
         let fd = rustix::fs::open(
             &tmp,
             OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(self.permissions),
+            Mode::from_raw_mode(self.file_mode()),
         )?;
-        rustix::fs::fchmod(&fd, Mode::from_raw_mode(self.permissions))?;
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(self.file_mode()))?;
         let mut file = std::fs::File::from(fd);
         let written = file
             .write_all(text.as_bytes())

@@ -80,6 +80,14 @@ impl Payload {
         }
     }
 
+    /// Whether the payload's file is open read-write (a device payload: always).
+    pub(super) fn can_write(&self) -> bool {
+        match self {
+            Payload::Host(s) => s.can_write(),
+            Payload::Device(_) => true,
+        }
+    }
+
     pub(super) fn make_read_only(&mut self) -> Result<(), MakeWritableError> {
         match self {
             Payload::Host(s) => s.make_read_only(),

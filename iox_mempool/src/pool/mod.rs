@@ -501,6 +501,13 @@ impl Pool {
         Ok(())
     }
 
+    /// Whether the payload's file is open read-write, so that
+    /// [`Pool::make_payload_writable`] can succeed (a payload handed over read-only to
+    /// a reader cannot be written, however it is mapped).
+    pub fn payload_writable_file(&self) -> bool {
+        self.payload.can_write()
+    }
+
     /// Makes the payload mapping read-only (see [`Segment::make_read_only`]): what a
     /// creator does so that it holds the pool like any other reader until it publishes.
     pub fn make_payload_read_only(&mut self) -> Result<(), MakeWritableError> {

@@ -344,6 +344,34 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
         self.permissions = Some(mode);
         self
     }
+    /// Who may publish and who may only subscribe ([`crate::access`]): recorded in the
+    /// static config when this builder creates the service (this process's uid its
+    /// creator, always a publisher); required of a service that exists when it opens
+    /// one (otherwise [`OpenError::IncompatibleAccess`](crate::OpenError::IncompatibleAccess)).
+    /// It restricts within the files' permissions, which must still admit every uid it
+    /// names (e.g. `.permissions(0o666)`, or `0o660` with a shared group). A reader
+    /// gets a read-only descriptor of the pool, so the kernel refuses it every write;
+    /// its publishers are refused with
+    /// [`PortCreateError::NotAPublisher`](crate::PortCreateError::NotAPublisher). A
+    /// process the policy does not name is refused at open with
+    /// [`OpenError::NotInAccessPolicy`](crate::OpenError::NotInAccessPolicy).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use iox_service::{AccessPolicy, Service};
+    /// let camera = Service::named("doc/access")?.root(dir.path())
+    ///     .publish_subscribe::<u64>()
+    ///     .permissions(0o666)
+    ///     .access(AccessPolicy::new().publish_uid(1001).read_gid(1002))
+    ///     .create()?;
+    /// let policy = camera.access_policy().expect("recorded");
+    /// assert_eq!(policy.creator, rustix::process::geteuid().as_raw());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn access(mut self, policy: crate::AccessPolicy) -> Self {
+        self.target.access = Some(policy);
+        self
+    }
     /// Where the pool's payload lives (default: [`Backing::Memfd`], for every
     /// permission mode: a newcomer gets it handed over by a process that holds it,
     /// after its credentials were checked against the permissions; [`Backing::File`]
@@ -486,6 +514,7 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
             user_header: self.header_type(),
             // Set by the protocol for every pattern (`service::create`).
             attributes: Default::default(),
+            access: None,
         };
         if let Err(e) = config.check() {
             // Limits first, so a zero count is reported as such, not as a layout error.

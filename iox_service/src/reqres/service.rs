@@ -270,6 +270,7 @@ impl<Req: ?Sized + Payload, Resp: ?Sized + Payload> Pattern for RequestResponseB
             user_header: None,
             // Set by the protocol for every pattern (`service::create`).
             attributes: Default::default(),
+            access: None,
         };
         if let Err(e) = config.check()
             && !e.is_payload()

@@ -1,0 +1,402 @@
+//! Access roles across real users: a service created with an access policy hands a
+//! reader uid a read-only descriptor of its pool (its `mmap(PROT_WRITE)`, `mprotect`
+//! and reopen for writing fail, its publisher is refused), lets a writer uid publish,
+//! refuses an unlisted uid at open and at every holder, makes a reader that holds the
+//! service hand out only read-only descriptors, and refuses a policy someone else
+//! rewrote. The children run as other users (the test binary started again with
+//! `setuid`); needs root, otherwise it says why it skips.
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use iox_service::{AccessPolicy, OpenError, PortCreateError, Service};
+use iox_testkit::{env, role, wait_ok, wait_until};
+
+const WRITER: u32 = 1001;
+const READER: u32 = 1002;
+const READER_GROUP: u32 = 1003;
+const STRANGER: u32 = 1004;
+/// A user that reads by its group (READER_GROUP) only.
+const GROUP_MEMBER: u32 = 1005;
+const LIMIT: Duration = Duration::from_secs(60);
+
+const ROLES_TEST: &str = "a_reader_cannot_write_the_pool_a_writer_publishes_a_stranger_is_refused";
+const HOLDER_TEST: &str = "a_reader_that_holds_the_service_hands_out_read_only_descriptors";
+const TAMPER_TEST: &str = "a_policy_rewritten_by_another_user_is_refused";
+
+fn policy() -> AccessPolicy {
+    AccessPolicy::new()
+        .publish_uid(WRITER)
+        .read_uid(READER)
+        .read_gid(READER_GROUP)
+}
+
+fn open(root: &Path, name: &str) -> Result<iox_service::PubSubService<u64>, OpenError> {
+    Service::named(name)
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<u64>()
+        .open()
+}
+
+fn create(root: &Path, name: &str) -> iox_service::PubSubService<u64> {
+    Service::named(name)
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<u64>()
+        .permissions(0o666)
+        .access(policy())
+        .create()
+        .unwrap()
+}
+
+fn spawn(test: &str, role: &str, uid: u32, gid: u32, root: &Path, name: &str) -> std::process::Child {
+    let envs = [
+        ("IOX_ROOT", root.display().to_string()),
+        ("SERVICE", name.to_string()),
+    ];
+    iox_testkit::spawn_self_as(test, role, uid, gid, &envs)
+}
+
+fn child_env() -> (PathBuf, String) {
+    (PathBuf::from(env::<String>("IOX_ROOT")), env("SERVICE"))
+}
+
+/// The descriptors of this process that are the service's payload memfd (`iox:<stem>`).
+fn payload_fds(name: &str) -> Vec<OwnedFd> {
+    let stem = iox_service::ServiceName::new(name).unwrap().stem();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let Ok(link) = std::fs::read_link(entry.path()) else {
+            continue;
+        };
+        if link.to_string_lossy().starts_with(&format!("/memfd:iox:{stem}:")) {
+            let fd: i32 = entry.file_name().to_string_lossy().parse().unwrap();
+            // SAFETY: `fd` is open in this process (just listed); the duplicate is ours.
+            let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            found.push(borrowed.try_clone_to_owned().unwrap());
+        }
+    }
+    found
+}
+
+fn read_only_description(fd: &OwnedFd) -> bool {
+    let flags = rustix::fs::fcntl_getfl(fd).unwrap();
+    flags & rustix::fs::OFlags::RWMODE == rustix::fs::OFlags::RDONLY
+}
+
+/// Everything the kernel must refuse a holder of a read-only payload descriptor.
+fn assert_kernel_refuses_writes(fd: &OwnedFd) {
+    use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
+    assert!(read_only_description(fd), "the payload descriptor is read-only");
+    let len = rustix::fs::fstat(fd).unwrap().st_size as usize;
+    // SAFETY: a fresh mapping the kernel places; it is unmapped below if made.
+    let writable = unsafe {
+        rustix::mm::mmap(
+            std::ptr::null_mut(),
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::SHARED,
+            fd,
+            0,
+        )
+    };
+    assert_eq!(
+        writable.err(),
+        Some(rustix::io::Errno::ACCESS),
+        "mmap(PROT_WRITE)"
+    );
+    // SAFETY: as above, read-only.
+    let ro = unsafe {
+        rustix::mm::mmap(
+            std::ptr::null_mut(),
+            len,
+            ProtFlags::READ,
+            MapFlags::SHARED,
+            fd,
+            0,
+        )
+    }
+    .expect("a read-only mapping");
+    // SAFETY: `ro` is our own mapping of `len` bytes; adding write would not invalidate
+    // any reference (there is none), and the kernel refuses it anyway.
+    let upgraded = unsafe { rustix::mm::mprotect(ro, len, MprotectFlags::READ | MprotectFlags::WRITE) };
+    assert_eq!(
+        upgraded.err(),
+        Some(rustix::io::Errno::ACCESS),
+        "mprotect to writable"
+    );
+    // SAFETY: unmapping our own mapping, used by nothing else.
+    unsafe { rustix::mm::munmap(ro, len).unwrap() };
+    let reopened = rustix::fs::open(
+        format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str(),
+        rustix::fs::OFlags::RDWR,
+        rustix::fs::Mode::empty(),
+    );
+    assert_eq!(
+        reopened.err(),
+        Some(rustix::io::Errno::ACCESS),
+        "reopen for writing"
+    );
+    let written = rustix::io::pwrite(fd, b"x", 0);
+    assert_eq!(written.err(), Some(rustix::io::Errno::BADF), "write");
+    let chmod = rustix::fs::fchmod(fd, rustix::fs::Mode::from_raw_mode(0o666));
+    assert_eq!(chmod.err(), Some(rustix::io::Errno::PERM), "chmod of the payload");
+}
+
+/// The hand-over socket of one holder of `name` under `root`: (incarnation, nonce,
+/// node), parsed from the socket's file name.
+fn holders(root: &Path, name: &str) -> Vec<(u64, u32, u64)> {
+    let stem = iox_service::ServiceName::new(name).unwrap().stem();
+    let prefix = format!("{stem}.h.");
+    std::fs::read_dir(root)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            let rest = n.strip_prefix(&prefix)?.strip_suffix(".sock")?.to_string();
+            let mut parts = rest.split('.');
+            let incarnation = u64::from_str_radix(parts.next()?, 16).ok()?;
+            let nonce = u32::from_str_radix(parts.next()?, 16).ok()?;
+            let node = u64::from_str_radix(parts.next()?, 16).ok()?;
+            Some((incarnation, nonce, node))
+        })
+        .collect()
+}
+
+/// Asks every holder of `name` directly (past the opener's own checks) for the payload.
+fn ask_holders(root: &Path, name: &str) -> Vec<Result<Vec<OwnedFd>, iox_core::handover::Denied>> {
+    let stem = iox_service::ServiceName::new(name).unwrap().stem();
+    holders(root, name)
+        .into_iter()
+        .map(|(incarnation, nonce, node)| {
+            iox_core::handover::fetch(
+                root,
+                &stem,
+                incarnation,
+                (node, nonce),
+                Instant::now() + Duration::from_secs(5),
+            )
+        })
+        .collect()
+}
+
+fn receive_within(s: &iox_service::Subscriber<u64>, limit: Duration) -> u64 {
+    let mut got = None;
+    assert!(
+        wait_until(limit, || {
+            got = s.receive().unwrap().map(|v| *v);
+            got.is_some()
+        }),
+        "nothing received"
+    );
+    got.unwrap()
+}
+
+#[test]
+fn a_reader_cannot_write_the_pool_a_writer_publishes_a_stranger_is_refused() {
+    if let Some(r) = role() {
+        let (root, name) = child_env();
+        match r.as_str() {
+            "writer" => {
+                let svc = open(&root, &name).unwrap();
+                let p = svc.publisher_builder().create().unwrap();
+                let fds = payload_fds(&name);
+                let modes: Vec<bool> = fds.iter().map(read_only_description).collect();
+                // Its own, read-write; and the read-only copy it keeps for readers.
+                assert!(modes.contains(&false), "read-only: {modes:?}");
+                p.loan_uninit().unwrap().write_payload(42).send().unwrap();
+            }
+            "reader" => {
+                let svc = open(&root, &name).unwrap();
+                let refused = svc
+                    .publisher_builder()
+                    .create()
+                    .map(drop)
+                    .expect_err("a reader's publisher");
+                assert!(
+                    matches!(refused, PortCreateError::NotAPublisher { .. }),
+                    "{refused}"
+                );
+                let text = refused.to_string();
+                assert!(text.contains("is a reader in its access policy"), "{text}");
+                let fds = payload_fds(&name);
+                assert!(!fds.is_empty(), "the payload is open");
+                for fd in &fds {
+                    assert_kernel_refuses_writes(fd);
+                }
+                let s = svc.subscriber_builder().create().unwrap();
+                assert_eq!(receive_within(&s, LIMIT), 7);
+            }
+            "stranger" => {
+                let e = open(&root, &name).map(drop).expect_err("a stranger's open");
+                assert!(matches!(e, OpenError::NotInAccessPolicy { .. }), "{e}");
+                let text = e.to_string();
+                assert!(
+                    text.contains(&format!("uid {STRANGER} (gid {STRANGER})"))
+                        && text.contains(&format!(
+                            "publish: uid 0 (creator), uid {WRITER}; read: uid {READER}, gid {READER_GROUP}"
+                        )),
+                    "{text}"
+                );
+                // Past the opener's own check: every holder refuses it too.
+                let answers = ask_holders(&root, &name);
+                assert!(!answers.is_empty());
+                for a in answers {
+                    match a {
+                        Err(iox_core::handover::Denied::Refused(why)) => {
+                            assert!(why.contains("neither a publisher nor a reader"), "{why}")
+                        }
+                        other => panic!("a holder answered a stranger: {:?}", other.map(|f| f.len())),
+                    }
+                }
+                assert!(payload_fds(&name).is_empty(), "a stranger holds no descriptor");
+            }
+            other => panic!("unknown role {other}"),
+        }
+        return;
+    }
+    if !iox_testkit::root_or_skip(ROLES_TEST) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    // Sticky and open to all, as /dev/shm is.
+    std::fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    let svc = create(root, "camera");
+    // The policy file: the creator's, and no one else may change it.
+    let config = root.join(format!(
+        "{}.service",
+        iox_service::ServiceName::new("camera").unwrap().stem()
+    ));
+    let mode = std::fs::metadata(&config).unwrap().permissions();
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777, 0o644);
+    let s = svc.subscriber_builder().create().unwrap();
+    wait_ok(spawn(ROLES_TEST, "writer", WRITER, WRITER, root, "camera"), LIMIT);
+    assert_eq!(receive_within(&s, LIMIT), 42, "the writer uid published");
+    let p = svc.publisher_builder().create().unwrap();
+    for (uid, gid) in [(READER, READER), (GROUP_MEMBER, READER_GROUP)] {
+        let child = spawn(ROLES_TEST, "reader", uid, gid, root, "camera");
+        // Its subscriber is the second one: then it is sent what it waits for.
+        assert!(
+            wait_until(LIMIT, || svc.port_counts().1 == 2),
+            "the reader subscribed"
+        );
+        p.loan_uninit().unwrap().write_payload(7).send().unwrap();
+        wait_ok(child, LIMIT);
+        assert_eq!(receive_within(&s, LIMIT), 7);
+        assert!(wait_until(LIMIT, || svc.port_counts().1 == 1));
+    }
+    wait_ok(
+        spawn(ROLES_TEST, "stranger", STRANGER, STRANGER, root, "camera"),
+        LIMIT,
+    );
+}
+
+#[test]
+fn a_reader_that_holds_the_service_hands_out_read_only_descriptors() {
+    if let Some(r) = role() {
+        let (root, name) = child_env();
+        match r.as_str() {
+            "holding reader" => {
+                let svc = open(&root, &name).unwrap();
+                let _s = svc.subscriber_builder().create().unwrap();
+                // Holds the service (and answers for it) until the test is done.
+                assert!(wait_until(LIMIT, || root.join("done").exists()), "told to stop");
+            }
+            "late writer" => {
+                // Only a reader holds the service now: it hands over read-only.
+                let svc = open(&root, &name).unwrap();
+                let refused = svc
+                    .publisher_builder()
+                    .create()
+                    .map(drop)
+                    .expect_err("no writable pool");
+                let text = refused.to_string();
+                assert!(text.contains("only holders that may read were alive"), "{text}");
+                for fd in payload_fds(&name) {
+                    assert_kernel_refuses_writes(&fd);
+                }
+            }
+            other => panic!("unknown role {other}"),
+        }
+        return;
+    }
+    if !iox_testkit::root_or_skip(HOLDER_TEST) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    let svc = create(root, "held");
+    let holder = spawn(HOLDER_TEST, "holding reader", READER, READER, root, "held");
+    assert!(
+        wait_until(LIMIT, || svc.port_counts().1 == 1),
+        "the reader subscribed"
+    );
+    // The creator, the only writable holder, goes: the reader holds it alone.
+    drop(svc);
+    assert_eq!(holders(root, "held").len(), 1, "one holder left");
+    // Asked directly by root (a publisher in the policy), it hands a read-only one.
+    for answer in ask_holders(root, "held") {
+        let fds = answer.unwrap_or_else(|e| panic!("the reader refused root: {e:?}"));
+        assert!(fds.iter().all(read_only_description), "only read-only");
+        assert!(!fds.is_empty());
+        let _ = fds[0].as_fd();
+    }
+    wait_ok(
+        spawn(HOLDER_TEST, "late writer", WRITER, WRITER, root, "held"),
+        LIMIT,
+    );
+    std::fs::write(root.join("done"), b"").unwrap();
+    wait_ok(holder, LIMIT);
+}
+
+#[test]
+fn a_policy_rewritten_by_another_user_is_refused() {
+    if let Some(r) = role() {
+        let (root, name) = child_env();
+        assert_eq!(r, "tamperer");
+        let stem = iox_service::ServiceName::new(&name).unwrap().stem();
+        let config = root.join(format!("{stem}.service"));
+        // In place: the file is its creator's, 0644.
+        let in_place = std::fs::OpenOptions::new().append(true).open(&config);
+        assert_eq!(
+            in_place.err().map(|e| e.kind()),
+            Some(std::io::ErrorKind::PermissionDenied)
+        );
+        // By replacing it (this root is not sticky, so it can): a policy that lets it
+        // publish.
+        let text = std::fs::read_to_string(&config).unwrap();
+        let forged = text.replace(
+            &format!("Uid({WRITER}),"),
+            &format!("Uid({WRITER}),Uid({READER}),"),
+        );
+        assert_ne!(forged, text, "the policy is in the text: {text}");
+        let tmp = root.join("forged");
+        std::fs::write(&tmp, forged).unwrap();
+        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+        std::fs::rename(&tmp, &config).unwrap();
+        let e = open(&root, &name).map(drop).expect_err("a forged policy");
+        assert!(matches!(e, OpenError::AccessTampered { .. }), "{e}");
+        assert!(e.to_string().contains(&format!("belongs to uid {READER}")), "{e}");
+        return;
+    }
+    if !iox_testkit::root_or_skip(TAMPER_TEST) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    // Not sticky: anyone may replace any file here (a root no deployment should use;
+    // the policy check is what catches it).
+    std::fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let _svc = create(root, "tampered");
+    wait_ok(
+        spawn(TAMPER_TEST, "tamperer", READER, READER, root, "tampered"),
+        LIMIT,
+    );
+    // The creator's next open sees it too.
+    let e = open(root, "tampered").map(drop).expect_err("the forged file");
+    assert!(matches!(e, OpenError::AccessTampered { .. }), "{e}");
+}
