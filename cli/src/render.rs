@@ -122,6 +122,9 @@ pub fn list(all: &RootInfo) -> String {
         for (key, value) in s.config.iter().flat_map(|c| c.attributes.iter()) {
             let _ = writeln!(out, "    attribute {key}={}", abbreviated(value));
         }
+        if let Some(access) = s.config.as_ref().and_then(|c| c.access.as_ref()) {
+            let _ = writeln!(out, "    access {access}");
+        }
     }
     if all.services.is_empty() {
         out.push_str("(no services)\n");
@@ -171,6 +174,9 @@ pub fn show(s: &ServiceInfo) -> String {
             "attribute {key} = {}",
             value.trim_end_matches('\n').replace('\n', &format!("\n{indent}"))
         );
+    }
+    if let Some(access) = s.config.as_ref().and_then(|c| c.access.as_ref()) {
+        let _ = writeln!(out, "access    {access}");
     }
     let event = s.config.as_ref().and_then(|c| c.event().copied());
     if let (Some(c), Some(e)) = (&s.config, event) {

@@ -1,6 +1,6 @@
-//! `iox list` and `iox show` print the attributes of services another process
-//! created (text and JSON), and `iox list --attribute KEY[=VALUE]` lists only the
-//! services that have them.
+//! `iox list` and `iox show` print the attributes and access policies of services
+//! another process created (text and JSON), and `iox list --attribute KEY[=VALUE]`
+//! lists only the services that have them.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -29,6 +29,12 @@ fn creator() {
     let _b = named("cli/attr/b")
         .publish_subscribe::<u32>()
         .attribute("ros2/type", "geometry_msgs/msg/Pose")
+        .create()
+        .unwrap();
+    let _guarded = named("cli/attr/guarded")
+        .publish_subscribe::<u8>()
+        .permissions(0o666)
+        .access(iox_service::AccessPolicy::new().publish_uid(1001).read_gid(50))
         .create()
         .unwrap();
     let _plain = named("cli/attr/plain")
@@ -90,7 +96,13 @@ fn list_and_show_print_and_filter_by_the_attributes_another_process_recorded() {
     );
 
     // Filters: KEY=VALUE, KEY alone, several (all must hold).
-    let all = ["cli/attr/a", "cli/attr/b", "cli/attr/event", "cli/attr/plain"];
+    let all = [
+        "cli/attr/a",
+        "cli/attr/b",
+        "cli/attr/event",
+        "cli/attr/guarded",
+        "cli/attr/plain",
+    ];
     assert_eq!(list(root, &[]), all);
     assert_eq!(list(root, &["ros2/type=std_msgs/msg/String"]), ["cli/attr/a"]);
     assert_eq!(list(root, &["ros2/type"]), ["cli/attr/a", "cli/attr/b"]);
@@ -112,6 +124,22 @@ fn list_and_show_print_and_filter_by_the_attributes_another_process_recorded() {
     assert!(t.contains("    attribute ros2/type=std_msgs/msg/String\n"), "{t}");
     assert!(t.contains("    attribute ros2/msgdef=int32 x...\n"), "{t}");
     assert!(t.contains("    attribute role=estop\n"), "{t}");
+    let me = rustix::process::geteuid().as_raw();
+    let policy = format!("publish: uid {me} (creator), uid 1001; read: gid 50");
+    assert!(t.contains(&format!("    access {policy}\n")), "{t}");
+    let out = iox(root, &["show", "cli/attr/guarded"]);
+    assert!(
+        text(&out).contains(&format!("\naccess    {policy}\n")),
+        "{}",
+        text(&out)
+    );
+    let out = iox(root, &["show", "cli/attr/guarded", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["config"]["access"],
+        serde_json::json!({"creator": me, "publish": [{"Uid": 1001}], "read": [{"Gid": 50}]}),
+        "{v}"
+    );
 
     // JSON: an object of key to value in each service's config, filtered alike.
     let out = iox(root, &["list", "--json", "--attribute", "ros2/type"]);

@@ -30,6 +30,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Why a `CudaDevice` service takes no readers (see the module docs).
+pub const NO_DEVICE_READERS: &str = "a CudaDevice pool cannot be handed to readers read-only (the CUDA driver imports its exported memory with full access), so its access policy may name publishers only; use CudaPinned host memory for read-only subscribers";
+
 /// Most uids and gids a policy lists (publishers and readers together).
 pub const MAX_PRINCIPALS: usize = 64;
 

@@ -400,3 +400,73 @@ fn a_policy_rewritten_by_another_user_is_refused() {
     let e = open(root, "tampered").map(drop).expect_err("the forged file");
     assert!(matches!(e, OpenError::AccessTampered { .. }), "{e}");
 }
+
+/// Settings that cannot be kept are refused when the service is created (no root
+/// needed): a file-backed pool (opened by path, its mode alone decides), readers of a
+/// device pool (the driver imports it with full access; refused before the driver is
+/// asked anything); an opener that requires another policy is refused, one that
+/// requires none takes the service's.
+#[test]
+fn policies_are_recorded_compared_and_refused_where_they_cannot_be_kept() {
+    use iox_service::{Backing, CreateError, MemoryType};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let builder = |name: &str| {
+        Service::named(name)
+            .unwrap()
+            .root(root)
+            .publish_subscribe::<u64>()
+    };
+    let file = builder("file")
+        .backing(Backing::File)
+        .access(policy())
+        .create()
+        .map(drop)
+        .expect_err("a file-backed pool with a policy");
+    assert!(matches!(file, CreateError::InvalidSetting { .. }), "{file}");
+    assert!(file.to_string().contains("handed over by descriptor"), "{file}");
+    let device = builder("device")
+        .memory_type(MemoryType::CudaDevice)
+        .access(AccessPolicy::new().read_uid(READER))
+        .create()
+        .map(drop)
+        .expect_err("readers of a device pool");
+    assert!(
+        device
+            .to_string()
+            .contains("CudaDevice pool cannot be handed to readers"),
+        "{device}"
+    );
+    let svc = builder("kept").access(policy()).create().unwrap();
+    let me = rustix::process::geteuid().as_raw();
+    assert_eq!(svc.access_policy(), Some(&policy().with_creator(me)));
+    // The same rules in another order: the same policy.
+    let same = AccessPolicy::new()
+        .read_gid(READER_GROUP)
+        .read_uid(READER)
+        .publish_uid(WRITER);
+    assert!(builder("kept").access(same).open().is_ok());
+    assert!(builder("kept").open().unwrap().access_policy().is_some());
+    let other = builder("kept")
+        .access(AccessPolicy::new().read_uid(READER))
+        .open()
+        .map(drop)
+        .expect_err("another policy");
+    assert!(matches!(other, OpenError::IncompatibleAccess { .. }), "{other}");
+    let text = other.to_string();
+    assert!(
+        text.contains(&format!("read: uid {READER}, gid {READER_GROUP}")),
+        "names both: {text}"
+    );
+    let none = builder("plain").create().unwrap();
+    let required = builder("plain")
+        .access(policy())
+        .open()
+        .map(drop)
+        .expect_err("a policy the service lacks");
+    assert!(
+        required.to_string().contains("has access policy none"),
+        "{required}"
+    );
+    drop(none);
+}

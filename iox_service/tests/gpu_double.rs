@@ -515,3 +515,79 @@ fn device_ptr_makes_no_driver_call_per_sample() {
     };
     eprintln!("{TEST}: {cost} ({label})");
 }
+
+/// Access roles on a `CudaPinned` service: a reader uid (see `access_roles.rs`), whose
+/// payload descriptor is read-only, registers the pool with the driver read-only
+/// (`CU_MEMHOSTREGISTER_READ_ONLY`, flag 8); a publisher's process writable. Needs root
+/// to run the reader as another user.
+#[test]
+fn a_reader_in_the_access_policy_registers_the_pool_read_only() {
+    const TEST: &str = "a_reader_in_the_access_policy_registers_the_pool_read_only";
+    const READER: u32 = 1002;
+    if let Some(role) = iox_testkit::role() {
+        assert_eq!(role, "reader");
+        let s = Service::named("gpu/roles")
+            .unwrap()
+            .publish_subscribe::<u64>()
+            .open()
+            .unwrap();
+        let sub = s.subscriber_builder().pin_memory(true).create().unwrap();
+        assert!(sub.is_pinned());
+        let refused = s
+            .publisher_builder()
+            .create()
+            .map(drop)
+            .expect_err("a reader's publisher");
+        assert!(refused.to_string().contains("reader"), "{refused}");
+        return;
+    }
+    if !iox_testkit::root_or_skip(TEST) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(driver) = driver(TEST, dir.path()) else {
+        return;
+    };
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    for (path, mode) in [(dir.path(), 0o755), (root.as_path(), 0o1777)] {
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+    }
+    // The reader writes the driver double's log too.
+    let log = dir.path().join("cuda-calls.log");
+    std::fs::write(&log, b"").unwrap();
+    std::fs::set_permissions(&log, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    // Created here without pinning (this process never loads the driver).
+    let _svc = Service::named("gpu/roles")
+        .unwrap()
+        .root(&root)
+        .publish_subscribe::<u64>()
+        .memory_type(MemoryType::CudaPinned)
+        .permissions(0o666)
+        .access(iox_service::AccessPolicy::new().read_uid(READER))
+        .create()
+        .unwrap();
+    let mut envs = driver.envs();
+    envs.push(("IOX_ROOT", root.display().to_string()));
+    let child = {
+        use std::os::unix::process::CommandExt;
+        iox_testkit::self_command(TEST, "reader", &envs)
+            .uid(READER)
+            .gid(READER)
+            .spawn()
+            .unwrap()
+    };
+    let pid = child.id();
+    iox_testkit::wait_ok(child, WAIT);
+    let Some(calls) = driver.calls_of(pid) else {
+        return;
+    };
+    let register = of(&calls, "cuMemHostRegister_v2");
+    assert_eq!(register.len(), 1, "{calls:?}");
+    assert_eq!(
+        register[0].num("flags").map(|f| f & 8),
+        Some(8),
+        "read-only: {calls:?}"
+    );
+    assert_eq!(register[0].get("mapped"), Some("ro"), "{calls:?}");
+}

@@ -416,9 +416,7 @@ impl StaticConfig {
                 )));
             }
             if access.has_readers() && matches!(self.backing, PayloadBacking::CudaDevice(_)) {
-                return Err(InvalidConfig::Access(
-                    "a CudaDevice pool cannot be handed to readers read-only (the CUDA driver imports its exported memory with full access), so its access policy may name publishers only; use CudaPinned host memory for read-only subscribers".into(),
-                ));
+                return Err(InvalidConfig::Access(crate::access::NO_DEVICE_READERS.into()));
             }
             if !matches!(
                 self.backing,

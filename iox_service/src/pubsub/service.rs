@@ -529,6 +529,10 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
             if !memfd {
                 return self.fail(InvalidConfig::DeviceMemory);
             }
+            // Before the driver is asked anything.
+            if self.target.access.as_ref().is_some_and(|a| a.has_readers()) {
+                return self.fail(InvalidConfig::Access(iox_core::access::NO_DEVICE_READERS.into()));
+            }
             let planned = iox_core::device::planned(self.cuda_device, config.layout.payload_len()).map_err(
                 |reason| CreateError::DeviceMemory {
                     name: self.target.name.to_string(),
