@@ -30,7 +30,8 @@
 //!    descriptor hand-over (`handover`);
 //! 4. **a service open in this process** (`shared`) and the primitives its ports share
 //!    once they have a slot (`port`: loans, owner bits, the journaled send, waking,
-//!    pinning; `fanout`: an event's notification to every listener);
+//!    pinning; `fanout`: an event's notification to every listener; `chunk_guard`: the
+//!    locks that keep readers' chunks from publishers whatever the shared words say);
 //! 5. **recovery** of dead participants, one dispatch on the pattern (`recovery`, with
 //!    each pattern's steps in `recovery::{pubsub, event, reqres, blackboard}`);
 //! 6. **services**: open / create and the pattern plug-in (`service`), taking a port
@@ -67,6 +68,7 @@ pub mod liveness;
 pub mod root;
 
 // Layer 4, a service open in this process and the primitives its ports share.
+pub mod chunk_guard;
 pub mod fanout;
 pub mod port;
 pub mod shared;

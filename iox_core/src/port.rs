@@ -67,6 +67,13 @@ pub enum LoanError {
         /// Most payload bytes a chunk holds.
         max: usize,
     },
+    /// Every free chunk that fits is locked by another port (see
+    /// [`crate::chunk_guard`]): a reader holds locks on chunks its ownership words do not
+    /// say it holds (a hostile or broken reader), or other publishers are writing them.
+    #[error(
+        "every free chunk of the size asked for is locked by another port of the service (a reader holding chunks it was not given, or publishers writing them); this ends when that process does"
+    )]
+    HeldByReaders,
     /// The pool refused (exhausted, or corrupt).
     #[error(transparent)]
     Pool(#[from] iox_mempool::LoanError),
@@ -167,6 +174,15 @@ pub enum PortCreateError {
         service: String,
         /// Its role and the policy, or why its descriptor is read-only.
         why: String,
+    },
+    /// The port's own read-only descriptor of the pool, for its chunk guard
+    /// ([`crate::chunk_guard`]), could not be opened.
+    #[error("cannot open the pool of service {service:?} for the chunk locks of a port: {source}")]
+    Guard {
+        /// The service.
+        service: String,
+        /// Why.
+        source: std::io::Error,
     },
     /// The port's readiness socket could not be made under the root.
     #[error("cannot make the readiness socket of a port of service {service:?} under the root: {source}")]

@@ -119,6 +119,12 @@ stall_points! {
     BlackboardBeforePublish = "blackboard-before-publish",
     /// A blackboard reader pinned a key's current buffer and has not read it yet.
     BlackboardPinned = "blackboard-pinned",
+    /// A publisher of a service with readers claimed a chunk's word for a loan and has
+    /// not yet locked the chunk's write guard (`iox_core::chunk_guard`).
+    GuardBeforeWriteLock = "guard-before-write-lock",
+    /// A subscriber of a service with readers took an entry's chunk and locked its read
+    /// guard, and has not yet looked for a publisher writing it.
+    GuardBeforeReadCheck = "guard-before-read-check",
 }
 
 /// The environment variable naming the stall point a test wants.

@@ -77,7 +77,7 @@ const CORE_LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "an open service and its ports' primitives",
-        &["fanout", "port", "shared"],
+        &["chunk_guard", "fanout", "port", "shared"],
     ),
     ("recovery", &["recovery"]),
     ("services", &["cleanup", "inspect", "service", "slot_claim"]),

@@ -62,6 +62,7 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use iox_core::chunk_guard::ChunkGuard;
 use iox_mempool::{ChunkHandle, Located, Pool, PoolInfo, PoolPin};
 use thiserror::Error;
 
@@ -167,12 +168,14 @@ impl<P: ?Sized + Payload, H: UserHeader> PublisherBuilder<P, H> {
         let read_cache = Box::new(std::array::from_fn(|_| Cell::new(0)));
         let section = super::config::of(&self.service.config);
         let history = (section.history > 0).then(|| Box::new(history::State::new(max_subscribers)));
+        let guard = chunk_guard(&self.service)?;
         Ok(Publisher {
             port: Rc::new(PublisherPort {
-                send_generation: match history {
-                    None => self.service.fork_generation,
-                    Some(_) => history::NOT_A_GENERATION,
+                send_generation: match (&history, &guard) {
+                    (None, None) => self.service.fork_generation,
+                    _ => history::NOT_A_GENERATION,
                 },
+                guard,
                 max_loans: section.max_loans as usize,
                 drop_oldest: section.overflow == Overflow::DropOldest,
                 history,
@@ -219,10 +222,14 @@ pub(crate) struct PublisherPort {
     /// Where this slot's header is (checked once, here).
     header: PortHeaderOffset,
     /// What `send` compares with the process's fork generation: `fork_generation`
-    /// without history; with history a value no generation takes, so that the one test
-    /// `send` makes first also takes a publisher with history to its own path, at no
+    /// without history or guard; with either a value no generation takes, so that the
+    /// one test `send` makes first also takes such a publisher to its own path, at no
     /// cost to the others (see [`history`]).
     send_generation: u64,
+    /// The chunk guard of a service whose access policy names readers
+    /// (`iox_core::chunk_guard`): every chunk this port writes is locked for writing
+    /// from its loan to its send. Such a port keeps no spare loaned ahead.
+    guard: Option<ChunkGuard>,
     max_loans: usize,
     /// The service's overflow policy is to drop the oldest sample.
     drop_oldest: bool,
@@ -379,6 +386,7 @@ impl PublisherPort {
     #[inline(never)]
     fn loan_from_pool(&self, bytes: usize, other: Option<ChunkHandle>) -> Result<Located, LoanError> {
         if let Some(h) = other {
+            self.end_write(h);
             let _ = self.pool.book().release(h, self.owner);
         }
         let handle = self.loan_chunk(bytes)?;
@@ -388,13 +396,57 @@ impl PublisherPort {
             .expect("a handle just loaned is in range"))
     }
 
-    /// Loans a chunk from the pool under this publisher's owner bit.
+    /// Loans a chunk from the pool under this publisher's owner bit (and, with a
+    /// guard, its write lock).
     #[inline]
     fn loan_chunk(&self, bytes: usize) -> Result<ChunkHandle, LoanError> {
+        if let Some(guard) = &self.guard {
+            return self.loan_guarded(guard, bytes);
+        }
         let mut hint = self.hint.get();
         let handle = self.pool.loan(bytes, &mut hint, self.owner)?;
         self.hint.set(hint);
         Ok(handle)
+    }
+
+    /// [`Self::loan_chunk`] with a guard: a chunk whose word was free but which another
+    /// port has locked (a reader reading it: its word was cleared under it; or another
+    /// publisher writing it) is passed over, each at most once; those passed over are
+    /// released after the search, so it never finds them again.
+    #[cold]
+    fn loan_guarded(&self, guard: &ChunkGuard, bytes: usize) -> Result<ChunkHandle, LoanError> {
+        let mut passed = Vec::new();
+        let found = loop {
+            let mut hint = self.hint.get();
+            let handle = match self.pool.loan(bytes, &mut hint, self.owner) {
+                Ok(h) => h,
+                Err(e) if passed.is_empty() => break Err(e.into()),
+                Err(_) => break Err(LoanError::HeldByReaders),
+            };
+            self.hint.set(hint);
+            let addr = self
+                .pool
+                .locate(handle)
+                .expect("a handle just loaned is in range")
+                .addr();
+            if guard.begin_write(addr) {
+                break Ok(handle);
+            }
+            passed.push(handle);
+        };
+        for h in passed {
+            let _ = self.pool.book().release(h, self.owner);
+        }
+        found
+    }
+
+    /// A guarded port is done writing chunk `h` (sent or given back); nothing without
+    /// a guard.
+    #[inline]
+    fn end_write(&self, h: ChunkHandle) {
+        if let (Some(guard), Some(chunk)) = (&self.guard, self.pool.locate(h)) {
+            guard.end_write(chunk.addr());
+        }
     }
 
     /// Takes back an unsent loan: it becomes the spare if there is none (it stays
@@ -408,6 +460,7 @@ impl PublisherPort {
         if self.spare.is_empty() {
             self.spare.put(chunk);
         } else {
+            self.end_write(chunk.handle());
             let _ = self.pool.book().release(chunk.handle(), self.owner);
         }
     }
@@ -436,11 +489,19 @@ impl PublisherPort {
     /// by its pool), to every subscriber.
     #[inline]
     pub(crate) fn send_chunk(&self, chunk: Located, len: usize) -> Result<usize, SendError> {
-        let handle = chunk.handle();
-        // The fork check, and the history test (see `send_generation`).
+        // The fork check, and the history and guard test (see `send_generation`).
         if !crate::fork::is_same_process(self.send_generation) {
-            return self.send_other(handle, len);
+            return self.send_other(chunk, len);
         }
+        self.send_now::<true>(chunk, len)
+    }
+
+    /// The send to every connected subscriber (`send_chunk` once it knows the port is
+    /// its process's and has no history); `SPARE`: loan the next chunk ahead (not for a
+    /// guarded port, whose loans each take a write lock).
+    #[inline(always)]
+    pub(super) fn send_now<const SPARE: bool>(&self, chunk: Located, len: usize) -> Result<usize, SendError> {
+        let handle = chunk.handle();
         let d = self.service.dynamic();
         // The queues' lines are asked for first: they travel while the loan below
         // waits for the chunk words' line (and the payload's, which its atomic step
@@ -452,7 +513,9 @@ impl PublisherPort {
         // The next chunk is loaned first, while the subscribers are not touching the
         // ownership words (they are waiting for this sample): the hand-off below then
         // finds the line here, and no loan of ours races their take and release.
-        self.refill_spare(handle);
+        if SPARE {
+            self.refill_spare(handle);
+        }
         // SAFETY: the chunk was loaned from, and located by, `self.pool`, which this
         // port keeps mapped.
         unsafe { chunk.set_user_word(len as u64) };
@@ -668,4 +731,21 @@ impl Drop for PublisherPort {
         port::close(header, self.generation);
         self.free_slot(Side::Sending, || {});
     }
+}
+
+pub(crate) use history::NOT_A_GENERATION;
+
+/// The chunk guard of a port of `service`, if its access policy names readers (see
+/// `iox_core::chunk_guard`); a device pool has none (its policy names no readers).
+pub(crate) fn chunk_guard(service: &Shared) -> Result<Option<ChunkGuard>, PortCreateError> {
+    let guarded = service.config.access.as_ref().is_some_and(|a| a.has_readers());
+    if !guarded || service.pool.is_device() {
+        return Ok(None);
+    }
+    ChunkGuard::new(service.pool.payload_fd(), service.pool.payload_base())
+        .map(Some)
+        .map_err(|source| PortCreateError::Guard {
+            service: service.name.to_string(),
+            source,
+        })
 }

@@ -70,6 +70,7 @@ use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
 
+use iox_core::chunk_guard::ChunkGuard;
 use iox_mempool::{Located, PoolInfo, PoolPin};
 use thiserror::Error;
 
@@ -181,11 +182,19 @@ impl<P: ?Sized + Payload, H: UserHeader> SubscriberBuilder<P, H> {
         d.may_wait().reset(slot);
         // Publishers deliver from the connected set on (see `shm::connected`): joined
         // before waiters hear of the port, so a publisher they wake delivers to it.
+        let guard = super::publisher::chunk_guard(&self.service)?;
+        let history = d.regions::<super::layout::PubSubLayout>().history > 0;
         let (slot, generation) = claim.activate_then(pin.as_ref(), || d.connected().connect(slot));
         Ok(Subscriber {
             port: Arc::new(SubscriberPort {
                 max_held: super::config::of(&self.service.config).max_held as usize,
-                history: d.regions::<super::layout::PubSubLayout>().history > 0,
+                vetted: history || guard.is_some(),
+                release_generation: match guard {
+                    None => self.service.fork_generation,
+                    Some(_) => super::publisher::NOT_A_GENERATION,
+                },
+                guard,
+                history,
                 queues: d.queue_column_offset(slot),
                 doorbell,
                 base: PortSlot::new(self.service, pin, slot, generation, owner),
@@ -228,6 +237,18 @@ pub(crate) struct SubscriberPort {
     /// The service keeps a history per publisher: entries from a publisher count only
     /// once it gave this port its history ([`SubscriberPort::given_history_by`]).
     history: bool,
+    /// The chunk guard of a service whose access policy names readers
+    /// (`iox_core::chunk_guard`): every chunk this port hands out is locked for reading
+    /// from its take to its release.
+    guard: Option<ChunkGuard>,
+    /// `history` or a guard: every take is looked at once more, out of line
+    /// ([`SubscriberPort::vet`]).
+    vetted: bool,
+    /// What a sample's release compares with the process's fork generation: the port's
+    /// fork generation without a guard, else a value no generation takes, so that the
+    /// one test a release makes first also takes a guarded port's to its own path
+    /// ([`SubscriberPort::drop_guarded_sample`]).
+    release_generation: u64,
     /// The readiness socket (see [`crate::doorbell`]); removed when the port goes.
     doorbell: Doorbell,
 }
@@ -274,12 +295,57 @@ impl SubscriberPort {
     /// Releases a received sample's chunk.
     #[inline]
     pub(crate) fn drop_sample(&self, chunk: &Located) {
-        if !self.is_own_process() {
-            return; // a forked child's copy: the chunk is the parent's
+        // The fork check, and the guard test (see `release_generation`).
+        if !crate::fork::is_same_process(self.release_generation) {
+            return self.drop_guarded_sample(chunk);
         }
         // SAFETY: the chunk was located by `self.pool` at receive, which this port
         // keeps mapped.
         let _ = unsafe { chunk.release(self.owner) };
+    }
+
+    /// `drop_sample` of a guarded port (or of a forked child's copy, which does
+    /// nothing: the chunk is the parent's): the read lock goes first, so a publisher
+    /// that finds the word free finds no lock either.
+    #[cold]
+    fn drop_guarded_sample(&self, chunk: &Located) {
+        if !self.is_own_process() {
+            return;
+        }
+        if let Some(guard) = &self.guard {
+            guard.end_read(chunk.addr());
+        }
+        // SAFETY: as in `drop_sample`.
+        let _ = unsafe { chunk.release(self.owner) };
+    }
+
+    /// A taken chunk that will not be handed out: its read lock (if this port has a
+    /// guard and took it) and its hold go.
+    #[cold]
+    fn release_taken(&self, chunk: &iox_mempool::ChunkRef<'_>, locked: bool) {
+        if locked && let Some(guard) = &self.guard {
+            guard.end_read(chunk.addr());
+        }
+        let _ = chunk.release(self.owner);
+    }
+
+    /// A taken chunk of a port with history or a guard, looked at once more: a stray
+    /// (`stray`: the entry predates our history, see [`Self::given_history_by`]) is
+    /// released; with a guard, the chunk is locked for reading, and released if a
+    /// publisher is writing it (an entry no publisher pushed).
+    #[cold]
+    fn vet(&self, chunk: &iox_mempool::ChunkRef<'_>, stray: bool) -> Vetted {
+        if stray {
+            self.release_taken(chunk, false);
+            return Vetted::Stray;
+        }
+        if let Some(guard) = &self.guard
+            && !guard.begin_read(chunk.addr())
+        {
+            self.release_taken(chunk, false);
+            return Vetted::BeingWritten;
+        }
+        Vetted::Ours
     }
 
     pub(crate) fn pool(&self) -> &iox_mempool::Pool {
@@ -481,7 +547,7 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
             let p = (rotated.trailing_zeros() as usize + cursor) & 63;
             rotated &= rotated - 1;
             let mut taken = None;
-            let mut stray = false;
+            let (mut slow, mut stray) = (false, false);
             let raw = match d.queue_to(port.queues, p).pop(queue::BY_CONSUMER, |e| {
                 // One lookup of the chunk for the take, its length and its address.
                 // The payload's line is asked for first, so that it travels while
@@ -493,7 +559,8 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
                     .filter(|c| c.take_queued(port.owner).is_ok());
                 // With history: an entry is ours only once this publisher gave us its
                 // history; looked at under our claim (see `pubsub::publisher::history`).
-                stray = port.history && taken.is_some() && !port.given_history_by(p);
+                slow = port.vetted && taken.is_some();
+                stray = slow && port.history && !port.given_history_by(p);
             }) {
                 Popped::Took(raw) => raw,
                 Popped::Empty => continue,
@@ -510,11 +577,20 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
                 what,
             };
             let chunk = taken.ok_or(corrupt("no such chunk, or a duplicate entry"))?;
-            if stray {
-                let _ = chunk.release(port.owner);
-                // This publisher's queue once more: what follows may be ours.
-                rotated |= 1 << (p.wrapping_sub(cursor) & 63);
-                continue;
+            if slow {
+                match port.vet(&chunk, stray) {
+                    Vetted::Ours => {}
+                    Vetted::Stray => {
+                        // This publisher's queue once more: what follows may be ours.
+                        rotated |= 1 << (p.wrapping_sub(cursor) & 63);
+                        continue;
+                    }
+                    Vetted::BeingWritten => {
+                        return Err(corrupt(
+                            "a chunk a publisher is still writing (an entry no publisher pushed)",
+                        ));
+                    }
+                }
             }
             let len = chunk.user_word();
             let chunk_size = chunk.size();
@@ -533,7 +609,7 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
                 len == 1 && room + size_of::<P::Element>() <= chunk_size
             };
             if !fits {
-                let _ = chunk.release(port.owner);
+                port.release_taken(&chunk, slow);
                 return Err(corrupt("payload length does not fit the chunk"));
             }
             // A type with bytes that are no value is checked before it is handed out
@@ -542,7 +618,7 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
             // checked), which our owner bit holds; the publisher wrote them before
             // its Release push, which our Acquire pop saw.
             if let Err(source) = unsafe { check_values::<P, H>(chunk.addr(), len as usize) } {
-                let _ = chunk.release(port.owner);
+                port.release_taken(&chunk, slow);
                 return Err(ReceiveError::InvalidValue { publisher: p, source });
             }
             return Ok(Some(Sample::new(
@@ -685,4 +761,15 @@ impl Drop for SubscriberPort {
         self.release_chunks();
         self.free_slot(Side::Receiving, || {});
     }
+}
+
+/// What [`SubscriberPort::vet`] found of a taken chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Vetted {
+    /// Hand it out.
+    Ours,
+    /// An entry meant for an earlier port of this slot: released, look again.
+    Stray,
+    /// A publisher is writing it: released, an error.
+    BeingWritten,
 }

@@ -82,7 +82,7 @@
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
 
-use iox_mempool::ChunkHandle;
+use iox_mempool::{ChunkHandle, Located};
 
 use super::{PublisherPort, SendError};
 use crate::dynamic::{self, Dynamic};
@@ -96,7 +96,7 @@ const NEVER: u64 = u64::MAX;
 
 /// The `send_generation` of a publisher with history: no fork generation is this
 /// (the process-global generation counts forks from 0).
-pub(super) const NOT_A_GENERATION: u64 = u64::MAX;
+pub(crate) const NOT_A_GENERATION: u64 = u64::MAX;
 
 /// What a publisher of a service with history keeps in its process (boxed, so that
 /// a publisher without history carries one word for it).
@@ -123,10 +123,15 @@ impl PublisherPort {
     /// send with history.
     #[cold]
     #[inline(never)]
-    pub(super) fn send_other(&self, handle: ChunkHandle, len: usize) -> Result<usize, SendError> {
+    pub(super) fn send_other(&self, chunk: Located, len: usize) -> Result<usize, SendError> {
+        if !self.is_own_process() {
+            return Err(SendError::ForkedProcess);
+        }
+        // Written: a guarded port unlocks before the entry can reach anyone.
+        self.end_write(chunk.handle());
         match &self.history {
-            Some(history) if self.is_own_process() => self.send_with_history(history, handle, len),
-            _ => Err(SendError::ForkedProcess),
+            Some(history) => self.send_with_history(history, chunk.handle(), len),
+            None => self.send_now::<false>(chunk, len),
         }
     }
 
