@@ -15,12 +15,15 @@
 //! or a server that has not taken the client's earlier requests is `LimitReached`; a
 //! stream whose server went away (died, or dropped the request unreceived) is
 //! `ServerGone`; a response to a client that went away or dropped its pending
-//! response is `ClientGone`. Everything else is `Error`.
+//! response is `ClientGone`. Access policies (`access.rs`): a process the service's
+//! policy does not name, refused at open, is `AccessDenied`; a reader's publisher is
+//! `NotAPublisher` (an `AccessDenied` too); a policy that differs from the one asked
+//! for on open is `IncompatibleService`. Everything else is `Error`.
 //! DLPack's own exchange (`__dlpack__` asked for a copy, another device or a stream it
 //! cannot order, an export made already) raises `BufferError`, as the protocol says.
 
 use iox_service::{
-    CreateError, LoanError, OpenError, OpenOrCreateError, ReceiveError, RequestSendError,
+    CreateError, LoanError, OpenError, OpenOrCreateError, PortCreateError, ReceiveError, RequestSendError,
     ResponseReceiveError, ResponseSendError,
 };
 use pyo3::create_exception;
@@ -37,7 +40,7 @@ create_exception!(
     iox,
     IncompatibleService,
     Error,
-    "The service exists with another payload, memory type or limits, or without an attribute required of it."
+    "The service exists with another payload, memory type, limits or access policy, or without an attribute required of it."
 );
 create_exception!(
     iox,
@@ -86,6 +89,18 @@ create_exception!(
     WrongThread,
     Error,
     "A port (publisher, client, server) or what it lent, used from another thread than the one that created the port."
+);
+create_exception!(
+    iox,
+    AccessDenied,
+    Error,
+    "The service's access policy does not let this process do that: open the service (its uid and groups are not named), or publish (`NotAPublisher`)."
+);
+create_exception!(
+    iox,
+    NotAPublisher,
+    AccessDenied,
+    "A publisher refused: the service's access policy makes this process a reader (it may only subscribe), or only readers held the service when this process opened it."
 );
 create_exception!(
     iox,
@@ -145,6 +160,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NoServer", py.get_type::<NoServer>())?;
     m.add("ServerGone", py.get_type::<ServerGone>())?;
     m.add("ClientGone", py.get_type::<ClientGone>())?;
+    m.add("AccessDenied", py.get_type::<AccessDenied>())?;
+    m.add("NotAPublisher", py.get_type::<NotAPublisher>())?;
     Ok(())
 }
 
@@ -167,7 +184,9 @@ pub(crate) fn open(e: &OpenError) -> PyErr {
         | OpenError::IncompatibleLimit { .. }
         | OpenError::MissingAttribute { .. }
         | OpenError::IncompatibleAttribute { .. }
-        | OpenError::WrongPattern { .. } => IncompatibleService::new_err(msg),
+        | OpenError::WrongPattern { .. }
+        | OpenError::IncompatibleAccess { .. } => IncompatibleService::new_err(msg),
+        OpenError::NotInAccessPolicy { .. } => AccessDenied::new_err(msg),
         _ => Error::new_err(msg),
     }
 }
@@ -184,6 +203,14 @@ pub(crate) fn open_or_create(e: &OpenOrCreateError) -> PyErr {
         OpenOrCreateError::Open(e) => open(e),
         OpenOrCreateError::Create(e) => create(e),
         _ => Error::new_err(e.to_string()),
+    }
+}
+
+/// A port (publisher, subscriber) refused.
+pub(crate) fn port(e: PortCreateError) -> PyErr {
+    match e {
+        PortCreateError::NotAPublisher { .. } => NotAPublisher::new_err(e.to_string()),
+        e => other(e),
     }
 }
 

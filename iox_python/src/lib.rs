@@ -3,7 +3,8 @@
 //!
 //! What lives here: the ports and samples (`pubsub`, `event`), blackboards
 //! (`blackboard`), request-response services, clients and servers (`reqres`,
-//! `client`, `server`), service attributes (`attributes`), numpy views of chunks
+//! `client`, `server`), service attributes (`attributes`), access policies
+//! (`access`), numpy views of chunks
 //! (`array`), and the exception hierarchy (`errors`). The payload's numpy dtype and
 //! shape are decided in Python (`iox/_types.py`) and arrive here as a
 //! [`iox_service::PayloadType`] plus a dtype and shape; the service is a `[u8]` service
@@ -22,6 +23,7 @@
 //! thread; blocking calls (`receive(timeout=...)`, `Listener.wait`, opening a
 //! service) release the GIL.
 
+mod access;
 mod array;
 mod attributes;
 mod blackboard;
@@ -50,6 +52,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _iox(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
+    access::register(m)?;
     pubsub::register(m)?;
     publisher::register(m)?;
     event::register(m)?;

@@ -96,7 +96,7 @@ impl PublisherCore {
             .publisher_builder()
             .pin_memory(pin)
             .create()
-            .map_err(errors::other)?;
+            .map_err(errors::port)?;
         let fixed = match &service.static_config().payload {
             iox_service::PayloadType::Typed { size, .. } => Some(*size as usize),
             iox_service::PayloadType::Slice { .. } => None,

@@ -26,6 +26,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
+use crate::access::PyAccessPolicy;
 use crate::spec::{ArraySpec, HeaderSpec, any_bit_pattern, memory_type};
 use crate::subscriber::{PySample, PySubscriber};
 use crate::{errors, schema};
@@ -292,6 +293,9 @@ fn builder(
     if let Some(v) = get("tensors") {
         b = b.tensors(v.extract()?);
     }
+    if let Some(v) = get("access") {
+        b = b.access(v.cast::<PyAccessPolicy>()?.get().inner.clone());
+    }
     if let Some(v) = get("allow_pool_exhaustion") {
         b = b.allow_pool_exhaustion(v.extract()?);
     }
@@ -418,6 +422,12 @@ impl PyPubSubService {
             .map(|s| schema::to_python(py, s))
             .transpose()
     }
+    /// The access policy the service's creator recorded (`iox.AccessPolicy`, with its
+    /// `creator` uid), or `None` for a service without one.
+    #[getter]
+    fn access_policy(&self) -> Option<PyAccessPolicy> {
+        self.inner.access_policy().map(PyAccessPolicy::recorded)
+    }
     /// `(publishers, subscribers)` connected now.
     fn port_counts(&self) -> (usize, usize) {
         self.inner.port_counts()
@@ -436,7 +446,7 @@ impl PyPubSubService {
             .subscriber_builder()
             .pin_memory(pin)
             .create()
-            .map_err(errors::other)?;
+            .map_err(errors::port)?;
         Ok(PySubscriber {
             inner: Mutex::new(sub),
             spec: self.spec.clone(),
@@ -452,7 +462,7 @@ impl PyPubSubService {
                 .inner
                 .device_subscriber_builder()
                 .create()
-                .map_err(errors::other)?;
+                .map_err(errors::port)?;
             Ok(Py::new(py, crate::device::PyDeviceSubscriber::new(sub))?.into_any())
         }
         #[cfg(not(feature = "cuda"))]
@@ -470,7 +480,7 @@ impl PyPubSubService {
                 .inner
                 .device_publisher_builder()
                 .create()
-                .map_err(errors::other)?;
+                .map_err(errors::port)?;
             Ok(Py::new(py, crate::device_publisher::PyDevicePublisher::new(publisher))?.into_any())
         }
         #[cfg(not(feature = "cuda"))]
@@ -489,7 +499,7 @@ impl PyPubSubService {
             .inner
             .tensor_publisher_builder()
             .create()
-            .map_err(errors::other)?;
+            .map_err(errors::port)?;
         Ok(Py::new(py, crate::tensor::PyTensorPublisher::new(publisher))?.into_any())
     }
     /// The tensor subscriber the service's memory takes (see `tensor_publisher`).
@@ -501,7 +511,7 @@ impl PyPubSubService {
             .inner
             .tensor_subscriber_builder()
             .create()
-            .map_err(errors::other)?;
+            .map_err(errors::port)?;
         Ok(Py::new(py, crate::tensor::PyTensorSubscriber::new(subscriber))?.into_any())
     }
     /// A publisher (owned by the calling thread). See `iox.Publisher`.

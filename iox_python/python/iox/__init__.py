@@ -17,6 +17,11 @@ np.uint64).open_or_create()``, then ``svc.client().call(7)`` in one program and
 ``req = svc.server().receive(timeout=1.0); req.respond(...)`` in another (see
 ``iox._request_response``).
 
+Access roles: ``.permissions(0o666).access(iox.AccessPolicy(publish_uids=[1001],
+read_uids=[1002]))`` on the builder that creates a service lets uid 1001 publish and
+uid 1002 only subscribe (its ``publisher()`` raises ``iox.NotAPublisher``); anyone
+else is refused at open with ``iox.AccessDenied``. ``svc.access_policy`` reads it back.
+
 Threading: a Publisher and its loans, and a Client or Server and what they give out,
 belong to the thread that made the port (using them from another raises
 iox.WrongThread, naming it); services, subscribers,
@@ -39,7 +44,7 @@ from ._iox import (  # noqa: F401
     Publisher, PubSubService, EventService, Sample, ServiceExists, ServiceNotFound,
     Subscriber, ViewsAlive, WrongThread, TensorError, TensorPublisher, TensorLoan, TensorSubscriber,
     TensorSample, RequestResponseService, Client, PendingResponse, Response, Server, ActiveRequest,
-    NoServer, ServerGone, ClientGone,
+    NoServer, ServerGone, ClientGone, AccessPolicy, AccessDenied, NotAPublisher,
 )
 from ._request_response import RequestResponseBuilder
 from ._types import Type, array_name, element
@@ -56,7 +61,7 @@ __all__ = [
     "Listener", "Blackboard", "BlackboardBuilder", "BlackboardReader", "BlackboardWriter",
     "TensorError", "TensorPublisher", "TensorLoan", "TensorSubscriber", "TensorSample",
     "RequestResponseBuilder", "RequestResponseService", "Client", "PendingResponse", "Response", "Server",
-    "ActiveRequest", "NoServer", "ServerGone", "ClientGone",
+    "ActiveRequest", "NoServer", "ServerGone", "ClientGone", "AccessPolicy", "AccessDenied", "NotAPublisher",
 ]
 
 # Device-memory ports: in a package built with the `cuda` feature (the default; the
@@ -195,6 +200,18 @@ class PubSubBuilder(_Builder):
 
     def permissions(self, mode: int):
         return self._set("permissions", mode)
+
+    def access(self, policy: AccessPolicy):
+        """Who may publish and who may only subscribe: an ``iox.AccessPolicy``,
+        recorded when this builder creates the service (its uid the creator, always a
+        publisher), checked against the service's when it opens one (a different one
+        raises ``IncompatibleService``). The files' ``permissions`` must still admit
+        every uid it names (e.g. ``0o666``). A reader's ``publisher()`` raises
+        ``iox.NotAPublisher``; a process the policy does not name gets
+        ``iox.AccessDenied`` at open. Not for ``CUDA_DEVICE`` services with readers."""
+        if not isinstance(policy, AccessPolicy):
+            raise TypeError(f"access() takes an iox.AccessPolicy, not {type(policy).__name__}")
+        return self._set("access", policy)
 
     def allow_pool_exhaustion(self, allow: bool = True):
         return self._set("allow_pool_exhaustion", allow)

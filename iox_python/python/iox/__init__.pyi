@@ -18,7 +18,8 @@ from ._iox import (
     TensorPublisher as TensorPublisher, TensorSample as TensorSample, TensorSubscriber as TensorSubscriber,
     RequestResponseService as RequestResponseService, Client as Client, PendingResponse as PendingResponse,
     Response as Response, Server as Server, ActiveRequest as ActiveRequest, NoServer as NoServer,
-    ServerGone as ServerGone, ClientGone as ClientGone,
+    ServerGone as ServerGone, ClientGone as ClientGone, AccessPolicy as AccessPolicy,
+    AccessDenied as AccessDenied, NotAPublisher as NotAPublisher,
 )
 
 __version__: str
@@ -84,6 +85,10 @@ class PubSubBuilder:
     def max_held(self, n: int) -> PubSubBuilder: ...
     def history(self, n: int) -> PubSubBuilder: ...
     def permissions(self, mode: int) -> PubSubBuilder: ...
+    def access(self, policy: AccessPolicy) -> PubSubBuilder:
+        """Who may publish and who may only subscribe (recorded on create, checked on
+        open); the permissions must still admit every uid it names."""
+        ...
     def allow_pool_exhaustion(self, allow: bool = True) -> PubSubBuilder: ...
     def tensors(self, on: bool = True) -> PubSubBuilder:
         """Each sample carries its tensor's shape and strides (a slice of numbers;

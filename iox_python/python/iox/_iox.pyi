@@ -1,6 +1,6 @@
 """Type stubs of the extension module (the classes iox re-exports)."""
 
-from typing import Any, Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
@@ -15,6 +15,13 @@ class WrongThread(Error): ...
 class NoServer(Error): ...
 class ServerGone(Error): ...
 class ClientGone(Error): ...
+class AccessDenied(Error):
+    """The service's access policy does not name this process (or, as NotAPublisher,
+    lets it only read)."""
+    ...
+class NotAPublisher(AccessDenied):
+    """A publisher refused: this process is a reader in the service's access policy."""
+    ...
 class TensorError(Error, BufferError):
     """A tensor refused: its element type, shape, strides, size or memory."""
     ...
@@ -23,6 +30,24 @@ class TensorError(Error, BufferError):
 # {"array": Schema, "len": int}, {"struct": name, "size": int, "alignment": int,
 # "fields": [(name, offset, Schema), ...]}, or {"bytes": size} (layout unknown).
 Schema = Union[str, dict[str, Any]]
+
+class AccessPolicy:
+    """Who may publish into a publish-subscribe service's pool besides its creator,
+    and who may only read it."""
+    def __init__(self, *, publish_uids: Sequence[int] = (), publish_gids: Sequence[int] = (),
+                 read_uids: Sequence[int] = (), read_gids: Sequence[int] = ()) -> None: ...
+    @property
+    def creator(self) -> Optional[int]:
+        """The uid that created the service, or None for a policy not read from one."""
+        ...
+    @property
+    def publish_uids(self) -> tuple[int, ...]: ...
+    @property
+    def publish_gids(self) -> tuple[int, ...]: ...
+    @property
+    def read_uids(self) -> tuple[int, ...]: ...
+    @property
+    def read_gids(self) -> tuple[int, ...]: ...
 
 class PubSubService:
     @property
@@ -59,6 +84,10 @@ class PubSubService:
     @property
     def header_schema(self) -> Optional[Schema]:
         """The user header's field layout as recorded, or None."""
+        ...
+    @property
+    def access_policy(self) -> Optional[AccessPolicy]:
+        """The access policy the creator recorded (with its ``creator``), or None."""
         ...
     def port_counts(self) -> tuple[int, int]: ...
     def publisher(self, pin: bool = False) -> Publisher: ...
