@@ -114,6 +114,17 @@ typedef enum IoxStatus {
   // did). Send again once they made room, or use the default policy, which drops
   // their oldest sample instead.
   IOX_STATUS_QUEUE_FULL = 17,
+  // A publisher was refused by the service's access policy
+  // (`IoxPubSubOptions::access`): this process is a reader in it, so it may
+  // subscribe but never publish (its descriptor of the pool is read-only), or, a
+  // publisher in it, it opened the service when only readers held it. The message
+  // says which, naming its identity and the policy.
+  IOX_STATUS_NOT_A_PUBLISHER = 18,
+  // Opening a service was refused because its access policy names neither this
+  // process's uid nor any of its groups. The message names its identity and the
+  // policy; run as a user or group the policy names, or ask the service's creator to
+  // name yours.
+  IOX_STATUS_NOT_IN_ACCESS_POLICY = 19,
 } IoxStatus;
 
 // A tensor's element type (DLPack's types of these sizes).
@@ -493,6 +504,28 @@ typedef struct IoxSample {
   uint64_t header_len;
 } IoxSample;
 
+// Who may publish besides the creator and who may only read (subscribe): four lists of
+// ids, each an array and its count (NULL with 0: none). All four empty: only the
+// creator (and root) may use the service.
+typedef struct IoxAccessPolicy {
+  // Users that may publish (`publish_uid_count` of them).
+  const uint32_t *publish_uids;
+  // How many `publish_uids` there are.
+  size_t publish_uid_count;
+  // Groups whose members may publish (`publish_gid_count` of them).
+  const uint32_t *publish_gids;
+  // How many `publish_gids` there are.
+  size_t publish_gid_count;
+  // Users that may only read (`read_uid_count` of them).
+  const uint32_t *read_uids;
+  // How many `read_uids` there are.
+  size_t read_uid_count;
+  // Groups whose members may only read (`read_gid_count` of them).
+  const uint32_t *read_gids;
+  // How many `read_gids` there are.
+  size_t read_gid_count;
+} IoxAccessPolicy;
+
 // The payload type and settings of a publish-subscribe service. Fill it with
 // [`iox_pubsub_options_init`], then set the type and what else differs. Zero in a
 // limit means the service's default (on open: whatever the service has).
@@ -548,6 +581,18 @@ typedef struct IoxPubSubOptions {
   // its tensor (element type, shape, strides; see `iox_tensor_publisher_create`).
   // Recorded when creating; an opener that sets it requires it.
   bool tensors;
+  // Unix permissions of the service's files when this call creates it (0: the
+  // default, 0600, its creator's uid only; e.g. 0660 for its group, 0666 for
+  // everyone, within which `access` then decides; bits of 0777 including 0600). Not
+  // compared on open.
+  uint32_t permissions;
+  // Who may publish and who may only subscribe (NULL, the default: no policy, every
+  // process the permissions admit may publish). Recorded when this call creates the
+  // service, this process's uid its creator; an opener that sets it requires the
+  // service to have the same rules. A reader's publisher is refused with
+  // `IOX_STATUS_NOT_A_PUBLISHER`, a process the policy does not name is refused at
+  // open with `IOX_STATUS_NOT_IN_ACCESS_POLICY`. See `IoxAccessPolicy`.
+  const struct IoxAccessPolicy *access;
 } IoxPubSubOptions;
 
 // A loaned chunk for a host tensor: write `len_bytes` bytes at `data`, then send or
@@ -589,6 +634,15 @@ typedef struct IoxWaitSetEvent {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+// The publish-subscribe service's access policy as text: `*policy` is NULL for a service
+// without one, else e.g. `"publish: uid 1000 (creator), uid 1001; read: uid 1002, gid
+// 50"`. The string stays valid until the service handle is dropped.
+//
+// # Safety
+// `service` is a pointer from `iox_pubsub_open`; `policy` points to writable memory for
+// a pointer.
+enum IoxStatus iox_pubsub_access_policy(struct IoxPubSubService *service, const char **policy);
 
 // The default options (key type `u32`, no entries). Does nothing if `options` is NULL.
 //
@@ -1331,9 +1385,11 @@ void iox_pubsub_options_init(struct IoxPubSubOptions *options);
 //
 // # Safety
 // `name` is a NUL-terminated string; `options` points to an `IoxPubSubOptions` whose
-// strings are NULL or NUL-terminated and whose types' `fields` are NULL or
+// strings are NULL or NUL-terminated, whose types' `fields` are NULL or
 // `field_count` readable `IoxField`s (strings NUL-terminated, `nested` NULL or
-// readable types of the same kind); `out` points to writable memory for a pointer.
+// readable types of the same kind), whose attribute arrays hold their counts, and
+// whose `access` is NULL or a readable `IoxAccessPolicy` whose arrays hold their
+// counts; `out` points to writable memory for a pointer.
 enum IoxStatus iox_pubsub_open(const char *name,
                                uint32_t mode,
                                const struct IoxPubSubOptions *options,

@@ -326,6 +326,48 @@ Result<std::optional<std::string>> read_attribute(S* service, const std::string&
 }
 
 }  // namespace detail
+/// Who may publish into a publish-subscribe service and who may only subscribe
+/// (`Options::access`; see `IoxAccessPolicy`): the creator (and root) always publish;
+/// a reader's pool is read-only, so its `publisher()` fails with
+/// `IOX_STATUS_NOT_A_PUBLISHER`; a process it does not name fails to open the service
+/// with `IOX_STATUS_NOT_IN_ACCESS_POLICY`. The files' permissions
+/// (`Options::permissions`) must still admit every uid it names.
+///
+///   options.permissions = 0666;
+///   options.access = iox::AccessPolicy().publish_uid(1001).read_gid(50);
+class AccessPolicy {
+public:
+    /// Also lets user `uid` publish.
+    AccessPolicy& publish_uid(std::uint32_t uid) { return add(publish_uids_, uid); }
+    /// Also lets the members of group `gid` publish.
+    AccessPolicy& publish_gid(std::uint32_t gid) { return add(publish_gids_, gid); }
+    /// Lets user `uid` subscribe without publishing.
+    AccessPolicy& read_uid(std::uint32_t uid) { return add(read_uids_, uid); }
+    /// Lets the members of group `gid` subscribe without publishing.
+    AccessPolicy& read_gid(std::uint32_t gid) { return add(read_gids_, gid); }
+
+    /// The C view of the lists (valid while this policy lives, unchanged).
+    IoxAccessPolicy c() const {
+        IoxAccessPolicy p{};
+        p.publish_uids = publish_uids_.data();
+        p.publish_uid_count = publish_uids_.size();
+        p.publish_gids = publish_gids_.data();
+        p.publish_gid_count = publish_gids_.size();
+        p.read_uids = read_uids_.data();
+        p.read_uid_count = read_uids_.size();
+        p.read_gids = read_gids_.data();
+        p.read_gid_count = read_gids_.size();
+        return p;
+    }
+
+private:
+    AccessPolicy& add(std::vector<std::uint32_t>& list, std::uint32_t id) {
+        list.push_back(id);
+        return *this;
+    }
+    std::vector<std::uint32_t> publish_uids_, publish_gids_, read_uids_, read_gids_;
+};
+
 /// The user header of a service without one (the default of `PubSub<T, H>`).
 struct NoHeader {};
 
@@ -361,6 +403,12 @@ struct Options {
     /// sent by a `TensorPublisher` (see there). Recorded when creating; required when
     /// opening if set.
     bool tensors = false;
+    /// Unix permissions of the files when creating (0: the default, 0600; e.g. 0660 for
+    /// the group, 0666 for everyone, within which `access` decides). Not compared on open.
+    std::uint32_t permissions = 0;
+    /// Who may publish and who may only subscribe (see `AccessPolicy`): recorded when
+    /// creating (this process's uid the creator); when opening, required if set.
+    std::optional<AccessPolicy> access{};
 };
 
 template <class T, class H = NoHeader>
@@ -1187,6 +1235,16 @@ public:
         return detail::read_attribute(service_, key, iox_pubsub_attribute_get);
     }
 
+    /// The service's access policy as text (e.g. "publish: uid 1000 (creator); read: uid
+    /// 1002"), or std::nullopt if it has none.
+    Result<std::optional<std::string>> access_policy() const {
+        const char* text = nullptr;
+        IoxStatus st = iox_pubsub_access_policy(service_, &text);
+        if (st != IOX_STATUS_OK) return Error::last(st);
+        if (text == nullptr) return std::optional<std::string>();
+        return std::optional<std::string>(text);
+    }
+
     Result<Publisher<T, H>> publisher(bool pin_memory = false) {
         IoxPublisher* p = nullptr;
         IoxStatus s = iox_publisher_create(service_, pin_memory, &p);
@@ -1257,6 +1315,12 @@ private:
         }
         opts.overflow = o.overflow;
         opts.tensors = o.tensors;
+        opts.permissions = o.permissions;
+        IoxAccessPolicy access{};
+        if (o.access) {
+            access = o.access->c();
+            opts.access = &access;
+        }
         detail::AttributeArrays attributes(o.attributes, o.required_attributes);
         attributes.fill(opts);
         if constexpr (has_header<H>) opts.user_header = type_of<H>();

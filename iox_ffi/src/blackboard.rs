@@ -24,7 +24,7 @@ use crate::attributes::{AttributeSettings, CAttributes};
 use crate::event::{IoxListener, LISTENER};
 use crate::fields::IoxType;
 use crate::handle::{drop_handle, hand_out, live, marker, non_null, put};
-use crate::service::{Opening, by_mode, limit, named, payload_type};
+use crate::service::{by_mode, limit, named, payload_type};
 use crate::status::{IoxStatus, fail, guard, refuse};
 
 /// Key type `u8` (`IoxBlackboardOptions::key_type`).
@@ -155,18 +155,7 @@ const BLACKBOARD: u64 = marker(b"iox-bbd\0");
 const READER: u64 = marker(b"iox-bbr\0");
 const WRITER: u64 = marker(b"iox-bbw\0");
 
-impl Opening for IntKeyBuilder {
-    type Service = IntKeyBlackboard;
-    fn open_or_create(self) -> Result<Self::Service, String> {
-        IntKeyBuilder::open_or_create(self).map_err(|e| e.to_string())
-    }
-    fn open(self) -> Result<Self::Service, String> {
-        IntKeyBuilder::open(self).map_err(|e| e.to_string())
-    }
-    fn create(self) -> Result<Self::Service, String> {
-        IntKeyBuilder::create(self).map_err(|e| e.to_string())
-    }
-}
+crate::service::opening!(IntKeyBuilder => IntKeyBlackboard);
 
 /// A key from C as the key type reads it (see the module docs).
 fn key_of(key_type: KeyType, bits: u64) -> i128 {

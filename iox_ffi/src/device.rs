@@ -32,7 +32,7 @@ use iox_service::{DeviceLoan, DevicePublisher, DeviceSample, DeviceSubscriber};
 
 use crate::handle::{Slots, drop_handle, hand_out, live, marker, non_null, put, take, timeout};
 use crate::service::{IoxPubSubService, SERVICE};
-use crate::status::{IoxStatus, fail, guard, refuse};
+use crate::status::{IoxStatus, fail, guard, port_failed, refuse};
 
 /// Most dimensions of a tensor.
 pub const IOX_TENSOR_MAX_DIMS: usize = 8;
@@ -205,10 +205,7 @@ pub unsafe extern "C" fn iox_device_publisher_create(
         // SAFETY: the caller's contract.
         let service = &unsafe { live(service, SERVICE, false) }?.service;
         let make = || {
-            let publisher = service
-                .device_publisher_builder()
-                .create()
-                .map_err(|e| fail(IoxStatus::PortCreateFailed, e))?;
+            let publisher = service.device_publisher_builder().create().map_err(port_failed)?;
             Ok(IoxDevicePublisher {
                 publisher,
                 loans: RefCell::new(Slots::new()),
@@ -438,7 +435,7 @@ pub unsafe extern "C" fn iox_device_subscriber_create(
             let subscriber = service
                 .device_subscriber_builder()
                 .create()
-                .map_err(|e| fail(IoxStatus::PortCreateFailed, e))?;
+                .map_err(port_failed)?;
             Ok(IoxDeviceSubscriber {
                 subscriber,
                 samples: RefCell::new(Slots::new()),

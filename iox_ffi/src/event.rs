@@ -15,7 +15,7 @@ use iox_service::{EventBuilder, EventId, EventService, Listener, Notifier};
 use crate::args::read_options;
 use crate::attributes::{AttributeSettings, CAttributes};
 use crate::handle::{drop_handle, hand_out, live, marker, non_null, put, timeout};
-use crate::service::{Opening, by_mode, limit, named};
+use crate::service::{by_mode, limit, named};
 use crate::status::{IoxStatus, fail, guard};
 
 /// The settings of an event service. Fill it with [`iox_event_options_init`], then set
@@ -92,18 +92,7 @@ const EVENT_SERVICE: u64 = marker(b"iox-evs\0");
 const NOTIFIER: u64 = marker(b"iox-ntf\0");
 pub(crate) const LISTENER: u64 = marker(b"iox-lsn\0");
 
-impl Opening for EventBuilder {
-    type Service = EventService;
-    fn open_or_create(self) -> Result<Self::Service, String> {
-        EventBuilder::open_or_create(self).map_err(|e| e.to_string())
-    }
-    fn open(self) -> Result<Self::Service, String> {
-        EventBuilder::open(self).map_err(|e| e.to_string())
-    }
-    fn create(self) -> Result<Self::Service, String> {
-        EventBuilder::create(self).map_err(|e| e.to_string())
-    }
-}
+crate::service::opening!(EventBuilder => EventService);
 
 /// Opens, creates, or opens-or-creates (`mode` as for `iox_pubsub_open`) the event
 /// service `name`; on success `*out` is the service.

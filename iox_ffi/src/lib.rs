@@ -35,6 +35,11 @@
 //!   `iox_*_attribute_count`, `iox_*_attribute` and `iox_*_attribute_get` read a
 //!   service's, as strings its handle keeps (see `attributes`).
 //!
+//! - **Access policies.** A publish-subscribe service may record who may publish and
+//!   who may only subscribe (`IoxPubSubOptions::access`, kernel-enforced: a reader's
+//!   pool is read-only); refusals are `IOX_STATUS_NOT_A_PUBLISHER` and
+//!   `IOX_STATUS_NOT_IN_ACCESS_POLICY` (see `access`).
+//!
 //! - **Device memory** (`CudaDevice` services, the `cuda` feature, on by default: the
 //!   driver is loaded at run time, when a process first uses one): device publishers
 //!   and subscribers whose loans and samples are tensors in GPU memory, ordered on the
@@ -43,6 +48,7 @@
 //! Not in the C ABI: the blocking `receive_async`-style integrations (C has the
 //! readiness descriptors instead).
 
+pub mod access;
 mod args;
 pub mod attributes;
 pub mod blackboard;
@@ -60,6 +66,7 @@ pub mod subscriber;
 pub mod tensor;
 pub mod waitset;
 
+pub use access::IoxAccessPolicy;
 pub use attributes::IoxAttribute;
 pub use blackboard::{
     IoxBlackboard, IoxBlackboardEntry, IoxBlackboardOptions, IoxBlackboardReader, IoxBlackboardWriter,

@@ -13,7 +13,7 @@ use iox_service::{PayloadType, Publisher, RawLoan};
 
 use crate::handle::{Slots, bytes, drop_handle, hand_out, lend, live, marker, non_null, put, take};
 use crate::service::{IoxPoolInfo, IoxPubSubService, SERVICE};
-use crate::status::{IoxStatus, fail, guard, refuse, write_device_ptr};
+use crate::status::{IoxStatus, fail, guard, port_failed, refuse, write_device_ptr};
 
 /// A publisher (opaque): used from the thread that created it.
 pub struct IoxPublisher {
@@ -52,7 +52,7 @@ pub unsafe extern "C" fn iox_publisher_create(
                 .publisher_builder()
                 .pin_memory(pin_memory)
                 .create()
-                .map_err(|e| fail(IoxStatus::PortCreateFailed, e))?;
+                .map_err(port_failed)?;
             Ok(IoxPublisher {
                 publisher,
                 value_size,

@@ -28,7 +28,7 @@ use crate::handle::{
     Slots, bytes, drop_handle, hand_out, lend, live, marker, non_null, put, show, take, timeout,
 };
 use crate::publisher::{IoxLoan, NO_LOAN};
-use crate::service::{IoxType, NO_TYPE, Opening, by_mode, limit, named, payload_type};
+use crate::service::{IoxType, NO_TYPE, by_mode, limit, named, payload_type};
 use crate::status::{IoxStatus, fail, guard, refuse};
 use crate::subscriber::IoxSample;
 
@@ -132,18 +132,7 @@ const NO_PENDING: &str = "no such pending response: dropped already, or of anoth
 const NO_RESPONSE: &str = "no such response: released already, or of another client";
 const NO_REQUEST: &str = "no such active request: finished already, or of another server";
 
-impl Opening for RequestResponseBuilder<[u8], [u8]> {
-    type Service = RequestResponseService<[u8], [u8]>;
-    fn open_or_create(self) -> Result<Self::Service, String> {
-        RequestResponseBuilder::open_or_create(self).map_err(|e| e.to_string())
-    }
-    fn open(self) -> Result<Self::Service, String> {
-        RequestResponseBuilder::open(self).map_err(|e| e.to_string())
-    }
-    fn create(self) -> Result<Self::Service, String> {
-        RequestResponseBuilder::create(self).map_err(|e| e.to_string())
-    }
-}
+crate::service::opening!(RequestResponseBuilder<[u8], [u8]> => RequestResponseService<[u8], [u8]>);
 
 /// Opens, creates, or opens-or-creates (`mode` as for `iox_pubsub_open`) the
 /// request-response service `name`; on success `*out` is the service.

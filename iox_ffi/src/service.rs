@@ -19,12 +19,16 @@
 //! for payloads; a service a Rust program created with one opens from C all the same
 //! (a side without a layout is not compared field by field).
 
-use std::ffi::{c_char, c_void};
+use std::ffi::{CString, c_char, c_void};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use iox_service::{HeaderType, MemoryType, PayloadType, PubSubBuilder, PubSubService, Schema, Service};
+use iox_service::{
+    CreateError, HeaderType, MemoryType, OpenError, OpenOrCreateError, PayloadType, PubSubBuilder,
+    PubSubService, Schema, Service,
+};
 
+use crate::access::IoxAccessPolicy;
 pub(crate) use crate::args::{read_options, text};
 use crate::attributes::{AttributeSettings, CAttributes, IoxAttribute};
 use crate::fields::declared_schema;
@@ -96,6 +100,18 @@ pub struct IoxPubSubOptions {
     /// its tensor (element type, shape, strides; see `iox_tensor_publisher_create`).
     /// Recorded when creating; an opener that sets it requires it.
     pub tensors: bool,
+    /// Unix permissions of the service's files when this call creates it (0: the
+    /// default, 0600, its creator's uid only; e.g. 0660 for its group, 0666 for
+    /// everyone, within which `access` then decides; bits of 0777 including 0600). Not
+    /// compared on open.
+    pub permissions: u32,
+    /// Who may publish and who may only subscribe (NULL, the default: no policy, every
+    /// process the permissions admit may publish). Recorded when this call creates the
+    /// service, this process's uid its creator; an opener that sets it requires the
+    /// service to have the same rules. A reader's publisher is refused with
+    /// `IOX_STATUS_NOT_A_PUBLISHER`, a process the policy does not name is refused at
+    /// open with `IOX_STATUS_NOT_IN_ACCESS_POLICY`. See `IoxAccessPolicy`.
+    pub access: *const IoxAccessPolicy,
 }
 
 /// `IoxPubSubOptions::overflow`: the service's policy (the default when creating).
@@ -181,6 +197,8 @@ pub unsafe extern "C" fn iox_pubsub_options_init(options: *mut IoxPubSubOptions)
         overflow: IOX_OVERFLOW_DEFAULT,
         user_header: NO_TYPE,
         tensors: false,
+        permissions: 0,
+        access: std::ptr::null(),
     };
     // SAFETY: the caller's contract; not NULL (checked).
     unsafe { options.write(defaults) };
@@ -192,6 +210,8 @@ pub struct IoxPubSubService {
     pub(crate) service: PubSubService<[u8]>,
     /// Its attributes as C strings (see `attributes`).
     attributes: CAttributes,
+    /// Its access policy as text (see `access`), `None` without one.
+    pub(crate) access: Option<CString>,
 }
 
 pub(crate) const SERVICE: u64 = marker(b"iox-svc\0");
@@ -303,57 +323,70 @@ pub(crate) unsafe fn named(name: *const c_char, root: *const c_char) -> Result<S
     Ok(service.root(PathBuf::from(root)))
 }
 
-/// A service builder's three ways to open.
+/// A service builder's three ways to open, with the library's errors (`by_mode` turns
+/// them into statuses and messages for C).
 pub(crate) trait Opening: Sized {
     type Service;
-    fn open_or_create(self) -> Result<Self::Service, String>;
-    fn open(self) -> Result<Self::Service, String>;
-    fn create(self) -> Result<Self::Service, String>;
+    fn open_or_create(self) -> Result<Self::Service, OpenOrCreateError>;
+    fn open(self) -> Result<Self::Service, OpenError>;
+    fn create(self) -> Result<Self::Service, CreateError>;
 }
 
-/// An open error's message, with where C and C++ declare a user header when that is
-/// what differs (the library's message names Rust's and Python's ways).
-fn open_message(e: &iox_service::OpenError) -> String {
+/// An open error for C: `IOX_STATUS_NOT_IN_ACCESS_POLICY` when the service's access
+/// policy does not name this process, else `IOX_STATUS_OPEN_FAILED`; the message
+/// recorded, with where C and C++ declare what differs when the library's message names
+/// Rust's and Python's ways (a user header, an access policy).
+fn open_failed(e: &OpenError) -> IoxStatus {
+    const ACCESS: &str = "from C: IoxPubSubOptions.access; from C++: iox::Options::access";
     match e {
-        iox_service::OpenError::IncompatibleUserHeader(_) => {
-            format!("{e} (from C: IoxPubSubOptions.user_header; from C++: iox::PubSub<T, Header>)")
-        }
-        e => e.to_string(),
-    }
-}
-
-impl Opening for PubSubBuilder<[u8]> {
-    type Service = PubSubService<[u8]>;
-    fn open_or_create(self) -> Result<Self::Service, String> {
-        PubSubBuilder::open_or_create(self).map_err(|e| match &e {
-            iox_service::OpenOrCreateError::Open(o) => open_message(o),
-            e => e.to_string(),
-        })
-    }
-    fn open(self) -> Result<Self::Service, String> {
-        PubSubBuilder::open(self).map_err(|e| open_message(&e))
-    }
-    fn create(self) -> Result<Self::Service, String> {
-        PubSubBuilder::create(self).map_err(|e| e.to_string())
+        OpenError::IncompatibleUserHeader(_) => fail(
+            IoxStatus::OpenFailed,
+            format!("{e} (from C: IoxPubSubOptions.user_header; from C++: iox::PubSub<T, Header>)"),
+        ),
+        OpenError::NotInAccessPolicy { .. } => fail(IoxStatus::NotInAccessPolicy, format!("{e} ({ACCESS})")),
+        OpenError::IncompatibleAccess { .. } => fail(IoxStatus::OpenFailed, format!("{e} ({ACCESS})")),
+        e => fail(IoxStatus::OpenFailed, e),
     }
 }
 
 /// Opens with the one of `builder`'s ways that `mode` names; its error as
-/// `IOX_STATUS_OPEN_FAILED` with the message.
+/// `IOX_STATUS_OPEN_FAILED` (or a more precise status, see `open_failed`) with the
+/// message.
 pub(crate) fn by_mode<B: Opening>(builder: B, mode: u32) -> Result<B::Service, IoxStatus> {
-    let opened = match mode {
-        IOX_OPEN_OR_CREATE => builder.open_or_create(),
-        IOX_OPEN => builder.open(),
-        IOX_CREATE => builder.create(),
-        other => {
-            return refuse(
-                IoxStatus::InvalidArgument,
-                format!("open mode {other} is none of IOX_OPEN_OR_CREATE (0), IOX_OPEN (1), IOX_CREATE (2)"),
-            );
-        }
-    };
-    opened.map_err(|e| fail(IoxStatus::OpenFailed, e))
+    match mode {
+        IOX_OPEN_OR_CREATE => builder.open_or_create().map_err(|e| match &e {
+            OpenOrCreateError::Open(o) => open_failed(o),
+            e => fail(IoxStatus::OpenFailed, e),
+        }),
+        IOX_OPEN => builder.open().map_err(|e| open_failed(&e)),
+        IOX_CREATE => builder.create().map_err(|e| fail(IoxStatus::OpenFailed, e)),
+        other => refuse(
+            IoxStatus::InvalidArgument,
+            format!("open mode {other} is none of IOX_OPEN_OR_CREATE (0), IOX_OPEN (1), IOX_CREATE (2)"),
+        ),
+    }
 }
+
+/// The builders' own three ways, for `by_mode`.
+macro_rules! opening {
+    ($($builder:ty => $service:ty),* $(,)?) => {$(
+        impl crate::service::Opening for $builder {
+            type Service = $service;
+            fn open_or_create(self) -> Result<$service, iox_service::OpenOrCreateError> {
+                <$builder>::open_or_create(self)
+            }
+            fn open(self) -> Result<$service, iox_service::OpenError> {
+                <$builder>::open(self)
+            }
+            fn create(self) -> Result<$service, iox_service::CreateError> {
+                <$builder>::create(self)
+            }
+        }
+    )*};
+}
+pub(crate) use opening;
+
+opening!(PubSubBuilder<[u8]> => PubSubService<[u8]>);
 
 /// A limit from C: 0 is the default (`None`).
 pub(crate) fn limit(n: u32) -> Option<u32> {
@@ -367,9 +400,11 @@ pub(crate) fn limit(n: u32) -> Option<u32> {
 ///
 /// # Safety
 /// `name` is a NUL-terminated string; `options` points to an `IoxPubSubOptions` whose
-/// strings are NULL or NUL-terminated and whose types' `fields` are NULL or
+/// strings are NULL or NUL-terminated, whose types' `fields` are NULL or
 /// `field_count` readable `IoxField`s (strings NUL-terminated, `nested` NULL or
-/// readable types of the same kind); `out` points to writable memory for a pointer.
+/// readable types of the same kind), whose attribute arrays hold their counts, and
+/// whose `access` is NULL or a readable `IoxAccessPolicy` whose arrays hold their
+/// counts; `out` points to writable memory for a pointer.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn iox_pubsub_open(
     name: *const c_char,
@@ -451,6 +486,14 @@ pub unsafe extern "C" fn iox_pubsub_open(
         if o.tensors {
             b = b.tensors(true);
         }
+        if o.permissions != 0 {
+            b = b.permissions(o.permissions);
+        }
+        // SAFETY: the caller's contract (NULL or a readable policy whose arrays hold
+        // their counts).
+        if let Some(policy) = unsafe { crate::access::read(o.access) }? {
+            b = b.access(policy);
+        }
         // SAFETY: the caller's contract (arrays of their counts, NUL-terminated strings).
         let settings = unsafe {
             AttributeSettings::read(
@@ -466,6 +509,7 @@ pub unsafe extern "C" fn iox_pubsub_open(
             hand_out(out, SERVICE, || {
                 by_mode(b, mode).map(|service| IoxPubSubService {
                     attributes: CAttributes::of(service.attributes()),
+                    access: crate::access::describe(service.access_policy()),
                     service,
                 })
             })

@@ -63,6 +63,17 @@ pub enum IoxStatus {
     /// did). Send again once they made room, or use the default policy, which drops
     /// their oldest sample instead.
     QueueFull = 17,
+    /// A publisher was refused by the service's access policy
+    /// (`IoxPubSubOptions::access`): this process is a reader in it, so it may
+    /// subscribe but never publish (its descriptor of the pool is read-only), or, a
+    /// publisher in it, it opened the service when only readers held it. The message
+    /// says which, naming its identity and the policy.
+    NotAPublisher = 18,
+    /// Opening a service was refused because its access policy names neither this
+    /// process's uid nor any of its groups. The message names its identity and the
+    /// policy; run as a user or group the policy names, or ask the service's creator to
+    /// name yours.
+    NotInAccessPolicy = 19,
 }
 
 thread_local! {
@@ -139,6 +150,8 @@ pub extern "C" fn iox_status_name(status: i32) -> *const c_char {
         15 => b"IOX_STATUS_NO_DEVICE_POINTER\0",
         16 => b"IOX_STATUS_INVALID_TENSOR\0",
         17 => b"IOX_STATUS_QUEUE_FULL\0",
+        18 => b"IOX_STATUS_NOT_A_PUBLISHER\0",
+        19 => b"IOX_STATUS_NOT_IN_ACCESS_POLICY\0",
         _ => b"IOX_STATUS_UNKNOWN\0",
     };
     name.as_ptr().cast()
@@ -155,6 +168,17 @@ pub(crate) fn sent(result: Result<usize, iox_service::SendError>) -> (Result<(),
         }
         Err(e) => (Err(fail(IoxStatus::SendFailed, e)), 0),
     }
+}
+
+/// A port's creation failure for C: `IOX_STATUS_NOT_A_PUBLISHER` for a publisher the
+/// service's access policy refuses, else `IOX_STATUS_PORT_CREATE_FAILED`; the message
+/// recorded.
+pub(crate) fn port_failed(e: iox_service::PortCreateError) -> IoxStatus {
+    let status = match e {
+        iox_service::PortCreateError::NotAPublisher { .. } => IoxStatus::NotAPublisher,
+        _ => IoxStatus::PortCreateFailed,
+    };
+    fail(status, e)
 }
 
 /// Writes a loan's or sample's device address to `out`, or fails with

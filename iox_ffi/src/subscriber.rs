@@ -16,7 +16,7 @@ use iox_service::{RawSample, Subscriber};
 
 use crate::handle::{Slots, drop_handle, hand_out, live, marker, non_null, show, take, timeout};
 use crate::service::{IoxPoolInfo, IoxPubSubService, SERVICE};
-use crate::status::{IoxStatus, fail, guard, refuse, write_device_ptr};
+use crate::status::{IoxStatus, fail, guard, port_failed, refuse, write_device_ptr};
 
 /// A subscriber (opaque): used from the thread that created it.
 pub struct IoxSubscriber {
@@ -49,7 +49,7 @@ pub unsafe extern "C" fn iox_subscriber_create(
                 .subscriber_builder()
                 .pin_memory(pin_memory)
                 .create()
-                .map_err(|e| fail(IoxStatus::PortCreateFailed, e))?;
+                .map_err(port_failed)?;
             Ok(IoxSubscriber {
                 subscriber,
                 samples: RefCell::new(Slots::new()),

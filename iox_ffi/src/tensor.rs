@@ -24,7 +24,7 @@ use iox_service::{TensorLoan, TensorPublisher, TensorSample, TensorSubscriber};
 use crate::device::{IoxElement, IoxTensor, element_of, tensor_error};
 use crate::handle::{Slots, drop_handle, hand_out, live, marker, non_null, put, take, timeout};
 use crate::service::{IoxPubSubService, SERVICE};
-use crate::status::{IoxStatus, fail, guard};
+use crate::status::{IoxStatus, fail, guard, port_failed};
 
 /// A loaned chunk for a host tensor: write `len_bytes` bytes at `data`, then send or
 /// discard it by `id`.
@@ -89,10 +89,7 @@ pub unsafe extern "C" fn iox_tensor_publisher_create(
         // SAFETY: the caller's contract.
         let service = &unsafe { live(service, SERVICE, false) }?.service;
         let make = || {
-            let publisher = service
-                .tensor_publisher_builder()
-                .create()
-                .map_err(|e| fail(IoxStatus::PortCreateFailed, e))?;
+            let publisher = service.tensor_publisher_builder().create().map_err(port_failed)?;
             Ok(IoxTensorPublisher {
                 publisher,
                 loans: RefCell::new(Slots::new()),
@@ -262,7 +259,7 @@ pub unsafe extern "C" fn iox_tensor_subscriber_create(
             let subscriber = service
                 .tensor_subscriber_builder()
                 .create()
-                .map_err(|e| fail(IoxStatus::PortCreateFailed, e))?;
+                .map_err(port_failed)?;
             Ok(IoxTensorSubscriber {
                 subscriber,
                 samples: RefCell::new(Slots::new()),

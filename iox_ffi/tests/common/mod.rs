@@ -57,6 +57,41 @@ pub fn build(source: impl AsRef<Path>, name: &str, extra: &[&str]) -> PathBuf {
     exe
 }
 
+/// Makes `program` (built by [`build`]) runnable by other users, for a test that runs it
+/// with `.uid(..)`: the programs' directory and the program itself `0755`. Panics naming
+/// the first path another user cannot reach: a directory on the way to the program or
+/// to `libiox_ffi.so` without `o+x`, the library without `o+r`.
+pub fn runnable_by_others(program: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| {
+        std::fs::metadata(p)
+            .unwrap_or_else(|e| panic!("stat {}: {e}", p.display()))
+            .permissions()
+            .mode()
+    };
+    let dir = program.parent().expect("the programs' directory");
+    for p in [dir, program] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|e| panic!("chmod 0755 {}: {e}", p.display()));
+    }
+    let library = library_dir().join("libiox_ffi.so");
+    for file in [program, library.as_path()] {
+        for ancestor in file.ancestors().skip(1) {
+            assert!(
+                mode(ancestor) & 0o001 != 0,
+                "{} is not searchable by other users, so a test's program running as another user cannot reach {}: `chmod o+x` it, or build in a directory they can reach (CARGO_TARGET_DIR)",
+                ancestor.display(),
+                file.display()
+            );
+        }
+    }
+    assert!(
+        mode(&library) & 0o004 != 0,
+        "{} is not readable by other users, who run this test's programs: `chmod o+r` it",
+        library.display()
+    );
+}
+
 /// The Rust examples' service (`iox_examples::readings`, with its settings) under `root`.
 pub fn readings(root: &Path) -> iox_service::PubSubService<iox_examples::Reading> {
     iox_service::Service::named(iox_examples::SERVICE)

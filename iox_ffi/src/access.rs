@@ -1,0 +1,127 @@
+//! Access policies of publish-subscribe services from C (see `iox_service::access`):
+//! who may publish into a service's pool and who may only read it, enforced by the
+//! kernel (a reader gets a read-only descriptor of the pool).
+//!
+//! Setting: `IoxPubSubOptions::access` points to an [`IoxAccessPolicy`] (NULL: none).
+//! A creating call records it, this process's uid its creator (always a publisher); an
+//! opening call that sets one requires the service to have the same rules
+//! (`IOX_STATUS_OPEN_FAILED` naming both otherwise). The files' permissions
+//! (`IoxPubSubOptions::permissions`) must still admit every uid it names.
+//!
+//! Refusals: an open by a process the policy does not name is
+//! `IOX_STATUS_NOT_IN_ACCESS_POLICY`; a publisher of a reader is
+//! `IOX_STATUS_NOT_A_PUBLISHER`. Both messages name the process's identity and the
+//! policy.
+//!
+//! Reading: `iox_pubsub_access_policy` gives a service's policy as text its handle
+//! keeps (as `attributes` does for attributes).
+
+use std::ffi::{CString, c_char};
+
+use iox_service::AccessPolicy;
+
+use crate::handle::{live, non_null};
+use crate::service::{IoxPubSubService, SERVICE};
+use crate::status::{IoxStatus, guard, refuse};
+
+/// Who may publish besides the creator and who may only read (subscribe): four lists of
+/// ids, each an array and its count (NULL with 0: none). All four empty: only the
+/// creator (and root) may use the service.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct IoxAccessPolicy {
+    /// Users that may publish (`publish_uid_count` of them).
+    pub publish_uids: *const u32,
+    /// How many `publish_uids` there are.
+    pub publish_uid_count: usize,
+    /// Groups whose members may publish (`publish_gid_count` of them).
+    pub publish_gids: *const u32,
+    /// How many `publish_gids` there are.
+    pub publish_gid_count: usize,
+    /// Users that may only read (`read_uid_count` of them).
+    pub read_uids: *const u32,
+    /// How many `read_uids` there are.
+    pub read_uid_count: usize,
+    /// Groups whose members may only read (`read_gid_count` of them).
+    pub read_gids: *const u32,
+    /// How many `read_gids` there are.
+    pub read_gid_count: usize,
+}
+
+/// The `count` ids at `ids` (NULL with 0 is none); `what` names the list in messages.
+///
+/// # Safety
+/// `ids` is NULL or points to `count` readable `u32`s.
+unsafe fn ids<'a>(ids: *const u32, count: usize, what: &str) -> Result<&'a [u32], IoxStatus> {
+    if count == 0 {
+        return Ok(&[]);
+    }
+    if ids.is_null() {
+        return refuse(
+            IoxStatus::NullPointer,
+            format!("options.access->{what} is NULL but its count is {count}"),
+        );
+    }
+    // SAFETY: the caller's contract; not NULL (checked), `count` entries.
+    Ok(unsafe { std::slice::from_raw_parts(ids, count) })
+}
+
+/// The policy `policy` points to: `None` for NULL.
+///
+/// # Safety
+/// `policy` is NULL or points to a readable `IoxAccessPolicy` whose arrays hold their
+/// counts of `u32`s.
+pub(crate) unsafe fn read(policy: *const IoxAccessPolicy) -> Result<Option<AccessPolicy>, IoxStatus> {
+    if policy.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: the caller's contract; not NULL (checked).
+    let p = unsafe { &*policy };
+    let mut out = AccessPolicy::new();
+    // SAFETY: the caller's contract: each array holds its count.
+    for &uid in unsafe { ids(p.publish_uids, p.publish_uid_count, "publish_uids") }? {
+        out = out.publish_uid(uid);
+    }
+    // SAFETY: as above.
+    for &gid in unsafe { ids(p.publish_gids, p.publish_gid_count, "publish_gids") }? {
+        out = out.publish_gid(gid);
+    }
+    // SAFETY: as above.
+    for &uid in unsafe { ids(p.read_uids, p.read_uid_count, "read_uids") }? {
+        out = out.read_uid(uid);
+    }
+    // SAFETY: as above.
+    for &gid in unsafe { ids(p.read_gids, p.read_gid_count, "read_gids") }? {
+        out = out.read_gid(gid);
+    }
+    Ok(Some(out))
+}
+
+/// A service's policy as text for C (`None` without one); kept by its handle.
+pub(crate) fn describe(policy: Option<&AccessPolicy>) -> Option<CString> {
+    // The text is made of numbers and ASCII words: it holds no NUL.
+    policy.map(|p| CString::new(p.to_string()).unwrap_or_default())
+}
+
+/// The publish-subscribe service's access policy as text: `*policy` is NULL for a service
+/// without one, else e.g. `"publish: uid 1000 (creator), uid 1001; read: uid 1002, gid
+/// 50"`. The string stays valid until the service handle is dropped.
+///
+/// # Safety
+/// `service` is a pointer from `iox_pubsub_open`; `policy` points to writable memory for
+/// a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_pubsub_access_policy(
+    service: *mut IoxPubSubService,
+    policy: *mut *const c_char,
+) -> IoxStatus {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let service = unsafe { live(service, SERVICE, false) }?;
+        let out = non_null(policy, "policy")?;
+        let text = service.access.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
+        // SAFETY: the caller's contract; not NULL (checked).
+        unsafe { out.write(text) };
+        Ok(())
+    })
+}
