@@ -635,15 +635,6 @@ typedef struct IoxWaitSetEvent {
 extern "C" {
 #endif // __cplusplus
 
-// The publish-subscribe service's access policy as text: `*policy` is NULL for a service
-// without one, else e.g. `"publish: uid 1000 (creator), uid 1001; read: uid 1002, gid
-// 50"`. The string stays valid until the service handle is dropped.
-//
-// # Safety
-// `service` is a pointer from `iox_pubsub_open`; `policy` points to writable memory for
-// a pointer.
-enum IoxStatus iox_pubsub_access_policy(struct IoxPubSubService *service, const char **policy);
-
 // The default options (key type `u32`, no entries). Does nothing if `options` is NULL.
 //
 // # Safety
@@ -1442,6 +1433,15 @@ enum IoxStatus iox_pubsub_attribute(struct IoxPubSubService *service,
 enum IoxStatus iox_pubsub_attribute_get(struct IoxPubSubService *service,
                                         const char *key,
                                         const char **value);
+
+// The publish-subscribe service's access policy as text: `*policy` is NULL for a service
+// without one, else e.g. `"publish: uid 1000 (creator), uid 1001; read: uid 1002, gid
+// 50"`. The string stays valid until the service handle is dropped.
+//
+// # Safety
+// `service` is a pointer from `iox_pubsub_open`; `policy` points to writable memory for
+// a pointer.
+enum IoxStatus iox_pubsub_access_policy(struct IoxPubSubService *service, const char **policy);
 
 // The message of this thread's last failed call ("" if none failed yet). The text
 // stays valid until the next failing call on this thread; copy it to keep it.

@@ -13,16 +13,14 @@
 //! `IOX_STATUS_NOT_A_PUBLISHER`. Both messages name the process's identity and the
 //! policy.
 //!
-//! Reading: `iox_pubsub_access_policy` gives a service's policy as text its handle
-//! keeps (as `attributes` does for attributes).
+//! Reading: `iox_pubsub_access_policy` (with the service handle, in `service.rs`) gives
+//! a service's policy as text its handle keeps, made here ([`describe`]).
 
-use std::ffi::{CString, c_char};
+use std::ffi::CString;
 
 use iox_service::AccessPolicy;
 
-use crate::handle::{live, non_null};
-use crate::service::{IoxPubSubService, SERVICE};
-use crate::status::{IoxStatus, guard, refuse};
+use crate::status::{IoxStatus, refuse};
 
 /// Who may publish besides the creator and who may only read (subscribe): four lists of
 /// ids, each an array and its count (NULL with 0: none). All four empty: only the
@@ -101,27 +99,4 @@ pub(crate) unsafe fn read(policy: *const IoxAccessPolicy) -> Result<Option<Acces
 pub(crate) fn describe(policy: Option<&AccessPolicy>) -> Option<CString> {
     // The text is made of numbers and ASCII words: it holds no NUL.
     policy.map(|p| CString::new(p.to_string()).unwrap_or_default())
-}
-
-/// The publish-subscribe service's access policy as text: `*policy` is NULL for a service
-/// without one, else e.g. `"publish: uid 1000 (creator), uid 1001; read: uid 1002, gid
-/// 50"`. The string stays valid until the service handle is dropped.
-///
-/// # Safety
-/// `service` is a pointer from `iox_pubsub_open`; `policy` points to writable memory for
-/// a pointer.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn iox_pubsub_access_policy(
-    service: *mut IoxPubSubService,
-    policy: *mut *const c_char,
-) -> IoxStatus {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let service = unsafe { live(service, SERVICE, false) }?;
-        let out = non_null(policy, "policy")?;
-        let text = service.access.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
-        // SAFETY: the caller's contract; not NULL (checked).
-        unsafe { out.write(text) };
-        Ok(())
-    })
 }

@@ -33,7 +33,7 @@ pub(crate) use crate::args::{read_options, text};
 use crate::attributes::{AttributeSettings, CAttributes, IoxAttribute};
 use crate::fields::declared_schema;
 pub use crate::fields::{IoxField, IoxType};
-use crate::handle::{drop_handle, hand_out, live, marker, put};
+use crate::handle::{drop_handle, hand_out, live, marker, non_null, put};
 use crate::status::{IoxStatus, fail, guard, refuse};
 
 /// Open the service if it exists, else create it.
@@ -600,4 +600,27 @@ pub unsafe extern "C" fn iox_pubsub_attribute_get(
 ) -> IoxStatus {
     // SAFETY: the caller's contract.
     guard(|| unsafe { live(service, SERVICE, false)?.attributes.get(key, value) })
+}
+
+/// The publish-subscribe service's access policy as text: `*policy` is NULL for a service
+/// without one, else e.g. `"publish: uid 1000 (creator), uid 1001; read: uid 1002, gid
+/// 50"`. The string stays valid until the service handle is dropped.
+///
+/// # Safety
+/// `service` is a pointer from `iox_pubsub_open`; `policy` points to writable memory for
+/// a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn iox_pubsub_access_policy(
+    service: *mut IoxPubSubService,
+    policy: *mut *const c_char,
+) -> IoxStatus {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let service = unsafe { live(service, SERVICE, false) }?;
+        let out = non_null(policy, "policy")?;
+        let text = service.access.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
+        // SAFETY: the caller's contract; not NULL (checked).
+        unsafe { out.write(text) };
+        Ok(())
+    })
 }

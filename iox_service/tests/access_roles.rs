@@ -659,3 +659,125 @@ fn a_hostile_reader_clearing_the_words_it_can_write_never_changes_what_another_r
     assert!(good >= 200, "the victim checked {counts} (good, errors)");
     println!("sent {under_attack} under attack; victim: {counts} (checked, receive errors)");
 }
+
+const KILLED_TEST: &str = "a_port_killed_at_each_step_of_the_chunk_guard_leaves_no_lock_behind";
+
+/// Whether any description holds a lock anywhere on the payload of `name` (asked
+/// through a description of our own, which holds none).
+fn payload_locked(name: &str) -> bool {
+    let fds = payload_fds(name);
+    let fd = fds.first().expect("the payload is open here");
+    let ours = rustix::fs::open(
+        format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str(),
+        rustix::fs::OFlags::RDONLY,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    // SAFETY: a zeroed flock is valid; F_OFD_GETLK reads it and writes it back.
+    let mut l: libc::flock = unsafe { std::mem::zeroed() };
+    l.l_type = libc::F_WRLCK as libc::c_short;
+    l.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: `ours` is open; `l` is a valid flock (l_len 0: to the end).
+    let rc = unsafe { libc::fcntl(ours.as_raw_fd(), libc::F_OFD_GETLK, &raw mut l) };
+    assert_eq!(rc, 0);
+    l.l_type != libc::F_UNLCK as libc::c_short
+}
+
+/// The chunk guard's steps (`iox_core::chunk_guard`), each with a process SIGKILLed
+/// there (no root needed: every port of a service whose policy names readers has a
+/// guard, whatever its own role):
+/// - a subscriber stopped after it locked a taken chunk for reading and before it
+///   looked for a publisher writing it: its lock is there while it lives, gone with
+///   it (the kernel drops a dead process's locks), and recovery returns its chunk;
+/// - a publisher stopped after it claimed a chunk's word and before it locked it for
+///   writing: no lock, and recovery returns the chunk;
+/// - a publisher holding a loan (locked for writing): gone with it.
+///
+/// After each, every chunk can be loaned and sent again.
+#[test]
+fn a_port_killed_at_each_step_of_the_chunk_guard_leaves_no_lock_behind() {
+    if let Some(r) = role() {
+        let (root, name) = child_env();
+        let gate = PathBuf::from(env::<String>("GATE"));
+        let svc = open(&root, &name).unwrap();
+        match r.as_str() {
+            "subscriber" => {
+                let s = svc.subscriber_builder().create().unwrap();
+                iox_service::testing::stall_at(iox_service::testing::Stall::GuardBeforeReadCheck, &gate);
+                // Stops inside, with the chunk locked for reading; killed there.
+                let _ = receive_within(&s, LIMIT);
+            }
+            "publisher" => {
+                let p = svc.publisher_builder().create().unwrap();
+                iox_service::testing::stall_at(iox_service::testing::Stall::GuardBeforeWriteLock, &gate);
+                // Stops inside the loan, its word claimed; killed there.
+                let _ = p.loan_uninit();
+            }
+            "loaning publisher" => {
+                let p = svc.publisher_builder().create().unwrap();
+                let _loan = p.loan_uninit().unwrap();
+                std::fs::write(gate.join("reached"), b"").unwrap();
+                assert!(wait_until(LIMIT, || false), "killed before this");
+            }
+            other => panic!("unknown role {other}"),
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    // Readers named (any uid): every port has a guard.
+    let svc = Service::named("killed")
+        .unwrap()
+        .root(&root)
+        .publish_subscribe::<u64>()
+        .access(AccessPolicy::new().read_uid(READER))
+        .create()
+        .unwrap();
+    let p = svc.publisher_builder().create().unwrap();
+    let s = svc.subscriber_builder().create().unwrap();
+    let check_all_chunks = |round: u64| {
+        assert!(!payload_locked("killed"), "a lock was left behind");
+        while s.receive().unwrap().is_some() {} // what the round sent before
+        // Every chunk once round the pool: each loaned, locked, sent, received.
+        let chunks: u64 = svc.pool_info().classes.iter().map(|c| u64::from(c.count)).sum();
+        for i in 0..chunks {
+            p.loan_uninit()
+                .unwrap()
+                .write_payload(round * 1000 + i)
+                .send()
+                .unwrap();
+            assert_eq!(*s.receive().unwrap().expect("sent just now"), round * 1000 + i);
+        }
+    };
+    for (round, role) in ["subscriber", "publisher", "loaning publisher"]
+        .into_iter()
+        .enumerate()
+    {
+        let gate = iox_testkit::Gate::new(dir.path(), role);
+        let envs = [
+            ("IOX_ROOT", root.display().to_string()),
+            ("SERVICE", "killed".to_string()),
+            ("GATE", gate.path().display().to_string()),
+        ];
+        let mut child = iox_testkit::spawn_self(KILLED_TEST, role, &envs);
+        if role == "subscriber" {
+            assert!(wait_until(LIMIT, || svc.port_counts().1 == 2), "it subscribed");
+            p.loan_uninit().unwrap().write_payload(7).send().unwrap();
+        }
+        assert!(gate.wait_reached(LIMIT), "{role} stopped at its step");
+        assert_eq!(
+            payload_locked("killed"),
+            role != "publisher",
+            "{role}: locked while it lives"
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        svc.cleanup_dead();
+        assert!(
+            wait_until(LIMIT, || svc.port_counts() == (1, 1)),
+            "{role} recovered"
+        );
+        check_all_chunks(round as u64 + 1);
+    }
+}

@@ -229,7 +229,7 @@ pub(crate) struct PublisherPort {
     /// The chunk guard of a service whose access policy names readers
     /// (`iox_core::chunk_guard`): every chunk this port writes is locked for writing
     /// from its loan to its send. Such a port keeps no spare loaned ahead.
-    guard: Option<ChunkGuard>,
+    guard: Option<Box<ChunkGuard>>,
     max_loans: usize,
     /// The service's overflow policy is to drop the oldest sample.
     drop_oldest: bool,
@@ -444,7 +444,14 @@ impl PublisherPort {
     /// a guard.
     #[inline]
     fn end_write(&self, h: ChunkHandle) {
-        if let (Some(guard), Some(chunk)) = (&self.guard, self.pool.locate(h)) {
+        if let Some(guard) = &self.guard {
+            self.end_guarded_write(guard, h);
+        }
+    }
+
+    #[cold]
+    fn end_guarded_write(&self, guard: &ChunkGuard, h: ChunkHandle) {
+        if let Some(chunk) = self.pool.locate(h) {
             guard.end_write(chunk.addr());
         }
     }
@@ -460,8 +467,7 @@ impl PublisherPort {
         if self.spare.is_empty() {
             self.spare.put(chunk);
         } else {
-            self.end_write(chunk.handle());
-            let _ = self.pool.book().release(chunk.handle(), self.owner);
+            give_back(self, &chunk.handle());
         }
     }
 
@@ -489,9 +495,10 @@ impl PublisherPort {
     /// by its pool), to every subscriber.
     #[inline]
     pub(crate) fn send_chunk(&self, chunk: Located, len: usize) -> Result<usize, SendError> {
+        let handle = chunk.handle();
         // The fork check, and the history and guard test (see `send_generation`).
         if !crate::fork::is_same_process(self.send_generation) {
-            return self.send_other(chunk, len);
+            return self.send_other(handle, len);
         }
         self.send_now::<true>(chunk, len)
     }
@@ -735,15 +742,26 @@ impl Drop for PublisherPort {
 
 pub(crate) use history::NOT_A_GENERATION;
 
+/// A dropped loan that does not become the spare: back to the pool (its write lock
+/// first, with a guard). Out of line, so the common drop stays small; `extern "C"`, so
+/// it cannot unwind into the drop (which then needs no cleanup path, and stays inlined
+/// where loans are dropped). Nothing in it panics.
+#[cold]
+#[inline(never)]
+extern "C" fn give_back(port: &PublisherPort, h: &ChunkHandle) {
+    port.end_write(*h);
+    let _ = port.pool.book().release(*h, port.owner);
+}
+
 /// The chunk guard of a port of `service`, if its access policy names readers (see
 /// `iox_core::chunk_guard`); a device pool has none (its policy names no readers).
-pub(crate) fn chunk_guard(service: &Shared) -> Result<Option<ChunkGuard>, PortCreateError> {
+pub(crate) fn chunk_guard(service: &Shared) -> Result<Option<Box<ChunkGuard>>, PortCreateError> {
     let guarded = service.config.access.as_ref().is_some_and(|a| a.has_readers());
     if !guarded || service.pool.is_device() {
         return Ok(None);
     }
     ChunkGuard::new(service.pool.payload_fd(), service.pool.payload_base())
-        .map(Some)
+        .map(|g| Some(Box::new(g)))
         .map_err(|source| PortCreateError::Guard {
             service: service.name.to_string(),
             source,

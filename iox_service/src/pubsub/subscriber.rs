@@ -188,8 +188,7 @@ impl<P: ?Sized + Payload, H: UserHeader> SubscriberBuilder<P, H> {
         Ok(Subscriber {
             port: Arc::new(SubscriberPort {
                 max_held: super::config::of(&self.service.config).max_held as usize,
-                vetted: history || guard.is_some(),
-                release_generation: match guard {
+                plain_generation: match guard {
                     None => self.service.fork_generation,
                     Some(_) => super::publisher::NOT_A_GENERATION,
                 },
@@ -240,15 +239,13 @@ pub(crate) struct SubscriberPort {
     /// The chunk guard of a service whose access policy names readers
     /// (`iox_core::chunk_guard`): every chunk this port hands out is locked for reading
     /// from its take to its release.
-    guard: Option<ChunkGuard>,
-    /// `history` or a guard: every take is looked at once more, out of line
-    /// ([`SubscriberPort::vet`]).
-    vetted: bool,
-    /// What a sample's release compares with the process's fork generation: the port's
-    /// fork generation without a guard, else a value no generation takes, so that the
-    /// one test a release makes first also takes a guarded port's to its own path
-    /// ([`SubscriberPort::drop_guarded_sample`]).
-    release_generation: u64,
+    guard: Option<Box<ChunkGuard>>,
+    /// What a receive and a sample's release compare with the process's fork
+    /// generation: the port's fork generation without a guard, else a value no
+    /// generation takes, so that the one test each makes first also takes a guarded
+    /// port to its own path (`Subscriber::receive_other`, `drop_guarded_sample`), at no
+    /// cost to the others.
+    plain_generation: u64,
     /// The readiness socket (see [`crate::doorbell`]); removed when the port goes.
     doorbell: Doorbell,
 }
@@ -295,57 +292,13 @@ impl SubscriberPort {
     /// Releases a received sample's chunk.
     #[inline]
     pub(crate) fn drop_sample(&self, chunk: &Located) {
-        // The fork check, and the guard test (see `release_generation`).
-        if !crate::fork::is_same_process(self.release_generation) {
-            return self.drop_guarded_sample(chunk);
+        // The fork check, and the guard test (see `plain_generation`).
+        if !crate::fork::is_same_process(self.plain_generation) {
+            return drop_guarded_sample(self, chunk);
         }
         // SAFETY: the chunk was located by `self.pool` at receive, which this port
         // keeps mapped.
         let _ = unsafe { chunk.release(self.owner) };
-    }
-
-    /// `drop_sample` of a guarded port (or of a forked child's copy, which does
-    /// nothing: the chunk is the parent's): the read lock goes first, so a publisher
-    /// that finds the word free finds no lock either.
-    #[cold]
-    fn drop_guarded_sample(&self, chunk: &Located) {
-        if !self.is_own_process() {
-            return;
-        }
-        if let Some(guard) = &self.guard {
-            guard.end_read(chunk.addr());
-        }
-        // SAFETY: as in `drop_sample`.
-        let _ = unsafe { chunk.release(self.owner) };
-    }
-
-    /// A taken chunk that will not be handed out: its read lock (if this port has a
-    /// guard and took it) and its hold go.
-    #[cold]
-    fn release_taken(&self, chunk: &iox_mempool::ChunkRef<'_>, locked: bool) {
-        if locked && let Some(guard) = &self.guard {
-            guard.end_read(chunk.addr());
-        }
-        let _ = chunk.release(self.owner);
-    }
-
-    /// A taken chunk of a port with history or a guard, looked at once more: a stray
-    /// (`stray`: the entry predates our history, see [`Self::given_history_by`]) is
-    /// released; with a guard, the chunk is locked for reading, and released if a
-    /// publisher is writing it (an entry no publisher pushed).
-    #[cold]
-    fn vet(&self, chunk: &iox_mempool::ChunkRef<'_>, stray: bool) -> Vetted {
-        if stray {
-            self.release_taken(chunk, false);
-            return Vetted::Stray;
-        }
-        if let Some(guard) = &self.guard
-            && !guard.begin_read(chunk.addr())
-        {
-            self.release_taken(chunk, false);
-            return Vetted::BeingWritten;
-        }
-        Vetted::Ours
     }
 
     pub(crate) fn pool(&self) -> &iox_mempool::Pool {
@@ -470,18 +423,37 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
     /// arrives. So an event loop receives until `None`, then waits for readability.
     #[inline]
     pub fn receive(&self) -> Result<Option<Sample<P, H>>, ReceiveError> {
-        let port = &self.port;
-        if !port.is_own_process() {
+        // The fork check, and the guard test (see `plain_generation`).
+        if !crate::fork::is_same_process(self.port.plain_generation) {
+            return self.receive_other();
+        }
+        self.receive_with::<false>()
+    }
+
+    /// Where `receive` goes when its first test fails: a forked child's receive, or a
+    /// guarded port's.
+    #[cold]
+    #[inline(never)]
+    fn receive_other(&self) -> Result<Option<Sample<P, H>>, ReceiveError> {
+        if !self.port.is_own_process() {
             return Err(ReceiveError::ForkedProcess);
         }
+        self.receive_with::<true>()
+    }
+
+    /// The receive of a port of this process; `GUARDED`: it has a chunk guard, and
+    /// locks what it hands out (see [`Self::take`]).
+    #[inline(always)]
+    fn receive_with<const GUARDED: bool>(&self) -> Result<Option<Sample<P, H>>, ReceiveError> {
+        let port = &self.port;
         if port.at_max_held() {
             return Err(ReceiveError::TooManyHeld { max: port.max_held });
         }
         let seen = port.service.dynamic().publishers_seen().load();
-        if let Some(sample) = self.take(seen)? {
+        if let Some(sample) = self.take::<GUARDED>(seen)? {
             return Ok(Some(sample));
         }
-        self.found_nothing(seen)
+        self.found_nothing::<GUARDED>(seen)
     }
 
     /// The end of a receive that found nothing in the queues of the publisher slots
@@ -490,17 +462,17 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
     /// at the service's lifecycle.
     #[cold]
     #[inline(never)]
-    fn found_nothing(&self, seen: u64) -> Result<Option<Sample<P, H>>, ReceiveError> {
+    fn found_nothing<const GUARDED: bool>(&self, seen: u64) -> Result<Option<Sample<P, H>>, ReceiveError> {
         let port = &self.port;
         if self.still_stuck() && self.resolve_stuck(false) {
             // A dead claimer's claim was resolved: what was behind it is ours now.
-            if let Some(sample) = self.take(u64::MAX)? {
+            if let Some(sample) = self.take::<GUARDED>(u64::MAX)? {
                 return Ok(Some(sample));
             }
         }
         let unseen = !seen & crate::shm::connected::all(port.service.dynamic().layout().sending);
         if unseen != 0
-            && let Some(sample) = self.take(unseen)?
+            && let Some(sample) = self.take::<GUARDED>(unseen)?
         {
             return Ok(Some(sample));
         }
@@ -508,7 +480,7 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
             port.may_wait();
             port.doorbell.rearm(&port.header().waiting);
             // Armed: a publisher that pushed before it saw the bit is found here.
-            if let Some(sample) = self.take(u64::MAX)? {
+            if let Some(sample) = self.take::<GUARDED>(u64::MAX)? {
                 return Ok(Some(sample));
             }
             // An event loop waits for the descriptor alone, with no timer to come back
@@ -517,7 +489,7 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
             // its claim unread until some other process recovered it).
             if self.still_stuck()
                 && self.resolve_stuck(true)
-                && let Some(sample) = self.take(u64::MAX)?
+                && let Some(sample) = self.take::<GUARDED>(u64::MAX)?
             {
                 return Ok(Some(sample));
             }
@@ -529,9 +501,9 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
     }
 
     /// Takes the next sample from the queues of the publisher slots in `slots` (a bit
-    /// each), round-robin.
+    /// each), round-robin; `GUARDED`: locks it for reading before it hands it out.
     #[inline(always)]
-    fn take(&self, slots: u64) -> Result<Option<Sample<P, H>>, ReceiveError> {
+    fn take<const GUARDED: bool>(&self, slots: u64) -> Result<Option<Sample<P, H>>, ReceiveError> {
         let port = &self.port;
         let d = port.service.dynamic();
         // Round-robin over the slots in `slots` (a bit per publisher slot; those past
@@ -547,7 +519,7 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
             let p = (rotated.trailing_zeros() as usize + cursor) & 63;
             rotated &= rotated - 1;
             let mut taken = None;
-            let (mut slow, mut stray) = (false, false);
+            let mut stray = false;
             let raw = match d.queue_to(port.queues, p).pop(queue::BY_CONSUMER, |e| {
                 // One lookup of the chunk for the take, its length and its address.
                 // The payload's line is asked for first, so that it travels while
@@ -559,8 +531,7 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
                     .filter(|c| c.take_queued(port.owner).is_ok());
                 // With history: an entry is ours only once this publisher gave us its
                 // history; looked at under our claim (see `pubsub::publisher::history`).
-                slow = port.vetted && taken.is_some();
-                stray = slow && port.history && !port.given_history_by(p);
+                stray = port.history && taken.is_some() && !port.given_history_by(p);
             }) {
                 Popped::Took(raw) => raw,
                 Popped::Empty => continue,
@@ -577,20 +548,11 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
                 what,
             };
             let chunk = taken.ok_or(corrupt("no such chunk, or a duplicate entry"))?;
-            if slow {
-                match port.vet(&chunk, stray) {
-                    Vetted::Ours => {}
-                    Vetted::Stray => {
-                        // This publisher's queue once more: what follows may be ours.
-                        rotated |= 1 << (p.wrapping_sub(cursor) & 63);
-                        continue;
-                    }
-                    Vetted::BeingWritten => {
-                        return Err(corrupt(
-                            "a chunk a publisher is still writing (an entry no publisher pushed)",
-                        ));
-                    }
-                }
+            if stray {
+                let _ = chunk.release(port.owner);
+                // This publisher's queue once more: what follows may be ours.
+                rotated |= 1 << (p.wrapping_sub(cursor) & 63);
+                continue;
             }
             let len = chunk.user_word();
             let chunk_size = chunk.size();
@@ -609,7 +571,7 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
                 len == 1 && room + size_of::<P::Element>() <= chunk_size
             };
             if !fits {
-                port.release_taken(&chunk, slow);
+                let _ = chunk.release(port.owner);
                 return Err(corrupt("payload length does not fit the chunk"));
             }
             // A type with bytes that are no value is checked before it is handed out
@@ -618,8 +580,25 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
             // checked), which our owner bit holds; the publisher wrote them before
             // its Release push, which our Acquire pop saw.
             if let Err(source) = unsafe { check_values::<P, H>(chunk.addr(), len as usize) } {
-                port.release_taken(&chunk, slow);
+                let _ = chunk.release(port.owner);
                 return Err(ReceiveError::InvalidValue { publisher: p, source });
+            }
+            // With a guard: locked for reading, last, so that no check above needs to
+            // unlock; refused if a publisher is writing it (no publisher pushed such an
+            // entry). Its values are checked again under the lock: a publisher may
+            // have rewritten it (its word cleared under us) before we locked.
+            if GUARDED {
+                if !read_lock(port, &chunk) {
+                    return Err(corrupt(
+                        "a chunk a publisher is still writing (an entry no publisher pushed)",
+                    ));
+                }
+                // SAFETY: as above; the chunk is still ours, and now locked.
+                if let Err(source) = unsafe { check_values::<P, H>(chunk.addr(), len as usize) } {
+                    end_read(port, &chunk);
+                    let _ = chunk.release(port.owner);
+                    return Err(ReceiveError::InvalidValue { publisher: p, source });
+                }
             }
             return Ok(Some(Sample::new(
                 Arc::clone(port),
@@ -763,13 +742,46 @@ impl Drop for SubscriberPort {
     }
 }
 
-/// What [`SubscriberPort::vet`] found of a taken chunk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Vetted {
-    /// Hand it out.
-    Ours,
-    /// An entry meant for an earlier port of this slot: released, look again.
-    Stray,
-    /// A publisher is writing it: released, an error.
-    BeingWritten,
+/// `drop_sample` of a guarded port (or of a forked child's copy, which does nothing:
+/// the chunk is the parent's): the read lock goes first, so a publisher that finds the
+/// word free finds no lock either. `extern "C"`, so it cannot unwind into a sample's
+/// drop (which then needs no cleanup path, and stays inlined); nothing in it panics.
+#[cold]
+#[inline(never)]
+extern "C" fn drop_guarded_sample(port: &SubscriberPort, chunk: &Located) {
+    if !port.is_own_process() {
+        return;
+    }
+    if let Some(guard) = &port.guard {
+        guard.end_read(chunk.addr());
+    }
+    // SAFETY: as in `drop_sample`.
+    let _ = unsafe { chunk.release(port.owner) };
+}
+
+/// A taken chunk that will not be handed out (it failed a check): its read lock goes
+/// (with a guard; the caller releases its hold). `extern "C"`: it cannot unwind into
+/// the receive.
+#[cold]
+#[inline(never)]
+extern "C" fn end_read(port: &SubscriberPort, chunk: &iox_mempool::ChunkRef<'_>) {
+    if let Some(guard) = &port.guard {
+        guard.end_read(chunk.addr());
+    }
+}
+
+/// A guarded port took `chunk`: locks it for reading; false (and the chunk released)
+/// if a publisher is writing it. `extern "C"`: it cannot unwind into the receive
+/// (nothing in it panics).
+#[cold]
+#[inline(never)]
+extern "C" fn read_lock(port: &SubscriberPort, chunk: &iox_mempool::ChunkRef<'_>) -> bool {
+    let Some(guard) = &port.guard else {
+        return true;
+    };
+    if guard.begin_read(chunk.addr()) {
+        return true;
+    }
+    let _ = chunk.release(port.owner);
+    false
 }

@@ -82,7 +82,7 @@
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
 
-use iox_mempool::{ChunkHandle, Located};
+use iox_mempool::ChunkHandle;
 
 use super::{PublisherPort, SendError};
 use crate::dynamic::{self, Dynamic};
@@ -123,15 +123,17 @@ impl PublisherPort {
     /// send with history.
     #[cold]
     #[inline(never)]
-    pub(super) fn send_other(&self, chunk: Located, len: usize) -> Result<usize, SendError> {
+    pub(super) fn send_other(&self, handle: ChunkHandle, len: usize) -> Result<usize, SendError> {
         if !self.is_own_process() {
             return Err(SendError::ForkedProcess);
         }
         // Written: a guarded port unlocks before the entry can reach anyone.
-        self.end_write(chunk.handle());
-        match &self.history {
-            Some(history) => self.send_with_history(history, chunk.handle(), len),
-            None => self.send_now::<false>(chunk, len),
+        self.end_write(handle);
+        match (&self.history, self.pool.locate(handle)) {
+            (Some(history), _) => self.send_with_history(history, handle, len),
+            (None, Some(chunk)) => self.send_now::<false>(chunk, len),
+            // A handle our loan holds is in range.
+            (None, None) => unreachable!("a loaned chunk is in its pool"),
         }
     }
 
