@@ -24,14 +24,15 @@
 //! Only publish-subscribe services take a policy with readers: the other patterns'
 //! participants all write shared words that carry their data (a blackboard's values, an
 //! event's bits, requests and responses in the pool), so none of them is read-only.
-//! Device pools (`CudaDevice`) take no readers either: the driver's export of device
-//! memory cannot be imported read-only, so a reader could map it writable.
+//! Device pools (`CudaDevice`) take no readers either: a process that imports the
+//! pool's exported handle sets its own access to the mapping (`cuMemSetAccess`), so a
+//! read-only device mapping would be the reader's choice, not a limit on it.
 //! ([`crate::static_config::StaticConfig::check`] refuses both.)
 
 use serde::{Deserialize, Serialize};
 
 /// Why a `CudaDevice` service takes no readers (see the module docs).
-pub const NO_DEVICE_READERS: &str = "a CudaDevice pool cannot be handed to readers read-only (the CUDA driver imports its exported memory with full access), so its access policy may name publishers only; use CudaPinned host memory for read-only subscribers";
+pub const NO_DEVICE_READERS: &str = "a CudaDevice pool cannot be handed to readers read-only: a process that imports the pool's exported handle sets its own access to it (cuMemSetAccess), so no holder can keep a reader from writing; its access policy may name publishers only (use CudaPinned host memory for read-only subscribers)";
 
 /// Most uids and gids a policy lists (publishers and readers together).
 pub const MAX_PRINCIPALS: usize = 64;

@@ -15,7 +15,11 @@
 //! (`SO_PEERCRED`, `SO_PEERGROUPS`) and admits it only if the owner, group and mode of
 //! the service's dynamic segment let it read and write that file ([`admission`]); a
 //! refusal names the permissions. The socket file has the service's mode too, so the
-//! kernel refuses a connect from outside it first.
+//! kernel refuses a connect from outside it first. A service with an access policy
+//! (`crate::access`) is then handed over by role: a publisher gets the descriptors as
+//! this holder holds them, a reader the same files reopened read-only, anyone else a
+//! refusal naming the policy (`serving::given`); a holder never hands out more than it
+//! holds.
 //!
 //! What the newcomer trusts: nothing it got until the descriptors pass the checks of
 //! their kind (the memfd: its name, seals, size and inode against the identity in the

@@ -37,7 +37,10 @@
 //! has one mapping, hence one pin registration, for all its ports. A registration made
 //! while the mapping was read-only (a pinned subscriber created before the first
 //! publisher) stays a read-only one: build the publisher first where a device must
-//! write into loans.
+//! write into loans. With an access policy ([`crate::access`]) a reader's descriptor
+//! itself is read-only, so no `mprotect` can make its mapping writable; an opener also
+//! refuses a policy its creator cannot have written (`open.rs`: the static config's
+//! owner and mode, the payload's owner).
 //!
 //! The protocol knows nothing of messaging patterns: a pattern (`crate::pubsub`, ...)
 //! implements [`Pattern`] — the static config it creates, and what it requires of one
