@@ -1,9 +1,11 @@
 //! The ping-pong over iox: two slice services (`ping` leader -> follower, `pong`
-//! back), one size class holding the payload, pinned ports when the memory type asks.
+//! back), one size class holding the payload, pinned ports when the memory type asks;
+//! with an access policy that names a reader when guarded (the ports then lock each
+//! chunk they write or read, see `iox_core::chunk_guard`).
 
 use std::time::{Duration, Instant};
 
-use iox_service::{MemoryType, PubSubService, Publisher, Service, Subscriber};
+use iox_service::{AccessPolicy, MemoryType, PubSubService, Publisher, Service, Subscriber};
 
 use crate::endpoint::Endpoint;
 
@@ -15,25 +17,48 @@ pub struct IoxEndpoint {
     _services: (PubSubService<[u8]>, PubSubService<[u8]>),
 }
 
-fn open(name: &str, len: usize, memory_type: MemoryType) -> PubSubService<[u8]> {
-    Service::named(name)
+fn open(name: &str, len: usize, memory_type: MemoryType, guarded: bool) -> PubSubService<[u8]> {
+    let builder = Service::named(name)
         .expect("valid name")
         .publish_subscribe::<[u8]>()
         .size_classes(&[(len.max(1), 8)])
         .max_publishers(1)
         .max_subscribers(1)
         .subscriber_buffer(2)
-        .memory_type(memory_type)
-        .open_or_create()
-        .expect("open iox service")
+        .memory_type(memory_type);
+    // A policy that names a reader: every port then locks the chunks it writes or
+    // reads (`iox_core::chunk_guard`), whichever role its own process has.
+    let builder = if guarded {
+        builder.access(AccessPolicy::new().read_uid(GUARD_READER))
+    } else {
+        builder
+    };
+    builder.open_or_create().expect("open iox service")
 }
+
+/// The uid the guarded ping-pong's policy names as a reader (nobody: no process of the
+/// benchmark runs as it; naming it is what turns the chunk guards on).
+const GUARD_READER: u32 = 65534;
 
 impl IoxEndpoint {
     /// Connects side `leader` of the ping-pong `id` with `len`-byte payloads, waiting
     /// (bounded) until the other side's ports exist.
     pub fn connect(id: &str, leader: bool, len: usize, memory_type: MemoryType, pin: bool) -> Self {
-        let ping = open(&format!("bench/{id}/ping"), len, memory_type);
-        let pong = open(&format!("bench/{id}/pong"), len, memory_type);
+        Self::connect_with(id, leader, len, memory_type, pin, false)
+    }
+
+    /// [`IoxEndpoint::connect`] for services with an access policy that names a reader
+    /// (`guarded`), whose ports lock every chunk they write or read.
+    pub fn connect_with(
+        id: &str,
+        leader: bool,
+        len: usize,
+        memory_type: MemoryType,
+        pin: bool,
+        guarded: bool,
+    ) -> Self {
+        let ping = open(&format!("bench/{id}/ping"), len, memory_type, guarded);
+        let pong = open(&format!("bench/{id}/pong"), len, memory_type, guarded);
         let (out, inp) = if leader { (&ping, &pong) } else { (&pong, &ping) };
         let tx = out
             .publisher_builder()

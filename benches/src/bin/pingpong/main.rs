@@ -13,7 +13,7 @@
 //! `--sizes` restricts the payload sizes (latency and throughput).
 //!
 //! `cargo run --release -p iox_benches --bin pingpong -- [--quick] [--sizes 8,64]
-//! [--rounds N] [--only latency,throughput,pinning] [--csv PATH] [--header]`
+//! [--rounds N] [--only latency,throughput,pinning] [--csv PATH] [--header] [--guarded]`
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -48,6 +48,9 @@ enum Transport {
     IoxHeader,
     /// iceoryx2 with a 64-byte user header per sample (`--header`).
     Iceoryx2Header,
+    /// iox on services whose access policy names a reader (`--guarded`): every port
+    /// locks the chunks it writes or reads.
+    IoxGuarded,
     /// iox's typed path: `u64` loans written and sent, read by value (8 B only).
     IoxTyped,
     /// iceoryx2's typed path, the same (8 B only).
@@ -63,6 +66,7 @@ impl Transport {
             Transport::Socket => "unix-socket",
             Transport::Floor => floor_transport::NAME,
             Transport::IoxCpp => cpp_transport::NAME,
+            Transport::IoxGuarded => "iox, access roles (chunk guards)",
             Transport::IoxHeader => "iox + 64 B header",
             Transport::Iceoryx2Header => "iceoryx2 + 64 B header",
             Transport::IoxTyped => "iox typed u64",
@@ -108,6 +112,10 @@ struct Args {
     /// read per sample (latency only).
     #[arg(long)]
     header: bool,
+    /// Also run iox on services with an access policy naming a reader, whose ports
+    /// lock each chunk they write or read (latency only).
+    #[arg(long)]
+    guarded: bool,
     /// Internal: run as the follower of a case.
     #[arg(long, hide = true)]
     follow: Option<Transport>,
@@ -157,6 +165,14 @@ fn connect(t: Transport, id: &str, leader: bool, len: usize) -> Box<dyn Endpoint
     match t {
         Transport::Iox => Box::new(IoxEndpoint::connect(id, leader, len, MemoryType::Cpu, false)),
         Transport::IoxLocked => Box::new(IoxEndpoint::connect(id, leader, len, MemoryType::Locked, true)),
+        Transport::IoxGuarded => Box::new(IoxEndpoint::connect_with(
+            id,
+            leader,
+            len,
+            MemoryType::Cpu,
+            false,
+            true,
+        )),
         Transport::Iceoryx2 => Box::new(Iceoryx2Endpoint::connect(id, leader, len)),
         Transport::IoxHeader => Box::new(IoxHeaderEndpoint::connect(id, leader, len)),
         Transport::Iceoryx2Header => Box::new(Iceoryx2HeaderEndpoint::connect(id, leader, len)),
@@ -258,6 +274,9 @@ fn latency(args: &Args) -> Vec<Row> {
         }
         if args.header {
             transports.extend([Transport::IoxHeader, Transport::Iceoryx2Header]);
+        }
+        if args.guarded {
+            transports.push(Transport::IoxGuarded);
         }
         if len == TYPED_LEN {
             transports.extend([Transport::IoxTyped, Transport::Iceoryx2Typed]);
