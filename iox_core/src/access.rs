@@ -140,6 +140,9 @@ pub struct AccessPolicy {
     pub publish: Vec<Principal>,
     /// Who may only read.
     pub read: Vec<Principal>,
+    /// The creator an opener requires ([`AccessPolicy::created_by`]); never recorded.
+    #[serde(skip)]
+    expected_creator: Option<u32>,
 }
 
 impl AccessPolicy {
@@ -172,10 +175,26 @@ impl AccessPolicy {
         self
     }
 
+    /// Requires, when opening, that the service was created by user `uid` (and, when
+    /// creating, that this process is that user). Without it an opener that gives a
+    /// policy checks its rules only, and a service of the same name and rules that
+    /// someone else created first (a user who may create files in the root) is
+    /// accepted.
+    pub fn created_by(mut self, uid: u32) -> Self {
+        self.expected_creator = Some(uid);
+        self
+    }
+
+    /// The creator required with [`AccessPolicy::created_by`].
+    pub fn expected_creator(&self) -> Option<u32> {
+        self.expected_creator
+    }
+
     /// The policy as a creator records it: `creator` set, both lists sorted and
     /// without repeats.
     pub fn with_creator(mut self, creator: u32) -> Self {
         self.creator = creator;
+        self.expected_creator = None;
         for list in [&mut self.publish, &mut self.read] {
             list.sort_unstable();
             list.dedup();

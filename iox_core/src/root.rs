@@ -53,6 +53,19 @@ pub enum RootError {
         /// The error (`ENOSPC` or `EDQUOT`).
         source: std::io::Error,
     },
+    /// A service with an access policy in a root where others than its owner may
+    /// replace files: writable by its group or by others without the sticky bit, or
+    /// owned by another user than root or the service's creator (see `crate::access`).
+    #[error(
+        "the iox root {} lets other users replace files in it ({why}), so it cannot keep a service's access policy: use a root with the sticky bit (chmod +t, as /dev/shm has) owned by root or the service's creator, or one only trusted users may write",
+        root.display()
+    )]
+    NotSafeForPolicies {
+        /// The root.
+        root: PathBuf,
+        /// Its mode and owner, and what is wrong with them.
+        why: String,
+    },
     /// Another I/O error while using the root.
     #[error("cannot use the iox root {}: {what}: {source}", root.display())]
     Io {
@@ -73,6 +86,7 @@ impl RootError {
             | Self::NotADirectory { root }
             | Self::PermissionDenied { root, .. }
             | Self::NoSpace { root, .. }
+            | Self::NotSafeForPolicies { root, .. }
             | Self::Io { root, .. } => root,
         }
     }
@@ -106,4 +120,28 @@ impl RootError {
             Err(e) => Some(Self::classify(root, "look at the root", e)),
         }
     }
+}
+
+/// Whether `root` can keep the access policy of a service created by `creator`: no one
+/// but root, `creator` and the root directory's owner (who must be one of those two)
+/// may replace a file in it (see [`RootError::NotSafeForPolicies`]).
+pub fn safe_for_policies(root: &std::path::Path, creator: u32) -> Result<(), RootError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(root).map_err(|source| RootError::Io {
+        root: root.to_path_buf(),
+        what: "look at its owner and mode",
+        source,
+    })?;
+    let (mode, owner) = (meta.mode() & 0o7777, meta.uid());
+    let why = if owner != 0 && owner != creator {
+        format!("it belongs to uid {owner}, who may remove any file in it")
+    } else if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+        format!("mode {mode:04o}: writable by others, without the sticky bit")
+    } else {
+        return Ok(());
+    };
+    Err(RootError::NotSafeForPolicies {
+        root: root.to_path_buf(),
+        why,
+    })
 }

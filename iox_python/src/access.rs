@@ -59,10 +59,22 @@ fn gid(p: &Principal) -> Option<u32> {
 impl PyAccessPolicy {
     /// A policy naming these uids and gids (sequences of ints). The creator's uid
     /// (whoever creates the service with it) and uid 0 may always publish.
+    /// `created_by`: an opener requires the service to have been created by that uid
+    /// (a creator must be it); without it, a service of the same name and rules that
+    /// someone else created first is accepted.
     #[new]
-    #[pyo3(signature = (*, publish_uids = Vec::new(), publish_gids = Vec::new(), read_uids = Vec::new(), read_gids = Vec::new()))]
-    fn new(publish_uids: Vec<u32>, publish_gids: Vec<u32>, read_uids: Vec<u32>, read_gids: Vec<u32>) -> Self {
+    #[pyo3(signature = (*, publish_uids = Vec::new(), publish_gids = Vec::new(), read_uids = Vec::new(), read_gids = Vec::new(), created_by = None))]
+    fn new(
+        publish_uids: Vec<u32>,
+        publish_gids: Vec<u32>,
+        read_uids: Vec<u32>,
+        read_gids: Vec<u32>,
+        created_by: Option<u32>,
+    ) -> Self {
         let mut p = AccessPolicy::new();
+        if let Some(uid) = created_by {
+            p = p.created_by(uid);
+        }
         p = publish_uids.into_iter().fold(p, AccessPolicy::publish_uid);
         p = publish_gids.into_iter().fold(p, AccessPolicy::publish_gid);
         p = read_uids.into_iter().fold(p, AccessPolicy::read_uid);

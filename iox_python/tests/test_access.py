@@ -40,6 +40,12 @@ def test_a_policy_reads_back_as_recorded_and_must_match_on_open(root):
     assert str(iox.Service("access/readback").publish_subscribe().open().access_policy) == str(recorded)
     with pytest.raises(iox.IncompatibleService, match="has access policy"):
         iox.Service("access/readback").publish_subscribe(np.uint64).access(iox.AccessPolicy()).open()
+    # The creator pinned: this user's service is accepted, another's creator is not.
+    pinned = iox.AccessPolicy(publish_uids=[1001], read_uids=[READER], read_gids=[1003], created_by=me)
+    assert str(iox.Service("access/readback").publish_subscribe(np.uint64).access(pinned).open().access_policy) == str(recorded)
+    other = iox.AccessPolicy(publish_uids=[1001], read_uids=[READER], read_gids=[1003], created_by=me + 1)
+    with pytest.raises(iox.IncompatibleService, match=f"uid {me + 1} \\(creator\\)"):
+        iox.Service("access/readback").publish_subscribe(np.uint64).access(other).open()
     assert iox.Service("access/none").publish_subscribe(np.uint64).create().access_policy is None
     with pytest.raises(TypeError, match="iox.AccessPolicy"):
         iox.Service("access/none").publish_subscribe(np.uint64).access([READER])

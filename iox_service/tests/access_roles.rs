@@ -357,30 +357,46 @@ fn a_reader_that_holds_the_service_hands_out_read_only_descriptors() {
 fn a_policy_rewritten_by_another_user_is_refused() {
     if let Some(r) = role() {
         let (root, name) = child_env();
-        assert_eq!(r, "tamperer");
         let stem = iox_service::ServiceName::new(&name).unwrap().stem();
         let config = root.join(format!("{stem}.service"));
-        // In place: the file is its creator's, 0644.
-        let in_place = std::fs::OpenOptions::new().append(true).open(&config);
-        assert_eq!(
-            in_place.err().map(|e| e.kind()),
-            Some(std::io::ErrorKind::PermissionDenied)
-        );
-        // By replacing it (this root is not sticky, so it can): a policy that lets it
-        // publish.
-        let text = std::fs::read_to_string(&config).unwrap();
-        let forged = text.replace(
-            &format!("Uid({WRITER}),"),
-            &format!("Uid({WRITER}),Uid({READER}),"),
-        );
-        assert_ne!(forged, text, "the policy is in the text: {text}");
-        let tmp = root.join("forged");
-        std::fs::write(&tmp, forged).unwrap();
-        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
-        std::fs::rename(&tmp, &config).unwrap();
-        let e = open(&root, &name).map(drop).expect_err("a forged policy");
-        assert!(matches!(e, OpenError::AccessTampered { .. }), "{e}");
-        assert!(e.to_string().contains(&format!("belongs to uid {READER}")), "{e}");
+        match r.as_str() {
+            "tamperer" => {
+                let denied = |r: std::io::Result<()>, what: &str| {
+                    let e = r.expect_err(what);
+                    assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{what}: {e}");
+                };
+                // In place: the file is its creator's, 0644.
+                denied(
+                    std::fs::OpenOptions::new().append(true).open(&config).map(drop),
+                    "writing the policy",
+                );
+                // Replaced or removed: the root is sticky.
+                let text = std::fs::read_to_string(&config).unwrap();
+                let forged = text.replace(
+                    &format!("Uid({WRITER}),"),
+                    &format!("Uid({WRITER}),Uid({READER}),"),
+                );
+                assert_ne!(forged, text, "the policy is in the text: {text}");
+                let tmp = root.join("forged");
+                std::fs::write(&tmp, forged).unwrap();
+                denied(std::fs::rename(&tmp, &config), "replacing the policy");
+                denied(std::fs::remove_file(&config), "removing the policy");
+            }
+            "squatter" => {
+                // The same rules, created first under another name by a reader.
+                let _svc = Service::named("squatted")
+                    .unwrap()
+                    .root(&root)
+                    .publish_subscribe::<u64>()
+                    .permissions(0o666)
+                    .access(policy())
+                    .create()
+                    .unwrap();
+                std::fs::write(root.join("squatting"), b"").unwrap();
+                assert!(wait_until(LIMIT, || root.join("done").exists()), "told to stop");
+            }
+            other => panic!("unknown role {other}"),
+        }
         return;
     }
     if !iox_testkit::root_or_skip(TAMPER_TEST) {
@@ -388,17 +404,72 @@ fn a_policy_rewritten_by_another_user_is_refused() {
     }
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    // Not sticky: anyone may replace any file here (a root no deployment should use;
-    // the policy check is what catches it).
-    std::fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
     let _svc = create(root, "tampered");
     wait_ok(
         spawn(TAMPER_TEST, "tamperer", READER, READER, root, "tampered"),
         LIMIT,
     );
-    // The creator's next open sees it too.
-    let e = open(root, "tampered").map(drop).expect_err("the forged file");
+    assert!(open(root, "tampered").is_ok(), "untouched");
+    // A policy file someone else wrote (made here by root, given to the reader): refused.
+    let config = root.join(format!(
+        "{}.service",
+        iox_service::ServiceName::new("tampered").unwrap().stem()
+    ));
+    rustix::fs::chown(&config, Some(rustix::fs::Uid::from_raw(READER)), None).unwrap();
+    let e = open(root, "tampered")
+        .map(drop)
+        .expect_err("a policy file of another user");
     assert!(matches!(e, OpenError::AccessTampered { .. }), "{e}");
+    assert!(e.to_string().contains(&format!("belongs to uid {READER}")), "{e}");
+    rustix::fs::chown(&config, Some(rustix::fs::Uid::from_raw(0)), None).unwrap();
+    // A root where others may replace files keeps no policy: refused at open and create.
+    std::fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let e = open(root, "tampered")
+        .map(drop)
+        .expect_err("a root without the sticky bit");
+    assert!(e.to_string().contains("without the sticky bit"), "{e}");
+    let e = Service::named("unsafe")
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<u64>()
+        .access(policy())
+        .create()
+        .map(drop)
+        .expect_err("created in a root without the sticky bit");
+    assert!(e.to_string().contains("without the sticky bit"), "{e}");
+    std::fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    // A reader that takes a name first with the same rules: an opener that names the
+    // creator it expects refuses it; one that gives the rules alone takes it.
+    let squatter = spawn(TAMPER_TEST, "squatter", READER, READER, root, "squatted");
+    assert!(wait_until(LIMIT, || root.join("squatting").exists()), "squatting");
+    let expected = Service::named("squatted")
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<u64>()
+        .access(policy().created_by(0))
+        .open()
+        .map(drop)
+        .expect_err("created by someone else");
+    assert!(
+        matches!(expected, OpenError::IncompatibleAccess { .. }),
+        "{expected}"
+    );
+    assert!(
+        expected.to_string().contains(&format!("uid {READER} (creator)")),
+        "{expected}"
+    );
+    let rules_only = Service::named("squatted")
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<u64>()
+        .access(policy())
+        .open()
+        .unwrap();
+    assert_eq!(rules_only.access_policy().unwrap().creator, READER);
+    drop(rules_only);
+    std::fs::write(root.join("done"), b"").unwrap();
+    wait_ok(squatter, LIMIT);
 }
 
 /// Settings that cannot be kept are refused when the service is created (no root

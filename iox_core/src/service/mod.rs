@@ -313,11 +313,14 @@ fn check<P: Pattern>(t: &Target, p: &P, c: &StaticConfig) -> Result<(), OpenErro
 fn check_access(t: &Target, c: &StaticConfig) -> Result<(), OpenError> {
     let name = || t.name.to_string();
     if let Some(requested) = &t.access {
-        let same = c.access.as_ref().is_some_and(|found| found.same_rules(requested));
+        let same = c.access.as_ref().is_some_and(|found| {
+            found.same_rules(requested) && requested.expected_creator().is_none_or(|u| u == found.creator)
+        });
         if !same {
-            let requested = requested
-                .clone()
-                .with_creator(rustix::process::geteuid().as_raw());
+            let creator = requested
+                .expected_creator()
+                .unwrap_or(rustix::process::geteuid().as_raw());
+            let requested = requested.clone().with_creator(creator);
             return Err(OpenError::IncompatibleAccess {
                 name: name(),
                 requested: format!("({requested})"),
@@ -326,6 +329,8 @@ fn check_access(t: &Target, c: &StaticConfig) -> Result<(), OpenError> {
         }
     }
     if let Some(policy) = &c.access {
+        crate::root::safe_for_policies(&t.root, policy.creator)
+            .map_err(|source| OpenError::Root { name: name(), source })?;
         let me = crate::access::Identity::of_this_process();
         if policy.role(&me).is_none() {
             return Err(OpenError::NotInAccessPolicy {
@@ -369,10 +374,25 @@ fn with_attributes(
         return Ok(config);
     }
     config.attributes = attributes;
-    config.access = t
-        .access
-        .clone()
-        .map(|a| a.with_creator(rustix::process::geteuid().as_raw()));
+    let me = rustix::process::geteuid().as_raw();
+    if let Some(policy) = &t.access {
+        let invalid = |source| CreateError::InvalidSetting {
+            name: t.name.to_string(),
+            source,
+        };
+        if let Some(expected) = policy.expected_creator()
+            && expected != me
+        {
+            return Err(invalid(crate::static_config::InvalidConfig::Access(format!(
+                "the access policy names uid {expected} as the creator, but this process is uid {me}: create the service as that user, or open it"
+            ))));
+        }
+        crate::root::safe_for_policies(&t.root, me).map_err(|source| CreateError::Root {
+            name: t.name.to_string(),
+            source,
+        })?;
+    }
+    config.access = t.access.clone().map(|a| a.with_creator(me));
     config.check().map_err(|source| CreateError::InvalidSetting {
         name: t.name.to_string(),
         source,

@@ -35,7 +35,8 @@ class AccessPolicy:
     """Who may publish into a publish-subscribe service's pool besides its creator,
     and who may only read it."""
     def __init__(self, *, publish_uids: Sequence[int] = (), publish_gids: Sequence[int] = (),
-                 read_uids: Sequence[int] = (), read_gids: Sequence[int] = ()) -> None: ...
+                 read_uids: Sequence[int] = (), read_gids: Sequence[int] = (),
+                 created_by: Optional[int] = None) -> None: ...
     @property
     def creator(self) -> Optional[int]:
         """The uid that created the service, or None for a policy not read from one."""
