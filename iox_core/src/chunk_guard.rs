@@ -11,41 +11,44 @@
 //! description locks (`F_OFD_SETLK`), which the kernel keeps per port and drops when
 //! the port's process dies, and which no other process can take away.
 //!
-//! Each chunk has two lock bytes in the payload file: `R` (its first byte) and `W` (its
-//! second). Each port of a service whose policy names readers opens the payload anew,
-//! read-only (its own description, so its locks are its own), and:
-//! - a publisher, having claimed a chunk's word for a loan, read-locks `W` and then asks
-//!   whether any other description holds a lock on `R` or `W`; if one does (a reader
-//!   reading it, or another publisher writing it), it gives the chunk up (unlocks, and
-//!   releases its word) and tries the next. It unlocks `W` when the loan is sent,
+//! Each chunk has one lock byte: at [`LOCKS_AT`] plus the chunk's offset in the payload,
+//! in the service's dynamic segment (far past its end: a lock needs no byte to exist
+//! there). Every participant may open that file for writing (the files' mode admits
+//! it), so each port of a service whose policy names readers opens it anew (its own
+//! description, so its locks are its own), and:
+//! - a publisher, having claimed a chunk's word for a loan, write-locks its byte; if
+//!   that fails (a reader reading it, or another publisher writing it), it gives the
+//!   chunk up (releases its word) and tries the next. It unlocks when the loan is sent,
 //!   before the entry is pushed, or when the loan is dropped;
-//! - a subscriber, having taken a queue entry's chunk, read-locks `R` and then asks
-//!   whether any other description holds `W`; if one does, the entry names a chunk a
-//!   publisher is writing (no publisher pushes one: it is forged), and the chunk is
-//!   released with an error. It unlocks `R` when the sample is dropped.
+//! - a subscriber, having taken a queue entry's chunk, read-locks its byte; if that
+//!   fails, a publisher is writing it (no publisher pushes such an entry: it is forged),
+//!   and the chunk is released with an error. It unlocks when the sample is dropped.
 //!
-//! Why this is enough: every lock operation of the kernel on one file is atomic with
-//! respect to the others. A publisher writes a chunk only after its `W` lock was in
-//! place and no `R` lock was; a subscriber reads one only after its `R` lock was in
-//! place and no `W` lock was. Of a publisher and a subscriber on one chunk, whichever
-//! looks second sees the other's lock, so a subscriber never reads while a publisher
-//! writes, and a publisher never starts writing while a subscriber reads, whatever the
-//! shared words say. Two publishers on one chunk (its word cleared under the first)
-//! see each other's `W` the same way.
+//! Why this is enough: the kernel grants a write lock only where no other description
+//! holds any lock, and a read lock only where none holds a write lock, each atomically.
+//! So a publisher writes a chunk only while no subscriber has it locked, and a
+//! subscriber reads one only while no publisher has it locked, whatever the shared
+//! words say; two publishers on one chunk (its word cleared under the first) exclude
+//! each other the same way.
 //!
-//! What it costs: two system calls per loan and per receive, one per send and per
-//! sample drop, for the ports of such services only (other services' ports carry no
-//! guard and take the paths they always took). What a hostile reader can still do with
-//! locks: hold `R` or `W` of many chunks, so that publishers find no chunk to loan
-//! ([`crate::port::LoanError::HeldByReaders`]) or subscribers refuse what is sent: a
-//! denial of service, which ends when its process does (the kernel drops its locks),
-//! as a crashed reader's holds end in recovery.
+//! What it costs: one system call per loan, send, receive and sample drop, for the
+//! ports of such services only (other services' ports carry no guard and take the
+//! paths they always took). What a hostile reader can still do with locks: hold many
+//! chunks' bytes (it may open the dynamic segment for writing, so write locks too),
+//! so that publishers find no chunk to loan ([`crate::port::LoanError::HeldByReaders`])
+//! or subscribers refuse what is sent: a denial of service, which ends when its
+//! process does (the kernel drops its locks), as a crashed reader's holds end in
+//! recovery.
 
 use std::collections::HashSet;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::{Mutex, MutexGuard};
 
-/// One port's lock description of a pool's payload (see the module docs).
+/// Where the chunks' lock bytes start in the lock file: past the end of any dynamic
+/// segment (which iox bounds far below this).
+pub const LOCKS_AT: usize = 1 << 40;
+
+/// One port's lock description (see the module docs).
 #[derive(Debug)]
 pub struct ChunkGuard {
     fd: OwnedFd,
@@ -59,25 +62,38 @@ pub struct ChunkGuard {
     locked: Mutex<HashSet<usize>>,
 }
 
-/// `fcntl` lock request on `len` bytes at `start` of `fd`'s file: `kind` is
-/// `F_RDLCK`, `F_WRLCK` (a query only) or `F_UNLCK`.
-fn flock(kind: libc::c_int, start: usize, len: usize) -> libc::flock {
+/// A one-byte lock request at `at` of the lock file: `kind` is `F_RDLCK`, `F_WRLCK`
+/// or `F_UNLCK`.
+fn flock(kind: libc::c_int, at: usize) -> libc::flock {
     // SAFETY: `flock` is a plain C struct for which all-zero bytes are valid.
     let mut l: libc::flock = unsafe { std::mem::zeroed() };
     l.l_type = kind as libc::c_short;
     l.l_whence = libc::SEEK_SET as libc::c_short;
-    l.l_start = start as libc::off_t;
-    l.l_len = len as libc::off_t;
+    l.l_start = (LOCKS_AT + at) as libc::off_t;
+    l.l_len = 1;
     // l_pid must be 0 for open file description locks (zeroed above).
     l
 }
 
 impl ChunkGuard {
-    /// A guard on the pool whose payload descriptor is `payload` and which is mapped
-    /// at `base`: the payload opened anew read-only, for this port's locks alone.
-    pub fn new(payload: BorrowedFd<'_>, base: usize) -> std::io::Result<Self> {
+    /// A guard whose locks are on `lock_file` (the service's dynamic segment, open for
+    /// writing), for the pool mapped at `base`: the file opened anew, for this port's
+    /// locks alone.
+    pub fn new(lock_file: BorrowedFd<'_>, base: usize) -> std::io::Result<Self> {
+        let path = format!("/proc/self/fd/{}", lock_file.as_raw_fd());
+        let fd = rustix::fs::open(
+            path.as_str(),
+            rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?;
+        let (a, b) = (rustix::fs::fstat(lock_file)?, rustix::fs::fstat(&fd)?);
+        if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino) {
+            return Err(std::io::Error::other(format!(
+                "{path} reopened another file than the service's"
+            )));
+        }
         Ok(Self {
-            fd: crate::handover::responder::read_only(payload)?,
+            fd,
             base,
             locked: Mutex::new(HashSet::new()),
         })
@@ -91,82 +107,63 @@ impl ChunkGuard {
         (addr as usize).wrapping_sub(self.base)
     }
 
-    /// Sets (`F_RDLCK`) or removes (`F_UNLCK`) this port's lock on one byte, without
-    /// waiting; whether it was done.
+    /// Sets (`F_RDLCK`, `F_WRLCK`) or removes (`F_UNLCK`) this port's lock on the byte
+    /// of the chunk at payload offset `at`, without waiting; whether it was done.
     fn set(&self, kind: libc::c_int, at: usize) -> bool {
-        let l = flock(kind, at, 1);
+        let l = flock(kind, at);
         // SAFETY: `fd` is our open descriptor; `l` is a valid flock that the kernel
         // only reads for F_OFD_SETLK.
         unsafe { libc::fcntl(self.fd.as_raw_fd(), libc::F_OFD_SETLK, &raw const l) == 0 }
     }
 
-    /// Whether another description holds a lock on `len` bytes at `at` (one that a
-    /// write lock there would conflict with). An error answers yes: no write or read
-    /// goes ahead on a lock state the kernel would not tell.
-    fn held_by_others(&self, at: usize, len: usize) -> bool {
-        let mut l = flock(libc::F_WRLCK, at, len);
-        // SAFETY: `fd` is our open descriptor; `l` is a valid flock the kernel reads
-        // and overwrites (F_OFD_GETLK writes the conflicting lock, or F_UNLCK).
-        let rc = unsafe { libc::fcntl(self.fd.as_raw_fd(), libc::F_OFD_GETLK, &raw mut l) };
-        rc != 0 || l.l_type != libc::F_UNLCK as libc::c_short
-    }
-
-    /// A publisher may write the chunk at `addr`, whose word it has claimed: locks its
-    /// `W` and finds no other lock on it; if that fails, nothing stays locked (and a
-    /// chunk this port has locked already stays as it is).
-    pub fn begin_write(&self, addr: *const u8) -> bool {
+    /// Locks the chunk at `addr` with `kind` unless this port holds it already.
+    fn begin(&self, kind: libc::c_int, addr: *const u8) -> bool {
         let at = self.offset(addr);
-        crate::testing::stall_point(crate::testing::Stall::GuardBeforeWriteLock);
         let mut locked = self.locked();
-        if locked.contains(&at) || !self.set(libc::F_RDLCK, at + 1) {
-            return false;
-        }
-        if self.held_by_others(at, 2) {
-            self.set(libc::F_UNLCK, at + 1);
+        if locked.contains(&at) || !self.set(kind, at) {
             return false;
         }
         locked.insert(at);
         true
+    }
+
+    /// Unlocks the chunk at `addr` if this port holds it. Under the set's lock: another
+    /// thread of this port cannot lock the byte anew (a no-op on our own description)
+    /// between our removal and our unlock.
+    fn end(&self, addr: *const u8) {
+        let at = self.offset(addr);
+        let mut locked = self.locked();
+        if locked.remove(&at) {
+            self.set(libc::F_UNLCK, at);
+        }
+    }
+
+    /// A publisher may write the chunk at `addr`, whose word it has claimed: no other
+    /// port has it locked, and now this one has (for writing). If not, nothing changed.
+    pub fn begin_write(&self, addr: *const u8) -> bool {
+        crate::testing::stall_point(crate::testing::Stall::GuardBeforeWriteLock);
+        self.begin(libc::F_WRLCK, addr)
     }
 
     /// The publisher is done writing the chunk at `addr` (sent, or given up).
     pub fn end_write(&self, addr: *const u8) {
-        let at = self.offset(addr);
-        // Under the set's lock: another thread of this port cannot lock the byte anew
-        // (a no-op on our own description) between our removal and our unlock.
-        let mut locked = self.locked();
-        if locked.remove(&at) {
-            self.set(libc::F_UNLCK, at + 1);
-        }
+        self.end(addr);
     }
 
-    /// A subscriber may read the chunk at `addr`, whose entry it has taken: locks its
-    /// `R` and finds no publisher writing it; if that fails, nothing stays locked (and
-    /// a chunk this port holds already stays as it is).
+    /// A subscriber may read the chunk at `addr`, whose entry it has taken: no
+    /// publisher has it locked, and now this port has (for reading). If not, nothing
+    /// changed.
     pub fn begin_read(&self, addr: *const u8) -> bool {
-        let at = self.offset(addr);
-        let mut locked = self.locked();
-        if locked.contains(&at) || !self.set(libc::F_RDLCK, at) {
-            return false;
+        let read = self.begin(libc::F_RDLCK, addr);
+        if read {
+            crate::testing::stall_point(crate::testing::Stall::GuardBeforeReadCheck);
         }
-        crate::testing::stall_point(crate::testing::Stall::GuardBeforeReadCheck);
-        if self.held_by_others(at + 1, 1) {
-            self.set(libc::F_UNLCK, at);
-            return false;
-        }
-        locked.insert(at);
-        true
+        read
     }
 
     /// The subscriber is done reading the chunk at `addr` (its sample dropped).
     pub fn end_read(&self, addr: *const u8) {
-        let at = self.offset(addr);
-        // Under the set's lock (a sample may be dropped on another thread while the
-        // port takes the same chunk again): see `end_write`.
-        let mut locked = self.locked();
-        if locked.remove(&at) {
-            self.set(libc::F_UNLCK, at);
-        }
+        self.end(addr);
     }
 }
 

@@ -122,8 +122,8 @@ stall_points! {
     /// A publisher of a service with readers claimed a chunk's word for a loan and has
     /// not yet locked the chunk's write guard (`iox_core::chunk_guard`).
     GuardBeforeWriteLock = "guard-before-write-lock",
-    /// A subscriber of a service with readers took an entry's chunk and locked its read
-    /// guard, and has not yet looked for a publisher writing it.
+    /// A subscriber of a service with readers took an entry's chunk and locked it for
+    /// reading, and has not yet checked its values and handed it out.
     GuardBeforeReadCheck = "guard-before-read-check",
 }
 

@@ -733,23 +733,23 @@ fn a_hostile_reader_clearing_the_words_it_can_write_never_changes_what_another_r
 
 const KILLED_TEST: &str = "a_port_killed_at_each_step_of_the_chunk_guard_leaves_no_lock_behind";
 
-/// Whether any description holds a lock anywhere on the payload of `name` (asked
-/// through a description of our own, which holds none).
-fn payload_locked(name: &str) -> bool {
-    let fds = payload_fds(name);
-    let fd = fds.first().expect("the payload is open here");
-    let ours = rustix::fs::open(
-        format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str(),
-        rustix::fs::OFlags::RDONLY,
-        rustix::fs::Mode::empty(),
-    )
-    .unwrap();
+/// Whether any description holds a chunk lock of service `name` under `root` (asked
+/// through a description of our own, which holds none): any lock on the dynamic
+/// segment from `LOCKS_AT` on.
+fn chunks_locked(root: &Path, name: &str) -> bool {
+    let stem = iox_service::ServiceName::new(name).unwrap().stem();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(root.join(format!("{stem}.dynamic")))
+        .unwrap();
     // SAFETY: a zeroed flock is valid; F_OFD_GETLK reads it and writes it back.
     let mut l: libc::flock = unsafe { std::mem::zeroed() };
     l.l_type = libc::F_WRLCK as libc::c_short;
     l.l_whence = libc::SEEK_SET as libc::c_short;
-    // SAFETY: `ours` is open; `l` is a valid flock (l_len 0: to the end).
-    let rc = unsafe { libc::fcntl(ours.as_raw_fd(), libc::F_OFD_GETLK, &raw mut l) };
+    l.l_start = iox_core::chunk_guard::LOCKS_AT as libc::off_t;
+    // SAFETY: `file` is open; `l` is a valid flock (l_len 0: to the end).
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &raw mut l) };
     assert_eq!(rc, 0);
     l.l_type != libc::F_UNLCK as libc::c_short
 }
@@ -808,7 +808,7 @@ fn a_port_killed_at_each_step_of_the_chunk_guard_leaves_no_lock_behind() {
     let p = svc.publisher_builder().create().unwrap();
     let s = svc.subscriber_builder().create().unwrap();
     let check_all_chunks = |round: u64| {
-        assert!(!payload_locked("killed"), "a lock was left behind");
+        assert!(!chunks_locked(&root, "killed"), "a lock was left behind");
         while s.receive().unwrap().is_some() {} // what the round sent before
         // Every chunk once round the pool: each loaned, locked, sent, received.
         let chunks: u64 = svc.pool_info().classes.iter().map(|c| u64::from(c.count)).sum();
@@ -838,7 +838,7 @@ fn a_port_killed_at_each_step_of_the_chunk_guard_leaves_no_lock_behind() {
         }
         assert!(gate.wait_reached(LIMIT), "{role} stopped at its step");
         assert_eq!(
-            payload_locked("killed"),
+            chunks_locked(&root, "killed"),
             role != "publisher",
             "{role}: locked while it lives"
         );

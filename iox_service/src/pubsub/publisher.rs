@@ -760,10 +760,13 @@ pub(crate) fn chunk_guard(service: &Shared) -> Result<Option<Box<ChunkGuard>>, P
     if !guarded || service.pool.is_device() {
         return Ok(None);
     }
-    ChunkGuard::new(service.pool.payload_fd(), service.pool.payload_base())
-        .map(|g| Some(Box::new(g)))
-        .map_err(|source| PortCreateError::Guard {
-            service: service.name.to_string(),
-            source,
-        })
+    ChunkGuard::new(
+        std::os::fd::AsFd::as_fd(service.dynamic.file()),
+        service.pool.payload_base(),
+    )
+    .map(|g| Some(Box::new(g)))
+    .map_err(|source| PortCreateError::Guard {
+        service: service.name.to_string(),
+        source,
+    })
 }
