@@ -255,8 +255,8 @@ impl AccessPolicy {
 }
 
 impl std::fmt::Display for AccessPolicy {
-    /// `publish: uid 1000 (creator), uid 1001, gid 50; read: uid 1002` (`read: nobody`
-    /// when it names no reader).
+    /// `publish: uid 1000 (creator), uid 1001, gid 50; read: uid 1002` (`read: nobody
+    /// else` when it names no reader).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let list = |l: &[Principal]| l.iter().map(ToString::to_string).collect::<Vec<_>>();
         let mut publish = vec![format!("uid {} (creator)", self.creator)];

@@ -305,6 +305,33 @@ fn a_reader_that_holds_the_service_hands_out_read_only_descriptors() {
                 // Holds the service (and answers for it) until the test is done.
                 assert!(wait_until(LIMIT, || root.join("done").exists()), "told to stop");
             }
+            "restart creator" => {
+                // A creator that is not root (so it gets no root's reopen), gone once a
+                // reader holds its service.
+                let _svc = Service::named(&name)
+                    .unwrap()
+                    .root(&root)
+                    .publish_subscribe::<u64>()
+                    .permissions(0o666)
+                    .access(policy())
+                    .create()
+                    .unwrap();
+                std::fs::write(root.join("created"), b"").unwrap();
+                assert!(wait_until(LIMIT, || root.join("reader-holds").exists()));
+            }
+            "restart reader" => {
+                let svc = open(&root, &name).unwrap();
+                let s = svc.subscriber_builder().create().unwrap();
+                std::fs::write(root.join("reader-holds"), b"").unwrap();
+                assert_eq!(receive_within(&s, LIMIT), 5, "the restarted creator publishes");
+            }
+            "restarted creator" => {
+                // Only the reader holds it: handed read-only, reopened for writing (the
+                // memfd is this uid's), publishes.
+                let svc = open(&root, &name).unwrap();
+                let p = svc.publisher_builder().create().unwrap();
+                p.loan_uninit().unwrap().write_payload(5).send().unwrap();
+            }
             "late writer" => {
                 // Only a reader holds the service now: it hands over read-only.
                 let svc = open(&root, &name).unwrap();
@@ -351,6 +378,25 @@ fn a_reader_that_holds_the_service_hands_out_read_only_descriptors() {
     );
     std::fs::write(root.join("done"), b"").unwrap();
     wait_ok(holder, LIMIT);
+    // A creator (not root) that restarts while only a reader holds its service
+    // publishes again: the memfd is its own to reopen.
+    let creator = spawn(HOLDER_TEST, "restart creator", WRITER, WRITER, root, "restarted");
+    assert!(wait_until(LIMIT, || root.join("created").exists()), "created");
+    let reader = spawn(HOLDER_TEST, "restart reader", READER, READER, root, "restarted");
+    wait_ok(creator, LIMIT);
+    assert_eq!(holders(root, "restarted").len(), 1, "only the reader holds it");
+    wait_ok(
+        spawn(
+            HOLDER_TEST,
+            "restarted creator",
+            WRITER,
+            WRITER,
+            root,
+            "restarted",
+        ),
+        LIMIT,
+    );
+    wait_ok(reader, LIMIT);
 }
 
 #[test]
