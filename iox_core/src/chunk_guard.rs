@@ -80,20 +80,8 @@ impl ChunkGuard {
     /// writing), for the pool mapped at `base`: the file opened anew, for this port's
     /// locks alone.
     pub fn new(lock_file: BorrowedFd<'_>, base: usize) -> std::io::Result<Self> {
-        let path = format!("/proc/self/fd/{}", lock_file.as_raw_fd());
-        let fd = rustix::fs::open(
-            path.as_str(),
-            rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        )?;
-        let (a, b) = (rustix::fs::fstat(lock_file)?, rustix::fs::fstat(&fd)?);
-        if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino) {
-            return Err(std::io::Error::other(format!(
-                "{path} reopened another file than the service's"
-            )));
-        }
         Ok(Self {
-            fd,
+            fd: crate::handover::responder::reopen(lock_file, rustix::fs::OFlags::RDWR)?,
             base,
             locked: Mutex::new(HashSet::new()),
         })

@@ -51,6 +51,13 @@ fn create(root: &Path, name: &str) -> iox_service::PubSubService<u64> {
         .unwrap()
 }
 
+/// A fresh root as /dev/shm is: sticky and open to all (owned by root, who runs these).
+fn sticky_root() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    dir
+}
+
 fn spawn(test: &str, role: &str, uid: u32, gid: u32, root: &Path, name: &str) -> std::process::Child {
     let envs = [
         ("IOX_ROOT", root.display().to_string()),
@@ -260,10 +267,8 @@ fn a_reader_cannot_write_the_pool_a_writer_publishes_a_stranger_is_refused() {
     if !iox_testkit::root_or_skip(ROLES_TEST) {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = sticky_root();
     let root = dir.path();
-    // Sticky and open to all, as /dev/shm is.
-    std::fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
     let svc = create(root, "camera");
     // The policy file: the creator's, and no one else may change it.
     let config = root.join(format!(
@@ -353,9 +358,8 @@ fn a_reader_that_holds_the_service_hands_out_read_only_descriptors() {
     if !iox_testkit::root_or_skip(HOLDER_TEST) {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = sticky_root();
     let root = dir.path();
-    std::fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
     let svc = create(root, "held");
     let holder = spawn(HOLDER_TEST, "holding reader", READER, READER, root, "held");
     assert!(
@@ -448,9 +452,8 @@ fn a_policy_rewritten_by_another_user_is_refused() {
     if !iox_testkit::root_or_skip(TAMPER_TEST) {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = sticky_root();
     let root = dir.path();
-    std::fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
     let _svc = create(root, "tampered");
     wait_ok(
         spawn(TAMPER_TEST, "tamperer", READER, READER, root, "tampered"),
@@ -713,9 +716,8 @@ fn a_hostile_reader_clearing_the_words_it_can_write_never_changes_what_another_r
     if !iox_testkit::root_or_skip(HOSTILE_TEST) {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = sticky_root();
     let root = dir.path();
-    std::fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
     let svc = Service::named("frames")
         .unwrap()
         .root(root)

@@ -154,24 +154,28 @@ pub fn offer(
     })
 }
 
-/// `fd`'s file opened anew, read-only (through `/proc/self/fd`, which reopens the file
-/// itself, not the description), checked to be the same file: a description that
-/// cannot write, whatever `fd` can, for a reader to receive.
-pub fn read_only(fd: BorrowedFd<'_>) -> std::io::Result<OwnedFd> {
+/// `fd`'s file opened anew with `flags` (through `/proc/self/fd`, which reopens the
+/// file itself, not the description: a description of its own, with the access the
+/// file's mode gives this process), checked to be the same file.
+pub fn reopen(fd: BorrowedFd<'_>, flags: rustix::fs::OFlags) -> std::io::Result<OwnedFd> {
     use std::os::fd::AsRawFd;
     let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    let ro = rustix::fs::open(
+    let again = rustix::fs::open(
         path.as_str(),
-        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        flags | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
     )?;
-    let (a, b) = (rustix::fs::fstat(fd)?, rustix::fs::fstat(&ro)?);
+    let (a, b) = (rustix::fs::fstat(fd)?, rustix::fs::fstat(&again)?);
     if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino) {
-        return Err(std::io::Error::other(format!(
-            "{path} reopened another file than the payload"
-        )));
+        return Err(std::io::Error::other(format!("{path} reopened another file")));
     }
-    Ok(ro)
+    Ok(again)
+}
+
+/// `fd`'s file opened anew read-only ([`reopen`]): a description that cannot write,
+/// whatever `fd` can, for a reader to receive.
+pub fn read_only(fd: BorrowedFd<'_>) -> std::io::Result<OwnedFd> {
+    reopen(fd, rustix::fs::OFlags::RDONLY)
 }
 
 /// A non-blocking listening socket bound under a name with a fresh random part; the

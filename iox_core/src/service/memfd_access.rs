@@ -2,6 +2,7 @@
 //! GPU's exported memory): handed over by a live holder (see `crate::handover`),
 //! checked, mapped.
 
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -55,19 +56,8 @@ pub(super) fn reach_memfd(
         if !publisher || payload.can_write() {
             return Ok(payload);
         }
-        let reopened = rustix::fs::open(
-            format!(
-                "/proc/self/fd/{}",
-                std::os::fd::AsRawFd::as_raw_fd(payload.file())
-            )
-            .as_str(),
-            rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        );
-        if let Ok(rw) = reopened
-            .map_err(std::io::Error::from)
-            .and_then(|rw| open(rw, path).map_err(std::io::Error::other))
-        {
+        let reopened = handover::responder::reopen(payload.file().as_fd(), rustix::fs::OFlags::RDWR);
+        if let Ok(rw) = reopened.and_then(|rw| open(rw, path).map_err(std::io::Error::other)) {
             return Ok(rw);
         }
         read_only.get_or_insert(payload);
