@@ -524,6 +524,10 @@ typedef struct IoxAccessPolicy {
   const uint32_t *read_gids;
   // How many `read_gids` there are.
   size_t read_gid_count;
+  // When opening: the uid the service must have been created by (NULL: any; a
+  // service of the same name and rules someone else created first is then accepted).
+  // When creating: this process's uid, or the create fails.
+  const uint32_t *created_by;
 } IoxAccessPolicy;
 
 // The payload type and settings of a publish-subscribe service. Fill it with

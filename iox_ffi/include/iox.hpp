@@ -345,6 +345,12 @@ public:
     AccessPolicy& read_uid(std::uint32_t uid) { return add(read_uids_, uid); }
     /// Lets the members of group `gid` subscribe without publishing.
     AccessPolicy& read_gid(std::uint32_t gid) { return add(read_gids_, gid); }
+    /// When opening, requires the service to have been created by user `uid` (when
+    /// creating, this process must be that user).
+    AccessPolicy& created_by(std::uint32_t uid) {
+        creator_ = uid;
+        return *this;
+    }
 
     /// The C view of the lists (valid while this policy lives, unchanged).
     IoxAccessPolicy c() const {
@@ -357,6 +363,7 @@ public:
         p.read_uid_count = read_uids_.size();
         p.read_gids = read_gids_.data();
         p.read_gid_count = read_gids_.size();
+        p.created_by = creator_ ? &*creator_ : nullptr;
         return p;
     }
 
@@ -366,6 +373,7 @@ private:
         return *this;
     }
     std::vector<std::uint32_t> publish_uids_, publish_gids_, read_uids_, read_gids_;
+    std::optional<std::uint32_t> creator_;
 };
 
 /// The user header of a service without one (the default of `PubSub<T, H>`).

@@ -44,6 +44,10 @@ pub struct IoxAccessPolicy {
     pub read_gids: *const u32,
     /// How many `read_gids` there are.
     pub read_gid_count: usize,
+    /// When opening: the uid the service must have been created by (NULL: any; a
+    /// service of the same name and rules someone else created first is then accepted).
+    /// When creating: this process's uid, or the create fails.
+    pub created_by: *const u32,
 }
 
 /// The `count` ids at `ids` (NULL with 0 is none); `what` names the list in messages.
@@ -68,7 +72,7 @@ unsafe fn ids<'a>(ids: *const u32, count: usize, what: &str) -> Result<&'a [u32]
 ///
 /// # Safety
 /// `policy` is NULL or points to a readable `IoxAccessPolicy` whose arrays hold their
-/// counts of `u32`s.
+/// counts of `u32`s and whose `created_by` is NULL or points to a readable `u32`.
 pub(crate) unsafe fn read(policy: *const IoxAccessPolicy) -> Result<Option<AccessPolicy>, IoxStatus> {
     if policy.is_null() {
         return Ok(None);
@@ -91,6 +95,10 @@ pub(crate) unsafe fn read(policy: *const IoxAccessPolicy) -> Result<Option<Acces
     // SAFETY: as above.
     for &gid in unsafe { ids(p.read_gids, p.read_gid_count, "read_gids") }? {
         out = out.read_gid(gid);
+    }
+    if !p.created_by.is_null() {
+        // SAFETY: the caller's contract; not NULL (checked).
+        out = out.created_by(unsafe { *p.created_by });
     }
     Ok(Some(out))
 }

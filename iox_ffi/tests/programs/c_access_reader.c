@@ -52,9 +52,17 @@ int main(int argc, char** argv) {
     if (s != IOX_STATUS_OPEN_FAILED || strstr(iox_last_error(), "IoxPubSubOptions.access") == NULL)
         return die("an open requiring another access policy was not refused as expected", s);
 
+    /* The same rules, but another creator required: refused too. */
     IoxAccessPolicy same = {0};
     same.read_uids = &reader;
     same.read_uid_count = 1;
+    same.created_by = &reader;
+    s = open_u64(root, name, &same, &service);
+    if (s != IOX_STATUS_OPEN_FAILED || strstr(iox_last_error(), "(creator)") == NULL)
+        return die("an open requiring another creator was not refused as expected", s);
+
+    uint32_t root_uid = 0; /* the test creates the service as root */
+    same.created_by = &root_uid;
     if ((s = open_u64(root, name, &same, &service)) != IOX_STATUS_OK) return die("open as a reader", s);
 
     const char* policy = NULL;

@@ -27,7 +27,13 @@ static int create(const char* root, const char* name, std::uint32_t reader) {
     iox::Options o;
     o.root = root;
     o.permissions = 0666;
-    o.access = iox::AccessPolicy().read_uid(reader);
+    // A creator required of another user: this process may not create it.
+    o.access = iox::AccessPolicy().read_uid(reader).created_by(reader);
+    auto refused = iox::PubSub<std::uint64_t>::create(name, o);
+    if (refused) return fail("create", "a policy naming another creator was not refused");
+    if (!contains(refused.error().message, "as the creator"))
+        return fail("the refusal does not say whose creator", refused.error().message);
+    o.access = iox::AccessPolicy().read_uid(reader).created_by(static_cast<std::uint32_t>(geteuid()));
     auto svc = iox::PubSub<std::uint64_t>::create(name, o);
     if (!svc) return fail("create", svc.error().message);
     auto policy = svc->access_policy();
