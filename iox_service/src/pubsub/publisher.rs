@@ -77,9 +77,13 @@ use crate::user_header::{UserHeader, offset_for};
 use crate::{Overflow, Payload, ZeroCopySafe};
 
 mod bytes;
+mod guarded;
 mod history;
 mod sendable;
 mod spare;
+
+pub(crate) use guarded::chunk_guard;
+pub(crate) use history::NOT_A_GENERATION;
 
 pub use bytes::SendBytesError;
 pub use sendable::SendablePublisher;
@@ -409,53 +413,6 @@ impl PublisherPort {
         Ok(handle)
     }
 
-    /// [`Self::loan_chunk`] with a guard: a chunk whose word was free but which another
-    /// port has locked (a reader reading it: its word was cleared under it; or another
-    /// publisher writing it) is passed over, each at most once; those passed over are
-    /// released after the search, so it never finds them again.
-    #[cold]
-    fn loan_guarded(&self, guard: &ChunkGuard, bytes: usize) -> Result<ChunkHandle, LoanError> {
-        let mut passed = Vec::new();
-        let found = loop {
-            let mut hint = self.hint.get();
-            let handle = match self.pool.loan(bytes, &mut hint, self.owner) {
-                Ok(h) => h,
-                Err(e) if passed.is_empty() => break Err(e.into()),
-                Err(_) => break Err(LoanError::HeldByReaders),
-            };
-            self.hint.set(hint);
-            let addr = self
-                .pool
-                .locate(handle)
-                .expect("a handle just loaned is in range")
-                .addr();
-            if guard.begin_write(addr) {
-                break Ok(handle);
-            }
-            passed.push(handle);
-        };
-        for h in passed {
-            let _ = self.pool.book().release(h, self.owner);
-        }
-        found
-    }
-
-    /// A guarded port is done writing chunk `h` (sent or given back); nothing without
-    /// a guard.
-    #[inline]
-    fn end_write(&self, h: ChunkHandle) {
-        if let Some(guard) = &self.guard {
-            self.end_guarded_write(guard, h);
-        }
-    }
-
-    #[cold]
-    fn end_guarded_write(&self, guard: &ChunkGuard, h: ChunkHandle) {
-        if let Some(chunk) = self.pool.locate(h) {
-            guard.end_write(chunk.addr());
-        }
-    }
-
     /// Takes back an unsent loan: it becomes the spare if there is none (it stays
     /// under our owner bit, as the spare loaned after a send does, so recovery returns
     /// it like any chunk we hold), else it returns to the pool.
@@ -467,7 +424,7 @@ impl PublisherPort {
         if self.spare.is_empty() {
             self.spare.put(chunk);
         } else {
-            give_back(self, &chunk.handle());
+            guarded::give_back(self, &chunk.handle());
         }
     }
 
@@ -738,35 +695,4 @@ impl Drop for PublisherPort {
         port::close(header, self.generation);
         self.free_slot(Side::Sending, || {});
     }
-}
-
-pub(crate) use history::NOT_A_GENERATION;
-
-/// A dropped loan that does not become the spare: back to the pool (its write lock
-/// first, with a guard). Out of line, so the common drop stays small; `extern "C"`, so
-/// it cannot unwind into the drop (which then needs no cleanup path, and stays inlined
-/// where loans are dropped). Nothing in it panics.
-#[cold]
-#[inline(never)]
-extern "C" fn give_back(port: &PublisherPort, h: &ChunkHandle) {
-    port.end_write(*h);
-    let _ = port.pool.book().release(*h, port.owner);
-}
-
-/// The chunk guard of a port of `service`, if its access policy names readers (see
-/// `iox_core::chunk_guard`); a device pool has none (its policy names no readers).
-pub(crate) fn chunk_guard(service: &Shared) -> Result<Option<Box<ChunkGuard>>, PortCreateError> {
-    let guarded = service.config.access.as_ref().is_some_and(|a| a.has_readers());
-    if !guarded || service.pool.is_device() {
-        return Ok(None);
-    }
-    ChunkGuard::new(
-        std::os::fd::AsFd::as_fd(service.dynamic.file()),
-        service.pool.payload_base(),
-    )
-    .map(|g| Some(Box::new(g)))
-    .map_err(|source| PortCreateError::Guard {
-        service: service.name.to_string(),
-        source,
-    })
 }

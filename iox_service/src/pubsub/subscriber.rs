@@ -72,7 +72,6 @@ use std::time::{Duration, Instant};
 
 use iox_core::chunk_guard::ChunkGuard;
 use iox_mempool::{Located, PoolInfo, PoolPin};
-use thiserror::Error;
 
 use crate::doorbell::Doorbell;
 use crate::dynamic::{PortHeader, QueueColumnOffset};
@@ -87,6 +86,10 @@ use crate::{Payload, ZeroCopySafe};
 /// How often a subscriber whose queue is claimed by someone else looks for a dead
 /// claimer (runs the service's recovery; see `Subscriber::resolve_stuck`).
 mod claims;
+mod errors;
+mod guarded;
+
+pub use errors::ReceiveError;
 
 const STUCK_RECOVERY_PERIOD: Duration = Duration::from_millis(10);
 
@@ -96,54 +99,6 @@ pub struct SubscriberBuilder<P: ?Sized, H = ()> {
     service: Shared,
     pin: bool,
     _payload: crate::user_header::Marker<P, H>,
-}
-
-/// Why a receive failed.
-#[derive(Debug, Error)]
-#[non_exhaustive]
-pub enum ReceiveError {
-    /// This subscriber holds its maximum of samples.
-    #[error(
-        "this subscriber already holds its maximum of {max} samples (the service's max_held, fixed by its creator); drop one first, copying what you keep, or create the service with a larger max_held"
-    )]
-    TooManyHeld {
-        /// The service's `max_held`.
-        max: usize,
-    },
-    /// A queue held something that is not a valid sample of this service.
-    #[error("corrupt queue entry {raw:#x} from publisher slot {publisher}: {what}")]
-    Corrupt {
-        /// The entry.
-        raw: u64,
-        /// The publisher slot it came from.
-        publisher: usize,
-        /// What is wrong.
-        what: &'static str,
-    },
-    /// A sample held bytes that are no value of the payload's or header's type (a
-    /// `bool` other than 0 or 1): it was released unread; receive again for the next.
-    #[error("refused a sample from publisher slot {publisher}: {source}")]
-    InvalidValue {
-        /// The publisher slot it came from.
-        publisher: usize,
-        /// What was invalid.
-        source: crate::valid::InvalidValue,
-    },
-    /// This process is a fork of the one that made the subscriber.
-    #[error(
-        "this subscriber belongs to the process this one was forked from; open the service again in this process"
-    )]
-    ForkedProcess,
-    /// Nothing was waiting and the service was removed (e.g. `iox remove --force`)
-    /// after this subscriber's handle opened it: drop the subscriber and the handle and
-    /// open the service again (a new opener creates a fresh one).
-    #[error(
-        "the service was removed after this subscriber's handle opened it (drop the subscriber and the handle, and open the service again)"
-    )]
-    ServiceRemoved,
-    /// Waiting on the futex failed.
-    #[error("waiting for a sample failed: {0}")]
-    Wait(std::io::Error),
 }
 
 impl<P: ?Sized + Payload, H: UserHeader> SubscriberBuilder<P, H> {
@@ -294,7 +249,7 @@ impl SubscriberPort {
     pub(crate) fn drop_sample(&self, chunk: &Located) {
         // The fork check, and the guard test (see `plain_generation`).
         if !crate::fork::is_same_process(self.plain_generation) {
-            return drop_guarded_sample(self, chunk);
+            return guarded::drop_guarded_sample(self, chunk);
         }
         // SAFETY: the chunk was located by `self.pool` at receive, which this port
         // keeps mapped.
@@ -428,17 +383,6 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
             return self.receive_other();
         }
         self.receive_with::<false>()
-    }
-
-    /// Where `receive` goes when its first test fails: a forked child's receive, or a
-    /// guarded port's.
-    #[cold]
-    #[inline(never)]
-    fn receive_other(&self) -> Result<Option<Sample<P, H>>, ReceiveError> {
-        if !self.port.is_own_process() {
-            return Err(ReceiveError::ForkedProcess);
-        }
-        self.receive_with::<true>()
     }
 
     /// The receive of a port of this process; `GUARDED`: it has a chunk guard, and
@@ -588,14 +532,14 @@ impl<P: ?Sized + Payload, H: UserHeader> Subscriber<P, H> {
             // entry). Its values are checked again under the lock: a publisher may
             // have rewritten it (its word cleared under us) before we locked.
             if GUARDED {
-                if !read_lock(port, &chunk) {
+                if !guarded::read_lock(port, &chunk) {
                     return Err(corrupt(
                         "a chunk a publisher is still writing (an entry no publisher pushed)",
                     ));
                 }
                 // SAFETY: as above; the chunk is still ours, and now locked.
                 if let Err(source) = unsafe { check_values::<P, H>(chunk.addr(), len as usize) } {
-                    end_read(port, &chunk);
+                    guarded::end_read(port, &chunk);
                     let _ = chunk.release(port.owner);
                     return Err(ReceiveError::InvalidValue { publisher: p, source });
                 }
@@ -740,48 +684,4 @@ impl Drop for SubscriberPort {
         self.release_chunks();
         self.free_slot(Side::Receiving, || {});
     }
-}
-
-/// `drop_sample` of a guarded port (or of a forked child's copy, which does nothing:
-/// the chunk is the parent's): the read lock goes first, so a publisher that finds the
-/// word free finds no lock either. `extern "C"`, so it cannot unwind into a sample's
-/// drop (which then needs no cleanup path, and stays inlined); nothing in it panics.
-#[cold]
-#[inline(never)]
-extern "C" fn drop_guarded_sample(port: &SubscriberPort, chunk: &Located) {
-    if !port.is_own_process() {
-        return;
-    }
-    if let Some(guard) = &port.guard {
-        guard.end_read(chunk.addr());
-    }
-    // SAFETY: as in `drop_sample`.
-    let _ = unsafe { chunk.release(port.owner) };
-}
-
-/// A taken chunk that will not be handed out (it failed a check): its read lock goes
-/// (with a guard; the caller releases its hold). `extern "C"`: it cannot unwind into
-/// the receive.
-#[cold]
-#[inline(never)]
-extern "C" fn end_read(port: &SubscriberPort, chunk: &iox_mempool::ChunkRef<'_>) {
-    if let Some(guard) = &port.guard {
-        guard.end_read(chunk.addr());
-    }
-}
-
-/// A guarded port took `chunk`: locks it for reading; false (and the chunk released)
-/// if a publisher is writing it. `extern "C"`: it cannot unwind into the receive
-/// (nothing in it panics).
-#[cold]
-#[inline(never)]
-extern "C" fn read_lock(port: &SubscriberPort, chunk: &iox_mempool::ChunkRef<'_>) -> bool {
-    let Some(guard) = &port.guard else {
-        return true;
-    };
-    if guard.begin_read(chunk.addr()) {
-        return true;
-    }
-    let _ = chunk.release(port.owner);
-    false
 }
