@@ -42,6 +42,28 @@ fn bytes(n: usize) -> String {
     }
 }
 
+/// One process's mapping of a pool on huge pages, as the kernel reports it.
+fn mapped_pages(p: &iox_service::inspect::pages::ProcessPages) -> String {
+    match (&p.mapped, &p.unreadable) {
+        (Some(m), _) if m.kernel_page > 4096 => format!(
+            "pid {}: {} resident of {}, mapped with {} pages",
+            p.pid,
+            bytes(m.resident as usize),
+            bytes(m.size as usize),
+            bytes(m.kernel_page as usize)
+        ),
+        (Some(m), _) => format!(
+            "pid {}: {} resident of {}, {} of it on transparent huge pages (the kernel gave them)",
+            p.pid,
+            bytes(m.resident as usize),
+            bytes(m.size as usize),
+            bytes(m.huge as usize)
+        ),
+        (None, Some(why)) => format!("pid {}: cannot be looked at ({why})", p.pid),
+        (None, None) => format!("pid {}: does not map the pool", p.pid),
+    }
+}
+
 /// Live ports, and the dead ones not yet recovered apart: `1` or `1 (+2 dead)`.
 fn ports(n: PortCount) -> String {
     if n.dead == 0 {
@@ -298,6 +320,13 @@ pub fn show(s: &ServiceInfo) -> String {
             ),
         };
         let _ = writeln!(out, "pool      {}", bytes(s.pool_bytes));
+        let pages = c.layout.page_size();
+        if !pages.is_base() {
+            let _ = writeln!(out, "pages     {pages}");
+            for p in &s.pages {
+                let _ = writeln!(out, "  {}", mapped_pages(p));
+            }
+        }
     }
     if event.is_some() {
         return out + &event_ports(s);

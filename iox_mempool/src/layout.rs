@@ -4,15 +4,22 @@
 //! strictly increasing. Chunk sizes are rounded up to the layout's alignment (64 bytes
 //! by default, any power of two up to the page size), so every chunk starts aligned.
 //! Classes are laid out back to back from offset 0 of the payload segment, and the
-//! payload length is rounded up to the page size, so the payload segment can be pinned
-//! exactly. The layout has a stable hash (xxh3 over a fixed little-endian encoding) that
-//! processes compare to confirm they agree.
+//! payload length is rounded up to the layout's page size ([`PageSize`]: the base page
+//! by default, 2 MiB or 1 GiB for huge pages), so the payload segment can be mapped and
+//! pinned exactly. Only the pool's end is rounded, never a chunk: a huge page holds
+//! many small chunks and a large chunk spans several pages; rounding each chunk up to
+//! a page would waste up to a page per chunk and save no TLB entry (entries cover
+//! pages, not chunks). The layout has a stable hash (xxh3 over a fixed little-endian
+//! encoding) that processes compare to confirm they agree; a layout on base pages hashes
+//! (and serializes) as it did before page sizes existed.
 //!
 //! Limits: 1..=[`MAX_CLASSES`] classes, 1..=[`MAX_CHUNKS_PER_CLASS`] chunks per class,
 //! at most [`MAX_POOL_BYTES`] in all. Anything else is a [`LayoutError`].
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+use crate::pages::PageSize;
 
 /// Chunk alignment used unless the layout asks for another.
 pub const DEFAULT_ALIGNMENT: usize = 64;
@@ -23,10 +30,7 @@ pub const MAX_CHUNKS_PER_CLASS: u32 = 1 << 24;
 /// Largest payload segment a layout may describe (1 TiB).
 pub const MAX_POOL_BYTES: u64 = 1 << 40;
 
-/// The system page size.
-pub fn page_size() -> usize {
-    rustix::param::page_size()
-}
+pub use crate::pages::page_size;
 
 /// One size class as requested or stored: chunks of `chunk_size` bytes, `count` of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,7 +73,7 @@ pub enum LayoutError {
         /// The count given.
         count: u64,
     },
-    /// The alignment is not a power of two between 8 and the page size.
+    /// The alignment is not a power of two between 8 and the layout's page size.
     #[error("alignment {0} is invalid: use a power of two from 8 to the page size")]
     BadAlignment(usize),
     /// Two classes round to the same chunk size.
@@ -96,6 +100,7 @@ pub struct PoolLayout {
     classes: Vec<SizeClass>,
     offsets: Vec<usize>,
     payload_len: usize,
+    pages: PageSize,
 }
 
 /// The serialized form of a layout, validated into a [`PoolLayout`] on the way in.
@@ -103,6 +108,9 @@ pub struct PoolLayout {
 struct LayoutSpec {
     alignment: usize,
     classes: Vec<SizeClass>,
+    /// Absent (base pages) in the text of layouts on base pages.
+    #[serde(default, skip_serializing_if = "PageSize::is_base")]
+    page_size: PageSize,
 }
 
 impl TryFrom<LayoutSpec> for PoolLayout {
@@ -113,7 +121,7 @@ impl TryFrom<LayoutSpec> for PoolLayout {
             .iter()
             .map(|c| (c.chunk_size, u64::from(c.count)))
             .collect();
-        Self::build(spec.alignment, &classes)
+        Self::build(spec.alignment, &classes, spec.page_size)
     }
 }
 
@@ -122,6 +130,7 @@ impl From<PoolLayout> for LayoutSpec {
         LayoutSpec {
             alignment: layout.alignment,
             classes: layout.classes,
+            page_size: layout.pages,
         }
     }
 }
@@ -136,11 +145,31 @@ impl PoolLayout {
     /// `alignment` (a power of two from 8 to the page size).
     pub fn with_alignment(alignment: usize, classes: &[(usize, usize)]) -> Result<Self, LayoutError> {
         let classes: Vec<(usize, u64)> = classes.iter().map(|&(s, c)| (s, c as u64)).collect();
-        Self::build(alignment, &classes)
+        Self::build(alignment, &classes, PageSize::Base)
     }
 
-    fn build(alignment: usize, given: &[(usize, u64)]) -> Result<Self, LayoutError> {
-        if !alignment.is_power_of_two() || !(8..=page_size()).contains(&alignment) {
+    /// This layout with its payload on `pages`: the same chunks, the payload's length
+    /// rounded up to a multiple of the page size.
+    ///
+    /// ```
+    /// use iox_mempool::{PageSize, PoolLayout};
+    /// let frames = PoolLayout::new(&[(3 << 20, 5)]).unwrap(); // 15 MiB of chunks
+    /// let huge = frames.clone().on_pages(PageSize::Huge2MiB).unwrap();
+    /// assert_eq!(huge.payload_len(), 16 << 20); // 8 pages of 2 MiB
+    /// assert_eq!(huge.chunk_offset(0, 1), frames.chunk_offset(0, 1)); // chunks unmoved
+    /// assert_ne!(huge.hash(), frames.hash());
+    /// ```
+    pub fn on_pages(self, pages: PageSize) -> Result<Self, LayoutError> {
+        let classes: Vec<(usize, u64)> = self
+            .classes
+            .iter()
+            .map(|c| (c.chunk_size, u64::from(c.count)))
+            .collect();
+        Self::build(self.alignment, &classes, pages)
+    }
+
+    fn build(alignment: usize, given: &[(usize, u64)], pages: PageSize) -> Result<Self, LayoutError> {
+        if !alignment.is_power_of_two() || !(8..=pages.bytes().max(page_size())).contains(&alignment) {
             return Err(LayoutError::BadAlignment(alignment));
         }
         if given.is_empty() {
@@ -186,12 +215,16 @@ impl PoolLayout {
                 .filter(|&t| t <= MAX_POOL_BYTES)
                 .ok_or(LayoutError::TooLarge)?;
         }
-        let payload_len = (total as usize).next_multiple_of(page_size());
+        let payload_len = total
+            .checked_next_multiple_of(pages.bytes() as u64)
+            .filter(|&t| t <= MAX_POOL_BYTES)
+            .ok_or(LayoutError::TooLarge)? as usize;
         Ok(Self {
             alignment,
             classes,
             offsets,
             payload_len,
+            pages,
         })
     }
 
@@ -213,6 +246,11 @@ impl PoolLayout {
     /// Byte offset of chunk `index` of `class` in the payload segment.
     pub fn chunk_offset(&self, class: usize, index: u32) -> usize {
         self.offsets[class] + index as usize * self.classes[class].chunk_size
+    }
+
+    /// The pages the payload lives on.
+    pub fn page_size(&self) -> PageSize {
+        self.pages
     }
 
     /// Length of the payload segment: all chunks, rounded up to the page size.
@@ -251,6 +289,10 @@ impl PoolLayout {
         for c in &self.classes {
             bytes.extend_from_slice(&(c.chunk_size as u64).to_le_bytes());
             bytes.extend_from_slice(&u64::from(c.count).to_le_bytes());
+        }
+        if !self.pages.is_base() {
+            bytes.extend_from_slice(b"pages");
+            bytes.extend_from_slice(self.pages.short().as_bytes());
         }
         xxhash_rust::xxh3::xxh3_64(&bytes)
     }

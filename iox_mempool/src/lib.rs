@@ -2,7 +2,7 @@
 //!
 //! The memory layer of iox: named shared-memory segments ([`segment`]), pool layouts
 //! ([`layout`]), the lock-free chunk pool living in them ([`pool`], with chunk ownership in [`owners`]), memory types
-//! ([`memory`]), the process-local pin registry ([`pin`]), and the process-global locks
+//! ([`memory`]), page sizes and huge pages ([`pages`]), the process-local pin registry ([`pin`]), and the process-global locks
 //! that a `fork` never copies held ([`fork`]).
 //!
 //! It knows nothing of services or ports; `iox_service` builds those on top.
@@ -31,6 +31,7 @@ pub mod layout;
 pub mod memfd;
 pub mod memory;
 pub mod owners;
+pub mod pages;
 pub mod pin;
 pub mod pool;
 pub mod random;
@@ -47,6 +48,7 @@ pub use layout::{LayoutError, PoolLayout, SizeClass};
 pub use memfd::{Backing, MemfdError, MemfdIdentity};
 pub use memory::{MemoryType, MemoryTypeError, UserCode};
 pub use owners::Owner;
+pub use pages::{MappedPages, PageSize, PageSizeError};
 pub use pin::{
     MlockPinner, PinError, PinGuard, PinnedUsage, Pinner, Region, RegisterPinnerError, acquire, pinned_usage,
     register_pinner,

@@ -12,7 +12,16 @@
 //! the static config). Another process obtains the file some other way (iox_service
 //! opens `/proc/<pid>/fd/<n>` of a live participant) and hands it to [`open_memfd`],
 //! which checks it is a memfd with that nonce, sealed as above, of the recorded size
-//! and inode, before mapping it.
+//! and inode, on the recorded page size, before mapping it.
+//!
+//! Page sizes ([`PageSize`]): a payload on hugetlb pages is made with `MFD_HUGETLB` and
+//! the size's flag, its pages allocated in full when it is finished (a shortage is
+//! [`CreateSegmentError::HugePagesShort`], saying how many pages are needed and how to
+//! reserve them); one on transparent huge pages is ordinary shared memory, mapped with
+//! `MADV_HUGEPAGE` and its pages allocated through that mapping
+//! (`MADV_POPULATE_WRITE`), so the kernel may give huge ones where its settings allow.
+//! [`open_memfd`] refuses a memfd on another page size than expected (`fstatfs`: a
+//! hugetlbfs of that block size, or shared memory): no opener falls back silently.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -22,6 +31,7 @@ use memfd::{FileSeal, Memfd, MemfdOptions};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::pages::PageSize;
 use crate::segment::{self, Access, CreateSegmentError, Segment};
 
 /// Where a pool's payload lives.
@@ -85,6 +95,17 @@ pub enum MemfdError {
         /// The size recorded.
         expected: u64,
     },
+    /// A memfd on other pages than recorded (a hugetlb memfd where base pages are
+    /// recorded, or the other way round, or another huge page size).
+    #[error("{} lives on {found}, the static config records {expected}", path.display())]
+    WrongPageSize {
+        /// The file.
+        path: PathBuf,
+        /// What it lives on.
+        found: String,
+        /// What was recorded.
+        expected: PageSize,
+    },
     /// Another memfd than the one recorded.
     #[error("{} is {found}, the static config records {expected}", path.display())]
     WrongIdentity {
@@ -115,14 +136,24 @@ pub struct Unsealed {
     memfd: Memfd,
     identity: MemfdIdentity,
     label: PathBuf,
+    pages: PageSize,
 }
 
 impl Unsealed {
     /// Creates the memfd `iox:<name>:<nonce>` of `len` bytes (close-on-exec, sealing
-    /// allowed).
-    pub fn new(name: &str, len: usize) -> Result<Self, CreateSegmentError> {
+    /// allowed) on `pages` (`len` a multiple of [`PageSize::bytes`]).
+    pub fn new(name: &str, len: usize, pages: PageSize) -> Result<Self, CreateSegmentError> {
         if len == 0 {
             return Err(CreateSegmentError::ZeroSize);
+        }
+        if !len.is_multiple_of(pages.bytes()) {
+            return Err(CreateSegmentError::Io {
+                op: "size",
+                path: PathBuf::from(format!("memfd:iox:{name}")),
+                source: std::io::Error::other(format!(
+                    "{len} bytes is not a multiple of the page size ({pages})"
+                )),
+            });
         }
         let nonce = crate::random::random_u64();
         let full = format!("iox:{name}:{nonce:016x}");
@@ -132,11 +163,28 @@ impl Unsealed {
             path: label.clone(),
             source,
         };
+        let hugetlb = match pages {
+            PageSize::Huge2MiB => Some(memfd::HugetlbSize::Huge2MB),
+            PageSize::Huge1GiB => Some(memfd::HugetlbSize::Huge1GB),
+            PageSize::Base | PageSize::Transparent => None,
+        };
         let memfd = MemfdOptions::new()
             .allow_sealing(true)
             .close_on_exec(true)
+            .hugetlb(hugetlb)
             .create(&full)
-            .map_err(|e| io("create", std::io::Error::other(e)))?;
+            .map_err(|e| match e {
+                // No hugetlbfs of that size in this kernel (EINVAL), or none at all.
+                memfd::Error::Create(e) if hugetlb.is_some() => CreateSegmentError::HugePagesShort {
+                    path: label.clone(),
+                    pages,
+                    advice: format!(
+                        "the kernel refused a memfd on them ({e}); {}",
+                        crate::pages::how_to_reserve(pages, (len / pages.bytes()) as u64, None)
+                    ),
+                },
+                e => io("create", std::io::Error::other(e)),
+            })?;
         memfd.as_file().set_len(len as u64).map_err(|e| io("size", e))?;
         let stat = rustix::fs::fstat(memfd.as_file()).map_err(|e| io("stat", e.into()))?;
         let identity = MemfdIdentity {
@@ -149,6 +197,7 @@ impl Unsealed {
             memfd,
             identity,
             label,
+            pages,
         })
     }
 
@@ -162,13 +211,16 @@ impl Unsealed {
         self.memfd.as_file().as_raw_fd()
     }
 
-    /// Allocates its pages (a clean error if memory is short), seals it against
-    /// shrinking, growing and further sealing, and maps it read-write.
+    /// Allocates its pages (a clean error if memory or reserved huge pages are
+    /// short), seals it against shrinking, growing and further sealing, and maps it
+    /// read-write. Pages for transparent huge pages are allocated through the mapping
+    /// after `MADV_HUGEPAGE` (after sealing, which fixes the size, not the contents).
     pub fn finish(self) -> Result<Segment, CreateSegmentError> {
         let Self {
             memfd,
             identity,
             label,
+            pages,
         } = self;
         let io = |op, source: std::io::Error| CreateSegmentError::Io {
             op,
@@ -176,39 +228,74 @@ impl Unsealed {
             source,
         };
         let len = identity.len as usize;
-        segment::reserve(memfd.as_file(), len).map_err(|e| match e {
-            rustix::io::Errno::NOSPC => CreateSegmentError::NoSpace {
+        // Read before allocating: the advice counts what was free before this payload.
+        let before = pages.reserve();
+        let short = |e| match e {
+            rustix::io::Errno::NOSPC | rustix::io::Errno::NOMEM if pages.is_hugetlb() => {
+                CreateSegmentError::HugePagesShort {
+                    path: label.clone(),
+                    pages,
+                    advice: crate::pages::how_to_reserve(pages, (len / pages.bytes()) as u64, before),
+                }
+            }
+            rustix::io::Errno::NOSPC | rustix::io::Errno::NOMEM => CreateSegmentError::NoSpace {
                 path: label.clone(),
                 len,
             },
             e => io("reserve memory for", e.into()),
-        })?;
+        };
+        if pages != PageSize::Transparent {
+            segment::reserve(memfd.as_file(), len).map_err(short)?;
+        }
         memfd
             .add_seals(&SEALS)
             .map_err(|e| io("seal", std::io::Error::other(e)))?;
-        Segment::from_file(memfd.into_file(), label.clone(), Access::ReadWrite, len as u64)
-            .map_err(|e| io("map", std::io::Error::other(e)))
+        let transparent = pages == PageSize::Transparent;
+        let segment = Segment::from_file_with(
+            memfd.into_file(),
+            label.clone(),
+            Access::ReadWrite,
+            len as u64,
+            !transparent,
+        )
+        .map_err(|e| io("map", std::io::Error::other(e)))?;
+        if transparent {
+            // Best effort: a kernel without transparent huge pages for shared memory
+            // says EINVAL and gives base pages.
+            let _ = segment.advise(rustix::mm::Advice::LinuxHugepage);
+            match segment.advise(rustix::mm::Advice::LinuxPopulateWrite) {
+                Ok(()) => {}
+                // Kernels before 5.14 know no populate: allocate as for base pages.
+                Err(rustix::io::Errno::INVAL) => segment::reserve(segment.file(), len).map_err(short)?,
+                Err(e) => return Err(short(e)),
+            }
+        }
+        Ok(segment)
     }
 }
 
 /// Creates a sealed memfd payload of `len` bytes named `iox:<name>:<nonce>` (the
 /// name only shows in `/proc/<pid>/fd`), mapped read-write: [`Unsealed::new`] then
 /// [`Unsealed::finish`].
-pub fn create_memfd(name: &str, len: usize) -> Result<(Segment, MemfdIdentity), CreateSegmentError> {
-    let unsealed = Unsealed::new(name, len)?;
+pub fn create_memfd(
+    name: &str,
+    len: usize,
+    pages: PageSize,
+) -> Result<(Segment, MemfdIdentity), CreateSegmentError> {
+    let unsealed = Unsealed::new(name, len, pages)?;
     let identity = unsealed.identity();
     Ok((unsealed.finish()?, identity))
 }
 
 /// Checks that `file` (named `path` in errors) is the sealed memfd `expected`
-/// describes, and maps it with `access`. A read-only mapping can be made writable
-/// later ([`Segment::make_writable`], [`crate::Pool::make_payload_writable`]) if
-/// `file` is open read-write.
+/// describes, on `pages`, and maps it with `access`. A read-only mapping can be made
+/// writable later ([`Segment::make_writable`], [`crate::Pool::make_payload_writable`])
+/// if `file` is open read-write.
 pub fn open_memfd(
     file: File,
     path: PathBuf,
     access: Access,
-    expected: MemfdIdentity,
+    (expected, pages): (MemfdIdentity, PageSize),
 ) -> Result<Segment, MemfdError> {
     // The kernel names memfds "/memfd:<name> (deleted)" in /proc; only they look so.
     let link = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(|source| {
@@ -263,8 +350,58 @@ pub fn open_memfd(
             expected: format!("inode {}:{}", expected.dev, expected.ino),
         });
     }
-    Segment::from_file(memfd.into_file(), path.clone(), access, expected.len).map_err(|e| MemfdError::Io {
+    check_pages(memfd.as_file(), &path, pages)?;
+    let transparent = pages == PageSize::Transparent;
+    let segment = Segment::from_file_with(
+        memfd.into_file(),
+        path.clone(),
+        access,
+        expected.len,
+        !transparent,
+    )
+    .map_err(|e| MemfdError::Io {
         path,
         source: std::io::Error::other(e),
+    })?;
+    if transparent {
+        // Advised before any page is mapped, so the creator's huge pages are mapped as
+        // such; best effort, like the creator's.
+        let _ = segment.advise(rustix::mm::Advice::LinuxHugepage);
+        if segment.len() <= segment::POPULATE_LIMIT {
+            let _ = segment.advise(rustix::mm::Advice::LinuxPopulateRead);
+        }
+    }
+    Ok(segment)
+}
+
+/// `statfs` magic of hugetlbfs.
+const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
+
+/// Checks that `file` lives on `pages`: a hugetlbfs of that block size for hugetlb
+/// pages, anything else (shared memory) for base and transparent huge pages.
+fn check_pages(file: &File, path: &std::path::Path, pages: PageSize) -> Result<(), MemfdError> {
+    let fs = rustix::fs::fstatfs(file).map_err(|e| MemfdError::Io {
+        path: path.to_owned(),
+        source: e.into(),
+    })?;
+    #[allow(clippy::unnecessary_cast)] // the field's type differs between targets
+    let (magic, block) = (fs.f_type as i64, fs.f_bsize as u64);
+    let hugetlb = magic == HUGETLBFS_MAGIC;
+    let fits = if pages.is_hugetlb() {
+        hugetlb && block == pages.bytes() as u64
+    } else {
+        !hugetlb
+    };
+    if fits {
+        return Ok(());
+    }
+    Err(MemfdError::WrongPageSize {
+        path: path.to_owned(),
+        found: if hugetlb {
+            format!("{} hugetlb pages", crate::pages::human(block))
+        } else {
+            "base pages (shared memory)".into()
+        },
+        expected: pages,
     })
 }

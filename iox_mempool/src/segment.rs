@@ -119,6 +119,16 @@ pub enum CreateSegmentError {
         /// Bytes requested.
         len: usize,
     },
+    /// Not enough huge pages are reserved (or this kernel has none of that size).
+    #[error("no room for {} on {pages}: {advice}", path.display())]
+    HugePagesShort {
+        /// The file.
+        path: PathBuf,
+        /// The page size asked for.
+        pages: crate::pages::PageSize,
+        /// How many pages are needed and how to reserve them.
+        advice: String,
+    },
     /// A file of that name already exists (someone else created it first).
     #[error("{} already exists", path.display())]
     AlreadyExists {
@@ -366,6 +376,19 @@ impl Segment {
         access: Access,
         min_len: u64,
     ) -> Result<Self, OpenSegmentError> {
+        Self::from_file_with(file, label, access, min_len, true)
+    }
+
+    /// [`Segment::from_file`], populated at map time only if `populate` (and it is at
+    /// most [`POPULATE_LIMIT`] long): a caller that advises the mapping first (huge
+    /// pages) populates it after.
+    pub(crate) fn from_file_with(
+        file: File,
+        label: PathBuf,
+        access: Access,
+        min_len: u64,
+        populate: bool,
+    ) -> Result<Self, OpenSegmentError> {
         let path = label;
         let stat = rustix::fs::fstat(&file).map_err(|e| OpenSegmentError::Io {
             op: "stat",
@@ -389,7 +412,11 @@ impl Segment {
         }
         // Map exactly the length checked above: memmap2 would otherwise stat again,
         // and a file truncated in between would be mapped shorter than we checked.
-        let options = map_options(len as usize);
+        let mut options = map_options(len as usize);
+        if !populate {
+            options = memmap2::MmapOptions::new();
+            options.len(len as usize);
+        }
         let map = match access {
             Access::ReadWrite => options.map_raw(&file),
             Access::ReadOnly => options.map_raw_read_only(&file),
@@ -505,6 +532,16 @@ impl Segment {
         )?;
         self.writable.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// Gives the kernel `advice` about the whole mapping (`madvise`): transparent huge
+    /// pages (`LinuxHugepage`), or allocating every page now through it
+    /// (`LinuxPopulateWrite`, which needs the mapping writable).
+    pub fn advise(&self, advice: rustix::mm::Advice) -> Result<(), rustix::io::Errno> {
+        // SAFETY: the range is exactly our own live mapping. The advice given here
+        // (huge pages, populate) changes how the kernel backs it, never its contents
+        // or protection, so no pointer into it is invalidated.
+        unsafe { rustix::mm::madvise(self.map.as_mut_ptr().cast(), self.map.len(), advice) }
     }
 
     /// Makes the mapping read-only (`mprotect` to read over the whole mapping), e.g.

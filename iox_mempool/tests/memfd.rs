@@ -3,13 +3,14 @@
 
 use std::path::PathBuf;
 
+use iox_mempool::PageSize;
 use iox_mempool::memfd::{MemfdError, create_memfd, open_memfd};
 use iox_mempool::segment::Access;
 use iox_mempool::{MemoryType, Owner, Pool, PoolLayout};
 
 #[test]
 fn a_sealed_memfd_can_neither_shrink_nor_grow() {
-    let (seg, id) = create_memfd("test", 1 << 20).unwrap();
+    let (seg, id) = create_memfd("test", 1 << 20, PageSize::Base).unwrap();
     assert_eq!(id.len, 1 << 20);
     assert!(seg.file().set_len(4096).is_err(), "shrinking must be refused");
     assert!(seg.file().set_len(2 << 20).is_err(), "growing must be refused");
@@ -18,9 +19,15 @@ fn a_sealed_memfd_can_neither_shrink_nor_grow() {
 
 #[test]
 fn wrong_targets_are_refused_with_specific_errors() {
-    let (good, id) = create_memfd("good", 8192).unwrap();
+    let (good, id) = create_memfd("good", 8192, PageSize::Base).unwrap();
     let label = || PathBuf::from("/proc/x/fd/y");
-    let again = open_memfd(good.file().try_clone().unwrap(), label(), Access::ReadWrite, id).unwrap();
+    let again = open_memfd(
+        good.file().try_clone().unwrap(),
+        label(),
+        Access::ReadWrite,
+        (id, PageSize::Base),
+    )
+    .unwrap();
     // The same memory through both mappings.
     // SAFETY: both map 8192 bytes of the same memfd; nothing else touches it.
     unsafe {
@@ -38,7 +45,7 @@ fn wrong_targets_are_refused_with_specific_errors() {
         .unwrap();
     plain.set_len(8192).unwrap();
     assert!(matches!(
-        open_memfd(plain, label(), Access::ReadWrite, id),
+        open_memfd(plain, label(), Access::ReadWrite, (id, PageSize::Base)),
         Err(MemfdError::NotMemfd { .. })
     ));
 
@@ -59,10 +66,22 @@ fn wrong_targets_are_refused_with_specific_errors() {
         }
         m.into_file()
     };
-    let e = open_memfd(named(8192, false), label(), Access::ReadWrite, id).unwrap_err();
+    let e = open_memfd(
+        named(8192, false),
+        label(),
+        Access::ReadWrite,
+        (id, PageSize::Base),
+    )
+    .unwrap_err();
     assert!(matches!(e, MemfdError::MissingSeals { .. }), "{e}");
     assert!(e.to_string().contains("/proc/x/fd/y"), "{e}");
-    let e = open_memfd(named(4096, true), label(), Access::ReadWrite, id).unwrap_err();
+    let e = open_memfd(
+        named(4096, true),
+        label(),
+        Access::ReadWrite,
+        (id, PageSize::Base),
+    )
+    .unwrap_err();
     assert!(
         matches!(
             e,
@@ -74,14 +93,26 @@ fn wrong_targets_are_refused_with_specific_errors() {
         ),
         "{e}"
     );
-    let e = open_memfd(named(8192, true), label(), Access::ReadWrite, id).unwrap_err();
+    let e = open_memfd(
+        named(8192, true),
+        label(),
+        Access::ReadWrite,
+        (id, PageSize::Base),
+    )
+    .unwrap_err();
     assert!(
         matches!(e, MemfdError::WrongIdentity { .. }),
         "same name and size, another inode: {e}"
     );
 
-    let (other, _) = create_memfd("other", 8192).unwrap();
-    let e = open_memfd(other.file().try_clone().unwrap(), label(), Access::ReadWrite, id).unwrap_err();
+    let (other, _) = create_memfd("other", 8192, PageSize::Base).unwrap();
+    let e = open_memfd(
+        other.file().try_clone().unwrap(),
+        label(),
+        Access::ReadWrite,
+        (id, PageSize::Base),
+    )
+    .unwrap_err();
     assert!(
         matches!(e, MemfdError::WrongIdentity { .. }),
         "another nonce: {e}"
@@ -92,7 +123,7 @@ fn wrong_targets_are_refused_with_specific_errors() {
 fn a_pool_works_on_a_memfd_payload() {
     let dir = tempfile::tempdir().unwrap();
     let layout = PoolLayout::new(&[(64, 8), (4096, 4)]).unwrap();
-    let (payload, id) = create_memfd("pool", layout.payload_len()).unwrap();
+    let (payload, id) = create_memfd("pool", layout.payload_len(), PageSize::Base).unwrap();
     let file = payload.file().try_clone().unwrap();
     let pool =
         Pool::create_with_payload(dir.path(), "m", &layout, MemoryType::Cpu, 0o600, 7, payload).unwrap();
@@ -100,7 +131,13 @@ fn a_pool_works_on_a_memfd_payload() {
         !dir.path().join("m.pool").exists(),
         "no payload file under the root"
     );
-    let seg = open_memfd(file, PathBuf::from("dup"), Access::ReadWrite, id).unwrap();
+    let seg = open_memfd(
+        file,
+        PathBuf::from("dup"),
+        Access::ReadWrite,
+        (id, PageSize::Base),
+    )
+    .unwrap();
     let other = Pool::open_with_payload(dir.path(), "m", &layout, Some(MemoryType::Cpu), 7, seg).unwrap();
     let me = Owner::new(0).unwrap();
     let mut hint = 0;

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use iox_mempool::PageSize;
 use iox_mempool::memfd::{create_memfd, open_memfd};
 use iox_mempool::segment::Access;
 use iox_mempool::{MakeWritableError, MemoryType, Owner, Pool, PoolLayout};
@@ -109,12 +110,12 @@ fn a_read_only_file_payload_becomes_writable() {
 #[test]
 fn a_read_only_memfd_payload_becomes_writable() {
     let dir = tempfile::tempdir().unwrap();
-    let (seg, id) = create_memfd("up", layout().payload_len()).unwrap();
+    let (seg, id) = create_memfd("up", layout().payload_len(), PageSize::Base).unwrap();
     let file = seg.file().try_clone().unwrap();
     let creator =
         Pool::create_with_payload(dir.path(), "m", &layout(), MemoryType::Cpu, 0o600, 0, seg).unwrap();
     let label = PathBuf::from("memfd:up");
-    let payload = open_memfd(file, label, Access::ReadOnly, id).unwrap();
+    let payload = open_memfd(file, label, Access::ReadOnly, (id, PageSize::Base)).unwrap();
     let reader = Pool::open_with_payload(dir.path(), "m", &layout(), None, 0, payload).unwrap();
     upgrade_and_write(Arc::new(reader), &creator);
 }

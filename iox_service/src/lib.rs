@@ -85,8 +85,9 @@ pub use event::{
 /// feature.
 #[cfg(feature = "cuda")]
 pub use iox_cuda as cuda;
+pub use iox_mempool::pages;
 pub use iox_mempool::{
-    Backing, ClassInfo, MemoryType, MemoryTypeError, PinError, Pinner, PoolInfo, Region, UserCode,
+    Backing, ClassInfo, MemoryType, MemoryTypeError, PageSize, PinError, Pinner, PoolInfo, Region, UserCode,
     register_pinner,
 };
 pub use iox_process::robust_mutex;

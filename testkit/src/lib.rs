@@ -228,6 +228,33 @@ pub const REQUIRE_ROOT: &str = "IOX_REQUIRE_ROOT";
 /// failure (for a CI job that must exercise the driverless path).
 pub const REQUIRE_NO_GPU: &str = "IOX_REQUIRE_NO_GPU";
 
+/// Env var that turns skips for want of reserved huge pages into failures.
+pub const REQUIRE_HUGE_PAGES: &str = "IOX_REQUIRE_HUGE_PAGES";
+
+/// Whether at least `pages` 2 MiB huge pages are free to take here
+/// (`/sys/kernel/mm/hugepages/hugepages-2048kB`, free less promised); if not, `test`
+/// says it skipped (or fails where [`REQUIRE_HUGE_PAGES`] is set) and returns.
+#[track_caller]
+pub fn huge_pages_or_skip(test: &str, pages: u64) -> bool {
+    let dir = std::path::Path::new("/sys/kernel/mm/hugepages/hugepages-2048kB");
+    let read = |f: &str| -> Option<u64> { std::fs::read_to_string(dir.join(f)).ok()?.trim().parse().ok() };
+    let available = match (read("free_hugepages"), read("resv_hugepages")) {
+        (Some(free), Some(resv)) => free.saturating_sub(resv),
+        _ => 0,
+    };
+    if available >= pages {
+        return true;
+    }
+    skip(
+        test,
+        REQUIRE_HUGE_PAGES,
+        format!(
+            "needs {pages} free 2 MiB huge pages, {available} are (reserve them as root: echo 512 > /proc/sys/vm/nr_hugepages)"
+        ),
+    );
+    false
+}
+
 /// What [`skip`] does: the line it prints, or the panic message when required.
 fn skip_outcome(
     test: &str,

@@ -14,6 +14,7 @@
 
 mod backlog;
 pub mod blackboard;
+pub mod pages;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -169,6 +170,9 @@ pub struct ServiceInfo {
     /// What the pattern's own regions hold: a blackboard's keys (empty for other
     /// patterns).
     pub keys: Vec<crate::inspect::blackboard::KeyInfo>,
+    /// For a pool on huge pages: what the kernel gave each live process that maps it
+    /// (empty for pools on base pages).
+    pub pages: Vec<pages::ProcessPages>,
 }
 
 impl ServiceInfo {
@@ -360,6 +364,7 @@ fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
         classes: Vec::new(),
         pool_bytes: 0,
         keys: Vec::new(),
+        pages: Vec::new(),
         files: [files::config_name(stem), files::dynamic_name(stem)]
             .into_iter()
             .chain(Pool::file_names(stem))
@@ -446,6 +451,9 @@ fn inspect_stem(root: &Path, stem: &str, alive: &mut Alive) -> ServiceInfo {
                 alive: alive.check(node),
             });
         }
+    }
+    if let Some((config, _)) = &config {
+        info.pages = pages::of_users(config, &info.users);
     }
     if let Some((config, hash)) = &config {
         match segment.attach(config, *hash) {

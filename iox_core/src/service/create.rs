@@ -52,8 +52,15 @@ pub(super) fn try_create(
     match config.backing {
         PayloadBacking::File => {}
         PayloadBacking::Memfd(_) => {
-            let unsealed = iox_mempool::memfd::Unsealed::new(&stem, config.layout.payload_len())
-                .map_err(|source| CreateError::Segment { name: name(), source })?;
+            let unsealed = iox_mempool::memfd::Unsealed::new(
+                &stem,
+                config.layout.payload_len(),
+                config.layout.page_size(),
+            )
+            .map_err(|source| match source {
+                short @ segment::CreateSegmentError::HugePagesShort { .. } => segment_error(t, short),
+                source => CreateError::Segment { name: name(), source },
+            })?;
             config.backing = PayloadBacking::Memfd(unsealed.identity());
             memfd = Some(unsealed);
         }
@@ -283,6 +290,11 @@ fn remove_dead_temp_files(root: &Path, bases: &[&str], me: u64) {
 /// (it names the root and says what to do), anything else the segment's own error.
 fn segment_error(t: &Target, source: segment::CreateSegmentError) -> CreateError {
     match source {
+        segment::CreateSegmentError::HugePagesShort { pages, advice, .. } => CreateError::HugePages {
+            name: t.name.to_string(),
+            pages,
+            advice,
+        },
         segment::CreateSegmentError::NoSpace { .. } => CreateError::Root {
             name: t.name.to_string(),
             source: RootError::NoSpace {

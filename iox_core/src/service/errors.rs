@@ -71,6 +71,18 @@ pub enum CreateError {
     /// request-response).
     #[error("slice service {0:?} needs {1} to be created")]
     MissingSliceSize(String, &'static str),
+    /// The service's pool asks for huge pages the machine has not reserved (or not
+    /// enough of them, or none of that size): `advice` says how many are needed and
+    /// how to reserve them (`nr_hugepages`, `hugepages=` at boot).
+    #[error("cannot create service {name:?} on {pages} pages: {advice}")]
+    HugePages {
+        /// The service.
+        name: String,
+        /// The page size asked for.
+        pages: iox_mempool::PageSize,
+        /// How many pages are needed, how many are free, how to reserve more.
+        advice: String,
+    },
     /// A file could not be created.
     #[error("cannot create service {name:?}: {source}")]
     Segment {

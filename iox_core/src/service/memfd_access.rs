@@ -27,8 +27,8 @@ pub(super) struct Unreachable {
 }
 
 /// [`reach`] for a memfd payload: a descriptor that passes the checks of
-/// [`iox_mempool::memfd::open_memfd`] (name, seals, size, inode: this service's
-/// memfd and nothing else), mapped read-only (the port that publishes makes it
+/// [`iox_mempool::memfd::open_memfd`] (name, seals, size, inode, page size: this
+/// service's memfd and nothing else), mapped read-only (the port that publishes makes it
 /// writable if the descriptor is read-write).
 ///
 /// With an access policy (`access`), a holder gives a reader a read-only descriptor
@@ -40,7 +40,11 @@ pub(super) fn reach_memfd(
     root: &Path,
     d: Dynamic<'_>,
     (stem, incarnation): (&str, u64),
-    (id, access): (MemfdIdentity, Option<&crate::access::AccessPolicy>),
+    (id, pages, access): (
+        MemfdIdentity,
+        iox_mempool::PageSize,
+        Option<&crate::access::AccessPolicy>,
+    ),
     live: &mut Liveness,
     deadline: Instant,
 ) -> Result<Segment, Unreachable> {
@@ -48,7 +52,7 @@ pub(super) fn reach_memfd(
     let publisher = access.is_some_and(|p| p.role_of_this_process() == Some(Role::Publisher));
     let mut read_only = None;
     let open = |fd: std::os::fd::OwnedFd, path| {
-        iox_mempool::memfd::open_memfd(std::fs::File::from(fd), path, Access::ReadOnly, id)
+        iox_mempool::memfd::open_memfd(std::fs::File::from(fd), path, Access::ReadOnly, (id, pages))
             .map_err(|e| e.to_string())
     };
     let reached = reach(root, d, stem, incarnation, live, deadline, &mut |fd, path| {

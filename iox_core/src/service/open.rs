@@ -120,7 +120,7 @@ pub(super) fn try_open(
                 &t.root,
                 d,
                 (&stem, hash),
-                (id, config.access.as_ref()),
+                (id, config.layout.page_size(), config.access.as_ref()),
                 &mut live,
                 deadline,
             );

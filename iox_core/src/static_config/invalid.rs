@@ -130,6 +130,17 @@ pub enum InvalidConfig {
         /// The payload's length.
         payload: usize,
     },
+    /// A pool on other pages than base pages without a memfd payload: huge pages are
+    /// for the default memfd backing only (a named file under the root lives on the
+    /// root's file system, whose pages iox does not choose; a device pool lives in GPU
+    /// memory, which the driver maps in its own granularity).
+    #[error("page size {pages} needs the default memfd backing on the host: {why}")]
+    PageSize {
+        /// The page size asked for.
+        pages: iox_mempool::PageSize,
+        /// Why this service cannot have it.
+        why: &'static str,
+    },
     /// Device memory (`CudaDevice`) without its device backing, a device backing of
     /// another memory type, or device memory for another pattern than
     /// publish-subscribe.
@@ -179,6 +190,7 @@ impl InvalidConfig {
                 | Self::MemfdLength { .. }
                 | Self::DeviceMemory
                 | Self::DeviceLength { .. }
+                | Self::PageSize { .. }
         )
     }
 }

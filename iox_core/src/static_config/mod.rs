@@ -44,6 +44,9 @@ mod invalid;
 pub mod pubsub;
 pub mod reqres;
 
+/// Why a device pool takes no page size (the reason of [`InvalidConfig::PageSize`]).
+pub const NO_DEVICE_PAGES: &str = "a device pool is GPU memory, mapped by the driver in its own granularity (2 MiB already); host page sizes do not apply";
+
 /// Version of the static config format this iox writes and reads.
 pub const CONFIG_VERSION: u32 = 3;
 /// Largest static config file accepted.
@@ -434,6 +437,19 @@ impl StaticConfig {
                 memfd: id.len,
                 payload: self.layout.payload_len(),
             });
+        }
+        let pages = self.layout.page_size();
+        if !pages.is_base() {
+            let why = match self.backing {
+                PayloadBacking::Memfd(_) => None,
+                PayloadBacking::File => Some(
+                    "a file-backed pool lives on the root's file system (tmpfs), whose pages iox does not choose",
+                ),
+                PayloadBacking::CudaDevice(_) => Some(NO_DEVICE_PAGES),
+            };
+            if let Some(why) = why {
+                return Err(InvalidConfig::PageSize { pages, why });
+            }
         }
         let device = matches!(self.backing, PayloadBacking::CudaDevice(_));
         if device != (self.memory_type == iox_mempool::MemoryType::CudaDevice)

@@ -80,6 +80,9 @@ pub struct PoolInfo {
     pub len: usize,
     /// The pool's memory type.
     pub memory_type: MemoryType,
+    /// The pages the payload lives on (a registration may use them: an RDMA memory
+    /// region on huge pages needs fewer translation entries).
+    pub page_size: crate::PageSize,
     /// The size classes, smallest first.
     pub classes: Vec<ClassInfo>,
 }

@@ -522,6 +522,7 @@ impl Pool {
             base: self.payload.base() as usize,
             len: self.payload.len(),
             memory_type: self.book.memory_type,
+            page_size: self.book.layout.page_size(),
             classes: self.book().class_usage(),
         }
     }

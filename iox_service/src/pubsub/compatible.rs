@@ -1,6 +1,6 @@
 //! A publish-subscribe builder's part in the service protocol (`service::Pattern`):
 //! the static config it creates, and whether an existing service is the one it asks
-//! for (payload and its schema, user header, memory type, limits, backing, overflow,
+//! for (payload and its schema, user header, memory type, limits, backing, page size, overflow,
 //! history, the largest sample), each mismatch an `OpenError` naming both sides.
 
 use super::service::PubSubBuilder;
@@ -110,6 +110,16 @@ impl<P: ?Sized + Payload, H: UserHeader> Pattern for PubSubBuilder<P, H> {
                 what: "payload backing",
                 requested: format!("{b:?}"),
                 found: format!("{:?}", c.backing.kind()),
+            });
+        }
+        if let Some(p) = self.page_size
+            && p != c.layout.page_size()
+        {
+            return Err(OpenError::IncompatibleLimit {
+                name: name(),
+                what: "page size",
+                requested: p.to_string(),
+                found: c.layout.page_size().to_string(),
             });
         }
         if let Some(o) = self.overflow

@@ -42,7 +42,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use iox_mempool::segment;
-use iox_mempool::{Backing, MemfdIdentity, MemoryType, PoolInfo, PoolLayout};
+use iox_mempool::{Backing, MemfdIdentity, MemoryType, PageSize, PoolInfo, PoolLayout};
 
 use crate::static_config::{
     self, InvalidConfig, Overflow, PatternConfig, PayloadBacking, PubSubConfig, StaticConfig,
@@ -76,6 +76,9 @@ pub struct PubSubBuilder<P: ?Sized, H = ()> {
     pub(super) max_slice_len: Option<usize>,
     pub(super) allow_pool_exhaustion: bool,
     pub(super) backing: Option<Backing>,
+    /// The pages of the pool's payload (`None`: base pages when creating, any when
+    /// opening).
+    pub(super) page_size: Option<PageSize>,
     /// The CUDA device ordinal whose memory a `CudaDevice` service's pool is made in.
     pub(super) cuda_device: i32,
     /// Recorded (when creating) and required (when opening) instead of
@@ -111,6 +114,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             max_slice_len: None,
             allow_pool_exhaustion: false,
             backing: None,
+            page_size: None,
             cuda_device: 0,
             payload_override: None,
             carried: false,
@@ -168,6 +172,7 @@ impl<P: ?Sized + Payload> PubSubBuilder<P> {
             max_slice_len: self.max_slice_len,
             allow_pool_exhaustion: self.allow_pool_exhaustion,
             backing: self.backing,
+            page_size: self.page_size,
             cuda_device: self.cuda_device,
             payload_override: self.payload_override,
             carried: self.carried,
@@ -380,6 +385,36 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
         self.backing = Some(backing);
         self
     }
+    /// The pages the pool's payload lives on (default [`PageSize::Base`]): reserved
+    /// 2 MiB or 1 GiB huge pages ([`PageSize::Huge2MiB`], [`PageSize::Huge1GiB`]), or
+    /// transparent huge pages, best effort ([`PageSize::Transparent`]); see
+    /// [`iox_mempool::pages`]. The pool's length is rounded up to the page size (its
+    /// chunks are not). Huge pages need the default memfd backing and a host memory
+    /// type (`Cpu`, `Locked`, `CudaPinned`, a user's kind): [`InvalidConfig::PageSize`]
+    /// otherwise. Creating fails with [`CreateError::HugePages`], saying how many pages
+    /// are needed and how to reserve them, where the machine has too few. On open:
+    /// must match if set; an opener maps the pool on the recorded pages or not at all.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use iox_service::{CreateError, PageSize, Service};
+    /// let frames = Service::named("doc/frames")?.root(dir.path())
+    ///     .publish_subscribe::<[u8]>()
+    ///     .max_slice_len(3 << 20)
+    ///     .page_size(PageSize::Huge2MiB)
+    ///     .create();
+    /// match frames {
+    ///     Ok(svc) => assert_eq!(svc.pool_info().page_size, PageSize::Huge2MiB),
+    ///     // No 2 MiB pages reserved here: the error says how many and how.
+    ///     Err(CreateError::HugePages { advice, .. }) => assert!(advice.contains("nr_hugepages")),
+    ///     Err(e) => return Err(e.into()),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn page_size(mut self, pages: PageSize) -> Self {
+        self.page_size = Some(pages);
+        self
+    }
     /// The GPU (a CUDA device ordinal of this process, default 0) whose memory holds
     /// the pool of a service created with `.memory_type(MemoryType::CudaDevice)`. The
     /// static config records that GPU's UUID; openers find it among their own devices
@@ -523,11 +558,25 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
             }
         }
         let counts = section.worst_case_chunks();
-        config.layout = self.layout(counts as usize)?;
+        let pages = self.page_size.unwrap_or_default();
+        config.layout =
+            self.layout(counts as usize)?
+                .on_pages(pages)
+                .map_err(|source| CreateError::Layout {
+                    name: self.target.name.to_string(),
+                    source,
+                })?;
         let memfd = self.backing.is_none_or(|b| b == Backing::Memfd);
         if memory_type == MemoryType::CudaDevice {
             if !memfd {
                 return self.fail(InvalidConfig::DeviceMemory);
+            }
+            // Before the driver is asked anything.
+            if !pages.is_base() {
+                return self.fail(InvalidConfig::PageSize {
+                    pages,
+                    why: iox_core::static_config::NO_DEVICE_PAGES,
+                });
             }
             // Before the driver is asked anything.
             if self.target.access.as_ref().is_some_and(|a| a.has_readers()) {

@@ -1,0 +1,405 @@
+//! Services on huge pages, across processes: another user publishes into a 2 MiB-page
+//! service and a process in another PID namespace reads it (both handed the memfd,
+//! both mapping it with 2 MiB pages); a holder SIGKILLed leaves the service to the
+//! others, a newcomer then gets it from a survivor, and the pages go back to the
+//! machine when the last holder leaves; too few pages fail the create with advice and
+//! leave nothing behind; settings that cannot have huge pages are refused before
+//! anything is made; transparent huge pages report what the kernel gave. Tests that
+//! need reserved 2 MiB pages skip (saying so) where too few are free.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use iox_service::static_config::InvalidConfig;
+use iox_service::{Backing, CreateError, MemoryType, OpenError, PageSize, PubSubService, Service};
+use iox_testkit::{Gate, Reaped, env, role, spawn_self, wait_until};
+
+const LIMIT: Duration = Duration::from_secs(60);
+const MIB: usize = 1 << 20;
+const OTHER_USER: u32 = 1001;
+
+/// Tests that count the machine's free huge pages run one at a time.
+static PAGES: Mutex<()> = Mutex::new(());
+
+/// Frames of 1 MiB, limits small enough that the pool is 8 chunks: 4 pages of 2 MiB.
+fn builder(root: &Path, name: &str) -> iox_service::PubSubBuilder<[u8]> {
+    Service::named(name)
+        .unwrap()
+        .root(root)
+        .publish_subscribe::<[u8]>()
+        .max_slice_len(MIB)
+        .max_publishers(1)
+        .max_subscribers(2)
+        .subscriber_buffer(2)
+        .max_loans(1)
+        .max_held(1)
+}
+
+fn create(root: &Path, name: &str, pages: PageSize) -> PubSubService<[u8]> {
+    builder(root, name)
+        .page_size(pages)
+        .permissions(0o666)
+        .create()
+        .unwrap()
+}
+
+fn open(root: &Path, name: &str) -> PubSubService<[u8]> {
+    builder(root, name).page_size(PageSize::Huge2MiB).open().unwrap()
+}
+
+fn free_pages() -> u64 {
+    PageSize::Huge2MiB.reserve().map_or(0, |r| r.free)
+}
+
+/// The page size the kernel maps this process's view of the pool with.
+fn kernel_page(svc: &PubSubService<[u8]>) -> u64 {
+    let info = svc.pool_info();
+    let mapped = iox_service::pages::mapped_here(info.base)
+        .unwrap()
+        .expect("the pool is mapped here");
+    assert_eq!(mapped.size, info.len as u64);
+    mapped.kernel_page
+}
+
+fn frame(seed: u8) -> impl Fn(usize) -> u8 {
+    move |i| (i as u8).wrapping_mul(31).wrapping_add(seed)
+}
+
+fn send(svc: &PubSubService<[u8]>, seed: u8) {
+    let publisher = svc.publisher_builder().create().unwrap();
+    let sample = publisher
+        .loan_slice_uninit(MIB)
+        .unwrap()
+        .write_from_fn(frame(seed));
+    assert_eq!(sample.send().unwrap(), 1);
+}
+
+fn receive(sub: &iox_service::Subscriber<[u8]>, seed: u8) {
+    let mut got = None;
+    assert!(
+        wait_until(LIMIT, || {
+            got = sub.receive().unwrap();
+            got.is_some()
+        }),
+        "no frame arrived"
+    );
+    let sample = got.unwrap();
+    assert_eq!(sample.len(), MIB);
+    let want = frame(seed);
+    assert!(
+        sample.iter().enumerate().all(|(i, &b)| b == want(i)),
+        "frame {seed} arrived changed"
+    );
+}
+
+fn child_env(root: &Path, name: &str, gate: &Gate) -> Vec<(&'static str, String)> {
+    vec![
+        ("IOX_ROOT", root.display().to_string()),
+        ("SERVICE", name.to_string()),
+        ("GATE", gate.path().display().to_string()),
+    ]
+}
+
+/// The children of every test here: open the service (asking for 2 MiB pages), check
+/// the kernel maps it so, then act as `role` says; say so at the gate; wait there
+/// until it opens (or they are killed).
+fn run_child() -> bool {
+    let Some(role) = role() else { return false };
+    let (root, name): (PathBuf, String) = (env("IOX_ROOT"), env("SERVICE"));
+    let gate = PathBuf::from(env::<String>("GATE"));
+    let svc = if role == "creator" {
+        create(&root, &name, PageSize::Huge2MiB)
+    } else {
+        open(&root, &name)
+    };
+    assert_eq!(svc.pool_info().page_size, PageSize::Huge2MiB);
+    assert_eq!(
+        kernel_page(&svc),
+        2 * MIB as u64,
+        "{role}: not mapped with 2 MiB pages"
+    );
+    let _held = match role.as_str() {
+        "publisher" => {
+            send(&svc, 7);
+            None
+        }
+        "reader" => {
+            let sub = svc.subscriber_builder().create().unwrap();
+            std::fs::write(gate.join("subscribed"), b"").unwrap();
+            receive(&sub, 7);
+            None
+        }
+        "creator" => Some(svc.publisher_builder().create().unwrap()),
+        other => panic!("unknown role {other}"),
+    };
+    std::fs::write(gate.join("reached"), b"").unwrap();
+    assert!(wait_until(LIMIT, || gate.join("open").exists()), "never let go");
+    true
+}
+
+/// A fresh root open to every user, sticky as /dev/shm.
+fn shared_root() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    dir
+}
+
+#[test]
+fn another_user_and_another_pid_namespace_share_a_2mib_page_service() {
+    const TEST: &str = "another_user_and_another_pid_namespace_share_a_2mib_page_service";
+    if run_child() {
+        return;
+    }
+    if !iox_testkit::root_or_skip(TEST) {
+        return;
+    }
+    let _one = PAGES.lock().unwrap_or_else(|e| e.into_inner());
+    if !iox_testkit::huge_pages_or_skip(TEST, 4) {
+        return;
+    }
+    let (dir, root) = (shared_root(), shared_root());
+    let name = "huge/frames";
+    let svc = create(root.path(), name, PageSize::Huge2MiB);
+    assert_eq!(svc.pool_info().len, 8 * MIB, "8 chunks of 1 MiB: 4 pages");
+    assert_eq!(kernel_page(&svc), 2 * MIB as u64);
+    let text = svc.static_config().to_ron();
+    assert!(text.contains("page_size: Huge2MiB"), "{text}");
+
+    // A reader in another PID namespace (a container sharing the root volume).
+    let reader_gate = Gate::new(dir.path(), "reader");
+    let reader = Reaped::new(iox_testkit::spawn_self_in_pid_namespace(
+        TEST,
+        "reader",
+        &child_env(root.path(), name, &reader_gate),
+    ));
+    assert!(
+        wait_until(LIMIT, || reader_gate.path().join("subscribed").exists()),
+        "the reader in another PID namespace never subscribed"
+    );
+    // A publisher as another user.
+    let publisher_gate = Gate::new(dir.path(), "publisher");
+    std::fs::set_permissions(
+        publisher_gate.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let publisher = Reaped::new(iox_testkit::spawn_self_as(
+        TEST,
+        "publisher",
+        OTHER_USER,
+        OTHER_USER,
+        &child_env(root.path(), name, &publisher_gate),
+    ));
+    assert!(
+        publisher_gate.wait_reached(LIMIT),
+        "the other user never published"
+    );
+    assert!(
+        reader_gate.wait_reached(LIMIT),
+        "the reader never received the frame whole"
+    );
+    reader_gate.open();
+    publisher_gate.open();
+    iox_testkit::wait_ok(reader.into_inner(), LIMIT);
+    iox_testkit::wait_ok(publisher.into_inner(), LIMIT);
+
+    // An opener asking for other pages is refused, naming both.
+    let e = builder(root.path(), name)
+        .page_size(PageSize::Base)
+        .open()
+        .unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            OpenError::IncompatibleLimit {
+                what: "page size",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("2 MiB (hugetlb)"), "{e}");
+}
+
+#[test]
+fn a_killed_holder_leaves_the_service_to_the_others_and_the_pages_go_back_at_the_end() {
+    const TEST: &str = "a_killed_holder_leaves_the_service_to_the_others_and_the_pages_go_back_at_the_end";
+    if run_child() {
+        return;
+    }
+    let _one = PAGES.lock().unwrap_or_else(|e| e.into_inner());
+    if !iox_testkit::huge_pages_or_skip(TEST, 4) {
+        return;
+    }
+    let before = free_pages();
+    let (dir, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let name = "huge/crash";
+    // A child creates the service and holds a publisher until it is killed.
+    let creator_gate = Gate::new(dir.path(), "creator");
+    let creator = Reaped::new(spawn_self(
+        TEST,
+        "creator",
+        &child_env(root.path(), name, &creator_gate),
+    ));
+    assert!(creator_gate.wait_reached(LIMIT), "the creator never created");
+    let svc = open(root.path(), name);
+    assert_eq!(kernel_page(&svc), 2 * MIB as u64);
+    // The creator dies: the pool stays with us, and a newcomer gets it from us.
+    creator.kill();
+    assert!(
+        wait_until(LIMIT, || {
+            svc.cleanup_dead();
+            svc.port_counts().0 == 0
+        }),
+        "the dead creator's publisher was never recovered"
+    );
+    let sub = svc.subscriber_builder().create().unwrap();
+    let publisher_gate = Gate::new(dir.path(), "publisher");
+    let publisher = Reaped::new(spawn_self(
+        TEST,
+        "publisher",
+        &child_env(root.path(), name, &publisher_gate),
+    ));
+    assert!(publisher_gate.wait_reached(LIMIT), "the newcomer never published");
+    receive(&sub, 7);
+    publisher_gate.open();
+    iox_testkit::wait_ok(publisher.into_inner(), LIMIT);
+    assert!(
+        free_pages() + 4 <= before || before < 4,
+        "our pool holds its 4 pages"
+    );
+    drop(sub);
+    drop(svc);
+    assert!(
+        std::fs::read_dir(root.path()).unwrap().next().is_none(),
+        "the last holder left files behind"
+    );
+    assert!(
+        wait_until(LIMIT, || free_pages() >= before),
+        "the pool's pages never went back to the machine ({} free, {before} before)",
+        free_pages()
+    );
+}
+
+#[test]
+fn too_few_huge_pages_fail_the_create_with_advice_and_leave_nothing_behind() {
+    let _one = PAGES.lock().unwrap_or_else(|e| e.into_inner());
+    for pages in [PageSize::Huge2MiB, PageSize::Huge1GiB] {
+        let reserve = pages.reserve();
+        // More than the machine has reserved or may add: fails however many are free.
+        let needed = reserve.map_or(1, |r| r.total + r.overcommit + 1);
+        let root = tempfile::tempdir().unwrap();
+        let e = Service::named("huge/short")
+            .unwrap()
+            .root(root.path())
+            .publish_subscribe::<[u8]>()
+            .size_classes(&[(needed as usize * pages.bytes() - 64, 1)])
+            .allow_pool_exhaustion(true)
+            .page_size(pages)
+            .create()
+            .err()
+            .unwrap_or_else(|| panic!("{pages}: created with more pages than reserved"));
+        let CreateError::HugePages { advice, pages: p, .. } = &e else {
+            panic!("{pages}: expected HugePages, got {e}");
+        };
+        assert_eq!(*p, pages);
+        let text = e.to_string();
+        println!("{text}");
+        if reserve.is_some() {
+            assert!(advice.contains(&format!("{needed} pages of")), "{text}");
+            assert!(advice.contains("nr_hugepages"), "{text}");
+        }
+        assert!(advice.contains("hugepages="), "{text}");
+        assert!(
+            std::fs::read_dir(root.path()).unwrap().next().is_none(),
+            "{pages}: the failed create left files behind"
+        );
+    }
+}
+
+#[test]
+fn settings_that_cannot_have_huge_pages_are_refused_before_anything_is_made() {
+    let root = tempfile::tempdir().unwrap();
+    let file = builder(root.path(), "huge/file")
+        .backing(Backing::File)
+        .page_size(PageSize::Huge2MiB)
+        .create()
+        .unwrap_err();
+    assert!(
+        matches!(
+            &file,
+            CreateError::InvalidSetting {
+                source: InvalidConfig::PageSize { .. },
+                ..
+            }
+        ),
+        "{file}"
+    );
+    // Refused before the driver is asked (there is none here: that error would differ).
+    let device = builder(root.path(), "huge/device")
+        .memory_type(MemoryType::CudaDevice)
+        .page_size(PageSize::Huge2MiB)
+        .create()
+        .unwrap_err();
+    assert!(
+        matches!(
+            &device,
+            CreateError::InvalidSetting {
+                source: InvalidConfig::PageSize { .. },
+                ..
+            }
+        ),
+        "{device}"
+    );
+    assert!(device.to_string().contains("GPU memory"), "{device}");
+    assert!(std::fs::read_dir(root.path()).unwrap().next().is_none());
+    // A base-page service is not opened as a huge-page one.
+    let _base = create(root.path(), "huge/base", PageSize::Base);
+    let e = builder(root.path(), "huge/base")
+        .page_size(PageSize::Huge2MiB)
+        .open()
+        .unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            OpenError::IncompatibleLimit {
+                what: "page size",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_transparent_huge_page_service_reports_what_the_kernel_gave() {
+    let root = tempfile::tempdir().unwrap();
+    let svc = create(root.path(), "huge/thp", PageSize::Transparent);
+    let info = svc.pool_info();
+    assert_eq!(info.len, 8 * MIB, "rounded to 2 MiB like the hugetlb pages");
+    let mapped = iox_service::pages::mapped_here(info.base).unwrap().unwrap();
+    assert_eq!(
+        mapped.kernel_page, 4096,
+        "transparent huge pages are mapped as base pages"
+    );
+    assert!(
+        mapped.huge <= mapped.resident && mapped.resident <= mapped.size,
+        "{mapped:?}"
+    );
+    let setting =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/shmem_enabled").unwrap_or_default();
+    if setting.contains("[never]") || setting.contains("[deny]") {
+        assert_eq!(mapped.huge, 0, "{setting}: {mapped:?}");
+    }
+    println!(
+        "{} of {} bytes on transparent huge pages ({})",
+        mapped.huge,
+        mapped.size,
+        setting.trim()
+    );
+    // A publisher and a subscriber work on it as on any pool.
+    let sub = svc.subscriber_builder().create().unwrap();
+    send(&svc, 3);
+    receive(&sub, 3);
+}
