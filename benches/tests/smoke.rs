@@ -121,3 +121,26 @@ fn wakeup_quick_runs_every_case() {
         assert!(stdout.contains(needle), "missing {needle:?} in\n{stdout}");
     }
 }
+
+/// The huge-page benchmark runs end to end at its smallest (one round, a
+/// pool of 256 MiB): the 4 KiB row always, a huge-page row where 2 MiB pages are reserved (or a
+/// line saying why not).
+#[test]
+fn hugepages_runs_every_page_size_the_machine_has() {
+    let out = Command::new(env!("CARGO_BIN_EXE_hugepages"))
+        .args(["--rounds", "1", "--pool-mib", "256", "--frames", "1"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("| 4 KiB | "), "{stdout}");
+    assert!(stdout.contains("| transparent huge pages"), "{stdout}");
+    assert!(
+        stdout.contains("| 2 MiB (hugetlb) | ") || stdout.contains("# 2 MiB (hugetlb): skipped"),
+        "{stdout}"
+    );
+}

@@ -125,6 +125,12 @@ typedef enum IoxStatus {
   // policy; run as a user or group the policy names, or ask the service's creator to
   // name yours.
   IOX_STATUS_NOT_IN_ACCESS_POLICY = 19,
+  // Creating a service on huge pages (`IoxPubSubOptions::page_size`
+  // `IOX_PAGE_SIZE_HUGE_2MIB` or `IOX_PAGE_SIZE_HUGE_1GIB`) found too few of them
+  // free, or none of that size in this kernel. The message says how many the pool
+  // needs, how many are free, and how to reserve more (as root: `echo N >
+  // /proc/sys/vm/nr_hugepages`, or `hugepages=N` on the kernel's command line).
+  IOX_STATUS_NO_HUGE_PAGES = 20,
 } IoxStatus;
 
 // A tensor's element type (DLPack's types of these sizes).
@@ -145,6 +151,20 @@ typedef enum IoxElement {
   IOX_ELEMENT_F32 = 12,
   IOX_ELEMENT_F64 = 13,
 } IoxElement;
+
+// The pages a publish-subscribe pool lives on (`IoxPubSubOptions::page_size`,
+// `IoxPoolInfo::page_size`).
+typedef enum IoxPageSize {
+  // The system's base page size (4 KiB on x86-64): the default.
+  IOX_PAGE_SIZE_BASE = 0,
+  // Reserved 2 MiB huge pages (hugetlb): `/proc/sys/vm/nr_hugepages`.
+  IOX_PAGE_SIZE_HUGE_2MIB = 1,
+  // Reserved 1 GiB huge pages (hugetlb), usually reserved at boot
+  // (`hugepagesz=1G hugepages=N`).
+  IOX_PAGE_SIZE_HUGE_1GIB = 2,
+  // Ordinary shared memory advised for transparent huge pages: best effort.
+  IOX_PAGE_SIZE_TRANSPARENT = 3,
+} IoxPageSize;
 
 // An open blackboard (opaque); any thread.
 typedef struct IoxBlackboard IoxBlackboard;
@@ -450,6 +470,11 @@ typedef struct IoxPoolInfo {
   uint64_t total_chunks;
   // Chunks not in use now (a snapshot).
   uint64_t free_chunks;
+  // The pages the pool lives on (see `IoxPubSubOptions::page_size`).
+  enum IoxPageSize page_size;
+  // Their size in bytes (4096, 2 MiB, 1 GiB; 2 MiB for transparent huge pages): `len`
+  // is a multiple of it.
+  uint64_t page_bytes;
 } IoxPoolInfo;
 
 // The types and settings of a request-response service. Fill it with
@@ -597,6 +622,15 @@ typedef struct IoxPubSubOptions {
   // `IOX_STATUS_NOT_A_PUBLISHER`, a process the policy does not name is refused at
   // open with `IOX_STATUS_NOT_IN_ACCESS_POLICY`. See `IoxAccessPolicy`.
   const struct IoxAccessPolicy *access;
+  // The pages the pool lives on, an `IoxPageSize` (a plain integer here, so that any
+  // value C writes is defined; one that is none is `IOX_STATUS_INVALID_ARGUMENT`):
+  // `IOX_PAGE_SIZE_BASE` (4 KiB, the default), `IOX_PAGE_SIZE_HUGE_2MIB` or
+  // `IOX_PAGE_SIZE_HUGE_1GIB` (reserved huge pages; creating on too few is
+  // `IOX_STATUS_NO_HUGE_PAGES`, its message saying how to reserve them), or
+  // `IOX_PAGE_SIZE_TRANSPARENT` (best effort). Used only where `page_size_set` is true.
+  uint32_t page_size;
+  // Whether `page_size` is set (on open: the service must have it then).
+  bool page_size_set;
 } IoxPubSubOptions;
 
 // A loaned chunk for a host tensor: write `len_bytes` bytes at `data`, then send or

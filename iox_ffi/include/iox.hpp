@@ -376,6 +376,24 @@ private:
     std::optional<std::uint32_t> creator_;
 };
 
+/// The pages a publish-subscribe pool lives on (`Options::page_size`; a port's
+/// `pool_info()` says which, see `page_size(const IoxPoolInfo&)`): the base pages
+/// (4 KiB, the default), reserved 2 MiB or 1 GiB huge pages (hugetlb; creating on too
+/// few fails with `IOX_STATUS_NO_HUGE_PAGES`, its message saying how many are needed
+/// and how to reserve them), or transparent huge pages (best effort).
+///
+///   options.page_size = iox::PageSize::Huge2MiB;
+enum class PageSize : std::uint32_t {
+    Base = IOX_PAGE_SIZE_BASE,
+    Huge2MiB = IOX_PAGE_SIZE_HUGE_2MIB,
+    Huge1GiB = IOX_PAGE_SIZE_HUGE_1GIB,
+    Transparent = IOX_PAGE_SIZE_TRANSPARENT,
+};
+
+/// The pages of the pool `info` describes (what `pool_info()` gives; `page_bytes` is
+/// their size).
+inline PageSize page_size(const IoxPoolInfo& info) { return static_cast<PageSize>(info.page_size); }
+
 /// The user header of a service without one (the default of `PubSub<T, H>`).
 struct NoHeader {};
 
@@ -417,6 +435,9 @@ struct Options {
     /// Who may publish and who may only subscribe (see `AccessPolicy`): recorded when
     /// creating (this process's uid the creator); when opening, required if set.
     std::optional<AccessPolicy> access{};
+    /// The pages the pool lives on (see `PageSize`); unset: the base pages when
+    /// creating, any when opening (set: the service must have them).
+    std::optional<PageSize> page_size{};
 };
 
 template <class T, class H = NoHeader>
@@ -1328,6 +1349,10 @@ private:
         if (o.access) {
             access = o.access->c();
             opts.access = &access;
+        }
+        if (o.page_size) {
+            opts.page_size = static_cast<std::uint32_t>(*o.page_size);
+            opts.page_size_set = true;
         }
         detail::AttributeArrays attributes(o.attributes, o.required_attributes);
         attributes.fill(opts);

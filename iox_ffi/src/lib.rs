@@ -40,6 +40,12 @@
 //!   pool is read-only); refusals are `IOX_STATUS_NOT_A_PUBLISHER` and
 //!   `IOX_STATUS_NOT_IN_ACCESS_POLICY` (see `access`).
 //!
+//! - **Page sizes.** A publish-subscribe pool may live on reserved 2 MiB or 1 GiB huge
+//!   pages or transparent huge pages (`IoxPubSubOptions::page_size` and
+//!   `page_size_set`, an `IoxPageSize`; on open, required if set); a port's
+//!   `IoxPoolInfo` says which. Too few reserved pages at create is
+//!   `IOX_STATUS_NO_HUGE_PAGES`, its message saying how to reserve them (see `pages`).
+//!
 //! - **Device memory** (`CudaDevice` services, the `cuda` feature, on by default: the
 //!   driver is loaded at run time, when a process first uses one): device publishers
 //!   and subscribers whose loans and samples are tensors in GPU memory, ordered on the
@@ -58,6 +64,7 @@ pub mod event;
 mod fields;
 mod handle;
 pub mod held;
+pub mod pages;
 pub mod publisher;
 pub mod reqres;
 pub mod service;
@@ -77,6 +84,7 @@ pub use device::{
 };
 pub use event::{IoxEventOptions, IoxEventService, IoxListener, IoxNotifier};
 pub use held::{IoxHeldLoan, IoxHeldSample, IoxHeldState};
+pub use pages::IoxPageSize;
 pub use publisher::{IoxLoan, IoxPublisher};
 pub use reqres::{IoxClient, IoxRequestResponseOptions, IoxRequestResponseService, IoxServer};
 pub use service::{

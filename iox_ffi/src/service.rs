@@ -34,6 +34,7 @@ use crate::attributes::{AttributeSettings, CAttributes, IoxAttribute};
 use crate::fields::declared_schema;
 pub use crate::fields::{IoxField, IoxType};
 use crate::handle::{drop_handle, hand_out, live, marker, non_null, put};
+use crate::pages::IoxPageSize;
 use crate::status::{IoxStatus, fail, guard, refuse};
 
 /// Open the service if it exists, else create it.
@@ -112,6 +113,15 @@ pub struct IoxPubSubOptions {
     /// `IOX_STATUS_NOT_A_PUBLISHER`, a process the policy does not name is refused at
     /// open with `IOX_STATUS_NOT_IN_ACCESS_POLICY`. See `IoxAccessPolicy`.
     pub access: *const IoxAccessPolicy,
+    /// The pages the pool lives on, an `IoxPageSize` (a plain integer here, so that any
+    /// value C writes is defined; one that is none is `IOX_STATUS_INVALID_ARGUMENT`):
+    /// `IOX_PAGE_SIZE_BASE` (4 KiB, the default), `IOX_PAGE_SIZE_HUGE_2MIB` or
+    /// `IOX_PAGE_SIZE_HUGE_1GIB` (reserved huge pages; creating on too few is
+    /// `IOX_STATUS_NO_HUGE_PAGES`, its message saying how to reserve them), or
+    /// `IOX_PAGE_SIZE_TRANSPARENT` (best effort). Used only where `page_size_set` is true.
+    pub page_size: u32,
+    /// Whether `page_size` is set (on open: the service must have it then).
+    pub page_size_set: bool,
 }
 
 /// `IoxPubSubOptions::overflow`: the service's policy (the default when creating).
@@ -141,6 +151,11 @@ pub struct IoxPoolInfo {
     pub total_chunks: u64,
     /// Chunks not in use now (a snapshot).
     pub free_chunks: u64,
+    /// The pages the pool lives on (see `IoxPubSubOptions::page_size`).
+    pub page_size: IoxPageSize,
+    /// Their size in bytes (4096, 2 MiB, 1 GiB; 2 MiB for transparent huge pages): `len`
+    /// is a multiple of it.
+    pub page_bytes: u64,
 }
 
 impl IoxPoolInfo {
@@ -152,6 +167,8 @@ impl IoxPoolInfo {
             classes: info.classes.len() as u32,
             total_chunks: info.total_chunks(),
             free_chunks: info.free_chunks(),
+            page_size: crate::pages::of(info.page_size),
+            page_bytes: info.page_size.bytes() as u64,
         }
     }
 }
@@ -199,6 +216,8 @@ pub unsafe extern "C" fn iox_pubsub_options_init(options: *mut IoxPubSubOptions)
         tensors: false,
         permissions: 0,
         access: std::ptr::null(),
+        page_size: IoxPageSize::Base as u32,
+        page_size_set: false,
     };
     // SAFETY: the caller's contract; not NULL (checked).
     unsafe { options.write(defaults) };
@@ -349,17 +368,29 @@ fn open_failed(e: &OpenError) -> IoxStatus {
     }
 }
 
+/// A create error for C: `IOX_STATUS_NO_HUGE_PAGES` when the machine has too few huge
+/// pages free for the pool (the message says how many are needed and how to reserve
+/// them), else `IOX_STATUS_OPEN_FAILED`; the message recorded.
+fn create_failed(e: CreateError) -> IoxStatus {
+    let status = match e {
+        CreateError::HugePages { .. } => IoxStatus::NoHugePages,
+        _ => IoxStatus::OpenFailed,
+    };
+    fail(status, e)
+}
+
 /// Opens with the one of `builder`'s ways that `mode` names; its error as
-/// `IOX_STATUS_OPEN_FAILED` (or a more precise status, see `open_failed`) with the
-/// message.
+/// `IOX_STATUS_OPEN_FAILED` (or a more precise status, see `open_failed` and
+/// `create_failed`) with the message.
 pub(crate) fn by_mode<B: Opening>(builder: B, mode: u32) -> Result<B::Service, IoxStatus> {
     match mode {
-        IOX_OPEN_OR_CREATE => builder.open_or_create().map_err(|e| match &e {
-            OpenOrCreateError::Open(o) => open_failed(o),
+        IOX_OPEN_OR_CREATE => builder.open_or_create().map_err(|e| match e {
+            OpenOrCreateError::Open(o) => open_failed(&o),
+            OpenOrCreateError::Create(c) => create_failed(c),
             e => fail(IoxStatus::OpenFailed, e),
         }),
         IOX_OPEN => builder.open().map_err(|e| open_failed(&e)),
-        IOX_CREATE => builder.create().map_err(|e| fail(IoxStatus::OpenFailed, e)),
+        IOX_CREATE => builder.create().map_err(create_failed),
         other => refuse(
             IoxStatus::InvalidArgument,
             format!("open mode {other} is none of IOX_OPEN_OR_CREATE (0), IOX_OPEN (1), IOX_CREATE (2)"),
@@ -493,6 +524,9 @@ pub unsafe extern "C" fn iox_pubsub_open(
         // their counts).
         if let Some(policy) = unsafe { crate::access::read(o.access) }? {
             b = b.access(policy);
+        }
+        if o.page_size_set {
+            b = b.page_size(crate::pages::read(o.page_size, "options.page_size")?);
         }
         // SAFETY: the caller's contract (arrays of their counts, NUL-terminated strings).
         let settings = unsafe {

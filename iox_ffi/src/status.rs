@@ -74,6 +74,12 @@ pub enum IoxStatus {
     /// policy; run as a user or group the policy names, or ask the service's creator to
     /// name yours.
     NotInAccessPolicy = 19,
+    /// Creating a service on huge pages (`IoxPubSubOptions::page_size`
+    /// `IOX_PAGE_SIZE_HUGE_2MIB` or `IOX_PAGE_SIZE_HUGE_1GIB`) found too few of them
+    /// free, or none of that size in this kernel. The message says how many the pool
+    /// needs, how many are free, and how to reserve more (as root: `echo N >
+    /// /proc/sys/vm/nr_hugepages`, or `hugepages=N` on the kernel's command line).
+    NoHugePages = 20,
 }
 
 thread_local! {
@@ -152,6 +158,7 @@ pub extern "C" fn iox_status_name(status: i32) -> *const c_char {
         17 => b"IOX_STATUS_QUEUE_FULL\0",
         18 => b"IOX_STATUS_NOT_A_PUBLISHER\0",
         19 => b"IOX_STATUS_NOT_IN_ACCESS_POLICY\0",
+        20 => b"IOX_STATUS_NO_HUGE_PAGES\0",
         _ => b"IOX_STATUS_UNKNOWN\0",
     };
     name.as_ptr().cast()

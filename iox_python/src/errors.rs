@@ -1,9 +1,11 @@
 //! The exception hierarchy: `iox.Error` and its subclasses, each raised with the Rust
 //! error's message (which names the service and both sides of a mismatch).
 //!
-//! Mapping: a payload (type or field layout), user header, memory type, limit, pattern
-//! or required attribute mismatch on open is `IncompatibleService`; no such service on open is `ServiceNotFound`; an existing
-//! one on create is `ServiceExists`; an empty pool class is `PoolExhausted`; a loan
+//! Mapping: a payload (type or field layout), user header, memory type, limit (the
+//! page size too), pattern or required attribute mismatch on open is
+//! `IncompatibleService`; no such service on open is `ServiceNotFound`; an existing
+//! one on create is `ServiceExists`; too few huge pages reserved for a pool on
+//! `page_size("2m")` or `("1g")`, on create, is `HugePagesUnavailable`; an empty pool class is `PoolExhausted`; a loan
 //! beyond `max_loans` or samples beyond `max_held` are `LimitReached`; a send refused
 //! because numpy views of the loan are alive is `ViewsAlive`; a port (publisher,
 //! client, server) or what it lent, used from another thread than its port's, is
@@ -104,6 +106,12 @@ create_exception!(
 );
 create_exception!(
     iox,
+    HugePagesUnavailable,
+    Error,
+    "`create()` of a service on huge pages (`page_size(\"2m\")` or `\"1g\"`) the machine has not reserved enough of: the message says how many are needed and how to reserve them (`nr_hugepages`, `hugepages=` at boot)."
+);
+create_exception!(
+    iox,
     ViewsAlive,
     Error,
     "`send()` refused: numpy views of the loan are still alive."
@@ -162,6 +170,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ClientGone", py.get_type::<ClientGone>())?;
     m.add("AccessDenied", py.get_type::<AccessDenied>())?;
     m.add("NotAPublisher", py.get_type::<NotAPublisher>())?;
+    m.add("HugePagesUnavailable", py.get_type::<HugePagesUnavailable>())?;
     Ok(())
 }
 
@@ -194,6 +203,7 @@ pub(crate) fn open(e: &OpenError) -> PyErr {
 pub(crate) fn create(e: &CreateError) -> PyErr {
     match e {
         CreateError::AlreadyExists(_) => ServiceExists::new_err(e.to_string()),
+        CreateError::HugePages { .. } => HugePagesUnavailable::new_err(e.to_string()),
         _ => Error::new_err(e.to_string()),
     }
 }

@@ -20,7 +20,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use iox_service::{HeaderType, PayloadType, PubSubBuilder, PubSubService, Schema, Service};
+use iox_service::{HeaderType, PageSize, PayloadType, PubSubBuilder, PubSubService, Schema, Service};
 use numpy::{PyArrayDescr, PyArrayDescrMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -33,6 +33,7 @@ use crate::{errors, schema};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open_pubsub, m)?)?;
+    m.add_function(wrap_pyfunction!(page_size_short, m)?)?;
     m.add_function(wrap_pyfunction!(open_pubsub_from_schema, m)?)?;
     m.add_class::<PyPubSubService>()?;
     m.add_class::<PySubscriber>()?;
@@ -229,6 +230,20 @@ fn read_config(root: &std::path::Path, name: &str, timeout: Duration) -> PyResul
     }
 }
 
+/// The page size `name` says ("4k", "2m", "1g", "thp", or a longer spelling
+/// `PageSize` reads); `ValueError` with what is allowed otherwise.
+fn page_size(name: &str) -> PyResult<PageSize> {
+    name.parse()
+        .map_err(|e: iox_service::pages::PageSizeError| PyValueError::new_err(e.to_string()))
+}
+
+/// `name` as a page size's short form ("2mib" is "2m"): what `PubSubBuilder.page_size`
+/// checks (and records) at once; `ValueError` for an unknown one.
+#[pyfunction]
+fn page_size_short(name: &str) -> PyResult<&'static str> {
+    Ok(page_size(name)?.short())
+}
+
 /// `opts[key]` unless missing or `None`.
 fn opt<'py>(opts: &Bound<'py, PyDict>, key: &str) -> Option<Bound<'py, PyAny>> {
     opts.get_item(key).ok().flatten().filter(|v| !v.is_none())
@@ -263,6 +278,9 @@ fn builder(
     }
     if let Some(v) = get("memory_type") {
         b = b.memory_type(memory_type(v.extract()?)?);
+    }
+    if let Some(v) = get("page_size") {
+        b = b.page_size(page_size(&v.extract::<String>()?)?);
     }
     macro_rules! limit {
         ($($key:ident),*) => {$(
@@ -421,6 +439,13 @@ impl PyPubSubService {
             .and_then(|h| h.schema.as_ref())
             .map(|s| schema::to_python(py, s))
             .transpose()
+    }
+    /// The pages the service's pool lives on, as its creator chose them: `"4k"` (the
+    /// default), `"2m"` or `"1g"` (reserved hugetlb pages), `"thp"` (transparent huge
+    /// pages, best effort).
+    #[getter]
+    fn page_size(&self) -> &'static str {
+        self.inner.static_config().layout.page_size().short()
     }
     /// The access policy the service's creator recorded (`iox.AccessPolicy`, with its
     /// `creator` uid), or `None` for a service without one.

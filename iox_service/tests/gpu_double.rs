@@ -591,3 +591,71 @@ fn a_reader_in_the_access_policy_registers_the_pool_read_only() {
     );
     assert_eq!(register[0].get("mapped"), Some("ro"), "{calls:?}");
 }
+
+/// A `CudaPinned` pool on 2 MiB huge pages: a pinned subscriber in another process
+/// registers the whole pool with the driver once (one `cuMemHostRegister` of the pool's
+/// length, a multiple of 2 MiB) and the last port unregisters it, as on 4 KiB pages.
+/// Needs two free 2 MiB pages (skipped, saying so, otherwise).
+#[test]
+fn a_cuda_pinned_pool_on_huge_pages_is_registered_once_whole() {
+    const TEST: &str = "a_cuda_pinned_pool_on_huge_pages_is_registered_once_whole";
+    let open = |root: &Path| {
+        Service::named("gpu/huge")
+            .unwrap()
+            .root(root)
+            .publish_subscribe::<[u8]>()
+            .max_slice_len(1 << 20)
+            .max_publishers(1)
+            .max_subscribers(1)
+            .subscriber_buffer(1)
+            .max_loans(1)
+            .max_held(1)
+            .memory_type(MemoryType::CudaPinned)
+            .page_size(iox_service::PageSize::Huge2MiB)
+    };
+    if let Some(role) = iox_testkit::role() {
+        assert_eq!(role, "pinned");
+        let s = open(&std::path::PathBuf::from(iox_testkit::env::<String>("IOX_ROOT")))
+            .open()
+            .unwrap();
+        let info = s.pool_info();
+        let sub = s.subscriber_builder().pin_memory(true).create().unwrap();
+        assert!(sub.is_pinned());
+        let publisher = s.publisher_builder().pin_memory(true).create().unwrap();
+        println!("pool {:x} {}", info.base, info.len);
+        drop((publisher, sub));
+        return;
+    }
+    if !iox_testkit::huge_pages_or_skip(TEST, 2) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(driver) = driver(TEST, dir.path()) else {
+        return;
+    };
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let svc = open(&root).create().unwrap();
+    let len = svc.pool_info().len;
+    assert_eq!(len % (2 << 20), 0);
+    let mut envs = driver.envs();
+    envs.push(("IOX_ROOT", root.display().to_string()));
+    let child = iox_testkit::self_command(TEST, "pinned", &envs).spawn().unwrap();
+    let pid = child.id();
+    iox_testkit::wait_ok(child, WAIT);
+    let Some(calls) = driver.calls_of(pid) else {
+        return;
+    };
+    let register = of(&calls, "cuMemHostRegister_v2");
+    assert_eq!(
+        register.len(),
+        1,
+        "one registration for two pinned ports: {calls:?}"
+    );
+    assert_eq!(
+        register[0].num("bytesize"),
+        Some(len as u64),
+        "the whole pool: {calls:?}"
+    );
+    assert_eq!(of(&calls, "cuMemHostUnregister").len(), 1, "{calls:?}");
+}

@@ -22,6 +22,11 @@ read_uids=[1002]))`` on the builder that creates a service lets uid 1001 publish
 uid 1002 only subscribe (its ``publisher()`` raises ``iox.NotAPublisher``); anyone
 else is refused at open with ``iox.AccessDenied``. ``svc.access_policy`` reads it back.
 
+Huge pages: ``.page_size("2m")`` (or ``"1g"``) on the builder puts the pool on hugetlb
+pages the machine has reserved (too few raise ``iox.HugePagesUnavailable`` on create,
+saying how many and how to reserve them), ``"thp"`` on transparent huge pages (best
+effort); ``svc.page_size`` reads it back (``"4k"`` by default).
+
 Threading: a Publisher and its loans, and a Client or Server and what they give out,
 belong to the thread that made the port (using them from another raises
 iox.WrongThread, naming it); services, subscribers,
@@ -44,7 +49,7 @@ from ._iox import (  # noqa: F401
     Publisher, PubSubService, EventService, Sample, ServiceExists, ServiceNotFound,
     Subscriber, ViewsAlive, WrongThread, TensorError, TensorPublisher, TensorLoan, TensorSubscriber,
     TensorSample, RequestResponseService, Client, PendingResponse, Response, Server, ActiveRequest,
-    NoServer, ServerGone, ClientGone, AccessPolicy, AccessDenied, NotAPublisher,
+    NoServer, ServerGone, ClientGone, AccessPolicy, AccessDenied, NotAPublisher, HugePagesUnavailable,
 )
 from ._request_response import RequestResponseBuilder
 from ._types import Type, array_name, element
@@ -62,6 +67,7 @@ __all__ = [
     "TensorError", "TensorPublisher", "TensorLoan", "TensorSubscriber", "TensorSample",
     "RequestResponseBuilder", "RequestResponseService", "Client", "PendingResponse", "Response", "Server",
     "ActiveRequest", "NoServer", "ServerGone", "ClientGone", "AccessPolicy", "AccessDenied", "NotAPublisher",
+    "HugePagesUnavailable",
 ]
 
 # Device-memory ports: in a package built with the `cuda` feature (the default; the
@@ -174,6 +180,15 @@ class PubSubBuilder(_Builder):
 
     def memory_type(self, memory_type: int):
         return self._set("memory_type", int(memory_type))
+
+    def page_size(self, pages: str):
+        """The pages the pool lives on: ``"4k"`` (the default), ``"2m"`` or ``"1g"``
+        (hugetlb pages the machine has reserved, ``nr_hugepages``; too few raise
+        ``iox.HugePagesUnavailable`` on create, saying how many to reserve) or
+        ``"thp"`` (transparent huge pages, best effort). Checked on open: a service
+        on other pages raises ``IncompatibleService``. An unknown one raises
+        ``ValueError`` here. ``svc.page_size`` reads it back."""
+        return self._set("page_size", _iox.page_size_short(str(pages)))
 
     def max_publishers(self, n: int):
         return self._set("max_publishers", n)

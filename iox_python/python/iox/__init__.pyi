@@ -20,6 +20,7 @@ from ._iox import (
     Response as Response, Server as Server, ActiveRequest as ActiveRequest, NoServer as NoServer,
     ServerGone as ServerGone, ClientGone as ClientGone, AccessPolicy as AccessPolicy,
     AccessDenied as AccessDenied, NotAPublisher as NotAPublisher,
+    HugePagesUnavailable as HugePagesUnavailable,
 )
 
 __version__: str
@@ -78,6 +79,11 @@ class Service:
 
 class PubSubBuilder:
     def memory_type(self, memory_type: int) -> PubSubBuilder: ...
+    def page_size(self, pages: str) -> PubSubBuilder:
+        """``"4k"`` (default), ``"2m"`` / ``"1g"`` (reserved hugetlb pages; too few
+        raise HugePagesUnavailable on create) or ``"thp"`` (transparent huge pages);
+        checked on open. An unknown one raises ValueError."""
+        ...
     def max_publishers(self, n: int) -> PubSubBuilder: ...
     def max_subscribers(self, n: int) -> PubSubBuilder: ...
     def subscriber_buffer(self, n: int) -> PubSubBuilder: ...
