@@ -154,6 +154,17 @@ fn main() {
                 .to_ron(),
         ),
         (
+            "pubsub-pages",
+            named("seed/pages")
+                .publish_subscribe::<[u8]>()
+                .max_slice_len(4096)
+                .page_size(iox_service::PageSize::Transparent)
+                .create()
+                .unwrap()
+                .static_config()
+                .to_ron(),
+        ),
+        (
             "event",
             named("seed/event")
                 .event()
@@ -341,4 +352,25 @@ fn main() {
         let bytes: Vec<u8> = l.to_words().iter().flat_map(|w| w.to_le_bytes()).collect();
         put("tensor_record", &format!("seed-{i}.bin"), bytes);
     }
+    // smaps texts: the first line is the name looked for. This process's own, with a
+    // pool on transparent huge pages mapped, and one with a hugetlb mapping.
+    let pool = named("seed/smaps")
+        .publish_subscribe::<[u8]>()
+        .max_slice_len(4096)
+        .page_size(iox_service::PageSize::Transparent)
+        .create()
+        .unwrap();
+    let iox_service::PayloadBacking::Memfd(id) = pool.static_config().backing else {
+        panic!("a memfd pool");
+    };
+    let own = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    put("smaps", "seed-self.txt", format!("{}\n{own}", id.link_suffix()));
+    put(
+        "smaps",
+        "seed-hugetlb.txt",
+        ":00000000000000cd (deleted)\n\
+7f0000400000-7f0000800000 rw-s 00000000 00:0f 43                         /memfd:iox:y:00000000000000cd (deleted)\n\
+Size:               4096 kB\nKernelPageSize:     2048 kB\nRss:                   0 kB\n\
+Shared_Hugetlb:     4096 kB\nPrivate_Hugetlb:       0 kB\n",
+    );
 }

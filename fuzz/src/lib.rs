@@ -83,4 +83,5 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("attributes", targets::attributes),
     ("handover", targets::handover),
     ("tensor_record", targets::tensor_record),
+    ("smaps", targets::smaps),
 ];
