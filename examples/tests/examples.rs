@@ -135,6 +135,18 @@ fn frames_moves_16_mib_frames() {
     assert!(out.contains("frames: 8 x 16 MiB"), "{out}");
 }
 
+/// The same on 2 MiB huge pages (56 of them: 7 frames of 16 MiB), as the guide's
+/// "Huge pages" shows it.
+#[test]
+fn frames_moves_16_mib_frames_on_huge_pages() {
+    if !iox_testkit::huge_pages_or_skip("frames_moves_16_mib_frames_on_huge_pages", 56) {
+        return;
+    }
+    let out = run(env!("CARGO_BIN_EXE_frames"), &["--count", "8", "--pages", "2m"]);
+    assert!(out.contains("frames: 8 x 16 MiB"), "{out}");
+    assert!(out.contains("pool on 2 MiB (hugetlb)"), "{out}");
+}
+
 /// Without a GPU the CUDA example must say why and fail; with one it must run.
 /// Without a GPU that is a skip of the GPU path (`IOX_REQUIRE_GPU=1` fails it).
 #[cfg(feature = "cuda")]

@@ -198,17 +198,29 @@ fn the_readme_rust_examples_are_one_program_that_runs_unprivileged() {
 
 /// The GPU page's (`docs/guide/gpu.md`) ```` ```rs ```` blocks are each the text
 /// of `examples/src/bin/gpu_device.rs` or `gpu_tensors.rs`, which CI builds and runs
-/// against the driver double: an excerpt cannot drift from code that works. A block may leave lines out
+/// against the driver double: an excerpt cannot drift from code that works.
+#[test]
+fn the_readme_device_excerpts_are_in_the_gpu_examples() {
+    assert_excerpts("docs/guide/gpu.md", &["gpu_device.rs", "gpu_tensors.rs"], 4);
+}
+
+/// The huge-pages page's (`docs/guide/huge-pages.md`) ```` ```rs ```` blocks are the
+/// text of `examples/src/bin/frames.rs`, which `examples.rs` runs on 2 MiB pages.
+#[test]
+fn the_huge_pages_excerpts_are_in_the_frames_example() {
+    assert_excerpts("docs/guide/huge-pages.md", &["frames.rs"], 1);
+}
+
+/// Every ```` ```rs ```` block of `page` is the text of one of `programs` (files of
+/// `examples/src/bin`), and there are at least `min`. A block may leave lines out
 /// where it says `// ...`; its pieces between those are each the program's text, in
 /// the program's order, so a block uses only names the program defines where the
 /// block shows them.
-#[test]
-fn the_readme_device_excerpts_are_in_the_gpu_examples() {
-    // The GPU page of the guide.
-    let readme = std::fs::read_to_string(repo().join("docs/guide/gpu.md")).unwrap();
+fn assert_excerpts(page: &str, programs: &[&str], min: usize) {
+    let text = std::fs::read_to_string(repo().join(page)).unwrap();
     // Compared line by line without indentation (an excerpt is dedented).
     let dedent = |t: &str| t.lines().map(str::trim_start).collect::<Vec<_>>().join("\n");
-    let sources: Vec<String> = ["gpu_device.rs", "gpu_tensors.rs"]
+    let sources: Vec<String> = programs
         .iter()
         .map(|f| dedent(&std::fs::read_to_string(repo().join("examples/src/bin").join(f)).unwrap()))
         .collect();
@@ -222,7 +234,7 @@ fn the_readme_device_excerpts_are_in_the_gpu_examples() {
         Some(())
     };
     let mut excerpts = 0;
-    let mut rest = readme.as_str();
+    let mut rest = text.as_str();
     while let Some(start) = rest.find("```rs\n") {
         let body = &rest[start + 6..];
         let end = body.find("```").expect("a closed block");
@@ -230,11 +242,11 @@ fn the_readme_device_excerpts_are_in_the_gpu_examples() {
             sources
                 .iter()
                 .any(|source| within(source, &body[..end]).is_some()),
-            "not in gpu_device.rs or gpu_tensors.rs, piece by piece in order:\n{}",
+            "{page}: not in {programs:?}, piece by piece in order:\n{}",
             &body[..end]
         );
         excerpts += 1;
         rest = &body[end + 3..];
     }
-    assert!(excerpts >= 4, "{excerpts} excerpts");
+    assert!(excerpts >= min, "{page}: {excerpts} excerpts");
 }

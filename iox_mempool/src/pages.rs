@@ -197,7 +197,7 @@ pub fn how_to_reserve(page: PageSize, needed: u64, reserve: Option<Reserve>) -> 
         format!(", e.g. `echo {want} | sudo tee {}`", sysfs.display())
     };
     format!(
-        "{needed} pages of {} are needed, {} of the {} reserved are available; reserve {want} with {}{proc}, or {boot} on the kernel command line",
+        "it needs {needed} x {} pages, {} of the {} reserved are free; reserve {want} with {}{proc}, or {boot} on the kernel command line",
         human(page.bytes() as u64),
         r.available(),
         r.total,

@@ -124,7 +124,7 @@ fn too_few_huge_pages_is_an_error_that_says_how_to_reserve_them() {
     let text = e.to_string();
     eprintln!("{text}");
     assert!(
-        text.contains(&format!("{pages} pages of 2 MiB are needed")),
+        text.contains(&format!("it needs {pages} x 2 MiB pages")),
         "{text}"
     );
     assert!(text.contains("/proc/sys/vm/nr_hugepages"), "{text}");

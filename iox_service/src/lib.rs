@@ -87,8 +87,8 @@ pub use event::{
 pub use iox_cuda as cuda;
 pub use iox_mempool::pages;
 pub use iox_mempool::{
-    Backing, ClassInfo, MemoryType, MemoryTypeError, PageSize, PinError, Pinner, PoolInfo, Region, UserCode,
-    register_pinner,
+    Backing, ClassInfo, MemoryType, MemoryTypeError, PageSize, PageSizeError, PinError, Pinner, PoolInfo,
+    Region, UserCode, register_pinner,
 };
 pub use iox_process::robust_mutex;
 pub use name::{NameError, ServiceName};

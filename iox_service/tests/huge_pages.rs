@@ -310,7 +310,7 @@ fn too_few_huge_pages_fail_the_create_with_advice_and_leave_nothing_behind() {
         let text = e.to_string();
         println!("{text}");
         if reserve.is_some() {
-            assert!(advice.contains(&format!("{needed} pages of")), "{text}");
+            assert!(advice.contains(&format!("it needs {needed} x ")), "{text}");
             assert!(advice.contains("nr_hugepages"), "{text}");
         }
         assert!(advice.contains("hugepages="), "{text}");
