@@ -45,7 +45,7 @@ fn bytes(n: usize) -> String {
 /// One process's mapping of a pool on huge pages, as the kernel reports it.
 fn mapped_pages(p: &iox_service::inspect::pages::ProcessPages) -> String {
     match (&p.mapped, &p.unreadable) {
-        (Some(m), _) if m.kernel_page > 4096 => format!(
+        (Some(m), _) if m.kernel_page > iox_service::pages::page_size() as u64 => format!(
             "pid {}: {} resident of {}, mapped with {} pages",
             p.pid,
             bytes(m.resident as usize),

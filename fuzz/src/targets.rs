@@ -190,19 +190,22 @@ pub fn tensor_record(data: &[u8]) {
 
 /// A process's `smaps` as `iox show` reads it (`/proc/<pid>/smaps`: the kernel writes
 /// it, but the mappings' names come from the processes): the first line is the name
-/// suffix to look for, the rest the text; looked up by that name and by each start
-/// address its first lines have, it never panics whatever the text.
+/// suffix to look for (with device 0:1 and inode 42, as the seeds' mappings have), the
+/// rest the text; looked up by that and by each start address its first lines have, it
+/// never panics whatever the text.
 pub fn smaps(data: &[u8]) {
+    use iox_mempool::pages::{Mapping, parse_smaps};
     let text = String::from_utf8_lossy(data);
     let (suffix, body) = text.split_once('\n').unwrap_or(("", &text));
-    let _ = iox_mempool::pages::parse_smaps(body, suffix, None);
+    let dev = iox_mempool::pages::makedev(0, 1);
+    let _ = parse_smaps(body, Mapping::Memfd { dev, ino: 42, suffix });
     for line in body.lines().take(16) {
         if let Some(start) = line
             .split('-')
             .next()
             .and_then(|a| u64::from_str_radix(a, 16).ok())
         {
-            let _ = iox_mempool::pages::parse_smaps(body, "", Some(start));
+            let _ = parse_smaps(body, Mapping::At(start));
         }
     }
 }

@@ -169,7 +169,15 @@ impl PoolLayout {
     }
 
     fn build(alignment: usize, given: &[(usize, u64)], pages: PageSize) -> Result<Self, LayoutError> {
-        if !alignment.is_power_of_two() || !(8..=pages.bytes().max(page_size())).contains(&alignment) {
+        // Above the base page only where every mapping is aligned to the page:
+        // hugetlb (a transparent-huge-page mapping is aligned only where the kernel
+        // gives huge pages).
+        let most = if pages.is_hugetlb() {
+            pages.bytes()
+        } else {
+            page_size()
+        };
+        if !alignment.is_power_of_two() || !(8..=most).contains(&alignment) {
             return Err(LayoutError::BadAlignment(alignment));
         }
         if given.is_empty() {

@@ -6,8 +6,10 @@
 //! `F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`: from then on no process can change
 //! its size, so no reader of the payload can be hit by SIGBUS through a truncation,
 //! and nobody can remove the seals. (The seals do not stop a process that holds the
-//! memfd from writing it, or from punching holes that read back as zeroes; and the
-//! bookkeeping files beside it are still named files.) Its size, inode and nonce
+//! memfd writable from writing it, or from punching holes: on base pages they read
+//! back as zeroes, on hugetlb pages the next touch needs a free huge page or faults,
+//! which is why hugetlb pools are held writable by one uid only; and the bookkeeping
+//! files beside it are still named files.) Its size, inode and nonce
 //! ([`MemfdIdentity`]) are recorded by the user of the pool (iox_service puts them in
 //! the static config). Another process obtains the file some other way (iox_service
 //! opens `/proc/<pid>/fd/<n>` of a live participant) and hands it to [`open_memfd`],
@@ -174,15 +176,18 @@ impl Unsealed {
             .hugetlb(hugetlb)
             .create(&full)
             .map_err(|e| match e {
-                // No hugetlbfs of that size in this kernel (EINVAL), or none at all.
-                memfd::Error::Create(e) if hugetlb.is_some() => CreateSegmentError::HugePagesShort {
-                    path: label.clone(),
-                    pages,
-                    advice: format!(
-                        "the kernel refused a memfd on them ({e}); {}",
-                        crate::pages::how_to_reserve(pages, (len / pages.bytes()) as u64, None)
-                    ),
-                },
+                // No hugetlbfs of that size in this kernel (EINVAL); anything else
+                // (no descriptors left, ...) is said as it is.
+                memfd::Error::Create(e) if hugetlb.is_some() && e.raw_os_error() == Some(libc::EINVAL) => {
+                    CreateSegmentError::HugePagesShort {
+                        path: label.clone(),
+                        pages,
+                        advice: format!(
+                            "the kernel refused a memfd on them ({e}); {}",
+                            crate::pages::how_to_reserve(pages, (len / pages.bytes()) as u64, None)
+                        ),
+                    }
+                }
                 e => io("create", std::io::Error::other(e)),
             })?;
         memfd.as_file().set_len(len as u64).map_err(|e| io("size", e))?;

@@ -9,8 +9,15 @@
 //! - [`PageSize::Huge2MiB`] and [`PageSize::Huge1GiB`] are hugetlb pages: reserved by
 //!   the administrator beforehand (`nr_hugepages`), allocated in full when the service
 //!   is created (a shortage is an error then, naming how many are needed, never a
-//!   SIGBUS later), never swapped, never split. An opener checks that the descriptor
-//!   it is handed lives on the recorded page size and never falls back to another.
+//!   SIGBUS at a first touch), never swapped, never split. An opener checks that the
+//!   descriptor it is handed lives on the recorded page size and never falls back to
+//!   another.
+//! - A process holding a hugetlb memfd writable can punch a hole into it, and every
+//!   other process's next touch of that page then needs a free huge page or faults
+//!   (SIGBUS); no seal stops that and still lets later publishers map the pool
+//!   writable. So a service on hugetlb pages is held writable by its creator's uid
+//!   (and root) only: other users read it through an access policy (the static
+//!   config's check refuses anything else, see `iox_core`'s `HUGETLB_WRITERS`).
 //! - [`PageSize::Transparent`] is best effort: ordinary shared memory, 2 MiB-rounded,
 //!   mapped with `MADV_HUGEPAGE`, which the kernel honours only where
 //!   `/sys/kernel/mm/transparent_hugepage/shmem_enabled` allows it (`advise`,
@@ -172,35 +179,53 @@ impl Reserve {
 
 /// What to write where so that `needed` pages of `page` can be had, given the machine's
 /// `reserve` before the attempt (read now if `None`): the text of the error a creator
-/// gets when they cannot.
+/// gets when they cannot. It never proposes a reserve at or below the one there is:
+/// where enough pages were free and the kernel still refused, it names what limits this
+/// process instead (a hugetlb cgroup limit, a cpuset or NUMA policy).
 pub fn how_to_reserve(page: PageSize, needed: u64, reserve: Option<Reserve>) -> String {
+    let size = human(page.bytes() as u64);
+    let flag = if page == PageSize::Huge1GiB { "1G" } else { "2M" };
+    let Some(dir) = page.sysfs_dir() else {
+        return format!("{page} pages are not reserved pages");
+    };
     let Some(r) = reserve.or_else(|| page.reserve()) else {
+        if dir.exists() {
+            return format!(
+                "it needs {needed} x {size} pages, and {} cannot be read to say how many are free",
+                dir.display()
+            );
+        }
         return format!(
-            "this kernel has no {page} pages (no {}); boot it with `hugepagesz={} hugepages={needed}`",
-            page.sysfs_dir()
-                .map_or_else(String::new, |d| d.display().to_string()),
-            if page == PageSize::Huge1GiB { "1G" } else { "2M" },
+            "this kernel has no {size} huge pages (no {}); boot it with `hugepagesz={flag} hugepages={needed}`",
+            dir.display()
         );
     };
-    let want = r.total - r.available().min(r.total) + needed;
-    let sysfs = page.sysfs_dir().expect("hugetlb").join("nr_hugepages");
-    let boot = match page {
-        PageSize::Huge1GiB => format!("`hugepagesz=1G hugepages={want}`"),
-        _ => format!("`hugepages={want}`"),
-    };
-    let proc = if page == PageSize::Huge2MiB {
-        format!(
-            " (or /proc/sys/vm/nr_hugepages), e.g. `echo {want} | sudo tee {}`",
-            sysfs.display()
-        )
+    if r.available() >= needed {
+        return format!(
+            "it needs {needed} x {size} pages and {} of the {} reserved are free, but the kernel gave this process fewer: it may be limited by a hugetlb cgroup (hugetlb.{}.max; containers without a huge-page request get 0), or by a cpuset or NUMA memory policy",
+            r.available(),
+            r.total,
+            if page == PageSize::Huge1GiB { "1GB" } else { "2MB" },
+        );
+    }
+    let want = r.total - r.available() + needed;
+    let sysfs = dir.join("nr_hugepages");
+    // /proc/sys/vm/nr_hugepages counts pages of the default huge page size only.
+    let default = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find_map(|l| l.strip_prefix("Hugepagesize:"))
+            .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse::<u64>().ok())
+    });
+    let proc = if default == Some(page.bytes() as u64 / 1024) {
+        " (or /proc/sys/vm/nr_hugepages)"
     } else {
-        format!(", e.g. `echo {want} | sudo tee {}`", sysfs.display())
+        ""
     };
     format!(
-        "it needs {needed} x {} pages, {} of the {} reserved are free; reserve {want} with {}{proc}, or {boot} on the kernel command line",
-        human(page.bytes() as u64),
+        "it needs {needed} x {size} pages, {} of the {} reserved are free; reserve {want} with {}{proc}, e.g. `echo {want} | sudo tee {}`, or `hugepagesz={flag} hugepages={want}` on the kernel command line",
         r.available(),
         r.total,
+        sysfs.display(),
         sysfs.display(),
     )
 }
@@ -231,30 +256,55 @@ pub struct MappedPages {
     pub huge: u64,
 }
 
-/// The first mapping in an `smaps` text whose path ends with `suffix` (e.g. a memfd's
-/// `:<nonce> (deleted)`), or the one starting at `start` if given. `None` if there is
-/// none; malformed lines are skipped, numbers that do not parse read as 0.
-pub fn parse_smaps(text: &str, suffix: &str, start: Option<u64>) -> Option<MappedPages> {
-    let mut found: Option<MappedPages> = None;
+/// Which mappings of an `smaps` text to report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mapping<'a> {
+    /// The one starting at this address.
+    At(u64),
+    /// Every mapping of the memfd with this device (`st_dev`) and inode whose name
+    /// ends with `suffix` (its `:<nonce> (deleted)`): a process that opened a service
+    /// twice maps its pool twice, and `mprotect`/`mlock` of part of a mapping splits
+    /// it; they are added up. A mapping of another file cannot pass for it (the
+    /// kernel writes device and inode), only a name could.
+    Memfd {
+        /// The memfd's device.
+        dev: u64,
+        /// Its inode.
+        ino: u64,
+        /// The end of its name.
+        suffix: &'a str,
+    },
+}
+
+/// What the kernel gave the mappings `which` names in an `smaps` text, added up;
+/// `None` if there are none. Malformed lines are skipped, numbers that do not parse
+/// read as 0; the largest `KernelPageSize` among them is reported.
+pub fn parse_smaps(text: &str, which: Mapping<'_>) -> Option<MappedPages> {
+    let mut total: Option<MappedPages> = None;
+    let mut inside = false;
     for line in text.lines() {
-        if let Some((range, rest)) = header(line) {
-            if found.is_some() {
-                break;
-            }
-            let path = rest.split_whitespace().skip(4).collect::<Vec<_>>().join(" ");
-            let hit = match start {
-                Some(s) => range.0 == s,
-                None => !suffix.is_empty() && path.ends_with(suffix),
+        if let Some((range, fields)) = header(line) {
+            inside = match which {
+                Mapping::At(start) => range.0 == start,
+                Mapping::Memfd { dev, ino, suffix } => {
+                    let dev_ok = fields.dev.is_some_and(|(major, minor)| {
+                        (major, minor) == (rustix::fs::major(dev), rustix::fs::minor(dev))
+                    });
+                    dev_ok
+                        && fields.inode == Some(ino)
+                        && fields.path.starts_with("/memfd:")
+                        && fields.path.ends_with(suffix)
+                }
             };
-            if hit {
-                found = Some(MappedPages {
-                    size: range.1.saturating_sub(range.0),
-                    ..MappedPages::default()
-                });
+            if inside {
+                let m = total.get_or_insert_with(MappedPages::default);
+                m.size = m.size.saturating_add(range.1.saturating_sub(range.0));
             }
             continue;
         }
-        let Some(m) = found.as_mut() else { continue };
+        let (true, Some(m)) = (inside, total.as_mut()) else {
+            continue;
+        };
         let Some((key, value)) = line.split_once(':') else {
             continue;
         };
@@ -265,7 +315,7 @@ pub fn parse_smaps(text: &str, suffix: &str, start: Option<u64>) -> Option<Mappe
             .unwrap_or(0)
             .saturating_mul(1024);
         match key {
-            "KernelPageSize" => m.kernel_page = kb,
+            "KernelPageSize" => m.kernel_page = m.kernel_page.max(kb),
             "Rss" => m.resident = m.resident.saturating_add(kb),
             "Shared_Hugetlb" | "Private_Hugetlb" => {
                 m.huge = m.huge.saturating_add(kb);
@@ -275,34 +325,56 @@ pub fn parse_smaps(text: &str, suffix: &str, start: Option<u64>) -> Option<Mappe
             _ => {}
         }
     }
-    found
+    total
 }
 
-/// `start-end perms offset dev inode [path]`: the range and the rest of the line.
-fn header(line: &str) -> Option<((u64, u64), &str)> {
-    let (range, _) = line.split_once(' ')?;
+/// The fields of a mapping's header line after its range.
+struct Header<'a> {
+    dev: Option<(u32, u32)>,
+    inode: Option<u64>,
+    path: &'a str,
+}
+
+/// `start-end perms offset major:minor inode [path]`: the range and the rest.
+fn header(line: &str) -> Option<((u64, u64), Header<'_>)> {
+    let mut words = line.splitn(6, ' ').filter(|w| !w.is_empty());
+    let range = words.next()?;
     let (a, b) = range.split_once('-')?;
     if a.is_empty() || b.is_empty() || !a.bytes().chain(b.bytes()).all(|c| c.is_ascii_hexdigit()) {
         return None;
     }
     let a = u64::from_str_radix(a, 16).ok()?;
     let b = u64::from_str_radix(b, 16).ok()?;
-    Some(((a, b), line))
+    let (_perms, _offset) = (words.next(), words.next());
+    let dev = words.next().and_then(|d| {
+        let (major, minor) = d.split_once(':')?;
+        Some((
+            u32::from_str_radix(major, 16).ok()?,
+            u32::from_str_radix(minor, 16).ok()?,
+        ))
+    });
+    let inode = words.next().and_then(|i| i.parse().ok());
+    let path = words.next().unwrap_or("").trim_start();
+    Some(((a, b), Header { dev, inode, path }))
+}
+
+/// The device number of `major:minor` (as `smaps` writes it), for [`Mapping::Memfd`].
+pub fn makedev(major: u32, minor: u32) -> u64 {
+    rustix::fs::makedev(major, minor)
 }
 
 /// What the kernel gave the mapping at `start` in this process.
 pub fn mapped_here(start: usize) -> std::io::Result<Option<MappedPages>> {
     let text = std::fs::read_to_string("/proc/self/smaps")?;
-    Ok(parse_smaps(&text, "", Some(start as u64)))
+    Ok(parse_smaps(&text, Mapping::At(start as u64)))
 }
 
-/// What the kernel gave process `pid`'s mapping of the memfd whose `/proc` name ends
-/// with `suffix` (see [`crate::MemfdIdentity::link_suffix`]). `Ok(None)` if it maps
-/// none; an error if its `smaps` cannot be read (another user's process, another PID
-/// namespace, gone).
-pub fn mapped_by(pid: u32, suffix: &str) -> std::io::Result<Option<MappedPages>> {
+/// What the kernel gave process `pid`'s mappings of the memfd `which` names.
+/// `Ok(None)` if it maps none; an error if its `smaps` cannot be read (another user's
+/// process, another PID namespace, gone).
+pub fn mapped_by(pid: u32, which: Mapping<'_>) -> std::io::Result<Option<MappedPages>> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/smaps"))?;
-    Ok(parse_smaps(&text, suffix, None))
+    Ok(parse_smaps(&text, which))
 }
 
 #[cfg(test)]
@@ -316,28 +388,67 @@ KernelPageSize:        4 kB
 Rss:                2048 kB
 ShmemPmdMapped:     2048 kB
 FilePmdMapped:         0 kB
+7f0000300000-7f0000400000 r--s 00000000 00:01 7                          /tmp/x:00000000000000ab (deleted)
+Rss:                1024 kB
 7f0000400000-7f0000800000 rw-s 00000000 00:0f 43                         /memfd:iox:y:00000000000000cd (deleted)
 Size:               4096 kB
 KernelPageSize:     2048 kB
 Rss:                   0 kB
 Shared_Hugetlb:     4096 kB
 Private_Hugetlb:       0 kB
+7f0000a00000-7f0000c00000 r--s 00000000 00:01 42                         /memfd:iox:x:00000000000000ab (deleted)
+Size:               2048 kB
+KernelPageSize:        4 kB
+Rss:                1024 kB
+ShmemPmdMapped:        0 kB
 ";
 
     #[test]
-    fn a_mapping_is_found_by_its_name_or_its_start() {
-        let thp = parse_smaps(SMAPS, ":00000000000000ab (deleted)", None).unwrap();
+    fn mappings_are_found_by_device_inode_and_name_or_by_start_and_added_up() {
+        let dev = makedev;
+        let suffix = ":00000000000000ab (deleted)";
+        // Two mappings of inode 42 (the file named alike with inode 7 is not it).
+        let thp = parse_smaps(
+            SMAPS,
+            Mapping::Memfd {
+                dev: dev(0, 1),
+                ino: 42,
+                suffix,
+            },
+        )
+        .unwrap();
         assert_eq!(
             (thp.size, thp.kernel_page, thp.resident, thp.huge),
-            (2 << 20, 4096, 2 << 20, 2 << 20)
+            (4 << 20, 4096, 3 << 20, 2 << 20)
         );
-        let tlb = parse_smaps(SMAPS, "", Some(0x7f0000400000)).unwrap();
+        let tlb = parse_smaps(SMAPS, Mapping::At(0x7f0000400000)).unwrap();
         assert_eq!(
             (tlb.size, tlb.kernel_page, tlb.resident, tlb.huge),
             (4 << 20, 2 << 20, 4 << 20, 4 << 20)
         );
-        assert_eq!(parse_smaps(SMAPS, ":ef (deleted)", None), None);
-        assert_eq!(parse_smaps("garbage\n-\nzz-1 x\n", "x", None), None);
+        assert_eq!(
+            parse_smaps(
+                SMAPS,
+                Mapping::Memfd {
+                    dev: dev(0, 2),
+                    ino: 42,
+                    suffix
+                }
+            ),
+            None
+        );
+        assert_eq!(
+            parse_smaps(
+                SMAPS,
+                Mapping::Memfd {
+                    dev: dev(0, 1),
+                    ino: 7,
+                    suffix
+                }
+            ),
+            None
+        );
+        assert_eq!(parse_smaps("garbage\n-\nzz-1 x\n", Mapping::At(0)), None);
     }
 
     #[test]
@@ -351,11 +462,8 @@ Private_Hugetlb:       0 kB
 
     #[test]
     fn the_reserve_advice_names_the_files_and_the_boot_option() {
+        // What this machine has (free pages, none, or a kernel without 2 MiB pages).
         let text = how_to_reserve(PageSize::Huge2MiB, 7, None);
-        assert!(text.contains("hugepages"), "{text}");
-        assert!(
-            text.contains("nr_hugepages") || text.contains("no 2 MiB"),
-            "{text}"
-        );
+        assert!(text.contains("hugepages") || text.contains("hugetlb"), "{text}");
     }
 }

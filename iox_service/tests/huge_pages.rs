@@ -1,6 +1,7 @@
-//! Services on huge pages, across processes: another user publishes into a 2 MiB-page
-//! service and a process in another PID namespace reads it (both handed the memfd,
-//! both mapping it with 2 MiB pages); a holder SIGKILLed leaves the service to the
+//! Services on huge pages, across processes: a process in another PID namespace
+//! publishes into a 2 MiB-page service and another user reads it through an access
+//! policy (both handed the memfd, both mapping it with 2 MiB pages); other users that
+//! could hold a hugetlb pool writable are refused; a holder SIGKILLed leaves the service to the
 //! others, a newcomer then gets it from a survivor, and the pages go back to the
 //! machine when the last holder leaves; too few pages fail the create with advice and
 //! leave nothing behind; settings that cannot have huge pages are refused before
@@ -12,7 +13,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use iox_service::static_config::InvalidConfig;
-use iox_service::{Backing, CreateError, MemoryType, OpenError, PageSize, PubSubService, Service};
+use iox_service::{
+    AccessPolicy, Backing, CreateError, MemoryType, OpenError, PageSize, PubSubService, Service,
+};
 use iox_testkit::{Gate, Reaped, env, role, spawn_self, wait_until};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -37,9 +40,17 @@ fn builder(root: &Path, name: &str) -> iox_service::PubSubBuilder<[u8]> {
 }
 
 fn create(root: &Path, name: &str, pages: PageSize) -> PubSubService<[u8]> {
+    builder(root, name).page_size(pages).create().unwrap()
+}
+
+/// On 2 MiB pages, open to every user, whom an access policy lets read only (another
+/// user holding a hugetlb pool writable could make its readers fault: see
+/// `static_config::HUGETLB_WRITERS`).
+fn create_shared(root: &Path, name: &str) -> PubSubService<[u8]> {
     builder(root, name)
-        .page_size(pages)
+        .page_size(PageSize::Huge2MiB)
         .permissions(0o666)
+        .access(AccessPolicy::new().read_uid(OTHER_USER))
         .create()
         .unwrap()
 }
@@ -146,8 +157,8 @@ fn shared_root() -> tempfile::TempDir {
 }
 
 #[test]
-fn another_user_and_another_pid_namespace_share_a_2mib_page_service() {
-    const TEST: &str = "another_user_and_another_pid_namespace_share_a_2mib_page_service";
+fn another_user_reads_what_another_pid_namespace_publishes_on_2mib_pages() {
+    const TEST: &str = "another_user_reads_what_another_pid_namespace_publishes_on_2mib_pages";
     if run_child() {
         return;
     }
@@ -160,40 +171,40 @@ fn another_user_and_another_pid_namespace_share_a_2mib_page_service() {
     }
     let (dir, root) = (shared_root(), shared_root());
     let name = "huge/frames";
-    let svc = create(root.path(), name, PageSize::Huge2MiB);
+    let svc = create_shared(root.path(), name);
     assert_eq!(svc.pool_info().len, 8 * MIB, "8 chunks of 1 MiB: 4 pages");
     assert_eq!(kernel_page(&svc), 2 * MIB as u64);
     let text = svc.static_config().to_ron();
     assert!(text.contains("page_size: Huge2MiB"), "{text}");
 
-    // A reader in another PID namespace (a container sharing the root volume).
+    // A reader as another user (handed the pool read-only).
     let reader_gate = Gate::new(dir.path(), "reader");
-    let reader = Reaped::new(iox_testkit::spawn_self_in_pid_namespace(
+    std::fs::set_permissions(
+        reader_gate.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let reader = Reaped::new(iox_testkit::spawn_self_as(
         TEST,
         "reader",
+        OTHER_USER,
+        OTHER_USER,
         &child_env(root.path(), name, &reader_gate),
     ));
     assert!(
         wait_until(LIMIT, || reader_gate.path().join("subscribed").exists()),
-        "the reader in another PID namespace never subscribed"
+        "the other user never subscribed"
     );
-    // A publisher as another user.
+    // A publisher in another PID namespace (a container sharing the root volume).
     let publisher_gate = Gate::new(dir.path(), "publisher");
-    std::fs::set_permissions(
-        publisher_gate.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
-    let publisher = Reaped::new(iox_testkit::spawn_self_as(
+    let publisher = Reaped::new(iox_testkit::spawn_self_in_pid_namespace(
         TEST,
         "publisher",
-        OTHER_USER,
-        OTHER_USER,
         &child_env(root.path(), name, &publisher_gate),
     ));
     assert!(
         publisher_gate.wait_reached(LIMIT),
-        "the other user never published"
+        "the publisher in another PID namespace never published"
     );
     assert!(
         reader_gate.wait_reached(LIMIT),
@@ -356,7 +367,52 @@ fn settings_that_cannot_have_huge_pages_are_refused_before_anything_is_made() {
         "{device}"
     );
     assert!(device.to_string().contains("GPU memory"), "{device}");
+    // Other users holding a hugetlb pool writable (every admitted user without a
+    // policy; other publishers with one) could make its readers fault: refused.
+    let refused = |b: iox_service::PubSubBuilder<[u8]>, what: &str| {
+        let e = b
+            .page_size(PageSize::Huge2MiB)
+            .create()
+            .err()
+            .unwrap_or_else(|| panic!("{what}: created"));
+        assert!(
+            matches!(
+                &e,
+                CreateError::InvalidSetting {
+                    source: InvalidConfig::PageSize { .. },
+                    ..
+                }
+            ),
+            "{what}: {e}"
+        );
+        assert!(e.to_string().contains("SIGBUS"), "{what}: {e}");
+    };
+    refused(
+        builder(root.path(), "huge/group").permissions(0o660),
+        "group access",
+    );
+    let sticky = shared_root();
+    refused(
+        builder(sticky.path(), "huge/writers")
+            .permissions(0o666)
+            .access(AccessPolicy::new().publish_uid(OTHER_USER)),
+        "another publisher",
+    );
+    refused(
+        builder(sticky.path(), "huge/group-writers")
+            .permissions(0o666)
+            .access(AccessPolicy::new().publish_gid(OTHER_USER)),
+        "a publishing group",
+    );
     assert!(std::fs::read_dir(root.path()).unwrap().next().is_none());
+    // Transparent huge pages are ordinary shared memory (a hole reads back as zeroes).
+    drop(
+        builder(root.path(), "huge/thp-shared")
+            .permissions(0o666)
+            .page_size(PageSize::Transparent)
+            .create()
+            .unwrap(),
+    );
     // A base-page service is not opened as a huge-page one.
     let _base = create(root.path(), "huge/base", PageSize::Base);
     let e = builder(root.path(), "huge/base")

@@ -1,5 +1,6 @@
 //! What the kernel gave each process that maps a service's pool on huge pages: read
-//! from that process's `/proc/<pid>/smaps` (the mapping whose name is the pool's memfd),
+//! from that process's `/proc/<pid>/smaps` (its mappings of the pool's memfd, by
+//! device, inode and name, added up),
 //! so `iox show` reports pages the kernel actually uses, not the ones asked for
 //! (transparent huge pages are best effort). Processes in another PID namespace, or of
 //! another user where this one is not root, cannot be looked at: they are listed with
@@ -31,6 +32,11 @@ pub(super) fn of_users(config: &StaticConfig, users: &[UserInfo]) -> Vec<Process
         return Vec::new();
     }
     let suffix = id.link_suffix();
+    let which = iox_mempool::pages::Mapping::Memfd {
+        dev: id.dev,
+        ino: id.ino,
+        suffix: &suffix,
+    };
     let mut seen = Vec::new();
     let mut out = Vec::new();
     for u in users.iter().filter(|u| u.alive && u.pid != 0) {
@@ -46,7 +52,7 @@ pub(super) fn of_users(config: &StaticConfig, users: &[UserInfo]) -> Vec<Process
             });
             continue;
         }
-        let (mapped, unreadable) = match iox_mempool::pages::mapped_by(u.pid, &suffix) {
+        let (mapped, unreadable) = match iox_mempool::pages::mapped_by(u.pid, which) {
             Ok(m) => (m, None),
             Err(e) => (None, Some(e.to_string())),
         };

@@ -44,6 +44,15 @@ mod invalid;
 pub mod pubsub;
 pub mod reqres;
 
+/// Why a pool on hugetlb pages is only for services whose other users read (the reason
+/// of [`InvalidConfig::PageSize`]): a process holding a hugetlb memfd writable can punch
+/// a hole into it (`fallocate`, `MADV_REMOVE`), and every other process's next touch of
+/// that page then needs a free huge page, or faults with SIGBUS; on base pages a hole
+/// reads back as zeroes. No seal stops the punch and still lets later publishers map
+/// the pool writable, so such pools are held writable by the creator's uid (and root)
+/// only.
+pub const HUGETLB_WRITERS: &str = "on hugetlb pages a process holding the pool writable can punch a hole into it, after which other processes' next touch of it faults (SIGBUS) once no free huge page is left, so only the creator's uid (and root) may hold it writable: keep the files the creator's (permissions 0o600) or give other users read-only access with an access policy (AccessPolicy::new().read_uid(..) / .read_gid(..), no other publishers); or use PageSize::Transparent, where a hole reads back as zeroes";
+
 /// Why a device pool takes no page size (the reason of [`InvalidConfig::PageSize`]).
 pub const NO_DEVICE_PAGES: &str = "a device pool is GPU memory, mapped by the driver in its own granularity (2 MiB already); host page sizes do not apply";
 
@@ -397,6 +406,21 @@ pub fn check_payload(payload: &PayloadType, layout: &PoolLayout) -> Result<(), I
 }
 
 impl StaticConfig {
+    /// Whether users other than the creator (and root) can be handed the pool
+    /// writable: without an access policy, anyone the files' permissions admit (every
+    /// admitted peer gets what its holder holds); with one, its publishers besides the
+    /// creator.
+    pub fn others_may_write(&self) -> bool {
+        use crate::access::Principal;
+        match &self.access {
+            None => self.permissions & 0o077 != 0,
+            Some(a) => a
+                .publish
+                .iter()
+                .any(|p| !matches!(p, Principal::Uid(u) if *u == a.creator || *u == 0)),
+        }
+    }
+
     /// Checks every bound a reader relies on: the pattern's section checks its own
     /// limits (under its own names), then what every service has.
     pub fn check(&self) -> Result<(), InvalidConfig> {
@@ -449,6 +473,12 @@ impl StaticConfig {
             };
             if let Some(why) = why {
                 return Err(InvalidConfig::PageSize { pages, why });
+            }
+            if pages.is_hugetlb() && self.others_may_write() {
+                return Err(InvalidConfig::PageSize {
+                    pages,
+                    why: HUGETLB_WRITERS,
+                });
             }
         }
         let device = matches!(self.backing, PayloadBacking::CudaDevice(_));

@@ -597,7 +597,12 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
                 nonce: 0,
             });
         }
-        config.check().or_else(|e| self.fail(e))?;
+        // Checked with the policy it will carry (the protocol records it, this uid its
+        // creator): who may write decides whether hugetlb pages are allowed.
+        let mut whole = config.clone();
+        whole.access =
+            (self.target.access.clone()).map(|a| a.with_creator(rustix::process::geteuid().as_raw()));
+        whole.check().or_else(|e| self.fail(e))?;
         Ok(config)
     }
 }
