@@ -119,10 +119,13 @@ fn run_child() -> bool {
     let Some(role) = role() else { return false };
     let (root, name): (PathBuf, String) = (env("IOX_ROOT"), env("SERVICE"));
     let gate = PathBuf::from(env::<String>("GATE"));
-    let svc = if role == "creator" {
-        create(&root, &name, PageSize::Huge2MiB)
-    } else {
-        open(&root, &name)
+    let svc = match role.as_str() {
+        "creator" => create(&root, &name, PageSize::Huge2MiB),
+        "racer" => builder(&root, &name)
+            .page_size(PageSize::Huge2MiB)
+            .open_or_create()
+            .unwrap(),
+        _ => open(&root, &name),
     };
     assert_eq!(svc.pool_info().page_size, PageSize::Huge2MiB);
     assert_eq!(
@@ -142,6 +145,13 @@ fn run_child() -> bool {
             None
         }
         "creator" => Some(svc.publisher_builder().create().unwrap()),
+        "racer" => {
+            let iox_service::PayloadBacking::Memfd(id) = svc.static_config().backing else {
+                panic!("a memfd pool");
+            };
+            std::fs::write(gate.join("pool"), format!("{}:{}", id.dev, id.ino)).unwrap();
+            None
+        }
         other => panic!("unknown role {other}"),
     };
     std::fs::write(gate.join("reached"), b"").unwrap();
@@ -294,6 +304,58 @@ fn a_killed_holder_leaves_the_service_to_the_others_and_the_pages_go_back_at_the
         "the pool's pages never went back to the machine ({} free, {before} before)",
         free_pages()
     );
+}
+
+/// Processes racing `open_or_create` for one 2 MiB-page service, rounds in a row:
+/// exactly one pool is made (they all hold the same memfd, and the machine's free
+/// pages drop by that one pool's pages), and every page comes back when they go.
+#[test]
+fn racing_creators_make_one_huge_page_pool_and_give_its_pages_back() {
+    const TEST: &str = "racing_creators_make_one_huge_page_pool_and_give_its_pages_back";
+    const RACERS: usize = 4;
+    if run_child() {
+        return;
+    }
+    let _one = PAGES.lock().unwrap_or_else(|e| e.into_inner());
+    if !iox_testkit::huge_pages_or_skip(TEST, 4 * RACERS as u64) {
+        return;
+    }
+    let before = free_pages();
+    for round in 0..3 {
+        let (dir, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let name = format!("huge/race{round}");
+        let gates: Vec<Gate> = (0..RACERS)
+            .map(|i| Gate::new(dir.path(), &format!("racer{i}")))
+            .collect();
+        let racers: Vec<Reaped> = gates
+            .iter()
+            .map(|g| Reaped::new(spawn_self(TEST, "racer", &child_env(root.path(), &name, g))))
+            .collect();
+        for g in &gates {
+            assert!(g.wait_reached(LIMIT), "round {round}: a racer never opened");
+        }
+        let pools: std::collections::BTreeSet<String> = gates
+            .iter()
+            .map(|g| std::fs::read_to_string(g.path().join("pool")).unwrap())
+            .collect();
+        assert_eq!(pools.len(), 1, "round {round}: more than one pool: {pools:?}");
+        assert_eq!(
+            before - free_pages(),
+            4,
+            "round {round}: one pool of 4 pages, no more"
+        );
+        for g in &gates {
+            g.open();
+        }
+        for r in racers {
+            iox_testkit::wait_ok(r.into_inner(), LIMIT);
+        }
+        assert!(
+            wait_until(LIMIT, || free_pages() == before),
+            "round {round}: the pool's pages never came back ({} free, {before} before)",
+            free_pages()
+        );
+    }
 }
 
 #[test]
@@ -461,4 +523,33 @@ fn a_transparent_huge_page_service_reports_what_the_kernel_gave() {
     let sub = svc.subscriber_builder().create().unwrap();
     send(&svc, 3);
     receive(&sub, 3);
+}
+
+/// Static config texts an opener reads as untrusted: one recording hugetlb pages with
+/// a file backing, one a hostile creator wrote with hugetlb pages open to every user
+/// (whose processes could make the opener fault), one with a page size iox does not
+/// know: each refused with what is wrong, before anything is mapped.
+#[test]
+fn configs_with_impossible_or_unsafe_page_sizes_are_refused_as_invalid() {
+    let root = tempfile::tempdir().unwrap();
+    let svc = create(root.path(), "huge/config", PageSize::Transparent);
+    let text = svc.static_config().to_ron();
+    assert!(text.contains("page_size: Transparent"), "{text}");
+    let path = Path::new("iox_x.service");
+    let parse = |t: &str| iox_service::static_config::StaticConfig::parse(t, path);
+    parse(&text).unwrap();
+    let huge = text.replace("page_size: Transparent", "page_size: Huge2MiB");
+    parse(&huge).unwrap();
+    let backing_start = huge.find("backing: Memfd(").unwrap();
+    let backing_end = backing_start + huge[backing_start..].find(")),").unwrap() + 3;
+    let file_backed = format!("{}backing: File,{}", &huge[..backing_start], &huge[backing_end..]);
+    let e = parse(&file_backed).unwrap_err();
+    assert!(e.to_string().contains("needs the default memfd backing"), "{e}");
+    let open_to_all = huge.replace("permissions: 384,", "permissions: 438,");
+    assert_ne!(open_to_all, huge, "the config records permissions 0o600 as 384");
+    let e = parse(&open_to_all).unwrap_err();
+    assert!(e.to_string().contains("SIGBUS"), "{e}");
+    let unknown = text.replace("page_size: Transparent", "page_size: Huge64KiB");
+    let e = parse(&unknown).unwrap_err();
+    assert!(e.to_string().contains("Huge64KiB"), "{e}");
 }
