@@ -226,10 +226,13 @@ fn another_user_reads_what_another_pid_namespace_publishes_on_2mib_pages() {
     iox_testkit::wait_ok(publisher.into_inner(), LIMIT);
 
     // An opener asking for other pages is refused, naming both.
-    let e = builder(root.path(), name)
-        .page_size(PageSize::Base)
-        .open()
-        .unwrap_err();
+    let e = refused_as_other_pages(root.path(), name, PageSize::Base);
+    assert!(e.contains("2 MiB (hugetlb)"), "{e}");
+}
+
+/// Opening `name` asking for `pages` is refused as a page size mismatch; its message.
+fn refused_as_other_pages(root: &Path, name: &str, pages: PageSize) -> String {
+    let e = builder(root, name).page_size(pages).open().unwrap_err();
     assert!(
         matches!(
             &e,
@@ -240,7 +243,7 @@ fn another_user_reads_what_another_pid_namespace_publishes_on_2mib_pages() {
         ),
         "{e}"
     );
-    assert!(e.to_string().contains("2 MiB (hugetlb)"), "{e}");
+    e.to_string()
 }
 
 #[test]
@@ -397,41 +400,8 @@ fn too_few_huge_pages_fail_the_create_with_advice_and_leave_nothing_behind() {
 #[test]
 fn settings_that_cannot_have_huge_pages_are_refused_before_anything_is_made() {
     let root = tempfile::tempdir().unwrap();
-    let file = builder(root.path(), "huge/file")
-        .backing(Backing::File)
-        .page_size(PageSize::Huge2MiB)
-        .create()
-        .unwrap_err();
-    assert!(
-        matches!(
-            &file,
-            CreateError::InvalidSetting {
-                source: InvalidConfig::PageSize { .. },
-                ..
-            }
-        ),
-        "{file}"
-    );
-    // Refused before the driver is asked (there is none here: that error would differ).
-    let device = builder(root.path(), "huge/device")
-        .memory_type(MemoryType::CudaDevice)
-        .page_size(PageSize::Huge2MiB)
-        .create()
-        .unwrap_err();
-    assert!(
-        matches!(
-            &device,
-            CreateError::InvalidSetting {
-                source: InvalidConfig::PageSize { .. },
-                ..
-            }
-        ),
-        "{device}"
-    );
-    assert!(device.to_string().contains("GPU memory"), "{device}");
-    // Other users holding a hugetlb pool writable (every admitted user without a
-    // policy; other publishers with one) could make its readers fault: refused.
-    let refused = |b: iox_service::PubSubBuilder<[u8]>, what: &str| {
+    // Each refused at create as an invalid setting that says `why`.
+    let refused = |b: iox_service::PubSubBuilder<[u8]>, what: &str, why: &str| {
         let e = b
             .page_size(PageSize::Huge2MiB)
             .create()
@@ -447,25 +417,39 @@ fn settings_that_cannot_have_huge_pages_are_refused_before_anything_is_made() {
             ),
             "{what}: {e}"
         );
-        assert!(e.to_string().contains("SIGBUS"), "{what}: {e}");
+        assert!(e.to_string().contains(why), "{what}: {e}");
     };
+    refused(
+        builder(root.path(), "huge/file").backing(Backing::File),
+        "a file",
+        "memfd backing",
+    );
+    // Refused before the driver is asked (there is none here: that error would differ).
+    refused(
+        builder(root.path(), "huge/device").memory_type(MemoryType::CudaDevice),
+        "device memory",
+        "GPU memory",
+    );
+    // Other users holding a hugetlb pool writable (every admitted user without a
+    // policy; other publishers with one) could make its readers fault.
     refused(
         builder(root.path(), "huge/group").permissions(0o660),
         "group access",
+        "SIGBUS",
     );
     let sticky = shared_root();
-    refused(
-        builder(sticky.path(), "huge/writers")
-            .permissions(0o666)
-            .access(AccessPolicy::new().publish_uid(OTHER_USER)),
-        "another publisher",
-    );
-    refused(
-        builder(sticky.path(), "huge/group-writers")
-            .permissions(0o666)
-            .access(AccessPolicy::new().publish_gid(OTHER_USER)),
-        "a publishing group",
-    );
+    for (what, policy) in [
+        ("another publisher", AccessPolicy::new().publish_uid(OTHER_USER)),
+        ("a publishing group", AccessPolicy::new().publish_gid(OTHER_USER)),
+    ] {
+        refused(
+            builder(sticky.path(), "huge/writers")
+                .permissions(0o666)
+                .access(policy),
+            what,
+            "SIGBUS",
+        );
+    }
     assert!(std::fs::read_dir(root.path()).unwrap().next().is_none());
     // Transparent huge pages are ordinary shared memory (a hole reads back as zeroes).
     drop(
@@ -477,20 +461,7 @@ fn settings_that_cannot_have_huge_pages_are_refused_before_anything_is_made() {
     );
     // A base-page service is not opened as a huge-page one.
     let _base = create(root.path(), "huge/base", PageSize::Base);
-    let e = builder(root.path(), "huge/base")
-        .page_size(PageSize::Huge2MiB)
-        .open()
-        .unwrap_err();
-    assert!(
-        matches!(
-            &e,
-            OpenError::IncompatibleLimit {
-                what: "page size",
-                ..
-            }
-        ),
-        "{e}"
-    );
+    refused_as_other_pages(root.path(), "huge/base", PageSize::Huge2MiB);
 }
 
 #[test]
