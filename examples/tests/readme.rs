@@ -201,18 +201,30 @@ fn the_readme_rust_examples_are_one_program_that_runs_unprivileged() {
 /// against the driver double: an excerpt cannot drift from code that works.
 #[test]
 fn the_readme_device_excerpts_are_in_the_gpu_examples() {
-    assert_excerpts("docs/guide/gpu.md", &["gpu_device.rs", "gpu_tensors.rs"], 4);
+    assert_excerpts(
+        "docs/guide/gpu.md",
+        &[
+            "examples/src/bin/gpu_device.rs",
+            "examples/src/bin/gpu_tensors.rs",
+        ],
+        4,
+    );
 }
 
 /// The huge-pages page's (`docs/guide/huge-pages.md`) ```` ```rs ```` blocks are the
-/// text of `examples/src/bin/frames.rs`, which `examples.rs` runs on 2 MiB pages.
+/// text of `examples/src/bin/frames.rs`, which `examples.rs` runs on 2 MiB pages, and
+/// of the huge-page service tests (a group reading through an access policy).
 #[test]
-fn the_huge_pages_excerpts_are_in_the_frames_example() {
-    assert_excerpts("docs/guide/huge-pages.md", &["frames.rs"], 1);
+fn the_huge_pages_excerpts_are_in_the_frames_example_and_the_tests() {
+    assert_excerpts(
+        "docs/guide/huge-pages.md",
+        &["examples/src/bin/frames.rs", "iox_service/tests/huge_pages.rs"],
+        2,
+    );
 }
 
-/// Every ```` ```rs ```` block of `page` is the text of one of `programs` (files of
-/// `examples/src/bin`), and there are at least `min`. A block may leave lines out
+/// Every ```` ```rs ```` block of `page` is the text of one of `programs` (paths in
+/// the repository), and there are at least `min`. A block may leave lines out
 /// where it says `// ...`; its pieces between those are each the program's text, in
 /// the program's order, so a block uses only names the program defines where the
 /// block shows them.
@@ -222,7 +234,7 @@ fn assert_excerpts(page: &str, programs: &[&str], min: usize) {
     let dedent = |t: &str| t.lines().map(str::trim_start).collect::<Vec<_>>().join("\n");
     let sources: Vec<String> = programs
         .iter()
-        .map(|f| dedent(&std::fs::read_to_string(repo().join("examples/src/bin").join(f)).unwrap()))
+        .map(|f| dedent(&std::fs::read_to_string(repo().join(f)).unwrap()))
         .collect();
     // Where every piece of `body` is found in order in `source`, if it is.
     let within = |source: &str, body: &str| {

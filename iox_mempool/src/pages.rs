@@ -221,8 +221,14 @@ pub fn how_to_reserve(page: PageSize, needed: u64, reserve: Option<Reserve>) -> 
     } else {
         ""
     };
+    // A gigabyte is seldom free in one piece once the machine runs.
+    let boot_rather = if page == PageSize::Huge1GiB {
+        " (at run time the kernel often finds no free gigabyte and keeps the count: read it back; at boot it does not fail)"
+    } else {
+        ""
+    };
     format!(
-        "it needs {needed} x {size} pages, {} of the {} reserved are free; reserve {want} with {}{proc}, e.g. `echo {want} | sudo tee {}`, or `hugepagesz={flag} hugepages={want}` on the kernel command line",
+        "it needs {needed} x {size} pages, {} of the {} reserved are free; reserve {want} with {}{proc}, e.g. `echo {want} | sudo tee {}`, or `hugepagesz={flag} hugepages={want}` on the kernel command line{boot_rather}",
         r.available(),
         r.total,
         sysfs.display(),

@@ -21,6 +21,8 @@ use iox_testkit::{Gate, Reaped, env, role, spawn_self, wait_until};
 const LIMIT: Duration = Duration::from_secs(60);
 const MIB: usize = 1 << 20;
 const OTHER_USER: u32 = 1001;
+/// The group the other user reads as (its primary group in these tests).
+const VIDEO: u32 = 1044;
 
 /// Tests that count the machine's free huge pages run one at a time.
 static PAGES: Mutex<()> = Mutex::new(());
@@ -43,16 +45,26 @@ fn create(root: &Path, name: &str, pages: PageSize) -> PubSubService<[u8]> {
     builder(root, name).page_size(pages).create().unwrap()
 }
 
-/// On 2 MiB pages, open to every user, whom an access policy lets read only (another
-/// user holding a hugetlb pool writable could make its readers fault: see
-/// `static_config::HUGETLB_WRITERS`).
+/// On 2 MiB pages, shared with the group `VIDEO` (the root directory's: see
+/// [`group_root`]), whom an access policy lets read only (another user holding a
+/// hugetlb pool writable could make its readers fault: see
+/// `static_config::HUGETLB_WRITERS`). The guide's "Huge pages" shows these lines.
 fn create_shared(root: &Path, name: &str) -> PubSubService<[u8]> {
     builder(root, name)
         .page_size(PageSize::Huge2MiB)
-        .permissions(0o666)
-        .access(AccessPolicy::new().read_uid(OTHER_USER))
+        .permissions(0o660) // the files' group: the root directory's (setgid)
+        .access(AccessPolicy::new().read_gid(VIDEO)) // publishers: this uid (and root)
         .create()
         .unwrap()
+}
+
+/// A root as `docs/deploy.md` recommends for a group: owned by root and the group
+/// `VIDEO`, setgid (its files get the group) and sticky (`chmod 3770`).
+fn group_root() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::chown(dir.path(), Some(0), Some(VIDEO)).unwrap();
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o3770)).unwrap();
+    dir
 }
 
 fn open(root: &Path, name: &str) -> PubSubService<[u8]> {
@@ -179,7 +191,7 @@ fn another_user_reads_what_another_pid_namespace_publishes_on_2mib_pages() {
     if !iox_testkit::huge_pages_or_skip(TEST, 4) {
         return;
     }
-    let (dir, root) = (shared_root(), shared_root());
+    let (dir, root) = (shared_root(), group_root());
     let name = "huge/frames";
     let svc = create_shared(root.path(), name);
     assert_eq!(svc.pool_info().len, 8 * MIB, "8 chunks of 1 MiB: 4 pages");
@@ -198,7 +210,7 @@ fn another_user_reads_what_another_pid_namespace_publishes_on_2mib_pages() {
         TEST,
         "reader",
         OTHER_USER,
-        OTHER_USER,
+        VIDEO,
         &child_env(root.path(), name, &reader_gate),
     ));
     assert!(

@@ -2,7 +2,8 @@
 //! frames (default 50); this process receives them, checks the first and last byte of
 //! each, and prints the throughput. Only a handle crosses between the processes.
 //! `--pages 2m` (or `1g`, `thp`) puts the pool on huge pages (see the guide's "Huge
-//! pages"): reserve them first (`echo 64 > /proc/sys/vm/nr_hugepages` for 2 MiB);
+//! pages"): reserve them first (the pool is 56 pages of 2 MiB: `echo 64 >
+//! /proc/sys/vm/nr_hugepages`);
 //! without enough, the error says how many are needed and how to reserve them.
 
 use std::process::Command;
