@@ -13,8 +13,17 @@ use iox_mempool::{MemoryType, Owner, Pool, PoolLayout};
 
 const MIB2: usize = 2 << 20;
 
+/// The tests that take huge pages run one at a time: the shortage test holds every
+/// free page for a moment while the kernel tries to allocate more than there are.
+static PAGES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    PAGES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn a_hugetlb_payload_is_mapped_with_huge_pages_and_refused_as_another_size() {
+    let _one = one_at_a_time();
     if !iox_testkit::huge_pages_or_skip(
         "a_hugetlb_payload_is_mapped_with_huge_pages_and_refused_as_another_size",
         2,
@@ -74,6 +83,7 @@ fn a_hugetlb_payload_is_mapped_with_huge_pages_and_refused_as_another_size() {
 
 #[test]
 fn a_pool_on_huge_pages_loans_and_pins() {
+    let _one = one_at_a_time();
     if !iox_testkit::huge_pages_or_skip("a_pool_on_huge_pages_loans_and_pins", 2) {
         return;
     }
@@ -105,6 +115,7 @@ fn a_pool_on_huge_pages_loans_and_pins() {
 
 #[test]
 fn too_few_huge_pages_is_an_error_that_says_how_to_reserve_them() {
+    let _one = one_at_a_time();
     let Some(reserve) = PageSize::Huge2MiB.reserve() else {
         iox_testkit::skip(
             "too_few_huge_pages_is_an_error_that_says_how_to_reserve_them",
