@@ -31,8 +31,9 @@ const FRAME: u64 = (1 << 20) - 4099;
 /// Pages the smallest pool of 1 MiB slices takes, with room to spare.
 const POOL_PAGES: u64 = 16;
 
-/// One test at a time takes huge pages: the refusals' failed create holds every free
-/// one for a moment, which would starve the other's create.
+/// One test at a time takes huge pages (the refusals' failed create holds every free
+/// one for a moment, which would starve the other's create) and builds its programs
+/// (both build the C one: one must not run it while the other writes it).
 static PAGES: Mutex<()> = Mutex::new(());
 
 /// `program` with its output piped, with the library it was built against.
@@ -57,9 +58,11 @@ const FRAME_TEST: &str = "a_c_publisher_on_2mib_pages_feeds_a_cpp_subscriber";
 
 #[test]
 fn a_c_publisher_on_2mib_pages_feeds_a_cpp_subscriber() {
+    // Locked first: both tests build the same C program, and one must not run it while
+    // the other writes it.
+    let _one = PAGES.lock().unwrap_or_else(|e| e.into_inner());
     let c = build("tests/programs/c_huge_pages.c", "c_huge_pages", &[]);
     let cpp = build("tests/programs/cpp_huge_pages.cpp", "cpp_huge_pages", &[]);
-    let _one = PAGES.lock().unwrap_or_else(|e| e.into_inner());
     if !iox_testkit::huge_pages_or_skip(FRAME_TEST, POOL_PAGES) {
         return;
     }
@@ -121,8 +124,8 @@ fn a_c_publisher_on_2mib_pages_feeds_a_cpp_subscriber() {
 
 #[test]
 fn c_is_refused_unknown_page_sizes_too_few_huge_pages_and_a_page_size_the_service_lacks() {
-    let c = build("tests/programs/c_huge_pages.c", "c_huge_pages", &[]);
     let _one = PAGES.lock().unwrap_or_else(|e| e.into_inner());
+    let c = build("tests/programs/c_huge_pages.c", "c_huge_pages", &[]);
     // More than the machine has reserved or may add: fails however many are free (0:
     // this kernel has no 2 MiB hugetlb pages, so any pool of them fails).
     let needed = PageSize::Huge2MiB

@@ -46,7 +46,13 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The fuzz targets call the decoders of every layer that reads untrusted bytes.
     (
         "iox_fuzz",
-        &["iox_cli", "iox_core", "iox_ros2", "iox_ros2_gateway"],
+        &[
+            "iox_cli",
+            "iox_core",
+            "iox_mempool",
+            "iox_ros2",
+            "iox_ros2_gateway",
+        ],
     ),
 ];
 

@@ -1,6 +1,6 @@
 //! A publish-subscribe builder's part in the service protocol (`service::Pattern`):
-//! the static config it creates, and whether an existing service is the one it asks
-//! for (payload and its schema, user header, memory type, limits, backing, page size, overflow,
+//! the static config it creates (made in `creating.rs`), and whether an existing
+//! service is the one it asks for (payload and its schema, user header, memory type, limits, backing, page size, overflow,
 //! history, the largest sample), each mismatch an `OpenError` naming both sides.
 
 use super::service::PubSubBuilder;

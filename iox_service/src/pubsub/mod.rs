@@ -3,6 +3,7 @@
 
 pub(crate) mod carry;
 mod compatible;
+mod creating;
 pub(crate) use iox_core::shm::regions::pubsub as layout;
 pub(crate) use iox_core::static_config::pubsub as config;
 pub(crate) mod like_config;
