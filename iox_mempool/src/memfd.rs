@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::pages::PageSize;
-use crate::segment::{self, Access, CreateSegmentError, Segment};
+use crate::segment::{self, Access, Advice, CreateSegmentError, Segment};
 
 /// Where a pool's payload lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -233,6 +233,7 @@ impl Unsealed {
             source,
         };
         let len = identity.len as usize;
+        let transparent = pages == PageSize::Transparent;
         // Read before allocating: the advice counts what was free before this payload.
         let before = pages.reserve();
         let short = |e| match e {
@@ -249,13 +250,12 @@ impl Unsealed {
             },
             e => io("reserve memory for", e.into()),
         };
-        if pages != PageSize::Transparent {
+        if !transparent {
             segment::reserve(memfd.as_file(), len).map_err(short)?;
         }
         memfd
             .add_seals(&SEALS)
             .map_err(|e| io("seal", std::io::Error::other(e)))?;
-        let transparent = pages == PageSize::Transparent;
         let segment = Segment::from_file_with(
             memfd.into_file(),
             label.clone(),
@@ -267,8 +267,8 @@ impl Unsealed {
         if transparent {
             // Best effort: a kernel without transparent huge pages for shared memory
             // says EINVAL and gives base pages.
-            let _ = segment.advise(rustix::mm::Advice::LinuxHugepage);
-            match segment.advise(rustix::mm::Advice::LinuxPopulateWrite) {
+            let _ = segment.advise(Advice::HugePages);
+            match segment.advise(Advice::PopulateWrite) {
                 Ok(()) => {}
                 // Kernels before 5.14 know no populate: allocate as for base pages.
                 Err(rustix::io::Errno::INVAL) => segment::reserve(segment.file(), len).map_err(short)?,
@@ -371,9 +371,9 @@ pub fn open_memfd(
     if transparent {
         // Advised before any page is mapped, so the creator's huge pages are mapped as
         // such; best effort, like the creator's.
-        let _ = segment.advise(rustix::mm::Advice::LinuxHugepage);
+        let _ = segment.advise(Advice::HugePages);
         if segment.len() <= segment::POPULATE_LIMIT {
-            let _ = segment.advise(rustix::mm::Advice::LinuxPopulateRead);
+            let _ = segment.advise(Advice::PopulateRead);
         }
     }
     Ok(segment)

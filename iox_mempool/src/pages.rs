@@ -36,9 +36,9 @@ pub fn page_size() -> usize {
 }
 
 /// 2 MiB.
-pub const MIB2: usize = 2 << 20;
+const MIB2: usize = 2 << 20;
 /// 1 GiB.
-pub const GIB1: usize = 1 << 30;
+const GIB1: usize = 1 << 30;
 
 /// The pages a service's pool payload lives on, recorded in its static config (in
 /// its pool layout).
@@ -237,7 +237,7 @@ pub fn how_to_reserve(page: PageSize, needed: u64, reserve: Option<Reserve>) -> 
 }
 
 /// `n` bytes as `4 KiB`, `2 MiB`, `1 GiB`, `256 MiB` (exact multiples) or bytes.
-pub fn human(n: u64) -> String {
+pub(crate) fn human(n: u64) -> String {
     for (unit, name) in [(1u64 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")] {
         if n >= unit && n.is_multiple_of(unit) {
             return format!("{} {name}", n / unit);

@@ -254,13 +254,27 @@ pub(crate) fn reserve(file: &File, len: usize) -> Result<(), rustix::io::Errno> 
     Ok(())
 }
 
-pub(crate) fn map_options(len: usize) -> memmap2::MmapOptions {
+/// Options that map `len` bytes, populated at map time if `populate` and `len` is at
+/// most [`POPULATE_LIMIT`].
+pub(crate) fn map_options(len: usize, populate: bool) -> memmap2::MmapOptions {
     let mut options = memmap2::MmapOptions::new();
     options.len(len);
-    if len <= POPULATE_LIMIT {
+    if populate && len <= POPULATE_LIMIT {
         options.populate();
     }
     options
+}
+
+/// What [`Segment::advise`] may tell the kernel: only advice that keeps the contents
+/// (not `MADV_DONTNEED` or `MADV_REMOVE`, which would drop pages other processes see).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Advice {
+    /// Back the mapping with transparent huge pages where the kernel allows.
+    HugePages,
+    /// Map every page now, for reading.
+    PopulateRead,
+    /// Allocate and map every page now, for writing (the mapping must be writable).
+    PopulateWrite,
 }
 
 /// A mapped shared-memory segment. Dropping it unmaps it; the file stays until
@@ -321,7 +335,7 @@ impl Segment {
                 },
                 e => io_err("reserve space for", e),
             })?;
-            map_options(len)
+            map_options(len, true)
                 .map_raw(&file)
                 .map_err(|source| CreateSegmentError::Io {
                     op: "map",
@@ -412,11 +426,7 @@ impl Segment {
         }
         // Map exactly the length checked above: memmap2 would otherwise stat again,
         // and a file truncated in between would be mapped shorter than we checked.
-        let mut options = map_options(len as usize);
-        if !populate {
-            options = memmap2::MmapOptions::new();
-            options.len(len as usize);
-        }
+        let options = map_options(len as usize, populate);
         let map = match access {
             Access::ReadWrite => options.map_raw(&file),
             Access::ReadOnly => options.map_raw_read_only(&file),
@@ -534,13 +544,17 @@ impl Segment {
         Ok(())
     }
 
-    /// Gives the kernel `advice` about the whole mapping (`madvise`): transparent huge
-    /// pages (`LinuxHugepage`), or allocating every page now through it
-    /// (`LinuxPopulateWrite`, which needs the mapping writable).
-    pub fn advise(&self, advice: rustix::mm::Advice) -> Result<(), rustix::io::Errno> {
-        // SAFETY: the range is exactly our own live mapping. The advice given here
-        // (huge pages, populate) changes how the kernel backs it, never its contents
-        // or protection, so no pointer into it is invalidated.
+    /// Gives the kernel `advice` about the whole mapping (`madvise`).
+    pub(crate) fn advise(&self, advice: Advice) -> Result<(), rustix::io::Errno> {
+        let advice = match advice {
+            Advice::HugePages => rustix::mm::Advice::LinuxHugepage,
+            Advice::PopulateRead => rustix::mm::Advice::LinuxPopulateRead,
+            Advice::PopulateWrite => rustix::mm::Advice::LinuxPopulateWrite,
+        };
+        // SAFETY: the range is exactly our own live mapping, and the advice is one of
+        // `Advice`'s: each changes how the kernel backs the pages (huge pages, pages
+        // allocated now), never their contents or protection, so no pointer into the
+        // mapping is invalidated.
         unsafe { rustix::mm::madvise(self.map.as_mut_ptr().cast(), self.map.len(), advice) }
     }
 

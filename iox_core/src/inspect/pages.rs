@@ -37,13 +37,12 @@ pub(super) fn of_users(config: &StaticConfig, users: &[UserInfo]) -> Vec<Process
         ino: id.ino,
         suffix: &suffix,
     };
-    let mut seen = Vec::new();
-    let mut out = Vec::new();
+    let mut out: Vec<ProcessPages> = Vec::new();
     for u in users.iter().filter(|u| u.alive && u.pid != 0) {
-        if seen.contains(&u.pid) {
+        // One process may hold several handles: it is looked at once.
+        if out.iter().any(|p| p.pid == u.pid) {
             continue;
         }
-        seen.push(u.pid);
         if u.other_namespace {
             out.push(ProcessPages {
                 pid: u.pid,

@@ -138,7 +138,6 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
                     why: iox_core::static_config::NO_DEVICE_PAGES,
                 });
             }
-            // Before the driver is asked anything.
             if self.target.access.as_ref().is_some_and(|a| a.has_readers()) {
                 return self.fail(InvalidConfig::Access(iox_core::access::NO_DEVICE_READERS.into()));
             }
@@ -157,12 +156,11 @@ impl<P: ?Sized + Payload, H: UserHeader> PubSubBuilder<P, H> {
                 nonce: 0,
             });
         }
-        // Checked with the policy it will carry (the protocol records it, this uid its
-        // creator): who may write decides whether hugetlb pages are allowed.
-        let mut whole = config.clone();
-        whole.access =
+        // With the policy it will carry (as the protocol records it: this uid its
+        // creator), since who may write decides whether hugetlb pages are allowed.
+        config.access =
             (self.target.access.clone()).map(|a| a.with_creator(rustix::process::geteuid().as_raw()));
-        whole.check().or_else(|e| self.fail(e))?;
+        config.check().or_else(|e| self.fail(e))?;
         Ok(config)
     }
 }
