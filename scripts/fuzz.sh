@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-30}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(mcap ros2msg cdr static_config attributes handover tensor_record smaps)
+[ ${#targets[@]} -gt 0 ] || targets=(mcap ros2msg cdr static_config attributes handover tensor_record smaps foxglove_sample foxglove_client)
 host=$(rustc -vV | sed -n 's/^host: //p')
 dir=target/fuzz
 # The instrumentation applies to the target's crates only: naming --target keeps it

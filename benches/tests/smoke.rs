@@ -144,3 +144,43 @@ fn hugepages_runs_every_page_size_the_machine_has() {
         "{stdout}"
     );
 }
+
+/// The live-view benchmark runs end to end at its smallest (one round, small frames),
+/// with `iox foxglove` (built here if it is not) and the SDK's server side by side.
+#[test]
+fn foxglove_runs_every_viewer_on_both_servers() {
+    let built = Command::new(env!("CARGO"))
+        .args(["build", "-q", "-p", "iox_cli", "--bin", "iox"])
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let bench = std::path::Path::new(env!("CARGO_BIN_EXE_foxglove"));
+    let out = Command::new(bench)
+        .args([
+            "--rounds",
+            "1",
+            "--seconds",
+            "0.2",
+            "--size",
+            "65536",
+            "--rate",
+            "500",
+        ])
+        .arg("--iox")
+        .arg(bench.with_file_name("iox"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for needle in [
+        "| no viewer | ",
+        "| a stalled client | ",
+        "| a reading and a stalled client | ",
+    ] {
+        assert!(stdout.contains(needle), "missing {needle:?} in\n{stdout}");
+    }
+}

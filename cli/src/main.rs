@@ -1,8 +1,8 @@
 //! `iox`: list, inspect, watch, clean and remove the iox services under a root;
 //! notify or listen on event services; and, on publish-subscribe services, print
 //! samples by their recorded schema (`echo`), measure their rate (`hz`), publish a
-//! value (`pub`), record into MCAP files (`record`) and play recordings back
-//! (`replay`).
+//! value (`pub`), record into MCAP files (`record`), play recordings back
+//! (`replay`) and serve them live to Foxglove (`foxglove`).
 //!
 //! `list` and `show` print the attributes services' creators recorded, and
 //! `list --attribute KEY=VALUE` lists only the services that have them (`filter.rs`).
@@ -30,13 +30,14 @@ mod commit_file;
 mod echo;
 mod events;
 mod filter;
+mod foxglove;
 mod publish;
 mod record;
 mod render;
 mod replay;
-mod ros_form;
 mod topic;
-mod value;
+
+use iox_cli::{ros_form, value};
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -152,6 +153,11 @@ enum Command {
     ///
     /// Example: iox record -o run.mcap 'robot/*' examples/readings --duration 10s
     Record(record::RecordArgs),
+    /// Serve services live to Foxglove or Lichtblick over the Foxglove WebSocket
+    /// protocol (ws://127.0.0.1:8765), one channel per service, without ROS.
+    ///
+    /// Example: iox foxglove 'robot/*' camera/image
+    Foxglove(foxglove::FoxgloveArgs),
     /// Republish a recording into its services (created from the recorded configs).
     ///
     /// Example: iox replay run.mcap --rate 2 --topics 'robot/*'
@@ -340,6 +346,7 @@ fn run(root: &Path, command: Command) -> Result<u8, Failure> {
         Command::Pub(args) => publish::publish(root, args),
         Command::Record(args) => record::record(root, args),
         Command::Replay(args) => replay::replay(root, args),
+        Command::Foxglove(args) => foxglove::foxglove(root, args),
         Command::Remove { name, force } => {
             let info = inspect_one(root, &name)?;
             let (p, s) = info.live_ports();

@@ -24,6 +24,8 @@ use iox_service::{
 
 use iox_service::inspect::{self, InspectError};
 
+pub use iox_cli::readable::{by_schema_or_bytes, header_by_schema_or_bytes};
+
 use crate::{CORRUPT, Failure, NOT_FOUND, REFUSED, WRONG_PATTERN, fail, root_failure};
 
 /// How often `--wait` looks for the service.
@@ -60,22 +62,6 @@ pub fn find_config(root: &Path, name: &str) -> Result<Option<StaticConfig>, Fail
         Err(InspectError::Root(e)) => Err(root_failure(e)),
         Err(e) => Err(fail(2, e.to_string())),
     }
-}
-
-/// Whether the tools may read or write `config`'s payload by its bytes: it has no
-/// padding and no invalid bit patterns, or its schema describes every byte (module
-/// docs). Otherwise bytes of unknown layout may be padding (not to be read) or a
-/// `bool` (not to be written as anything but 0 or 1).
-pub fn by_schema_or_bytes(config: &StaticConfig) -> bool {
-    config.payload.any_bit_pattern() || config.schema.as_ref().is_some_and(Schema::is_complete)
-}
-
-/// [`by_schema_or_bytes`] for the user header: true for a service without one.
-pub fn header_by_schema_or_bytes(config: &StaticConfig) -> bool {
-    config
-        .user_header
-        .as_ref()
-        .is_none_or(|h| h.identity.any_bit_pattern() || h.schema.as_ref().is_some_and(Schema::is_complete))
 }
 
 /// Sleeps until `due` (a pacing schedule: `pub --rate`, `replay`); returns at once if

@@ -373,4 +373,89 @@ fn main() {
 Size:               4096 kB\nKernelPageSize:     2048 kB\nRss:                   0 kB\n\
 Shared_Hugetlb:     4096 kB\nPrivate_Hugetlb:       0 kB\n",
     );
+
+    // `iox foxglove`'s samples: a config, a NUL, (for tensors, 3 shape bytes,) the
+    // sample as copied out: one of each form (iox_cli::foxglove_form).
+    let seed = |name: &str, config: &iox_service::StaticConfig, sample: &[u8]| {
+        let mut bytes = config.to_ron().into_bytes();
+        bytes.push(0);
+        bytes.extend_from_slice(sample);
+        put("foxglove_sample", &format!("seed-{name}.bin"), bytes);
+    };
+    seed("typed", typed.static_config(), &[7; 16]);
+    let pairs = named("seed/fox/pairs")
+        .publish_subscribe::<[Reading]>()
+        .max_slice_len(4)
+        .create()
+        .unwrap();
+    seed("slice", pairs.static_config(), &[1; 32]);
+    let image = iox_ros2::carried::ros_service(
+        named("seed/fox/image")
+            .publish_subscribe::<[u8]>()
+            .user_header::<iox_ros2::image::ImageHeader>(),
+        iox_ros2::image::IMAGE_TYPE,
+        "",
+    )
+    .create()
+    .unwrap();
+    let header = iox_ros2::image::ImageHeader::new(2, 2, 2, "mono8", "cam").unwrap();
+    let mut framed: Vec<u8> = iox_ros2::framed::Framed::to_bytes(&header);
+    framed.extend_from_slice(&[1, 2, 3, 4]);
+    seed("image", image.static_config(), &framed);
+    let chatter = iox_ros2::carried::ros_service(
+        named("seed/fox/chatter").publish_subscribe::<[u8]>(),
+        "std_msgs/msg/String",
+        "string data\n",
+    )
+    .create()
+    .unwrap();
+    let mut hello = Vec::new();
+    let mut w = Writer::new(&mut hello);
+    w.string(b"hello");
+    w.finish();
+    seed("cdr", chatter.static_config(), &hello);
+    let frame = named("seed/fox/frame")
+        .publish_subscribe::<[u8]>()
+        .max_slice_len(12)
+        .tensors(true)
+        .create()
+        .unwrap();
+    seed(
+        "tensor-image",
+        frame.static_config(),
+        &[2, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
+    );
+    let weights = named("seed/fox/weights")
+        .publish_subscribe::<[u16]>()
+        .max_slice_len(6)
+        .tensors(true)
+        .create()
+        .unwrap();
+    seed(
+        "tensor-values",
+        weights.static_config(),
+        &[2, 3, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0],
+    );
+    let blob = named("seed/fox/blob")
+        .publish_subscribe::<[u8]>()
+        .max_slice_len(8)
+        .create()
+        .unwrap();
+    seed("raw", blob.static_config(), &[0xde, 0xad]);
+    // What Foxglove clients send: subscribing, unsubscribing, and a binary message.
+    put(
+        "foxglove_client",
+        "seed-subscribe.json",
+        r#"{"op":"subscribe","subscriptions":[{"id":1,"channelId":0}]}"#,
+    );
+    put(
+        "foxglove_client",
+        "seed-unsubscribe.json",
+        r#"{"op":"unsubscribe","subscriptionIds":[1]}"#,
+    );
+    put(
+        "foxglove_client",
+        "seed-message-data.bin",
+        [1u8, 7, 0, 0, 0, 1, 2, 3],
+    );
 }

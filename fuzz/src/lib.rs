@@ -84,4 +84,6 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("handover", targets::handover),
     ("tensor_record", targets::tensor_record),
     ("smaps", targets::smaps),
+    ("foxglove_sample", targets::foxglove_sample),
+    ("foxglove_client", targets::foxglove_client),
 ];

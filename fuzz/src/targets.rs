@@ -209,3 +209,55 @@ pub fn smaps(data: &[u8]) {
         }
     }
 }
+
+/// A service's static config (RON, up to the first NUL byte) and one sample as `iox
+/// foxglove` copies it out of shared memory (the rest): the config's Foxglove form is
+/// made (`iox_cli::foxglove_form`), and the sample converted to its message, never
+/// panicking. On a tensor service the sample's first 3 bytes are its shape (each a
+/// dimension, a 0 ends it), as its tensor record would give it.
+pub fn foxglove_sample(data: &[u8]) {
+    use iox_cli::foxglove_form::{Copied, form_of};
+    let Some(nul) = data.iter().position(|&b| b == 0) else {
+        return;
+    };
+    let Ok(text) = std::str::from_utf8(&data[..nul]) else {
+        return;
+    };
+    let Ok(config) = StaticConfig::parse(text, Path::new("fuzz")) else {
+        return;
+    };
+    let Ok(form) = form_of("fuzz", &config) else {
+        return;
+    };
+    let mut sample = &data[nul + 1..];
+    let mut layout = None;
+    if let Some(dtype) = config.tensor_element() {
+        let (dims, rest) = sample.split_at(sample.len().min(3));
+        let shape: Vec<usize> = dims
+            .iter()
+            .take_while(|&&d| d != 0)
+            .map(|&d| usize::from(d))
+            .collect();
+        layout = TensorLayout::contiguous(dtype, &shape).ok();
+        sample = rest;
+    }
+    let mut out = Vec::new();
+    let _ = form.encode(
+        &Copied {
+            bytes: sample,
+            tensor: layout.as_ref(),
+            at: 0,
+        },
+        &mut out,
+    );
+}
+
+/// A message a Foxglove client sends `iox foxglove` (a WebSocket text or binary
+/// message): parsed as both by the protocol's decoder the server uses.
+pub fn foxglove_client(data: &[u8]) {
+    use foxglove::ws_protocol::client::ClientMessage;
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = ClientMessage::parse_json(text);
+    }
+    let _ = ClientMessage::parse_binary(data);
+}
