@@ -19,7 +19,8 @@
 //!    named fields. The top level is an object: a struct's fields, or `{"data": v}`
 //!    for other payloads, or `{"header": h, "data": v}` for a service with a user
 //!    header. Numbers are exact: integers beyond 2^53 (what a JSON reader's doubles
-//!    hold) and non-finite floats are strings;
+//!    hold) and non-finite floats are strings. An array longer than [`MAX_VALUES`]
+//!    ends in a string `"... N more"`;
 //! 5. everything else (`[u8]` without a ROS type, or a payload without a schema): the
 //!    raw form, `iox_msgs/msg/Bytes` (`uint8[] data`) in CDR, the data the user
 //!    header's bytes (channel metadata `iox.header_bytes` says how many) then the
@@ -41,9 +42,9 @@ use crate::readable::{by_schema_or_bytes, header_by_schema_or_bytes};
 use crate::ros_form::{Conversion, ros_form};
 use crate::value::{self, Value};
 
-/// Most tensor elements sent as JSON values per sample (the rest counted in a
-/// trailing `"... N more"` string).
-pub const MAX_VALUES: usize = 1 << 20;
+/// Most elements of one array (a tensor's, a slice's, a struct's array field) sent as
+/// JSON values per sample (the rest counted in a trailing `"... N more"` string).
+pub const MAX_VALUES: usize = 1 << 16;
 /// Largest integer every JSON reader holds exactly (a double's 53-bit mantissa).
 const EXACT: u128 = 1 << 53;
 /// The raw form's definition (module docs).
@@ -231,13 +232,13 @@ impl Form {
                 })?;
                 let header_value = header.as_ref().map(|s| match s {
                     Schema::Bytes { size: 0 } => Value::Bytes(h.to_vec()),
-                    s => value::decode(s, h, usize::MAX),
+                    s => value::decode(s, h, MAX_VALUES),
                 });
                 let size = payload.size().unwrap_or(0) as usize;
                 let payload_value = if *slice {
-                    value::decode_slice(payload, p, usize::MAX)
+                    value::decode_slice(payload, p, MAX_VALUES)
                 } else if p.len() == size {
-                    value::decode(payload, p, usize::MAX)
+                    value::decode(payload, p, MAX_VALUES)
                 } else {
                     return Err(format!("{} bytes, not the {size} its schema has", p.len()));
                 };
@@ -444,6 +445,34 @@ mod tests {
         assert_eq!(exact(Value::Int(-(1 << 60))), json!("-1152921504606846976"));
         assert_eq!(exact(Value::Float(f64::NAN)), json!("NaN"));
         assert_eq!(exact(Value::Float(0.5)), json!(0.5));
+    }
+
+    #[test]
+    fn long_slices_are_cut_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let svc = iox_service::Service::named("long")
+            .unwrap()
+            .root(dir.path())
+            .publish_subscribe::<[u32]>()
+            .max_slice_len(MAX_VALUES + 10)
+            .create()
+            .unwrap();
+        let form = form_of("long", svc.static_config()).unwrap();
+        let bytes = vec![1u8; (MAX_VALUES + 10) * 4];
+        let mut out = Vec::new();
+        form.encode(
+            &Copied {
+                bytes: &bytes,
+                tensor: None,
+                at: 0,
+            },
+            &mut out,
+        )
+        .unwrap();
+        let v: Json = serde_json::from_slice(&out).unwrap();
+        let data = v["data"].as_array().unwrap();
+        assert_eq!(data.len(), MAX_VALUES + 1);
+        assert_eq!(data[MAX_VALUES], json!("... 10 more"));
     }
 
     #[test]

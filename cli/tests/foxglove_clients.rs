@@ -140,7 +140,7 @@ fn a_stalled_client_loses_its_oldest_samples_counted_and_slows_no_one() {
         .any(|e| e["event"] == "stalled")));
     // Its window fills, then its queue: the oldest go, counted, and said.
     assert!(
-        wait_until(LIMIT, || bridge.said("reads too slowly")),
+        wait_until(LIMIT, || bridge.said("as the client read too slowly")),
         "{}",
         bridge.log()
     );
@@ -159,13 +159,13 @@ fn a_stalled_client_loses_its_oldest_samples_counted_and_slows_no_one() {
         .lock()
         .unwrap()
         .iter()
-        .find(|l| l.contains("reads too slowly"))
+        .find(|l| l.contains("as the client read too slowly"))
         .cloned()
         .unwrap();
     let dropped: u64 = line
-        .rsplit(": ")
-        .next()
-        .and_then(|n| n.parse().ok())
+        .split("(/camera/big: ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next()?.parse().ok())
         .unwrap_or_else(|| panic!("no count in {line}"));
     assert!(dropped > 0, "{line}");
     drop(bridge);
@@ -289,4 +289,69 @@ fn other_users_and_clients_beyond_the_limit_are_refused() {
     // Allowed: another user connects.
     let open = bridge_as(1001, root.path(), &["--allow-other-users"]);
     assert_eq!(probe_as(&dir, open.port, 1002)["event"], "open");
+    // A dual-stack listener sees IPv4 clients as ::ffff:a.b.c.d: still judged by owner.
+    if std::net::TcpListener::bind("[::]:0").is_ok() {
+        let dual = bridge_as(1001, root.path(), &["--listen", "[::]:0"]);
+        assert_eq!(probe_as(&dir, dual.port, 1001)["event"], "open");
+        let refused = probe_as(&dir, dual.port, 1002);
+        assert_eq!(refused["status"], 403, "{refused}");
+    }
+}
+
+/// Connections opened all at once count against `--max-clients` from before their
+/// handshakes: one is served, the rest refused.
+#[test]
+fn clients_racing_for_the_last_slot_get_one() {
+    let Some(dir) = client_or_skip("clients_racing_for_the_last_slot_get_one") else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let bridge = Bridge::start(root.path(), &["--max-clients", "1"]);
+    let events = client(&dir, bridge.port, &["race", "12"]);
+    let race = events.last().unwrap();
+    assert_eq!(
+        (&race["open"], &race["refused"]),
+        (&1.into(), &11.into()),
+        "{race}"
+    );
+}
+
+/// A client that reads nothing while asking for answers is disconnected once its
+/// unread answers pass the limit, even with its writer stuck in a send.
+#[test]
+fn a_client_that_reads_nothing_and_floods_is_disconnected() {
+    let Some(dir) = client_or_skip("a_client_that_reads_nothing_and_floods_is_disconnected") else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let service = Service::named("frames")
+        .unwrap()
+        .root(root.path())
+        .publish_subscribe::<[u8]>()
+        .max_slice_len(64 << 10)
+        .create()
+        .unwrap();
+    let bridge = Bridge::start(root.path(), &["frames"]);
+    let (_flooder, seen) = client_live(
+        &dir,
+        bridge.port,
+        &["flood", "/frames", "6000", "--timeout", "120"],
+    );
+    let publisher = service.publisher_builder().create().unwrap();
+    let frame = vec![3u8; 64 << 10];
+    // Frames until the flood was sent, then until the bridge lets the client go.
+    assert!(
+        wait_until(LIMIT, || {
+            publisher
+                .loan_slice_uninit(frame.len())
+                .unwrap()
+                .write_from_slice(&frame)
+                .send()
+                .unwrap();
+            bridge.said("left too many control messages unread")
+        }),
+        "{:?}\n{}",
+        seen.lock().unwrap(),
+        bridge.log()
+    );
 }

@@ -218,14 +218,21 @@ impl Bridge {
     /// Samples the bridge reported dropped for the client at `addr` so far (its
     /// reports are once a second, each the client's total).
     fn dropped(&self, addr: std::net::SocketAddr) -> Option<u64> {
-        let client = format!("client {addr} reads too slowly");
+        let client = format!("client {addr} (");
         self.log
             .lock()
             .unwrap()
             .iter()
             .rev()
-            .find(|l| l.contains(&client))
-            .and_then(|l| l.rsplit(": ").next()?.parse().ok())
+            .find(|l| l.contains(&client) && l.contains("read too slowly"))
+            .and_then(|l| {
+                l.split(&format!("({TOPIC}: "))
+                    .nth(1)?
+                    .split(')')
+                    .next()?
+                    .parse()
+                    .ok()
+            })
     }
 }
 

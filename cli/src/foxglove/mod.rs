@@ -156,13 +156,29 @@ pub fn foxglove(root: &Path, args: FoxgloveArgs) -> Result<u8, Failure> {
         max_clients: args.max_clients,
         other_users: args.allow_other_users,
     };
-    let server = Server::start(&args.listen, limits, admission)
-        .map_err(|e| fail(2, format!("cannot listen on {}: {e}", args.listen)))?;
+    let server = Server::start(&args.listen, limits, admission).map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::InvalidInput {
+            " (give HOST:PORT, e.g. 127.0.0.1:8765 or [::1]:8765)"
+        } else {
+            ""
+        };
+        fail(2, format!("cannot listen on {}: {e}{hint}", args.listen))
+    })?;
+    let addr = server.addr();
     eprintln!(
-        "iox foxglove: serving {} on ws://{} (Foxglove or Lichtblick: Open connection, Foxglove WebSocket)",
+        "iox foxglove: serving {} on ws://{addr} (Foxglove or Lichtblick: Open connection, Foxglove WebSocket)",
         patterns.join(" "),
-        server.addr()
     );
+    if !addr.ip().is_loopback() {
+        eprintln!(
+            "iox foxglove: listening beyond this machine{}: clients from other machines are not authenticated, and see every service shown",
+            if addr.ip().is_unspecified() {
+                format!(" (every address of it: ws://HOST:{})", addr.port())
+            } else {
+                String::new()
+            }
+        );
+    }
     let waitset = WaitSet::new().map_err(|e| fail(2, e.to_string()))?;
     let end = args.duration.and_then(|d| Instant::now().checked_add(d));
     let mut bridge = Bridge {
@@ -179,11 +195,19 @@ pub fn foxglove(root: &Path, args: FoxgloveArgs) -> Result<u8, Failure> {
     };
     let mut next_scan = Instant::now();
     let mut next_tell = Instant::now() + TELL_EVERY;
+    let mut said_none = false;
     let mut scratch = Vec::new();
     loop {
         if Instant::now() >= next_scan {
             bridge.scan();
             next_scan = Instant::now() + RESCAN_EVERY;
+            if bridge.shown.is_empty() && bridge.skipped.is_empty() && !said_none {
+                eprintln!(
+                    "iox foxglove: no publish-subscribe service matches {} yet (channels appear as services are created)",
+                    bridge.patterns.join(" ")
+                );
+                said_none = true;
+            }
         }
         bridge.follow_subscriptions();
         let guards = bridge
@@ -199,12 +223,11 @@ pub fn foxglove(root: &Path, args: FoxgloveArgs) -> Result<u8, Failure> {
         bridge.forward(&mut scratch);
         if Instant::now() >= next_tell {
             for r in bridge.server.tell_drops() {
-                let lost: Vec<String> = r.dropped.iter().map(|(t, n)| format!("{t}: {n}")).collect();
                 eprintln!(
-                    "iox foxglove: client {} reads too slowly: {} sample(s) sent, dropped (oldest first) {}",
+                    "iox foxglove: client {} ({} sample(s) sent so far): {}",
                     r.addr,
                     r.sent,
-                    lost.join(", ")
+                    r.losses()
                 );
             }
             next_tell = Instant::now() + TELL_EVERY;

@@ -5,11 +5,12 @@
 //! Invariants:
 //! - data never holds more than [`Limits::messages`] samples nor more than
 //!   [`Limits::bytes`] payload bytes; a sample that does not fit pushes out the oldest
-//!   ones, each counted (per channel) as dropped; a sample larger than the byte limit
-//!   on its own is dropped itself and counted;
+//!   ones, each counted (per channel) as dropped;
 //! - control messages are never dropped: a client that lets [`CONTROL_MAX`] of them
-//!   pile up unread is told to go ([`Outbox::push_control`] says so), as it reads
-//!   nothing any more;
+//!   (or [`CONTROL_MAX_BYTES`]) pile up unread is told to go ([`Outbox::push_control`]
+//!   says so), as it reads nothing any more;
+//! - a sample larger than the byte limit on its own is counted apart
+//!   ([`Outbox::too_big`]): the limit, not the client, loses it;
 //! - control messages go out before data, so a channel's advertisement precedes its
 //!   samples and a client learns of a new service without waiting behind images;
 //! - samples of a subscription the client ended are taken out without being counted
@@ -22,6 +23,9 @@ use tokio_tungstenite::tungstenite::Message;
 
 /// Control messages a client may leave unread before it is disconnected.
 pub const CONTROL_MAX: usize = 4096;
+/// Bytes of control messages (channel advertisements carry whole schemas) a client
+/// may leave unread before it is disconnected.
+pub const CONTROL_MAX_BYTES: usize = 64 << 20;
 
 /// How much data one client's queue holds.
 #[derive(Debug, Clone, Copy)]
@@ -63,10 +67,13 @@ pub struct Unread;
 pub struct Outbox {
     limits: Limits,
     control: VecDeque<Message>,
+    control_bytes: usize,
     data: VecDeque<Data>,
     data_bytes: usize,
     /// Samples dropped, by channel, since the client connected.
     dropped: BTreeMap<u64, u64>,
+    /// Samples larger than the byte limit, by channel.
+    too_big: BTreeMap<u64, u64>,
     /// Samples handed to the connection.
     sent: u64,
 }
@@ -77,18 +84,22 @@ impl Outbox {
         Self {
             limits,
             control: VecDeque::new(),
+            control_bytes: 0,
             data: VecDeque::new(),
             data_bytes: 0,
             dropped: BTreeMap::new(),
+            too_big: BTreeMap::new(),
             sent: 0,
         }
     }
 
-    /// Queues a control message; [`Unread`] when [`CONTROL_MAX`] are waiting already.
+    /// Queues a control message; [`Unread`] when [`CONTROL_MAX`] (or
+    /// [`CONTROL_MAX_BYTES`]) are waiting already.
     pub fn push_control(&mut self, message: Message) -> Result<(), Unread> {
-        if self.control.len() >= CONTROL_MAX {
+        if self.control.len() >= CONTROL_MAX || self.control_bytes + message.len() > CONTROL_MAX_BYTES {
             return Err(Unread);
         }
+        self.control_bytes += message.len();
         self.control.push_back(message);
         Ok(())
     }
@@ -96,8 +107,8 @@ impl Outbox {
     /// Queues a sample, dropping the oldest ones (counted) to make room (module docs).
     pub fn push_data(&mut self, data: Data) {
         let len = data.bytes.len();
-        if len > self.limits.bytes || self.limits.messages == 0 {
-            *self.dropped.entry(data.channel).or_default() += 1;
+        if len > self.limits.bytes {
+            *self.too_big.entry(data.channel).or_default() += 1;
             return;
         }
         while self.data.len() >= self.limits.messages || self.data_bytes + len > self.limits.bytes {
@@ -112,6 +123,7 @@ impl Outbox {
     /// The next message to send: control first.
     pub fn pop(&mut self) -> Option<Next> {
         if let Some(m) = self.control.pop_front() {
+            self.control_bytes -= m.len();
             return Some(Next::Control(m));
         }
         let d = self.data.pop_front()?;
@@ -135,6 +147,11 @@ impl Outbox {
     /// Samples dropped so far, by channel.
     pub fn dropped(&self) -> &BTreeMap<u64, u64> {
         &self.dropped
+    }
+
+    /// Samples larger than the byte limit so far, by channel.
+    pub fn too_big(&self) -> &BTreeMap<u64, u64> {
+        &self.too_big
     }
 
     /// Samples handed to the connection so far.
@@ -191,7 +208,8 @@ mod tests {
         o.push_data(data(1, 50));
         assert_eq!(o.dropped().values().sum::<u64>(), 1);
         o.push_data(data(2, 101));
-        assert_eq!(o.dropped().get(&2), Some(&1));
+        assert_eq!(o.dropped().get(&2), None);
+        assert_eq!(o.too_big().get(&2), Some(&1));
         assert_eq!(drain(&mut o), vec![(1, 50)]);
     }
 

@@ -16,9 +16,12 @@
 //!   every subscription of it (the client is told, as the protocol says);
 //! - [`Server::wanted`] changes only with [`Server::generation`], so the bridge looks
 //!   it up only when a subscription came or went;
-//! - admission: at most `max_clients` at once (HTTP 503 beyond), and from this machine
-//!   only this process's own user and root unless other users were allowed (HTTP 403;
-//!   see `peer`);
+//! - admission: at most `max_clients` connections at once, handshakes in flight
+//!   included (HTTP 503 beyond), and from this machine only this process's own user and
+//!   root unless other users were allowed (HTTP 403; see `peer`);
+//! - a client is disconnected when it leaves [`super::outbox::CONTROL_MAX`] control
+//!   messages unread (at once, even mid-send), or when one message takes longer than
+//!   [`STALLED_FOR`] to go out (it reads nothing at all);
 //! - handshakes: the client must offer `foxglove.websocket.v1` (the subprotocol the
 //!   protocol's specification names, which its reference client
 //!   `@foxglove/ws-protocol` offers) or `foxglove.sdk.v1` (the SDK's name for the same
@@ -30,7 +33,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, TcpListener as StdListener};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -52,7 +55,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use iox_cli::foxglove_form::ChannelSpec;
 
 use super::outbox::{Data, Limits, Next, Outbox};
-use super::peer;
+use super::peer::{self, Peer};
 
 /// Subprotocols accepted, in the order preferred.
 pub const SUBPROTOCOLS: [&str; 2] = ["foxglove.websocket.v1", "foxglove.sdk.v1"];
@@ -60,6 +63,9 @@ pub const SUBPROTOCOLS: [&str; 2] = ["foxglove.websocket.v1", "foxglove.sdk.v1"]
 pub const HANDSHAKE: Duration = Duration::from_secs(5);
 /// Longest client message read (subscribe and unsubscribe messages are small).
 pub const MAX_CLIENT_MESSAGE: usize = 1 << 20;
+/// Longest one message may take to go out before its client is disconnected (a client
+/// that reads nothing at all holds its slot no longer).
+pub const STALLED_FOR: Duration = Duration::from_secs(60);
 
 /// What one client was sent and lost, for the tool's report.
 #[derive(Debug, Clone)]
@@ -70,6 +76,8 @@ pub struct ClientReport {
     pub sent: u64,
     /// Samples dropped (its queue was full), by topic.
     pub dropped: BTreeMap<String, u64>,
+    /// Samples larger than its queue's byte limit, by topic.
+    pub too_big: BTreeMap<String, u64>,
 }
 
 /// Who may connect.
@@ -96,6 +104,8 @@ struct Shared {
     admission: Admission,
     /// This process's effective uid.
     uid: u32,
+    /// Connections admitted and not yet gone (handshakes in flight included).
+    admitted: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -114,6 +124,8 @@ struct Client {
     wake: Notify,
     /// Set when the client is to be disconnected (it left control messages unread).
     kicked: AtomicBool,
+    /// Wakes the writer out of a send when the client is kicked.
+    kick: Notify,
     /// Its subscriptions: id to channel, and channel to id.
     subs: Mutex<(BTreeMap<u32, u64>, BTreeMap<u64, u32>)>,
     /// Samples dropped that the client was told of.
@@ -130,6 +142,7 @@ impl Client {
     fn control(&self, message: Message) {
         if lock(&self.outbox).push_control(message).is_err() {
             self.kicked.store(true, Ordering::Relaxed);
+            self.kick.notify_one();
         }
         self.wake.notify_one();
     }
@@ -152,6 +165,7 @@ impl Server {
             limits,
             admission,
             uid: rustix::process::geteuid().as_raw(),
+            admitted: AtomicUsize::new(0),
         });
         let stop = Arc::new(Notify::new());
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -235,7 +249,8 @@ impl Server {
         let bytes = Arc::new(bytes);
         let state = lock(&self.shared.state);
         for client in state.clients.values() {
-            let Some(&subscription) = lock(&client.subs).1.get(&id) else {
+            let subs = lock(&client.subs);
+            let Some(&subscription) = subs.1.get(&id) else {
                 continue;
             };
             lock(&client.outbox).push_data(Data {
@@ -255,22 +270,10 @@ impl Server {
         let mut reports = Vec::new();
         for client in state.clients.values() {
             let report = report(&state, client);
-            let total: u64 = report.dropped.values().sum();
+            let total = report.lost();
             if total > client.told.swap(total, Ordering::Relaxed) {
-                let by_topic = report
-                    .dropped
-                    .iter()
-                    .map(|(t, n)| format!("{t}: {n}"))
-                    .collect::<Vec<_>>()
-                    .join(", ");
                 client.control(Message::from(
-                    &Status::new(
-                        Level::Warning,
-                        format!(
-                            "iox dropped {total} sample(s) for this connection, the oldest first, as it read too slowly ({by_topic})"
-                        ),
-                    )
-                    .with_id("iox.dropped"),
+                    &Status::new(Level::Warning, format!("iox {}", report.losses())).with_id("iox.dropped"),
                 ));
                 reports.push(report);
             }
@@ -279,14 +282,44 @@ impl Server {
     }
 }
 
+impl ClientReport {
+    /// Samples the client lost, for either reason.
+    pub fn lost(&self) -> u64 {
+        self.dropped.values().sum::<u64>() + self.too_big.values().sum::<u64>()
+    }
+
+    /// What the client lost, in words (by topic).
+    pub fn losses(&self) -> String {
+        let by_topic = |m: &BTreeMap<String, u64>| {
+            m.iter()
+                .map(|(t, n)| format!("{t}: {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut parts = Vec::new();
+        if !self.dropped.is_empty() {
+            parts.push(format!(
+                "dropped {} sample(s), the oldest first, as the client read too slowly ({})",
+                self.dropped.values().sum::<u64>(),
+                by_topic(&self.dropped)
+            ));
+        }
+        if !self.too_big.is_empty() {
+            parts.push(format!(
+                "sent no {} sample(s) larger than a client's queue holds (--backlog-bytes) ({})",
+                self.too_big.values().sum::<u64>(),
+                by_topic(&self.too_big)
+            ));
+        }
+        parts.join("; ")
+    }
+}
+
 /// What `client` was sent and lost so far.
 fn report(state: &State, client: &Client) -> ClientReport {
     let outbox = lock(&client.outbox);
-    ClientReport {
-        addr: client.addr,
-        sent: outbox.sent(),
-        dropped: outbox
-            .dropped()
+    let named = |counts: &BTreeMap<u64, u64>| {
+        counts
             .iter()
             .map(|(id, n)| {
                 let topic = state
@@ -295,7 +328,13 @@ fn report(state: &State, client: &Client) -> ClientReport {
                     .map_or_else(|| format!("channel {id} (gone)"), |c| c.topic.to_string());
                 (topic, *n)
             })
-            .collect(),
+            .collect()
+    };
+    ClientReport {
+        addr: client.addr,
+        sent: outbox.sent(),
+        dropped: named(outbox.dropped()),
+        too_big: named(outbox.too_big()),
     }
 }
 
@@ -338,31 +377,47 @@ async fn serve(shared: Arc<Shared>, listener: StdListener, stop: Arc<Notify>) {
 }
 
 /// Why a connection from `client` (to this side's `server` address) is refused, if it
-/// is: too many clients, or another user of this machine (module docs of `peer`).
+/// is: another user of this machine, or one whose user cannot be told (module docs of
+/// `peer`).
 fn refusal(shared: &Shared, client: SocketAddr, server: SocketAddr) -> Option<(StatusCode, String)> {
-    let max = shared.admission.max_clients;
-    if lock(&shared.state).clients.len() >= max {
-        return Some((
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("iox foxglove serves at most {max} clients at once (--max-clients)"),
-        ));
-    }
-    if shared.admission.other_users || !peer::is_local(client, server) {
+    if shared.admission.other_users {
         return None;
     }
     let me = shared.uid;
-    match peer::owner(client, server) {
-        Some(uid) if uid == me || uid == 0 => None,
-        Some(uid) => Some((
+    match peer::peer(client, server) {
+        Peer::Local(uid) if uid == me || uid == 0 => None,
+        Peer::Remote => None,
+        Peer::Local(uid) => Some((
             StatusCode::FORBIDDEN,
             format!(
-                "this iox foxglove shows uid {me}'s services; uid {uid} may not see them (its user can start it with --allow-other-users)"
+                "this iox foxglove was started by uid {me} and shows its services; uid {uid} may not see them (uid {me} can start it with --allow-other-users)"
             ),
         )),
-        None => Some((
+        Peer::Unknown => Some((
             StatusCode::FORBIDDEN,
             "iox foxglove cannot tell which user of this machine is connecting".into(),
         )),
+    }
+}
+
+/// A connection's slot among `--max-clients`, from before its handshake until it is
+/// gone.
+struct Slot<'a>(&'a AtomicUsize);
+
+impl<'a> Slot<'a> {
+    fn take(admitted: &'a AtomicUsize, max: usize) -> Option<Self> {
+        admitted
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot(admitted))
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -403,10 +458,16 @@ async fn session(shared: Arc<Shared>, stream: TcpStream, addr: SocketAddr) {
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_CLIENT_MESSAGE))
         .max_frame_size(Some(MAX_CLIENT_MESSAGE));
-    let refused = stream.local_addr().map_or_else(
-        |e| Some((StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
-        |server| refusal(&shared, addr, server),
-    );
+    let max = shared.admission.max_clients;
+    let slot = Slot::take(&shared.admitted, max);
+    let refused = match (&slot, stream.local_addr()) {
+        (None, _) => Some((
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("iox foxglove serves at most {max} client(s) at once (--max-clients)"),
+        )),
+        (Some(_), Err(e)) => Some((StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+        (Some(_), Ok(server)) => refusal(&shared, addr, server),
+    };
     if let Some((_, why)) = &refused {
         eprintln!("iox foxglove: refused {addr}: {why}");
     }
@@ -425,6 +486,7 @@ async fn session(shared: Arc<Shared>, stream: TcpStream, addr: SocketAddr) {
         outbox: Mutex::new(Outbox::new(shared.limits)),
         wake: Notify::new(),
         kicked: AtomicBool::new(false),
+        kick: Notify::new(),
         subs: Mutex::new((BTreeMap::new(), BTreeMap::new())),
         told: AtomicU64::new(0),
     });
@@ -444,54 +506,72 @@ async fn session(shared: Arc<Shared>, stream: TcpStream, addr: SocketAddr) {
     };
     eprintln!("iox foxglove: client {addr} connected");
     let (sink, stream) = ws.split();
-    tokio::select! {
-        _ = write(&client, sink) => {}
-        _ = read(&shared, &client, stream) => {}
-    }
+    let ended = tokio::select! {
+        ended = write(&client, sink) => ended,
+        () = read(&shared, &client, stream) => Ended::Gone,
+    };
     let report = {
         let mut state = lock(&shared.state);
         state.clients.remove(&id);
         report(&state, &client)
     };
     shared.generation.fetch_add(1, Ordering::Release);
-    let dropped: u64 = report.dropped.values().sum();
     eprintln!(
         "iox foxglove: client {addr} left: {} sample(s) sent{}{}",
         report.sent,
-        if dropped > 0 {
-            format!(", {dropped} dropped (it read too slowly)")
+        if report.lost() > 0 {
+            format!("; {}", report.losses())
         } else {
             String::new()
         },
-        if client.kicked.load(Ordering::Relaxed) {
-            "; disconnected: it left too many control messages unread"
-        } else {
-            ""
+        match ended {
+            Ended::Kicked => "; disconnected: it left too many control messages unread",
+            Ended::Stalled => "; disconnected: it read nothing for a minute",
+            Ended::Gone => "",
         }
     );
+    drop(slot);
+}
+
+/// Why a client's writer stopped.
+enum Ended {
+    /// The connection closed or failed (or the reader ended it).
+    Gone,
+    /// It left too many control messages unread.
+    Kicked,
+    /// One message did not go out within [`STALLED_FOR`].
+    Stalled,
 }
 
 type Sink = futures_util::stream::SplitSink<WebSocketStream<TcpStream>, Message>;
 type Stream = futures_util::stream::SplitStream<WebSocketStream<TcpStream>>;
 
-/// Sends the client's outbox, in order, until the connection fails or it is kicked.
-async fn write(client: &Client, mut sink: Sink) {
+/// Sends the client's outbox, in order, until the connection fails, the client is
+/// kicked, or a message does not go out within [`STALLED_FOR`].
+async fn write(client: &Client, mut sink: Sink) -> Ended {
     loop {
         if client.kicked.load(Ordering::Relaxed) {
-            let _ = sink.send(Message::Close(None)).await;
-            return;
+            return Ended::Kicked;
         }
         let next = lock(&client.outbox).pop();
         let message = match next {
             Some(Next::Control(m)) => m,
             Some(Next::Data(d)) => Message::from(&MessageData::new(d.subscription, d.log_time, &d.bytes[..])),
             None => {
-                client.wake.notified().await;
+                tokio::select! {
+                    () = client.wake.notified() => {}
+                    () = client.kick.notified() => return Ended::Kicked,
+                }
                 continue;
             }
         };
-        if sink.send(message).await.is_err() {
-            return;
+        tokio::select! {
+            sent = tokio::time::timeout(STALLED_FOR, sink.send(message)) => match sent {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Ended::Gone,
+                Err(_) => return Ended::Stalled,
+            },
+            () = client.kick.notified() => return Ended::Kicked,
         }
     }
 }
@@ -549,6 +629,9 @@ fn subscribe(shared: &Shared, client: &Client, subscriptions: Vec<Subscription>)
 }
 
 fn unsubscribe(shared: &Shared, client: &Client, ids: Vec<u32>) {
+    // The state lock first, as `Server::publish` takes it: no sample of an ended
+    // subscription is queued after it ends.
+    let _state = lock(&shared.state);
     let mut subs = lock(&client.subs);
     for id in ids {
         if let Some(channel) = subs.0.remove(&id) {

@@ -8,9 +8,12 @@
 //   node client.mjs PORT stall TOPIC        subscribe, take one message, then read nothing
 //   node client.mjs PORT garbage ROUNDS     misbehave ROUNDS times (see below), exit 0
 //   node client.mjs PORT probe              say whether the handshake was accepted, exit 0
+//   node client.mjs PORT race N             open N connections at once; say how many opened
+//   node client.mjs PORT flood TOPIC N      subscribe, stop reading, 2 s later send N bad messages
 //
-// Options (after the mode's arguments): --subprotocol NAME (default: the one the
-// reference client speaks, foxglove.websocket.v1), --timeout SECONDS (default 30).
+// Options (after the mode's arguments): --host HOST (default 127.0.0.1),
+// --subprotocol NAME (default: the one the reference client speaks,
+// foxglove.websocket.v1), --timeout SECONDS (default 30).
 import net from "node:net";
 import wsProtocol from "@foxglove/ws-protocol";
 import { parse as parseMessageDefinition } from "@foxglove/rosmsg";
@@ -28,8 +31,9 @@ const option = (name, fallback) => {
 };
 const subprotocol = option("--subprotocol", FoxgloveClient.SUPPORTED_SUBPROTOCOL);
 const timeoutSeconds = Number(option("--timeout", "30"));
+const host = option("--host", "127.0.0.1");
 const [port, mode, ...rest] = args;
-const url = `ws://127.0.0.1:${port}`;
+const url = `ws://${host.includes(":") ? `[${host}]` : host}:${port}`;
 
 const say = (event) =>
   process.stdout.write(
@@ -130,6 +134,39 @@ if (mode === "decode") {
     res.on("end", () => { say({ event: "refused", status: res.statusCode, body }); process.exit(0); });
   });
   ws.on("error", (e) => { say({ event: "error", message: String(e.message) }); process.exit(1); });
+} else if (mode === "race") {
+  const n = Number(rest[0]);
+  const outcomes = await Promise.all(
+    Array.from({ length: n }, () =>
+      new Promise((resolve) => {
+        const ws = new WebSocket(url, [subprotocol]);
+        ws.on("open", () => resolve("open"));
+        ws.on("unexpected-response", (_, res) => resolve(res.statusCode));
+        ws.on("error", () => resolve("error"));
+      }),
+    ),
+  );
+  say({ event: "race", open: outcomes.filter((o) => o === "open").length, refused: outcomes.filter((o) => o === 503).length });
+  process.exit(0);
+} else if (mode === "flood") {
+  const [topic, n] = rest;
+  const { ws, client } = connect();
+  client.on("advertise", (channels) => {
+    for (const ch of channels) if (ch.topic === topic) client.subscribe(ch.id);
+  });
+  let flooded = false;
+  client.on("message", () => {
+    if (flooded) return;
+    flooded = true;
+    // Reads nothing more; once the server's writes to it have had time to fill the
+    // connection, asks for an answer to each of N bad messages.
+    ws._socket.pause();
+    setTimeout(() => {
+      for (let i = 0; i < Number(n); i++) ws.send("not json");
+      say({ event: "flooded", count: Number(n) });
+    }, 2000);
+    setInterval(() => {}, 1000);
+  });
 } else if (mode === "garbage") {
   const rounds = Number(rest[0] ?? 1);
   // Opens a connection; `first` is its first message (listened for from the start:
@@ -148,11 +185,11 @@ if (mode === "decode") {
     if (wrong.refused !== 400) throw new Error(`a client offering no Foxglove subprotocol got ${wrong.refused}`);
     // Not HTTP at all, then a connection that says nothing and goes.
     await new Promise((resolve) => {
-      const s = net.connect(Number(port), "127.0.0.1", () => s.end("\x00\xff garbage \r\n\r\n", resolve));
+      const s = net.connect(Number(port), host, () => s.end("\x00\xff garbage \r\n\r\n", resolve));
       s.on("error", resolve);
     });
     await new Promise((resolve) => {
-      const s = net.connect(Number(port), "127.0.0.1", () => { s.destroy(); resolve(); });
+      const s = net.connect(Number(port), host, () => { s.destroy(); resolve(); });
       s.on("error", resolve);
     });
     // A Foxglove client that sends garbage of every kind, then vanishes mid-stream.

@@ -80,12 +80,19 @@ impl Bridge {
         Bridge::spawn(Command::new(env!("CARGO_BIN_EXE_iox")), root, args)
     }
 
-    /// `command` (an `iox`, maybe run as another user) serving on a free port.
+    /// `command` (an `iox`, maybe run as another user) serving on a free port of
+    /// 127.0.0.1, or where `args` say (`--listen` first).
     pub fn spawn(mut command: Command, root: &Path, args: &[&str]) -> Bridge {
+        let listen: &[&str] = if args.first() == Some(&"--listen") {
+            &[]
+        } else {
+            &["--listen", "127.0.0.1:0"]
+        };
         let mut child = command
             .arg("--root")
             .arg(root)
-            .args(["foxglove", "--listen", "127.0.0.1:0"])
+            .arg("foxglove")
+            .args(listen)
             .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -104,10 +111,8 @@ impl Bridge {
         assert!(
             wait_until(LIMIT, || {
                 port = log.lock().unwrap().iter().find_map(|l| {
-                    l.split("ws://127.0.0.1:")
-                        .nth(1)
-                        .and_then(|rest| rest.split_whitespace().next())
-                        .and_then(|p| p.parse().ok())
+                    let addr = l.split("ws://").nth(1)?.split_whitespace().next()?;
+                    addr.parse::<std::net::SocketAddr>().ok().map(|a| a.port())
                 });
                 port.is_some()
             }),
