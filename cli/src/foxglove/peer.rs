@@ -172,7 +172,7 @@ mod tests {
         assert_eq!(peer("127.0.0.1:1".parse().unwrap(), server), Peer::Unknown);
         assert_eq!(
             peer(
-                "192.0.2.7:40000".parse().unwrap(),
+                "192.0.2.1:40000".parse().unwrap(),
                 "192.0.2.1:8765".parse().unwrap()
             ),
             Peer::Unknown
