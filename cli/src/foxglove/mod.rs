@@ -18,7 +18,7 @@
 //!   that drops the oldest when the client reads too slowly. Drops are counted per
 //!   client and channel, shown to the client as a status warning (Foxglove lists it
 //!   under problems) at most every [`TELL_EVERY`], and printed here; so a slow or
-//!   stalled client never holds a publisher's chunk or slows the publisher (this
+//!   stalled client never holds a publisher's chunk or makes the publisher wait (this
 //!   subscriber's own queue overflows only if this thread falls behind, as any slow
 //!   subscriber's would);
 //! - admits at most `--max-clients` clients, and from this machine only its own user
