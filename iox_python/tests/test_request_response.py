@@ -510,9 +510,12 @@ def test_values_shared_memory_cannot_carry_are_refused(root):
 
 def test_ctrl_c_ends_a_respond_waiting_on_a_full_queue(root):
     """A respond waits while the client takes nothing (here: the same thread, which
-    never will); SIGINT ends the wait with KeyboardInterrupt instead of a hang."""
+    never will); SIGINT ends the wait with KeyboardInterrupt instead of a hang. The
+    child installs Python's own SIGINT handler first: a run started in the background by
+    a non-interactive shell inherits SIGINT ignored, and Python then keeps it so."""
     out = subprocess.run([sys.executable, "-c", textwrap.dedent("""
         import os, signal, threading, iox, numpy as np
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         svc = (iox.Service("math/full").request_response(np.uint64, np.uint64)
                .max_active_requests_per_client(1).max_response_buffer(1).create())
         server, client = svc.server(), svc.client()
