@@ -169,20 +169,18 @@ pub fn form_of(name: &str, config: &StaticConfig) -> Result<Form, String> {
     let bytes_payload = config.payload == <[u8] as iox_service::Payload>::payload_type();
     match &config.schema {
         Some(payload) if !bytes_payload => {
-            let header = config.user_header.as_ref().and_then(|h| h.schema.clone());
+            // A header without a schema is shown as its bytes.
+            let header = config.user_header.as_ref().map(|h| {
+                h.schema.clone().unwrap_or(Schema::Bytes {
+                    size: header_bytes as u64,
+                })
+            });
             let slice = matches!(config.payload, PayloadType::Slice { .. });
-            let with_header = config.user_header.is_some();
-            let schema = json_schema_of(
-                config.payload.type_name(),
-                header.as_ref(),
-                with_header,
-                payload,
-                slice,
-            );
+            let schema = json_schema_of(config.payload.type_name(), header.as_ref(), payload, slice);
             Ok(Form {
                 spec: spec("json", config.payload.type_name(), "jsonschema", schema, metadata),
                 encoding: Encoding::Json {
-                    header: with_header.then(|| header.unwrap_or(Schema::Bytes { size: 0 })),
+                    header,
                     payload: payload.clone(),
                     slice,
                 },
@@ -220,20 +218,14 @@ impl Form {
                 payload,
                 slice,
             } => {
-                let header_len = match header {
-                    Some(Schema::Bytes { size: 0 }) | None => self.header_bytes,
-                    Some(s) => s.size().map_or(usize::MAX, |s| s as usize),
-                };
-                let (h, p) = sample.bytes.split_at_checked(header_len).ok_or_else(|| {
+                let (h, p) = sample.bytes.split_at_checked(self.header_bytes).ok_or_else(|| {
                     format!(
-                        "{} bytes, fewer than its {header_len}-byte header",
-                        sample.bytes.len()
+                        "{} bytes, fewer than its {}-byte header",
+                        sample.bytes.len(),
+                        self.header_bytes
                     )
                 })?;
-                let header_value = header.as_ref().map(|s| match s {
-                    Schema::Bytes { size: 0 } => Value::Bytes(h.to_vec()),
-                    s => value::decode(s, h, MAX_VALUES),
-                });
+                let header_value = header.as_ref().map(|s| value::decode(s, h, MAX_VALUES));
                 let size = payload.size().unwrap_or(0) as usize;
                 let payload_value = if *slice {
                     value::decode_slice(payload, p, MAX_VALUES)
@@ -386,28 +378,19 @@ fn json_schema(schema: &Schema) -> Json {
 }
 
 /// The channel schema of form 4 (module docs).
-fn json_schema_of(
-    title: &str,
-    header: Option<&Schema>,
-    with_header: bool,
-    payload: &Schema,
-    slice: bool,
-) -> Vec<u8> {
+fn json_schema_of(title: &str, header: Option<&Schema>, payload: &Schema, slice: bool) -> Vec<u8> {
     let value = if slice {
         json!({ "type": "array", "items": json_schema(payload) })
     } else {
         json_schema(payload)
     };
-    let top = match (with_header, &value) {
-        (false, _) if !slice && matches!(payload, Schema::Struct { .. }) => value,
-        (false, _) => json!({ "type": "object", "title": title, "properties": { "data": value } }),
-        (true, _) => json!({
+    let top = match header {
+        None if !slice && matches!(payload, Schema::Struct { .. }) => value,
+        None => json!({ "type": "object", "title": title, "properties": { "data": value } }),
+        Some(header) => json!({
             "type": "object",
             "title": title,
-            "properties": {
-                "header": header.map_or_else(|| json_schema(&Schema::Bytes { size: 0 }), json_schema),
-                "data": value,
-            },
+            "properties": { "header": json_schema(header), "data": value },
         }),
     };
     top.to_string().into_bytes()
@@ -473,6 +456,49 @@ mod tests {
         let data = v["data"].as_array().unwrap();
         assert_eq!(data.len(), MAX_VALUES + 1);
         assert_eq!(data[MAX_VALUES], json!("... 10 more"));
+    }
+
+    #[test]
+    fn a_user_header_comes_first_by_its_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let svc = iox_service::Service::named("headed")
+            .unwrap()
+            .root(dir.path())
+            .publish_subscribe::<[u32]>()
+            .user_header::<u64>()
+            .max_slice_len(2)
+            .create()
+            .unwrap();
+        let form = form_of("headed", svc.static_config()).unwrap();
+        let bytes: Vec<u8> = [
+            7u64.to_ne_bytes().as_slice(),
+            &5u32.to_ne_bytes(),
+            &6u32.to_ne_bytes(),
+        ]
+        .concat();
+        let mut out = Vec::new();
+        form.encode(
+            &Copied {
+                bytes: &bytes,
+                tensor: None,
+                at: 0,
+            },
+            &mut out,
+        )
+        .unwrap();
+        let v: Json = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v, json!({ "header": 7, "data": [5, 6] }));
+        assert!(
+            form.encode(
+                &Copied {
+                    bytes: &bytes[..4],
+                    tensor: None,
+                    at: 0
+                },
+                &mut out
+            )
+            .is_err()
+        );
     }
 
     #[test]

@@ -186,7 +186,8 @@ struct Recorded {
     ros: Option<Conversion>,
 }
 
-fn now_ns() -> u64 {
+/// Now, in ns since the Unix epoch (what MCAP's and Foxglove's log times hold).
+pub fn now_ns() -> u64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)

@@ -54,7 +54,7 @@ mod server;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use iox_service::opener::{Backoff, DAEMON_OPEN_TIMEOUT, Opener};
 use iox_service::{
@@ -63,6 +63,7 @@ use iox_service::{
 
 use self::outbox::Limits;
 use self::server::{Admission, Server};
+use crate::record::now_ns;
 use crate::topic::{Topic, glob_match};
 use crate::{Failure, fail};
 use iox_cli::foxglove_form::{Copied, Encoding, Form, form_of};
@@ -130,12 +131,6 @@ struct Live {
     name: String,
     topic: Topic,
     port: Port,
-}
-
-fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// `iox foxglove`.
@@ -236,6 +231,9 @@ pub fn foxglove(root: &Path, args: FoxgloveArgs) -> Result<u8, Failure> {
             break;
         }
     }
+    for (name, s) in bridge.shown.iter().filter(|(_, s)| s.unshown > 0) {
+        eprintln!("iox foxglove: /{name}: {} sample(s) not shown", s.unshown);
+    }
     eprintln!("iox foxglove: stopped");
     Ok(0)
 }
@@ -247,7 +245,7 @@ struct Bridge<'a> {
     server: Server,
     /// Shown services, by name.
     shown: BTreeMap<String, Shown>,
-    /// Services not shown (said once), with the config that said so.
+    /// Services not shown (said once), by name, until they leave the root.
     skipped: HashSet<String>,
     /// Open services, by channel.
     live: BTreeMap<u64, Live>,

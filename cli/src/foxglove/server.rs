@@ -604,14 +604,11 @@ fn subscribe(shared: &Shared, client: &Client, subscriptions: Vec<Subscription>)
     let mut subs = lock(&client.subs);
     for s in subscriptions {
         if !state.channels.contains_key(&s.channel_id) {
-            drop(subs);
             client.status(
                 Level::Warning,
                 format!("no channel {} (it may have gone)", s.channel_id),
             );
-            subs = lock(&client.subs);
         } else if subs.0.contains_key(&s.id) || subs.1.contains_key(&s.channel_id) {
-            drop(subs);
             client.status(
                 Level::Error,
                 format!(
@@ -619,7 +616,6 @@ fn subscribe(shared: &Shared, client: &Client, subscriptions: Vec<Subscription>)
                     s.id, s.channel_id
                 ),
             );
-            subs = lock(&client.subs);
         } else {
             subs.0.insert(s.id, s.channel_id);
             subs.1.insert(s.channel_id, s.id);
